@@ -49,7 +49,12 @@ export interface IncrementRequest {
   readonly key: string;
 }
 
-export type NodeRequest = PresenceBatch | PresenceSync | SnapshotRequest | IncrementRequest;
+/** How many times a request was forwarded between nodes that disagree about the owner (absent: 0). */
+export interface Forwardable {
+  readonly hop?: number;
+}
+
+export type NodeRequest = (PresenceBatch | PresenceSync | SnapshotRequest | IncrementRequest) & Forwardable;
 
 export interface AckReply {
   readonly type: "ack";
@@ -113,3 +118,6 @@ export interface NodeHeartbeat {
 }
 
 export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat;
+
+/** Every message on the bus; `type` tells them apart. */
+export type InternalMessage = NodeRequest | NodeReply | Broadcast;

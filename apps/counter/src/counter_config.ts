@@ -1,0 +1,40 @@
+import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
+import { readInt, type Env } from "@livecount/runtime";
+
+/** A counter node's settings; each documented with its variable, default and reason. */
+export interface CounterConfig extends ClusterConfig {
+  /** LIVECOUNT_PORT: health, readiness and metrics over HTTP. Default 8081 (8080 is the gateway's). */
+  readonly port: number;
+  /** LIVECOUNT_PARTITION_LEASE_MS: a partition owner that stops renewing loses it after this. Default 8000. */
+  readonly partitionLeaseMs: number;
+  /** LIVECOUNT_PASSIVATE_MS: an actor with no viewers and nothing pending leaves memory after this. Default 60000. */
+  readonly passivateMs: number;
+  /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long an increment's idempotency key is remembered. Default 86400. */
+  readonly idempotencyTtlMs: number;
+  /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
+  readonly settleMs: number;
+  /** Derived: how often lingering viewers and gateway leases are checked. */
+  readonly sweepMs: number;
+}
+
+export function readCounterConfig(env: Env): CounterConfig {
+  const cluster = readClusterConfig(env);
+  return {
+    ...cluster,
+    port: readInt(env, "LIVECOUNT_PORT", 8081, { min: 0, max: 65535 }),
+    partitionLeaseMs: readInt(env, "LIVECOUNT_PARTITION_LEASE_MS", 8000, { min: 1000 }),
+    passivateMs: readInt(env, "LIVECOUNT_PASSIVATE_MS", 60000, { min: 1000 }),
+    idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
+    ...derived(cluster),
+  };
+}
+
+/** Values computed from others, in one place. */
+function derived(c: ClusterConfig): Pick<CounterConfig, "settleMs" | "sweepMs"> {
+  return {
+    // Gateways resync a partition as soon as they see its new owner; a third of a gateway lease
+    // covers one missed heartbeat of the ring change.
+    settleMs: Math.ceil(c.gatewayLeaseMs / 3),
+    sweepMs: Math.max(50, Math.min(250, Math.floor(c.graceMs / 4) || 50)),
+  };
+}

@@ -1,0 +1,617 @@
+import { gatewaysSubject, nodeSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { Membership } from "@livecount/cluster";
+import {
+  ProtocolError,
+  VIEWERS_COUNTER,
+  decodeMessage,
+  encodeMessage,
+  isCounterName,
+  isPageId,
+  type ErrorCode,
+  type IncrementRequest,
+  type NodeReply,
+  type NodeRequest,
+  type PresenceBatch,
+  type PresenceSync,
+} from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { Coalescer, systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import type { FencedWrites, IncrementOp, Store } from "@livecount/store";
+import type { Registry } from "prom-client";
+import type { CounterConfig } from "./counter_config.js";
+import { CounterMetrics } from "./counter_metrics.js";
+import { PageActor, type ActorHost } from "./page_actor.js";
+import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
+
+export interface CounterNodeOptions {
+  readonly config: CounterConfig;
+  readonly bus: Bus;
+  readonly store: Store;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly clock?: Clock;
+}
+
+interface GatewayLease {
+  lastSeen: number;
+  leaseMs: number;
+  /** Pages on this node where the gateway contributed presence. */
+  readonly pages: Set<string>;
+}
+
+interface PendingIncrement {
+  readonly actor: PageActor;
+  readonly request: IncrementRequest;
+  readonly resolve: (reply: NodeReply) => void;
+}
+
+/** How long a request waits for its partition's lease (a takeover waits out the old owner's lease). */
+const OWNERSHIP_WAIT_FACTOR = 1.5;
+/** Idle actors are looked for every this many sweeps. */
+const PASSIVATION_SWEEPS = 20;
+/** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
+const MAX_HOPS = 1;
+
+function errorReply(code: ErrorCode, message?: string): NodeReply {
+  const e = new ProtocolError(code, message);
+  return { type: "error", code: e.code, message: e.message };
+}
+
+/**
+ * A counter node: owns the partitions the ring gives it (each under a fenced lease), runs an actor
+ * per page of those partitions, forwards what it does not own, persists this data center's entries
+ * in batches and publishes them only once durable.
+ */
+export class CounterNode implements ActorHost {
+  readonly dc: string;
+  readonly graceMs: number;
+  readonly #config: CounterConfig;
+  readonly #bus: Bus;
+  readonly #store: Store;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #metrics: CounterMetrics;
+  readonly #membership: Membership;
+  readonly #ownership: PartitionOwnership;
+  readonly #flusher: Coalescer;
+  readonly #actors = new Map<string, PageActor>();
+  readonly #dirty = new Set<PageActor>();
+  readonly #wake = new Map<PageActor, number>();
+  readonly #unsettled = new Set<PageActor>();
+  readonly #gateways = new Map<string, GatewayLease>();
+  /** Per partition, when presence counts again after this node took the partition over. */
+  readonly #settleAt = new Map<number, number>();
+  #increments: PendingIncrement[] = [];
+  #incrementsScheduled = false;
+  #incrementsInFlight: Promise<void> = Promise.resolve();
+  readonly #subs: Subscription[] = [];
+  #sweepTimer: TimerHandle | undefined;
+  #sweeps = 0;
+  #status: "new" | "running" | "stopping" | "stopped" = "new";
+
+  constructor(opts: CounterNodeOptions) {
+    this.#config = opts.config;
+    this.dc = opts.config.dc;
+    this.graceMs = opts.config.graceMs;
+    this.#bus = opts.bus;
+    this.#store = opts.store;
+    this.#clock = opts.clock ?? systemClock;
+    this.#log = opts.logger.child({ component: "counter", node: opts.config.nodeId, dc: opts.config.dc });
+    this.#metrics = new CounterMetrics(opts.registry);
+    this.#membership = new Membership({
+      bus: opts.bus,
+      clock: this.#clock,
+      logger: this.#log,
+      dc: opts.config.dc,
+      partitions: opts.config.partitions,
+      vnodes: opts.config.vnodes,
+      leaseMs: opts.config.nodeLeaseMs,
+      self: opts.config.nodeId,
+    });
+    this.#ownership = new PartitionOwnership({
+      store: opts.store,
+      clock: this.#clock,
+      logger: this.#log,
+      node: opts.config.nodeId,
+      leaseMs: opts.config.partitionLeaseMs,
+      retryMs: Math.max(100, Math.floor(opts.config.partitionLeaseMs / 10)),
+    });
+    this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
+    this.#flusher = new Coalescer(
+      this.#clock,
+      opts.config.coalesceMs,
+      () => this.#flush(),
+      (err) => this.#log.error({ err }, "flush failed"),
+    );
+  }
+
+  get nodeId(): string {
+    return this.#config.nodeId;
+  }
+
+  /** Ready once it owns every partition the ring gives it. */
+  get ready(): boolean {
+    if (this.#status !== "running") return false;
+    const wanted = this.#membership.ring.partitionsOf(this.#config.nodeId);
+    return wanted.every((p) => this.#ownership.fenceOf(p) !== undefined);
+  }
+
+  async start(): Promise<void> {
+    if (this.#status !== "new") throw new Error("counter node already started");
+    this.#status = "running";
+    const { dc, nodeId } = this.#config;
+    this.#subs.push(this.#bus.serve(nodeSubject(dc, nodeId), (data) => this.#serve(data)));
+    this.#subs.push(this.#bus.subscribe(gatewaysSubject(dc), (data) => this.#onGatewayHeartbeat(data)));
+    this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
+    this.#membership.start();
+    this.#ownership.start();
+    await this.#setWanted(this.#membership.ring.partitionsOf(nodeId));
+    this.#scheduleSweep();
+    this.#log.info({ partitions: this.#ownership.heldCount }, "counter node started");
+  }
+
+  /** Hands partitions over: leaves the ring, flushes every page, releases every lease. */
+  async stop(): Promise<void> {
+    if (this.#status !== "running") return;
+    this.#status = "stopping";
+    this.#membership.leave();
+    await this.#drainIncrements();
+    await this.#flusher.drain();
+    await this.#ownership.close();
+    this.#membership.stop();
+    for (const sub of this.#subs) sub.unsubscribe();
+    this.#flusher.close();
+    if (this.#sweepTimer !== undefined) this.#clock.clearTimeout(this.#sweepTimer);
+    this.#status = "stopped";
+    this.#log.info("counter node stopped");
+  }
+
+  // --- ActorHost ---------------------------------------------------------------------------------
+
+  now(): number {
+    return this.#clock.now();
+  }
+
+  markDirty(actor: PageActor): void {
+    this.#dirty.add(actor);
+    this.#flusher.request();
+  }
+
+  wakeAt(actor: PageActor, at: number): void {
+    const current = this.#wake.get(actor);
+    if (current === undefined || at < current) this.#wake.set(actor, at);
+  }
+
+  // --- requests ----------------------------------------------------------------------------------
+
+  async #serve(data: Uint8Array): Promise<Uint8Array> {
+    let request: NodeRequest;
+    try {
+      const msg = decodeMessage(data);
+      if (msg.type !== "presence" && msg.type !== "presence_sync" && msg.type !== "snapshot" && msg.type !== "increment") {
+        return encodeMessage(errorReply("unknown_type", `not a request: ${msg.type}`));
+      }
+      request = msg;
+    } catch (err) {
+      this.#log.warn({ err }, "malformed request");
+      return encodeMessage(errorReply("bad_frame", err instanceof Error ? err.message : undefined));
+    }
+    try {
+      return encodeMessage(await this.#handle(request));
+    } catch (err) {
+      this.#log.error({ err, type: request.type }, "request failed");
+      return encodeMessage(errorReply(err instanceof ProtocolError ? err.code : "internal"));
+    }
+  }
+
+  async #handle(request: NodeRequest): Promise<NodeReply> {
+    if (this.#status !== "running") return errorReply("unavailable", "counter node is stopping");
+    const partition = request.type === "presence" || request.type === "presence_sync" ? request.partition : partitionOf(request.page, this.#config.partitions);
+    const owner = this.#membership.ring.ownerOf(partition);
+    if (owner !== this.#config.nodeId) return this.#forward(owner, request);
+    const fence = await this.#ownership.whenHeld(partition, this.#config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR);
+    if (fence === undefined) return errorReply("unavailable", `partition ${partition} is not owned yet`);
+    switch (request.type) {
+      case "presence":
+        return this.#presence(request);
+      case "presence_sync":
+        return this.#presenceSync(request);
+      case "snapshot":
+        return this.#snapshot(request.page, partition);
+      case "increment":
+        return this.#increment(request, partition);
+    }
+  }
+
+  async #forward(owner: string | undefined, request: NodeRequest): Promise<NodeReply> {
+    if (owner === undefined) return errorReply("unavailable", "no counter node is live");
+    if ((request.hop ?? 0) >= MAX_HOPS) return errorReply("unavailable", "owners disagree about the ring; retry");
+    this.#metrics.forwards.inc();
+    const forwarded = encodeMessage({ ...request, hop: (request.hop ?? 0) + 1 });
+    const reply = await this.#bus.request(nodeSubject(this.dc, owner), forwarded, { timeoutMs: this.#config.partitionLeaseMs * 2 });
+    const decoded = decodeMessage(reply);
+    if (decoded.type !== "ack" && decoded.type !== "page_state" && decoded.type !== "incremented" && decoded.type !== "error") {
+      return errorReply("internal", "owner answered with a non-reply");
+    }
+    return decoded;
+  }
+
+  async #presence(batch: PresenceBatch): Promise<NodeReply> {
+    const lease = this.#touchGateway(batch.gateway);
+    const byPage = new Map<string, Array<{ viewer: string; present: boolean }>>();
+    for (const op of batch.ops) {
+      if (partitionOf(op.page, this.#config.partitions) !== batch.partition) {
+        return errorReply("bad_frame", `page ${JSON.stringify(op.page)} is not in partition ${batch.partition}`);
+      }
+      let ops = byPage.get(op.page);
+      if (ops === undefined) byPage.set(op.page, (ops = []));
+      ops.push(op);
+    }
+    await Promise.all(
+      [...byPage].map(([page, ops]) =>
+        this.#inActor(page, batch.partition, (actor) => {
+          lease.pages.add(page);
+          for (const op of ops) actor.presence(batch.gateway, op.viewer, op.present);
+        }),
+      ),
+    );
+    this.#metrics.presenceOps.inc(batch.ops.length);
+    return { type: "ack" };
+  }
+
+  async #presenceSync(sync: PresenceSync): Promise<NodeReply> {
+    const lease = this.#touchGateway(sync.gateway);
+    const pages = new Set(Object.keys(sync.pages));
+    for (const page of pages) {
+      if (partitionOf(page, this.#config.partitions) !== sync.partition) {
+        return errorReply("bad_frame", `page ${JSON.stringify(page)} is not in partition ${sync.partition}`);
+      }
+    }
+    // Pages the gateway held here before but no longer lists: it holds nobody there now.
+    for (const page of lease.pages) {
+      if (!pages.has(page) && partitionOf(page, this.#config.partitions) === sync.partition) pages.add(page);
+    }
+    await Promise.all(
+      [...pages].map((page) =>
+        this.#inActor(page, sync.partition, (actor) => {
+          const viewers = sync.pages[page] ?? [];
+          if (viewers.length > 0) lease.pages.add(page);
+          actor.replaceGateway(sync.gateway, viewers);
+        }),
+      ),
+    );
+    return { type: "ack" };
+  }
+
+  async #snapshot(page: string, partition: number): Promise<NodeReply> {
+    return this.#inActor(page, partition, (actor) => ({
+      type: "page_state",
+      page,
+      counters: actor.snapshot(),
+      liveDcs: [this.dc],
+      ts: this.#clock.now(),
+    }));
+  }
+
+  async #increment(request: IncrementRequest, partition: number): Promise<NodeReply> {
+    if (!isPageId(request.page)) return errorReply("invalid_page");
+    if (!isCounterName(request.counter) || request.counter === VIEWERS_COUNTER) return errorReply("invalid_counter");
+    if (!Number.isSafeInteger(request.delta)) return errorReply("invalid_body", "delta must be a safe integer");
+    return new Promise<NodeReply>((resolve, reject) => {
+      const actor = this.#actor(request.page, partition);
+      actor.run((failure) => {
+        if (failure !== undefined) return reject(failure);
+        this.#increments.push({ actor, request, resolve });
+        this.#scheduleIncrements();
+      });
+    });
+  }
+
+  // --- durable increments: group commit ---------------------------------------------------------
+
+  #scheduleIncrements(): void {
+    if (this.#incrementsScheduled) return;
+    this.#incrementsScheduled = true;
+    setImmediate(() => {
+      this.#incrementsScheduled = false;
+      this.#incrementsInFlight = this.#incrementsInFlight.then(() => this.#commitIncrements());
+    });
+  }
+
+  async #drainIncrements(): Promise<void> {
+    while (this.#increments.length > 0 || this.#incrementsScheduled) {
+      await new Promise((r) => setImmediate(r));
+      await this.#incrementsInFlight;
+    }
+    await this.#incrementsInFlight;
+  }
+
+  /**
+   * Sends every pending increment to the store in one round trip. Each op's answer (value and time)
+   * is computed before sending and stored with its key, so a retry gets the very same answer.
+   */
+  async #commitIncrements(): Promise<void> {
+    const batch = this.#increments;
+    this.#increments = [];
+    if (batch.length === 0) return;
+    const now = this.#clock.now();
+    const running = new Map<string, number>();
+    const firstByKey = new Map<string, number>();
+    const ops: IncrementOp[] = [];
+    const sent: Array<{ pending: PendingIncrement; value: number } | { pending: PendingIncrement; sameAs: number }> = [];
+    for (const pending of batch) {
+      const { actor, request } = pending;
+      const fence = this.#ownership.fenceOf(actor.partition);
+      if (fence === undefined || actor.status === "closed") {
+        pending.resolve(errorReply("unavailable", "the page's owner changed; retry"));
+        continue;
+      }
+      const keyId = `${request.page}\u0000${request.key}`;
+      const first = firstByKey.get(keyId);
+      if (first !== undefined) {
+        sent.push({ pending, sameAs: first });
+        continue;
+      }
+      const counterId = `${request.page}\u0000${request.counter}`;
+      const value = (running.get(counterId) ?? actor.value(request.counter)) + request.delta;
+      running.set(counterId, value);
+      firstByKey.set(keyId, ops.length);
+      ops.push({
+        fence,
+        page: request.page,
+        counter: request.counter,
+        dc: this.dc,
+        delta: request.delta,
+        key: request.key,
+        payload: JSON.stringify({ value, updatedAt: now }),
+      });
+      sent.push({ pending, value });
+    }
+    if (ops.length === 0) return;
+    let outcomes;
+    try {
+      this.#metrics.storeWrites.inc();
+      outcomes = await this.#store.increment(ops, this.#config.idempotencyTtlMs);
+    } catch (err) {
+      this.#log.error({ err, ops: ops.length }, "increment batch failed");
+      for (const s of sent) s.pending.resolve(errorReply("unavailable", "the store did not answer; retry"));
+      return;
+    }
+    const replies: NodeReply[] = [];
+    let opIndex = 0;
+    for (const s of sent) {
+      const { actor, request } = s.pending;
+      if ("sameAs" in s) {
+        const original = replies[s.sameAs];
+        s.pending.resolve(original?.type === "incremented" ? { ...original, duplicate: true } : (original ?? errorReply("internal")));
+        continue;
+      }
+      const op = ops[opIndex]!;
+      const outcome = outcomes[opIndex++];
+      let reply: NodeReply;
+      switch (outcome?.kind) {
+        case "applied":
+          actor.applied(request.counter, outcome.entry);
+          reply = { type: "incremented", page: request.page, counter: request.counter, value: s.value, updatedAt: now, duplicate: false };
+          this.#metrics.increments.inc({ outcome: "applied" });
+          break;
+        case "duplicate": {
+          const original = JSON.parse(outcome.payload) as { value: number; updatedAt: number };
+          reply = { type: "incremented", page: request.page, counter: request.counter, value: original.value, updatedAt: original.updatedAt, duplicate: true };
+          this.#metrics.increments.inc({ outcome: "duplicate" });
+          break;
+        }
+        case "conflict":
+          reply = errorReply("idempotency_conflict");
+          this.#metrics.increments.inc({ outcome: "conflict" });
+          break;
+        default:
+          reply = errorReply("unavailable", "the page's owner changed; retry");
+          this.#metrics.increments.inc({ outcome: "stale" });
+          void this.#onPartitionLoss(op.fence.partition, "lost");
+      }
+      replies[opIndex - 1] = reply;
+      s.pending.resolve(reply);
+    }
+  }
+
+  // --- actors ------------------------------------------------------------------------------------
+
+  #actor(page: string, partition: number): PageActor {
+    const existing = this.#actors.get(page);
+    if (existing !== undefined && existing.status !== "closed") return existing;
+    const settleAt = this.#settleAt.get(partition) ?? 0;
+    const actor = new PageActor(this, page, partition, settleAt > this.#clock.now() ? settleAt : 0);
+    this.#actors.set(page, actor);
+    this.#metrics.actors.set(this.#actors.size);
+    if (actor.settleAt !== 0) this.#unsettled.add(actor);
+    this.#store.load(page).then(
+      (record) => actor.loaded(record),
+      (err) => {
+        this.#log.error({ err, page }, "page load failed");
+        if (this.#actors.get(page) === actor) this.#actors.delete(page);
+        actor.close(err);
+      },
+    );
+    return actor;
+  }
+
+  /** Runs `work` in the page's actor and resolves with its result. */
+  #inActor<T>(page: string, partition: number, work: (actor: PageActor) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const actor = this.#actor(page, partition);
+      actor.run((failure) => {
+        if (failure !== undefined) reject(failure);
+        else resolve(work(actor));
+      });
+    });
+  }
+
+  // --- persistence and publication ---------------------------------------------------------------
+
+  /** Persists every dirty page's own entries in one round trip, then publishes what became durable. */
+  async #flush(): Promise<void> {
+    const actors = [...this.#dirty];
+    this.#dirty.clear();
+    const groups = new Map<number, FencedWrites & { writes: FencedWrites["writes"][number][] }>();
+    const taken: Array<[PageActor, ReturnType<PageActor["takeUnwritten"]>]> = [];
+    for (const actor of actors) {
+      if (actor.status !== "active") continue;
+      const fence = this.#ownership.fenceOf(actor.partition);
+      if (fence === undefined) continue;
+      const writes = actor.takeUnwritten();
+      taken.push([actor, writes]);
+      if (writes.length === 0) continue;
+      let group = groups.get(actor.partition);
+      if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
+      group.writes.push(...writes);
+    }
+    const stopTimer = this.#metrics.flushSeconds.startTimer();
+    let stale;
+    try {
+      if (groups.size > 0) this.#metrics.storeWrites.inc();
+      stale = groups.size > 0 ? await this.#store.write([...groups.values()]) : [];
+    } catch (err) {
+      this.#metrics.flushFailures.inc();
+      for (const [actor, writes] of taken) {
+        actor.restoreUnwritten(writes);
+        this.#dirty.add(actor);
+      }
+      // Retried on the next window; nothing is published ahead of the store.
+      this.#flusher.request();
+      throw err;
+    } finally {
+      stopTimer();
+    }
+    this.#metrics.flushes.inc();
+    const lost = new Set(stale.map((f) => f.partition));
+    for (const partition of lost) void this.#onPartitionLoss(partition, "lost");
+    const ts = this.#clock.now();
+    for (const [actor] of taken) {
+      if (lost.has(actor.partition) || !actor.takeUnpublished()) continue;
+      const update = encodeMessage({ type: "update", page: actor.page, dc: this.dc, counters: actor.ownEntries(), ts });
+      this.#bus.publish(pageSubject(actor.page), update);
+      this.#metrics.publishes.inc();
+    }
+  }
+
+  // --- ownership ---------------------------------------------------------------------------------
+
+  async #setWanted(partitions: number[]): Promise<void> {
+    const now = this.#clock.now();
+    for (const p of partitions) {
+      if (!this.#ownership.isWanted(p)) this.#settleAt.set(p, now + this.#config.settleMs);
+    }
+    try {
+      await this.#ownership.setWanted(partitions);
+    } catch (err) {
+      this.#log.error({ err }, "ownership change failed; retrying on the next lease cycle");
+    }
+    this.#metrics.partitions.set(this.#ownership.heldCount);
+  }
+
+  /** Drops a partition's actors: after flushing them when handing over, at once when lost. */
+  async #onPartitionLoss(partition: number, reason: LossReason): Promise<void> {
+    if (reason === "released") {
+      await this.#drainIncrements();
+      await this.#flusher.drain();
+    }
+    for (const [page, actor] of this.#actors) {
+      if (actor.partition !== partition) continue;
+      this.#actors.delete(page);
+      this.#dirty.delete(actor);
+      this.#wake.delete(actor);
+      this.#unsettled.delete(actor);
+      actor.close();
+    }
+    this.#settleAt.delete(partition);
+    this.#metrics.actors.set(this.#actors.size);
+    this.#metrics.partitions.set(this.#ownership.heldCount);
+    this.#log.info({ partition, reason }, "partition dropped");
+  }
+
+  // --- gateway leases ----------------------------------------------------------------------------
+
+  #touchGateway(gateway: string, leaseMs = this.#config.gatewayLeaseMs): GatewayLease {
+    let lease = this.#gateways.get(gateway);
+    if (lease === undefined) {
+      lease = { lastSeen: this.#clock.now(), leaseMs, pages: new Set() };
+      this.#gateways.set(gateway, lease);
+    }
+    lease.lastSeen = this.#clock.now();
+    lease.leaseMs = leaseMs;
+    return lease;
+  }
+
+  #onGatewayHeartbeat(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#log.warn({ err }, "malformed gateway heartbeat");
+      return;
+    }
+    if (msg.type !== "gateway") return;
+    if (msg.state === "up") {
+      this.#touchGateway(msg.gateway, msg.leaseMs);
+      return;
+    }
+    // A gateway shutting down closed its sockets: its viewers linger for the grace window while
+    // they reconnect elsewhere.
+    const lease = this.#gateways.get(msg.gateway);
+    if (lease === undefined) return;
+    this.#gateways.delete(msg.gateway);
+    for (const page of lease.pages) this.#actors.get(page)?.run((failure) => failure ?? this.#actors.get(page)?.replaceGateway(msg.gateway, []));
+  }
+
+  // --- timers ------------------------------------------------------------------------------------
+
+  #scheduleSweep(): void {
+    this.#sweepTimer = this.#clock.setTimeout(() => {
+      try {
+        this.#sweep();
+      } catch (err) {
+        this.#log.error({ err }, "sweep failed");
+      }
+      if (this.#status === "running") this.#scheduleSweep();
+    }, this.#config.sweepMs);
+  }
+
+  #sweep(): void {
+    const now = this.#clock.now();
+    for (const [actor, at] of this.#wake) {
+      if (at > now) continue;
+      this.#wake.delete(actor);
+      if (actor.status === "active") actor.tick(now);
+    }
+    for (const actor of this.#unsettled) {
+      if (actor.status === "closed") this.#unsettled.delete(actor);
+      else if (actor.status === "active" && actor.settleAt <= now) {
+        this.#unsettled.delete(actor);
+        actor.settle();
+      }
+    }
+    for (const [gateway, lease] of this.#gateways) {
+      if (lease.lastSeen + lease.leaseMs > now) continue;
+      this.#gateways.delete(gateway);
+      this.#metrics.gatewayExpiries.inc();
+      this.#log.warn({ gateway, pages: lease.pages.size }, "gateway lease lapsed; dropping its viewers");
+      for (const page of lease.pages) {
+        const actor = this.#actors.get(page);
+        if (actor?.status === "active") actor.dropGateway(gateway);
+      }
+    }
+    if (++this.#sweeps % PASSIVATION_SWEEPS === 0) this.#passivate(now);
+  }
+
+  #passivate(now: number): void {
+    for (const [page, actor] of this.#actors) {
+      if (!actor.isIdle || this.#dirty.has(actor) || now - actor.lastActive < this.#config.passivateMs) continue;
+      this.#actors.delete(page);
+      this.#wake.delete(actor);
+      this.#unsettled.delete(actor);
+      for (const lease of this.#gateways.values()) lease.pages.delete(page);
+    }
+    this.#metrics.actors.set(this.#actors.size);
+  }
+}

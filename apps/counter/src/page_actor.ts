@@ -1,0 +1,228 @@
+import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
+import { VIEWERS_COUNTER } from "@livecount/protocol";
+import type { EntryWrite, PageRecord } from "@livecount/store";
+import { PagePresence } from "./page_presence.js";
+
+export type ActorStatus = "loading" | "active" | "closed";
+
+/** A mailbox item: runs with no argument, or with the reason the actor could not run it. */
+export type Work = (failure?: Error) => void;
+
+export class ActorClosedError extends Error {
+  override name = "ActorClosedError";
+  constructor(page: string, options?: { cause?: unknown }) {
+    super(`the actor of page ${JSON.stringify(page)} is closed`, options);
+  }
+}
+
+/** What an actor needs from its node: the data center, time, and a way to ask for a flush. */
+export interface ActorHost {
+  readonly dc: string;
+  readonly graceMs: number;
+  now(): number;
+  /** The actor has entries to persist and publish. */
+  markDirty(actor: PageActor): void;
+  /** The actor has lingering viewers whose grace ends at `at`. */
+  wakeAt(actor: PageActor, at: number): void;
+}
+
+/**
+ * The actor of one page on its owner node: one mailbox, handled in order. It holds every data
+ * center's PN-counter entries of the page and this data center's presence, and turns presence into
+ * this data center's `viewers` entry. Created on demand, loaded from the store before it handles
+ * anything, passivated by its node when idle.
+ */
+export class PageActor {
+  readonly page: string;
+  readonly partition: number;
+  readonly #host: ActorHost;
+  readonly #counters = new Map<string, PNCounter>();
+  readonly #presence = new PagePresence();
+  /** Counters whose own entry changed and is not yet durable. */
+  readonly #unwritten = new Set<string>();
+  #unpublished = false;
+  #mailbox: Work[] = [];
+  #status: ActorStatus = "loading";
+  /** Until then presence may still be arriving from gateways (after an owner change): hold `viewers`. */
+  #settleAt: number;
+  lastActive: number;
+
+  constructor(host: ActorHost, page: string, partition: number, settleAt: number) {
+    this.#host = host;
+    this.page = page;
+    this.partition = partition;
+    this.#settleAt = settleAt;
+    this.lastActive = host.now();
+  }
+
+  get status(): ActorStatus {
+    return this.#status;
+  }
+
+  /** Runs `work` in mailbox order: at once when active, after loading otherwise. */
+  run(work: Work): void {
+    this.lastActive = this.#host.now();
+    if (this.#status === "loading") this.#mailbox.push(work);
+    else if (this.#status === "closed") work(new ActorClosedError(this.page));
+    else work();
+  }
+
+  /** Installs the durable state and handles what queued meanwhile. */
+  loaded(record: PageRecord): void {
+    for (const [name, entries] of Object.entries(record)) this.#counter(name).mergeAll(entries);
+    this.#status = "active";
+    const own = this.ownEntry(VIEWERS_COUNTER);
+    // Nothing to hold: a fresh page cannot dip while presence resyncs.
+    if (own.p === own.n) this.#settleAt = 0;
+    const queued = this.#mailbox;
+    this.#mailbox = [];
+    for (const work of queued) work();
+    this.#syncViewers();
+  }
+
+  /** Stops the actor (partition lost or handed over, or loading failed); queued work fails. */
+  close(cause?: unknown): void {
+    this.#status = "closed";
+    const queued = this.#mailbox;
+    this.#mailbox = [];
+    for (const work of queued) work(new ActorClosedError(this.page, { cause }));
+  }
+
+  get settled(): boolean {
+    return this.#settleAt === 0;
+  }
+
+  // --- presence ---------------------------------------------------------------------------------
+
+  presence(gateway: string, viewer: string, present: boolean): void {
+    this.#presence.apply(gateway, viewer, present, this.#host.now(), this.#host.graceMs);
+    this.#syncViewers();
+  }
+
+  replaceGateway(gateway: string, viewers: readonly string[]): void {
+    this.#presence.replace(gateway, viewers, this.#host.now(), this.#host.graceMs);
+    this.#syncViewers();
+  }
+
+  dropGateway(gateway: string): void {
+    this.#presence.dropGateway(gateway);
+    this.#syncViewers();
+  }
+
+  /** Ends lingering viewers whose grace is over. */
+  tick(now: number): void {
+    this.#presence.expire(now);
+    this.#syncViewers();
+  }
+
+  /** Presence is settled from now on (every gateway had time to resync). */
+  settle(): void {
+    this.#settleAt = 0;
+    this.#syncViewers();
+  }
+
+  get settleAt(): number {
+    return this.#settleAt;
+  }
+
+  get viewers(): number {
+    return this.#presence.count;
+  }
+
+  // --- durable counters -------------------------------------------------------------------------
+
+  /** This data center's entry of a counter. */
+  ownEntry(counter: string): Entry {
+    return this.#counter(counter).entry(this.#host.dc);
+  }
+
+  /** A counter's value over every data center. */
+  value(counter: string): number {
+    return this.#counters.get(counter)?.value() ?? 0;
+  }
+
+  /** Installs this data center's entry as the store returned it after a durable increment. */
+  applied(counter: string, entry: Entry): void {
+    if (this.#counter(counter).merge(this.#host.dc, entry)) this.#markPublish();
+  }
+
+  // --- replication and snapshots ------------------------------------------------------------------
+
+  /** Every data center's entries of every counter. */
+  snapshot(): Record<string, Entries> {
+    const out: Record<string, Entries> = {};
+    for (const [name, counter] of this.#counters) out[name] = counter.entries();
+    return out;
+  }
+
+  /** This data center's entry of every counter, as published to the page subject. */
+  ownEntries(): Record<string, Entry> {
+    const out: Record<string, Entry> = {};
+    for (const [name, counter] of this.#counters) out[name] = counter.entry(this.#host.dc);
+    return out;
+  }
+
+  /** Own entries that must be persisted before the next publish; clears the set. */
+  takeUnwritten(): EntryWrite[] {
+    const writes: EntryWrite[] = [];
+    for (const counter of this.#unwritten) {
+      writes.push({ page: this.page, counter, dc: this.#host.dc, entry: this.ownEntry(counter) });
+    }
+    this.#unwritten.clear();
+    return writes;
+  }
+
+  /** A flush failed: the entries must be written again. */
+  restoreUnwritten(writes: readonly EntryWrite[]): void {
+    for (const w of writes) this.#unwritten.add(w.counter);
+    this.#unpublished = true;
+  }
+
+  takeUnpublished(): boolean {
+    const was = this.#unpublished;
+    this.#unpublished = false;
+    return was;
+  }
+
+  get hasPendingWork(): boolean {
+    return this.#unwritten.size > 0 || this.#unpublished || this.#mailbox.length > 0;
+  }
+
+  /** Nothing would be lost by dropping this actor from memory. */
+  get isIdle(): boolean {
+    return this.#status === "active" && this.#presence.isEmpty && !this.hasPendingWork;
+  }
+
+  #counter(name: string): PNCounter {
+    let c = this.#counters.get(name);
+    if (c === undefined) {
+      c = new PNCounter();
+      this.#counters.set(name, c);
+    }
+    return c;
+  }
+
+  #markPublish(): void {
+    this.#unpublished = true;
+    this.#host.markDirty(this);
+  }
+
+  /** Moves this data center's `viewers` entry to the presence count: p grows on joins, n on leaves. */
+  #syncViewers(): void {
+    if (this.#status !== "active") return;
+    if (this.#settleAt !== 0) {
+      if (this.#host.now() < this.#settleAt) return;
+      this.#settleAt = 0;
+    }
+    const viewers = this.#counter(VIEWERS_COUNTER);
+    const own = viewers.entry(this.#host.dc);
+    const delta = this.#presence.count - (own.p - own.n);
+    if (delta !== 0) {
+      viewers.add(this.#host.dc, delta);
+      this.#unwritten.add(VIEWERS_COUNTER);
+      this.#markPublish();
+    }
+    const next = this.#presence.nextDeadline();
+    if (next !== undefined) this.#host.wakeAt(this, next);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Who is viewing one page, as seen by the page's owner: for each viewer, the gateways that hold at
+ * least one of its sockets. This is where a viewer starts and stops counting:
+ *
+ * - a viewer counts while any gateway holds it (deduped by viewer id across gateways and tabs);
+ * - when the last gateway lets it go, it lingers for the grace window, so a reload or a reconnect
+ *   to another gateway causes no dip and no duplicate;
+ * - when a gateway's lease lapses (the process died), everything it held is dropped at once: its
+ *   viewers have had the whole lease to reconnect elsewhere.
+ *
+ * Pure state: time comes in as arguments, the owning actor runs the timers.
+ */
+export class PagePresence {
+  /** viewer -> gateways holding it. Never holds an empty set. */
+  readonly #holders = new Map<string, Set<string>>();
+  /** viewer -> epoch-ms when it stops counting. A viewer is in #holders or #lingering, never both. */
+  readonly #lingering = new Map<string, number>();
+
+  /** Distinct viewers counting right now. */
+  get count(): number {
+    return this.#holders.size + this.#lingering.size;
+  }
+
+  get isEmpty(): boolean {
+    return this.count === 0;
+  }
+
+  /** Earliest lingering deadline, or undefined when nobody lingers. */
+  nextDeadline(): number | undefined {
+    let next: number | undefined;
+    for (const at of this.#lingering.values()) if (next === undefined || at < next) next = at;
+    return next;
+  }
+
+  /** A gateway now holds (present) or no longer holds the viewer. Idempotent. */
+  apply(gateway: string, viewer: string, present: boolean, now: number, graceMs: number): void {
+    const holders = this.#holders.get(viewer);
+    if (present) {
+      if (holders !== undefined) holders.add(gateway);
+      else {
+        this.#lingering.delete(viewer);
+        this.#holders.set(viewer, new Set([gateway]));
+      }
+      return;
+    }
+    if (holders === undefined || !holders.delete(gateway)) return;
+    if (holders.size === 0) {
+      this.#holders.delete(viewer);
+      this.#lingering.set(viewer, now + graceMs);
+    }
+  }
+
+  /**
+   * Replaces everything `gateway` holds on this page with `viewers` (a resync after an owner change
+   * or a reconnect). Viewers it no longer holds linger like after a leave.
+   */
+  replace(gateway: string, viewers: Iterable<string>, now: number, graceMs: number): void {
+    const next = new Set(viewers);
+    for (const [viewer, holders] of this.#holders) {
+      if (holders.has(gateway) && !next.has(viewer)) this.apply(gateway, viewer, false, now, graceMs);
+    }
+    for (const viewer of next) this.apply(gateway, viewer, true, now, graceMs);
+  }
+
+  /** Drops everything `gateway` holds, without grace: its lease lapsed. */
+  dropGateway(gateway: string): void {
+    for (const [viewer, holders] of this.#holders) {
+      if (holders.delete(gateway) && holders.size === 0) this.#holders.delete(viewer);
+    }
+  }
+
+  /** Ends the grace of viewers whose deadline has passed. */
+  expire(now: number): void {
+    for (const [viewer, at] of this.#lingering) if (at <= now) this.#lingering.delete(viewer);
+  }
+
+  /** Viewers held by `gateway` (for tests and diagnostics). */
+  heldBy(gateway: string): string[] {
+    const out: string[] = [];
+    for (const [viewer, holders] of this.#holders) if (holders.has(gateway)) out.push(viewer);
+    return out;
+  }
+}

@@ -1,0 +1,175 @@
+import type { Fence, Lease, Store } from "@livecount/store";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+
+export interface OwnershipOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly node: string;
+  /** Lease length; renewed every third of it. */
+  readonly leaseMs: number;
+  /** Retry period for partitions still held by a previous owner. */
+  readonly retryMs: number;
+}
+
+/** Why a partition stopped being ours. */
+export type LossReason = "released" | "lost";
+
+/**
+ * The partitions this node owns, each as a lease with a fencing epoch in the store. The ring says
+ * which partitions the node should own; a partition is served only once its lease is held, so a
+ * paused or partitioned former owner cannot write after losing it: its fence is stale.
+ */
+export class PartitionOwnership {
+  readonly #opts: OwnershipOptions;
+  readonly #held = new Map<number, Lease>();
+  readonly #wanted = new Set<number>();
+  readonly #waiters = new Map<number, Array<(fence: Fence | undefined) => void>>();
+  #onLost: (partition: number, reason: LossReason) => Promise<void> | void = () => {};
+  #timer: TimerHandle | undefined;
+  #acquiring = false;
+  #closed = false;
+
+  constructor(opts: OwnershipOptions) {
+    this.#opts = opts;
+  }
+
+  /** Called before a partition is released or after its lease was found lost. */
+  onLoss(handler: (partition: number, reason: LossReason) => Promise<void> | void): void {
+    this.#onLost = handler;
+  }
+
+  fenceOf(partition: number): Fence | undefined {
+    return this.#held.get(partition);
+  }
+
+  isWanted(partition: number): boolean {
+    return this.#wanted.has(partition);
+  }
+
+  get heldCount(): number {
+    return this.#held.size;
+  }
+
+  /** Resolves with the fence once the partition is held, or undefined if it stops being wanted or time runs out. */
+  whenHeld(partition: number, timeoutMs: number): Promise<Fence | undefined> {
+    const held = this.#held.get(partition);
+    if (held !== undefined) return Promise.resolve(held);
+    if (!this.#wanted.has(partition)) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const timer = this.#opts.clock.setTimeout(() => settle(undefined), timeoutMs);
+      const settle = (fence: Fence | undefined): void => {
+        this.#opts.clock.clearTimeout(timer);
+        const list = this.#waiters.get(partition);
+        if (list !== undefined) {
+          const i = list.indexOf(settle);
+          if (i >= 0) list.splice(i, 1);
+        }
+        resolve(fence);
+      };
+      const list = this.#waiters.get(partition) ?? [];
+      list.push(settle);
+      this.#waiters.set(partition, list);
+    });
+  }
+
+  /** Sets the partitions the ring assigns to this node: acquires new ones, hands over the others. */
+  async setWanted(partitions: Iterable<number>): Promise<void> {
+    const next = new Set(partitions);
+    for (const p of this.#wanted) if (!next.has(p)) this.#wanted.delete(p);
+    for (const p of next) this.#wanted.add(p);
+    for (const [p] of this.#waiters) if (!next.has(p)) this.#notify(p, undefined);
+    await Promise.all([...this.#held.keys()].filter((p) => !next.has(p)).map((p) => this.#release(p)));
+    await this.#acquireWanted();
+  }
+
+  start(): void {
+    this.#schedule(0);
+  }
+
+  /** Releases every lease (after the loss handler flushed each partition). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
+    this.#wanted.clear();
+    await Promise.all([...this.#held.keys()].map((p) => this.#release(p)));
+  }
+
+  #schedule(ms: number): void {
+    if (this.#closed) return;
+    if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
+    this.#timer = this.#opts.clock.setTimeout(() => void this.#cycle(), ms);
+  }
+
+  async #cycle(): Promise<void> {
+    try {
+      await this.#renew();
+      await this.#acquireWanted();
+    } catch (err) {
+      this.#opts.logger.error({ err }, "partition lease cycle failed");
+    }
+    const pending = [...this.#wanted].some((p) => !this.#held.has(p));
+    this.#schedule(pending ? Math.min(this.#opts.retryMs, this.#opts.leaseMs / 3) : this.#opts.leaseMs / 3);
+  }
+
+  async #renew(): Promise<void> {
+    if (this.#held.size === 0) return;
+    const leases = [...this.#held.values()];
+    const kept = await this.#opts.store.renew(leases, this.#opts.leaseMs);
+    const keptBy = new Map(kept.map((l) => [l.partition, l]));
+    for (const lease of leases) {
+      const renewed = keptBy.get(lease.partition);
+      if (renewed !== undefined) {
+        // A lease released meanwhile must not come back.
+        if (this.#held.has(lease.partition)) this.#held.set(lease.partition, renewed);
+        continue;
+      }
+      if (this.#held.get(lease.partition) !== lease) continue;
+      this.#held.delete(lease.partition);
+      this.#opts.logger.warn({ partition: lease.partition, epoch: lease.epoch }, "partition lease lost");
+      await this.#onLost(lease.partition, "lost");
+    }
+  }
+
+  async #acquireWanted(): Promise<void> {
+    if (this.#acquiring || this.#closed) return;
+    this.#acquiring = true;
+    try {
+      const missing = [...this.#wanted].filter((p) => !this.#held.has(p));
+      const leases = await Promise.all(
+        missing.map((p) => this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs)),
+      );
+      for (const lease of leases) {
+        if (lease === null) continue;
+        if (!this.#wanted.has(lease.partition)) {
+          await this.#opts.store.release(lease);
+          continue;
+        }
+        this.#held.set(lease.partition, lease);
+        this.#notify(lease.partition, lease);
+      }
+      if (leases.some((l) => l === null)) this.#schedule(this.#opts.retryMs);
+    } finally {
+      this.#acquiring = false;
+    }
+  }
+
+  async #release(partition: number): Promise<void> {
+    const lease = this.#held.get(partition);
+    if (lease === undefined) return;
+    await this.#onLost(partition, "released");
+    this.#held.delete(partition);
+    try {
+      await this.#opts.store.release(lease);
+    } catch (err) {
+      this.#opts.logger.warn({ err, partition }, "partition release failed; the lease will expire");
+    }
+  }
+
+  #notify(partition: number, fence: Fence | undefined): void {
+    const list = this.#waiters.get(partition);
+    if (list === undefined) return;
+    this.#waiters.delete(partition);
+    for (const settle of [...list]) settle(fence);
+  }
+}

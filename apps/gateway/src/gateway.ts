@@ -1,0 +1,250 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { gatewaysSubject, type Bus } from "@livecount/bus";
+import { Membership } from "@livecount/cluster";
+import { encodeMessage, encodeServerFrame, type CountFrame } from "@livecount/protocol";
+import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import type { Registry } from "prom-client";
+import * as uWS from "uWebSockets.js";
+import type { GatewayConfig } from "./gateway_config.js";
+import { GatewayMetrics } from "./gateway_metrics.js";
+import { HttpApi } from "./http_api.js";
+import { Reply, requestInfo } from "./http_io.js";
+import { LocalPresence } from "./local_presence.js";
+import { OwnerClient } from "./owner_client.js";
+import { PageViews, type FrameSink } from "./page_views.js";
+import { PresenceForwarder } from "./presence_forwarder.js";
+import { SocketRouter, topicOf, type SocketData } from "./socket_router.js";
+
+export interface GatewayOptions {
+  readonly config: GatewayConfig;
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly clock?: Clock;
+  /** When set, the demo page's like button may add likes to this page without a key. */
+  readonly demoPage?: string;
+}
+
+/** uWS's DISABLED compression: count frames are tiny and per-message deflate costs CPU and memory per socket. */
+const NO_COMPRESSION = 0;
+/** Retry delays towards owners: first, then doubling up to the cap. */
+const RETRY_MS = 100;
+const MAX_RETRY_MS = 5000;
+/** How long shutdown waits for queued presence to reach the owners. */
+const SHUTDOWN_DRAIN_MS = 2000;
+
+/** Loads the widget bundle and the demo page from the widget package, if it was built. */
+function loadAssets(logger: Logger): Map<string, { body: Uint8Array; type: string }> {
+  const assets = new Map<string, { body: Uint8Array; type: string }>();
+  const files = [
+    ["/livecount.js", "@livecount/widget/livecount.js", "text/javascript; charset=utf-8"],
+    ["/", "@livecount/widget/demo.html", "text/html; charset=utf-8"],
+  ] as const;
+  for (const [path, specifier, type] of files) {
+    try {
+      assets.set(path, { body: readFileSync(fileURLToPath(import.meta.resolve(specifier))), type });
+    } catch (err) {
+      logger.warn({ err, path }, "asset missing; run npm run build");
+    }
+  }
+  return assets;
+}
+
+/**
+ * A gateway: terminates WebSockets (uWS, idle timeout with automatic pings finds dead sockets),
+ * keeps this process's presence per page and forwards it to page owners, watches pages its sockets
+ * watch and publishes one encoded count frame per update to each page's topic, and serves the
+ * HTTP API.
+ */
+export class Gateway {
+  readonly #o: GatewayOptions;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #metrics: GatewayMetrics;
+  readonly #membership: Membership;
+  readonly #presence = new LocalPresence();
+  readonly #forwarder: PresenceForwarder;
+  readonly #views: PageViews;
+  readonly #router: SocketRouter;
+  readonly #app: uWS.TemplatedApp;
+  readonly #unsubscribers: Array<() => void> = [];
+  #listenSocket: uWS.us_listen_socket | undefined;
+  #heartbeat: TimerHandle | undefined;
+  #port = 0;
+  #status: "new" | "running" | "stopping" | "stopped" = "new";
+
+  constructor(options: GatewayOptions) {
+    this.#o = options;
+    const { config, bus } = options;
+    this.#clock = options.clock ?? systemClock;
+    this.#log = options.logger.child({ component: "gateway", gateway: config.incarnation, dc: config.dc });
+    this.#metrics = new GatewayMetrics(options.registry);
+    this.#membership = new Membership({
+      bus,
+      clock: this.#clock,
+      logger: this.#log,
+      dc: config.dc,
+      partitions: config.partitions,
+      vnodes: config.vnodes,
+      leaseMs: config.nodeLeaseMs,
+    });
+    const owners = new OwnerClient(bus, this.#membership, config.dc, config.requestTimeoutMs);
+    this.#forwarder = new PresenceForwarder({
+      owners,
+      presence: this.#presence,
+      clock: this.#clock,
+      logger: this.#log,
+      gateway: config.incarnation,
+      partitions: config.partitions,
+      batchMs: config.presenceBatchMs,
+      retryMs: RETRY_MS,
+      maxRetryMs: MAX_RETRY_MS,
+      onSent: (ops) => this.#metrics.presenceOpsSent.inc(ops),
+    });
+    this.#app = uWS.App();
+    const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
+    this.#views = new PageViews({
+      bus,
+      owners,
+      sink,
+      clock: this.#clock,
+      logger: this.#log,
+      partitions: config.partitions,
+      coalesceMs: config.coalesceMs,
+      retryMs: RETRY_MS,
+      maxRetryMs: MAX_RETRY_MS,
+    });
+    this.#router = new SocketRouter({
+      presence: this.#presence,
+      forwarder: this.#forwarder,
+      views: this.#views,
+      metrics: this.#metrics,
+      clock: this.#clock,
+      incarnation: config.incarnation,
+      maxPagesPerSocket: config.maxPagesPerSocket,
+      ratePerS: config.socketRatePerS,
+      burst: config.socketBurst,
+    });
+    const api = new HttpApi({
+      owners,
+      metrics: this.#metrics,
+      registry: options.registry,
+      logger: this.#log,
+      partitions: config.partitions,
+      publisherKeys: config.publisherKeys,
+      maxBodyBytes: config.maxBodyBytes,
+      isReady: () => this.ready,
+      assets: loadAssets(this.#log),
+      ...(options.demoPage !== undefined ? { demoPage: options.demoPage } : {}),
+    });
+    this.#app
+      .ws<SocketData>("/ws", {
+        compression: NO_COMPRESSION,
+        maxPayloadLength: config.maxPayloadBytes,
+        idleTimeout: config.idleTimeoutS,
+        sendPingsAutomatically: true,
+        maxBackpressure: config.maxBackpressureBytes,
+        closeOnBackpressureLimit: true,
+        upgrade: (res, req, context) => {
+          res.upgrade(
+            this.#router.newSocketData(),
+            req.getHeader("sec-websocket-key"),
+            req.getHeader("sec-websocket-protocol"),
+            req.getHeader("sec-websocket-extensions"),
+            context,
+          );
+        },
+        open: () => this.#router.open(),
+        message: (ws, data, isBinary) => this.#router.message(ws, data, isBinary),
+        close: (ws, code) => this.#router.close(ws, code),
+      })
+      .any("/*", (res, req) => {
+        const reply = new Reply(res);
+        void api.handle(reply, requestInfo(req));
+      });
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Ready when the bus is up and some counter node is live. */
+  get ready(): boolean {
+    return this.#status === "running" && this.#o.bus.status === "connected" && this.#membership.ring.nodes.length > 0;
+  }
+
+  async start(): Promise<number> {
+    if (this.#status !== "new") throw new Error("gateway already started");
+    const { config, bus } = this.#o;
+    this.#membership.onChange((ring, previous) => this.#forwarder.onRingChange(ring, previous));
+    this.#membership.start();
+    this.#unsubscribers.push(
+      bus.on("reconnected", () => {
+        this.#metrics.busReconnects.inc();
+        this.#log.warn("bus reconnected; resyncing presence and snapshots");
+        this.#forwarder.resyncAll();
+        this.#views.resnapshotAll();
+      }),
+      bus.on("slowConsumer", (subject) => {
+        this.#metrics.busSlowConsumers.inc();
+        this.#log.warn({ subject }, "bus slow consumer");
+      }),
+    );
+    this.#beat("up");
+    this.#port = await new Promise<number>((resolve, reject) => {
+      this.#app.listen(config.host, config.port, (socket) => {
+        if (socket === false) return reject(new Error(`cannot listen on ${config.host}:${config.port}`));
+        this.#listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+    });
+    this.#status = "running";
+    this.#log.info({ port: this.#port }, "gateway listening");
+    return this.#port;
+  }
+
+  /** Stops listening, tells owners its viewers are leaving, closes sockets, flushes presence. */
+  async stop(): Promise<void> {
+    if (this.#status !== "running") return;
+    this.#status = "stopping";
+    if (this.#listenSocket !== undefined) uWS.us_listen_socket_close(this.#listenSocket);
+    if (this.#heartbeat !== undefined) this.#clock.clearTimeout(this.#heartbeat);
+    this.#beat("down");
+    await this.#o.bus.flush().catch(() => {});
+    this.#app.close();
+    await this.#forwarder.drain(SHUTDOWN_DRAIN_MS);
+    this.#forwarder.close();
+    this.#views.close();
+    this.#membership.stop();
+    for (const off of this.#unsubscribers) off();
+    this.#status = "stopped";
+    this.#log.info("gateway stopped");
+  }
+
+  /** Viewers this gateway holds (distinct per page); for diagnostics and tests. */
+  get localViewers(): number {
+    return this.#presence.size;
+  }
+
+  #beat(state: "up" | "down"): void {
+    const { config, bus } = this.#o;
+    bus.publish(gatewaysSubject(config.dc), encodeMessage({ type: "gateway", gateway: config.incarnation, leaseMs: config.gatewayLeaseMs, state }));
+    this.#metrics.localViewers.set(this.#presence.size);
+    if (state === "up") this.#heartbeat = this.#clock.setTimeout(() => this.#beat("up"), config.heartbeatMs);
+  }
+
+  /** Encodes a count frame once per encoding that has subscribers and publishes it to the page's topic. */
+  #publish(frame: CountFrame): void {
+    const json = topicOf(frame.page, "json");
+    if (this.#app.numSubscribers(json) > 0) {
+      this.#app.publish(json, encodeServerFrame(frame, "json"), false);
+      this.#metrics.countFrames.inc();
+    }
+    const msgpack = topicOf(frame.page, "msgpack");
+    if (this.#app.numSubscribers(msgpack) > 0) {
+      this.#app.publish(msgpack, encodeServerFrame(frame, "msgpack"), true);
+      this.#metrics.countFrames.inc();
+    }
+  }
+}

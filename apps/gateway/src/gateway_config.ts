@@ -1,0 +1,68 @@
+import { randomUUID } from "node:crypto";
+import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
+import { ConfigError, readInt, readList, type Env } from "@livecount/runtime";
+
+/** A gateway's settings; each documented with its variable, default and reason. */
+export interface GatewayConfig extends ClusterConfig {
+  /** LIVECOUNT_PORT: WebSocket and HTTP port; 0 picks a free one. Default 8080. */
+  readonly port: number;
+  /** LIVECOUNT_HOST: address to listen on. Default 0.0.0.0. */
+  readonly host: string;
+  /**
+   * LIVECOUNT_IDLE_TIMEOUT_S: a socket that answers no ping for this long is closed and stops
+   * counting. Default 16, minimum 8 (uWS works in 4 s steps).
+   */
+  readonly idleTimeoutS: number;
+  /** LIVECOUNT_PUBLISHER_KEYS: comma-separated bearer keys allowed to change counters. */
+  readonly publisherKeys: readonly string[];
+  /** LIVECOUNT_MAX_PAGES_PER_SOCKET: pages one socket may join or watch. Default 64. */
+  readonly maxPagesPerSocket: number;
+  /** LIVECOUNT_SOCKET_RATE: frames per second a socket may send, sustained. Default 20. */
+  readonly socketRatePerS: number;
+  /** LIVECOUNT_SOCKET_BURST: frames a socket may send at once. Default 100 (a page full of widgets). */
+  readonly socketBurst: number;
+  /** LIVECOUNT_MAX_BACKPRESSURE_BYTES: a socket with more unsent bytes is closed as a slow consumer. Default 65536. */
+  readonly maxBackpressureBytes: number;
+  /** LIVECOUNT_PRESENCE_BATCH_MS: presence transitions wait this long to share a batch. Default 5. */
+  readonly presenceBatchMs: number;
+  /** LIVECOUNT_REQUEST_TIMEOUT_MS: how long a request to a page's owner may take. Default 3000. */
+  readonly requestTimeoutMs: number;
+  /** Fixed by protocol v1: frames over 16 KiB close the socket. */
+  readonly maxPayloadBytes: number;
+  /** Largest HTTP request body accepted. 64 KiB. */
+  readonly maxBodyBytes: number;
+  /** Derived: this process's incarnation id; a restart is a new contributor of presence. */
+  readonly incarnation: string;
+  /** Derived: how often the gateway heartbeats (a third of its lease). */
+  readonly heartbeatMs: number;
+}
+
+export const MAX_PAYLOAD_BYTES = 16 * 1024;
+export const MAX_BODY_BYTES = 64 * 1024;
+const MIN_IDLE_TIMEOUT_S = 8;
+
+export function readGatewayConfig(env: Env): GatewayConfig {
+  const cluster = readClusterConfig(env);
+  const idleTimeoutS = readInt(env, "LIVECOUNT_IDLE_TIMEOUT_S", 16, { min: MIN_IDLE_TIMEOUT_S, max: 960 });
+  const publisherKeys = readList(env, "LIVECOUNT_PUBLISHER_KEYS");
+  for (const key of publisherKeys) {
+    if (!/^[\x21-\x7e]{8,256}$/.test(key)) throw new ConfigError("LIVECOUNT_PUBLISHER_KEYS: each key must be 8..256 printable ASCII characters");
+  }
+  return {
+    ...cluster,
+    port: readInt(env, "LIVECOUNT_PORT", 8080, { min: 0, max: 65535 }),
+    host: env.LIVECOUNT_HOST?.trim() || "0.0.0.0",
+    idleTimeoutS,
+    publisherKeys,
+    maxPagesPerSocket: readInt(env, "LIVECOUNT_MAX_PAGES_PER_SOCKET", 64, { min: 1, max: 10000 }),
+    socketRatePerS: readInt(env, "LIVECOUNT_SOCKET_RATE", 20, { min: 1 }),
+    socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
+    maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
+    presenceBatchMs: readInt(env, "LIVECOUNT_PRESENCE_BATCH_MS", 5, { min: 0, max: 1000 }),
+    requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    maxBodyBytes: MAX_BODY_BYTES,
+    incarnation: `${cluster.nodeId}-${randomUUID().slice(0, 8)}`,
+    heartbeatMs: Math.floor(cluster.gatewayLeaseMs / 3),
+  };
+}

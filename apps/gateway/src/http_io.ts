@@ -1,0 +1,97 @@
+import { ProtocolError } from "@livecount/protocol";
+import type { HttpRequest, HttpResponse } from "uWebSockets.js";
+
+/**
+ * Small helpers over uWS HTTP: a response that knows whether it was aborted, a bounded body reader,
+ * and JSON replies. uWS requires onAborted before any asynchronous step and cork around late writes.
+ */
+export class Reply {
+  aborted = false;
+  constructor(readonly res: HttpResponse) {
+    res.onAborted(() => {
+      this.aborted = true;
+    });
+  }
+
+  json(status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+    this.send(status, JSON.stringify(body), { "content-type": "application/json", ...headers });
+  }
+
+  error(err: ProtocolError, headers: Readonly<Record<string, string>> = {}): void {
+    this.json(err.status, { error: { code: err.code, message: err.message } }, headers);
+  }
+
+  send(status: number, body: string | Uint8Array, headers: Readonly<Record<string, string>>): void {
+    if (this.aborted) return;
+    this.res.cork(() => {
+      this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      this.res.end(body);
+    });
+  }
+}
+
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  200: "200 OK",
+  204: "204 No Content",
+  400: "400 Bad Request",
+  401: "401 Unauthorized",
+  403: "403 Forbidden",
+  404: "404 Not Found",
+  405: "405 Method Not Allowed",
+  409: "409 Conflict",
+  413: "413 Payload Too Large",
+  429: "429 Too Many Requests",
+  500: "500 Internal Server Error",
+  503: "503 Service Unavailable",
+  504: "504 Gateway Timeout",
+};
+
+/** Reads the whole body, rejecting with payload_too_large past `limit` bytes. */
+export function readBody(reply: Reply, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    reply.res.onData((chunk, isLast) => {
+      if (failed) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        failed = true;
+        reject(new ProtocolError("payload_too_large", `body exceeds ${limit} bytes`));
+        return;
+      }
+      // uWS reuses the chunk's memory after this callback returns: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      if (isLast) resolve(Buffer.concat(chunks));
+    });
+  });
+}
+
+/** Parses a JSON body, rejecting with invalid_body. */
+export function parseJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch (err) {
+    throw new ProtocolError("invalid_body", "body is not valid JSON", { cause: err });
+  }
+}
+
+/** Everything a route needs from the request, read synchronously (uWS requests die at the first await). */
+export interface RequestInfo {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+const WANTED_HEADERS = ["authorization", "idempotency-key", "content-type", "accept-encoding"] as const;
+
+export function requestInfo(req: HttpRequest): RequestInfo {
+  const headers: Record<string, string> = {};
+  for (const h of WANTED_HEADERS) {
+    const v = req.getHeader(h);
+    if (v !== "") headers[h] = v;
+  }
+  return { method: req.getCaseSensitiveMethod().toUpperCase(), path: req.getUrl(), query: req.getQuery() ?? "", headers };
+}

@@ -1,0 +1,2 @@
+export { Gateway, type GatewayOptions } from "./gateway.js";
+export { readGatewayConfig, type GatewayConfig } from "./gateway_config.js";

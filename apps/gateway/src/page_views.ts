@@ -1,0 +1,187 @@
+import { pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { PNCounter } from "@livecount/crdt";
+import { VIEWERS_COUNTER, decodeMessage, type CountFrame, type PageStateReply } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import type { OwnerClient } from "./owner_client.js";
+
+/** Where count frames go: the gateway publishes them to the page's sockets. */
+export interface FrameSink {
+  publish(frame: CountFrame): void;
+}
+
+export interface PageViewsOptions {
+  readonly bus: Bus;
+  readonly owners: OwnerClient;
+  readonly sink: FrameSink;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly partitions: number;
+  /** At most one count frame per page per window. */
+  readonly coalesceMs: number;
+  /** First retry delay for a failed snapshot; doubles up to `maxRetryMs`. */
+  readonly retryMs: number;
+  readonly maxRetryMs: number;
+}
+
+/** This gateway's view of one watched page: every data center's entries, merged. */
+class PageView {
+  readonly counters = new Map<string, PNCounter>();
+  watchers = 0;
+  loaded = false;
+  /** The last frame sent, to skip unchanged values. */
+  sent: CountFrame | undefined;
+  subscription: Subscription | undefined;
+  retryMs: number;
+  retryTimer: TimerHandle | undefined;
+
+  constructor(retryMs: number) {
+    this.retryMs = retryMs;
+  }
+
+  merge(counters: Readonly<Record<string, Readonly<Record<string, { p: number; n: number }>>>>): boolean {
+    let changed = false;
+    for (const [name, entries] of Object.entries(counters)) {
+      let c = this.counters.get(name);
+      if (c === undefined) this.counters.set(name, (c = new PNCounter()));
+      changed = c.mergeAll(entries) || changed;
+    }
+    return changed;
+  }
+
+  frame(page: string, ts: number): CountFrame {
+    const counters: Record<string, number> = {};
+    let viewers = 0;
+    for (const [name, c] of this.counters) {
+      if (name === VIEWERS_COUNTER) viewers = Math.max(0, c.value());
+      else counters[name] = c.value();
+    }
+    return { type: "count", page, viewers, counters, ts };
+  }
+}
+
+function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
+  if (a === undefined || a.viewers !== b.viewers) return false;
+  const ak = Object.keys(a.counters);
+  if (ak.length !== Object.keys(b.counters).length) return false;
+  return ak.every((k) => a.counters[k] === b.counters[k]);
+}
+
+/**
+ * The pages this gateway has watchers for. The first watcher subscribes to the page's subject and
+ * takes a snapshot from the owner; updates merge on top (idempotent and commutative, so the order of
+ * snapshot and updates does not matter); the last watcher unsubscribes. Changed values go out as
+ * one coalesced frame per page per window.
+ */
+export class PageViews {
+  readonly #opts: PageViewsOptions;
+  readonly #views = new Map<string, PageView>();
+  readonly #dirty = new Set<string>();
+  readonly #coalescer: Coalescer;
+
+  constructor(opts: PageViewsOptions) {
+    this.#opts = opts;
+    this.#coalescer = new Coalescer(opts.clock, opts.coalesceMs, () => this.#flush());
+  }
+
+  get size(): number {
+    return this.#views.size;
+  }
+
+  /** Adds a watcher; returns the current frame when the page's value is already known. */
+  watch(page: string): CountFrame | undefined {
+    let view = this.#views.get(page);
+    if (view === undefined) {
+      view = new PageView(this.#opts.retryMs);
+      this.#views.set(page, view);
+      const v = view;
+      view.subscription = this.#opts.bus.subscribe(pageSubject(page), (data) => this.#onUpdate(page, v, data));
+      void this.#loadSnapshot(page, view);
+    }
+    view.watchers++;
+    return view.loaded ? (view.sent ?? view.frame(page, this.#opts.clock.now())) : undefined;
+  }
+
+  unwatch(page: string): void {
+    const view = this.#views.get(page);
+    if (view === undefined || --view.watchers > 0) return;
+    view.subscription?.unsubscribe();
+    if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
+    this.#views.delete(page);
+    this.#dirty.delete(page);
+  }
+
+  /** Takes fresh snapshots of every watched page (after a bus reconnect: updates may have been missed). */
+  resnapshotAll(): void {
+    for (const [page, view] of this.#views) void this.#loadSnapshot(page, view);
+  }
+
+  close(): void {
+    this.#coalescer.close();
+    for (const view of this.#views.values()) {
+      view.subscription?.unsubscribe();
+      if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
+    }
+    this.#views.clear();
+  }
+
+  #onUpdate(page: string, view: PageView, data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#opts.logger.warn({ err, page }, "malformed page update");
+      return;
+    }
+    if (msg.type !== "update" || msg.page !== page) return;
+    const entries: Record<string, Record<string, { p: number; n: number }>> = {};
+    for (const [name, entry] of Object.entries(msg.counters)) entries[name] = { [msg.dc]: entry };
+    if (view.merge(entries) && view.loaded) this.#markDirty(page);
+  }
+
+  async #loadSnapshot(page: string, view: PageView): Promise<void> {
+    if (view.retryTimer !== undefined) return;
+    try {
+      const reply = (await this.#opts.owners.request(partitionOf(page, this.#opts.partitions), {
+        type: "snapshot",
+        page,
+      })) as PageStateReply;
+      if (this.#views.get(page) !== view) return;
+      view.merge(reply.counters);
+      view.retryMs = this.#opts.retryMs;
+      if (!view.loaded) {
+        view.loaded = true;
+        // Everyone watching so far is waiting for a first frame, even if the value is all zeros.
+        view.sent = undefined;
+      }
+      this.#markDirty(page);
+    } catch (err) {
+      if (this.#views.get(page) !== view) return;
+      const delay = view.retryMs;
+      view.retryMs = Math.min(view.retryMs * 2, this.#opts.maxRetryMs);
+      this.#opts.logger.warn({ err, page, retryInMs: delay }, "snapshot failed; retrying");
+      view.retryTimer = this.#opts.clock.setTimeout(() => {
+        view.retryTimer = undefined;
+        if (this.#views.get(page) === view) void this.#loadSnapshot(page, view);
+      }, delay);
+    }
+  }
+
+  #markDirty(page: string): void {
+    this.#dirty.add(page);
+    this.#coalescer.request();
+  }
+
+  #flush(): void {
+    const ts = this.#opts.clock.now();
+    for (const page of this.#dirty) {
+      const view = this.#views.get(page);
+      if (view === undefined || !view.loaded) continue;
+      const frame = view.frame(page, ts);
+      if (sameValue(view.sent, frame)) continue;
+      view.sent = frame;
+      this.#opts.sink.publish(frame);
+    }
+    this.#dirty.clear();
+  }
+}

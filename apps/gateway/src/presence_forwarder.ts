@@ -1,0 +1,182 @@
+import type { PresenceOp } from "@livecount/protocol";
+import { partitionOf, type HashRing } from "@livecount/ring";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import type { LocalPresence } from "./local_presence.js";
+import type { OwnerClient } from "./owner_client.js";
+
+export interface ForwarderOptions {
+  readonly owners: OwnerClient;
+  readonly presence: LocalPresence;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** This gateway's incarnation id. */
+  readonly gateway: string;
+  readonly partitions: number;
+  /** Ops wait this long to share a batch. */
+  readonly batchMs: number;
+  /** First retry delay after a failed send; doubles up to `maxRetryMs`. */
+  readonly retryMs: number;
+  readonly maxRetryMs: number;
+  readonly onSent?: (ops: number) => void;
+}
+
+interface PartitionQueue {
+  /** Latest state per `page\0viewer`: set semantics make older ops for the same pair irrelevant. */
+  ops: Map<string, PresenceOp>;
+  /** The owner must get the whole contribution instead of deltas (new owner, reconnect). */
+  sync: boolean;
+  inFlight: boolean;
+  retryMs: number;
+  timer: TimerHandle | undefined;
+}
+
+/**
+ * Forwards this gateway's presence transitions to the owners of their pages in batches: per
+ * partition, in order, one batch in flight, retried until acknowledged. A partition whose owner
+ * changes gets a full resync, so a new owner learns everything this gateway holds.
+ */
+export class PresenceForwarder {
+  readonly #opts: ForwarderOptions;
+  readonly #queues = new Map<number, PartitionQueue>();
+  #timer: TimerHandle | undefined;
+  #closed = false;
+
+  constructor(opts: ForwarderOptions) {
+    this.#opts = opts;
+  }
+
+  /** Queues a viewer's arrival on (present) or departure from a page at this gateway. */
+  enqueue(page: string, viewer: string, present: boolean): void {
+    const q = this.#queue(partitionOf(page, this.#opts.partitions));
+    if (!q.sync) q.ops.set(`${page}\u0000${viewer}`, { page, viewer, present });
+    this.#scheduleFlush();
+  }
+
+  /** The ring changed: partitions with a new owner get a full resync. */
+  onRingChange(ring: HashRing, previous: HashRing): void {
+    const moved = new Set<number>();
+    for (const page of this.#opts.presence.pages()) {
+      const p = partitionOf(page, this.#opts.partitions);
+      if (ring.ownerOf(p) !== previous.ownerOf(p)) moved.add(p);
+    }
+    for (const p of moved) this.#markSync(p);
+    this.#scheduleFlush();
+  }
+
+  /** Resyncs every partition this gateway holds viewers in (after a bus reconnect, or on demand). */
+  resyncAll(): void {
+    for (const page of this.#opts.presence.pages()) this.#markSync(partitionOf(page, this.#opts.partitions));
+    this.#scheduleFlush();
+  }
+
+  /** True when nothing is queued or in flight. */
+  get idle(): boolean {
+    for (const q of this.#queues.values()) if (q.inFlight || q.sync || q.ops.size > 0) return false;
+    return true;
+  }
+
+  /** Sends everything queued now and waits until it is acknowledged or `timeoutMs` passes. */
+  async drain(timeoutMs: number): Promise<void> {
+    const deadline = this.#opts.clock.now() + timeoutMs;
+    this.#flush();
+    while (!this.idle && this.#opts.clock.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+      this.#flush();
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
+    for (const q of this.#queues.values()) if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
+  }
+
+  #queue(partition: number): PartitionQueue {
+    let q = this.#queues.get(partition);
+    if (q === undefined) {
+      q = { ops: new Map(), sync: false, inFlight: false, retryMs: this.#opts.retryMs, timer: undefined };
+      this.#queues.set(partition, q);
+    }
+    return q;
+  }
+
+  #markSync(partition: number): void {
+    const q = this.#queue(partition);
+    q.sync = true;
+    q.ops.clear();
+  }
+
+  #scheduleFlush(): void {
+    if (this.#timer !== undefined || this.#closed) return;
+    this.#timer = this.#opts.clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#flush();
+    }, this.#opts.batchMs);
+  }
+
+  #flush(): void {
+    for (const [partition, q] of this.#queues) {
+      if (q.inFlight || q.timer !== undefined) continue;
+      if (q.sync) void this.#sendSync(partition, q);
+      else if (q.ops.size > 0) void this.#sendOps(partition, q);
+      else this.#queues.delete(partition);
+    }
+  }
+
+  async #sendOps(partition: number, q: PartitionQueue): Promise<void> {
+    const ops = q.ops;
+    q.ops = new Map();
+    q.inFlight = true;
+    try {
+      await this.#opts.owners.request(partition, {
+        type: "presence",
+        gateway: this.#opts.gateway,
+        partition,
+        ops: [...ops.values()],
+      });
+      this.#sent(q, ops.size);
+    } catch (err) {
+      // Newer ops for the same pair queued meanwhile win; the rest go out again in order.
+      if (!q.sync) for (const [key, op] of ops) if (!q.ops.has(key)) q.ops.set(key, op);
+      this.#failed(partition, q, err);
+    }
+  }
+
+  async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
+    q.sync = false;
+    q.inFlight = true;
+    const pages: Record<string, string[]> = {};
+    let viewers = 0;
+    for (const page of this.#opts.presence.pages()) {
+      if (partitionOf(page, this.#opts.partitions) !== partition) continue;
+      pages[page] = this.#opts.presence.viewersOf(page);
+      viewers += pages[page].length;
+    }
+    // Ops queued while the sync is in flight are newer than the snapshot and follow it.
+    try {
+      await this.#opts.owners.request(partition, { type: "presence_sync", gateway: this.#opts.gateway, partition, pages });
+      this.#sent(q, viewers);
+    } catch (err) {
+      this.#markSync(partition);
+      this.#failed(partition, q, err);
+    }
+  }
+
+  #sent(q: PartitionQueue, ops: number): void {
+    q.inFlight = false;
+    q.retryMs = this.#opts.retryMs;
+    this.#opts.onSent?.(ops);
+    if (q.sync || q.ops.size > 0) this.#scheduleFlush();
+  }
+
+  #failed(partition: number, q: PartitionQueue, err: unknown): void {
+    q.inFlight = false;
+    const delay = q.retryMs;
+    q.retryMs = Math.min(q.retryMs * 2, this.#opts.maxRetryMs);
+    this.#opts.logger.warn({ err, partition, retryInMs: delay }, "presence batch failed; retrying");
+    q.timer = this.#opts.clock.setTimeout(() => {
+      q.timer = undefined;
+      this.#scheduleFlush();
+    }, delay);
+  }
+}

@@ -1,0 +1,1 @@
+export { DEMO_PAGE, startStandalone, type Standalone, type StandaloneOptions } from "./standalone.js";

@@ -1,0 +1,81 @@
+import { randomBytes } from "node:crypto";
+import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
+import { CounterNode, readCounterConfig } from "@livecount/counter";
+import { Gateway, readGatewayConfig } from "@livecount/gateway";
+import { silentLogger, type Env, type Logger } from "@livecount/runtime";
+import { MemoryStore, RedisStore, type Store } from "@livecount/store";
+import { Registry, collectDefaultMetrics } from "prom-client";
+
+export interface StandaloneOptions {
+  /** Configuration variables; default process.env. */
+  readonly env?: Env;
+  readonly logger?: Logger;
+  /** Registers Node's default process metrics too (the process-wide entry point does). */
+  readonly processMetrics?: boolean;
+}
+
+export interface Standalone {
+  readonly port: number;
+  /** http://127.0.0.1:<port> */
+  readonly url: string;
+  /** The publisher keys in force (a generated development key when none was configured). */
+  readonly publisherKeys: readonly string[];
+  readonly gateway: Gateway;
+  readonly counter: CounterNode;
+  close(): Promise<void>;
+}
+
+/** The demo page's page id; its likes may be added without a key through the demo route. */
+export const DEMO_PAGE = "demo";
+
+/**
+ * Runs a gateway and a counter node in one process. Without LIVECOUNT_NATS_URL and
+ * LIVECOUNT_REDIS_URL they share the in-memory bus and store: no external server at all.
+ */
+export async function startStandalone(options: StandaloneOptions = {}): Promise<Standalone> {
+  const env = { ...(options.env ?? process.env) };
+  const logger = options.logger ?? silentLogger;
+  let devKey: string | undefined;
+  if ((env.LIVECOUNT_PUBLISHER_KEYS ?? "").trim() === "") {
+    devKey = `dev-${randomBytes(12).toString("hex")}`;
+    env.LIVECOUNT_PUBLISHER_KEYS = devKey;
+  }
+  const gatewayConfig = readGatewayConfig(env);
+  const counterConfig = readCounterConfig(env);
+  const registry = new Registry();
+  if (options.processMetrics === true) collectDefaultMetrics({ register: registry });
+
+  const bus: Bus =
+    gatewayConfig.natsUrl !== undefined
+      ? await NatsBus.connect({ servers: gatewayConfig.natsUrl.split(","), name: `livecount-${gatewayConfig.nodeId}` })
+      : new MemoryBus();
+  let store: Store;
+  try {
+    store = counterConfig.redisUrl !== undefined ? await RedisStore.connect({ url: counterConfig.redisUrl }) : new MemoryStore();
+  } catch (err) {
+    await bus.close();
+    throw err;
+  }
+  const demoEnabled = env.LIVECOUNT_DEMO !== "0";
+  const gateway = new Gateway({ config: gatewayConfig, bus, logger, registry, ...(demoEnabled ? { demoPage: DEMO_PAGE } : {}) });
+  const counter = new CounterNode({ config: counterConfig, bus, store, logger, registry });
+  const port = await gateway.start();
+  await counter.start();
+  if (devKey !== undefined) logger.warn({ publisherKey: devKey }, "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key");
+
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    publisherKeys: gatewayConfig.publisherKeys,
+    gateway,
+    counter,
+    close: () =>
+      (closed ??= (async () => {
+        await gateway.stop();
+        await counter.stop();
+        await store.close();
+        await bus.close();
+      })()),
+  };
+}

@@ -1,0 +1,2 @@
+export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
+export { Membership, type MembershipOptions, type RingListener } from "./membership.js";

@@ -1,0 +1,122 @@
+import { nodesSubject, type Bus, type Subscription } from "@livecount/bus";
+import { decodeMessage, encodeMessage } from "@livecount/protocol";
+import { HashRing } from "@livecount/ring";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
+
+export interface MembershipOptions {
+  readonly bus: Bus;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly dc: string;
+  readonly partitions: number;
+  readonly vnodes: number;
+  /** How long a silent node stays on the ring. */
+  readonly leaseMs: number;
+  /** This process's node id when it is a counter node (it announces itself); absent for gateways. */
+  readonly self?: string;
+}
+
+export type RingListener = (ring: HashRing, previous: HashRing) => void;
+
+/**
+ * The live counter nodes of a data center and the ring they form. Every process builds the same
+ * ring from the same heartbeats, so every gateway routes a page to the same owner (sticky).
+ */
+export class Membership {
+  readonly #opts: MembershipOptions;
+  readonly #lastSeen = new Map<string, number>();
+  readonly #listeners = new Set<RingListener>();
+  #ring: HashRing;
+  #sub: Subscription | undefined;
+  #timer: TimerHandle | undefined;
+  #leaving = false;
+
+  constructor(opts: MembershipOptions) {
+    this.#opts = opts;
+    this.#ring = this.#build();
+  }
+
+  get ring(): HashRing {
+    return this.#ring;
+  }
+
+  start(): void {
+    const { bus, dc } = this.#opts;
+    this.#sub = bus.subscribe(nodesSubject(dc), (data) => this.#onHeartbeat(data));
+    if (this.#opts.self !== undefined) this.#lastSeen.set(this.#opts.self, this.#opts.clock.now());
+    this.#rebuild();
+    this.#tick();
+  }
+
+  onChange(listener: RingListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Announces that this node is leaving: peers drop it from the ring at once. */
+  leave(): void {
+    this.#leaving = true;
+    this.#beat();
+    if (this.#opts.self !== undefined) this.#lastSeen.delete(this.#opts.self);
+    this.#rebuild();
+  }
+
+  stop(): void {
+    this.#sub?.unsubscribe();
+    if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #tick(): void {
+    this.#beat();
+    this.#expire();
+    this.#timer = this.#opts.clock.setTimeout(() => this.#tick(), this.#opts.leaseMs / HEARTBEATS_PER_LEASE);
+  }
+
+  #beat(): void {
+    const { self, bus, dc, leaseMs } = this.#opts;
+    if (self === undefined) return;
+    const state = this.#leaving ? "leaving" : "up";
+    bus.publish(nodesSubject(dc), encodeMessage({ type: "node", node: self, leaseMs, state }));
+  }
+
+  #onHeartbeat(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#opts.logger.warn({ err }, "malformed node heartbeat");
+      return;
+    }
+    if (msg.type !== "node" || (msg.node === this.#opts.self && this.#leaving)) return;
+    if (msg.state === "leaving") this.#lastSeen.delete(msg.node);
+    else this.#lastSeen.set(msg.node, this.#opts.clock.now());
+    this.#rebuild();
+  }
+
+  #expire(): void {
+    const deadline = this.#opts.clock.now() - this.#opts.leaseMs;
+    for (const [node, seen] of this.#lastSeen) {
+      if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, this.#opts.clock.now());
+      else if (seen < deadline) this.#lastSeen.delete(node);
+    }
+    this.#rebuild();
+  }
+
+  #build(): HashRing {
+    return new HashRing([...this.#lastSeen.keys()], {
+      partitions: this.#opts.partitions,
+      vnodes: this.#opts.vnodes,
+    });
+  }
+
+  #rebuild(): void {
+    const next = this.#build();
+    if (next.equals(this.#ring)) return;
+    const previous = this.#ring;
+    this.#ring = next;
+    this.#opts.logger.info({ nodes: next.nodes }, "ring changed");
+    for (const listener of this.#listeners) listener(next, previous);
+  }
+}

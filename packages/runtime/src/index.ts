@@ -1,0 +1,12 @@
+export { systemClock, type Clock, type TimerHandle } from "./clock.js";
+export { Coalescer } from "./coalescer.js";
+export {
+  ConfigError,
+  readInt,
+  readList,
+  readOptionalString,
+  readString,
+  readToken,
+  type Env,
+} from "./config.js";
+export { createLogger, silentLogger, type Logger } from "./logger.js";
