@@ -16,16 +16,58 @@ export class CounterMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.presenceOps = new Counter({ name: "livecount_counter_presence_ops_total", help: "Presence operations applied", registers });
-    this.increments = new Counter({ name: "livecount_counter_increments_total", help: "Publisher increments by outcome", labelNames: ["outcome"], registers });
-    this.flushes = new Counter({ name: "livecount_counter_flushes_total", help: "Flushes of dirty pages (persist then publish)", registers });
-    this.flushFailures = new Counter({ name: "livecount_counter_flush_failures_total", help: "Flushes that failed and will be retried", registers });
-    this.storeWrites = new Counter({ name: "livecount_counter_store_round_trips_total", help: "Store round trips for entries and increments", registers });
-    this.publishes = new Counter({ name: "livecount_counter_updates_published_total", help: "Page updates published", registers });
-    this.forwards = new Counter({ name: "livecount_counter_forwards_total", help: "Requests forwarded to the page's owner", registers });
-    this.gatewayExpiries = new Counter({ name: "livecount_counter_gateway_expiries_total", help: "Gateways whose lease lapsed", registers });
+    this.presenceOps = new Counter({
+      name: "livecount_counter_presence_ops_total",
+      help: "Presence operations applied",
+      registers,
+    });
+    this.increments = new Counter({
+      name: "livecount_counter_increments_total",
+      help: "Publisher increments by outcome",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.flushes = new Counter({
+      name: "livecount_counter_flushes_total",
+      help: "Flushes of dirty pages (persist then publish)",
+      registers,
+    });
+    this.flushFailures = new Counter({
+      name: "livecount_counter_flush_failures_total",
+      help: "Flushes that failed and will be retried",
+      registers,
+    });
+    this.storeWrites = new Counter({
+      name: "livecount_counter_store_round_trips_total",
+      help: "Store round trips for entries and increments",
+      registers,
+    });
+    this.publishes = new Counter({
+      name: "livecount_counter_updates_published_total",
+      help: "Page updates published",
+      registers,
+    });
+    this.forwards = new Counter({
+      name: "livecount_counter_forwards_total",
+      help: "Requests forwarded to the page's owner",
+      registers,
+    });
+    this.gatewayExpiries = new Counter({
+      name: "livecount_counter_gateway_expiries_total",
+      help: "Gateways whose lease lapsed",
+      registers,
+    });
     this.actors = new Gauge({ name: "livecount_counter_actors", help: "Page actors in memory", registers });
-    this.partitions = new Gauge({ name: "livecount_counter_partitions_owned", help: "Partitions whose lease this node holds", registers });
-    this.flushSeconds = new Histogram({ name: "livecount_counter_flush_seconds", help: "Duration of a flush", buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers });
+    this.partitions = new Gauge({
+      name: "livecount_counter_partitions_owned",
+      help: "Partitions whose lease this node holds",
+      registers,
+    });
+    this.flushSeconds = new Histogram({
+      name: "livecount_counter_flush_seconds",
+      help: "Duration of a flush",
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
   }
 }

@@ -188,7 +188,12 @@ export class CounterNode implements ActorHost {
     let request: NodeRequest;
     try {
       const msg = decodeMessage(data);
-      if (msg.type !== "presence" && msg.type !== "presence_sync" && msg.type !== "snapshot" && msg.type !== "increment") {
+      if (
+        msg.type !== "presence" &&
+        msg.type !== "presence_sync" &&
+        msg.type !== "snapshot" &&
+        msg.type !== "increment"
+      ) {
         return encodeMessage(errorReply("unknown_type", `not a request: ${msg.type}`));
       }
       request = msg;
@@ -206,10 +211,16 @@ export class CounterNode implements ActorHost {
 
   async #handle(request: NodeRequest): Promise<NodeReply> {
     if (this.#status !== "running") return errorReply("unavailable", "counter node is stopping");
-    const partition = request.type === "presence" || request.type === "presence_sync" ? request.partition : partitionOf(request.page, this.#config.partitions);
+    const partition =
+      request.type === "presence" || request.type === "presence_sync"
+        ? request.partition
+        : partitionOf(request.page, this.#config.partitions);
     const owner = this.#membership.ring.ownerOf(partition);
     if (owner !== this.#config.nodeId) return this.#forward(owner, request);
-    const fence = await this.#ownership.whenHeld(partition, this.#config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR);
+    const fence = await this.#ownership.whenHeld(
+      partition,
+      this.#config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR,
+    );
     if (fence === undefined) return errorReply("unavailable", `partition ${partition} is not owned yet`);
     switch (request.type) {
       case "presence":
@@ -225,12 +236,20 @@ export class CounterNode implements ActorHost {
 
   async #forward(owner: string | undefined, request: NodeRequest): Promise<NodeReply> {
     if (owner === undefined) return errorReply("unavailable", "no counter node is live");
-    if ((request.hop ?? 0) >= MAX_HOPS) return errorReply("unavailable", "owners disagree about the ring; retry");
+    if ((request.hop ?? 0) >= MAX_HOPS)
+      return errorReply("unavailable", "owners disagree about the ring; retry");
     this.#metrics.forwards.inc();
     const forwarded = encodeMessage({ ...request, hop: (request.hop ?? 0) + 1 });
-    const reply = await this.#bus.request(nodeSubject(this.dc, owner), forwarded, { timeoutMs: this.#config.partitionLeaseMs * 2 });
+    const reply = await this.#bus.request(nodeSubject(this.dc, owner), forwarded, {
+      timeoutMs: this.#config.partitionLeaseMs * 2,
+    });
     const decoded = decodeMessage(reply);
-    if (decoded.type !== "ack" && decoded.type !== "page_state" && decoded.type !== "incremented" && decoded.type !== "error") {
+    if (
+      decoded.type !== "ack" &&
+      decoded.type !== "page_state" &&
+      decoded.type !== "incremented" &&
+      decoded.type !== "error"
+    ) {
       return errorReply("internal", "owner answered with a non-reply");
     }
     return decoded;
@@ -241,7 +260,10 @@ export class CounterNode implements ActorHost {
     const byPage = new Map<string, Array<{ viewer: string; present: boolean }>>();
     for (const op of batch.ops) {
       if (partitionOf(op.page, this.#config.partitions) !== batch.partition) {
-        return errorReply("bad_frame", `page ${JSON.stringify(op.page)} is not in partition ${batch.partition}`);
+        return errorReply(
+          "bad_frame",
+          `page ${JSON.stringify(op.page)} is not in partition ${batch.partition}`,
+        );
       }
       let ops = byPage.get(op.page);
       if (ops === undefined) byPage.set(op.page, (ops = []));
@@ -295,8 +317,10 @@ export class CounterNode implements ActorHost {
 
   async #increment(request: IncrementRequest, partition: number): Promise<NodeReply> {
     if (!isPageId(request.page)) return errorReply("invalid_page");
-    if (!isCounterName(request.counter) || request.counter === VIEWERS_COUNTER) return errorReply("invalid_counter");
-    if (!Number.isSafeInteger(request.delta)) return errorReply("invalid_body", "delta must be a safe integer");
+    if (!isCounterName(request.counter) || request.counter === VIEWERS_COUNTER)
+      return errorReply("invalid_counter");
+    if (!Number.isSafeInteger(request.delta))
+      return errorReply("invalid_body", "delta must be a safe integer");
     return new Promise<NodeReply>((resolve, reject) => {
       const actor = this.#actor(request.page, partition);
       actor.run((failure) => {
@@ -338,7 +362,9 @@ export class CounterNode implements ActorHost {
     const running = new Map<string, number>();
     const firstByKey = new Map<string, number>();
     const ops: IncrementOp[] = [];
-    const sent: Array<{ pending: PendingIncrement; value: number } | { pending: PendingIncrement; sameAs: number }> = [];
+    const sent: Array<
+      { pending: PendingIncrement; value: number } | { pending: PendingIncrement; sameAs: number }
+    > = [];
     for (const pending of batch) {
       const { actor, request } = pending;
       const fence = this.#ownership.fenceOf(actor.partition);
@@ -383,7 +409,11 @@ export class CounterNode implements ActorHost {
       const { actor, request } = s.pending;
       if ("sameAs" in s) {
         const original = replies[s.sameAs];
-        s.pending.resolve(original?.type === "incremented" ? { ...original, duplicate: true } : (original ?? errorReply("internal")));
+        s.pending.resolve(
+          original?.type === "incremented"
+            ? { ...original, duplicate: true }
+            : (original ?? errorReply("internal")),
+        );
         continue;
       }
       const op = ops[opIndex]!;
@@ -392,12 +422,26 @@ export class CounterNode implements ActorHost {
       switch (outcome?.kind) {
         case "applied":
           actor.applied(request.counter, outcome.entry);
-          reply = { type: "incremented", page: request.page, counter: request.counter, value: s.value, updatedAt: now, duplicate: false };
+          reply = {
+            type: "incremented",
+            page: request.page,
+            counter: request.counter,
+            value: s.value,
+            updatedAt: now,
+            duplicate: false,
+          };
           this.#metrics.increments.inc({ outcome: "applied" });
           break;
         case "duplicate": {
           const original = JSON.parse(outcome.payload) as { value: number; updatedAt: number };
-          reply = { type: "incremented", page: request.page, counter: request.counter, value: original.value, updatedAt: original.updatedAt, duplicate: true };
+          reply = {
+            type: "incremented",
+            page: request.page,
+            counter: request.counter,
+            value: original.value,
+            updatedAt: original.updatedAt,
+            duplicate: true,
+          };
           this.#metrics.increments.inc({ outcome: "duplicate" });
           break;
         }
@@ -489,7 +533,13 @@ export class CounterNode implements ActorHost {
     const ts = this.#clock.now();
     for (const [actor] of taken) {
       if (lost.has(actor.partition) || !actor.takeUnpublished()) continue;
-      const update = encodeMessage({ type: "update", page: actor.page, dc: this.dc, counters: actor.ownEntries(), ts });
+      const update = encodeMessage({
+        type: "update",
+        page: actor.page,
+        dc: this.dc,
+        counters: actor.ownEntries(),
+        ts,
+      });
       this.#bus.publish(pageSubject(actor.page), update);
       this.#metrics.publishes.inc();
     }
@@ -561,7 +611,10 @@ export class CounterNode implements ActorHost {
     const lease = this.#gateways.get(msg.gateway);
     if (lease === undefined) return;
     this.#gateways.delete(msg.gateway);
-    for (const page of lease.pages) this.#actors.get(page)?.run((failure) => failure ?? this.#actors.get(page)?.replaceGateway(msg.gateway, []));
+    for (const page of lease.pages)
+      this.#actors
+        .get(page)
+        ?.run((failure) => failure ?? this.#actors.get(page)?.replaceGateway(msg.gateway, []));
   }
 
   // --- timers ------------------------------------------------------------------------------------
@@ -606,7 +659,8 @@ export class CounterNode implements ActorHost {
 
   #passivate(now: number): void {
     for (const [page, actor] of this.#actors) {
-      if (!actor.isIdle || this.#dirty.has(actor) || now - actor.lastActive < this.#config.passivateMs) continue;
+      if (!actor.isIdle || this.#dirty.has(actor) || now - actor.lastActive < this.#config.passivateMs)
+        continue;
       this.#actors.delete(page);
       this.#wake.delete(actor);
       this.#unsettled.delete(actor);

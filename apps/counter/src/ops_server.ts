@@ -11,10 +11,13 @@ export async function startOpsServer(opts: {
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     const json = (status: number, body: unknown): void => {
-      res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify(body));
+      res
+        .writeHead(status, { "content-type": "application/json", "cache-control": "no-store" })
+        .end(JSON.stringify(body));
     };
     if (path === "/healthz") return json(200, { status: "ok" });
-    if (path === "/readyz") return opts.isReady() ? json(200, { status: "ready" }) : json(503, { status: "not_ready" });
+    if (path === "/readyz")
+      return opts.isReady() ? json(200, { status: "ready" }) : json(503, { status: "not_ready" });
     if (path === "/metrics") {
       opts.registry.metrics().then(
         (text) => res.writeHead(200, { "content-type": opts.registry.contentType }).end(text),

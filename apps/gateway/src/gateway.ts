@@ -171,7 +171,11 @@ export class Gateway {
 
   /** Ready when the bus is up and some counter node is live. */
   get ready(): boolean {
-    return this.#status === "running" && this.#o.bus.status === "connected" && this.#membership.ring.nodes.length > 0;
+    return (
+      this.#status === "running" &&
+      this.#o.bus.status === "connected" &&
+      this.#membership.ring.nodes.length > 0
+    );
   }
 
   async start(): Promise<number> {
@@ -229,7 +233,10 @@ export class Gateway {
 
   #beat(state: "up" | "down"): void {
     const { config, bus } = this.#o;
-    bus.publish(gatewaysSubject(config.dc), encodeMessage({ type: "gateway", gateway: config.incarnation, leaseMs: config.gatewayLeaseMs, state }));
+    bus.publish(
+      gatewaysSubject(config.dc),
+      encodeMessage({ type: "gateway", gateway: config.incarnation, leaseMs: config.gatewayLeaseMs, state }),
+    );
     this.#metrics.localViewers.set(this.#presence.size);
     if (state === "up") this.#heartbeat = this.#clock.setTimeout(() => this.#beat("up"), config.heartbeatMs);
   }

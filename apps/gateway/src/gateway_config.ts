@@ -46,7 +46,8 @@ export function readGatewayConfig(env: Env): GatewayConfig {
   const idleTimeoutS = readInt(env, "LIVECOUNT_IDLE_TIMEOUT_S", 16, { min: MIN_IDLE_TIMEOUT_S, max: 960 });
   const publisherKeys = readList(env, "LIVECOUNT_PUBLISHER_KEYS");
   for (const key of publisherKeys) {
-    if (!/^[\x21-\x7e]{8,256}$/.test(key)) throw new ConfigError("LIVECOUNT_PUBLISHER_KEYS: each key must be 8..256 printable ASCII characters");
+    if (!/^[\x21-\x7e]{8,256}$/.test(key))
+      throw new ConfigError("LIVECOUNT_PUBLISHER_KEYS: each key must be 8..256 printable ASCII characters");
   }
   return {
     ...cluster,

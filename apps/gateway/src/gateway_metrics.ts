@@ -17,17 +17,69 @@ export class GatewayMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.sockets = new Gauge({ name: "livecount_gateway_sockets", help: "Open WebSocket connections", registers });
-    this.socketsOpened = new Counter({ name: "livecount_gateway_sockets_opened_total", help: "WebSocket connections opened", registers });
-    this.socketsClosed = new Counter({ name: "livecount_gateway_sockets_closed_total", help: "WebSocket connections closed by reason", labelNames: ["reason"], registers });
-    this.framesIn = new Counter({ name: "livecount_gateway_frames_in_total", help: "Client frames by type", labelNames: ["type"], registers });
-    this.frameErrors = new Counter({ name: "livecount_gateway_frame_errors_total", help: "Error frames sent by code", labelNames: ["code"], registers });
-    this.countFrames = new Counter({ name: "livecount_gateway_count_frames_published_total", help: "Count frames published to page topics (once per page update and encoding)", registers });
-    this.presenceOpsSent = new Counter({ name: "livecount_gateway_presence_ops_sent_total", help: "Presence operations acknowledged by owners", registers });
-    this.watchedPages = new Gauge({ name: "livecount_gateway_watched_pages", help: "Pages with at least one watcher here", registers });
-    this.localViewers = new Gauge({ name: "livecount_gateway_local_viewers", help: "Distinct (page, viewer) pairs held here", registers });
-    this.httpRequests = new Counter({ name: "livecount_gateway_http_requests_total", help: "HTTP requests by route and status", labelNames: ["route", "status"], registers });
-    this.busSlowConsumers = new Counter({ name: "livecount_gateway_bus_slow_consumer_total", help: "Bus slow-consumer events", registers });
-    this.busReconnects = new Counter({ name: "livecount_gateway_bus_reconnects_total", help: "Bus reconnections", registers });
+    this.sockets = new Gauge({
+      name: "livecount_gateway_sockets",
+      help: "Open WebSocket connections",
+      registers,
+    });
+    this.socketsOpened = new Counter({
+      name: "livecount_gateway_sockets_opened_total",
+      help: "WebSocket connections opened",
+      registers,
+    });
+    this.socketsClosed = new Counter({
+      name: "livecount_gateway_sockets_closed_total",
+      help: "WebSocket connections closed by reason",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.framesIn = new Counter({
+      name: "livecount_gateway_frames_in_total",
+      help: "Client frames by type",
+      labelNames: ["type"],
+      registers,
+    });
+    this.frameErrors = new Counter({
+      name: "livecount_gateway_frame_errors_total",
+      help: "Error frames sent by code",
+      labelNames: ["code"],
+      registers,
+    });
+    this.countFrames = new Counter({
+      name: "livecount_gateway_count_frames_published_total",
+      help: "Count frames published to page topics (once per page update and encoding)",
+      registers,
+    });
+    this.presenceOpsSent = new Counter({
+      name: "livecount_gateway_presence_ops_sent_total",
+      help: "Presence operations acknowledged by owners",
+      registers,
+    });
+    this.watchedPages = new Gauge({
+      name: "livecount_gateway_watched_pages",
+      help: "Pages with at least one watcher here",
+      registers,
+    });
+    this.localViewers = new Gauge({
+      name: "livecount_gateway_local_viewers",
+      help: "Distinct (page, viewer) pairs held here",
+      registers,
+    });
+    this.httpRequests = new Counter({
+      name: "livecount_gateway_http_requests_total",
+      help: "HTTP requests by route and status",
+      labelNames: ["route", "status"],
+      registers,
+    });
+    this.busSlowConsumers = new Counter({
+      name: "livecount_gateway_bus_slow_consumer_total",
+      help: "Bus slow-consumer events",
+      registers,
+    });
+    this.busReconnects = new Counter({
+      name: "livecount_gateway_bus_reconnects_total",
+      help: "Bus reconnections",
+      registers,
+    });
   }
 }

@@ -70,7 +70,11 @@ export class HttpApi {
       const asset = req.method === "GET" ? this.#o.assets.get(req.path) : undefined;
       if (asset !== undefined) {
         route = "asset";
-        return reply.send(200, asset.body, { "content-type": asset.type, "cache-control": "public, max-age=300", "access-control-allow-origin": "*" });
+        return reply.send(200, asset.body, {
+          "content-type": asset.type,
+          "cache-control": "public, max-age=300",
+          "access-control-allow-origin": "*",
+        });
       }
       switch (req.path) {
         case "/healthz":
@@ -78,10 +82,14 @@ export class HttpApi {
           return reply.json(200, { status: "ok" }, NO_STORE);
         case "/readyz":
           route = "readyz";
-          return this.#o.isReady() ? reply.json(200, { status: "ready" }, NO_STORE) : reply.json(503, { status: "not_ready" }, NO_STORE);
+          return this.#o.isReady()
+            ? reply.json(200, { status: "ready" }, NO_STORE)
+            : reply.json(503, { status: "not_ready" }, NO_STORE);
         case "/metrics":
           route = "metrics";
-          return reply.send(200, await this.#o.registry.metrics(), { "content-type": this.#o.registry.contentType });
+          return reply.send(200, await this.#o.registry.metrics(), {
+            "content-type": this.#o.registry.contentType,
+          });
         case "/demo/like":
           route = "demo";
           if (this.#o.demoPage !== undefined && req.method === "POST") return await this.#demoLike(reply);
@@ -108,13 +116,17 @@ export class HttpApi {
   }
 
   async #read(reply: Reply, page: string): Promise<void> {
-    const state = (await this.#o.owners.request(partitionOf(page, this.#o.partitions), { type: "snapshot", page })) as PageStateReply;
+    const state = (await this.#o.owners.request(partitionOf(page, this.#o.partitions), {
+      type: "snapshot",
+      page,
+    })) as PageStateReply;
     const live = new Set(state.liveDcs);
     const counters: Record<string, number> = {};
     let viewers = 0;
     for (const [name, entries] of Object.entries(state.counters)) {
       let value = 0;
-      for (const [dc, e] of Object.entries(entries)) if (name !== VIEWERS_COUNTER || live.has(dc)) value += e.p - e.n;
+      for (const [dc, e] of Object.entries(entries))
+        if (name !== VIEWERS_COUNTER || live.has(dc)) value += e.p - e.n;
       if (name === VIEWERS_COUNTER) viewers = Math.max(0, value);
       else counters[name] = value;
     }
@@ -129,7 +141,11 @@ export class HttpApi {
     const body = parseJson(await readBody(reply, this.#o.maxBodyBytes));
     const { counter, delta } = parseChange(body);
     const result = await this.#increment(page, counter, delta, key);
-    reply.json(200, { page, counter, value: result.value, updated_at: result.updatedAt }, result.duplicate ? { ...NO_STORE, "idempotent-replayed": "true" } : NO_STORE);
+    reply.json(
+      200,
+      { page, counter, value: result.value, updated_at: result.updatedAt },
+      result.duplicate ? { ...NO_STORE, "idempotent-replayed": "true" } : NO_STORE,
+    );
   }
 
   async #demoLike(reply: Reply): Promise<void> {
@@ -140,14 +156,21 @@ export class HttpApi {
   }
 
   #increment(page: string, counter: string, delta: number, key: string): Promise<IncrementReply> {
-    return this.#o.owners.request(partitionOf(page, this.#o.partitions), { type: "increment", page, counter, delta, key }) as Promise<IncrementReply>;
+    return this.#o.owners.request(partitionOf(page, this.#o.partitions), {
+      type: "increment",
+      page,
+      counter,
+      delta,
+      key,
+    }) as Promise<IncrementReply>;
   }
 
   /** Bearer key check in constant time: every configured key is compared, by digest. */
   #authorize(req: RequestInfo): void {
     const header = req.headers.authorization ?? "";
     const m = /^Bearer ([\x21-\x7e]+)$/.exec(header);
-    if (m === null) throw new ProtocolError("unauthorized", "Authorization: Bearer <publisher key> is required");
+    if (m === null)
+      throw new ProtocolError("unauthorized", "Authorization: Bearer <publisher key> is required");
     const digest = createHash("sha256").update(m[1]!).digest();
     let ok = false;
     for (const known of this.#keyDigests) ok = timingSafeEqual(digest, known) || ok;
@@ -157,9 +180,11 @@ export class HttpApi {
 
 /** Validates a PUT body: `{"action":"increment"|"decrement","counter":"likes","by":1}`. */
 export function parseChange(body: unknown): { counter: string; delta: number } {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new ProtocolError("invalid_body", "body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new ProtocolError("invalid_body", "body must be a JSON object");
   const { action, counter, by = 1 } = body as Record<string, unknown>;
-  if (action !== "increment" && action !== "decrement") throw new ProtocolError("invalid_body", 'action must be "increment" or "decrement"');
+  if (action !== "increment" && action !== "decrement")
+    throw new ProtocolError("invalid_body", 'action must be "increment" or "decrement"');
   if (!isCounterName(counter)) throw new ProtocolError("invalid_counter");
   if (typeof by !== "number" || !Number.isSafeInteger(by) || by < 1 || by > MAX_CHANGE) {
     throw new ProtocolError("invalid_body", `by must be an integer from 1 to ${MAX_CHANGE}`);

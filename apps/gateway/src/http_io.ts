@@ -93,5 +93,10 @@ export function requestInfo(req: HttpRequest): RequestInfo {
     const v = req.getHeader(h);
     if (v !== "") headers[h] = v;
   }
-  return { method: req.getCaseSensitiveMethod().toUpperCase(), path: req.getUrl(), query: req.getQuery() ?? "", headers };
+  return {
+    method: req.getCaseSensitiveMethod().toUpperCase(),
+    path: req.getUrl(),
+    query: req.getQuery() ?? "",
+    headers,
+  };
 }

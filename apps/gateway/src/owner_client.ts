@@ -1,6 +1,12 @@
 import { nodeSubject, type Bus } from "@livecount/bus";
 import type { Membership } from "@livecount/cluster";
-import { ProtocolError, decodeMessage, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
+import {
+  ProtocolError,
+  decodeMessage,
+  encodeMessage,
+  type NodeReply,
+  type NodeRequest,
+} from "@livecount/protocol";
 
 /**
  * Sends a request to the counter node that owns a partition, as the ring says. Failures come back
@@ -20,7 +26,9 @@ export class OwnerClient {
     if (owner === undefined) throw new ProtocolError("unavailable", "no counter node is live");
     let raw: Uint8Array;
     try {
-      raw = await this.bus.request(nodeSubject(this.dc, owner), encodeMessage(request), { timeoutMs: this.timeoutMs });
+      raw = await this.bus.request(nodeSubject(this.dc, owner), encodeMessage(request), {
+        timeoutMs: this.timeoutMs,
+      });
     } catch (err) {
       const timedOut = err instanceof Error && err.name === "BusTimeoutError";
       throw new ProtocolError(timedOut ? "timeout" : "unavailable", undefined, { cause: err });

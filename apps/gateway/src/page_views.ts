@@ -95,7 +95,9 @@ export class PageViews {
       view = new PageView(this.#opts.retryMs);
       this.#views.set(page, view);
       const v = view;
-      view.subscription = this.#opts.bus.subscribe(pageSubject(page), (data) => this.#onUpdate(page, v, data));
+      view.subscription = this.#opts.bus.subscribe(pageSubject(page), (data) =>
+        this.#onUpdate(page, v, data),
+      );
       void this.#loadSnapshot(page, view);
     }
     view.watchers++;

@@ -154,7 +154,12 @@ export class PresenceForwarder {
     }
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
     try {
-      await this.#opts.owners.request(partition, { type: "presence_sync", gateway: this.#opts.gateway, partition, pages });
+      await this.#opts.owners.request(partition, {
+        type: "presence_sync",
+        gateway: this.#opts.gateway,
+        partition,
+        pages,
+      });
       this.#sent(q, viewers);
     } catch (err) {
       this.#markSync(partition);

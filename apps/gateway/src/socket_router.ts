@@ -70,7 +70,13 @@ export class SocketRouter {
   }
 
   newSocketData(): SocketData {
-    return { id: this.#nextId++, pages: new Map(), tokens: this.#o.burst, refilledAt: this.#o.clock.now(), violations: 0 };
+    return {
+      id: this.#nextId++,
+      pages: new Map(),
+      tokens: this.#o.burst,
+      refilledAt: this.#o.clock.now(),
+      violations: 0,
+    };
   }
 
   open(): void {
@@ -157,7 +163,13 @@ export class SocketRouter {
   #subscribe(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): boolean {
     const state = ws.getUserData();
     if (state.pages.size >= this.#o.maxPagesPerSocket) {
-      this.#error(ws, encoding, "too_many_pages", `at most ${this.#o.maxPagesPerSocket} pages per connection`, page);
+      this.#error(
+        ws,
+        encoding,
+        "too_many_pages",
+        `at most ${this.#o.maxPagesPerSocket} pages per connection`,
+        page,
+      );
       return false;
     }
     const topic = topicOf(page, encoding);
@@ -189,13 +201,19 @@ export class SocketRouter {
   #error(ws: Socket, encoding: Encoding, code: ErrorCode, message?: string, page?: string): void {
     this.#o.metrics.frameErrors.inc({ code });
     const e = new ProtocolError(code, message);
-    const frame = page === undefined ? { type: "error" as const, code, message: e.message } : { type: "error" as const, code, message: e.message, page };
+    const frame =
+      page === undefined
+        ? { type: "error" as const, code, message: e.message }
+        : { type: "error" as const, code, message: e.message, page };
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
   #takeToken(state: SocketData): boolean {
     const now = this.#o.clock.now();
-    state.tokens = Math.min(this.#o.burst, state.tokens + ((now - state.refilledAt) / 1000) * this.#o.ratePerS);
+    state.tokens = Math.min(
+      this.#o.burst,
+      state.tokens + ((now - state.refilledAt) / 1000) * this.#o.ratePerS,
+    );
     state.refilledAt = now;
     if (state.tokens < 1) return false;
     state.tokens -= 1;

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
+import { connectBus, openStore } from "@livecount/cluster";
 import { CounterNode, readCounterConfig } from "@livecount/counter";
 import { Gateway, readGatewayConfig } from "@livecount/gateway";
 import { silentLogger, type Env, type Logger } from "@livecount/runtime";
-import { MemoryStore, RedisStore, type Store } from "@livecount/store";
+import type { Store } from "@livecount/store";
 import { Registry, collectDefaultMetrics } from "prom-client";
 
 export interface StandaloneOptions {
@@ -45,23 +45,27 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
   const registry = new Registry();
   if (options.processMetrics === true) collectDefaultMetrics({ register: registry });
 
-  const bus: Bus =
-    gatewayConfig.natsUrl !== undefined
-      ? await NatsBus.connect({ servers: gatewayConfig.natsUrl.split(","), name: `livecount-${gatewayConfig.nodeId}` })
-      : new MemoryBus();
+  const bus = await connectBus(gatewayConfig, logger);
   let store: Store;
   try {
-    store = counterConfig.redisUrl !== undefined ? await RedisStore.connect({ url: counterConfig.redisUrl }) : new MemoryStore();
+    store = await openStore(counterConfig, logger);
   } catch (err) {
     await bus.close();
     throw err;
   }
   const demoEnabled = env.LIVECOUNT_DEMO !== "0";
-  const gateway = new Gateway({ config: gatewayConfig, bus, logger, registry, ...(demoEnabled ? { demoPage: DEMO_PAGE } : {}) });
+  const gateway = new Gateway({
+    config: gatewayConfig,
+    bus,
+    logger,
+    registry,
+    ...(demoEnabled ? { demoPage: DEMO_PAGE } : {}),
+  });
   const counter = new CounterNode({ config: counterConfig, bus, store, logger, registry });
   const port = await gateway.start();
   await counter.start();
-  if (devKey !== undefined) logger.warn({ publisherKey: devKey }, "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key");
+  if (devKey !== undefined)
+    logger.warn({ publisherKey: devKey }, "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key");
 
   let closed: Promise<void> | undefined;
   return {

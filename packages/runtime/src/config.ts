@@ -21,20 +21,32 @@ export function readOptionalString(env: Env, name: string): string | undefined {
   return raw(env, name);
 }
 
-export function readInt(env: Env, name: string, fallback: number, range: { min?: number; max?: number } = {}): number {
+export function readInt(
+  env: Env,
+  name: string,
+  fallback: number,
+  range: { min?: number; max?: number } = {},
+): number {
   const v = raw(env, name);
   if (v === undefined) return fallback;
   if (!/^-?\d+$/.test(v)) throw new ConfigError(`${name} must be an integer, got "${v}"`);
   const n = Number(v);
-  if (range.min !== undefined && n < range.min) throw new ConfigError(`${name} must be >= ${range.min}, got ${n}`);
-  if (range.max !== undefined && n > range.max) throw new ConfigError(`${name} must be <= ${range.max}, got ${n}`);
+  if (range.min !== undefined && n < range.min)
+    throw new ConfigError(`${name} must be >= ${range.min}, got ${n}`);
+  if (range.max !== undefined && n > range.max)
+    throw new ConfigError(`${name} must be <= ${range.max}, got ${n}`);
   return n;
 }
 
 /** Comma-separated list; empty items dropped. */
 export function readList(env: Env, name: string): string[] {
   const v = raw(env, name);
-  return v === undefined ? [] : v.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+  return v === undefined
+    ? []
+    : v
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
 }
 
 const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;

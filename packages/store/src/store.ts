@@ -2,10 +2,17 @@
  * Durable state of one data center: partition leases with fencing epochs, PN-counter entries of
  * every page, and idempotency records of publisher increments. Two implementations: in-memory (the
  * embedded default) and Redis.
+ *
+ * Time: lease and key expiry are judged against the store's own clock (`now`, injected, default
+ * `Date.now`), never the server's, so every implementation decides the same way and tests can move
+ * time. A lease or key is live while `now < expiresAt`.
  */
 import type { Entry } from "@livecount/crdt";
 
-/** Proof of partition ownership. Every write carries it; a write with a stale epoch is rejected. */
+/**
+ * Proof of partition ownership. Every write carries it and is applied only while the fence is
+ * current: the partition's lease has this epoch and has not expired.
+ */
 export interface Fence {
   readonly partition: number;
   readonly epoch: number;
@@ -13,7 +20,7 @@ export interface Fence {
 
 export interface Lease extends Fence {
   readonly node: string;
-  /** Epoch-ms after which another node may take the partition. */
+  /** Epoch-ms from which the lease is expired and another node may take the partition. */
   readonly expiresAt: number;
 }
 
@@ -38,7 +45,7 @@ export interface IncrementOp {
   readonly page: string;
   readonly counter: string;
   readonly dc: string;
-  /** Signed change applied to the data center's entry (p for > 0, n for < 0). */
+  /** Signed safe integer applied to the data center's entry (p for > 0, n for < 0, 0 only records the key). */
   readonly delta: number;
   /** Idempotency key, scoped to the page. */
   readonly key: string;
@@ -56,31 +63,56 @@ export type IncrementOutcome =
   /** The fence is no longer current: nothing was applied. */
   | { readonly kind: "stale" };
 
+/** One page of {@link Store.listPages}; `cursor` is undefined after the last page. */
+export interface PageList {
+  readonly pages: string[];
+  readonly cursor: string | undefined;
+}
+
 export interface Store {
   /**
-   * Takes or renews the partition's lease for `node`. A node that already holds the lease keeps
-   * its epoch; a takeover (free or expired lease) bumps the epoch. Null while another node holds it.
+   * Takes or renews the partition's lease for `node` until `now + ttlMs`. A node that holds a live
+   * lease keeps its epoch; taking a free or expired lease (even one's own) bumps the epoch. Epochs
+   * of a partition are never reused, even after a release. Null while another node holds it.
    */
   acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null>;
-  /** Renews leases held by `node`; returns the ones still held (lost ones are missing). */
+  /**
+   * Extends each lease still held (same node and epoch, not expired) to `now + ttlMs`, in one round
+   * trip. Returns the renewed leases; lost ones are missing and must be re-acquired.
+   */
   renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]>;
+  /** Frees the partition if `lease` still holds it at its epoch; otherwise does nothing. */
   release(lease: Lease): Promise<void>;
+  /** Every counter's entries of the page (a copy; empty when the page has none). */
   load(page: string): Promise<PageRecord>;
   /**
-   * Max-merges entries in one round trip, each group only if its fence is still current. Returns
-   * the fences found stale; their writes were not applied.
+   * Max-merges entries in one round trip, each group atomically and only if its fence is still
+   * current. Returns the fences found stale; their writes were not applied. A write that does not
+   * advance the stored entry (e.g. a zero entry for an absent one) changes nothing.
    */
   write(groups: readonly FencedWrites[]): Promise<Fence[]>;
   /**
    * Applies idempotent increments in order, each atomically (fence check, key check, change and key
-   * record in one step), in one round trip. `keyTtlMs`: how long a key is remembered.
+   * record in one step), in one round trip. `keyTtlMs`: how long a key is remembered from when it was
+   * recorded; a retry after that counts again. Malformed input rejects before anything is applied.
    */
   increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]>;
+  /**
+   * Ids of pages holding any entry, starting with `prefix`, in ascending byte order, at most `limit`
+   * (>= 1) per call. Pass the returned opaque `cursor` to continue; undefined starts at the first.
+   */
+  listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList>;
+  /** Releases connections; later calls reject with a {@link StoreError}. */
   close(): Promise<void>;
 }
 
 export class StoreError extends Error {
   override name = "StoreError";
+}
+
+/** A malformed entry, delta, ttl or limit: a caller bug, rejected before anything is applied. */
+export class InvalidStoreInputError extends StoreError {
+  override name = "InvalidStoreInputError";
 }
 
 /** The fence's epoch is no longer the partition's current one: the writer lost ownership. */

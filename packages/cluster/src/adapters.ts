@@ -1,0 +1,28 @@
+import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
+import type { Logger } from "@livecount/runtime";
+import { MemoryStore, RedisStore, type Store } from "@livecount/store";
+import type { ClusterConfig } from "./cluster_config.js";
+
+/** NATS when LIVECOUNT_NATS_URL is set, else the in-memory bus (one process only). */
+export async function connectBus(config: ClusterConfig, logger: Logger): Promise<Bus> {
+  if (config.natsUrl === undefined) return new MemoryBus();
+  const bus = await NatsBus.connect({
+    servers: config.natsUrl.split(",").map((s) => s.trim()),
+    name: `livecount-${config.dc}-${config.nodeId}`,
+    logger: logger.child({ component: "bus" }),
+  });
+  logger.info({ servers: config.natsUrl }, "bus connected to nats");
+  return bus;
+}
+
+/** Redis when LIVECOUNT_REDIS_URL is set, else the in-memory store (nothing survives a restart). */
+export async function openStore(config: ClusterConfig, logger: Logger): Promise<Store> {
+  if (config.redisUrl === undefined) return new MemoryStore();
+  const log = logger.child({ component: "store" });
+  const store = await RedisStore.connect({
+    url: config.redisUrl,
+    onError: (err) => log.warn({ err }, "redis connection error"),
+  });
+  log.info("store connected to redis");
+  return store;
+}

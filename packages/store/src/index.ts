@@ -1,0 +1,16 @@
+export {
+  StoreError,
+  InvalidStoreInputError,
+  StaleFenceError,
+  type Store,
+  type Fence,
+  type Lease,
+  type PageRecord,
+  type PageList,
+  type EntryWrite,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+} from "./store.js";
+export { MemoryStore, type MemoryStoreOptions } from "./memory_store.js";
+export { RedisStore, type RedisStoreOptions } from "./redis_store.js";

@@ -1,0 +1,244 @@
+/**
+ * The embedded default store: everything in process memory, lost on exit. Same semantics as the
+ * Redis store, call for call; every call runs to completion before the next, so each is atomic.
+ */
+import type { Entry } from "@livecount/crdt";
+import {
+  StoreError,
+  type Fence,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+  type Lease,
+  type PageList,
+  type PageRecord,
+  type Store,
+} from "./store.js";
+import { assertIncrements, assertLimit, assertTtl, assertWrites, isLive, listStart } from "./validate.js";
+
+export interface MemoryStoreOptions {
+  /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+interface LeaseRecord {
+  readonly node: string;
+  readonly epoch: number;
+  expiresAt: number;
+}
+
+interface KeyRecord {
+  readonly counter: string;
+  readonly delta: number;
+  readonly payload: string;
+  readonly expiresAt: number;
+}
+
+/** Counter name -> data center -> entry. */
+type PageEntries = Map<string, Map<string, Entry>>;
+
+/** Sweeps are not worth running below this many remembered keys. */
+const MIN_KEYS_BEFORE_SWEEP = 1024;
+/** Sweeps at least this often (store time) while increments arrive, so idle keys do not linger. */
+const SWEEP_INTERVAL_MS = 60_000;
+
+export class MemoryStore implements Store {
+  readonly #now: () => number;
+  readonly #leases = new Map<number, LeaseRecord>();
+  /** Last epoch handed out per partition; kept after release so epochs are never reused. */
+  readonly #epochs = new Map<number, number>();
+  readonly #pages = new Map<string, PageEntries>();
+  /** Ids of pages with at least one entry, sorted, for prefix listing. */
+  readonly #pageIds: string[] = [];
+  /** Idempotency records by `${page}\0${key}`; page ids are printable ASCII, so never ambiguous. */
+  readonly #keys = new Map<string, KeyRecord>();
+  #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
+  #lastSweep: number;
+  #closed = false;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#now = options.now ?? Date.now;
+    this.#lastSweep = this.#now();
+  }
+
+  /** Idempotency keys currently remembered, expired ones not yet swept included (for metrics). */
+  get rememberedKeys(): number {
+    return this.#keys.size;
+  }
+
+  async acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
+    this.#assertOpen();
+    assertTtl("lease ttl", ttlMs);
+    const now = this.#now();
+    const held = this.#leases.get(partition);
+    if (held !== undefined && isLive(held.expiresAt, now)) {
+      if (held.node !== node) return null;
+      held.expiresAt = now + ttlMs;
+      return { partition, node, epoch: held.epoch, expiresAt: held.expiresAt };
+    }
+    const epoch = (this.#epochs.get(partition) ?? 0) + 1;
+    this.#epochs.set(partition, epoch);
+    this.#leases.set(partition, { node, epoch, expiresAt: now + ttlMs });
+    return { partition, node, epoch, expiresAt: now + ttlMs };
+  }
+
+  async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    this.#assertOpen();
+    assertTtl("lease ttl", ttlMs);
+    const now = this.#now();
+    const renewed: Lease[] = [];
+    for (const lease of leases) {
+      const held = this.#leases.get(lease.partition);
+      if (held === undefined || held.node !== lease.node || held.epoch !== lease.epoch) continue;
+      if (!isLive(held.expiresAt, now)) continue;
+      held.expiresAt = now + ttlMs;
+      renewed.push({ ...lease, expiresAt: held.expiresAt });
+    }
+    return renewed;
+  }
+
+  async release(lease: Lease): Promise<void> {
+    this.#assertOpen();
+    const held = this.#leases.get(lease.partition);
+    if (held !== undefined && held.node === lease.node && held.epoch === lease.epoch) {
+      this.#leases.delete(lease.partition);
+    }
+  }
+
+  async load(page: string): Promise<PageRecord> {
+    this.#assertOpen();
+    const record: PageRecord = {};
+    for (const [counter, dcs] of this.#pages.get(page) ?? []) {
+      const copy: Record<string, Entry> = {};
+      for (const [dc, e] of dcs) copy[dc] = { p: e.p, n: e.n };
+      record[counter] = copy;
+    }
+    return record;
+  }
+
+  async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
+    this.#assertOpen();
+    assertWrites(groups);
+    const now = this.#now();
+    const stale: Fence[] = [];
+    for (const { fence, writes } of groups) {
+      if (!this.#isCurrent(fence, now)) {
+        stale.push(fence);
+        continue;
+      }
+      for (const { page, counter, dc, entry } of writes) {
+        const held = this.#entry(page, counter, dc);
+        const p = Math.max(held?.p ?? 0, entry.p);
+        const n = Math.max(held?.n ?? 0, entry.n);
+        if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0)) this.#setEntry(page, counter, dc, { p, n });
+      }
+    }
+    return stale;
+  }
+
+  async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
+    this.#assertOpen();
+    assertTtl("key ttl", keyTtlMs);
+    assertIncrements(ops);
+    const now = this.#now();
+    this.#maybeSweep(now);
+    return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
+  }
+
+  async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
+    this.#assertOpen();
+    assertLimit(limit);
+    const { from, exclusive } = listStart(prefix, cursor);
+    const ids = this.#pageIds;
+    let i = lowerBound(ids, from);
+    if (exclusive && ids[i] === from) i++;
+    const pages: string[] = [];
+    for (; i < ids.length && pages.length < limit; i++) {
+      const id = ids[i]!;
+      if (!id.startsWith(prefix)) break;
+      pages.push(id);
+    }
+    const more = i < ids.length && ids[i]!.startsWith(prefix);
+    return { pages, cursor: more ? pages.at(-1) : undefined };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  #incrementOne(op: IncrementOp, now: number, keyTtlMs: number): IncrementOutcome {
+    if (!this.#isCurrent(op.fence, now)) return { kind: "stale" };
+    const id = `${op.page}\u0000${op.key}`;
+    const seen = this.#keys.get(id);
+    if (seen !== undefined && isLive(seen.expiresAt, now)) {
+      return seen.counter === op.counter && seen.delta === op.delta
+        ? { kind: "duplicate", payload: seen.payload }
+        : { kind: "conflict" };
+    }
+    const held = this.#entry(op.page, op.counter, op.dc) ?? { p: 0, n: 0 };
+    let entry = held;
+    if (op.delta !== 0) {
+      entry = op.delta > 0 ? { p: held.p + op.delta, n: held.n } : { p: held.p, n: held.n - op.delta };
+      this.#setEntry(op.page, op.counter, op.dc, entry);
+    }
+    this.#keys.set(id, {
+      counter: op.counter,
+      delta: op.delta,
+      payload: op.payload,
+      expiresAt: now + keyTtlMs,
+    });
+    return { kind: "applied", entry: { p: entry.p, n: entry.n } };
+  }
+
+  #isCurrent(fence: Fence, now: number): boolean {
+    const held = this.#leases.get(fence.partition);
+    return held !== undefined && held.epoch === fence.epoch && isLive(held.expiresAt, now);
+  }
+
+  #entry(page: string, counter: string, dc: string): Entry | undefined {
+    return this.#pages.get(page)?.get(counter)?.get(dc);
+  }
+
+  #setEntry(page: string, counter: string, dc: string, entry: Entry): void {
+    let counters = this.#pages.get(page);
+    if (counters === undefined) {
+      counters = new Map();
+      this.#pages.set(page, counters);
+      this.#pageIds.splice(lowerBound(this.#pageIds, page), 0, page);
+    }
+    let dcs = counters.get(counter);
+    if (dcs === undefined) {
+      dcs = new Map();
+      counters.set(counter, dcs);
+    }
+    dcs.set(dc, { p: entry.p, n: entry.n });
+  }
+
+  /**
+   * Drops expired keys, amortised: a full pass runs only once the map doubled since the last pass
+   * (or a sweep interval passed), so memory stays within twice the live keys plus a constant and
+   * each increment pays O(1) on average.
+   */
+  #maybeSweep(now: number): void {
+    if (this.#keys.size < this.#sweepAtSize && now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    for (const [id, record] of this.#keys) if (!isLive(record.expiresAt, now)) this.#keys.delete(id);
+    this.#sweepAtSize = Math.max(MIN_KEYS_BEFORE_SWEEP, 2 * this.#keys.size);
+    this.#lastSweep = now;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StoreError("store is closed");
+  }
+}
+
+/** Index of the first id not less than `id` in the sorted `ids`. */
+function lowerBound(ids: readonly string[], id: string): number {
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ids[mid]! < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

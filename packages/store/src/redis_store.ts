@@ -1,0 +1,391 @@
+/**
+ * The Redis store. Every key starts with `keyPrefix` (default "lc:"):
+ *
+ * - `lease:{partition}` hash `{node, epoch, expiresAt}`: the partition's owner. Deleted on release.
+ * - `epoch:{partition}` integer: last epoch handed out, INCR on every takeover and never deleted,
+ *   so an epoch is never reused.
+ * - `page:{page}` hash, field `{counter}\0{dc}` (counter names never hold NUL), value `"{p}:{n}"`.
+ * - `idem:{len(page)}:{page}:{key}` hash `{counter, delta, payload, expiresAt}` with PEXPIRE
+ *   keyTtlMs. The page's length makes the key unambiguous whatever the page and key contain.
+ * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
+ *
+ * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
+ *
+ * Time: every script gets the store's `now()` as an argument and stores absolute `expiresAt`
+ * values, so leases and keys expire by the same clock as in the memory store. PEXPIRE on
+ * idempotency keys only reclaims memory (by the Redis clock); whether a key still counts is decided
+ * by its `expiresAt`.
+ *
+ * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
+ * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
+ * applied. That is safe to retry: writes are max-merges and increments are idempotent by key.
+ */
+import { Redis, type ChainableCommander } from "ioredis";
+import type { Entry } from "@livecount/crdt";
+import {
+  StoreError,
+  type Fence,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+  type Lease,
+  type PageList,
+  type PageRecord,
+  type Store,
+} from "./store.js";
+import { assertIncrements, assertLimit, assertTtl, assertWrites, listStart } from "./validate.js";
+
+export interface RedisStoreOptions {
+  /** `redis://[user:password@]host:port[/db]`. */
+  readonly url: string;
+  /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
+  readonly keyPrefix?: string;
+  /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
+  readonly now?: () => number;
+  /** A call rejects when Redis has not answered within this many ms. Default 5000. */
+  readonly commandTimeoutMs?: number;
+  /** Connection errors while reconnecting (calls themselves reject); for logging. */
+  readonly onError?: (err: Error) => void;
+}
+
+const DEFAULT_KEY_PREFIX = "lc:";
+const DEFAULT_COMMAND_TIMEOUT_MS = 5_000;
+const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * Reconnect attempts a call caught in flight by a disconnect waits through before it rejects. New
+ * calls while disconnected reject at once (no offline queue): the caller decides (retry, shed,
+ * report not ready) instead of stalling its mailbox behind a dead connection.
+ */
+const MAX_RETRIES_PER_REQUEST = 3;
+const RECONNECT_BASE_MS = 50;
+/** Backoff cap, so the store is usable again within about a second of Redis coming back. */
+const RECONNECT_MAX_MS = 1_000;
+/** Sorts after every printable ASCII character: the exclusive upper bound of a prefix range. */
+const AFTER_PRINTABLE = "\u007f";
+
+/** Lua shared by the write and increment scripts. */
+const LUA_HELPERS = `
+local function fence_current(lease_key, epoch, now)
+  local lease = redis.call("HMGET", lease_key, "epoch", "expiresAt")
+  return lease[1] == epoch and now < tonumber(lease[2])
+end
+local function read_entry(page_key, field)
+  local v = redis.call("HGET", page_key, field)
+  if not v then return 0, 0, false end
+  local p, n = string.match(v, "^(%d+):(%d+)$")
+  return tonumber(p), tonumber(n), true
+end
+local function format_entry(p, n)
+  return string.format("%d:%d", p, n)
+end
+`;
+
+/**
+ * Each script receives its keys and arguments as listed. Numbers travel as decimal strings;
+ * `string.format("%d")` writes them back exactly (plain tostring would switch to exponent form).
+ */
+const SCRIPTS = {
+  /** KEYS: lease, epoch. ARGV: node, now, expiresAt. Returns the epoch, or nil if held by another. */
+  lcAcquire: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
+if lease[1] and tonumber(ARGV[2]) < tonumber(lease[3]) then
+  if lease[1] ~= ARGV[1] then return false end
+  redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
+  return tonumber(lease[2])
+end
+local epoch = redis.call("INCR", KEYS[2])
+redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
+return epoch`,
+
+  /** KEYS: lease. ARGV: node, epoch, now, expiresAt. Returns 1 if renewed, 0 if lost. */
+  lcRenew: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] or tonumber(ARGV[3]) >= tonumber(lease[3]) then
+  return 0
+end
+redis.call("HSET", KEYS[1], "expiresAt", ARGV[4])
+return 1`,
+
+  /** KEYS: lease. ARGV: node, epoch. */
+  lcRelease: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
+if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) end
+return 0`,
+
+  /**
+   * KEYS: lease, pages, then one page key per write. ARGV: epoch, now, then per write: page, field,
+   * p, n. Returns 1 if applied, 0 if the fence is stale.
+   */
+  lcWrite: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+for i = 3, #KEYS do
+  local a = 2 + (i - 3) * 4
+  local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local old_p, old_n, existed = read_entry(KEYS[i], field)
+  if p > old_p or n > old_n then
+    redis.call("HSET", KEYS[i], field, format_entry(math.max(p, old_p), math.max(n, old_n)))
+    if not existed then redis.call("ZADD", KEYS[2], 0, page) end
+  end
+end
+return 1`,
+
+  /**
+   * KEYS: lease, page, idem, pages. ARGV: epoch, now, page, field, counter, delta, payload,
+   * expiresAt, keyTtlMs. Returns {"applied", p, n} | {"duplicate", payload} | {"conflict"} | {"stale"}.
+   */
+  lcIncrement: `${LUA_HELPERS}
+local now = tonumber(ARGV[2])
+if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
+local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt")
+if seen[1] and now < tonumber(seen[4]) then
+  if seen[1] == ARGV[5] and seen[2] == ARGV[6] then return {"duplicate", seen[3]} end
+  return {"conflict"}
+end
+local p, n, existed = read_entry(KEYS[2], ARGV[4])
+local delta = tonumber(ARGV[6])
+if delta ~= 0 then
+  if delta > 0 then p = p + delta else n = n - delta end
+  redis.call("HSET", KEYS[2], ARGV[4], format_entry(p, n))
+  if not existed then redis.call("ZADD", KEYS[4], 0, ARGV[3]) end
+end
+redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
+redis.call("PEXPIRE", KEYS[3], ARGV[9])
+return {"applied", string.format("%d", p), string.format("%d", n)}`,
+} as const;
+
+type ScriptName = keyof typeof SCRIPTS;
+type Arg = string | number;
+
+/** Queues a script defined with `defineCommand` (as EVALSHA, or EVAL on a fresh connection). */
+function queueScript(
+  pipeline: ChainableCommander,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly Arg[],
+) {
+  // defineCommand adds the script as a method at runtime, which the typings cannot know.
+  const commands = pipeline as unknown as Record<ScriptName, (...a: Arg[]) => ChainableCommander>;
+  commands[name](keys.length, ...keys, ...args);
+}
+
+function parseEntry(value: unknown): Entry {
+  const match = typeof value === "string" ? /^(\d+):(\d+)$/.exec(value) : null;
+  if (match === null) throw new StoreError(`malformed entry in redis: ${String(value)}`);
+  return { p: Number(match[1]), n: Number(match[2]) };
+}
+
+function parseOutcome(reply: unknown): IncrementOutcome {
+  const [kind, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  switch (kind) {
+    case "applied":
+      return { kind, entry: { p: Number(a), n: Number(b) } };
+    case "duplicate":
+      return { kind, payload: String(a) };
+    case "conflict":
+    case "stale":
+      return { kind };
+    default:
+      throw new StoreError(`unexpected increment reply from redis: ${JSON.stringify(reply)}`);
+  }
+}
+
+export class RedisStore implements Store {
+  readonly #client: Redis;
+  readonly #prefix: string;
+  readonly #now: () => number;
+  #closed = false;
+
+  private constructor(client: Redis, prefix: string, now: () => number) {
+    this.#client = client;
+    this.#prefix = prefix;
+    this.#now = now;
+  }
+
+  /** Connects and waits until Redis is ready (AOF loaded); rejects with a StoreError if it cannot. */
+  static async connect(options: RedisStoreOptions): Promise<RedisStore> {
+    const client = new Redis(options.url, {
+      lazyConnect: true,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      commandTimeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+      maxRetriesPerRequest: MAX_RETRIES_PER_REQUEST,
+      enableOfflineQueue: false,
+      retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
+    });
+    // With a listener ioredis reports connection errors here instead of treating them as unhandled.
+    client.on("error", (err: Error) => options.onError?.(err));
+    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua });
+    try {
+      await client.connect();
+    } catch (cause) {
+      client.disconnect();
+      throw new StoreError("cannot connect to redis", { cause });
+    }
+    return new RedisStore(client, options.keyPrefix ?? DEFAULT_KEY_PREFIX, options.now ?? Date.now);
+  }
+
+  async acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
+    assertTtl("lease ttl", ttlMs);
+    const now = this.#now();
+    const expiresAt = now + ttlMs;
+    const [epoch] = await this.#run("acquire", (p) =>
+      queueScript(
+        p,
+        "lcAcquire",
+        [this.#leaseKey(partition), this.#epochKey(partition)],
+        [node, now, expiresAt],
+      ),
+    );
+    return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
+  }
+
+  async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    assertTtl("lease ttl", ttlMs);
+    this.#assertOpen();
+    if (leases.length === 0) return [];
+    const now = this.#now();
+    const expiresAt = now + ttlMs;
+    const replies = await this.#run("renew", (p) => {
+      for (const l of leases) {
+        queueScript(p, "lcRenew", [this.#leaseKey(l.partition)], [l.node, l.epoch, now, expiresAt]);
+      }
+    });
+    return leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
+  }
+
+  async release(lease: Lease): Promise<void> {
+    await this.#run("release", (p) =>
+      queueScript(p, "lcRelease", [this.#leaseKey(lease.partition)], [lease.node, lease.epoch]),
+    );
+  }
+
+  async load(page: string): Promise<PageRecord> {
+    this.#assertOpen();
+    const fields = await this.#client.hgetall(this.#pageKey(page)).catch((cause: unknown) => {
+      throw new StoreError("redis load failed", { cause });
+    });
+    const record: PageRecord = {};
+    for (const [field, value] of Object.entries(fields)) {
+      const sep = field.indexOf("\u0000");
+      if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
+      const counter = field.slice(0, sep);
+      (record[counter] ??= {})[field.slice(sep + 1)] = parseEntry(value);
+    }
+    return record;
+  }
+
+  async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
+    assertWrites(groups);
+    this.#assertOpen();
+    if (groups.length === 0) return [];
+    const now = this.#now();
+    const replies = await this.#run("write", (p) => {
+      for (const { fence, writes } of groups) {
+        const keys = [this.#leaseKey(fence.partition), this.#pagesKey()];
+        const args: Arg[] = [fence.epoch, now];
+        for (const w of writes) {
+          keys.push(this.#pageKey(w.page));
+          args.push(w.page, entryField(w.counter, w.dc), w.entry.p, w.entry.n);
+        }
+        queueScript(p, "lcWrite", keys, args);
+      }
+    });
+    return groups.filter((_, i) => replies[i] !== 1).map((g) => g.fence);
+  }
+
+  async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
+    assertTtl("key ttl", keyTtlMs);
+    assertIncrements(ops);
+    this.#assertOpen();
+    if (ops.length === 0) return [];
+    const now = this.#now();
+    const replies = await this.#run("increment", (p) => {
+      for (const op of ops) {
+        const keys = [
+          this.#leaseKey(op.fence.partition),
+          this.#pageKey(op.page),
+          this.#idemKey(op.page, op.key),
+          this.#pagesKey(),
+        ];
+        const field = entryField(op.counter, op.dc);
+        const args = [
+          op.fence.epoch,
+          now,
+          op.page,
+          field,
+          op.counter,
+          op.delta,
+          op.payload,
+          now + keyTtlMs,
+          keyTtlMs,
+        ];
+        queueScript(p, "lcIncrement", keys, args);
+      }
+    });
+    return replies.map(parseOutcome);
+  }
+
+  async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
+    assertLimit(limit);
+    this.#assertOpen();
+    const { from, exclusive } = listStart(prefix, cursor);
+    const min = `${exclusive ? "(" : "["}${from}`;
+    const max = `(${prefix}${AFTER_PRINTABLE}`;
+    // One more than asked tells whether another page follows.
+    const ids = await this.#client
+      .zrangebylex(this.#pagesKey(), min, max, "LIMIT", 0, limit + 1)
+      .catch((cause: unknown) => {
+        throw new StoreError("redis listPages failed", { cause });
+      });
+    const pages = ids.slice(0, limit);
+    return { pages, cursor: ids.length > limit ? pages.at(-1) : undefined };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#client.quit().catch(() => this.#client.disconnect());
+  }
+
+  /** Sends the scripts queued by `queue` as one pipeline; any failed script rejects the call. */
+  async #run(operation: string, queue: (pipeline: ChainableCommander) => void): Promise<unknown[]> {
+    this.#assertOpen();
+    const pipeline = this.#client.pipeline();
+    queue(pipeline);
+    const results = await pipeline.exec().catch((cause: unknown) => {
+      throw new StoreError(`redis ${operation} failed`, { cause });
+    });
+    if (results === null) throw new StoreError(`redis ${operation} failed: no reply`);
+    return results.map(([err, reply]) => {
+      if (err !== null) throw new StoreError(`redis ${operation} failed`, { cause: err });
+      return reply;
+    });
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StoreError("store is closed");
+  }
+
+  #leaseKey(partition: number): string {
+    return `${this.#prefix}lease:${partition}`;
+  }
+
+  #epochKey(partition: number): string {
+    return `${this.#prefix}epoch:${partition}`;
+  }
+
+  #pageKey(page: string): string {
+    return `${this.#prefix}page:${page}`;
+  }
+
+  #idemKey(page: string, key: string): string {
+    return `${this.#prefix}idem:${page.length}:${page}:${key}`;
+  }
+
+  #pagesKey(): string {
+    return `${this.#prefix}pages`;
+  }
+}
+
+function entryField(counter: string, dc: string): string {
+  return `${counter}\u0000${dc}`;
+}

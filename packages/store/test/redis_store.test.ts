@@ -1,0 +1,226 @@
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { RedisStore, StoreError, type IncrementOp, type Lease } from "@livecount/store";
+import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
+import { describeStoreContract } from "./store_contract.js";
+
+const LEASE_MS = 60_000;
+const KEY_TTL_MS = 60_000;
+
+let prefixes = 0;
+/** A key prefix no other test in this process uses, so tests share one server without interfering. */
+const uniquePrefix = (): string => `lc:t${process.pid}-${++prefixes}:`;
+
+function op(fence: Lease, key: string, overrides: Partial<IncrementOp> = {}): IncrementOp {
+  return {
+    fence,
+    page: "p1",
+    counter: "likes",
+    dc: "dc1",
+    delta: 1,
+    key,
+    payload: `ack-${key}`,
+    ...overrides,
+  };
+}
+
+/** Retries `fn` until it resolves: the client reconnects with backoff after a server restart. */
+async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+/**
+ * A TCP proxy that records the direction of every chunk. A call made one round trip when all the
+ * bytes it sent went out before any reply came back: one run of client chunks, then replies.
+ */
+class TrafficRecorder {
+  readonly log: ("request" | "reply")[] = [];
+  readonly #sockets = new Set<Socket>();
+  private constructor(readonly server: Server) {}
+
+  static async start(upstreamPort: number): Promise<TrafficRecorder> {
+    const server = createServer();
+    const recorder = new TrafficRecorder(server);
+    server.on("connection", (client) => {
+      const upstream = createConnection({ host: "127.0.0.1", port: upstreamPort });
+      for (const s of [client, upstream]) {
+        recorder.#sockets.add(s);
+        s.on("error", () => s.destroy());
+        s.on("close", () => (s === client ? upstream : client).destroy());
+      }
+      client.on("data", (chunk) => {
+        recorder.log.push("request");
+        upstream.write(chunk);
+      });
+      upstream.on("data", (chunk) => {
+        recorder.log.push("reply");
+        client.write(chunk);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return recorder;
+  }
+
+  get url(): string {
+    const address = this.server.address();
+    return `redis://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`;
+  }
+
+  /** Round trips `fn` made: the number of request runs, each followed by replies. */
+  async roundTrips(fn: () => Promise<unknown>): Promise<number> {
+    this.log.length = 0;
+    await fn();
+    return this.log.filter((dir, i) => dir === "request" && this.log[i - 1] !== "request").length;
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+describeWithRedis("redis store", () => {
+  let server: RedisServer;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  describeStoreContract("redis store", (now) =>
+    RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
+  );
+
+  describe("redis store", () => {
+    /** Cleanups of what a test opened, run after it whatever its outcome. */
+    const cleanups: (() => Promise<unknown>)[] = [];
+    afterEach(async () => {
+      await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
+    });
+
+    async function connect(url = server.url, keyPrefix = uniquePrefix()): Promise<RedisStore> {
+      const store = await RedisStore.connect({ url, keyPrefix });
+      cleanups.push(() => store.close());
+      return store;
+    }
+
+    test("redis store - every call is one round trip, however many groups or ops it carries", async () => {
+      const recorder = await TrafficRecorder.start(server.port);
+      cleanups.push(() => recorder.stop());
+      const store = await connect(recorder.url);
+      const leases: Lease[] = [];
+      for (const partition of [0, 1, 2]) {
+        expect(
+          await recorder.roundTrips(async () =>
+            leases.push((await store.acquire(partition, "node-a", LEASE_MS))!),
+          ),
+        ).toBe(1);
+      }
+      const groups = leases.map((fence, i) => ({
+        fence,
+        writes: [
+          { page: `p${i}`, counter: "viewers", dc: "dc1", entry: { p: 3, n: 1 } },
+          { page: `p${i}`, counter: "likes", dc: "dc1", entry: { p: 2, n: 0 } },
+        ],
+      }));
+      const ops = leases.map((fence, i) => op(fence, `k${i}`, { page: `p${i}` }));
+
+      expect(await recorder.roundTrips(() => store.renew(leases, LEASE_MS))).toBe(1);
+      expect(await recorder.roundTrips(() => store.write(groups))).toBe(1);
+      expect(await recorder.roundTrips(() => store.increment(ops, KEY_TTL_MS))).toBe(1);
+      expect(await recorder.roundTrips(() => store.increment(ops, KEY_TTL_MS))).toBe(1);
+      expect(await recorder.roundTrips(() => store.load("p0"))).toBe(1);
+      expect(await recorder.roundTrips(() => store.listPages("p", undefined, 2))).toBe(1);
+      expect(await recorder.roundTrips(() => store.release(leases[0]!))).toBe(1);
+      // The recorder does see sequential requests as separate round trips.
+      expect(await recorder.roundTrips(async () => [await store.load("p0"), await store.load("p1")])).toBe(2);
+      expect(await store.load("p1")).toEqual({
+        viewers: { dc1: { p: 3, n: 1 } },
+        likes: { dc1: { p: 3, n: 0 } },
+      });
+    });
+
+    test("redis store - Redis itself drops idempotency keys after keyTtlMs", async () => {
+      const keyPrefix = uniquePrefix();
+      const store = await connect(server.url, keyPrefix);
+      const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
+      const admin = new Redis(server.url);
+      cleanups.push(() => admin.quit());
+      await store.increment([op(fence, "k1"), op(fence, "k2")], 200);
+      expect(await admin.keys(`${keyPrefix}idem:*`)).toHaveLength(2);
+      await eventually(async () => expect(await admin.keys(`${keyPrefix}idem:*`)).toEqual([]), 5_000);
+    });
+
+    test("redis store - connect rejects with a StoreError when Redis is unreachable", async () => {
+      const scratch = await RedisServer.start();
+      const url = scratch.url;
+      await scratch.stop();
+      await expect(RedisStore.connect({ url })).rejects.toBeInstanceOf(StoreError);
+    });
+
+    test("redis store - calls reject while Redis is down and succeed once it is back", async () => {
+      const scratch = await RedisServer.start();
+      const errors: Error[] = [];
+      const store = await RedisStore.connect({ url: scratch.url, onError: (err) => errors.push(err) });
+      cleanups.push(
+        () => store.close(),
+        () => scratch.stop(),
+      );
+      await scratch.kill();
+      await expect(store.load("p1")).rejects.toBeInstanceOf(StoreError);
+      await expect(store.acquire(0, "node-a", LEASE_MS)).rejects.toBeInstanceOf(StoreError);
+      // Failed reconnects reach onError instead of crashing the process.
+      await eventually(async () => expect(errors.length).toBeGreaterThan(0));
+      await scratch.restart();
+      expect(await eventually(() => store.acquire(0, "node-a", LEASE_MS))).toMatchObject({ epoch: 1 });
+    });
+  });
+
+  describe("redis store durability", () => {
+    let durable: RedisServer;
+
+    beforeAll(async () => {
+      durable = await RedisServer.start({ appendonly: true, appendfsync: "always" });
+    });
+
+    afterAll(async () => {
+      await durable?.stop();
+    });
+
+    test("redis store - keeps every acknowledged increment across kill -9 and restart", async () => {
+      const store = await RedisStore.connect({ url: durable.url, keyPrefix: uniquePrefix() });
+      try {
+        const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
+        const acked: IncrementOp[] = [];
+        for (let batch = 0; batch < 20; batch++) {
+          const ops = [0, 1, 2].map((i) => op(fence, `b${batch}-${i}`, { delta: i === 2 ? -1 : 2 }));
+          const outcomes = await store.increment(ops, KEY_TTL_MS);
+          expect(outcomes.every((o) => o.kind === "applied")).toBe(true);
+          acked.push(...ops);
+        }
+
+        await durable.kill();
+        await durable.restart();
+
+        expect(await eventually(() => store.load("p1"))).toEqual({ likes: { dc1: { p: 80, n: 20 } } });
+        const retries = await store.increment(acked, KEY_TTL_MS);
+        expect(retries).toEqual(acked.map((o) => ({ kind: "duplicate", payload: o.payload })));
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: fence.epoch });
+      } finally {
+        await store.close();
+      }
+    });
+  });
+});

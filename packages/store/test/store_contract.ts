@@ -1,0 +1,479 @@
+/**
+ * The behaviour every Store must show, run against each implementation. Time is a manual clock
+ * handed to the store, so lease and key expiry are exact and tests never sleep.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import {
+  InvalidStoreInputError,
+  StoreError,
+  type Fence,
+  type IncrementOp,
+  type Lease,
+  type Store,
+} from "@livecount/store";
+
+/** Opens a fresh, empty store reading time from `now`. */
+export type OpenStore = (now: () => number) => Promise<Store>;
+
+const START_MS = 1_700_000_000_000;
+const LEASE_MS = 10_000;
+const KEY_TTL_MS = 60_000;
+
+export function describeStoreContract(name: string, open: OpenStore): void {
+  describe(`${name} contract`, () => {
+    let store: Store;
+    let nowMs: number;
+    const advance = (ms: number): void => {
+      nowMs += ms;
+    };
+
+    beforeEach(async () => {
+      nowMs = START_MS;
+      store = await open(() => nowMs);
+    });
+
+    afterEach(async () => {
+      await store.close();
+    });
+
+    async function lease(partition = 0, node = "node-a"): Promise<Lease> {
+      const l = await store.acquire(partition, node, LEASE_MS);
+      if (l === null) throw new Error(`partition ${partition} is held by another node`);
+      return l;
+    }
+
+    function op(fence: Fence, overrides: Partial<IncrementOp> = {}): IncrementOp {
+      return {
+        fence,
+        page: "p1",
+        counter: "likes",
+        dc: "dc1",
+        delta: 1,
+        key: "k1",
+        payload: "first",
+        ...overrides,
+      };
+    }
+
+    describe("leases", () => {
+      test(`${name} - acquire takes a free partition at epoch 1 until now + ttl`, async () => {
+        expect(await store.acquire(3, "node-a", LEASE_MS)).toEqual({
+          partition: 3,
+          node: "node-a",
+          epoch: 1,
+          expiresAt: START_MS + LEASE_MS,
+        });
+      });
+
+      test(`${name} - the holder keeps its epoch when it re-acquires a live lease`, async () => {
+        await lease(0, "node-a");
+        advance(LEASE_MS - 1);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({
+          epoch: 1,
+          expiresAt: START_MS + 2 * LEASE_MS - 1,
+        });
+      });
+
+      test(`${name} - acquire refuses a partition another node holds`, async () => {
+        await lease(0, "node-a");
+        advance(LEASE_MS - 1);
+        expect(await store.acquire(0, "node-b", LEASE_MS)).toBeNull();
+      });
+
+      test(`${name} - a lease expires exactly at expiresAt and a takeover bumps the epoch`, async () => {
+        await lease(0, "node-a");
+        advance(LEASE_MS);
+        expect(await store.acquire(0, "node-b", LEASE_MS)).toMatchObject({ node: "node-b", epoch: 2 });
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toBeNull();
+      });
+
+      test(`${name} - re-acquiring one's own expired lease bumps the epoch`, async () => {
+        await lease(0, "node-a");
+        advance(LEASE_MS);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: 2 });
+      });
+
+      test(`${name} - release frees the partition and its epoch is never reused`, async () => {
+        await store.release(await lease(0, "node-a"));
+        const taken = await lease(0, "node-b");
+        expect(taken).toMatchObject({ node: "node-b", epoch: 2 });
+        await store.release(taken);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: 3 });
+      });
+
+      test(`${name} - release of a lost lease leaves the new holder alone`, async () => {
+        const old = await lease(0, "node-a");
+        advance(LEASE_MS);
+        const current = await lease(0, "node-b");
+        await store.release(old);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toBeNull();
+        expect(await store.renew([current], LEASE_MS)).toHaveLength(1);
+      });
+
+      test(`${name} - renew extends held leases and leaves out lost ones`, async () => {
+        const lost = await lease(2, "node-a");
+        const released = await lease(3, "node-a");
+        await store.release(released);
+        advance(LEASE_MS / 2);
+        const held = await lease(1, "node-a");
+        const other = await lease(4, "node-a");
+        advance(LEASE_MS / 2);
+        await lease(2, "node-b");
+
+        const renewed = await store.renew(
+          [held, lost, released, { ...other, node: "node-b" }, other],
+          LEASE_MS,
+        );
+        expect(renewed).toEqual([
+          { ...held, expiresAt: nowMs + LEASE_MS },
+          { ...other, expiresAt: nowMs + LEASE_MS },
+        ]);
+        advance(LEASE_MS - 1);
+        expect(await store.acquire(1, "node-b", LEASE_MS)).toBeNull();
+      });
+
+      test(`${name} - an expired lease cannot be renewed even when nobody took it`, async () => {
+        const l = await lease(0, "node-a");
+        advance(LEASE_MS);
+        expect(await store.renew([l], LEASE_MS)).toEqual([]);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: 2 });
+      });
+
+      test(`${name} - epochs are counted per partition`, async () => {
+        await lease(0, "node-a");
+        advance(LEASE_MS);
+        await lease(0, "node-a");
+        expect(await store.acquire(1, "node-a", LEASE_MS)).toMatchObject({ epoch: 1 });
+      });
+
+      test(`${name} - renew of nothing is nothing`, async () => {
+        expect(await store.renew([], LEASE_MS)).toEqual([]);
+      });
+
+      test(`${name} - rejects a ttl that is not a positive integer`, async () => {
+        await expect(store.acquire(0, "node-a", 0)).rejects.toBeInstanceOf(InvalidStoreInputError);
+        await expect(store.renew([], 1.5)).rejects.toBeInstanceOf(InvalidStoreInputError);
+      });
+    });
+
+    describe("write", () => {
+      test(`${name} - write max-merges each field of each entry`, async () => {
+        const fence = await lease();
+        await store.write([
+          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 5, n: 1 } }] },
+        ]);
+        const stale = await store.write([
+          {
+            fence,
+            writes: [
+              { page: "p1", counter: "likes", dc: "dc1", entry: { p: 3, n: 4 } },
+              { page: "p1", counter: "likes", dc: "dc2", entry: { p: 7, n: 0 } },
+            ],
+          },
+        ]);
+        expect(stale).toEqual([]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 5, n: 4 }, dc2: { p: 7, n: 0 } } });
+      });
+
+      test(`${name} - write keeps counts exact up to the largest safe integer`, async () => {
+        const fence = await lease();
+        const entry = { p: Number.MAX_SAFE_INTEGER, n: Number.MAX_SAFE_INTEGER - 1 };
+        await store.write([{ fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry }] }]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: entry } });
+      });
+
+      test(`${name} - a zero entry for an absent one writes nothing`, async () => {
+        const fence = await lease();
+        await store.write([
+          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 0, n: 0 } }] },
+        ]);
+        expect(await store.load("p1")).toEqual({});
+        expect(await store.listPages("", undefined, 10)).toEqual({ pages: [], cursor: undefined });
+      });
+
+      test(`${name} - write rejects a stale fence and writes nothing of it`, async () => {
+        const expired = await lease(0, "node-a");
+        const released = await lease(1, "node-a");
+        await store.release(released);
+        advance(LEASE_MS);
+        const w = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
+        expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
+        expect(await store.write([{ fence: released, writes: [w] }])).toEqual([released]);
+        const current = await lease(0, "node-b");
+        expect(
+          await store.write([{ fence: { ...current, epoch: current.epoch + 1 }, writes: [w] }]),
+        ).toHaveLength(1);
+        expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
+        expect(await store.load("p1")).toEqual({});
+      });
+
+      test(`${name} - write applies every current group and returns the one stale fence`, async () => {
+        const a = await lease(0, "node-a");
+        const lost = await lease(1, "node-a");
+        advance(LEASE_MS - 1);
+        const b = await store.acquire(2, "node-a", LEASE_MS);
+        await store.acquire(0, "node-a", LEASE_MS);
+        advance(1); // partition 1 expires; 0 was re-acquired, 2 is fresh
+        const stale = await store.write([
+          { fence: a, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
+          { fence: lost, writes: [{ page: "p2", counter: "likes", dc: "dc1", entry: { p: 2, n: 0 } }] },
+          { fence: b!, writes: [{ page: "p3", counter: "likes", dc: "dc1", entry: { p: 3, n: 0 } }] },
+        ]);
+        expect(stale).toEqual([lost]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+        expect(await store.load("p2")).toEqual({});
+        expect(await store.load("p3")).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
+      });
+
+      test(`${name} - write rejects a malformed entry before applying anything`, async () => {
+        const fence = await lease();
+        const call = store.write([
+          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
+          { fence, writes: [{ page: "p2", counter: "likes", dc: "dc1", entry: { p: -1, n: 0 } }] },
+        ]);
+        await expect(call).rejects.toBeInstanceOf(InvalidStoreInputError);
+        expect(await store.load("p1")).toEqual({});
+      });
+    });
+
+    describe("increment", () => {
+      test(`${name} - increment adds a positive delta to p and a negative one to n`, async () => {
+        const fence = await lease();
+        const outcomes = await store.increment(
+          [
+            op(fence, { delta: 5, key: "a" }),
+            op(fence, { delta: -2, key: "b" }),
+            op(fence, { dc: "dc2", key: "c" }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([
+          { kind: "applied", entry: { p: 5, n: 0 } },
+          { kind: "applied", entry: { p: 5, n: 2 } },
+          { kind: "applied", entry: { p: 1, n: 0 } },
+        ]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 5, n: 2 }, dc2: { p: 1, n: 0 } } });
+      });
+
+      test(`${name} - a retried key is a duplicate with the first payload and counts once`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { payload: "first" })], KEY_TTL_MS);
+        const [again] = await store.increment([op(fence, { payload: "second" })], KEY_TTL_MS);
+        expect(again).toEqual({ kind: "duplicate", payload: "first" });
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      });
+
+      test(`${name} - the same key twice in one call applies once`, async () => {
+        const fence = await lease();
+        const outcomes = await store.increment([op(fence), op(fence, { payload: "other" })], KEY_TTL_MS);
+        expect(outcomes).toEqual([
+          { kind: "applied", entry: { p: 1, n: 0 } },
+          { kind: "duplicate", payload: "first" },
+        ]);
+      });
+
+      test(`${name} - a key reused for another delta or counter is a conflict`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence)], KEY_TTL_MS);
+        const outcomes = await store.increment(
+          [op(fence, { delta: 2 }), op(fence, { counter: "hearts" }), op(fence, { delta: -1 })],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([{ kind: "conflict" }, { kind: "conflict" }, { kind: "conflict" }]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      });
+
+      test(`${name} - a stale fence applies nothing and does not record the key`, async () => {
+        const old = await lease(0, "node-a");
+        advance(LEASE_MS);
+        expect(await store.increment([op(old)], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
+        expect(await store.load("p1")).toEqual({});
+        const current = await lease(0, "node-b");
+        expect(await store.increment([op(current)], KEY_TTL_MS)).toEqual([
+          { kind: "applied", entry: { p: 1, n: 0 } },
+        ]);
+      });
+
+      test(`${name} - a retry through the new owner after failover is a duplicate`, async () => {
+        const old = await lease(0, "node-a");
+        await store.increment([op(old)], KEY_TTL_MS);
+        advance(LEASE_MS);
+        const current = await lease(0, "node-b");
+        expect(await store.increment([op(old)], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
+        expect(await store.increment([op(current, { payload: "retry" })], KEY_TTL_MS)).toEqual([
+          { kind: "duplicate", payload: "first" },
+        ]);
+      });
+
+      test(`${name} - keys are scoped to the page even when ids contain ':'`, async () => {
+        const fence = await lease();
+        const outcomes = await store.increment(
+          [
+            op(fence, { page: "a:b", key: "c" }),
+            op(fence, { page: "a", key: "b:c" }),
+            op(fence, { page: "a:b:c", key: "" }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes.map((o) => o.kind)).toEqual(["applied", "applied", "applied"]);
+      });
+
+      test(`${name} - a zero delta records the key and creates no entry`, async () => {
+        const fence = await lease();
+        expect(await store.increment([op(fence, { delta: 0 })], KEY_TTL_MS)).toEqual([
+          { kind: "applied", entry: { p: 0, n: 0 } },
+        ]);
+        expect(await store.increment([op(fence, { delta: 0 })], KEY_TTL_MS)).toEqual([
+          { kind: "duplicate", payload: "first" },
+        ]);
+        expect(await store.load("p1")).toEqual({});
+        expect((await store.listPages("", undefined, 10)).pages).toEqual([]);
+      });
+
+      test(`${name} - a key is forgotten keyTtlMs after it was recorded`, async () => {
+        const fence = await lease();
+        const keyTtlMs = LEASE_MS / 2;
+        await store.increment([op(fence)], keyTtlMs);
+        advance(keyTtlMs - 1);
+        expect(await store.increment([op(fence)], keyTtlMs)).toEqual([
+          { kind: "duplicate", payload: "first" },
+        ]);
+        advance(1);
+        expect(await store.increment([op(fence, { delta: 2, payload: "again" })], keyTtlMs)).toEqual([
+          { kind: "applied", entry: { p: 3, n: 0 } },
+        ]);
+        expect(await store.increment([op(fence)], keyTtlMs)).toEqual([{ kind: "conflict" }]);
+      });
+
+      test(`${name} - increment rejects a delta that is not a safe integer`, async () => {
+        const fence = await lease();
+        await expect(
+          store.increment([op(fence), op(fence, { key: "k2", delta: 0.5 })], KEY_TTL_MS),
+        ).rejects.toBeInstanceOf(InvalidStoreInputError);
+        expect(await store.load("p1")).toEqual({});
+      });
+    });
+
+    describe("load", () => {
+      test(`${name} - load returns every counter and data center of the page`, async () => {
+        const fence = await lease();
+        await store.write([
+          {
+            fence,
+            writes: [
+              { page: "p1", counter: "viewers", dc: "eu-1", entry: { p: 10, n: 4 } },
+              { page: "p1", counter: "viewers", dc: "us:east", entry: { p: 3, n: 3 } },
+              { page: "p1", counter: "a:b.c-d_e", dc: "eu-1", entry: { p: 1, n: 0 } },
+              { page: "p2", counter: "viewers", dc: "eu-1", entry: { p: 9, n: 0 } },
+            ],
+          },
+        ]);
+        await store.increment([op(fence, { counter: "likes", dc: "ap-1", delta: -1 })], KEY_TTL_MS);
+        expect(await store.load("p1")).toEqual({
+          viewers: { "eu-1": { p: 10, n: 4 }, "us:east": { p: 3, n: 3 } },
+          "a:b.c-d_e": { "eu-1": { p: 1, n: 0 } },
+          likes: { "ap-1": { p: 0, n: 1 } },
+        });
+        expect(await store.load("nothing-here")).toEqual({});
+      });
+
+      test(`${name} - load returns a copy the caller may change`, async () => {
+        const fence = await lease();
+        await store.write([
+          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
+        ]);
+        const record = await store.load("p1");
+        (record.likes!.dc1 as { p: number }).p = 99;
+        delete record.likes;
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      });
+    });
+
+    describe("listPages", () => {
+      const ids = [
+        "article-2",
+        "article-10",
+        "article-1",
+        "art:*[x]\\",
+        "article:[a",
+        "article*",
+        "b",
+        "a",
+        "~",
+      ];
+
+      beforeEach(async () => {
+        const fence = await lease();
+        const writes = ids.map((page) => ({ page, counter: "viewers", dc: "dc1", entry: { p: 1, n: 0 } }));
+        await store.write([{ fence, writes }]);
+      });
+
+      async function listAll(prefix: string, limit: number): Promise<string[][]> {
+        const batches: string[][] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await store.listPages(prefix, cursor, limit);
+          batches.push(page.pages);
+          cursor = page.cursor;
+        } while (cursor !== undefined);
+        return batches;
+      }
+
+      test(`${name} - listPages returns the ids under a prefix in byte order`, async () => {
+        expect(await store.listPages("article", undefined, 100)).toEqual({
+          pages: ["article*", "article-1", "article-10", "article-2", "article:[a"],
+          cursor: undefined,
+        });
+        expect((await store.listPages("", undefined, 100)).pages).toEqual([...ids].sort());
+        expect((await store.listPages("zzz", undefined, 100)).pages).toEqual([]);
+      });
+
+      test(`${name} - listPages pages through with a cursor`, async () => {
+        expect(await listAll("article", 2)).toEqual([
+          ["article*", "article-1"],
+          ["article-10", "article-2"],
+          ["article:[a"],
+        ]);
+        expect(await listAll("", 3)).toEqual([
+          ["a", "art:*[x]\\", "article*"],
+          ["article-1", "article-10", "article-2"],
+          ["article:[a", "b", "~"],
+        ]);
+      });
+
+      test(`${name} - listPages treats ':' '*' '[' and '\\' in a prefix literally`, async () => {
+        expect((await store.listPages("art:*[", undefined, 10)).pages).toEqual(["art:*[x]\\"]);
+        expect((await store.listPages("art:*[x]\\", undefined, 10)).pages).toEqual(["art:*[x]\\"]);
+        expect((await store.listPages("article:[", undefined, 10)).pages).toEqual(["article:[a"]);
+        expect((await store.listPages("article*", undefined, 10)).pages).toEqual(["article*"]);
+        expect((await store.listPages("[", undefined, 10)).pages).toEqual([]);
+      });
+
+      test(`${name} - listPages stays within the prefix whatever the cursor`, async () => {
+        expect((await store.listPages("article-", "a", 10)).pages).toEqual([
+          "article-1",
+          "article-10",
+          "article-2",
+        ]);
+        expect((await store.listPages("article-", "article-10", 10)).pages).toEqual(["article-2"]);
+        expect(await store.listPages("article-", "zzz", 10)).toEqual({ pages: [], cursor: undefined });
+      });
+
+      test(`${name} - listPages includes pages created by increments`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { page: "article-0" })], KEY_TTL_MS);
+        expect((await store.listPages("article-", undefined, 1)).pages).toEqual(["article-0"]);
+      });
+
+      test(`${name} - listPages rejects a limit below 1`, async () => {
+        await expect(store.listPages("", undefined, 0)).rejects.toBeInstanceOf(InvalidStoreInputError);
+      });
+    });
+
+    test(`${name} - calls after close reject with a StoreError`, async () => {
+      await store.close();
+      await expect(store.load("p1")).rejects.toBeInstanceOf(StoreError);
+      await expect(store.acquire(0, "node-a", LEASE_MS)).rejects.toBeInstanceOf(StoreError);
+    });
+  });
+}
