@@ -1,0 +1,273 @@
+/**
+ * `<live-count page="…">`: how many people view a page right now, live.
+ *
+ * Loaded by one classic script tag from a gateway, on any origin:
+ *
+ *   <script src="https://gateway.example/livecount.js"></script>
+ *   <live-count page="article-1"></live-count> watching
+ *
+ * Attributes (all observed; changing one rebinds the element):
+ * - `page`: the page id (protocol v1: 1..128 printable ASCII). An invalid id is never sent: the
+ *   element gets `data-error="invalid_page"`. Errors the server sends for a page (e.g.
+ *   `too_many_pages`) set `data-error` to their code the same way.
+ * - `server`: origin of the gateway (`https://eu.example.com`); default: the origin that served
+ *   this script. One WebSocket per server, at `/ws`.
+ * - `mode="watch"`: show the count without counting as a viewer (`watch` instead of `join`).
+ * - `counter="likes"`: show that durable counter instead of the viewers.
+ * - `placeholder`: text shown until the first count arrives (default: nothing).
+ *
+ * Every element on a page shares one socket per server and one join (or watch) per page id.
+ * Each update dispatches a bubbling `livecount` CustomEvent with `{ page, viewers, counters }`.
+ *
+ * Size matters (the bundle must stay under 2 KB gzipped): internal names are short, there are no
+ * classes beyond the element and no dependencies. Frame shapes mirror @livecount/protocol.
+ */
+
+/** What a `livecount` event carries: the latest value of the element's page. */
+export interface LiveCountDetail {
+  readonly page: string;
+  /** Distinct viewers with an open socket on the page, summed over live data centers. */
+  readonly viewers: number;
+  /** Durable counters of the page by name (likes, reactions, ...). */
+  readonly counters: Readonly<Record<string, number>>;
+}
+
+/** The server frames the widget reads (protocol v1 `count` and `error`; `pong` is ignored). */
+type ServerFrame =
+  | ({ type: "count"; ts: number } & LiveCountDetail)
+  | { type: "error"; code: string; message: string; page?: string };
+
+/** What this socket has told the server about a page: nothing, `watch`, or `join`. */
+type Sub = typeof NONE | typeof WATCH | typeof JOIN;
+const NONE = 0;
+const WATCH = 1;
+const JOIN = 2;
+
+/** Full-jitter exponential backoff: a retry waits random(0, min(CAP, BASE * 2^attempt)). */
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_CAP_MS = 30_000;
+/** A connection that stayed open this long was healthy: the next drop starts the backoff over. */
+const STABLE_MS = 10_000;
+
+const VIEWER_KEY = "livecount:viewer";
+/** Protocol v1 page and viewer ids: 1..128 printable ASCII characters. */
+const ID = /^[!-~]{1,128}$/;
+
+/** One page id on one server. */
+interface Page {
+  /** Elements showing this page. */
+  e: Set<LiveCount>;
+  /** Subscription the server has been sent on the current socket. */
+  s: Sub;
+  /** Latest count; absent until the first count frame. */
+  c?: LiveCountDetail;
+  /** Latest error code for this page; cleared by the next count. */
+  x?: string;
+}
+
+/** One server: a single WebSocket shared by every element that names it. */
+interface Conn {
+  /** WebSocket URL, e.g. `wss://gateway.example/ws`. */
+  u: string;
+  /** Pages with at least one element, plus pages whose leave is still to be sent. */
+  p: Map<string, Page>;
+  w?: WebSocket;
+  /** Failed attempts since the last stable connection; drives the backoff. */
+  n: number;
+  /** Pending reconnect timer. */
+  t?: ReturnType<typeof setTimeout>;
+  /** A sync is queued for the end of the current task. */
+  q?: boolean;
+}
+
+// Resolved now: `document.currentScript` is only set while this script first runs. Without it
+// (imported as a module), the page's own origin is the default server.
+const script = document.currentScript as HTMLScriptElement | null;
+const base = (script && script.src) || location.href;
+
+const conns = new Map<string, Conn>();
+let viewerId = "";
+let format: Intl.NumberFormat | undefined;
+
+/**
+ * The viewer id of this browser, shared by its tabs through localStorage so a second tab is not a
+ * second viewer. Storage can throw (privacy modes, blocked cookies): the id then lives in memory
+ * for this page only.
+ */
+function viewer(): string {
+  if (!viewerId) {
+    try {
+      viewerId = localStorage.getItem(VIEWER_KEY) || "";
+    } catch {
+      // fall through to a fresh in-memory id
+    }
+    if (!ID.test(viewerId)) {
+      // 16 random bytes as 32 hex characters.
+      viewerId = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
+        (b + 256).toString(16).slice(1),
+      ).join("");
+      try {
+        localStorage.setItem(VIEWER_KEY, viewerId);
+      } catch {
+        // keep the in-memory id
+      }
+    }
+  }
+  return viewerId;
+}
+
+/** The connection for a `server` attribute (an origin), created on first use. */
+function conn(server: string | null): Conn {
+  let origin: string;
+  try {
+    origin = new URL(server || base, base).origin;
+  } catch {
+    origin = new URL(base).origin;
+  }
+  let c = conns.get(origin);
+  if (!c) conns.set(origin, (c = { u: origin.replace(/^http/, "ws") + "/ws", p: new Map(), n: 0 }));
+  return c;
+}
+
+function send(c: Conn, type: string, page: string, viewer?: string): void {
+  c.w!.send(JSON.stringify({ type, page, viewer }));
+}
+
+/**
+ * Batches subscription changes until the end of the task, so moving an element in the DOM, or
+ * replacing one element by another for the same page, sends nothing.
+ */
+function queue(c: Conn): void {
+  if (!c.q) {
+    c.q = true;
+    queueMicrotask(() => sync(c));
+  }
+}
+
+/** Brings the server's view of each page in line with the elements showing it. */
+function sync(c: Conn): void {
+  c.q = false;
+  const open = c.w && c.w.readyState == 1;
+  c.p.forEach((p, id) => {
+    let want: Sub = NONE;
+    p.e.forEach((el) => {
+      want = el.getAttribute("mode") == "watch" ? want || WATCH : JOIN;
+    });
+    // An invalid id would only earn a page-less error frame from the server: it is not sent.
+    if (open && want != p.s && ID.test(id)) {
+      // join -> watch is a leave then a watch; join already implies watch.
+      if (p.s > want) send(c, p.s == JOIN ? "leave" : "unwatch", id);
+      if (want) send(c, want == JOIN ? "join" : "watch", id, want == JOIN ? viewer() : undefined);
+      p.s = want;
+    }
+    if (!want) c.p.delete(id);
+  });
+  if (!c.w && !c.t && c.p.size) connect(c);
+}
+
+function connect(c: Conn): void {
+  c.t = undefined;
+  let opened = 0;
+  let w: WebSocket;
+  try {
+    w = c.w = new WebSocket(c.u);
+  } catch {
+    // A malformed URL or a blocked scheme (ws: from an https: page) throws synchronously.
+    return retry(c);
+  }
+  w.onopen = () => {
+    opened = Date.now();
+    sync(c);
+  };
+  w.onmessage = (m) => receive(c, m.data);
+  w.onclose = () => {
+    c.w = undefined;
+    // The server forgot this socket's joins; the next socket sends them again.
+    c.p.forEach((p) => (p.s = NONE));
+    if (opened && Date.now() - opened > STABLE_MS) c.n = 0;
+    retry(c);
+  };
+}
+
+function retry(c: Conn): void {
+  if (c.p.size)
+    c.t = setTimeout(connect, Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** c.n++), c);
+}
+
+function receive(c: Conn, data: unknown): void {
+  let f: ServerFrame;
+  try {
+    f = JSON.parse(data as string);
+  } catch {
+    return;
+  }
+  const p = f && c.p.get(f.page!);
+  if (!p) return;
+  if (f.type == "count") {
+    p.c = { page: f.page, viewers: f.viewers, counters: f.counters || {} };
+    p.x = undefined;
+  } else if (f.type == "error") p.x = f.code;
+  else return;
+  p.e.forEach((el) => el.r());
+}
+
+class LiveCount extends HTMLElement {
+  /** Current binding: the connection and page this element is counted in. (`declare`: no field emit.) */
+  declare b?: [Conn, Page];
+
+  static get observedAttributes(): string[] {
+    return ["page", "server", "mode", "counter", "placeholder"];
+  }
+
+  connectedCallback(): void {
+    if (!this.hasAttribute("aria-live")) this.setAttribute("aria-live", "polite");
+    this.u();
+  }
+
+  disconnectedCallback(): void {
+    this.u();
+  }
+
+  attributeChangedCallback(): void {
+    this.u();
+  }
+
+  /** (Re)binds the element to its server and page, or unbinds it once out of the document. */
+  u(): void {
+    const b = this.b;
+    if (b) {
+      b[1].e.delete(this);
+      queue(b[0]);
+      this.b = undefined;
+    }
+    if (this.isConnected) {
+      const c = conn(this.getAttribute("server"));
+      const id = this.getAttribute("page") || "";
+      let p = c.p.get(id);
+      if (!p) c.p.set(id, (p = { e: new Set(), s: NONE, x: ID.test(id) ? undefined : "invalid_page" }));
+      p.e.add(this);
+      this.b = [c, p];
+      queue(c);
+      this.r();
+    }
+  }
+
+  /** Renders the page's latest value (or error) and announces it with a `livecount` event. */
+  r(): void {
+    const p = this.b![1];
+    const d = p.c;
+    const k = this.getAttribute("counter");
+    if (p.x) this.setAttribute("data-error", p.x);
+    else this.removeAttribute("data-error");
+    const text = d
+      ? (format ||= new Intl.NumberFormat(undefined, { notation: "compact" })).format(
+          k ? d.counters[k] || 0 : d.viewers,
+        )
+      : this.getAttribute("placeholder") || "";
+    // Rewriting identical text would make screen readers announce it again.
+    if (this.textContent != text) this.textContent = text;
+    if (d) this.dispatchEvent(new CustomEvent("livecount", { detail: d, bubbles: true }));
+  }
+}
+
+if (!customElements.get("live-count")) customElements.define("live-count", LiveCount);

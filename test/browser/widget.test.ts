@@ -1,0 +1,325 @@
+/**
+ * The <live-count> widget in real headless Chromium against a real standalone gateway.
+ *
+ * The host pages come from a different origin (127.0.0.1:<host port>) than the gateway
+ * (localhost:<gateway port>), as on a customer's site: the widget must find its server from its
+ * own script URL. Every browser context is a separate browser profile, so a separate viewer.
+ */
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { startStandalone } from "@livecount/standalone";
+import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+const CHROMIUM_PATH = "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+];
+const PUBLISHER_KEY = "test-key";
+/** Short grace window so a closed browser stops counting quickly; the default is 3 s. */
+const GRACE_MS = 500;
+/** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
+const SETTLE_MS = 10_000;
+
+// Skip only on a developer machine without Chromium; under CI a missing browser is a failure.
+const skip = !existsSync(CHROMIUM_PATH) && !process.env.CI;
+if (skip) {
+  console.warn(
+    `browser tests SKIPPED: ${CHROMIUM_PATH} is missing (apt-get install -y chromium). Under CI they fail instead.`,
+  );
+}
+
+declare global {
+  interface Window {
+    /** Every WebSocket constructed on the page, recorded by an init script. */
+    __sockets: WebSocket[];
+    /** Every `livecount` event detail seen on the page, in order. */
+    __details: LiveCountDetail[];
+  }
+}
+
+describe.skipIf(skip)("widget in Chromium", () => {
+  let gateway: Awaited<ReturnType<typeof startStandalone>>;
+  let gatewayOrigin: string;
+  let host: Server;
+  let hostOrigin: string;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    gateway = await startStandalone({
+      env: {
+        LIVECOUNT_PORT: "0",
+        LIVECOUNT_PUBLISHER_KEYS: PUBLISHER_KEY,
+        LIVECOUNT_GRACE_MS: String(GRACE_MS),
+      },
+    });
+    gatewayOrigin = `http://localhost:${gateway.port}`;
+    host = await startHost(gatewayOrigin);
+    hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
+    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => (host ? host.close(resolve) : resolve(undefined)));
+    await gateway?.close();
+  });
+
+  afterEach(async () => {
+    await Promise.all(contexts.splice(0).map((c) => c.close()));
+    // The widget must never throw into the host page, whatever the server answers.
+    expect(pageErrors.splice(0)).toEqual([]);
+  });
+
+  /** A new browser profile: its own localStorage, so its own viewer id. */
+  async function newBrowser(): Promise<BrowserContext> {
+    const context = await browser.newContext({ locale: "en-US" });
+    contexts.push(context);
+    await context.addInitScript(() => {
+      const Native = window.WebSocket;
+      window.__sockets = [];
+      window.__details = [];
+      window.WebSocket = class extends Native {
+        constructor(url: string | URL, protocols?: string | string[]) {
+          super(url, protocols);
+          window.__sockets.push(this);
+        }
+      };
+      window.addEventListener("livecount", (e) => window.__details.push((e as LiveCountEvent).detail));
+    });
+    return context;
+  }
+
+  /** Opens the host page for `page` in a new tab of `context`. */
+  async function open(
+    context: BrowserContext,
+    page: string,
+    params: Record<string, string> = {},
+  ): Promise<Page> {
+    const tab = await context.newPage();
+    tab.on("pageerror", (err) => pageErrors.push(`${page}: ${err.message}`));
+    await tab.goto(`${hostOrigin}/?${new URLSearchParams({ page, ...params })}`);
+    return tab;
+  }
+
+  async function viewersOverHttp(page: string): Promise<number> {
+    const res = await fetch(`${gatewayOrigin}/v1/pages/${encodeURIComponent(page)}/counter`);
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { viewers: number }).viewers;
+  }
+
+  it("counts one viewer per browser and drops a closed browser after the grace window", async () => {
+    const first = await open(await newBrowser(), "article-1");
+    await waitForText(first, "#viewers", "1");
+
+    const secondBrowser = await newBrowser();
+    const second = await open(secondBrowser, "article-1");
+    await waitForText(second, "#viewers", "2");
+    await waitForText(first, "#viewers", "2");
+
+    await secondBrowser.close();
+    await waitForText(first, "#viewers", "1");
+  });
+
+  it("counts two tabs of the same browser as one viewer", async () => {
+    const context = await newBrowser();
+    const first = await open(context, "article-2");
+    await waitForText(first, "#viewers", "1");
+    const second = await open(context, "article-2");
+    await waitForText(second, "#viewers", "1");
+    // Another browser joins after the second tab, so once it is counted the second tab's join has
+    // been applied too: two viewers, not three.
+    const other = await open(await newBrowser(), "article-2");
+    for (const tab of [first, second, other]) await waitForText(tab, "#viewers", "2");
+    expect(await viewersOverHttp("article-2")).toBe(2);
+
+    const ids = await Promise.all(
+      [first, second].map((t) => t.evaluate(() => localStorage.getItem("livecount:viewer"))),
+    );
+    expect(ids[0]).toMatch(/^[\x21-\x7e]{1,128}$/);
+    expect(ids[1]).toBe(ids[0]);
+    for (const tab of [first, second, other]) {
+      const seen = await tab.evaluate(() => window.__details.map((d) => d.viewers));
+      expect(Math.max(...seen)).toBe(2);
+    }
+  });
+
+  it("updates a likes element when the publisher increments likes over HTTP", async () => {
+    const tab = await open(await newBrowser(), "article-1");
+    await waitForText(tab, "#likes", "0");
+
+    const res = await fetch(`${gatewayOrigin}/v1/pages/article-1/counter`, {
+      method: "PUT",
+      headers: {
+        authorization: `Bearer ${PUBLISHER_KEY}`,
+        "content-type": "application/json",
+        "idempotency-key": "widget-test-like-1",
+      },
+      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+    });
+    expect(res.status).toBe(200);
+
+    await waitForText(tab, "#likes", "1");
+    const last = await tab.evaluate(() => window.__details.at(-1));
+    expect(last).toMatchObject({ page: "article-1", counters: { likes: 1 } });
+  });
+
+  it("joins an element added after load over the page's single socket and leaves when it is removed", async () => {
+    const tab = await open(await newBrowser(), "article-3");
+    await waitForText(tab, "#viewers", "1");
+
+    await tab.evaluate(() => {
+      document.body.insertAdjacentHTML(
+        "beforeend",
+        '<live-count id="added" page="article-4"></live-count><live-count id="added-watch" page="article-3" mode="watch"></live-count>',
+      );
+    });
+    await waitForText(tab, "#added", "1");
+    await waitForText(tab, "#added-watch", "1");
+    expect(await viewersOverHttp("article-4")).toBe(1);
+    expect(await viewersOverHttp("article-3")).toBe(1);
+
+    await tab.evaluate(() => document.getElementById("added")!.remove());
+    await expect.poll(() => viewersOverHttp("article-4"), { timeout: SETTLE_MS, interval: 100 }).toBe(0);
+    expect(await viewersOverHttp("article-3")).toBe(1);
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+  });
+
+  it("reconnects after the socket drops and joins again without a dip", async () => {
+    const tab = await open(await newBrowser(), "article-7");
+    await waitForText(tab, "#viewers", "1");
+
+    const before = await tab.evaluate(() => {
+      window.__sockets[0]!.close();
+      return window.__details.length;
+    });
+    // A new socket, whose rejoin is answered with a fresh count.
+    await tab.waitForFunction((n) => window.__sockets.length === 2 && window.__details.length > n, before, {
+      timeout: SETTLE_MS,
+    });
+    // The same viewer id is still counted once.
+    expect(await tab.evaluate(() => document.getElementById("viewers")!.textContent)).toBe("1");
+    expect(await viewersOverHttp("article-7")).toBe(1);
+    // Within the grace window a reconnect produces no dip.
+    expect(await tab.evaluate((n) => window.__details.slice(n).map((d) => d.viewers), before)).not.toContain(
+      0,
+    );
+  });
+
+  it("shows the count to a watch-only element without counting it as a viewer", async () => {
+    const watcher = await open(await newBrowser(), "article-5", { mode: "watch" });
+    await waitForText(watcher, "#viewers", "0");
+
+    const viewer = await open(await newBrowser(), "article-5");
+    await waitForText(viewer, "#viewers", "1");
+    await waitForText(watcher, "#viewers", "1");
+    expect(await viewersOverHttp("article-5")).toBe(1);
+  });
+
+  it("marks elements with an invalid page id as invalid_page and keeps the others live", async () => {
+    const context = await newBrowser();
+    const tab = await open(context, "article-6");
+    await waitForText(tab, "#viewers", "1");
+
+    await tab.evaluate(() => {
+      document.body.insertAdjacentHTML(
+        "beforeend",
+        '<live-count id="bad" page="not a page id"></live-count><live-count id="missing"></live-count>',
+      );
+    });
+    for (const id of ["bad", "missing"]) {
+      await tab.waitForFunction(
+        (i) => document.getElementById(i)?.getAttribute("data-error") === "invalid_page",
+        id,
+        {
+          timeout: SETTLE_MS,
+        },
+      );
+      expect(await tab.evaluate((i) => document.getElementById(i)!.textContent, id)).toBe("");
+    }
+
+    // The socket still serves the valid page.
+    const other = await open(await newBrowser(), "article-6");
+    await waitForText(other, "#viewers", "2");
+    await waitForText(tab, "#viewers", "2");
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+  });
+
+  it("serves the demo page, which shows who is watching and counts a like", async () => {
+    const tab = await (await newBrowser()).newPage();
+    tab.on("pageerror", (err) => pageErrors.push(`demo: ${err.message}`));
+    await tab.goto(`${gatewayOrigin}/`);
+    await waitForText(tab, "#viewers", "1");
+    await waitForText(tab, "#likes", "0");
+
+    await tab.click("#like");
+    await waitForText(tab, "#likes", "1");
+  });
+});
+
+/**
+ * The customer's site: a page on another origin that embeds the widget with one script tag.
+ * Query: `page` (the page id), `mode` (set on both elements: `watch` makes a watch-only page).
+ */
+function startHost(gatewayOrigin: string): Promise<Server> {
+  const server = createServer((req, res) => {
+    const query = new URL(req.url ?? "/", "http://host").searchParams;
+    if (new URL(req.url ?? "/", "http://host").pathname !== "/") {
+      res.writeHead(404).end();
+      return;
+    }
+    const page = escapeHtml(query.get("page") ?? "article-1");
+    const mode = query.get("mode") ? ` mode="${escapeHtml(query.get("mode")!)}"` : "";
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>host ${page}</title>
+<script src="${gatewayOrigin}/livecount.js"></script>
+</head>
+<body>
+<p><live-count id="viewers" page="${page}"${mode}></live-count> watching</p>
+<p><live-count id="likes" page="${page}"${mode} counter="likes" placeholder="…"></live-count> likes</p>
+</body>
+</html>`);
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  });
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Waits until the element's text is `want`; on timeout, says what it showed instead. */
+async function waitForText(tab: Page, selector: string, want: string): Promise<void> {
+  try {
+    await tab.waitForFunction(
+      ([s, w]) => document.querySelector(s!)?.textContent === w,
+      [selector, want] as const,
+      {
+        timeout: SETTLE_MS,
+        polling: 50,
+      },
+    );
+  } catch (err) {
+    const got = await tab
+      .evaluate((s) => document.querySelector(s)?.textContent ?? null, selector)
+      .catch(() => null);
+    throw new Error(`${selector} should show ${JSON.stringify(want)} but shows ${JSON.stringify(got)}`, {
+      cause: err,
+    });
+  }
+}
