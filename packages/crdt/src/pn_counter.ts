@@ -22,7 +22,15 @@ export class InvalidEntryError extends Error {
 }
 
 function assertAmount(by: number): void {
-  if (!Number.isSafeInteger(by) || by < 0) throw new InvalidEntryError(`amount must be a non-negative safe integer, got ${by}`);
+  if (!Number.isSafeInteger(by) || by < 0)
+    throw new InvalidEntryError(`amount must be a non-negative safe integer, got ${by}`);
+}
+
+/** `total + by`, refusing to leave the safe integers: other replicas would reject such an entry. */
+function grow(total: number, by: number): number {
+  const next = total + by;
+  if (!Number.isSafeInteger(next)) throw new InvalidEntryError(`entry would overflow: ${total} + ${by}`);
+  return next;
 }
 
 /** True when `e` is a well-formed entry: two non-negative safe integers. */
@@ -64,13 +72,13 @@ export class PNCounter {
   increment(replica: ReplicaId, by = 1): Entry {
     assertAmount(by);
     const e = this.entry(replica);
-    return this.#set(replica, { p: e.p + by, n: e.n });
+    return this.#set(replica, { p: grow(e.p, by), n: e.n });
   }
 
   decrement(replica: ReplicaId, by = 1): Entry {
     assertAmount(by);
     const e = this.entry(replica);
-    return this.#set(replica, { p: e.p, n: e.n + by });
+    return this.#set(replica, { p: e.p, n: grow(e.n, by) });
   }
 
   /** Applies a signed change to the replica's own entry. */
@@ -83,7 +91,10 @@ export class PNCounter {
     if (!isEntry(entry)) throw new InvalidEntryError(`malformed entry for ${replica}`);
     const mine = this.#entries.get(replica);
     if (!entryAdvances(mine, entry)) return false;
-    this.#set(replica, mine === undefined ? { p: entry.p, n: entry.n } : mergeEntry(mine, entry));
+    // Always a fresh object: storing the caller's would let later mutation of it (or its extra
+    // fields) leak into this state.
+    const merged = mine === undefined ? entry : mergeEntry(mine, entry);
+    this.#set(replica, { p: merged.p, n: merged.n });
     return true;
   }
 
@@ -116,9 +127,11 @@ export class PNCounter {
 
   /** Entries that changed here after local version `since` (a delta for anti-entropy). */
   changedSince(since: number): Record<ReplicaId, Entry> {
-    const out: Record<ReplicaId, Entry> = {};
-    for (const [replica, at] of this.#changedAt) if (at > since) out[replica] = this.#entries.get(replica)!;
-    return out;
+    const changed: [ReplicaId, Entry][] = [];
+    for (const [replica, at] of this.#changedAt)
+      if (at > since) changed.push([replica, this.#entries.get(replica)!]);
+    // fromEntries defines own properties, so a replica named "__proto__" stays an entry.
+    return Object.fromEntries(changed);
   }
 
   #set(replica: ReplicaId, e: Entry): Entry {

@@ -1,4 +1,5 @@
 /** Protocol v1 frames. Text frames carry JSON, binary frames carry msgpack of the same shapes. */
+import { ERROR_CODES, ProtocolError, type ErrorCode } from "./errors.js";
 
 export type ClientFrame =
   | { readonly type: "join"; readonly page: string; readonly viewer?: string }
@@ -28,6 +29,29 @@ export interface ErrorFrame {
   readonly page?: string;
 }
 
-export type ServerFrame = CountFrame | ErrorFrame | { readonly type: "pong" };
+export interface PongFrame {
+  readonly type: "pong";
+}
+
+export type ServerFrame = CountFrame | ErrorFrame | PongFrame;
 
 export type Encoding = "json" | "msgpack";
+
+/** An error frame for `code`, with the code's standard message unless one is given. */
+export function errorFrame(
+  code: ErrorCode,
+  message: string = ERROR_CODES[code].message,
+  page?: string,
+): ErrorFrame {
+  return page === undefined ? { type: "error", code, message } : { type: "error", code, message, page };
+}
+
+/**
+ * The error frame answering a failed client request: a ProtocolError keeps its code and message;
+ * anything else becomes `internal` with the standard message, so no internals leak to clients.
+ */
+export function errorFrameOf(err: unknown, page?: string): ErrorFrame {
+  return err instanceof ProtocolError
+    ? errorFrame(err.code, err.message, page)
+    : errorFrame("internal", undefined, page);
+}

@@ -2,6 +2,15 @@
 export const PAGE_ID_MAX_LENGTH = 128;
 export const VIEWER_ID_MAX_LENGTH = 128;
 export const COUNTER_NAME_MAX_LENGTH = 64;
+/** An idempotency key (`Idempotency-Key` header, `id` of a batch increment) is 1..128 printable ASCII. */
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 128;
+/**
+ * Internal ids (data center, counter node, gateway incarnation) on the bus: 1..128 printable ASCII.
+ * Configuration is stricter; this only keeps malformed bus messages out.
+ */
+export const INTERNAL_ID_MAX_LENGTH = 128;
+/** A namespaced viewer key ("v:<viewer id>" or "s:<gateway incarnation>:<socket seq>") on the bus. */
+export const VIEWER_KEY_MAX_LENGTH = 2 + VIEWER_ID_MAX_LENGTH + 1 + INTERNAL_ID_MAX_LENGTH;
 
 const PRINTABLE_ASCII = /^[\x21-\x7e]+$/;
 const COUNTER_NAME = /^[A-Za-z0-9_:.-]+$/;
@@ -12,12 +21,28 @@ const COUNTER_NAME = /^[A-Za-z0-9_:.-]+$/;
  */
 export const VIEWERS_COUNTER = "@viewers";
 
+function isPrintableAscii(v: unknown, maxLength: number): v is string {
+  return typeof v === "string" && v.length >= 1 && v.length <= maxLength && PRINTABLE_ASCII.test(v);
+}
+
 export function isPageId(v: unknown): v is string {
-  return typeof v === "string" && v.length >= 1 && v.length <= PAGE_ID_MAX_LENGTH && PRINTABLE_ASCII.test(v);
+  return isPrintableAscii(v, PAGE_ID_MAX_LENGTH);
 }
 
 export function isViewerId(v: unknown): v is string {
-  return typeof v === "string" && v.length >= 1 && v.length <= VIEWER_ID_MAX_LENGTH && PRINTABLE_ASCII.test(v);
+  return isPrintableAscii(v, VIEWER_ID_MAX_LENGTH);
+}
+
+export function isIdempotencyKey(v: unknown): v is string {
+  return isPrintableAscii(v, IDEMPOTENCY_KEY_MAX_LENGTH);
+}
+
+export function isInternalId(v: unknown): v is string {
+  return isPrintableAscii(v, INTERNAL_ID_MAX_LENGTH);
+}
+
+export function isViewerKey(v: unknown): v is string {
+  return isPrintableAscii(v, VIEWER_KEY_MAX_LENGTH);
 }
 
 export function isCounterName(v: unknown): v is string {

@@ -1,0 +1,289 @@
+/**
+ * The msgpack codec of bus messages (internal.ts). The bus is internal, but a decode must never
+ * crash a process or let a malformed value into an actor: every message is checked field by field
+ * and rebuilt from the known fields only (unknown fields are dropped, so a newer sender may add
+ * some). Anything malformed throws ProtocolError("bad_frame").
+ */
+import { isEntry, type Entries, type Entry } from "@livecount/crdt";
+import { Packr, Unpackr, type Options } from "msgpackr";
+import { ProtocolError, isErrorCode } from "./errors.js";
+import {
+  VIEWERS_COUNTER,
+  isCounterName,
+  isIdempotencyKey,
+  isInternalId,
+  isPageId,
+  isViewerKey,
+} from "./ids.js";
+import type { Broadcast, InternalMessage, NodeReply, NodeRequest, PresenceOp } from "./internal.js";
+import { guardMsgpack } from "./msgpack_guard.js";
+
+/** `skipValues` is documented in msgpackr's README but missing from its typings. */
+interface PackOptions extends Options {
+  readonly skipValues?: readonly unknown[];
+}
+// `undefined` fields are left out, as JSON.stringify does, so optional fields round-trip as absent.
+const packOptions: PackOptions = { useRecords: false, skipValues: [undefined] };
+const packr = new Packr(packOptions);
+// Maps keep every key as sent, where objects would rename "__proto__": a valid page id and counter name.
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: false, int64AsType: "number" });
+
+type Fields = ReadonlyMap<unknown, unknown>;
+
+const PROTO_KEY = "__proto__";
+type Check<T> = (v: unknown) => v is T;
+
+function malformed(message: string): never {
+  throw new ProtocolError("bad_frame", message);
+}
+
+function fieldsOf(v: unknown, what: string): Fields {
+  if (!(v instanceof Map)) malformed(`${what} must be a map`);
+  return v;
+}
+
+function field<T>(m: Fields, key: string, check: Check<T>): T {
+  const v = m.get(key);
+  if (!check(v)) malformed(`field ${key} is missing or malformed`);
+  return v;
+}
+
+const isString = (v: unknown): v is string => typeof v === "string";
+const isBoolean = (v: unknown): v is boolean => typeof v === "boolean";
+const isSafeInteger = (v: unknown): v is number => Number.isSafeInteger(v);
+/** Counts, partitions, hops and millisecond timestamps: non-negative safe integers. */
+const isNatural = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
+/** Counter names inside the system: a public name, or the presence counter. */
+const isCounterKey = (v: unknown): v is string => v === VIEWERS_COUNTER || isCounterName(v);
+const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
+const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
+
+function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
+  if (!Array.isArray(v)) malformed(`${what} must be an array`);
+  return v.map(item);
+}
+
+/** A map with checked keys as a plain object; keys such as "__proto__" stay own properties. */
+function recordOf<T>(
+  v: unknown,
+  isKey: Check<string>,
+  value: (v: unknown) => T,
+  what: string,
+): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const [key, item] of fieldsOf(v, what)) {
+    if (!isKey(key)) malformed(`${what} has a malformed key`);
+    setOwn(out, key, value(item));
+  }
+  return out;
+}
+
+/** `out[key] = value`, except that "__proto__" becomes an own property instead of the prototype. */
+function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
+  if (key === PROTO_KEY) {
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  } else {
+    out[key] = value;
+  }
+}
+
+function entryOf(v: unknown): Entry {
+  const m = fieldsOf(v, "entry");
+  const entry = { p: m.get("p"), n: m.get("n") };
+  if (!isEntry(entry)) malformed("entry must hold two non-negative safe integers p and n");
+  return entry;
+}
+
+function entriesOf(v: unknown): Entries {
+  return recordOf(v, isInternalId, entryOf, "entries");
+}
+
+function presenceOpOf(v: unknown): PresenceOp {
+  const m = fieldsOf(v, "presence op");
+  return {
+    page: field(m, "page", isPageId),
+    viewer: field(m, "viewer", isViewerKey),
+    present: field(m, "present", isBoolean),
+  };
+}
+
+function viewerKeyOf(v: unknown): string {
+  if (!isViewerKey(v)) malformed("viewer key is malformed");
+  return v;
+}
+
+function viewerKeysOf(v: unknown): string[] {
+  return listOf(v, viewerKeyOf, "viewers");
+}
+
+function dcOf(v: unknown): string {
+  if (!isInternalId(v)) malformed("data center id is malformed");
+  return v;
+}
+
+/** Adds the forwarding count of a request when it has one; it is absent on most requests. */
+function withHop(m: Fields, request: NodeRequest): NodeRequest {
+  const hop = m.get("hop");
+  if (hop === undefined) return request;
+  if (!isNatural(hop)) malformed("field hop is malformed");
+  return { ...request, hop };
+}
+
+const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
+  string,
+  (m: Fields) => InternalMessage
+>([
+  [
+    "presence",
+    (m) =>
+      withHop(m, {
+        type: "presence",
+        gateway: field(m, "gateway", isInternalId),
+        partition: field(m, "partition", isNatural),
+        ops: listOf(m.get("ops"), presenceOpOf, "ops"),
+      }),
+  ],
+  [
+    "presence_sync",
+    (m) =>
+      withHop(m, {
+        type: "presence_sync",
+        gateway: field(m, "gateway", isInternalId),
+        partition: field(m, "partition", isNatural),
+        pages: recordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
+      }),
+  ],
+  ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],
+  [
+    "increment",
+    (m) =>
+      withHop(m, {
+        type: "increment",
+        page: field(m, "page", isPageId),
+        counter: field(m, "counter", isCounterName),
+        delta: field(m, "delta", isSafeInteger),
+        key: field(m, "key", isIdempotencyKey),
+      }),
+  ],
+  ["ack", () => ({ type: "ack" })],
+  [
+    "page_state",
+    (m) => ({
+      type: "page_state",
+      page: field(m, "page", isPageId),
+      counters: recordOf(m.get("counters"), isCounterKey, entriesOf, "counters"),
+      liveDcs: listOf(m.get("liveDcs"), dcOf, "liveDcs"),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
+  [
+    "incremented",
+    (m) => ({
+      type: "incremented",
+      page: field(m, "page", isPageId),
+      counter: field(m, "counter", isCounterName),
+      value: field(m, "value", isSafeInteger),
+      updatedAt: field(m, "updatedAt", isNatural),
+      duplicate: field(m, "duplicate", isBoolean),
+    }),
+  ],
+  [
+    "error",
+    (m) => ({ type: "error", code: field(m, "code", isErrorCode), message: field(m, "message", isString) }),
+  ],
+  [
+    "update",
+    (m) => ({
+      type: "update",
+      page: field(m, "page", isPageId),
+      dc: field(m, "dc", isInternalId),
+      counters: recordOf(m.get("counters"), isCounterKey, entryOf, "counters"),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
+  [
+    "gateway",
+    (m) => ({
+      type: "gateway",
+      gateway: field(m, "gateway", isInternalId),
+      leaseMs: field(m, "leaseMs", isPositive),
+      state: field(m, "state", isGatewayState),
+    }),
+  ],
+  [
+    "node",
+    (m) => ({
+      type: "node",
+      node: field(m, "node", isInternalId),
+      leaseMs: field(m, "leaseMs", isPositive),
+      state: field(m, "state", isNodeState),
+    }),
+  ],
+]);
+
+const REQUEST_TYPES: ReadonlySet<string> = new Set(["presence", "presence_sync", "snapshot", "increment"]);
+const REPLY_TYPES: ReadonlySet<string> = new Set(["ack", "page_state", "incremented", "error"]);
+const BROADCAST_TYPES: ReadonlySet<string> = new Set(["update", "gateway", "node"]);
+
+export function isNodeRequest(msg: InternalMessage): msg is NodeRequest {
+  return REQUEST_TYPES.has(msg.type);
+}
+
+export function isNodeReply(msg: InternalMessage): msg is NodeReply {
+  return REPLY_TYPES.has(msg.type);
+}
+
+export function isBroadcast(msg: InternalMessage): msg is Broadcast {
+  return BROADCAST_TYPES.has(msg.type);
+}
+
+/**
+ * Encodes a bus message as msgpack. Not validated: the types are the contract, and the receiver
+ * validates. The bytes are a view of a shared buffer that is never overwritten: never mutate them.
+ */
+export function encodeMessage(msg: InternalMessage): Uint8Array {
+  return packr.pack(msg);
+}
+
+/** Decodes and validates a bus message. Throws ProtocolError("bad_frame") on anything malformed. */
+export function decodeMessage(data: Uint8Array): InternalMessage {
+  let decoded: unknown;
+  try {
+    guardMsgpack(data);
+    decoded = unpackr.unpack(data);
+  } catch (err) {
+    if (err instanceof ProtocolError) throw err;
+    throw new ProtocolError("bad_frame", "message is not valid msgpack", { cause: err });
+  }
+  const m = fieldsOf(decoded, "message");
+  const type = m.get("type");
+  const decoder = typeof type === "string" ? DECODERS.get(type) : undefined;
+  if (decoder === undefined) malformed(`unknown message type ${JSON.stringify(type)}`);
+  return decoder(m);
+}
+
+function decodeAs<T extends InternalMessage>(
+  data: Uint8Array,
+  is: (msg: InternalMessage) => msg is T,
+  what: string,
+): T {
+  const msg = decodeMessage(data);
+  if (!is(msg)) throw new ProtocolError("unknown_type", `expected ${what}, got ${msg.type}`);
+  return msg;
+}
+
+/** Decodes a request to a counter node; another valid message throws ProtocolError("unknown_type"). */
+export function decodeNodeRequest(data: Uint8Array): NodeRequest {
+  return decodeAs(data, isNodeRequest, "a node request");
+}
+
+/** Decodes a counter node's reply; another valid message throws ProtocolError("unknown_type"). */
+export function decodeNodeReply(data: Uint8Array): NodeReply {
+  return decodeAs(data, isNodeReply, "a node reply");
+}
+
+/** Decodes a broadcast; another valid message throws ProtocolError("unknown_type"). */
+export function decodeBroadcast(data: Uint8Array): Broadcast {
+  return decodeAs(data, isBroadcast, "a broadcast");
+}

@@ -1,0 +1,297 @@
+import { pack } from "msgpackr";
+import { describe, expect, it } from "vitest";
+import {
+  VIEWERS_COUNTER,
+  decodeBroadcast,
+  decodeMessage,
+  decodeNodeReply,
+  decodeNodeRequest,
+  encodeMessage,
+  isBroadcast,
+  isNodeReply,
+  isNodeRequest,
+  type InternalMessage,
+} from "../src/index.js";
+import { protocolErrorOf } from "./protocol_error_of.js";
+
+const TS = 1_717_171_717_171;
+
+/** One or more valid messages of every type, with record keys that are Object.prototype members. */
+const MESSAGES: readonly InternalMessage[] = [
+  {
+    type: "presence",
+    gateway: "gw-1a2b",
+    partition: 17,
+    ops: [
+      { page: "home", viewer: "v:abc", present: true },
+      { page: "home", viewer: "s:gw-1a2b:42", present: false },
+    ],
+  },
+  { type: "presence", gateway: "gw-1a2b", partition: 0, ops: [], hop: 1 },
+  {
+    type: "presence_sync",
+    gateway: "gw-1a2b",
+    partition: 255,
+    pages: Object.fromEntries([
+      ["home", ["v:a", "s:gw-1a2b:1"]],
+      ["__proto__", ["v:b"]],
+      ["constructor", []],
+    ]),
+  },
+  { type: "snapshot", page: "home" },
+  { type: "snapshot", page: "home", hop: 2 },
+  { type: "increment", page: "home", counter: "likes", delta: -3, key: "req-1" },
+  {
+    type: "increment",
+    page: "home",
+    counter: "__proto__",
+    delta: Number.MAX_SAFE_INTEGER,
+    key: "k".repeat(128),
+    hop: 0,
+  },
+  { type: "ack" },
+  {
+    type: "page_state",
+    page: "home",
+    counters: Object.fromEntries([
+      [VIEWERS_COUNTER, { dc1: { p: 5, n: 2 }, dc2: { p: 0, n: 0 } }],
+      ["likes", { dc1: { p: 12, n: 0 } }],
+      ["__proto__", Object.fromEntries([["__proto__", { p: 1, n: 1 }]])],
+    ]),
+    liveDcs: ["dc1", "dc2"],
+    ts: TS,
+  },
+  { type: "page_state", page: "new", counters: {}, liveDcs: [], ts: 0 },
+  { type: "incremented", page: "home", counter: "likes", value: -2, updatedAt: TS, duplicate: false },
+  { type: "incremented", page: "home", counter: "likes", value: 7, updatedAt: TS, duplicate: true },
+  { type: "error", code: "unavailable", message: "no counter node is live" },
+  {
+    type: "update",
+    page: "home",
+    dc: "dc-eu_1",
+    counters: { [VIEWERS_COUNTER]: { p: 9, n: 3 }, likes: { p: Number.MAX_SAFE_INTEGER, n: 0 } },
+    ts: TS,
+  },
+  { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "up" },
+  { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "down" },
+  { type: "node", node: "n-1", leaseMs: 6_000, state: "up" },
+  { type: "node", node: "n-1", leaseMs: 6_000, state: "leaving" },
+];
+
+/** Values that are invalid wherever a field of this name appears. */
+const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
+  type: [1, null, "", "nope", "constructor", "__proto__", "PRESENCE"],
+  gateway: [undefined, "", 1, null, "a b", "x".repeat(129), ["gw"]],
+  node: [undefined, "", 1, "n\x7f"],
+  dc: [undefined, "", 1, "d c"],
+  partition: [undefined, -1, 1.5, "1", null, 2 ** 53, Number.NaN],
+  hop: [-1, 1.5, "1", null, true],
+  ops: [
+    undefined,
+    {},
+    "x",
+    null,
+    [null],
+    [{ page: "", viewer: "v:a", present: true }],
+    [{ page: "p", viewer: "", present: true }],
+    [{ page: "p", viewer: "v:a", present: 1 }],
+    [{ page: "p", viewer: "v:a" }],
+    [["p", "v:a", true]],
+  ],
+  pages: [
+    undefined,
+    [],
+    { home: "v:a" },
+    { home: [1] },
+    { home: [""] },
+    { "": ["v:a"] },
+    { "bad page": [] },
+    { home: null },
+  ],
+  page: [undefined, "", "a b", 1, null, "é", "p".repeat(129)],
+  // Increments (and their replies) are for publisher counters, never the presence counter.
+  counter: [undefined, "", VIEWERS_COUNTER, "li kes", 1, "c".repeat(65)],
+  delta: [undefined, 1.5, "1", null, 2 ** 53, -(2 ** 53), Number.NaN, Number.POSITIVE_INFINITY],
+  key: [undefined, "", 1, "k".repeat(129), "k y"],
+  liveDcs: [undefined, "dc1", [1], [""], null, { 0: "dc1" }],
+  ts: [undefined, -1, 1.5, "now", null, 2 ** 53],
+  value: [undefined, 1.5, "1", null, 2 ** 53],
+  updatedAt: [undefined, -1, 0.5, null],
+  duplicate: [undefined, 0, "false", null],
+  code: [undefined, "nope", "", 1, "constructor"],
+  message: [undefined, 1, null],
+  leaseMs: [undefined, 0, -1, 1.5, "1"],
+  state: [undefined, "UP", "", 1, "down-ish"],
+};
+
+/** Counters of a page state: counter -> data center -> entry. */
+const INVALID_STATE_COUNTERS: readonly unknown[] = [
+  undefined,
+  [],
+  { likes: { p: 1, n: 0 } },
+  { "li kes": { dc1: { p: 1, n: 0 } } },
+  { likes: { "": { p: 1, n: 0 } } },
+  { likes: { dc1: { p: -1, n: 0 } } },
+  { likes: { dc1: { p: 1.5, n: 0 } } },
+  { likes: { dc1: { p: 1 } } },
+  { likes: { dc1: { p: 1, n: "0" } } },
+  { likes: { dc1: [1, 0] } },
+  { likes: { dc1: { p: 2 ** 53, n: 0 } } },
+];
+
+/** Counters of an update: counter -> entry. */
+const INVALID_UPDATE_COUNTERS: readonly unknown[] = [
+  undefined,
+  [],
+  { likes: { p: -1, n: 0 } },
+  { likes: { p: 2 ** 53, n: 0 } },
+  { likes: { p: 0, n: -0.5 } },
+  { "li kes": { p: 1, n: 0 } },
+  { likes: { dc1: { p: 1, n: 0 } } },
+  { likes: null },
+];
+
+function invalidValues(msg: InternalMessage, field: string): readonly unknown[] {
+  if (field === "counters")
+    return msg.type === "page_state" ? INVALID_STATE_COUNTERS : INVALID_UPDATE_COUNTERS;
+  // A gateway heartbeat cannot be "leaving" and a node heartbeat cannot be "down".
+  if (field === "state") return [...INVALID_FIELD_VALUES.state!, msg.type === "gateway" ? "leaving" : "down"];
+  const values = INVALID_FIELD_VALUES[field];
+  if (values === undefined) throw new Error(`no invalid values listed for field ${field}`);
+  return values;
+}
+
+/** Replaces (or, for undefined, removes) one field of a message, bypassing the types. */
+function withField(msg: InternalMessage, field: string, value: unknown): unknown {
+  const copy: Record<string, unknown> = { ...msg };
+  if (value === undefined) delete copy[field];
+  else copy[field] = value;
+  return copy;
+}
+
+describe("internal codec", () => {
+  it("internal - round-trips every message type", () => {
+    for (const msg of MESSAGES) {
+      const decoded = decodeMessage(encodeMessage(msg));
+      expect(decoded).toEqual(msg);
+      expect(JSON.stringify(decoded)).toBe(JSON.stringify(msg));
+    }
+  });
+
+  it("internal - keeps record keys that are Object.prototype members as own properties", () => {
+    const sync = decodeMessage(encodeMessage(MESSAGES[2]!));
+    expect(sync.type === "presence_sync" && Object.keys(sync.pages)).toEqual([
+      "home",
+      "__proto__",
+      "constructor",
+    ]);
+    expect(sync.type === "presence_sync" && Object.getPrototypeOf(sync.pages)).toBe(Object.prototype);
+    const state = decodeMessage(encodeMessage(MESSAGES[8]!));
+    expect(state.type === "page_state" && Object.keys(state.counters)).toEqual([
+      VIEWERS_COUNTER,
+      "likes",
+      "__proto__",
+    ]);
+  });
+
+  it("internal - leaves undefined optional fields out and drops unknown fields", () => {
+    const decoded = decodeMessage(encodeMessage({ type: "snapshot", page: "home", hop: undefined }));
+    expect(decoded).toEqual({ type: "snapshot", page: "home" });
+    expect(Object.keys(decoded)).toEqual(["type", "page"]);
+    const extra = decodeMessage(Uint8Array.from(pack({ type: "ack", future: { field: [1, 2] } })));
+    expect(extra).toEqual({ type: "ack" });
+    expect(Object.keys(extra)).toEqual(["type"]);
+    const op = decodeMessage(
+      Uint8Array.from(
+        pack({
+          type: "presence",
+          gateway: "g",
+          partition: 1,
+          ops: [{ page: "p", viewer: "v:1", present: true, x: 1 }],
+        }),
+      ),
+    );
+    expect(op.type === "presence" && Object.keys(op.ops[0]!)).toEqual(["page", "viewer", "present"]);
+  });
+
+  it("internal - decodes by category and refuses a valid message of another category", () => {
+    for (const msg of MESSAGES) {
+      const bytes = encodeMessage(msg);
+      const decoded = decodeMessage(bytes);
+      const categories = [isNodeRequest(decoded), isNodeReply(decoded), isBroadcast(decoded)];
+      expect(categories.filter(Boolean)).toHaveLength(1);
+      const decoders = [decodeNodeRequest, decodeNodeReply, decodeBroadcast];
+      decoders.forEach((decode, i) => {
+        if (categories[i]) expect(decode(bytes)).toEqual(msg);
+        else protocolErrorOf(() => decode(bytes), "unknown_type");
+      });
+    }
+  });
+
+  it("internal - rejects every missing or malformed field as bad_frame", () => {
+    let cases = 0;
+    for (const msg of MESSAGES) {
+      for (const field of [...Object.keys(msg), ...(isNodeRequest(msg) ? ["hop"] : [])]) {
+        for (const value of invalidValues(msg, field)) {
+          if (field === "hop" && value === undefined) continue;
+          const bytes = Uint8Array.from(pack(withField(msg, field, value)));
+          const err = protocolErrorOf(() => decodeMessage(bytes), "bad_frame");
+          expect(err.message.length).toBeGreaterThan(0);
+          cases++;
+        }
+      }
+    }
+    expect(cases).toBeGreaterThan(300);
+  });
+
+  it("internal - rejects messages that are not maps with a known type", () => {
+    for (const value of [
+      null,
+      1,
+      "ack",
+      true,
+      [],
+      [{ type: "ack" }],
+      {},
+      { type: 1 },
+      { type: "nope" },
+      { type: "count" },
+    ]) {
+      protocolErrorOf(() => decodeMessage(Uint8Array.from(pack(value))), "bad_frame");
+    }
+  });
+
+  it("internal - rejects malformed msgpack as bad_frame, keeping the decoder's error as cause", () => {
+    const valid = encodeMessage(MESSAGES[0]!);
+    for (const bytes of [
+      new Uint8Array(0),
+      valid.subarray(0, valid.length - 1),
+      Uint8Array.of(...valid, 0x01),
+      Uint8Array.of(0xc1),
+      Uint8Array.from(pack({ type: "snapshot", page: "home", at: new Date(0) })),
+      Uint8Array.from(pack({ type: "snapshot", page: Buffer.from("home") })),
+      Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0),
+      Uint8Array.of(...new Array<number>(100_000).fill(0x91), 0xc0),
+    ]) {
+      protocolErrorOf(() => decodeMessage(bytes), "bad_frame");
+    }
+  });
+
+  it("internal - decodes large batches", () => {
+    const ops = Array.from({ length: 20_000 }, (_, i) => ({
+      page: `page-${i % 100}`,
+      viewer: `v:${i}`,
+      present: i % 3 !== 0,
+    }));
+    const batch: InternalMessage = { type: "presence", gateway: "gw", partition: 3, ops };
+    expect(decodeMessage(encodeMessage(batch))).toEqual(batch);
+  });
+
+  it("internal - keeps earlier encodings intact after later ones", () => {
+    const first = encodeMessage(MESSAGES[0]!);
+    const copy = Uint8Array.from(first);
+    for (let i = 0; i < 2000; i++) encodeMessage(MESSAGES[8]!);
+    expect(Uint8Array.from(first)).toEqual(copy);
+    expect(decodeMessage(first)).toEqual(MESSAGES[0]);
+  });
+});
