@@ -150,16 +150,13 @@ export class PageActor {
 
   /** Every data center's entries of every counter. */
   snapshot(): Record<string, Entries> {
-    const out: Record<string, Entries> = {};
-    for (const [name, counter] of this.#counters) out[name] = counter.entries();
-    return out;
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries([...this.#counters].map(([name, counter]) => [name, counter.entries()]));
   }
 
   /** This data center's entry of every counter, as published to the page subject. */
   ownEntries(): Record<string, Entry> {
-    const out: Record<string, Entry> = {};
-    for (const [name, counter] of this.#counters) out[name] = counter.entry(this.#host.dc);
-    return out;
+    return Object.fromEntries([...this.#counters].map(([name, counter]) => [name, counter.entry(this.#host.dc)]));
   }
 
   /** Own entries that must be persisted before the next publish; clears the set. */

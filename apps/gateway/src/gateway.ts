@@ -181,7 +181,9 @@ export class Gateway {
   async start(): Promise<number> {
     if (this.#status !== "new") throw new Error("gateway already started");
     const { config, bus } = this.#o;
-    this.#membership.onChange((ring, previous) => this.#forwarder.onRingChange(ring, previous));
+    this.#membership.onChange((ring, previous, restarted) =>
+      this.#forwarder.onRingChange(ring, previous, restarted),
+    );
     this.#membership.start();
     this.#unsubscribers.push(
       bus.on("reconnected", () => {

@@ -12,7 +12,7 @@ import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import type { GatewayMetrics } from "./gateway_metrics.js";
-import { Reply, parseJson, readBody, type RequestInfo } from "./http_io.js";
+import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OwnerClient } from "./owner_client.js";
 
 /** Largest change one request may make to a counter. */
@@ -121,16 +121,17 @@ export class HttpApi {
       page,
     })) as PageStateReply;
     const live = new Set(state.liveDcs);
-    const counters: Record<string, number> = {};
+    const counters: Array<[string, number]> = [];
     let viewers = 0;
     for (const [name, entries] of Object.entries(state.counters)) {
       let value = 0;
       for (const [dc, e] of Object.entries(entries))
         if (name !== VIEWERS_COUNTER || live.has(dc)) value += e.p - e.n;
       if (name === VIEWERS_COUNTER) viewers = Math.max(0, value);
-      else counters[name] = value;
+      else counters.push([name, value]);
     }
-    const body: CounterReadBody = { page, count: viewers, viewers, counters, updated_at: state.ts };
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    const body: CounterReadBody = { page, count: viewers, viewers, counters: Object.fromEntries(counters), updated_at: state.ts };
     reply.json(200, body, NO_STORE);
   }
 

@@ -2,7 +2,7 @@ import { nodeSubject, type Bus } from "@livecount/bus";
 import type { Membership } from "@livecount/cluster";
 import {
   ProtocolError,
-  decodeMessage,
+  decodeNodeReply,
   encodeMessage,
   type NodeReply,
   type NodeRequest,
@@ -33,11 +33,8 @@ export class OwnerClient {
       const timedOut = err instanceof Error && err.name === "BusTimeoutError";
       throw new ProtocolError(timedOut ? "timeout" : "unavailable", undefined, { cause: err });
     }
-    const reply = decodeMessage(raw);
+    const reply = decodeNodeReply(raw);
     if (reply.type === "error") throw new ProtocolError(reply.code, reply.message);
-    if (reply.type !== "ack" && reply.type !== "page_state" && reply.type !== "incremented") {
-      throw new ProtocolError("internal", `unexpected reply ${reply.type}`);
-    }
     return reply;
   }
 }

@@ -50,13 +50,14 @@ class PageView {
   }
 
   frame(page: string, ts: number): CountFrame {
-    const counters: Record<string, number> = {};
+    const counters: Array<[string, number]> = [];
     let viewers = 0;
     for (const [name, c] of this.counters) {
       if (name === VIEWERS_COUNTER) viewers = Math.max(0, c.value());
-      else counters[name] = c.value();
+      else counters.push([name, c.value()]);
     }
-    return { type: "count", page, viewers, counters, ts };
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return { type: "count", page, viewers, counters: Object.fromEntries(counters), ts };
   }
 }
 
@@ -136,8 +137,7 @@ export class PageViews {
       return;
     }
     if (msg.type !== "update" || msg.page !== page) return;
-    const entries: Record<string, Record<string, { p: number; n: number }>> = {};
-    for (const [name, entry] of Object.entries(msg.counters)) entries[name] = { [msg.dc]: entry };
+    const entries = Object.fromEntries(Object.entries(msg.counters).map(([name, entry]) => [name, Object.fromEntries([[msg.dc, entry]])]));
     if (view.merge(entries) && view.loaded) this.#markDirty(page);
   }
 

@@ -52,12 +52,13 @@ export class PresenceForwarder {
     this.#scheduleFlush();
   }
 
-  /** The ring changed: partitions with a new owner get a full resync. */
-  onRingChange(ring: HashRing, previous: HashRing): void {
+  /** The ring changed: partitions with a new (or restarted) owner get a full resync. */
+  onRingChange(ring: HashRing, previous: HashRing, restarted: ReadonlySet<string>): void {
     const moved = new Set<number>();
     for (const page of this.#opts.presence.pages()) {
       const p = partitionOf(page, this.#opts.partitions);
-      if (ring.ownerOf(p) !== previous.ownerOf(p)) moved.add(p);
+      const owner = ring.ownerOf(p);
+      if (owner !== previous.ownerOf(p) || (owner !== undefined && restarted.has(owner))) moved.add(p);
     }
     for (const p of moved) this.#markSync(p);
     this.#scheduleFlush();

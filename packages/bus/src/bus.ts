@@ -1,19 +1,34 @@
 /**
  * The message bus between gateways and counter nodes. Subjects follow NATS rules: tokens separated
  * by '.', '*' matches one token, '>' matches the rest. Two implementations: in-memory (the embedded
- * default) and NATS.
+ * default) and NATS. Both behave the same on everything below; `bus_contract.ts` in the tests runs
+ * one suite against both.
+ */
+
+/**
+ * Receives one message. Handlers should not throw: a throw is caught and dropped so it never breaks
+ * delivery to other subscribers or later messages (the NATS bus logs it).
  */
 export type BusHandler = (data: Uint8Array, subject: string) => void;
 
-/** Answers a request; the returned bytes are the reply. A thrown error becomes a failed request. */
+/**
+ * Answers a request; the returned bytes are the reply (an empty reply is a valid reply). A thrown or
+ * rejected error becomes a failed request: the requester's promise rejects with ResponderError, whose
+ * message carries the responder's error name and message. Responders that want a structured error
+ * (an `ErrorReply` with a stable code) return it as a normal reply instead of throwing.
+ */
 export type BusResponder = (data: Uint8Array, subject: string) => Uint8Array | Promise<Uint8Array>;
 
 export interface Subscription {
+  /** Stops delivery at once, also of messages already queued for this subscription. Idempotent. */
   unsubscribe(): void;
 }
 
+/** How long a request waits for its reply unless told otherwise, in milliseconds. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 2000;
+
 export interface RequestOptions {
-  /** Give up after this long; default 2000. */
+  /** Give up after this long, in milliseconds; default DEFAULT_REQUEST_TIMEOUT_MS (2000). */
   timeoutMs?: number;
 }
 
@@ -22,21 +37,33 @@ export type BusStatus = "connected" | "reconnecting" | "closed";
 export interface BusEvents {
   /** The connection came back after an outage: subscribers may have missed messages. */
   reconnected(): void;
-  /** The broker dropped messages for a subscriber that could not keep up. */
+  /**
+   * Messages were dropped for a subscription that could not keep up, while the connection stayed
+   * up; `subject` is the subscription's subject (possibly a wildcard). A broker that handles a slow
+   * consumer by closing its connection (nats-server does) reports `reconnected` instead.
+   */
   slowConsumer(subject: string): void;
 }
 
 export interface Bus {
+  /** Throws InvalidSubjectError for a subject that is not a literal NATS subject, BusClosedError after close. */
   publish(subject: string, data: Uint8Array): void;
+  /** With `queue`, one member of the queue group (by name, across matching subscriptions) gets each message. */
   subscribe(subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription;
   /** Serves request/reply on a subject. With `queue`, one member of the queue group answers. */
   serve(subject: string, responder: BusResponder, opts?: { queue?: string }): Subscription;
-  /** Sends a request and resolves with the reply; rejects with BusTimeoutError or NoRespondersError. */
+  /**
+   * Sends a request and resolves with the reply; rejects with BusTimeoutError, NoRespondersError (no
+   * subscription at all matches the subject), ResponderError (the responder threw) or BusClosedError.
+   * A subject with subscribers but no responder times out, as on NATS.
+   */
   request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array>;
+  /** Returns a function that removes the listener. A throwing listener is isolated like a handler. */
   on<E extends keyof BusEvents>(event: E, listener: BusEvents[E]): () => void;
   readonly status: BusStatus;
   /** Resolves once everything published so far has been handed to the broker. */
   flush(): Promise<void>;
+  /** Rejects pending requests with BusClosedError, then drains. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -54,4 +81,14 @@ export class NoRespondersError extends BusError {
 
 export class BusClosedError extends BusError {
   override name = "BusClosedError";
+}
+
+/** The responder of a request threw or rejected; see BusResponder. */
+export class ResponderError extends BusError {
+  override name = "ResponderError";
+}
+
+/** A subject, subject pattern or subject token is malformed. */
+export class InvalidSubjectError extends BusError {
+  override name = "InvalidSubjectError";
 }

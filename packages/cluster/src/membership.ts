@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { nodesSubject, type Bus, type Subscription } from "@livecount/bus";
 import { decodeMessage, encodeMessage } from "@livecount/protocol";
 import { HashRing } from "@livecount/ring";
@@ -17,7 +18,13 @@ export interface MembershipOptions {
   readonly self?: string;
 }
 
-export type RingListener = (ring: HashRing, previous: HashRing) => void;
+/**
+ * Called when the ring changes or a node restarted (same id, new incarnation). Partitions owned by a
+ * restarted node lost their presence state as surely as partitions that moved.
+ */
+export type RingListener = (ring: HashRing, previous: HashRing, restarted: ReadonlySet<string>) => void;
+
+const NONE: ReadonlySet<string> = new Set();
 
 /**
  * The live counter nodes of a data center and the ring they form. Every process builds the same
@@ -26,6 +33,9 @@ export type RingListener = (ring: HashRing, previous: HashRing) => void;
 export class Membership {
   readonly #opts: MembershipOptions;
   readonly #lastSeen = new Map<string, number>();
+  readonly #incarnations = new Map<string, string>();
+  /** This process's incarnation when it is a counter node. */
+  readonly #incarnation = randomUUID();
   readonly #listeners = new Set<RingListener>();
   #ring: HashRing;
   #sub: Subscription | undefined;
@@ -39,6 +49,11 @@ export class Membership {
 
   get ring(): HashRing {
     return this.#ring;
+  }
+
+  /** This process's incarnation: new at every start. */
+  get incarnation(): string {
+    return this.#incarnation;
   }
 
   start(): void {
@@ -78,7 +93,7 @@ export class Membership {
     const { self, bus, dc, leaseMs } = this.#opts;
     if (self === undefined) return;
     const state = this.#leaving ? "leaving" : "up";
-    bus.publish(nodesSubject(dc), encodeMessage({ type: "node", node: self, leaseMs, state }));
+    bus.publish(nodesSubject(dc), encodeMessage({ type: "node", node: self, incarnation: this.#incarnation, leaseMs, state }));
   }
 
   #onHeartbeat(data: Uint8Array): void {
@@ -90,16 +105,26 @@ export class Membership {
       return;
     }
     if (msg.type !== "node" || (msg.node === this.#opts.self && this.#leaving)) return;
-    if (msg.state === "leaving") this.#lastSeen.delete(msg.node);
-    else this.#lastSeen.set(msg.node, this.#opts.clock.now());
-    this.#rebuild();
+    if (msg.state === "leaving") {
+      this.#lastSeen.delete(msg.node);
+      this.#incarnations.delete(msg.node);
+      this.#rebuild();
+      return;
+    }
+    this.#lastSeen.set(msg.node, this.#opts.clock.now());
+    const before = this.#incarnations.get(msg.node);
+    this.#incarnations.set(msg.node, msg.incarnation);
+    this.#rebuild(before !== undefined && before !== msg.incarnation ? new Set([msg.node]) : NONE);
   }
 
   #expire(): void {
     const deadline = this.#opts.clock.now() - this.#opts.leaseMs;
     for (const [node, seen] of this.#lastSeen) {
       if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, this.#opts.clock.now());
-      else if (seen < deadline) this.#lastSeen.delete(node);
+      else if (seen < deadline) {
+        this.#lastSeen.delete(node);
+        this.#incarnations.delete(node);
+      }
     }
     this.#rebuild();
   }
@@ -111,12 +136,12 @@ export class Membership {
     });
   }
 
-  #rebuild(): void {
+  #rebuild(restarted: ReadonlySet<string> = NONE): void {
     const next = this.#build();
-    if (next.equals(this.#ring)) return;
+    if (next.equals(this.#ring) && restarted.size === 0) return;
     const previous = this.#ring;
     this.#ring = next;
-    this.#opts.logger.info({ nodes: next.nodes }, "ring changed");
-    for (const listener of this.#listeners) listener(next, previous);
+    this.#opts.logger.info({ nodes: next.nodes, restarted: [...restarted] }, "ring changed");
+    for (const listener of this.#listeners) listener(next, previous, restarted);
   }
 }

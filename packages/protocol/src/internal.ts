@@ -113,6 +113,8 @@ export interface GatewayHeartbeat {
 export interface NodeHeartbeat {
   readonly type: "node";
   readonly node: string;
+  /** A new id every process start: a node restarted under the same id has lost its presence state. */
+  readonly incarnation: string;
   readonly leaseMs: number;
   readonly state: "up" | "leaving";
 }

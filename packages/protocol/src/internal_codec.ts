@@ -216,6 +216,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     (m) => ({
       type: "node",
       node: field(m, "node", isInternalId),
+      incarnation: field(m, "incarnation", isInternalId),
       leaseMs: field(m, "leaseMs", isPositive),
       state: field(m, "state", isNodeState),
     }),

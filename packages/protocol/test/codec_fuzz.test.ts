@@ -243,7 +243,7 @@ const VALID_MESSAGES: readonly InternalMessage[] = [
     ts: 5,
   },
   { type: "update", page: "home", dc: "dc1", counters: { likes: { p: 4, n: 1 } }, ts: 5 },
-  { type: "node", node: "n1", leaseMs: 6000, state: "up" },
+  { type: "node", node: "n1", incarnation: "i-1", leaseMs: 6000, state: "up" },
 ];
 
 describe("codec fuzzing", () => {

@@ -74,8 +74,8 @@ const MESSAGES: readonly InternalMessage[] = [
   },
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "up" },
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "down" },
-  { type: "node", node: "n-1", leaseMs: 6_000, state: "up" },
-  { type: "node", node: "n-1", leaseMs: 6_000, state: "leaving" },
+  { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "up" },
+  { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
 ];
 
 /** Values that are invalid wherever a field of this name appears. */
@@ -83,6 +83,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   type: [1, null, "", "nope", "constructor", "__proto__", "PRESENCE"],
   gateway: [undefined, "", 1, null, "a b", "x".repeat(129), ["gw"]],
   node: [undefined, "", 1, "n\x7f"],
+  incarnation: [undefined, "", 1, "i\x7f"],
   dc: [undefined, "", 1, "d c"],
   partition: [undefined, -1, 1.5, "1", null, 2 ** 53, Number.NaN],
   hop: [-1, 1.5, "1", null, true],

@@ -1,0 +1,355 @@
+/**
+ * The bus over NATS core (nats.js 2.x): plain publish/subscribe, queue groups, and request/reply on
+ * the client's shared inbox. No JetStream: durability lives in the store, and every consumer of the
+ * bus resynchronises on `reconnected`.
+ *
+ * Handlers run inline, from the socket's data callback, in arrival order. nats.js 2.x keeps no
+ * per-subscription backlog, so a slow handler is detected by nats-server, which closes the
+ * connection (max_pending exceeded): this bus reconnects and reports `reconnected`, never
+ * `slowConsumer`.
+ */
+import {
+  connect,
+  DebugEvents,
+  Empty,
+  ErrorCode,
+  Events,
+  headers,
+  NatsError,
+  ServiceErrorCodeHeader,
+  ServiceErrorHeader,
+  type Msg,
+  type NatsConnection,
+  type Subscription as NatsSubscription,
+} from "nats";
+import {
+  BusClosedError,
+  BusError,
+  BusTimeoutError,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  InvalidSubjectError,
+  NoRespondersError,
+  type Bus,
+  type BusEvents,
+  type BusHandler,
+  type BusResponder,
+  type BusStatus,
+  type RequestOptions,
+  type Subscription,
+} from "./bus.js";
+import { BusEventListeners } from "./bus_events.js";
+import { describeFailure, RESPONDER_FAILURE_CODE, responderError } from "./responder_failure.js";
+import { assertQueueName, assertSubject, assertSubjectPattern } from "./subject_syntax.js";
+
+/** The part of a pino logger this bus uses; a pino `Logger` fits. */
+export interface BusLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/**
+ * Pause between reconnect attempts to one server, in milliseconds (nats.js adds up to 100 ms of
+ * jitter). Short, because presence leases are seconds long; nats.js's default is 2000.
+ */
+export const DEFAULT_RECONNECT_TIME_WAIT_MS = 500;
+
+/**
+ * Interval of client pings, in milliseconds. With MAX_PINGS_OUT a dead server behind a silent
+ * network is noticed within about 3 intervals instead of nats.js's 4 minutes.
+ */
+export const DEFAULT_PING_INTERVAL_MS = 10_000;
+
+/** Unanswered pings before the connection is considered stale and re-established. */
+const MAX_PINGS_OUT = 2;
+
+/** Longest close() waits for in-flight messages to drain before it closes hard, in milliseconds. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 5000;
+
+/** Reconnect forever: a gateway or counter node without its bus is useless, so never give up. */
+const RECONNECT_FOREVER = -1;
+
+export interface NatsBusOptions {
+  /** NATS URLs, e.g. "nats://127.0.0.1:4222" or a list for a cluster. */
+  servers: string | string[];
+  /** Connection name shown by the server's monitoring (connz) and logs. */
+  name?: string;
+  /** Connection events and handler failures are logged here; default nothing is logged. */
+  logger?: BusLogger;
+  /** Default DEFAULT_RECONNECT_TIME_WAIT_MS (500). */
+  reconnectTimeWaitMs?: number;
+  /** Default DEFAULT_PING_INTERVAL_MS (10000). */
+  pingIntervalMs?: number;
+  /** Default DEFAULT_DRAIN_TIMEOUT_MS (5000). */
+  drainTimeoutMs?: number;
+}
+
+export class NatsBus implements Bus {
+  readonly #nc: NatsConnection;
+  readonly #log: BusLogger | undefined;
+  readonly #drainTimeoutMs: number;
+  readonly #events = new BusEventListeners();
+  /** Rejecters of requests in flight, so close() can fail them at once. */
+  readonly #requests = new Set<(err: Error) => void>();
+  #status: BusStatus = "connected";
+  #closing: Promise<void> | undefined;
+
+  private constructor(nc: NatsConnection, opts: NatsBusOptions) {
+    this.#nc = nc;
+    this.#log = opts.logger;
+    this.#drainTimeoutMs = opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    void this.#watchStatus();
+    void nc.closed().then((err) => this.#onClosed(err));
+  }
+
+  /**
+   * Connects to NATS, reconnecting forever after that. Rejects with BusError when the first
+   * connection fails (a process should not start half-wired).
+   */
+  static async connect(opts: NatsBusOptions): Promise<NatsBus> {
+    try {
+      const nc = await connect({
+        servers: opts.servers,
+        name: opts.name,
+        maxReconnectAttempts: RECONNECT_FOREVER,
+        reconnectTimeWait: opts.reconnectTimeWaitMs ?? DEFAULT_RECONNECT_TIME_WAIT_MS,
+        pingInterval: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+        maxPingOut: MAX_PINGS_OUT,
+        // Capturing a stack per request costs more than it tells: errors are mapped here anyway.
+        noAsyncTraces: true,
+      });
+      return new NatsBus(nc, opts);
+    } catch (err) {
+      throw new BusError(`cannot connect to NATS at ${String(opts.servers)}`, { cause: err });
+    }
+  }
+
+  get status(): BusStatus {
+    return this.#status;
+  }
+
+  publish(subject: string, data: Uint8Array): void {
+    this.#assertOpen();
+    assertSubject(subject);
+    try {
+      this.#nc.publish(subject, data);
+    } catch (err) {
+      throw toBusError(err, `publish on ${subject}`);
+    }
+  }
+
+  subscribe(subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription {
+    return this.#subscribe(subject, opts?.queue, (msg) => {
+      try {
+        handler(msg.data, msg.subject);
+      } catch (err) {
+        // A throw must not reach nats.js: it would abort parsing of the rest of the socket data.
+        this.#log?.error({ err, subject: msg.subject }, "bus handler threw");
+      }
+    });
+  }
+
+  serve(subject: string, responder: BusResponder, opts?: { queue?: string }): Subscription {
+    return this.#subscribe(subject, opts?.queue, (msg) => this.#answer(msg, responder));
+  }
+
+  async request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array> {
+    this.#assertOpen();
+    assertSubject(subject);
+    const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    const reply = await new Promise<Msg>((resolve, reject) => {
+      this.#requests.add(reject);
+      this.#nc
+        .request(subject, data, { timeout })
+        .then(resolve, (err: unknown) => reject(toBusError(err, `request on ${subject}`, timeout)))
+        .finally(() => this.#requests.delete(reject));
+    });
+    const failure = reply.headers?.get(ServiceErrorHeader);
+    if (failure) throw responderError(subject, failure);
+    return reply.data;
+  }
+
+  on<E extends keyof BusEvents>(event: E, listener: BusEvents[E]): () => void {
+    return this.#events.on(event, listener);
+  }
+
+  /** Resolves once the server has processed everything sent so far (a PING/PONG round trip). */
+  async flush(): Promise<void> {
+    this.#assertOpen();
+    try {
+      await this.#nc.flush();
+    } catch (err) {
+      throw toBusError(err, "flush");
+    }
+  }
+
+  /**
+   * Rejects pending requests with BusClosedError, then drains: unsubscribes, delivers messages
+   * already received, flushes what was published. Closes hard after drainTimeoutMs (e.g. while the
+   * server is unreachable).
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#failRequests();
+    if (!this.#nc.isClosed()) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const drained = this.#nc.drain().then(
+        () => true,
+        (err: unknown) => {
+          this.#log?.warn({ err }, "bus drain failed");
+          return false;
+        },
+      );
+      const timedOut = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.#drainTimeoutMs);
+      });
+      const clean = await Promise.race([drained, timedOut]);
+      clearTimeout(timer);
+      if (!clean) await this.#nc.close();
+    }
+    this.#status = "closed";
+  }
+
+  #assertOpen(): void {
+    if (this.#closing !== undefined || this.#nc.isClosed()) throw new BusClosedError("bus is closed");
+  }
+
+  #failRequests(): void {
+    const closed = new BusClosedError("bus closed");
+    for (const reject of [...this.#requests]) reject(closed);
+    this.#requests.clear();
+  }
+
+  #subscribe(subject: string, queue: string | undefined, onMessage: (msg: Msg) => void): Subscription {
+    this.#assertOpen();
+    assertSubjectPattern(subject);
+    if (queue !== undefined) assertQueueName(queue);
+    let sub: NatsSubscription;
+    try {
+      sub = this.#nc.subscribe(subject, {
+        queue,
+        callback: (err, msg) => {
+          if (err === null) onMessage(msg);
+          else this.#log?.error({ err, subject }, "bus subscription failed");
+        },
+      });
+    } catch (err) {
+      throw toBusError(err, `subscribe to ${subject}`);
+    }
+    return {
+      unsubscribe: () => {
+        if (sub.isClosed() || this.#nc.isClosed()) return;
+        try {
+          sub.unsubscribe();
+        } catch {
+          // The connection is closing: the server forgets the subscription anyway.
+        }
+      },
+    };
+  }
+
+  #answer(msg: Msg, responder: BusResponder): void {
+    let result: Uint8Array | Promise<Uint8Array>;
+    try {
+      result = responder(msg.data, msg.subject);
+    } catch (err) {
+      this.#fail(msg, err);
+      return;
+    }
+    if (result instanceof Uint8Array) {
+      this.#reply(msg, result);
+      return;
+    }
+    Promise.resolve(result).then(
+      (bytes: unknown) => {
+        if (bytes instanceof Uint8Array) this.#reply(msg, bytes);
+        else this.#fail(msg, new TypeError(`responder returned ${typeof bytes}, not a Uint8Array`));
+      },
+      (err: unknown) => this.#fail(msg, err),
+    );
+  }
+
+  #reply(msg: Msg, data: Uint8Array): void {
+    try {
+      msg.respond(data);
+    } catch (err) {
+      // Closed while the responder worked: the requester times out or was already rejected.
+      this.#log?.warn({ err, subject: msg.subject }, "bus reply dropped");
+    }
+  }
+
+  /** The reply-on-error rule (responder_failure.ts): an empty reply with service error headers. */
+  #fail(msg: Msg, err: unknown): void {
+    this.#log?.warn({ err, subject: msg.subject }, "bus responder failed");
+    const h = headers();
+    h.set(ServiceErrorHeader, describeFailure(err));
+    h.set(ServiceErrorCodeHeader, RESPONDER_FAILURE_CODE);
+    try {
+      msg.respond(Empty, { headers: h });
+    } catch {
+      // Closed meanwhile, as in #reply.
+    }
+  }
+
+  async #watchStatus(): Promise<void> {
+    try {
+      for await (const s of this.#nc.status()) {
+        switch (s.type) {
+          case Events.Disconnect:
+            if (this.#status === "connected") this.#status = "reconnecting";
+            this.#log?.warn({ server: s.data }, "bus disconnected");
+            break;
+          case DebugEvents.Reconnecting:
+            if (this.#status === "connected") this.#status = "reconnecting";
+            break;
+          case Events.Reconnect:
+            if (this.#status === "reconnecting") this.#status = "connected";
+            this.#log?.info({ server: s.data }, "bus reconnected");
+            this.#events.emit("reconnected");
+            break;
+          case Events.LDM:
+            this.#log?.warn({ server: s.data }, "bus server entering lame duck mode");
+            break;
+          case Events.Error:
+            this.#log?.error({ code: s.data }, "bus server error");
+            break;
+          default:
+            break;
+        }
+      }
+    } catch (err) {
+      this.#log?.error({ err }, "bus status watch failed");
+    }
+  }
+
+  #onClosed(err: void | Error): void {
+    this.#status = "closed";
+    this.#failRequests();
+    if (err !== undefined) this.#log?.error({ err }, "bus connection closed by error");
+  }
+}
+
+/** Maps a nats.js error to the bus's named errors. */
+function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
+  if (err instanceof BusError) return err;
+  if (err instanceof NatsError) {
+    switch (err.code) {
+      case ErrorCode.Timeout:
+        return new BusTimeoutError(`${what} timed out after ${timeoutMs ?? "?"} ms`, { cause: err });
+      case ErrorCode.NoResponders:
+        return new NoRespondersError(`${what}: no responders`, { cause: err });
+      case ErrorCode.ConnectionClosed:
+      case ErrorCode.ConnectionDraining:
+        return new BusClosedError(`${what}: bus is closed`, { cause: err });
+      case ErrorCode.BadSubject:
+        return new InvalidSubjectError(`${what}: invalid subject`, { cause: err });
+      default:
+        break;
+    }
+  }
+  return new BusError(`${what} failed`, { cause: err });
+}

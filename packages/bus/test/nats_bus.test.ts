@@ -1,0 +1,164 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { describeWithNats, NatsServer } from "../../../test/support/nats_server.js";
+import { freePorts, LOOPBACK } from "../../../test/support/ports.js";
+import { BusError, BusTimeoutError, NatsBus, pageSubject, type Bus } from "../src/index.js";
+import { busContract, bytes, record, text, waitFor } from "./bus_contract.js";
+
+const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
+
+/** Quick reconnects keep the outage tests short. */
+const TEST_RECONNECT_TIME_WAIT_MS = 50;
+/** Well below the client ping interval, so the paused server is not given up on meanwhile. */
+const PAUSED_TIMEOUT_MS = 300;
+
+describeWithNats("NatsBus", () => {
+  let server: NatsServer;
+  const buses: Bus[] = [];
+
+  const connect = async (name: string): Promise<NatsBus> => {
+    const bus = await NatsBus.connect({
+      servers: server.url,
+      name,
+      reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS,
+    });
+    buses.push(bus);
+    return bus;
+  };
+
+  beforeAll(async () => {
+    server = await NatsServer.start();
+  });
+
+  afterEach(async () => {
+    await Promise.all(buses.splice(0).map((b) => b.close()));
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  busContract("NatsBus", async () => ({ sub: await connect("sub"), pub: await connect("pub") }));
+
+  it("fails to connect with BusError when no server listens", async () => {
+    const stopped = await NatsServer.start();
+    const url = stopped.url;
+    await stopped.stop();
+    await expect(NatsBus.connect({ servers: url })).rejects.toThrow(BusError);
+  });
+
+  it("emits reconnected after a server restart and keeps its subscriptions", async () => {
+    const sub = await connect("sub");
+    const pub = await connect("pub");
+    let reconnects = 0;
+    sub.on("reconnected", () => reconnects++);
+    const { got } = record(sub, "t.a");
+    sub.serve("svc.echo", (data) => data);
+    await sub.flush();
+
+    await server.kill();
+    await waitFor("the outage to be noticed", () => sub.status === "reconnecting");
+    await server.restart();
+    await waitFor("the reconnect", () => reconnects === 1 && sub.status === "connected");
+    await waitFor("the publisher's reconnect", () => pub.status === "connected");
+    await sub.flush();
+
+    pub.publish("t.a", bytes("after"));
+    await waitFor("the message", () => got.length === 1);
+    expect(got).toEqual(["t.a after"]);
+    expect(text(await pub.request("svc.echo", bytes("ok")))).toBe("ok");
+  });
+
+  it("times requests out while the server is paused and serves them again once it resumes", async () => {
+    const sub = await connect("sub");
+    const pub = await connect("pub");
+    sub.serve("svc.echo", (data) => data);
+    await sub.flush();
+    await server.pause();
+    try {
+      await expect(pub.request("svc.echo", bytes("x"), { timeoutMs: PAUSED_TIMEOUT_MS })).rejects.toThrow(
+        BusTimeoutError,
+      );
+    } finally {
+      await server.resume();
+    }
+    expect(text(await pub.request("svc.echo", bytes("back")))).toBe("back");
+  });
+
+  it("delivers page updates between two data centers of a super cluster", async () => {
+    const [gw1, gw2] = await freePorts(2);
+    const gateway = (name: string, port: number | undefined): string =>
+      `gateway { name: ${name}, listen: "${LOOPBACK}:${port}", gateways: [` +
+      `{ name: dc1, url: "nats://${LOOPBACK}:${gw1}" }, { name: dc2, url: "nats://${LOOPBACK}:${gw2}" }] }`;
+    const dc1 = await NatsServer.start({ name: "dc1", config: gateway("dc1", gw1) });
+    const dc2 = await NatsServer.start({ name: "dc2", config: gateway("dc2", gw2) });
+    try {
+      const east = await NatsBus.connect({ servers: dc1.url });
+      const west = await NatsBus.connect({ servers: dc2.url });
+      buses.push(east, west);
+      const { got } = record(west, pageSubject("a.*"));
+      const other = record(west, pageSubject("a.b"));
+      await west.flush();
+      // Gateways connect and learn interest asynchronously: publish until the first one crosses.
+      await waitFor("a message from dc1", () => {
+        east.publish(pageSubject("a.b"), bytes("other"));
+        east.publish(pageSubject("a.*"), bytes("update"));
+        return got.length > 0 && other.got.length > 0;
+      });
+      expect(new Set(got)).toEqual(new Set([`${pageSubject("a.*")} update`]));
+    } finally {
+      await Promise.all([dc1.stop(), dc2.stop()]);
+    }
+  });
+
+  it("reports a server-side slow consumer disconnect as reconnected", async () => {
+    // A small max_pending and write deadline make the server drop a subscriber that stops reading soon.
+    const strict = await NatsServer.start({ config: 'max_pending: 1048576\nwrite_deadline: "200ms"' });
+    try {
+      const sub = await NatsBus.connect({
+        servers: strict.url,
+        reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS,
+      });
+      buses.push(sub);
+      let reconnects = 0;
+      sub.on("reconnected", () => reconnects++);
+      let blocked = false;
+      sub.subscribe("flood", () => {
+        if (blocked) return;
+        blocked = true;
+        // Block this process's event loop like a CPU-bound handler would.
+        const until = Date.now() + 1500;
+        while (Date.now() < until);
+      });
+      await sub.flush();
+      // The flood comes from another process, which keeps writing while this one is blocked.
+      const flood = floodFromChild(strict.url, "flood");
+      try {
+        await waitFor("the reconnect", () => reconnects >= 1);
+      } finally {
+        flood.kill("SIGKILL");
+      }
+      expect(strict.log).toContain("Slow Consumer");
+    } finally {
+      await strict.stop();
+    }
+  });
+});
+
+/** Publishes 64 KiB messages from a child process (nats.js) until killed. */
+function floodFromChild(url: string, subject: string): ChildProcess {
+  const script = `
+    import { connect } from "nats";
+    const nc = await connect({ servers: ${JSON.stringify(url)}, maxReconnectAttempts: -1 });
+    const payload = new Uint8Array(65536);
+    for (let i = 0; ; i++) {
+      nc.publish(${JSON.stringify(subject)}, payload);
+      if (i % 16 === 0) await nc.flush();
+    }
+  `;
+  return spawn(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: repoRoot,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+}
