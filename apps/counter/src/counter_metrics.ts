@@ -14,7 +14,8 @@ export class CounterMetrics {
   readonly partitions: Gauge;
   readonly flushSeconds: Histogram;
 
-  constructor(registry: Registry) {
+  /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
+  constructor(registry: Registry, sources: { partitionsOwned(): number }) {
     const registers = [registry];
     this.presenceOps = new Counter({
       name: "livecount_counter_presence_ops_total",
@@ -62,6 +63,9 @@ export class CounterMetrics {
       name: "livecount_counter_partitions_owned",
       help: "Partitions whose lease this node holds",
       registers,
+      collect() {
+        this.set(sources.partitionsOwned());
+      },
     });
     this.flushSeconds = new Histogram({
       name: "livecount_counter_flush_seconds",

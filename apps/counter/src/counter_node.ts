@@ -4,6 +4,8 @@ import {
   ProtocolError,
   VIEWERS_COUNTER,
   decodeMessage,
+  decodeNodeReply,
+  decodeNodeRequest,
   encodeMessage,
   isCounterName,
   isPageId,
@@ -97,7 +99,7 @@ export class CounterNode implements ActorHost {
     this.#store = opts.store;
     this.#clock = opts.clock ?? systemClock;
     this.#log = opts.logger.child({ component: "counter", node: opts.config.nodeId, dc: opts.config.dc });
-    this.#metrics = new CounterMetrics(opts.registry);
+    this.#metrics = new CounterMetrics(opts.registry, { partitionsOwned: () => this.#ownership.heldCount });
     this.#membership = new Membership({
       bus: opts.bus,
       clock: this.#clock,
@@ -112,7 +114,9 @@ export class CounterNode implements ActorHost {
       store: opts.store,
       clock: this.#clock,
       logger: this.#log,
-      node: opts.config.nodeId,
+      // The lease holder is this incarnation, not the node id: a restarted process must wait out its
+      // predecessor's leases rather than inherit their epochs.
+      node: `${opts.config.nodeId}/${this.#membership.incarnation}`,
       leaseMs: opts.config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(opts.config.partitionLeaseMs / 10)),
     });
@@ -187,19 +191,17 @@ export class CounterNode implements ActorHost {
   async #serve(data: Uint8Array): Promise<Uint8Array> {
     let request: NodeRequest;
     try {
-      const msg = decodeMessage(data);
+      request = decodeNodeRequest(data);
       if (
-        msg.type !== "presence" &&
-        msg.type !== "presence_sync" &&
-        msg.type !== "snapshot" &&
-        msg.type !== "increment"
+        (request.type === "presence" || request.type === "presence_sync") &&
+        request.partition >= this.#config.partitions
       ) {
-        return encodeMessage(errorReply("unknown_type", `not a request: ${msg.type}`));
+        throw new ProtocolError("bad_frame", `partition ${request.partition} is out of range`);
       }
-      request = msg;
     } catch (err) {
       this.#log.warn({ err }, "malformed request");
-      return encodeMessage(errorReply("bad_frame", err instanceof Error ? err.message : undefined));
+      const code = err instanceof ProtocolError ? err.code : "bad_frame";
+      return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
     }
     try {
       return encodeMessage(await this.#handle(request));
@@ -243,16 +245,7 @@ export class CounterNode implements ActorHost {
     const reply = await this.#bus.request(nodeSubject(this.dc, owner), forwarded, {
       timeoutMs: this.#config.partitionLeaseMs * 2,
     });
-    const decoded = decodeMessage(reply);
-    if (
-      decoded.type !== "ack" &&
-      decoded.type !== "page_state" &&
-      decoded.type !== "incremented" &&
-      decoded.type !== "error"
-    ) {
-      return errorReply("internal", "owner answered with a non-reply");
-    }
-    return decoded;
+    return decodeNodeReply(reply);
   }
 
   async #presence(batch: PresenceBatch): Promise<NodeReply> {
@@ -360,7 +353,9 @@ export class CounterNode implements ActorHost {
     if (batch.length === 0) return;
     const now = this.#clock.now();
     const running = new Map<string, number>();
-    const firstByKey = new Map<string, number>();
+    /** The op carrying each distinct (key, counter, change) of this batch. */
+    const opByRequest = new Map<string, number>();
+    const keysInBatch = new Set<string>();
     const ops: IncrementOp[] = [];
     const sent: Array<
       { pending: PendingIncrement; value: number } | { pending: PendingIncrement; sameAs: number }
@@ -373,15 +368,19 @@ export class CounterNode implements ActorHost {
         continue;
       }
       const keyId = `${request.page}\u0000${request.key}`;
-      const first = firstByKey.get(keyId);
-      if (first !== undefined) {
-        sent.push({ pending, sameAs: first });
+      const requestId = `${keyId}\u0000${request.counter}\u0000${request.delta}`;
+      const same = opByRequest.get(requestId);
+      if (same !== undefined) {
+        sent.push({ pending, sameAs: same });
         continue;
       }
       const counterId = `${request.page}\u0000${request.counter}`;
       const value = (running.get(counterId) ?? actor.value(request.counter)) + request.delta;
-      running.set(counterId, value);
-      firstByKey.set(keyId, ops.length);
+      // A different change under a key already in this batch never applies: the store handles ops in
+      // order and answers it as a conflict (or as the duplicate of an older change under that key).
+      if (!keysInBatch.has(keyId)) running.set(counterId, value);
+      keysInBatch.add(keyId);
+      opByRequest.set(requestId, ops.length);
       ops.push({
         fence,
         page: request.page,
@@ -557,7 +556,6 @@ export class CounterNode implements ActorHost {
     } catch (err) {
       this.#log.error({ err }, "ownership change failed; retrying on the next lease cycle");
     }
-    this.#metrics.partitions.set(this.#ownership.heldCount);
   }
 
   /** Drops a partition's actors: after flushing them when handing over, at once when lost. */
@@ -576,7 +574,6 @@ export class CounterNode implements ActorHost {
     }
     this.#settleAt.delete(partition);
     this.#metrics.actors.set(this.#actors.size);
-    this.#metrics.partitions.set(this.#ownership.heldCount);
     this.#log.info({ partition, reason }, "partition dropped");
   }
 

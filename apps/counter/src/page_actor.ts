@@ -156,7 +156,9 @@ export class PageActor {
 
   /** This data center's entry of every counter, as published to the page subject. */
   ownEntries(): Record<string, Entry> {
-    return Object.fromEntries([...this.#counters].map(([name, counter]) => [name, counter.entry(this.#host.dc)]));
+    return Object.fromEntries(
+      [...this.#counters].map(([name, counter]) => [name, counter.entry(this.#host.dc)]),
+    );
   }
 
   /** Own entries that must be persisted before the next publish; clears the set. */

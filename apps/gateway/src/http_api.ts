@@ -131,7 +131,13 @@ export class HttpApi {
       else counters.push([name, value]);
     }
     // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    const body: CounterReadBody = { page, count: viewers, viewers, counters: Object.fromEntries(counters), updated_at: state.ts };
+    const body: CounterReadBody = {
+      page,
+      count: viewers,
+      viewers,
+      counters: Object.fromEntries(counters),
+      updated_at: state.ts,
+    };
     reply.json(200, body, NO_STORE);
   }
 

@@ -137,7 +137,9 @@ export class PageViews {
       return;
     }
     if (msg.type !== "update" || msg.page !== page) return;
-    const entries = Object.fromEntries(Object.entries(msg.counters).map(([name, entry]) => [name, Object.fromEntries([[msg.dc, entry]])]));
+    const entries = Object.fromEntries(
+      Object.entries(msg.counters).map(([name, entry]) => [name, Object.fromEntries([[msg.dc, entry]])]),
+    );
     if (view.merge(entries) && view.loaded) this.#markDirty(page);
   }
 

@@ -1,0 +1,251 @@
+import type { Entry } from "@livecount/crdt";
+import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { describe, expect, test } from "vitest";
+import { mulberry32, testSeed } from "../../../test/support/prng.js";
+import { PageActor, type ActorHost } from "../src/page_actor.js";
+
+const DC = "dc1";
+const GRACE_MS = 3000;
+const T0 = 1_000_000;
+
+/** An actor's node, reduced to what the actor asks of it; time moves only when a test says so. */
+class FakeHost implements ActorHost {
+  readonly dc = DC;
+  readonly graceMs = GRACE_MS;
+  time = T0;
+  dirty = 0;
+  readonly wakes: number[] = [];
+
+  now(): number {
+    return this.time;
+  }
+
+  markDirty(): void {
+    this.dirty++;
+  }
+
+  wakeAt(_actor: PageActor, at: number): void {
+    this.wakes.push(at);
+  }
+}
+
+function activeActor(
+  host: FakeHost,
+  record: Record<string, Record<string, Entry>> = {},
+  settleAt = 0,
+): PageActor {
+  const actor = new PageActor(host, "page", 7, settleAt);
+  actor.loaded(record);
+  return actor;
+}
+
+function viewersEntry(actor: PageActor): Entry {
+  return actor.ownEntry(VIEWERS_COUNTER);
+}
+
+describe("counter - page actor", () => {
+  test("counter - joins grow p and leaves grow n of the data center's viewers entry, once the grace is over", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host);
+    actor.presence("g1", "v:a", true);
+    actor.presence("g2", "v:b", true);
+    actor.presence("g2", "v:a", true);
+    expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
+    expect(host.dirty).toBeGreaterThan(0);
+    expect(actor.takeUnwritten()).toEqual([
+      { page: "page", counter: VIEWERS_COUNTER, dc: DC, entry: { p: 2, n: 0 } },
+    ]);
+
+    host.time += 100;
+    actor.presence("g1", "v:a", false);
+    actor.presence("g2", "v:a", false);
+    // Lingering: nothing moves yet, and the actor asked to be woken when the grace ends.
+    expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
+    expect(host.wakes).toContain(T0 + 100 + GRACE_MS);
+    host.time = T0 + 100 + GRACE_MS - 1;
+    actor.tick(host.time);
+    expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
+    host.time += 1;
+    actor.tick(host.time);
+    expect(viewersEntry(actor)).toEqual({ p: 2, n: 1 });
+    expect(actor.value(VIEWERS_COUNTER)).toBe(1);
+
+    actor.presence("g3", "v:a", true);
+    expect(viewersEntry(actor)).toEqual({ p: 3, n: 1 });
+  });
+
+  test("counter - a gateway's death drops its viewers at once and moves only n", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host);
+    for (const v of ["v:a", "v:b", "v:c"]) actor.presence("dead", v, true);
+    actor.presence("live", "v:c", true);
+    actor.dropGateway("dead");
+    expect(viewersEntry(actor)).toEqual({ p: 3, n: 2 });
+    expect(actor.viewers).toBe(1);
+  });
+
+  test("counter - the actor writes only its own data center's entry and counts the others", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, {
+      [VIEWERS_COUNTER]: { dc2: { p: 9, n: 4 } },
+      likes: { dc2: { p: 3, n: 0 } },
+    });
+    actor.presence("g1", "v:a", true);
+    expect(actor.value(VIEWERS_COUNTER)).toBe(6);
+    expect(actor.snapshot()[VIEWERS_COUNTER]).toEqual({ dc1: { p: 1, n: 0 }, dc2: { p: 9, n: 4 } });
+    expect(actor.ownEntries()).toEqual({ [VIEWERS_COUNTER]: { p: 1, n: 0 }, likes: { p: 0, n: 0 } });
+  });
+
+  test("counter - presence that arrives while the page loads is applied after it", () => {
+    const host = new FakeHost();
+    const actor = new PageActor(host, "page", 7, 0);
+    actor.run(() => actor.presence("g1", "v:a", true));
+    expect(actor.status).toBe("loading");
+    expect(viewersEntry(actor)).toEqual({ p: 0, n: 0 });
+    actor.loaded({ [VIEWERS_COUNTER]: { [DC]: { p: 5, n: 5 } } });
+    expect(viewersEntry(actor)).toEqual({ p: 6, n: 5 });
+  });
+
+  test("counter - after a takeover the settle window holds the viewers entry until presence has resynced", () => {
+    const host = new FakeHost();
+    const settleAt = T0 + 3000;
+    // The previous owner left 6 viewers counted; gateways resync them one by one.
+    const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, settleAt);
+    expect(actor.settled).toBe(false);
+    actor.presence("g1", "v:a", true);
+    actor.replaceGateway("g2", ["v:b", "v:c"]);
+    host.time = settleAt - 1;
+    actor.tick(host.time);
+    // No dip while the rest of the gateways may still be resyncing.
+    expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
+    actor.replaceGateway("g3", ["v:d", "v:e", "v:f", "v:g"]);
+    expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
+
+    host.time = settleAt;
+    actor.tick(host.time);
+    expect(actor.settled).toBe(true);
+    expect(viewersEntry(actor)).toEqual({ p: 11, n: 4 });
+    expect(actor.value(VIEWERS_COUNTER)).toBe(7);
+  });
+
+  test("counter - settle() ends the settle window at once", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, T0 + 3000);
+    actor.presence("g1", "v:a", true);
+    expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
+    actor.settle();
+    expect(viewersEntry(actor)).toEqual({ p: 10, n: 9 });
+  });
+
+  test("counter - a page with no viewers counted has nothing to hold and counts at once", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 4, n: 4 } } }, T0 + 3000);
+    expect(actor.settled).toBe(true);
+    actor.presence("g1", "v:a", true);
+    expect(viewersEntry(actor)).toEqual({ p: 5, n: 4 });
+  });
+
+  test("counter - random joins, leaves, resyncs and gateway deaths converge to the distinct live viewers", () => {
+    const seed = testSeed("page actor presence");
+    const rnd = mulberry32(seed);
+    const ROUNDS = 200;
+    const STEPS = 300;
+    const VIEWERS = Array.from({ length: 12 }, (_, i) => `v:${i}`);
+    let incarnation = 0;
+    const newGateway = (): string => `gw-${incarnation++}`;
+
+    for (let round = 0; round < ROUNDS; round++) {
+      const host = new FakeHost();
+      const actor = activeActor(host);
+      /** What each live gateway holds, as the gateways themselves know it. */
+      const holds = new Map<string, Set<string>>();
+      for (let g = 0; g < 1 + rnd.int(4); g++) holds.set(newGateway(), new Set());
+      let last = viewersEntry(actor);
+      const context = (step: number, op: string): string =>
+        `seed ${seed} round ${round} step ${step} (${op})`;
+
+      for (let step = 0; step < STEPS; step++) {
+        const gateways = [...holds.keys()];
+        const g = rnd.pick(gateways);
+        const held = holds.get(g)!;
+        const roll = rnd.next();
+        let op: string;
+        if (roll < 0.35) {
+          const v = rnd.pick(VIEWERS);
+          op = `join ${g} ${v}`;
+          held.add(v);
+          actor.presence(g, v, true);
+        } else if (roll < 0.65) {
+          op = `leave ${g}`;
+          if (held.size > 0) {
+            const v = rnd.pick([...held]);
+            held.delete(v);
+            actor.presence(g, v, false);
+          }
+        } else if (roll < 0.72) {
+          // A batch retried after a lost acknowledgement: the owner sees the same ops again.
+          op = `retry ${g}`;
+          for (const v of held) actor.presence(g, v, true);
+        } else if (roll < 0.78) {
+          op = `resync ${g}`;
+          actor.replaceGateway(g, [...held]);
+        } else if (roll < 0.84) {
+          // kill -9: its lease lapses and everything it held goes at once; its viewers reconnect elsewhere.
+          op = `death ${g}`;
+          holds.delete(g);
+          actor.dropGateway(g);
+          const heir = newGateway();
+          holds.set(heir, new Set());
+          for (const v of held) {
+            if (rnd.chance(0.5)) {
+              holds.get(heir)!.add(v);
+              actor.presence(heir, v, true);
+            }
+          }
+        } else if (roll < 0.88) {
+          // A graceful stop: the gateway says it is down, its viewers linger for the grace window.
+          op = `stop ${g}`;
+          holds.delete(g);
+          actor.replaceGateway(g, []);
+          if (holds.size === 0) holds.set(newGateway(), new Set());
+        } else {
+          host.time += rnd.int(GRACE_MS * 1.5);
+          op = `time ${host.time}`;
+          actor.tick(host.time);
+        }
+
+        const entry = viewersEntry(actor);
+        // Checked by hand, not with expect: 60,000 steps would spend most of their time in matchers.
+        const broken =
+          entry.p < last.p
+            ? "p decreased"
+            : entry.n < last.n
+              ? "n decreased"
+              : entry.p - entry.n !== actor.viewers
+                ? "entry is not the presence count"
+                : actor.viewers < distinct(holds)
+                  ? "a held viewer is not counted"
+                  : undefined;
+        if (broken !== undefined)
+          throw new Error(
+            `${context(step, op)}: ${broken}: ${JSON.stringify({ last, entry, viewers: actor.viewers, held: distinct(holds) })}`,
+          );
+        last = entry;
+      }
+
+      host.time += GRACE_MS;
+      actor.tick(host.time);
+      const entry = viewersEntry(actor);
+      expect(entry.p - entry.n, context(STEPS, "after every grace")).toBe(distinct(holds));
+      expect(entry.p).toBeGreaterThanOrEqual(last.p);
+      expect(entry.n).toBeGreaterThanOrEqual(last.n);
+    }
+  });
+});
+
+/** Distinct viewers with at least one live holder. */
+function distinct(holds: ReadonlyMap<string, ReadonlySet<string>>): number {
+  const all = new Set<string>();
+  for (const held of holds.values()) for (const v of held) all.add(v);
+  return all.size;
+}

@@ -1,0 +1,115 @@
+import { describe, expect, test } from "vitest";
+import { PagePresence } from "../src/page_presence.js";
+
+const GRACE_MS = 3000;
+const T0 = 1_000_000;
+
+describe("counter - page presence", () => {
+  test("counter - a viewer held by several gateways and tabs counts once", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g2", "v:alice", true, T0, GRACE_MS);
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g1", "v:bob", true, T0, GRACE_MS);
+    expect(p.count).toBe(2);
+    // One gateway letting go of alice is not her leaving: another still holds her, nothing lingers.
+    p.apply("g1", "v:alice", false, T0 + 10, GRACE_MS);
+    expect(p.count).toBe(2);
+    expect(p.nextDeadline()).toBeUndefined();
+    expect(p.heldBy("g1")).toEqual(["v:bob"]);
+    expect(p.heldBy("g2")).toEqual(["v:alice"]);
+  });
+
+  test("counter - a viewer whose last gateway lets go lingers for the grace window, then stops counting", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g1", "v:alice", false, T0 + 100, GRACE_MS);
+    expect(p.count).toBe(1);
+    expect(p.nextDeadline()).toBe(T0 + 100 + GRACE_MS);
+    expect(p.heldBy("g1")).toEqual([]);
+    p.expire(T0 + 100 + GRACE_MS - 1);
+    expect(p.count).toBe(1);
+    p.expire(T0 + 100 + GRACE_MS);
+    expect(p.count).toBe(0);
+    expect(p.isEmpty).toBe(true);
+    expect(p.nextDeadline()).toBeUndefined();
+  });
+
+  test("counter - a viewer who comes back within grace, at any gateway, is not counted twice and stops lingering", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g1", "v:alice", false, T0 + 100, GRACE_MS);
+    p.apply("g2", "v:alice", true, T0 + 200, GRACE_MS);
+    expect(p.count).toBe(1);
+    expect(p.nextDeadline()).toBeUndefined();
+    // Her old grace deadline passing changes nothing: she is held again.
+    p.expire(T0 + 100 + GRACE_MS);
+    expect(p.count).toBe(1);
+  });
+
+  test("counter - leaves from a gateway that does not hold the viewer are ignored", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:ghost", false, T0, GRACE_MS);
+    expect(p.count).toBe(0);
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g2", "v:alice", false, T0, GRACE_MS);
+    expect(p.count).toBe(1);
+    expect(p.nextDeadline()).toBeUndefined();
+    // A repeated leave (a retried batch) neither resets nor extends the grace.
+    p.apply("g1", "v:alice", false, T0 + 10, GRACE_MS);
+    p.apply("g1", "v:alice", false, T0 + 500, GRACE_MS);
+    expect(p.nextDeadline()).toBe(T0 + 10 + GRACE_MS);
+  });
+
+  test("counter - replace sets what one gateway holds and lets the rest linger", () => {
+    const p = new PagePresence();
+    for (const v of ["v:a", "v:b"]) p.apply("g1", v, true, T0, GRACE_MS);
+    p.apply("g2", "v:a", true, T0, GRACE_MS);
+    p.apply("g2", "v:z", true, T0, GRACE_MS);
+    p.replace("g1", ["v:b", "v:c", "v:c"], T0 + 50, GRACE_MS);
+    expect(p.heldBy("g1").sort()).toEqual(["v:b", "v:c"]);
+    // v:a is still held by g2, so nothing lingers; g2's viewers are untouched.
+    expect(p.nextDeadline()).toBeUndefined();
+    expect(p.heldBy("g2").sort()).toEqual(["v:a", "v:z"]);
+    expect(p.count).toBe(4);
+
+    p.replace("g1", [], T0 + 60, GRACE_MS);
+    expect(p.heldBy("g1")).toEqual([]);
+    expect(p.count).toBe(4);
+    expect(p.nextDeadline()).toBe(T0 + 60 + GRACE_MS);
+    p.expire(T0 + 60 + GRACE_MS);
+    expect(p.count).toBe(2);
+  });
+
+  test("counter - dropping a dead gateway stops its viewers at once, without grace", () => {
+    const p = new PagePresence();
+    p.apply("dead", "v:only-dead", true, T0, GRACE_MS);
+    p.apply("dead", "v:both", true, T0, GRACE_MS);
+    p.apply("live", "v:both", true, T0, GRACE_MS);
+    p.apply("live", "v:left", true, T0, GRACE_MS);
+    p.apply("live", "v:left", false, T0 + 1, GRACE_MS);
+    expect(p.count).toBe(3);
+
+    p.dropGateway("dead");
+    // v:only-dead is gone now; v:both is still held by the live gateway; v:left keeps lingering.
+    expect(p.count).toBe(2);
+    expect(p.heldBy("dead")).toEqual([]);
+    expect(p.heldBy("live")).toEqual(["v:both"]);
+    expect(p.nextDeadline()).toBe(T0 + 1 + GRACE_MS);
+    p.dropGateway("dead");
+    p.dropGateway("never-seen");
+    expect(p.count).toBe(2);
+  });
+
+  test("counter - expire ends only the graces that are over", () => {
+    const p = new PagePresence();
+    for (const [i, v] of ["v:1", "v:2", "v:3"].entries()) {
+      p.apply("g1", v, true, T0, GRACE_MS);
+      p.apply("g1", v, false, T0 + i * 1000, GRACE_MS);
+    }
+    expect(p.nextDeadline()).toBe(T0 + GRACE_MS);
+    p.expire(T0 + GRACE_MS + 1000);
+    expect(p.count).toBe(1);
+    expect(p.nextDeadline()).toBe(T0 + 2000 + GRACE_MS);
+  });
+});

@@ -1,0 +1,375 @@
+/**
+ * Fault tolerance of a one-data-center deployment made of real processes: nats-server,
+ * redis-server, two counter nodes and two gateways from the built output, real WebSocket clients
+ * and real HTTP. Processes are killed (SIGKILL), frozen (SIGSTOP/SIGCONT), stopped (SIGTERM) and
+ * restarted with the same node id; after each fault every page must read exactly what the clients
+ * hold: distinct viewer ids with an open socket, and one like per distinct idempotency key.
+ *
+ * Deadlines derive from the leases in TIMINGS (cluster.ts); every wait polls, none asserts on a
+ * fixed sleep. A failed test prints every process's log.
+ */
+import { HashRing, partitionOf } from "@livecount/ring";
+import { describe, expect, onTestFinished, test } from "vitest";
+import {
+  Audience,
+  LikeLedger,
+  expectExact,
+  longestDip,
+  monitorLikeReads,
+  seededRandom,
+  type LikeRun,
+} from "../support/audience.js";
+import { TIMINGS, TestCluster, type ClusterProcess, type TestClusterOptions } from "../support/cluster.js";
+import { eventually } from "../support/eventually.js";
+import { natsServerAvailable } from "../support/nats_server.js";
+import { redisServerAvailable } from "../support/redis_server.js";
+
+/** Slack over the lease arithmetic: retries, sweeps, flushes and a loaded 2-core machine. */
+const MARGIN_MS = 5000;
+/** Until every page is exact when nothing failed. */
+const CONVERGE_MS = 10_000;
+const TEST_TIMEOUT_MS = 90_000;
+const OWNED = "livecount_counter_partitions_owned";
+
+const serversAvailable = natsServerAvailable() && redisServerAvailable();
+if (!serversAvailable) {
+  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
+  console.warn("\n!!! SKIPPED: the cluster tests need nats-server and redis-server\n");
+}
+
+/** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
+async function startCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
+  const cluster = await TestCluster.start(options);
+  // One hook, so the logs are read before stop() deletes them.
+  onTestFinished(async ({ task }) => {
+    if (task.result?.state === "fail") {
+      console.error(`\n----- logs of the failed test's processes -----\n${cluster.logs()}\n`);
+    }
+    await cluster.stop();
+  });
+  return cluster;
+}
+
+/** A seeded generator; the seed is printed so a failing run can be replayed. */
+function random(name: string): () => number {
+  const seed = Number(process.env.LIVECOUNT_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  console.info(`${name}: seed ${seed} (LIVECOUNT_TEST_SEED=${seed} replays it)`);
+  return seededRandom(seed);
+}
+
+function pageIds(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+}
+
+/** Pages the ring gives to `node` while every counter node of the cluster is up. */
+function pagesOwnedBy(cluster: TestCluster, node: ClusterProcess, pages: readonly string[]): Set<string> {
+  const ring = new HashRing(
+    cluster.counters.map((c) => c.nodeId),
+    { partitions: TIMINGS.partitions, vnodes: TIMINGS.vnodes },
+  );
+  return new Set(pages.filter((p) => ring.ownerOf(partitionOf(p, TIMINGS.partitions)) === node.nodeId));
+}
+
+async function ownsEveryPartition(node: ClusterProcess, timeoutMs: number): Promise<void> {
+  await eventually(
+    async () => {
+      const owned = await node.metric(OWNED);
+      if (owned !== TIMINGS.partitions) throw new Error(`${node.nodeId} owns ${owned} partitions`);
+    },
+    { timeoutMs, intervalMs: 50, message: `${node.nodeId} owns every partition` },
+  );
+}
+
+/** Waits for the likes in flight, even when the test fails first. */
+function finishLikes(run: LikeRun): () => Promise<void> {
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => (stopped ??= run.stop());
+  onTestFinished(async () => {
+    await stop().catch(() => {});
+  });
+  return stop;
+}
+
+const describeCluster = serversAvailable ? describe : describe.skip;
+
+describeCluster("cluster - fault tolerance with real processes", () => {
+  test(
+    "cluster - every page counts the distinct viewer ids with an open socket, over both gateways",
+    async () => {
+      const cluster = await startCluster();
+      const audience = new Audience(cluster, pageIds("exact", 50), random("exact"));
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the joins" });
+
+      const churn = audience.churn();
+      await churn.waitFor(100);
+      await churn.stop();
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after churn" });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - a counter node killed with SIGKILL is taken over, comes back with its node id, and every page stays exact",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("node kill");
+      const audience = new Audience(cluster, pageIds("kill", 50), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run());
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the crash" });
+
+      const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
+      const churn = audience.churn();
+      await churn.waitFor(20);
+      const killedAt = Date.now();
+      await victim.kill();
+      const takeoverMs = TIMINGS.nodeLeaseMs + TIMINGS.partitionLeaseMs + TIMINGS.settleMs;
+      await ownsEveryPartition(survivor, takeoverMs + MARGIN_MS);
+      await churn.waitFor(30);
+      await churn.stop();
+      const settledAt = Math.max(killedAt + takeoverMs, Date.now() + TIMINGS.graceMs);
+      await expectExact({
+        cluster,
+        audience,
+        timeoutMs: settledAt - Date.now() + MARGIN_MS,
+        when: "after the takeover",
+      });
+      console.info(`node kill: every page exact ${Date.now() - killedAt} ms after the kill`);
+
+      await victim.start();
+      await cluster.waitBalanced();
+      const churnAgain = audience.churn();
+      await churnAgain.waitFor(30);
+      await churnAgain.stop();
+      await stopLikes();
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after the restart" });
+      expect(likes.totalKeys).toBeGreaterThan(0);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - an owner frozen past its leases has its writes rejected when it resumes, and counts and likes stay exact",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("freeze");
+      const audience = new Audience(cluster, pageIds("freeze", 50), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run());
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
+
+      const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
+      const victimPages = pagesOwnedBy(cluster, victim, audience.pages);
+      // Viewers leave the victim's pages just before it freezes: it is frozen holding lingering
+      // viewers, so it has entries to write the moment it resumes.
+      const opsBefore = await victim.metric("livecount_counter_presence_ops_total");
+      const left = await audience.leaveEverywhere(cluster.gateways[0]!, victimPages);
+      await eventually(async () => {
+        const ops = await victim.metric("livecount_counter_presence_ops_total");
+        if (ops < opsBefore + left) throw new Error(`${ops - opsBefore} of ${left} leaves applied`);
+      });
+      victim.pause();
+      const pausedAt = Date.now();
+      const reads = monitorLikeReads(cluster, likes, [...victimPages]);
+      const churn = audience.churn();
+      await ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs + TIMINGS.partitionLeaseMs + MARGIN_MS);
+      // Past the node lease and the partition lease: the survivor took every partition over.
+      expect(Date.now() - pausedAt).toBeGreaterThanOrEqual(
+        Math.min(TIMINGS.nodeLeaseMs, TIMINGS.partitionLeaseMs),
+      );
+      await churn.waitFor(30);
+      await likes.waitAcknowledged(20);
+      victim.resume();
+      await cluster.waitBalanced();
+      await churn.waitFor(20);
+      await churn.stop();
+      await stopLikes();
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after the resume" });
+      const staleReads = await reads.stop();
+
+      const log = victim.log();
+      expect(log, "the resumed owner found its leases lost").toContain("partition lease lost");
+      const stale = await victim.metric("livecount_counter_increments_total", 'outcome="stale"');
+      console.info(
+        `freeze: ${reads.reads} reads during the freeze, ${stale} stale increments rejected, ` +
+          `${log.split("\n").filter((l) => l.includes("partition lease lost")).length} leases found lost`,
+      );
+      expect(staleReads, "no read showed fewer likes than were acknowledged").toEqual([]);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - a gateway killed with SIGKILL stops counting its viewers within its lease, and its next incarnation counts",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("gateway kill");
+      const audience = new Audience(cluster, pageIds("gateway", 40), rnd, { otherGatewayChance: 0.4 });
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run());
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the crash" });
+
+      const [keeper, victim] = cluster.gateways as [ClusterProcess, ClusterProcess];
+      const expiries = (): Promise<number[]> =>
+        Promise.all(cluster.counters.map((c) => c.metric("livecount_counter_gateway_expiries_total")));
+      const expiredBefore = await expiries();
+      expect(audience.seatsOn(victim)).toBeGreaterThan(0);
+      const killedAt = Date.now();
+      await victim.kill();
+      await expectExact({
+        cluster,
+        audience,
+        timeoutMs: TIMINGS.gatewayLeaseMs + MARGIN_MS,
+        when: "after the gateway crash",
+      });
+      console.info(`gateway kill: its viewers gone ${Date.now() - killedAt} ms after the kill`);
+      // The keeper's own viewers never stopped counting.
+      const keeperWatcher = audience.watcherOf(keeper)!;
+      for (const page of audience.pages) {
+        expect(longestDip(keeperWatcher, page, killedAt, audience.expected(page)), page).toBe(0);
+      }
+
+      // A new incarnation under the same node id counts; then it crashes too, and the one after it
+      // seats viewers (some with the same ids) before the crashed one's lease runs out: the old
+      // incarnation's expiry must take only its own viewers.
+      await victim.start();
+      await audience.populate(3);
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the restart" });
+      const killedAgainAt = Date.now();
+      await victim.kill();
+      await victim.start();
+      await audience.populate(3);
+      const seatedAt = Date.now();
+      expect(seatedAt - killedAgainAt, "new viewers seated before the old lease ran out").toBeLessThan(
+        TIMINGS.gatewayLeaseMs,
+      );
+      await eventually(
+        async () => {
+          const now = await expiries();
+          if (now.some((n, i) => n < expiredBefore[i]! + 2)) throw new Error(`expiries ${now.join(",")}`);
+        },
+        { timeoutMs: TIMINGS.gatewayLeaseMs + MARGIN_MS, message: "both crashed incarnations expired" },
+      );
+      await stopLikes();
+      await expectExact({
+        cluster,
+        audience,
+        likes,
+        timeoutMs: CONVERGE_MS,
+        when: "after the old lease ran out",
+      });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - likes retried with the same idempotency keys count once across crashes of every owner",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("likes");
+      const audience = new Audience(cluster, pageIds("likes", 20), rnd);
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run(8));
+      await likes.waitAcknowledged(50);
+      const [first, second] = cluster.counters as [ClusterProcess, ClusterProcess];
+      for (const [victim, survivor] of [
+        [first, second],
+        [second, first],
+      ] as const) {
+        await victim.kill();
+        await ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs + TIMINGS.partitionLeaseMs + MARGIN_MS);
+        await likes.waitAcknowledged(30);
+        await victim.start();
+        await cluster.waitBalanced();
+        await likes.waitAcknowledged(30);
+      }
+      await stopLikes();
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after the crashes" });
+      console.info(`likes: ${likes.totalKeys} keys, ${JSON.stringify(likes.stats)}`);
+      expect(likes.stats.replayed, "some likes were answered as replays").toBeGreaterThan(0);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - acknowledged likes survive SIGKILL of every counter node and of redis-server (AOF, fsync always)",
+    async () => {
+      const cluster = await startCluster({ redis: { appendonly: true, appendfsync: "always" } });
+      const rnd = random("durability");
+      const audience = new Audience(cluster, pageIds("durable", 20), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run(6));
+      await likes.waitAcknowledged(150);
+
+      // Everything durable dies at once, with likes in flight; they are retried until answered.
+      const acknowledged = new Map(audience.pages.map((p) => [p, likes.acknowledged(p)]));
+      await Promise.all([...cluster.counters.map((c) => c.kill()), cluster.redis.kill()]);
+      const stopping = stopLikes();
+      await cluster.redis.restart();
+      await Promise.all(cluster.counters.map((c) => c.start()));
+      await cluster.waitBalanced();
+      await stopping;
+      for (const page of audience.pages) {
+        expect(likes.expected(page), page).toBeGreaterThanOrEqual(acknowledged.get(page)!);
+      }
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after the restart" });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - a counter node stopped with SIGTERM hands its partitions over with no dip longer than the grace",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("handover");
+      const audience = new Audience(cluster, pageIds("handover", 50), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run());
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the handover" });
+
+      const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
+      const since = Date.now();
+      // A handover, not an expiry: the survivor owns everything before the node lease could lapse.
+      const handedOver = ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs);
+      const status = await victim.terminate();
+      expect(status.code, "exit status after SIGTERM").toBe(0);
+      await handedOver;
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the handover" });
+      console.info(`handover: every page exact ${Date.now() - since} ms after SIGTERM`);
+      for (const gateway of cluster.gateways) {
+        const watcher = audience.watcherOf(gateway)!;
+        for (const page of audience.pages) {
+          const dip = longestDip(watcher, page, since, audience.expected(page));
+          expect(dip, `${gateway.nodeId} watcher of ${page} dipped for ${dip} ms`).toBeLessThanOrEqual(
+            TIMINGS.graceMs,
+          );
+        }
+      }
+
+      const churn = audience.churn();
+      await churn.waitFor(30);
+      await churn.stop();
+      await stopLikes();
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after churn" });
+    },
+    TEST_TIMEOUT_MS,
+  );
+});

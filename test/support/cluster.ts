@@ -1,0 +1,337 @@
+/**
+ * A real one-data-center livecount deployment for fault-tolerance tests: a nats-server and a
+ * redis-server from the test helpers, counter nodes and gateways as child processes of the built
+ * output (`node apps/<app>/dist/main.js`, configured by environment as in infra/local/cluster.mjs).
+ * Every process can be killed (SIGKILL), frozen (SIGSTOP/SIGCONT), stopped (SIGTERM) and started again
+ * with the same environment, so the same node id and port.
+ *
+ * Each process appends its output to its own file in a temp dir (a header line per start), so the
+ * logs of every incarnation survive crashes; `logs()` gives their tails for a failed test. Children
+ * are killed when the cluster stops, when the test process exits, and when it gets SIGTERM.
+ *
+ * The global setup builds the repo first (test/support/global_setup.ts).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { eventually, sleep } from "./eventually.js";
+import { NatsServer } from "./nats_server.js";
+import { freePort, LOOPBACK } from "./ports.js";
+import { RedisServer, type RedisServerOptions } from "./redis_server.js";
+
+export type ProcessKind = "counter" | "gateway";
+
+const ENTRY: Readonly<Record<ProcessKind, string>> = {
+  counter: fileURLToPath(new URL("../../apps/counter/dist/main.js", import.meta.url)),
+  gateway: fileURLToPath(new URL("../../apps/gateway/dist/main.js", import.meta.url)),
+};
+
+/** The publisher key every test cluster accepts. */
+export const CLUSTER_PUBLISHER_KEY = "cluster-test-key-0001";
+
+/**
+ * Lease and timing settings short enough for a suite that waits them out many times, and the
+ * values tests derive their deadlines from.
+ */
+export const TIMINGS = {
+  nodeLeaseMs: 1500,
+  gatewayLeaseMs: 2000,
+  partitionLeaseMs: 2000,
+  graceMs: 300,
+  coalesceMs: 20,
+  /** Derived by the counter node: a third of the gateway lease (counter_config.ts). */
+  settleMs: Math.ceil(2000 / 3),
+  partitions: 64,
+  vnodes: 64,
+} as const;
+
+const CLUSTER_ENV: Readonly<Record<string, string>> = {
+  LIVECOUNT_DC: "dc1",
+  LIVECOUNT_HOST: LOOPBACK,
+  LIVECOUNT_PUBLISHER_KEYS: CLUSTER_PUBLISHER_KEY,
+  LIVECOUNT_NODE_LEASE_MS: String(TIMINGS.nodeLeaseMs),
+  LIVECOUNT_GATEWAY_LEASE_MS: String(TIMINGS.gatewayLeaseMs),
+  LIVECOUNT_PARTITION_LEASE_MS: String(TIMINGS.partitionLeaseMs),
+  LIVECOUNT_GRACE_MS: String(TIMINGS.graceMs),
+  LIVECOUNT_COALESCE_MS: String(TIMINGS.coalesceMs),
+  LIVECOUNT_PARTITIONS: String(TIMINGS.partitions),
+  LIVECOUNT_VNODES: String(TIMINGS.vnodes),
+  LIVECOUNT_LOG_LEVEL: "warn",
+};
+
+const READY_TIMEOUT_MS = 20_000;
+const STOP_TIMEOUT_MS = 10_000;
+/** Lines of each process's log shown for a failed test. */
+const LOG_TAIL_LINES = 150;
+
+/** Children still running, killed if the test process ends first. */
+const children = new Set<ChildProcess>();
+function killChildren(): void {
+  for (const child of children) child.kill("SIGKILL");
+  children.clear();
+}
+process.once("exit", killChildren);
+// Vitest ends its workers with SIGTERM, which skips "exit": clean up, then die of the signal.
+process.once("SIGTERM", () => {
+  killChildren();
+  process.kill(process.pid, "SIGTERM");
+});
+
+export interface ExitStatus {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** One gateway or counter node: a node id, a port and an environment that stay the same across restarts. */
+export class ClusterProcess {
+  #child: ChildProcess | undefined;
+  #exited: Promise<ExitStatus> = Promise.resolve({ code: null, signal: null });
+  #paused = false;
+  #starts = 0;
+
+  constructor(
+    readonly kind: ProcessKind,
+    readonly nodeId: string,
+    readonly port: number,
+    readonly env: Readonly<Record<string, string>>,
+    readonly logPath: string,
+  ) {}
+
+  get url(): string {
+    return `http://${LOOPBACK}:${this.port}`;
+  }
+
+  get wsUrl(): string {
+    return `ws://${LOOPBACK}:${this.port}/ws`;
+  }
+
+  get running(): boolean {
+    return this.#child !== undefined;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** Resolves when the current incarnation exits (at once when none runs). */
+  get exited(): Promise<ExitStatus> {
+    return this.#exited;
+  }
+
+  /** Spawns the process (again, with the same environment) and waits until /readyz says ready. */
+  async start(): Promise<void> {
+    if (this.#child !== undefined) throw new Error(`${this.nodeId} is already running`);
+    const fd = openSync(this.logPath, "a");
+    writeSync(fd, `--- ${this.nodeId} start #${++this.#starts} at ${new Date().toISOString()} ---\n`);
+    const child = spawn(process.execPath, ["--enable-source-maps", ENTRY[this.kind]], {
+      env: this.env,
+      stdio: ["ignore", fd, fd],
+    });
+    closeSync(fd);
+    this.#child = child;
+    this.#paused = false;
+    children.add(child);
+    this.#exited = new Promise((resolve) => {
+      child.once("exit", (code, signal) => {
+        children.delete(child);
+        if (this.#child === child) {
+          this.#child = undefined;
+          this.#paused = false;
+        }
+        resolve({ code, signal });
+      });
+    });
+    await this.waitReady();
+  }
+
+  /** Polls /readyz until it answers 200; fails at once if the process exits meanwhile. */
+  async waitReady(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+    await eventually(
+      async () => {
+        if (this.#child === undefined) throw new ExitedError(`${this.nodeId} exited:\n${this.logTail(40)}`);
+        const res = await fetch(`${this.url}/readyz`);
+        if (res.status !== 200) throw new Error(`${this.nodeId} /readyz answered ${res.status}`);
+      },
+      { timeoutMs, intervalMs: 50, message: `${this.nodeId} ready` },
+    ).catch((err: unknown) => {
+      throw err instanceof Error && err.cause instanceof ExitedError ? err.cause : err;
+    });
+  }
+
+  /** A crash: SIGKILL, no shutdown work. */
+  async kill(): Promise<void> {
+    this.#child?.kill("SIGKILL");
+    await this.#exited;
+  }
+
+  /** Freezes the process: its sockets stay open, it answers nothing and its timers stop. */
+  pause(): void {
+    if (this.#child === undefined || this.#paused) return;
+    this.#child.kill("SIGSTOP");
+    this.#paused = true;
+  }
+
+  resume(): void {
+    if (this.#child === undefined || !this.#paused) return;
+    this.#child.kill("SIGCONT");
+    this.#paused = false;
+  }
+
+  /** Graceful stop: SIGTERM, then the exit status; SIGKILL and an error if it does not exit in time. */
+  async terminate(timeoutMs = STOP_TIMEOUT_MS): Promise<ExitStatus> {
+    const child = this.#child;
+    if (child === undefined) return this.#exited;
+    child.kill("SIGTERM");
+    this.resume();
+    const timedOut = Symbol("timed out");
+    const status = await Promise.race([this.#exited, sleep(timeoutMs).then(() => timedOut)]);
+    if (status !== timedOut) return status as ExitStatus;
+    await this.kill();
+    throw new Error(`${this.nodeId} did not exit within ${timeoutMs} ms of SIGTERM:\n${this.logTail(40)}`);
+  }
+
+  /** Every incarnation's output so far. */
+  log(): string {
+    return existsSync(this.logPath) ? readFileSync(this.logPath, "utf8") : "";
+  }
+
+  logTail(lines = LOG_TAIL_LINES): string {
+    return this.log().trimEnd().split("\n").slice(-lines).join("\n");
+  }
+
+  /** The Prometheus text of /metrics. */
+  async metricsText(): Promise<string> {
+    const res = await fetch(`${this.url}/metrics`);
+    if (res.status !== 200) throw new Error(`${this.nodeId} /metrics answered ${res.status}`);
+    return res.text();
+  }
+
+  /**
+   * The value of one sample, e.g. `metric("livecount_counter_increments_total", 'outcome="stale"')`;
+   * 0 when the sample is absent (a counter never incremented).
+   */
+  async metric(name: string, labels?: string): Promise<number> {
+    const series = labels === undefined ? name : `${name}{${labels}}`;
+    for (const line of (await this.metricsText()).split("\n")) {
+      if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+    }
+    return 0;
+  }
+}
+
+class ExitedError extends Error {
+  override name = "ExitedError";
+}
+
+export interface TestClusterOptions {
+  /** Counter nodes, started first. Default 2. */
+  readonly counters?: number;
+  /** Gateways. Default 2. */
+  readonly gateways?: number;
+  readonly redis?: RedisServerOptions;
+  /** Added to every process's environment. */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export class TestCluster {
+  private constructor(
+    readonly nats: NatsServer,
+    readonly redis: RedisServer,
+    readonly counters: readonly ClusterProcess[],
+    readonly gateways: readonly ClusterProcess[],
+    readonly logDir: string,
+  ) {}
+
+  /** Starts the servers, then the counter nodes (until they share the partitions), then the gateways. */
+  static async start(options: TestClusterOptions = {}): Promise<TestCluster> {
+    const logDir = mkdtempSync(join(tmpdir(), "livecount-cluster-"));
+    const nats = await NatsServer.start();
+    const redis = await RedisServer.start(options.redis).catch(async (err: unknown) => {
+      await nats.stop();
+      throw err;
+    });
+    const base: Record<string, string> = {
+      PATH: process.env.PATH ?? "",
+      ...CLUSTER_ENV,
+      LIVECOUNT_NATS_URL: nats.url,
+      LIVECOUNT_REDIS_URL: redis.url,
+      ...options.env,
+    };
+    const make = async (kind: ProcessKind, i: number): Promise<ClusterProcess> => {
+      const nodeId = `${kind}-${i + 1}`;
+      const port = await freePort();
+      const env = { ...base, LIVECOUNT_NODE_ID: nodeId, LIVECOUNT_PORT: String(port) };
+      return new ClusterProcess(kind, nodeId, port, env, join(logDir, `${nodeId}.log`));
+    };
+    const counters: ClusterProcess[] = [];
+    const gateways: ClusterProcess[] = [];
+    for (let i = 0; i < (options.counters ?? 2); i++) counters.push(await make("counter", i));
+    for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await make("gateway", i));
+    const cluster = new TestCluster(nats, redis, counters, gateways, logDir);
+    try {
+      await Promise.all(counters.map((c) => c.start()));
+      await cluster.waitBalanced();
+      await Promise.all(gateways.map((g) => g.start()));
+    } catch (err) {
+      const logs = cluster.logs();
+      await cluster.stop();
+      throw new Error(`cluster did not start: ${String(err)}\n${logs}`, { cause: err });
+    }
+    return cluster;
+  }
+
+  /** Gateways whose process runs (and is not frozen). */
+  get liveGateways(): ClusterProcess[] {
+    return this.gateways.filter((g) => g.running && !g.paused);
+  }
+
+  get liveCounters(): ClusterProcess[] {
+    return this.counters.filter((c) => c.running && !c.paused);
+  }
+
+  /**
+   * Waits until every live counter node is ready and owns some partitions, and together they own
+   * each partition exactly once: the ring settled and every lease changed hands.
+   */
+  async waitBalanced(timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+    await eventually(
+      async () => {
+        const live = this.liveCounters;
+        const owned = await Promise.all(
+          live.map(async (c) => {
+            const res = await fetch(`${c.url}/readyz`);
+            if (res.status !== 200) throw new Error(`${c.nodeId} is not ready`);
+            return c.metric("livecount_counter_partitions_owned");
+          }),
+        );
+        const total = owned.reduce((a, b) => a + b, 0);
+        if (total !== TIMINGS.partitions || owned.some((n) => n === 0)) {
+          throw new Error(`partitions owned: ${live.map((c, i) => `${c.nodeId}=${owned[i]}`).join(" ")}`);
+        }
+      },
+      { timeoutMs, intervalMs: 50, message: "counter nodes balanced" },
+    );
+  }
+
+  /** Tails of every process's log and of the servers', for a failed test. */
+  logs(lines = LOG_TAIL_LINES): string {
+    const parts = [...this.counters, ...this.gateways].map(
+      (p) => `===== ${p.nodeId} (${p.logPath}) =====\n${p.logTail(lines)}`,
+    );
+    parts.push(`===== nats-server =====\n${this.nats.log}`);
+    return parts.join("\n");
+  }
+
+  /** Kills every process and stops the servers. Logs are kept when `keepLogs`. */
+  async stop(keepLogs = false): Promise<void> {
+    await Promise.all([...this.counters, ...this.gateways].map((p) => p.kill()));
+    await Promise.all([this.nats.stop(), this.redis.stop()]);
+    if (!keepLogs) rmSync(this.logDir, { recursive: true, force: true });
+  }
+}
