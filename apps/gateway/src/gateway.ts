@@ -28,6 +28,8 @@ export interface GatewayOptions {
 
 /** uWS's DISABLED compression: count frames are tiny and per-message deflate costs CPU and memory per socket. */
 const NO_COMPRESSION = 0;
+/** WebSocket close code for a server going away (RFC 6455). */
+const CLOSE_GOING_AWAY = 1001;
 /** Retry delays towards owners: first, then doubling up to the cap. */
 const RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
@@ -155,7 +157,7 @@ export class Gateway {
             context,
           );
         },
-        open: () => this.#router.open(),
+        open: (ws) => this.#router.open(ws),
         message: (ws, data, isBinary) => this.#router.message(ws, data, isBinary),
         close: (ws, code) => this.#router.close(ws, code),
       })
@@ -218,6 +220,7 @@ export class Gateway {
     if (this.#heartbeat !== undefined) this.#clock.clearTimeout(this.#heartbeat);
     this.#beat("down");
     await this.#o.bus.flush().catch(() => {});
+    this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
     this.#app.close();
     await this.#forwarder.drain(SHUTDOWN_DRAIN_MS);
     this.#forwarder.close();

@@ -63,6 +63,7 @@ export function topicOf(page: string, encoding: Encoding): string {
  */
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
+  readonly #open = new Set<Socket>();
   #nextId = 1;
 
   constructor(options: SocketRouterOptions) {
@@ -79,7 +80,8 @@ export class SocketRouter {
     };
   }
 
-  open(): void {
+  open(ws: Socket): void {
+    this.#open.add(ws);
     this.#o.metrics.sockets.inc();
     this.#o.metrics.socketsOpened.inc();
   }
@@ -120,12 +122,18 @@ export class SocketRouter {
 
   /** The socket is gone (closed by either side or timed out): everything it held is released. */
   close(ws: Socket, code: number): void {
+    this.#open.delete(ws);
     const state = ws.getUserData();
     for (const [page, m] of state.pages) this.#release(page, m);
     state.pages.clear();
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: code === 1000 || code === 1001 ? "normal" : String(code) });
     this.#gauges();
+  }
+
+  /** Ends every open socket with a close frame (shutdown: clients reconnect to another gateway). */
+  endAll(code: number, reason: string): void {
+    for (const ws of [...this.#open]) ws.end(code, reason);
   }
 
   #join(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): void {
