@@ -1,5 +1,5 @@
 import { connectBus, openStore } from "@livecount/cluster";
-import { ConfigError, createLogger } from "@livecount/runtime";
+import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { readCounterConfig } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
@@ -24,24 +24,8 @@ try {
   await node.start();
   const ops = await startOpsServer({ port: config.port, registry, isReady: () => node.ready });
   logger.info({ port: ops.port, node: config.nodeId }, "counter node serving health and metrics");
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "handing partitions over and shutting down");
-    node
-      .stop()
-      .then(() => Promise.all([ops.close(), store.close(), bus.close()]))
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, "shutdown failed");
-          process.exit(1);
-        },
-      );
-  };
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  process.on("SIGINT", () => shutdown("SIGINT"));
+  // SIGTERM hands partitions over: the node leaves the ring, flushes and releases its leases.
+  stopOnSignals(logger, () => node.stop().then(() => Promise.all([ops.close(), store.close(), bus.close()])));
 } catch (err) {
   logger.fatal({ err }, "counter node failed to start");
   process.exit(1);

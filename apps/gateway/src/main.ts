@@ -1,5 +1,5 @@
 import { connectBus } from "@livecount/cluster";
-import { ConfigError, createLogger } from "@livecount/runtime";
+import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
 import { readGatewayConfig } from "./gateway_config.js";
@@ -20,24 +20,7 @@ try {
   const bus = await connectBus(config, logger);
   const gateway = new Gateway({ config, bus, logger, registry });
   await gateway.start();
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "shutting down");
-    gateway
-      .stop()
-      .then(() => bus.close())
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, "shutdown failed");
-          process.exit(1);
-        },
-      );
-  };
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  process.on("SIGINT", () => shutdown("SIGINT"));
+  stopOnSignals(logger, () => gateway.stop().then(() => bus.close()));
 } catch (err) {
   logger.fatal({ err }, "gateway failed to start");
   process.exit(1);

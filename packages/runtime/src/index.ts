@@ -10,3 +10,4 @@ export {
   type Env,
 } from "./config.js";
 export { createLogger, silentLogger, type Logger } from "./logger.js";
+export { stopOnSignals } from "./shutdown.js";

@@ -1,0 +1,23 @@
+import type { Logger } from "pino";
+
+/**
+ * Runs `stop` once on the first SIGTERM or SIGINT, then exits: 0 when it finished, 1 when it
+ * failed. A second signal while stopping is ignored (a supervisor's SIGKILL still works).
+ */
+export function stopOnSignals(logger: Logger, stop: () => Promise<unknown>): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down");
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+}
