@@ -16,6 +16,10 @@ export interface CountFrame {
   readonly viewers: number;
   readonly counters: Readonly<Record<string, number>>;
   readonly ts: number;
+  /** Data centers whose entries make up the value (multi-DC deployments). */
+  readonly dcs?: readonly string[];
+  /** How stale the oldest contributing data center may be, in ms. */
+  readonly lag_ms?: number;
 }
 
 export interface ErrorFrame {

@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export class CounterMetrics {
   readonly presenceOps: Counter;
   readonly increments: Counter<"outcome">;
+  readonly resets: Counter<"kind" | "outcome">;
   readonly flushes: Counter;
   readonly flushFailures: Counter;
   readonly storeWrites: Counter;
@@ -26,6 +27,12 @@ export class CounterMetrics {
       name: "livecount_counter_increments_total",
       help: "Publisher increments by outcome",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.resets = new Counter({
+      name: "livecount_counter_resets_total",
+      help: "Publisher resets and deletes by kind and outcome",
+      labelNames: ["kind", "outcome"],
       registers,
     });
     this.flushes = new Counter({

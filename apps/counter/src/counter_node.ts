@@ -1,5 +1,14 @@
-import { gatewaysSubject, nodeSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
-import { Membership } from "@livecount/cluster";
+import {
+  DCS_SUBJECT,
+  gatewaysSubject,
+  nodeSubject,
+  pageFromSubject,
+  pageSubject,
+  partitionPagesSubject,
+  type Bus,
+  type Subscription,
+} from "@livecount/bus";
+import { DcLiveness, Membership, type DcEvent } from "@livecount/cluster";
 import {
   ProtocolError,
   VIEWERS_COUNTER,
@@ -15,7 +24,9 @@ import {
   type NodeRequest,
   type PresenceBatch,
   type PresenceSync,
+  type ResetRequest,
 } from "@livecount/protocol";
+import type { Entry } from "@livecount/crdt";
 import { partitionOf } from "@livecount/ring";
 import { Coalescer, systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { FencedWrites, IncrementOp, Store } from "@livecount/store";
@@ -24,6 +35,7 @@ import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
+import { ObservedResets, listPages } from "./publisher_ops.js";
 
 export interface CounterNodeOptions {
   readonly config: CounterConfig;
@@ -51,6 +63,19 @@ interface PendingIncrement {
 const OWNERSHIP_WAIT_FACTOR = 1.5;
 /** Idle actors are looked for every this many sweeps. */
 const PASSIVATION_SWEEPS = 20;
+/** How far back to ask a data center heard for the first time for its changes (its own clock). */
+const FIRST_CONTACT_WINDOW_MS = 10 * 60_000;
+/** How long the change log remembers pages: resyncs reach back at most this far. */
+const CHANGE_LOG_RETENTION_MS = 60 * 60_000;
+/** Resync requests from the same DC within this window are served once. */
+const RESYNC_DEBOUNCE_MS = 500;
+/**
+ * Resyncs reach this much further back than the last moment the link was known to work: updates
+ * still in flight when it broke were lost too, and one node's heartbeat may overtake another's updates.
+ */
+const RESYNC_MARGIN_MS = 1000;
+/** Pages published per turn of the event loop while resyncing, so a resync never stalls the node. */
+const RESYNC_CHUNK = 500;
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
 const MAX_HOPS = 1;
 
@@ -74,6 +99,19 @@ export class CounterNode implements ActorHost {
   readonly #clock: Clock;
   readonly #metrics: CounterMetrics;
   readonly #membership: Membership;
+  readonly #liveness: DcLiveness;
+  /** Per held partition, the subscription that brings other DCs' entries of its pages. */
+  readonly #partitionSubs = new Map<number, Subscription>();
+  /** page -> when this DC's entries of it were last published: what a resync publishes again. */
+  readonly #changedAt = new Map<string, number>();
+  /** requesting DC -> when its last resync request was served and from when. */
+  readonly #resyncServed = new Map<string, { at: number; since: number }>();
+  /** remote DC -> when this node last published its changes again unasked for it, and from when. */
+  readonly #resyncPushed = new Map<string, { at: number; since: number }>();
+  /** Partitions taken since other DCs were last asked for their entries of them. */
+  #acquiredUnsynced = new Set<number>();
+  #acquiredTimer: TimerHandle | undefined;
+  #antiEntropyTimer: TimerHandle | undefined;
   readonly #ownership: PartitionOwnership;
   readonly #flusher: Coalescer;
   readonly #actors = new Map<string, PageActor>();
@@ -86,9 +124,13 @@ export class CounterNode implements ActorHost {
   #increments: PendingIncrement[] = [];
   #incrementsScheduled = false;
   #incrementsInFlight: Promise<void> = Promise.resolve();
+  /** Resets and deletes: committed on the chain of increments, between their batches. */
+  readonly #resets: ObservedResets;
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
   #sweeps = 0;
+  /** When the last sweep ran: a sweep much later than planned means this process did not run. */
+  #lastSweepAt = 0;
   #status: "new" | "running" | "stopping" | "stopped" = "new";
 
   constructor(opts: CounterNodeOptions) {
@@ -121,12 +163,33 @@ export class CounterNode implements ActorHost {
       retryMs: Math.max(100, Math.floor(opts.config.partitionLeaseMs / 10)),
     });
     this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
+    this.#ownership.onAcquire((partition) => this.#onPartitionAcquired(partition));
+    this.#liveness = new DcLiveness({
+      bus: opts.bus,
+      clock: this.#clock,
+      logger: this.#log,
+      dc: opts.config.dc,
+      leaseMs: opts.config.dcLeaseMs,
+      heartbeatMs: opts.config.dcHeartbeatMs,
+      announceAs: opts.config.nodeId,
+      firstContactWindowMs: FIRST_CONTACT_WINDOW_MS,
+    });
     this.#flusher = new Coalescer(
       this.#clock,
       opts.config.coalesceMs,
       () => this.#flush(),
       (err) => this.#log.error({ err }, "flush failed"),
     );
+    this.#resets = new ObservedResets({
+      dc: this.dc,
+      store: this.#store,
+      logger: this.#log,
+      idempotencyTtlMs: opts.config.idempotencyTtlMs,
+      now: () => this.#clock.now(),
+      fenceOf: (partition) => this.#ownership.fenceOf(partition),
+      lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
+      counted: (kind, outcome) => this.#metrics.resets.inc({ kind, outcome }),
+    });
   }
 
   get nodeId(): string {
@@ -146,11 +209,15 @@ export class CounterNode implements ActorHost {
     const { dc, nodeId } = this.#config;
     this.#subs.push(this.#bus.serve(nodeSubject(dc, nodeId), (data) => this.#serve(data)));
     this.#subs.push(this.#bus.subscribe(gatewaysSubject(dc), (data) => this.#onGatewayHeartbeat(data)));
+    this.#subs.push(this.#bus.subscribe(DCS_SUBJECT, (data) => this.#onDcMessage(data)));
+    this.#liveness.onChange((remote, event) => this.#onDcEvent(remote, event));
+    this.#liveness.start();
     this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
     this.#membership.start();
     this.#ownership.start();
     await this.#setWanted(this.#membership.ring.partitionsOf(nodeId));
     this.#scheduleSweep();
+    this.#scheduleAntiEntropy();
     this.#log.info({ partitions: this.#ownership.heldCount }, "counter node started");
   }
 
@@ -163,6 +230,11 @@ export class CounterNode implements ActorHost {
     await this.#flusher.drain();
     await this.#ownership.close();
     this.#membership.stop();
+    this.#liveness.stop();
+    for (const sub of this.#partitionSubs.values()) sub.unsubscribe();
+    this.#partitionSubs.clear();
+    if (this.#antiEntropyTimer !== undefined) this.#clock.clearTimeout(this.#antiEntropyTimer);
+    if (this.#acquiredTimer !== undefined) this.#clock.clearTimeout(this.#acquiredTimer);
     for (const sub of this.#subs) sub.unsubscribe();
     this.#flusher.close();
     if (this.#sweepTimer !== undefined) this.#clock.clearTimeout(this.#sweepTimer);
@@ -213,16 +285,21 @@ export class CounterNode implements ActorHost {
 
   async #handle(request: NodeRequest): Promise<NodeReply> {
     if (this.#status !== "running") return errorReply("unavailable", "counter node is stopping");
+    // Any node answers a listing: it reads the data center's store, not a partition's actors.
+    if (request.type === "list_pages") return listPages(this.#store, request);
     const partition =
       request.type === "presence" || request.type === "presence_sync"
         ? request.partition
         : partitionOf(request.page, this.#config.partitions);
     const owner = this.#membership.ring.ownerOf(partition);
     if (owner !== this.#config.nodeId) return this.#forward(owner, request);
-    const fence = await this.#ownership.whenHeld(
-      partition,
-      this.#config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR,
-    );
+    // A presence batch is a delta, valid only on top of what its gateway sent before: it never waits
+    // for a lease. Applied after a wait (the gateway timed out, resynced elsewhere, and holds nobody
+    // here any more) it would bring back viewers who left. The gateway retries it.
+    const fence =
+      request.type === "presence"
+        ? this.#ownership.fenceOf(partition)
+        : await this.#ownership.whenHeld(partition, this.#config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR);
     if (fence === undefined) return errorReply("unavailable", `partition ${partition} is not owned yet`);
     switch (request.type) {
       case "presence":
@@ -233,6 +310,8 @@ export class CounterNode implements ActorHost {
         return this.#snapshot(request.page, partition);
       case "increment":
         return this.#increment(request, partition);
+      case "reset":
+        return this.#reset(request, partition);
     }
   }
 
@@ -303,7 +382,7 @@ export class CounterNode implements ActorHost {
       type: "page_state",
       page,
       counters: actor.snapshot(),
-      liveDcs: [this.dc],
+      liveDcs: this.#liveness.liveDcs(),
       ts: this.#clock.now(),
     }));
   }
@@ -320,6 +399,20 @@ export class CounterNode implements ActorHost {
         if (failure !== undefined) return reject(failure);
         this.#increments.push({ actor, request, resolve });
         this.#scheduleIncrements();
+      });
+    });
+  }
+
+  async #reset(request: ResetRequest, partition: number): Promise<NodeReply> {
+    if (!isPageId(request.page)) return errorReply("invalid_page");
+    if (!isCounterName(request.counter)) return errorReply("invalid_counter");
+    return new Promise<NodeReply>((resolve, reject) => {
+      const actor = this.#actor(request.page, partition);
+      actor.run((failure) => {
+        if (failure !== undefined) return reject(failure);
+        resolve(this.#resets.enqueue(actor, request));
+        // On the increments' chain: every earlier change of the counter is applied when it runs.
+        this.#incrementsInFlight = this.#incrementsInFlight.then(() => this.#resets.commit());
       });
     });
   }
@@ -403,6 +496,13 @@ export class CounterNode implements ActorHost {
       return;
     }
     const replies: NodeReply[] = [];
+    /** page -> its durable entries this batch applied or found applied, published before any reply. */
+    const durable = new Map<string, { partition: number; counters: Record<string, Entry> }>();
+    const keepDurable = (actor: PageActor, counter: string, entry: Entry): void => {
+      let page = durable.get(actor.page);
+      if (page === undefined) durable.set(actor.page, (page = { partition: actor.partition, counters: {} }));
+      page.counters[counter] = entry;
+    };
     let opIndex = 0;
     for (const s of sent) {
       const { actor, request } = s.pending;
@@ -421,6 +521,7 @@ export class CounterNode implements ActorHost {
       switch (outcome?.kind) {
         case "applied":
           actor.applied(request.counter, outcome.entry);
+          keepDurable(actor, request.counter, outcome.entry);
           reply = {
             type: "incremented",
             page: request.page,
@@ -441,6 +542,9 @@ export class CounterNode implements ActorHost {
             updatedAt: original.updatedAt,
             duplicate: true,
           };
+          // The first try may have become durable and never been published (its owner crashed, or
+          // handed the page over, in between): publishing the entry again costs one message.
+          keepDurable(actor, request.counter, actor.ownEntry(request.counter));
           this.#metrics.increments.inc({ outcome: "duplicate" });
           break;
         }
@@ -456,6 +560,11 @@ export class CounterNode implements ActorHost {
       replies[opIndex - 1] = reply;
       s.pending.resolve(reply);
     }
+    // Published now, not by the next flush: the replies go out after this (they wait for the
+    // microtasks of the resolved requests), so a change is never acknowledged unpublished, even if
+    // the process dies or the page's actor closes right after.
+    const ts = this.#clock.now();
+    for (const [page, { partition, counters }] of durable) this.#publishOwn(page, partition, counters, ts);
   }
 
   // --- actors ------------------------------------------------------------------------------------
@@ -517,7 +626,7 @@ export class CounterNode implements ActorHost {
     } catch (err) {
       this.#metrics.flushFailures.inc();
       for (const [actor, writes] of taken) {
-        actor.restoreUnwritten(writes);
+        actor.restoreUnwritten(writes, false);
         this.#dirty.add(actor);
       }
       // Retried on the next window; nothing is published ahead of the store.
@@ -532,16 +641,164 @@ export class CounterNode implements ActorHost {
     const ts = this.#clock.now();
     for (const [actor] of taken) {
       if (lost.has(actor.partition) || !actor.takeUnpublished()) continue;
-      const update = encodeMessage({
-        type: "update",
-        page: actor.page,
-        dc: this.dc,
-        counters: actor.ownEntries(),
-        ts,
-      });
-      this.#bus.publish(pageSubject(actor.page), update);
-      this.#metrics.publishes.inc();
+      this.#publishOwn(actor.page, actor.partition, actor.ownEntries(), ts);
+      this.#changedAt.set(actor.page, ts);
     }
+  }
+
+  #publishOwn(page: string, partition: number, counters: Record<string, Entry>, ts: number): void {
+    const update = encodeMessage({ type: "update", page, dc: this.dc, counters, ts });
+    this.#bus.publish(pageSubject(page, partition), update);
+    this.#metrics.publishes.inc();
+  }
+
+  // --- replication across data centers ------------------------------------------------------------
+
+  #onPartitionAcquired(partition: number): void {
+    if (this.#partitionSubs.has(partition)) return;
+    const sub = this.#bus.subscribe(partitionPagesSubject(partition), (data, subject) =>
+      this.#onRemoteUpdate(partition, data, subject),
+    );
+    this.#partitionSubs.set(partition, sub);
+    // While nobody here owned the partition (a crashed owner's lease running out, a whole DC
+    // restarting), other DCs' updates of its pages were dropped: ask them again, for the partitions
+    // taken in this turn at once.
+    this.#acquiredUnsynced.add(partition);
+    this.#acquiredTimer ??= this.#clock.setTimeout(() => this.#askForAcquired(), 0);
+  }
+
+  /** Asks every live remote DC for everything it remembers changing on the partitions just taken. */
+  #askForAcquired(): void {
+    this.#acquiredTimer = undefined;
+    const partitions = [...this.#acquiredUnsynced].filter((p) => this.#partitionSubs.has(p));
+    this.#acquiredUnsynced = new Set();
+    if (partitions.length === 0 || this.#status !== "running") return;
+    // A DC not heard yet is asked on first contact instead (#onDcEvent).
+    for (const remote of this.#liveness.liveRemotes()) {
+      this.#bus.publish(
+        DCS_SUBJECT,
+        encodeMessage({ type: "resync", dc: remote.dc, from: this.dc, since: 0, partitions }),
+      );
+    }
+  }
+
+  /** Another DC's owner published its entries of a page we own here: merge and persist them. */
+  #onRemoteUpdate(partition: number, data: Uint8Array, subject: string): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#log.warn({ err, subject }, "malformed page update");
+      return;
+    }
+    if (msg.type !== "update" || msg.dc === this.dc || pageFromSubject(subject) !== msg.page) return;
+    if (this.#ownership.fenceOf(partition) === undefined) return;
+    this.#actor(msg.page, partition).run((failure) => {
+      if (failure === undefined) this.#actors.get(msg.page)?.mergeRemote(msg.dc, msg.counters);
+    });
+  }
+
+  #onDcEvent(remote: string, event: DcEvent): void {
+    if (event.kind === "down") return;
+    // We may have missed what `remote` published meanwhile: ask its owners to publish it again.
+    this.#bus.publish(
+      DCS_SUBJECT,
+      encodeMessage({ type: "resync", dc: remote, from: this.dc, since: event.since }),
+    );
+    // And `remote` may have missed what we published. It asks us too when it hears us again, but a
+    // NATS gateway link is one connection per direction and they come back one at a time: if it
+    // heard us first, its request went out while its way to us was still down, and is lost. Of the
+    // two DCs, the one that hears the other last does so with both ways up, and it both asks and
+    // publishes again unasked; so whatever the order, both sides get everything.
+    const now = this.#clock.now();
+    const pushed = this.#resyncPushed.get(remote);
+    // Every remote node's heartbeats show the same gap: publish once per burst.
+    if (pushed !== undefined && now - pushed.at < RESYNC_DEBOUNCE_MS && pushed.since <= event.silentSince)
+      return;
+    this.#resyncPushed.set(remote, { at: now, since: event.silentSince });
+    this.#resync(event.silentSince);
+  }
+
+  #onDcMessage(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch {
+      return; // DcLiveness logs malformed messages on this subject.
+    }
+    if (msg.type !== "resync" || msg.dc !== this.dc || msg.from === this.dc) return;
+    if (msg.partitions !== undefined) {
+      // A new owner's request (rare, one per takeover): always served.
+      this.#resync(msg.since, new Set(msg.partitions));
+      return;
+    }
+    const now = this.#clock.now();
+    const served = this.#resyncServed.get(msg.from);
+    if (served !== undefined && now - served.at < RESYNC_DEBOUNCE_MS && served.since <= msg.since) return;
+    this.#resyncServed.set(msg.from, { at: now, since: msg.since });
+    this.#resync(msg.since);
+  }
+
+  #resync(since: number, partitions?: ReadonlySet<number>): void {
+    void this.#republishSince(Math.max(0, since - RESYNC_MARGIN_MS), partitions).catch((err: unknown) =>
+      this.#log.error({ err }, "resync failed"),
+    );
+  }
+
+  /**
+   * Publishes again this DC's entries of every page changed here since `since` (of `partitions`
+   * only, when given): from the actor when it is in memory with nothing left to write, else from the
+   * store (durable by definition: an entry is never published ahead of the store). Publishing an
+   * older entry is harmless: receivers keep the per-entry max.
+   */
+  async #republishSince(since: number, partitions?: ReadonlySet<number>): Promise<void> {
+    const pages = [...this.#changedAt]
+      .filter(
+        ([page, at]) =>
+          at >= since &&
+          (partitions === undefined || partitions.has(partitionOf(page, this.#config.partitions))),
+      )
+      .map(([page]) => page);
+    this.#log.info(
+      { pages: pages.length, since, partitions: partitions?.size },
+      "publishing changes again for a resync",
+    );
+    for (let i = 0; i < pages.length; i += RESYNC_CHUNK) {
+      const chunk = pages.slice(i, i + RESYNC_CHUNK);
+      const ts = this.#clock.now();
+      await Promise.all(
+        chunk.map(async (page) => {
+          const partition = partitionOf(page, this.#config.partitions);
+          const actor = this.#actors.get(page);
+          if (actor?.status === "active" && !actor.hasPendingWork)
+            return this.#publishOwn(page, partition, actor.ownEntries(), ts);
+          const record = await this.#store.load(page);
+          const own = Object.fromEntries(
+            Object.entries(record).flatMap(([name, entries]) => {
+              const e = entries[this.dc];
+              return e === undefined ? [] : [[name, e] as const];
+            }),
+          );
+          if (Object.keys(own).length > 0) this.#publishOwn(page, partition, own, ts);
+        }),
+      );
+      await new Promise((r) => setImmediate(r));
+    }
+  }
+
+  /** For safety, now and then: publish again what changed in the last two periods. */
+  #scheduleAntiEntropy(): void {
+    this.#antiEntropyTimer = this.#clock.setTimeout(() => {
+      const now = this.#clock.now();
+      for (const [page, at] of this.#changedAt)
+        if (now - at > CHANGE_LOG_RETENTION_MS) this.#changedAt.delete(page);
+      if (this.#liveness.hasRemotes) {
+        void this.#republishSince(now - 2 * this.#config.antiEntropyMs).catch((err: unknown) =>
+          this.#log.error({ err }, "anti-entropy failed"),
+        );
+      }
+      if (this.#status === "running") this.#scheduleAntiEntropy();
+    }, this.#config.antiEntropyMs);
   }
 
   // --- ownership ---------------------------------------------------------------------------------
@@ -573,6 +830,8 @@ export class CounterNode implements ActorHost {
       actor.close();
     }
     this.#settleAt.delete(partition);
+    this.#partitionSubs.get(partition)?.unsubscribe();
+    this.#partitionSubs.delete(partition);
     this.#metrics.actors.set(this.#actors.size);
     this.#log.info({ partition, reason }, "partition dropped");
   }
@@ -629,6 +888,15 @@ export class CounterNode implements ActorHost {
 
   #sweep(): void {
     const now = this.#clock.now();
+    // Time this process did not run (paused, starved, a long GC) is not time the gateways were
+    // silent: their heartbeats wait in the socket, read right after this sweep. Without this, a node
+    // frozen longer than a gateway lease would drop every viewer of every gateway on resuming, and
+    // no gateway resyncs after that.
+    const stalledMs = now - this.#lastSweepAt - this.#config.sweepMs;
+    if (this.#lastSweepAt > 0 && stalledMs > this.#config.sweepMs) {
+      for (const lease of this.#gateways.values()) lease.lastSeen += stalledMs;
+    }
+    this.#lastSweepAt = now;
     for (const [actor, at] of this.#wake) {
       if (at > now) continue;
       this.#wake.delete(actor);

@@ -38,8 +38,8 @@ export class PageActor {
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
   readonly #presence = new PagePresence();
-  /** Counters whose own entry changed and is not yet durable. */
-  readonly #unwritten = new Set<string>();
+  /** Entries changed here and not yet durable: counter -> data centers. */
+  readonly #unwritten = new Map<string, Set<string>>();
   #unpublished = false;
   #mailbox: Work[] = [];
   #status: ActorStatus = "loading";
@@ -136,6 +136,11 @@ export class PageActor {
     return this.#counter(counter).entry(this.#host.dc);
   }
 
+  /** Every data center's entry of a counter. */
+  entries(counter: string): Entries {
+    return this.#counters.get(counter)?.entries() ?? {};
+  }
+
   /** A counter's value over every data center. */
   value(counter: string): number {
     return this.#counters.get(counter)?.value() ?? 0;
@@ -161,20 +166,44 @@ export class PageActor {
     );
   }
 
-  /** Own entries that must be persisted before the next publish; clears the set. */
+  /**
+   * Merges another data center's entries, received on the page's subject. They are persisted here
+   * too (so a read in this DC shows the global value after a restart) but never published again.
+   */
+  mergeRemote(dc: string, counters: Readonly<Record<string, Entry>>): boolean {
+    if (dc === this.#host.dc) return false;
+    let changed = false;
+    for (const [name, entry] of Object.entries(counters)) {
+      if (this.#counter(name).merge(dc, entry)) {
+        this.#markUnwritten(name, dc);
+        changed = true;
+      }
+    }
+    if (changed) this.#host.markDirty(this);
+    return changed;
+  }
+
+  /** Entries that must be persisted before the next publish; clears the set. */
   takeUnwritten(): EntryWrite[] {
     const writes: EntryWrite[] = [];
-    for (const counter of this.#unwritten) {
-      writes.push({ page: this.page, counter, dc: this.#host.dc, entry: this.ownEntry(counter) });
+    for (const [counter, dcs] of this.#unwritten) {
+      const c = this.#counter(counter);
+      for (const dc of dcs) writes.push({ page: this.page, counter, dc, entry: c.entry(dc) });
     }
     this.#unwritten.clear();
     return writes;
   }
 
   /** A flush failed: the entries must be written again. */
-  restoreUnwritten(writes: readonly EntryWrite[]): void {
-    for (const w of writes) this.#unwritten.add(w.counter);
-    this.#unpublished = true;
+  restoreUnwritten(writes: readonly EntryWrite[], unpublished: boolean): void {
+    for (const w of writes) this.#markUnwritten(w.counter, w.dc);
+    if (unpublished) this.#unpublished = true;
+  }
+
+  #markUnwritten(counter: string, dc: string): void {
+    let dcs = this.#unwritten.get(counter);
+    if (dcs === undefined) this.#unwritten.set(counter, (dcs = new Set()));
+    dcs.add(dc);
   }
 
   takeUnpublished(): boolean {
@@ -218,7 +247,7 @@ export class PageActor {
     const delta = this.#presence.count - (own.p - own.n);
     if (delta !== 0) {
       viewers.add(this.#host.dc, delta);
-      this.#unwritten.add(VIEWERS_COUNTER);
+      this.#markUnwritten(VIEWERS_COUNTER, this.#host.dc);
       this.#markPublish();
     }
     const next = this.#presence.nextDeadline();

@@ -23,9 +23,16 @@ export type LossReason = "released" | "lost";
 export class PartitionOwnership {
   readonly #opts: OwnershipOptions;
   readonly #held = new Map<number, Lease>();
+  /**
+   * Per held partition, until when (this process's clock) the lease is surely still ours: the lease
+   * length from when its acquire or last renew was sent. Past it (the process was paused, or the
+   * store did not answer renewals) another node may own the partition, so it is not served.
+   */
+  readonly #validUntil = new Map<number, number>();
   readonly #wanted = new Set<number>();
   readonly #waiters = new Map<number, Array<(fence: Fence | undefined) => void>>();
   #onLost: (partition: number, reason: LossReason) => Promise<void> | void = () => {};
+  #onAcquired: (partition: number) => void = () => {};
   #timer: TimerHandle | undefined;
   #acquiring = false;
   #closed = false;
@@ -39,8 +46,16 @@ export class PartitionOwnership {
     this.#onLost = handler;
   }
 
+  /** Called when a partition's lease is taken. */
+  onAcquire(handler: (partition: number) => void): void {
+    this.#onAcquired = handler;
+  }
+
   fenceOf(partition: number): Fence | undefined {
-    return this.#held.get(partition);
+    const validUntil = this.#validUntil.get(partition);
+    return validUntil !== undefined && this.#opts.clock.now() < validUntil
+      ? this.#held.get(partition)
+      : undefined;
   }
 
   isWanted(partition: number): boolean {
@@ -53,7 +68,7 @@ export class PartitionOwnership {
 
   /** Resolves with the fence once the partition is held, or undefined if it stops being wanted or time runs out. */
   whenHeld(partition: number, timeoutMs: number): Promise<Fence | undefined> {
-    const held = this.#held.get(partition);
+    const held = this.fenceOf(partition);
     if (held !== undefined) return Promise.resolve(held);
     if (!this.#wanted.has(partition)) return Promise.resolve(undefined);
     return new Promise((resolve) => {
@@ -115,17 +130,22 @@ export class PartitionOwnership {
   async #renew(): Promise<void> {
     if (this.#held.size === 0) return;
     const leases = [...this.#held.values()];
+    const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
     const kept = await this.#opts.store.renew(leases, this.#opts.leaseMs);
     const keptBy = new Map(kept.map((l) => [l.partition, l]));
     for (const lease of leases) {
       const renewed = keptBy.get(lease.partition);
       if (renewed !== undefined) {
         // A lease released meanwhile must not come back.
-        if (this.#held.has(lease.partition)) this.#held.set(lease.partition, renewed);
+        if (this.#held.has(lease.partition)) {
+          this.#held.set(lease.partition, renewed);
+          this.#validUntil.set(lease.partition, validUntil);
+        }
         continue;
       }
       if (this.#held.get(lease.partition) !== lease) continue;
       this.#held.delete(lease.partition);
+      this.#validUntil.delete(lease.partition);
       this.#opts.logger.warn({ partition: lease.partition, epoch: lease.epoch }, "partition lease lost");
       await this.#onLost(lease.partition, "lost");
     }
@@ -136,6 +156,7 @@ export class PartitionOwnership {
     this.#acquiring = true;
     try {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));
+      const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
       const leases = await Promise.all(
         missing.map((p) => this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs)),
       );
@@ -146,6 +167,8 @@ export class PartitionOwnership {
           continue;
         }
         this.#held.set(lease.partition, lease);
+        this.#validUntil.set(lease.partition, validUntil);
+        this.#onAcquired(lease.partition);
         this.#notify(lease.partition, lease);
       }
       if (leases.some((l) => l === null)) this.#schedule(this.#opts.retryMs);
@@ -159,6 +182,7 @@ export class PartitionOwnership {
     if (lease === undefined) return;
     await this.#onLost(partition, "released");
     this.#held.delete(partition);
+    this.#validUntil.delete(partition);
     try {
       await this.#opts.store.release(lease);
     } catch (err) {

@@ -1,14 +1,14 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { gatewaysSubject, type Bus } from "@livecount/bus";
-import { Membership } from "@livecount/cluster";
+import { DcLiveness, Membership } from "@livecount/cluster";
 import { encodeMessage, encodeServerFrame, type CountFrame } from "@livecount/protocol";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
-import { HttpApi } from "./http_api.js";
+import { HttpApi, type HttpRoute } from "./http_api.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OwnerClient } from "./owner_client.js";
@@ -22,8 +22,8 @@ export interface GatewayOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly clock?: Clock;
-  /** When set, the demo page's like button may add likes to this page without a key. */
-  readonly demoPage?: string;
+  /** Extra `POST` routes of the embedding process (the demo page's buttons); see HttpApiOptions. */
+  readonly routes?: ReadonlyMap<string, HttpRoute>;
 }
 
 /** uWS's DISABLED compression: count frames are tiny and per-message deflate costs CPU and memory per socket. */
@@ -65,6 +65,7 @@ export class Gateway {
   readonly #clock: Clock;
   readonly #metrics: GatewayMetrics;
   readonly #membership: Membership;
+  readonly #liveness: DcLiveness;
   readonly #presence = new LocalPresence();
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
@@ -91,6 +92,15 @@ export class Gateway {
       vnodes: config.vnodes,
       leaseMs: config.nodeLeaseMs,
     });
+    this.#liveness = new DcLiveness({
+      bus,
+      clock: this.#clock,
+      logger: this.#log,
+      dc: config.dc,
+      leaseMs: config.dcLeaseMs,
+      heartbeatMs: config.dcHeartbeatMs,
+      firstContactWindowMs: 0,
+    });
     const owners = new OwnerClient(bus, this.#membership, config.dc, config.requestTimeoutMs);
     this.#forwarder = new PresenceForwarder({
       owners,
@@ -110,6 +120,7 @@ export class Gateway {
       bus,
       owners,
       sink,
+      liveness: this.#liveness,
       clock: this.#clock,
       logger: this.#log,
       partitions: config.partitions,
@@ -135,10 +146,14 @@ export class Gateway {
       logger: this.#log,
       partitions: config.partitions,
       publisherKeys: config.publisherKeys,
+      publisherRatePerS: config.publisherRatePerS,
+      publisherBurst: config.publisherBurst,
+      now: () => this.#clock.now(),
       maxBodyBytes: config.maxBodyBytes,
       isReady: () => this.ready,
+      liveness: this.#liveness,
       assets: loadAssets(this.#log),
-      ...(options.demoPage !== undefined ? { demoPage: options.demoPage } : {}),
+      ...(options.routes !== undefined ? { routes: options.routes } : {}),
     });
     this.#app
       .ws<SocketData>("/ws", {
@@ -187,6 +202,8 @@ export class Gateway {
       this.#forwarder.onRingChange(ring, previous, restarted),
     );
     this.#membership.start();
+    this.#liveness.onChange(() => this.#views.liveDcsChanged());
+    this.#liveness.start();
     this.#unsubscribers.push(
       bus.on("reconnected", () => {
         this.#metrics.busReconnects.inc();
@@ -226,6 +243,7 @@ export class Gateway {
     this.#forwarder.close();
     this.#views.close();
     this.#membership.stop();
+    this.#liveness.stop();
     for (const off of this.#unsubscribers) off();
     this.#status = "stopped";
     this.#log.info("gateway stopped");

@@ -15,6 +15,10 @@ export interface GatewayConfig extends ClusterConfig {
   readonly idleTimeoutS: number;
   /** LIVECOUNT_PUBLISHER_KEYS: comma-separated bearer keys allowed to change counters. */
   readonly publisherKeys: readonly string[];
+  /** LIVECOUNT_PUBLISHER_RATE: requests per second one publisher key may make, sustained. Default 1000. */
+  readonly publisherRatePerS: number;
+  /** LIVECOUNT_PUBLISHER_BURST: requests one publisher key may make at once. Default 2000. */
+  readonly publisherBurst: number;
   /** LIVECOUNT_MAX_PAGES_PER_SOCKET: pages one socket may join or watch. Default 64. */
   readonly maxPagesPerSocket: number;
   /** LIVECOUNT_SOCKET_RATE: frames per second a socket may send, sustained. Default 20. */
@@ -55,6 +59,8 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     host: env.LIVECOUNT_HOST?.trim() || "0.0.0.0",
     idleTimeoutS,
     publisherKeys,
+    publisherRatePerS: readInt(env, "LIVECOUNT_PUBLISHER_RATE", 1000, { min: 1 }),
+    publisherBurst: readInt(env, "LIVECOUNT_PUBLISHER_BURST", 2000, { min: 1 }),
     maxPagesPerSocket: readInt(env, "LIVECOUNT_MAX_PAGES_PER_SOCKET", 64, { min: 1, max: 10000 }),
     socketRatePerS: readInt(env, "LIVECOUNT_SOCKET_RATE", 20, { min: 1 }),
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),

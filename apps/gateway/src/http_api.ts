@@ -1,7 +1,6 @@
-import { randomUUID, timingSafeEqual, createHash } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import {
   ProtocolError,
-  VIEWERS_COUNTER,
   isCounterName,
   isPageId,
   isViewerId,
@@ -9,14 +8,15 @@ import {
   type PageStateReply,
 } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
+import type { DcLiveness } from "@livecount/cluster";
 import type { Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
+import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OwnerClient } from "./owner_client.js";
-
-/** Largest change one request may make to a counter. */
-export const MAX_CHANGE = 1_000_000_000;
+import { totalsBody } from "./page_reading.js";
+import { PublisherAuth, RateLimitedError } from "./publisher_auth.js";
 
 export interface HttpApiOptions {
   readonly owners: OwnerClient;
@@ -25,24 +25,32 @@ export interface HttpApiOptions {
   readonly logger: Logger;
   readonly partitions: number;
   readonly publisherKeys: readonly string[];
+  /** Requests per second one publisher key may make, sustained (LIVECOUNT_PUBLISHER_RATE). */
+  readonly publisherRatePerS: number;
+  /** Requests one publisher key may make at once (LIVECOUNT_PUBLISHER_BURST). */
+  readonly publisherBurst: number;
+  /** Epoch-ms, for rate limits. */
+  readonly now: () => number;
   readonly maxBodyBytes: number;
+  /** Which data centers are live: only their viewers count. */
+  readonly liveness: DcLiveness;
   /** Readiness: the gateway can reach an owner for every partition. */
   readonly isReady: () => boolean;
   /** Static assets served as-is (the widget, the demo page). */
   readonly assets: ReadonlyMap<string, { readonly body: Uint8Array; readonly type: string }>;
-  /** When set, `POST /demo/like` adds a like to this page without a key (the demo page's button). */
-  readonly demoPage?: string;
+  /**
+   * Extra `POST` routes by exact path, added by the embedding process: the demo page's buttons in
+   * `npm start` (apps/standalone/src/demo_routes.ts). Errors they throw answer like any route's.
+   */
+  readonly routes?: ReadonlyMap<string, HttpRoute>;
 }
 
-interface CounterReadBody {
-  page: string;
-  count: number;
-  viewers: number;
-  counters: Record<string, number>;
-  updated_at: number;
-}
+/** An extra route: gets the request's JSON body (undefined when empty) and answers JSON. */
+export type HttpRoute = (body: unknown) => Promise<{ readonly status: number; readonly body: unknown }>;
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
+/** Matched first: a page id with '/' must be percent-encoded here. */
+const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
 const NO_STORE = { "cache-control": "no-store" } as const;
 
 function decodePathSegment(raw: string): string {
@@ -56,11 +64,22 @@ function decodePathSegment(raw: string): string {
 /** The public HTTP API of protocol v1, plus health, readiness, metrics and static assets. */
 export class HttpApi {
   readonly #o: HttpApiOptions;
-  readonly #keyDigests: Buffer[];
+  readonly #auth: PublisherAuth;
+  readonly #counters: CountersApi;
 
   constructor(options: HttpApiOptions) {
     this.#o = options;
-    this.#keyDigests = options.publisherKeys.map((k) => createHash("sha256").update(k).digest());
+    this.#auth = new PublisherAuth({
+      keys: options.publisherKeys,
+      ratePerS: options.publisherRatePerS,
+      burst: options.publisherBurst,
+      now: options.now,
+    });
+    this.#counters = new CountersApi({
+      owners: options.owners,
+      partitions: options.partitions,
+      liveness: options.liveness,
+    });
   }
 
   async handle(reply: Reply, req: RequestInfo): Promise<void> {
@@ -90,10 +109,35 @@ export class HttpApi {
           return reply.send(200, await this.#o.registry.metrics(), {
             "content-type": this.#o.registry.contentType,
           });
-        case "/demo/like":
-          route = "demo";
-          if (this.#o.demoPage !== undefined && req.method === "POST") return await this.#demoLike(reply);
-          break;
+      }
+      const extra = this.#o.routes?.get(req.path);
+      if (extra !== undefined) {
+        route = "extra";
+        if (req.method !== "POST") throw methodNotAllowed(req, "POST");
+        const raw = await readBody(reply, this.#o.maxBodyBytes);
+        const answer = await extra(raw.length === 0 ? undefined : parseJson(raw));
+        return reply.json(answer.status, answer.body, NO_STORE);
+      }
+      if (req.path === "/v1/counters/increment") {
+        route = "counters_increment";
+        if (req.method !== "POST") throw methodNotAllowed(req, "POST");
+        this.#authorize(req);
+        return await this.#counters.increment(reply);
+      }
+      if (req.path === "/v1/counters") {
+        route = "counters";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        return await this.#counters.read(reply, req);
+      }
+      const named = NAMED_COUNTER.exec(req.path);
+      if (named !== null) {
+        const reset = named[3] !== undefined;
+        route = reset ? "counter_reset" : "counter";
+        const { page, counter } = counterPath(named[1]!, named[2]!);
+        if (req.method !== (reset ? "POST" : "DELETE"))
+          throw methodNotAllowed(req, reset ? "POST" : "DELETE");
+        this.#authorize(req);
+        return await this.#counters.reset(reply, req, page, counter, !reset);
       }
       const m = PAGE_COUNTER.exec(req.path);
       if (m !== null) {
@@ -109,7 +153,8 @@ export class HttpApi {
       const e = err instanceof ProtocolError ? err : new ProtocolError("internal", undefined, { cause: err });
       if (e.code === "internal") this.#o.logger.error({ err, path: req.path }, "http request failed");
       status = e.status;
-      reply.error(e, e.retryable ? { ...NO_STORE, "retry-after": "1" } : NO_STORE);
+      const retryAfterS = e instanceof RateLimitedError ? e.retryAfterS : 1;
+      reply.error(e, e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE);
     } finally {
       this.#o.metrics.httpRequests.inc({ route, status: String(status) });
     }
@@ -120,25 +165,7 @@ export class HttpApi {
       type: "snapshot",
       page,
     })) as PageStateReply;
-    const live = new Set(state.liveDcs);
-    const counters: Array<[string, number]> = [];
-    let viewers = 0;
-    for (const [name, entries] of Object.entries(state.counters)) {
-      let value = 0;
-      for (const [dc, e] of Object.entries(entries))
-        if (name !== VIEWERS_COUNTER || live.has(dc)) value += e.p - e.n;
-      if (name === VIEWERS_COUNTER) viewers = Math.max(0, value);
-      else counters.push([name, value]);
-    }
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    const body: CounterReadBody = {
-      page,
-      count: viewers,
-      viewers,
-      counters: Object.fromEntries(counters),
-      updated_at: state.ts,
-    };
-    reply.json(200, body, NO_STORE);
+    reply.json(200, totalsBody(page, state, this.#o.liveness), NO_STORE);
   }
 
   async #change(reply: Reply, req: RequestInfo, page: string): Promise<void> {
@@ -155,13 +182,6 @@ export class HttpApi {
     );
   }
 
-  async #demoLike(reply: Reply): Promise<void> {
-    await readBody(reply, this.#o.maxBodyBytes);
-    const page = this.#o.demoPage!;
-    const result = await this.#increment(page, "likes", 1, randomUUID());
-    reply.json(200, { page, counter: "likes", value: result.value, updated_at: result.updatedAt }, NO_STORE);
-  }
-
   #increment(page: string, counter: string, delta: number, key: string): Promise<IncrementReply> {
     return this.#o.owners.request(partitionOf(page, this.#o.partitions), {
       type: "increment",
@@ -172,17 +192,14 @@ export class HttpApi {
     }) as Promise<IncrementReply>;
   }
 
-  /** Bearer key check in constant time: every configured key is compared, by digest. */
+  /** A publisher key (compared in constant time) with a token left in its rate limit. */
   #authorize(req: RequestInfo): void {
-    const header = req.headers.authorization ?? "";
-    const m = /^Bearer ([\x21-\x7e]+)$/.exec(header);
-    if (m === null)
-      throw new ProtocolError("unauthorized", "Authorization: Bearer <publisher key> is required");
-    const digest = createHash("sha256").update(m[1]!).digest();
-    let ok = false;
-    for (const known of this.#keyDigests) ok = timingSafeEqual(digest, known) || ok;
-    if (!ok) throw new ProtocolError("unauthorized", "unknown publisher key");
+    this.#auth.authorize(req.headers.authorization);
   }
+}
+
+function methodNotAllowed(req: RequestInfo, allowed: string): ProtocolError {
+  return new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use ${allowed}`);
 }
 
 /** Validates a PUT body: `{"action":"increment"|"decrement","counter":"likes","by":1}`. */

@@ -1,2 +1,3 @@
 export { Gateway, type GatewayOptions } from "./gateway.js";
 export { readGatewayConfig, type GatewayConfig } from "./gateway_config.js";
+export type { HttpRoute } from "./http_api.js";

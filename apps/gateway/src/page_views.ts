@@ -1,6 +1,13 @@
 import { pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
-import { VIEWERS_COUNTER, decodeMessage, type CountFrame, type PageStateReply } from "@livecount/protocol";
+import {
+  VIEWERS_COUNTER,
+  decodeMessage,
+  visibleCounters,
+  type CountFrame,
+  type PageStateReply,
+} from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
@@ -14,6 +21,8 @@ export interface PageViewsOptions {
   readonly bus: Bus;
   readonly owners: OwnerClient;
   readonly sink: FrameSink;
+  /** Which data centers are live: their viewers count. */
+  readonly liveness: DcLiveness;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly partitions: number;
@@ -49,20 +58,48 @@ class PageView {
     return changed;
   }
 
-  frame(page: string, ts: number): CountFrame {
-    const counters: Array<[string, number]> = [];
+  /**
+   * The count frame: viewers from live data centers only (a partitioned DC's viewers have
+   * reconnected elsewhere or will be back), durable counters from every DC (they never expire).
+   */
+  frame(page: string, ts: number, liveness: DcLiveness): CountFrame {
+    const dcs = new Set<string>([liveness.localDc]);
     let viewers = 0;
+    let lag = 0;
     for (const [name, c] of this.counters) {
-      if (name === VIEWERS_COUNTER) viewers = Math.max(0, c.value());
-      else counters.push([name, c.value()]);
+      for (const dc of c.replicas()) {
+        if (liveness.isLive(dc)) {
+          dcs.add(dc);
+          lag = Math.max(lag, liveness.lagMs(dc));
+        }
+      }
+      if (name === VIEWERS_COUNTER)
+        viewers = Math.max(
+          0,
+          c.value((dc) => liveness.isLive(dc)),
+        );
     }
+    // Internal counters never show; deleted ones only once they changed again (visibility.ts).
+    const counters = visibleCounters(this.counters, (c) => c.entries()).map(([name, c]): [string, number] => [
+      name,
+      c.value(),
+    ]);
     // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return { type: "count", page, viewers, counters: Object.fromEntries(counters), ts };
+    return {
+      type: "count",
+      page,
+      viewers,
+      counters: Object.fromEntries(counters),
+      ts,
+      dcs: [...dcs].sort(),
+      lag_ms: Math.round(lag),
+    };
   }
 }
 
 function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
   if (a === undefined || a.viewers !== b.viewers) return false;
+  if ((a.dcs ?? []).join() !== (b.dcs ?? []).join()) return false;
   const ak = Object.keys(a.counters);
   if (ak.length !== Object.keys(b.counters).length) return false;
   return ak.every((k) => a.counters[k] === b.counters[k]);
@@ -96,13 +133,16 @@ export class PageViews {
       view = new PageView(this.#opts.retryMs);
       this.#views.set(page, view);
       const v = view;
-      view.subscription = this.#opts.bus.subscribe(pageSubject(page), (data) =>
-        this.#onUpdate(page, v, data),
+      view.subscription = this.#opts.bus.subscribe(
+        pageSubject(page, partitionOf(page, this.#opts.partitions)),
+        (data) => this.#onUpdate(page, v, data),
       );
       void this.#loadSnapshot(page, view);
     }
     view.watchers++;
-    return view.loaded ? (view.sent ?? view.frame(page, this.#opts.clock.now())) : undefined;
+    return view.loaded
+      ? (view.sent ?? view.frame(page, this.#opts.clock.now(), this.#opts.liveness))
+      : undefined;
   }
 
   unwatch(page: string): void {
@@ -112,6 +152,12 @@ export class PageViews {
     if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     this.#views.delete(page);
     this.#dirty.delete(page);
+  }
+
+  /** A data center went down or came back: every value with its entries may change. */
+  liveDcsChanged(): void {
+    for (const [page, view] of this.#views) if (view.loaded) this.#dirty.add(page);
+    this.#coalescer.request();
   }
 
   /** Takes fresh snapshots of every watched page (after a bus reconnect: updates may have been missed). */
@@ -181,7 +227,7 @@ export class PageViews {
     for (const page of this.#dirty) {
       const view = this.#views.get(page);
       if (view === undefined || !view.loaded) continue;
-      const frame = view.frame(page, ts);
+      const frame = view.frame(page, ts, this.#opts.liveness);
       if (sameValue(view.sent, frame)) continue;
       view.sent = frame;
       this.#opts.sink.publish(frame);

@@ -52,8 +52,16 @@ describe("gateway - HTTP API", () => {
     expect(res.headers.get("cache-control")).toBe("no-store");
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
     const body = (await res.json()) as Record<string, unknown>;
-    expect(Object.keys(body).sort()).toEqual(["count", "counters", "page", "updated_at", "viewers"]);
-    expect(body).toMatchObject({ page, count: 0, viewers: 0, counters: {} });
+    expect(Object.keys(body).sort()).toEqual([
+      "count",
+      "counters",
+      "dcs",
+      "lag_ms",
+      "page",
+      "updated_at",
+      "viewers",
+    ]);
+    expect(body).toMatchObject({ page, count: 0, viewers: 0, counters: {}, dcs: ["dc1"], lag_ms: 0 });
     expect(body.updated_at).toBeGreaterThanOrEqual(before - 1000);
 
     const client = await platform.connect();

@@ -32,5 +32,7 @@ export {
   nodesSubject,
   pageFromSubject,
   pageSubject,
+  partitionPagesSubject,
+  DCS_SUBJECT,
   SUBJECT_ROOT,
 } from "./subjects.js";

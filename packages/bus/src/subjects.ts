@@ -5,7 +5,8 @@
  *
  * | Subject                | Pattern        | Payload (internal.ts)        | From -> to                                      |
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
- * | `lc.page.<page64>`     | publish        | PageUpdate                   | page owner -> watching gateways, every DC       |
+ * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
+ * | `lc.dcs`               | publish        | DcHeartbeat, ResyncRequest   | counter nodes -> every process, every DC        |
  * | `lc.node.<dc>.<node>`  | request/reply  | NodeRequest -> NodeReply     | gateways, publishers, peers -> one counter node |
  * | `lc.nodes.<dc>`        | publish        | NodeHeartbeat                | counter nodes -> ring members of the DC         |
  * | `lc.gateways.<dc>`     | publish        | GatewayHeartbeat             | gateways -> counter nodes of the DC             |
@@ -17,12 +18,15 @@
  *
  * Page updates are not scoped by DC: they must reach every DC (through NATS gateways in a super
  * cluster). Interest is per subject, so a DC only receives the pages somebody there subscribed to.
+ * `<part>` is the page's partition: an owner subscribes to `lc.page.<part>.*` for each partition it
+ * owns and so receives other DCs' entries of its pages, with one subscription per partition.
  */
 import { InvalidSubjectError } from "./bus.js";
 
 export const SUBJECT_ROOT = "lc";
 
 const PAGE_PREFIX = `${SUBJECT_ROOT}.page.`;
+const PARTITION_TOKEN = /^(0|[1-9][0-9]{0,8})$/;
 const NODE_PREFIX = `${SUBJECT_ROOT}.node.`;
 const NODES_PREFIX = `${SUBJECT_ROOT}.nodes.`;
 const GATEWAYS_PREFIX = `${SUBJECT_ROOT}.gateways.`;
@@ -44,21 +48,44 @@ export function assertToken(name: string, value: string): void {
   }
 }
 
-/** Page updates of one page, in every DC. Throws InvalidSubjectError for an empty page id. */
-export function pageSubject(page: string): string {
+function assertPartition(partition: number): void {
+  if (!Number.isSafeInteger(partition) || partition < 0 || partition > 999_999_999) {
+    throw new InvalidSubjectError(`partition must be a non-negative integer, got ${partition}`);
+  }
+}
+
+/**
+ * Page updates of one page (in partition `partition`), in every DC. Throws InvalidSubjectError for
+ * an empty page id or a bad partition.
+ */
+export function pageSubject(page: string, partition: number): string {
   if (page.length === 0) throw new InvalidSubjectError("page id must not be empty");
-  return PAGE_PREFIX + Buffer.from(page, "utf8").toString("base64url");
+  assertPartition(partition);
+  return `${PAGE_PREFIX}${partition}.${Buffer.from(page, "utf8").toString("base64url")}`;
+}
+
+/** Every page update of one partition: what the partition's owners subscribe to. */
+export function partitionPagesSubject(partition: number): string {
+  assertPartition(partition);
+  return `${PAGE_PREFIX}${partition}.*`;
 }
 
 /** The page id of a page subject, or undefined when `subject` is not one `pageSubject` makes. */
 export function pageFromSubject(subject: string): string | undefined {
   if (!subject.startsWith(PAGE_PREFIX)) return undefined;
-  const token = subject.slice(PAGE_PREFIX.length);
-  if (!BASE64URL_TOKEN.test(token)) return undefined;
+  const rest = subject.slice(PAGE_PREFIX.length);
+  const dot = rest.indexOf(".");
+  if (dot < 0) return undefined;
+  const partition = rest.slice(0, dot);
+  const token = rest.slice(dot + 1);
+  if (!PARTITION_TOKEN.test(partition) || !BASE64URL_TOKEN.test(token)) return undefined;
   const page = Buffer.from(token, "base64url").toString("utf8");
   // Decoding is lenient (stray bits, invalid UTF-8): only accept what the encoder would produce.
-  return page.length > 0 && pageSubject(page) === subject ? page : undefined;
+  return page.length > 0 && pageSubject(page, Number(partition)) === subject ? page : undefined;
 }
+
+/** DC heartbeats and resync requests, shared by every DC. */
+export const DCS_SUBJECT = `${SUBJECT_ROOT}.dcs`;
 
 /** Requests to one counter node of a DC (served by that node alone). */
 export function nodeSubject(dc: string, node: string): string {

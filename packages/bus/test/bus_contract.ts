@@ -268,12 +268,12 @@ export function busContract(name: string, open: () => Promise<BusPair>): void {
 
     it("keeps pages named '>', 'a.*', 'a b' and 'a' apart", async () => {
       const pages = [">", "*", "a.*", "a.>", "a b", "a", "a.b", "a.b.c"];
-      const got = new Map(pages.map((p) => [p, record(sub, pageSubject(p)).got]));
+      const got = new Map(pages.map((p) => [p, record(sub, pageSubject(p, 7)).got]));
       await ready();
-      for (const p of pages) pub.publish(pageSubject(p), bytes(p));
+      for (const p of pages) pub.publish(pageSubject(p, 7), bytes(p));
       await waitFor("every page", () => [...got.values()].every((g) => g.length >= 1));
       await delivered();
-      for (const p of pages) expect(got.get(p), p).toEqual([`${pageSubject(p)} ${p}`]);
+      for (const p of pages) expect(got.get(p), p).toEqual([`${pageSubject(p, 7)} ${p}`]);
     });
   });
 }

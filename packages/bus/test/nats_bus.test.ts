@@ -97,16 +97,16 @@ describeWithNats("NatsBus", () => {
       const east = await NatsBus.connect({ servers: dc1.url });
       const west = await NatsBus.connect({ servers: dc2.url });
       buses.push(east, west);
-      const { got } = record(west, pageSubject("a.*"));
-      const other = record(west, pageSubject("a.b"));
+      const { got } = record(west, pageSubject("a.*", 7));
+      const other = record(west, pageSubject("a.b", 7));
       await west.flush();
       // Gateways connect and learn interest asynchronously: publish until the first one crosses.
       await waitFor("a message from dc1", () => {
-        east.publish(pageSubject("a.b"), bytes("other"));
-        east.publish(pageSubject("a.*"), bytes("update"));
+        east.publish(pageSubject("a.b", 7), bytes("other"));
+        east.publish(pageSubject("a.*", 7), bytes("update"));
         return got.length > 0 && other.got.length > 0;
       });
-      expect(new Set(got)).toEqual(new Set([`${pageSubject("a.*")} update`]));
+      expect(new Set(got)).toEqual(new Set([`${pageSubject("a.*", 7)} update`]));
     } finally {
       await Promise.all([dc1.stop(), dc2.stop()]);
     }

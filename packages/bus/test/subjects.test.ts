@@ -16,7 +16,7 @@ const LAST_PRINTABLE = 0x7e;
 const PRINTABLE = Array.from({ length: LAST_PRINTABLE - FIRST_PRINTABLE + 1 }, (_, i) =>
   String.fromCharCode(FIRST_PRINTABLE + i),
 );
-const PAGE_TOKEN = /^lc\.page\.[A-Za-z0-9_-]+$/;
+const PAGE_TOKEN = /^lc\.page\.7\.[A-Za-z0-9_-]+$/;
 const RANDOM_PAGES = 20_000;
 const MAX_PAGE_LENGTH = 128;
 
@@ -35,7 +35,7 @@ function rng(seed: number): () => number {
 function checkPages(pages: Iterable<string>, context: string): void {
   const seen = new Map<string, string>();
   for (const page of pages) {
-    const subject = pageSubject(page);
+    const subject = pageSubject(page, 7);
     expect(PAGE_TOKEN.test(subject), `${context}: ${JSON.stringify(page)} -> ${subject}`).toBe(true);
     expect(isSubject(subject)).toBe(true);
     expect(pageFromSubject(subject), `${context}: round trip of ${JSON.stringify(page)}`).toBe(page);
@@ -72,23 +72,26 @@ describe("subjects - page subjects", () => {
 
   it("gives pages that look like wildcards or several tokens a subject of their own", () => {
     for (const page of [">", "*", "a.*", "a.>", "a b", "a.b", " ", "..", "lc.page.x"]) {
-      const subject = pageSubject(page);
-      expect(tokensOf(subject)).toHaveLength(3);
+      const subject = pageSubject(page, 7);
+      expect(tokensOf(subject)).toHaveLength(4);
       expect(subject.split(".").slice(2)).not.toContain("*");
       expect(subject).not.toContain(">");
     }
   });
 
   it("refuses an empty page id", () => {
-    expect(() => pageSubject("")).toThrow(InvalidSubjectError);
+    expect(() => pageSubject("", 7)).toThrow(InvalidSubjectError);
   });
 
   it("reads back only subjects the encoder would produce", () => {
     for (const subject of [
       "lc.page.",
+      "lc.page.YQ",
       "lc.page.a.b",
-      "lc.page.YR",
-      "lc.page.YQ=",
+      "lc.page.7.YR",
+      "lc.page.7.YQ=",
+      "lc.page.07.YQ",
+      "lc.page.-1.YQ",
       "lc.node.x",
       "lc.page.*",
       "x",

@@ -23,6 +23,12 @@ export interface ClusterConfig {
   readonly graceMs: number;
   /** LIVECOUNT_COALESCE_MS: at most one count update per page per window. Default 50. */
   readonly coalesceMs: number;
+  /** LIVECOUNT_DC_LEASE_MS: a remote data center not heard for this long is down: its viewers leave the totals. Default 15000. */
+  readonly dcLeaseMs: number;
+  /** LIVECOUNT_DC_HEARTBEAT_MS: how often counter nodes announce their data center; bounds how fast a healed link is noticed. Default 250. */
+  readonly dcHeartbeatMs: number;
+  /** LIVECOUNT_ANTI_ENTROPY_MS: how often owners publish again what changed lately, for safety. Default 30000. */
+  readonly antiEntropyMs: number;
 }
 
 export function readClusterConfig(env: Env): ClusterConfig {
@@ -37,6 +43,9 @@ export function readClusterConfig(env: Env): ClusterConfig {
     gatewayLeaseMs: readInt(env, "LIVECOUNT_GATEWAY_LEASE_MS", 10000, { min: 500 }),
     graceMs: readInt(env, "LIVECOUNT_GRACE_MS", 3000, { min: 0, max: 60000 }),
     coalesceMs: readInt(env, "LIVECOUNT_COALESCE_MS", 50, { min: 0, max: 1000 }),
+    dcLeaseMs: readInt(env, "LIVECOUNT_DC_LEASE_MS", 15000, { min: 1000 }),
+    dcHeartbeatMs: readInt(env, "LIVECOUNT_DC_HEARTBEAT_MS", 250, { min: 50, max: 5000 }),
+    antiEntropyMs: readInt(env, "LIVECOUNT_ANTI_ENTROPY_MS", 30000, { min: 1000 }),
   };
 }
 

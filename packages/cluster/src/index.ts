@@ -1,3 +1,4 @@
 export { connectBus, openStore } from "./adapters.js";
 export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
+export { DcLiveness, type DcEvent, type DcListener, type DcLivenessOptions } from "./dc_liveness.js";
 export { Membership, type MembershipOptions, type RingListener } from "./membership.js";

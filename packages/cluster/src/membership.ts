@@ -93,7 +93,10 @@ export class Membership {
     const { self, bus, dc, leaseMs } = this.#opts;
     if (self === undefined) return;
     const state = this.#leaving ? "leaving" : "up";
-    bus.publish(nodesSubject(dc), encodeMessage({ type: "node", node: self, incarnation: this.#incarnation, leaseMs, state }));
+    bus.publish(
+      nodesSubject(dc),
+      encodeMessage({ type: "node", node: self, incarnation: this.#incarnation, leaseMs, state }),
+    );
   }
 
   #onHeartbeat(data: Uint8Array): void {

@@ -185,6 +185,8 @@ export function encodeCountFrame(frame: CountFrame, encoding: Encoding): string 
     viewers: frame.viewers,
     counters: frame.counters,
     ts: frame.ts,
+    ...(frame.dcs !== undefined ? { dcs: frame.dcs } : {}),
+    ...(frame.lag_ms !== undefined ? { lag_ms: frame.lag_ms } : {}),
   };
   return encode(canonical, encoding);
 }
@@ -241,10 +243,20 @@ function toServerFrame(frame: unknown): ServerFrame {
   const raw = frame as RawFrame;
   switch (type) {
     case "count": {
-      const { viewers, counters, ts } = raw;
+      const { viewers, counters, ts, dcs, lag_ms } = raw;
       if (!isCount(viewers)) throw badFrame("viewers must be a non-negative safe integer");
       if (!isCount(ts)) throw badFrame("ts must be a non-negative safe integer");
-      return { type, page: pageOf(raw), viewers, counters: toCounters(counters), ts };
+      const frame = { type, page: pageOf(raw), viewers, counters: toCounters(counters), ts } as const;
+      if (dcs !== undefined && !(Array.isArray(dcs) && dcs.every((d) => typeof d === "string"))) {
+        throw badFrame("dcs must be a list of data center ids");
+      }
+      if (lag_ms !== undefined && !isCount(lag_ms))
+        throw badFrame("lag_ms must be a non-negative safe integer");
+      return {
+        ...frame,
+        ...(dcs !== undefined ? { dcs: dcs as string[] } : {}),
+        ...(lag_ms !== undefined ? { lag_ms } : {}),
+      };
     }
     case "error": {
       const { code, message, page } = raw;

@@ -27,6 +27,7 @@ export const ERROR_CODES = Object.freeze({
     retryable: false,
     message: "idempotency key must be 1..128 printable ASCII characters",
   },
+  invalid_query: { status: 400, retryable: false, message: "query parameters are malformed" },
   unauthorized: { status: 401, retryable: false, message: "a valid publisher key is required" },
   forbidden: { status: 403, retryable: false, message: "not allowed" },
   not_found: { status: 404, retryable: false, message: "not found" },

@@ -19,6 +19,10 @@ export interface CountFrame {
   readonly counters: Readonly<Record<string, number>>;
   /** Milliseconds since the epoch when this value was computed. */
   readonly ts: number;
+  /** Data centers whose entries make up the value (live ones; a partitioned DC's viewers drop out). */
+  readonly dcs?: readonly string[];
+  /** How stale the oldest contributing data center's entries may be, in ms (0 with one DC). */
+  readonly lag_ms?: number;
 }
 
 export interface ErrorFrame {

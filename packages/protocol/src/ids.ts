@@ -45,6 +45,11 @@ export function isViewerKey(v: unknown): v is string {
   return isPrintableAscii(v, VIEWER_KEY_MAX_LENGTH);
 }
 
+/** A page-id prefix for listings: 0..128 printable ASCII characters (empty lists every page). */
+export function isPagePrefix(v: unknown): v is string {
+  return v === "" || isPrintableAscii(v, PAGE_ID_MAX_LENGTH);
+}
+
 export function isCounterName(v: unknown): v is string {
   return (
     typeof v === "string" && v.length >= 1 && v.length <= COUNTER_NAME_MAX_LENGTH && COUNTER_NAME.test(v)

@@ -1,4 +1,5 @@
 export * from "./ids.js";
+export * from "./visibility.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";

@@ -49,12 +49,42 @@ export interface IncrementRequest {
   readonly key: string;
 }
 
+/**
+ * Publisher -> owner: an observed reset of a counter to zero, idempotent by key. The owner cancels
+ * the value it observes (increments made concurrently elsewhere survive). With `tombstone` it is a
+ * delete: the owner also records the counter's activity in its tombstone (visibility.ts).
+ */
+export interface ResetRequest {
+  readonly type: "reset";
+  readonly page: string;
+  readonly counter: string;
+  readonly key: string;
+  readonly tombstone: boolean;
+}
+
+/** Gateway -> any counter node: ids of pages under a prefix, from the store, in byte order. */
+export interface ListPagesRequest {
+  readonly type: "list_pages";
+  /** 0..128 printable ASCII; empty lists every page. */
+  readonly prefix: string;
+  /** The last page id of the previous answer; absent for the first. */
+  readonly cursor?: string;
+  /** 1..MAX_LIST_PAGES. */
+  readonly limit: number;
+}
+
+/** The most page ids one list_pages request may ask for. */
+export const MAX_LIST_PAGES = 1000;
+
 /** How many times a request was forwarded between nodes that disagree about the owner (absent: 0). */
 export interface Forwardable {
   readonly hop?: number;
 }
 
-export type NodeRequest = (PresenceBatch | PresenceSync | SnapshotRequest | IncrementRequest) & Forwardable;
+export type NodeRequest = (
+  PresenceBatch | PresenceSync | SnapshotRequest | IncrementRequest | ResetRequest | ListPagesRequest
+) &
+  Forwardable;
 
 export interface AckReply {
   readonly type: "ack";
@@ -81,13 +111,31 @@ export interface IncrementReply {
   readonly duplicate: boolean;
 }
 
+export interface ResetReply {
+  readonly type: "counter_reset";
+  readonly page: string;
+  readonly counter: string;
+  /** The value the reset cancelled, as the owner observed it (the counter is 0 right after). */
+  readonly previous: number;
+  readonly updatedAt: number;
+  /** True when the key had been applied before: this is the original answer, nothing changed. */
+  readonly duplicate: boolean;
+}
+
+export interface PageListReply {
+  readonly type: "page_list";
+  readonly pages: readonly string[];
+  /** Pass back as `cursor` for the next ids; absent after the last. */
+  readonly cursor?: string;
+}
+
 export interface ErrorReply {
   readonly type: "error";
   readonly code: ErrorCode;
   readonly message: string;
 }
 
-export type NodeReply = AckReply | PageStateReply | IncrementReply | ErrorReply;
+export type NodeReply = AckReply | PageStateReply | IncrementReply | ResetReply | PageListReply | ErrorReply;
 
 /**
  * Owner -> page subject (every data center): its data center's entries of the page, after they are
@@ -119,7 +167,41 @@ export interface NodeHeartbeat {
   readonly state: "up" | "leaving";
 }
 
-export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat;
+/**
+ * Counter node -> every DC: its data center is alive. `seq` grows by one per heartbeat of `node`, so
+ * a gap tells a receiver that messages from that DC were lost (a cut link) even when the cut was
+ * shorter than the DC lease.
+ */
+export interface DcHeartbeat {
+  readonly type: "dc";
+  readonly dc: string;
+  readonly node: string;
+  readonly seq: number;
+  readonly leaseMs: number;
+  /** The sender's clock, epoch-ms: echoed back in a ResyncRequest, so clock skew never matters. */
+  readonly ts: number;
+}
+
+/**
+ * Any counter node -> every DC: the owners in `dc` should publish again their entries of every page
+ * changed since `since` (on their own clock), because `from` may have missed them.
+ */
+export interface ResyncRequest {
+  readonly type: "resync";
+  readonly dc: string;
+  readonly from: string;
+  readonly since: number;
+  /**
+   * Only pages of these partitions (absent: every page). A node that takes partitions over asks for
+   * them: other DCs' updates published while nobody here owned them were dropped.
+   */
+  readonly partitions?: readonly number[];
+}
+
+/** The most partitions one resync request may name (LIVECOUNT_PARTITIONS is at most this). */
+export const MAX_RESYNC_PARTITIONS = 65536;
+
+export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | ResyncRequest;
 
 /** Every message on the bus; `type` tells them apart. */
 export type InternalMessage = NodeRequest | NodeReply | Broadcast;

@@ -13,10 +13,20 @@ import {
   isIdempotencyKey,
   isInternalId,
   isPageId,
+  isPagePrefix,
   isViewerKey,
 } from "./ids.js";
-import type { Broadcast, InternalMessage, NodeReply, NodeRequest, PresenceOp } from "./internal.js";
+import {
+  MAX_LIST_PAGES,
+  MAX_RESYNC_PARTITIONS,
+  type Broadcast,
+  type InternalMessage,
+  type NodeReply,
+  type NodeRequest,
+  type PresenceOp,
+} from "./internal.js";
 import { guardMsgpack } from "./msgpack_guard.js";
+import { isTombstoneCounter } from "./visibility.js";
 
 /** `skipValues` is documented in msgpackr's README but missing from its typings. */
 interface PackOptions extends Options {
@@ -54,8 +64,10 @@ const isSafeInteger = (v: unknown): v is number => Number.isSafeInteger(v);
 /** Counts, partitions, hops and millisecond timestamps: non-negative safe integers. */
 const isNatural = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
-/** Counter names inside the system: a public name, or the presence counter. */
-const isCounterKey = (v: unknown): v is string => v === VIEWERS_COUNTER || isCounterName(v);
+/** Counter names inside the system: a public name, the presence counter, or a tombstone. */
+const isCounterKey = (v: unknown): v is string =>
+  v === VIEWERS_COUNTER || isCounterName(v) || isTombstoneCounter(v);
+const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
 const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
 const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
 
@@ -117,9 +129,26 @@ function viewerKeysOf(v: unknown): string[] {
   return listOf(v, viewerKeyOf, "viewers");
 }
 
+function pageIdOf(v: unknown): string {
+  if (!isPageId(v)) malformed("page id is malformed");
+  return v;
+}
+
 function dcOf(v: unknown): string {
   if (!isInternalId(v)) malformed("data center id is malformed");
   return v;
+}
+
+function partitionListOf(v: unknown): number[] {
+  if (Array.isArray(v) && v.length > MAX_RESYNC_PARTITIONS) malformed("too many partitions");
+  return listOf(
+    v,
+    (p) => {
+      if (!isNatural(p) || p >= MAX_RESYNC_PARTITIONS) malformed("partition is malformed");
+      return p;
+    },
+    "partitions",
+  );
 }
 
 /** Adds the forwarding count of a request when it has one; it is absent on most requests. */
@@ -166,6 +195,30 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         key: field(m, "key", isIdempotencyKey),
       }),
   ],
+  [
+    "reset",
+    (m) =>
+      withHop(m, {
+        type: "reset",
+        page: field(m, "page", isPageId),
+        counter: field(m, "counter", isCounterName),
+        key: field(m, "key", isIdempotencyKey),
+        tombstone: field(m, "tombstone", isBoolean),
+      }),
+  ],
+  [
+    "list_pages",
+    (m) => {
+      const cursor = m.get("cursor");
+      if (cursor !== undefined && !isPageId(cursor)) malformed("field cursor is malformed");
+      return withHop(m, {
+        type: "list_pages",
+        prefix: field(m, "prefix", isPagePrefix),
+        ...(cursor !== undefined ? { cursor } : {}),
+        limit: field(m, "limit", isListLimit),
+      });
+    },
+  ],
   ["ack", () => ({ type: "ack" })],
   [
     "page_state",
@@ -187,6 +240,29 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       updatedAt: field(m, "updatedAt", isNatural),
       duplicate: field(m, "duplicate", isBoolean),
     }),
+  ],
+  [
+    "counter_reset",
+    (m) => ({
+      type: "counter_reset",
+      page: field(m, "page", isPageId),
+      counter: field(m, "counter", isCounterName),
+      previous: field(m, "previous", isSafeInteger),
+      updatedAt: field(m, "updatedAt", isNatural),
+      duplicate: field(m, "duplicate", isBoolean),
+    }),
+  ],
+  [
+    "page_list",
+    (m) => {
+      const cursor = m.get("cursor");
+      if (cursor !== undefined && !isPageId(cursor)) malformed("field cursor is malformed");
+      return {
+        type: "page_list",
+        pages: listOf(m.get("pages"), pageIdOf, "pages"),
+        ...(cursor !== undefined ? { cursor } : {}),
+      };
+    },
   ],
   [
     "error",
@@ -221,11 +297,49 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       state: field(m, "state", isNodeState),
     }),
   ],
+  [
+    "dc",
+    (m) => ({
+      type: "dc",
+      dc: field(m, "dc", isInternalId),
+      node: field(m, "node", isInternalId),
+      seq: field(m, "seq", isNatural),
+      leaseMs: field(m, "leaseMs", isPositive),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
+  [
+    "resync",
+    (m) => {
+      const partitions = m.get("partitions");
+      return {
+        type: "resync",
+        dc: field(m, "dc", isInternalId),
+        from: field(m, "from", isInternalId),
+        since: field(m, "since", isNatural),
+        ...(partitions !== undefined ? { partitions: partitionListOf(partitions) } : {}),
+      };
+    },
+  ],
 ]);
 
-const REQUEST_TYPES: ReadonlySet<string> = new Set(["presence", "presence_sync", "snapshot", "increment"]);
-const REPLY_TYPES: ReadonlySet<string> = new Set(["ack", "page_state", "incremented", "error"]);
-const BROADCAST_TYPES: ReadonlySet<string> = new Set(["update", "gateway", "node"]);
+const REQUEST_TYPES: ReadonlySet<string> = new Set([
+  "presence",
+  "presence_sync",
+  "snapshot",
+  "increment",
+  "reset",
+  "list_pages",
+]);
+const REPLY_TYPES: ReadonlySet<string> = new Set([
+  "ack",
+  "page_state",
+  "incremented",
+  "counter_reset",
+  "page_list",
+  "error",
+]);
+const BROADCAST_TYPES: ReadonlySet<string> = new Set(["update", "gateway", "node", "dc", "resync"]);
 
 export function isNodeRequest(msg: InternalMessage): msg is NodeRequest {
   return REQUEST_TYPES.has(msg.type);

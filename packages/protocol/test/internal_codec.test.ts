@@ -76,6 +76,9 @@ const MESSAGES: readonly InternalMessage[] = [
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "down" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "up" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
+  { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000, ts: 1_795_000_000_000 },
+  { type: "resync", dc: "eu", from: "us", since: 1_795_000_000_000 },
+  { type: "resync", dc: "eu", from: "us", since: 0, partitions: [0, 7, 65_535] },
 ];
 
 /** Values that are invalid wherever a field of this name appears. */
@@ -84,6 +87,10 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   gateway: [undefined, "", 1, null, "a b", "x".repeat(129), ["gw"]],
   node: [undefined, "", 1, "n\x7f"],
   incarnation: [undefined, "", 1, "i\x7f"],
+  seq: [undefined, -1, 1.5, "1"],
+  from: [undefined, "", 1, "f\x7f"],
+  since: [undefined, -1, 1.5, "1"],
+  partitions: [null, 3, [-1], [1.5], ["1"], [65_536], Array.from({ length: 65_537 }, () => 0)],
   dc: [undefined, "", 1, "d c"],
   partition: [undefined, -1, 1.5, "1", null, 2 ** 53, Number.NaN],
   hop: [-1, 1.5, "1", null, true],

@@ -9,6 +9,7 @@ export {
   type PageList,
   type EntryWrite,
   type FencedWrites,
+  type CounterChange,
   type IncrementOp,
   type IncrementOutcome,
 } from "./store.js";

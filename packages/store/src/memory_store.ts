@@ -30,6 +30,7 @@ interface LeaseRecord {
 interface KeyRecord {
   readonly counter: string;
   readonly delta: number;
+  readonly fingerprint: string | undefined;
   readonly payload: string;
   readonly expiresAt: number;
 }
@@ -171,23 +172,33 @@ export class MemoryStore implements Store {
     const id = `${op.page}\u0000${op.key}`;
     const seen = this.#keys.get(id);
     if (seen !== undefined && isLive(seen.expiresAt, now)) {
-      return seen.counter === op.counter && seen.delta === op.delta
-        ? { kind: "duplicate", payload: seen.payload }
-        : { kind: "conflict" };
+      const same =
+        op.fingerprint !== undefined
+          ? seen.fingerprint === op.fingerprint
+          : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
+      return same ? { kind: "duplicate", payload: seen.payload } : { kind: "conflict" };
     }
-    const held = this.#entry(op.page, op.counter, op.dc) ?? { p: 0, n: 0 };
-    let entry = held;
-    if (op.delta !== 0) {
-      entry = op.delta > 0 ? { p: held.p + op.delta, n: held.n } : { p: held.p, n: held.n - op.delta };
-      this.#setEntry(op.page, op.counter, op.dc, entry);
-    }
+    const entry = this.#change(op.page, op.counter, op.dc, op.delta);
+    const also = op.also?.map((c) => this.#change(op.page, c.counter, op.dc, c.delta));
     this.#keys.set(id, {
       counter: op.counter,
       delta: op.delta,
+      fingerprint: op.fingerprint,
       payload: op.payload,
       expiresAt: now + keyTtlMs,
     });
-    return { kind: "applied", entry: { p: entry.p, n: entry.n } };
+    return also === undefined ? { kind: "applied", entry } : { kind: "applied", entry, also };
+  }
+
+  /** Adds a signed delta to an entry (p for > 0, n for < 0) and returns a copy of the result. */
+  #change(page: string, counter: string, dc: string, delta: number): Entry {
+    const held = this.#entry(page, counter, dc) ?? { p: 0, n: 0 };
+    let entry = held;
+    if (delta !== 0) {
+      entry = delta > 0 ? { p: held.p + delta, n: held.n } : { p: held.p, n: held.n - delta };
+      this.#setEntry(page, counter, dc, entry);
+    }
+    return { p: entry.p, n: entry.n };
   }
 
   #isCurrent(fence: Fence, now: number): boolean {

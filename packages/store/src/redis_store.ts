@@ -5,8 +5,9 @@
  * - `epoch:{partition}` integer: last epoch handed out, INCR on every takeover and never deleted,
  *   so an epoch is never reused.
  * - `page:{page}` hash, field `{counter}\0{dc}` (counter names never hold NUL), value `"{p}:{n}"`.
- * - `idem:{len(page)}:{page}:{key}` hash `{counter, delta, payload, expiresAt}` with PEXPIRE
- *   keyTtlMs. The page's length makes the key unambiguous whatever the page and key contain.
+ * - `idem:{len(page)}:{page}:{key}` hash `{counter, delta, payload, expiresAt}` (plus
+ *   `fingerprint` when the op has one) with PEXPIRE keyTtlMs. The page's length makes the key
+ *   unambiguous whatever the page and key contain.
  * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
@@ -131,26 +132,39 @@ return 1`,
 
   /**
    * KEYS: lease, page, idem, pages. ARGV: epoch, now, page, field, counter, delta, payload,
-   * expiresAt, keyTtlMs. Returns {"applied", p, n} | {"duplicate", payload} | {"conflict"} | {"stale"}.
+   * expiresAt, keyTtlMs, fingerprint ("" for none), then a field and a delta per further change.
+   * Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} | {"conflict"} | {"stale"}.
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
 if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
-local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt")
+local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt", "fingerprint")
 if seen[1] and now < tonumber(seen[4]) then
-  if seen[1] == ARGV[5] and seen[2] == ARGV[6] then return {"duplicate", seen[3]} end
+  local same
+  if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
+  else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
+  if same then return {"duplicate", seen[3]} end
   return {"conflict"}
 end
-local p, n, existed = read_entry(KEYS[2], ARGV[4])
-local delta = tonumber(ARGV[6])
-if delta ~= 0 then
-  if delta > 0 then p = p + delta else n = n - delta end
-  redis.call("HSET", KEYS[2], ARGV[4], format_entry(p, n))
-  if not existed then redis.call("ZADD", KEYS[4], 0, ARGV[3]) end
+local result = {"applied"}
+local created = false
+local function change(field, delta)
+  local p, n, existed = read_entry(KEYS[2], field)
+  if delta ~= 0 then
+    if delta > 0 then p = p + delta else n = n - delta end
+    redis.call("HSET", KEYS[2], field, format_entry(p, n))
+    if not existed then created = true end
+  end
+  result[#result + 1] = string.format("%d", p)
+  result[#result + 1] = string.format("%d", n)
 end
+change(ARGV[4], tonumber(ARGV[6]))
+for i = 11, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1])) end
+if created then redis.call("ZADD", KEYS[4], 0, ARGV[3]) end
 redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
+if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
 redis.call("PEXPIRE", KEYS[3], ARGV[9])
-return {"applied", string.format("%d", p), string.format("%d", n)}`,
+return result`,
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -174,11 +188,15 @@ function parseEntry(value: unknown): Entry {
   return { p: Number(match[1]), n: Number(match[2]) };
 }
 
-function parseOutcome(reply: unknown): IncrementOutcome {
-  const [kind, a, b] = Array.isArray(reply) ? (reply as unknown[]) : [];
+function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome {
+  const [kind, a, b, ...rest] = Array.isArray(reply) ? (reply as unknown[]) : [];
   switch (kind) {
-    case "applied":
-      return { kind, entry: { p: Number(a), n: Number(b) } };
+    case "applied": {
+      const entry = { p: Number(a), n: Number(b) };
+      if (op.also === undefined) return { kind, entry };
+      const also = op.also.map((_, i) => ({ p: Number(rest[2 * i]), n: Number(rest[2 * i + 1]) }));
+      return { kind, entry, also };
+    }
     case "duplicate":
       return { kind, payload: String(a) };
     case "conflict":
@@ -317,11 +335,13 @@ export class RedisStore implements Store {
           op.payload,
           now + keyTtlMs,
           keyTtlMs,
+          op.fingerprint ?? "",
         ];
+        for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
         queueScript(p, "lcIncrement", keys, args);
       }
     });
-    return replies.map(parseOutcome);
+    return replies.map((reply, i) => parseOutcome(reply, ops[i]!));
   }
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {

@@ -40,6 +40,12 @@ export interface FencedWrites {
   readonly writes: readonly EntryWrite[];
 }
 
+/** A signed change to one counter's entry (p for > 0, n for < 0, 0 changes nothing). */
+export interface CounterChange {
+  readonly counter: string;
+  readonly delta: number;
+}
+
 export interface IncrementOp {
   readonly fence: Fence;
   readonly page: string;
@@ -51,14 +57,30 @@ export interface IncrementOp {
   readonly key: string;
   /** Kept for the caller and returned as-is on a duplicate (e.g. the value and time of the first answer). */
   readonly payload: string;
+  /**
+   * Changes to other counters of the same page and data center, applied atomically with `delta`
+   * under the same key (a delete resets a counter and records its tombstone). Each counter at most
+   * once, and never `counter` itself.
+   */
+  readonly also?: readonly CounterChange[];
+  /**
+   * What a retry under the same key must match to be a duplicate, instead of `counter` and
+   * `delta`: for changes whose delta is computed by the owner at the time (a reset cancels the value
+   * it observes), so a retry after further changes still gets the original answer. A key recorded
+   * with a fingerprint only matches that fingerprint; one recorded without only `counter` and `delta`.
+   */
+  readonly fingerprint?: string;
 }
 
 export type IncrementOutcome =
-  /** Applied now; `entry` is the data center's entry after the change. */
-  | { readonly kind: "applied"; readonly entry: Entry }
-  /** The key was applied before with the same counter and delta; `payload` is what was stored then. */
+  /**
+   * Applied now; `entry` is the data center's entry after the change and `also` (present when the op
+   * had `also`) the entries of the other counters, in the op's order.
+   */
+  | { readonly kind: "applied"; readonly entry: Entry; readonly also?: readonly Entry[] }
+  /** The key was applied before with the same fingerprint (or counter and delta); `payload` is what was stored then. */
   | { readonly kind: "duplicate"; readonly payload: string }
-  /** The key was applied before to a different counter or delta. */
+  /** The key was applied before to a different fingerprint, counter or delta. */
   | { readonly kind: "conflict" }
   /** The fence is no longer current: nothing was applied. */
   | { readonly kind: "stale" };

@@ -31,6 +31,19 @@ export function assertIncrements(ops: readonly IncrementOp[]): void {
     if (!Number.isSafeInteger(op.delta)) {
       throw new InvalidStoreInputError(`delta must be a safe integer, got ${op.delta} for ${op.page}`);
     }
+    if (op.fingerprint !== undefined && (typeof op.fingerprint !== "string" || op.fingerprint === "")) {
+      throw new InvalidStoreInputError(`fingerprint must be a non-empty string for ${op.page}`);
+    }
+    const counters = new Set([op.counter]);
+    for (const change of op.also ?? []) {
+      if (!Number.isSafeInteger(change.delta)) {
+        throw new InvalidStoreInputError(`delta must be a safe integer, got ${change.delta} for ${op.page}`);
+      }
+      if (counters.has(change.counter)) {
+        throw new InvalidStoreInputError(`counter ${change.counter} changes twice in one op for ${op.page}`);
+      }
+      counters.add(change.counter);
+    }
   }
 }
 

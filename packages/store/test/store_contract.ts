@@ -345,6 +345,109 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.increment([op(fence)], keyTtlMs)).toEqual([{ kind: "conflict" }]);
       });
 
+      test(`${name} - a key with a fingerprint is a duplicate for the same fingerprint whatever the delta`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { delta: 5, key: "seed" })], KEY_TTL_MS);
+        const reset = op(fence, { delta: -5, key: "r", fingerprint: "reset:likes", payload: "reset-1" });
+        expect(await store.increment([reset], KEY_TTL_MS)).toEqual([
+          { kind: "applied", entry: { p: 5, n: 5 } },
+        ]);
+        await store.increment([op(fence, { delta: 2, key: "later" })], KEY_TTL_MS);
+        const retry = { ...reset, delta: -2, payload: "reset-2" };
+        expect(await store.increment([retry], KEY_TTL_MS)).toEqual([
+          { kind: "duplicate", payload: "reset-1" },
+        ]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 7, n: 5 } } });
+      });
+
+      test(`${name} - fingerprinted and plain changes under one key conflict both ways`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { key: "plain" })], KEY_TTL_MS);
+        await store.increment([op(fence, { key: "fp", fingerprint: "reset:likes" })], KEY_TTL_MS);
+        const outcomes = await store.increment(
+          [
+            op(fence, { key: "plain", fingerprint: "reset:likes" }),
+            op(fence, { key: "fp" }),
+            op(fence, { key: "fp", fingerprint: "delete:likes" }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([{ kind: "conflict" }, { kind: "conflict" }, { kind: "conflict" }]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 2, n: 0 } } });
+      });
+
+      test(`${name} - changes in also apply atomically with the op under its key`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { delta: 3, key: "seed" })], KEY_TTL_MS);
+        const del = op(fence, {
+          key: "d",
+          delta: -3,
+          fingerprint: "delete:likes",
+          also: [
+            { counter: "@del:likes", delta: 6 },
+            { counter: "other", delta: -1 },
+            { counter: "zero", delta: 0 },
+          ],
+        });
+        expect(await store.increment([del], KEY_TTL_MS)).toEqual([
+          {
+            kind: "applied",
+            entry: { p: 3, n: 3 },
+            also: [
+              { p: 6, n: 0 },
+              { p: 0, n: 1 },
+              { p: 0, n: 0 },
+            ],
+          },
+        ]);
+        expect(
+          await store.increment([{ ...del, also: [{ counter: "@del:likes", delta: 9 }] }], KEY_TTL_MS),
+        ).toEqual([{ kind: "duplicate", payload: "first" }]);
+        expect(await store.load("p1")).toEqual({
+          likes: { dc1: { p: 3, n: 3 } },
+          "@del:likes": { dc1: { p: 6, n: 0 } },
+          other: { dc1: { p: 0, n: 1 } },
+        });
+      });
+
+      test(`${name} - a stale fence applies none of also`, async () => {
+        const old = await lease(0, "node-a");
+        advance(LEASE_MS);
+        const del = op(old, { delta: 0, also: [{ counter: "@del:likes", delta: 1 }] });
+        expect(await store.increment([del], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
+        expect(await store.load("p1")).toEqual({});
+      });
+
+      test(`${name} - a page whose only entry comes from also is listed`, async () => {
+        const fence = await lease();
+        const del = op(fence, { page: "only-also", delta: 0, also: [{ counter: "@del:likes", delta: 1 }] });
+        expect(await store.increment([del], KEY_TTL_MS)).toEqual([
+          { kind: "applied", entry: { p: 0, n: 0 }, also: [{ p: 1, n: 0 }] },
+        ]);
+        expect((await store.listPages("only", undefined, 10)).pages).toEqual(["only-also"]);
+      });
+
+      test(`${name} - increment rejects also changing a counter twice, a bad delta or an empty fingerprint`, async () => {
+        const fence = await lease();
+        for (const bad of [
+          op(fence, { key: "a", also: [{ counter: "likes", delta: 1 }] }),
+          op(fence, {
+            key: "b",
+            also: [
+              { counter: "x", delta: 1 },
+              { counter: "x", delta: 2 },
+            ],
+          }),
+          op(fence, { key: "c", also: [{ counter: "x", delta: 0.5 }] }),
+          op(fence, { key: "d", fingerprint: "" }),
+        ]) {
+          await expect(store.increment([op(fence, { key: "ok" }), bad], KEY_TTL_MS)).rejects.toBeInstanceOf(
+            InvalidStoreInputError,
+          );
+        }
+        expect(await store.load("p1")).toEqual({});
+      });
+
       test(`${name} - increment rejects a delta that is not a safe integer`, async () => {
         const fence = await lease();
         await expect(

@@ -1,0 +1,94 @@
+/**
+ * How the HTTP API shows a page's state (from its owner's snapshot): summed totals, or each data
+ * center's raw entries. Which counters show is decided by `visibleCounters` from the protocol
+ * package, the rule count frames follow too.
+ */
+import type { Entry } from "@livecount/crdt";
+import { VIEWERS_COUNTER, valueOf, visibleCounters, type PageStateReply } from "@livecount/protocol";
+
+/** Which data centers count right now (DcLiveness). */
+export interface Liveness {
+  /** This process's data center: always live. */
+  readonly localDc: string;
+  isLive(dc: string): boolean;
+  /** How long ago the DC was last heard, in ms (0 for this one). */
+  lagMs(dc: string): number;
+}
+
+/** `GET /v1/pages/{page}/counter`, and each page of `GET /v1/counters`. */
+export interface PageTotalsBody {
+  readonly page: string;
+  /** Equals `viewers` (protocol v1). */
+  readonly count: number;
+  readonly viewers: number;
+  readonly counters: Record<string, number>;
+  readonly updated_at: number;
+  /** Live data centers whose entries make up the values. */
+  readonly dcs: string[];
+  /** How stale the oldest contributing data center may be, in ms. */
+  readonly lag_ms: number;
+}
+
+/** Each page of `GET /v1/counters?raw=true`: every live DC's viewers entry, every DC's counter entries. */
+export interface PageRawBody {
+  readonly page: string;
+  readonly viewers: Record<string, Entry>;
+  readonly counters: Record<string, Record<string, Entry>>;
+  readonly updated_at: number;
+  readonly dcs: string[];
+  readonly lag_ms: number;
+}
+
+function ownEntry(record: Readonly<Record<string, unknown>>, key: string): unknown {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
+/** This DC and the live ones with entries on the page, and how stale the oldest of them may be. */
+function contributors(state: PageStateReply, liveness: Liveness): { dcs: string[]; lag_ms: number } {
+  const dcs = new Set<string>([liveness.localDc]);
+  let lag = 0;
+  for (const entries of Object.values(state.counters)) {
+    for (const dc of Object.keys(entries)) {
+      if (dcs.has(dc) || !liveness.isLive(dc)) continue;
+      dcs.add(dc);
+      lag = Math.max(lag, liveness.lagMs(dc));
+    }
+  }
+  return { dcs: [...dcs].sort(), lag_ms: Math.round(lag) };
+}
+
+/** Presence from live data centers only: a partitioned DC's viewers drop out (invariant 4). */
+function liveViewerEntries(state: PageStateReply, liveness: Liveness): Array<[string, Entry]> {
+  const entries = (ownEntry(state.counters, VIEWERS_COUNTER) ?? {}) as Record<string, Entry>;
+  return Object.entries(entries).filter(([dc]) => liveness.isLive(dc));
+}
+
+/** Summed over data centers; durable counters never expire, presence only counts live DCs. */
+export function totalsBody(page: string, state: PageStateReply, liveness: Liveness): PageTotalsBody {
+  let viewers = 0;
+  for (const [, e] of liveViewerEntries(state, liveness)) viewers += e.p - e.n;
+  viewers = Math.max(0, viewers);
+  // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+  const counters = Object.fromEntries(
+    visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [name, valueOf(e)]),
+  );
+  return { page, count: viewers, viewers, counters, updated_at: state.ts, ...contributors(state, liveness) };
+}
+
+/** Every DC's `{p, n}` of the visible counters; their sum per counter is the summed value. */
+export function rawBody(page: string, state: PageStateReply, liveness: Liveness): PageRawBody {
+  const copy = (entries: Iterable<readonly [string, Entry]>): Record<string, Entry> =>
+    Object.fromEntries([...entries].map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
+  return {
+    page,
+    viewers: copy(liveViewerEntries(state, liveness)),
+    counters: Object.fromEntries(
+      visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [
+        name,
+        copy(Object.entries(e)),
+      ]),
+    ),
+    updated_at: state.ts,
+    ...contributors(state, liveness),
+  };
+}

@@ -1,0 +1,284 @@
+/**
+ * docs/openapi.json describes what the running server really answers: every endpoint and every
+ * error class is exercised against real gateways and each exchange is checked against the document
+ * (status documented, required headers present and well-formed, content type, body schema). At the
+ * end, every documented answer must have been produced at least once, except the ones a healthy
+ * test platform cannot provoke (500 internal, 504 timeout).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { OpenApiDoc } from "../../../test/support/openapi.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+
+/** Answers a healthy platform cannot be made to give. */
+const NOT_PROVOKED = /^\w+ (500|504)$/;
+
+interface Call {
+  readonly method?: string;
+  readonly body?: unknown;
+  readonly key?: string | null;
+  readonly idempotencyKey?: string;
+  /** Component response to check against when no operation has this method and path. */
+  readonly fallback?: string;
+}
+
+describe("gateway - OpenAPI document", () => {
+  const doc = new OpenApiDoc();
+  let platform: TestPlatform;
+  let limited: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start();
+    limited = await TestPlatform.start({ LIVECOUNT_PUBLISHER_RATE: "1", LIVECOUNT_PUBLISHER_BURST: "1" });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+    await limited?.close();
+  });
+
+  /** Makes a request and checks the exchange against the document; returns the status and JSON body. */
+  async function call(
+    base: string,
+    target: string,
+    options: Call = {},
+  ): Promise<{ status: number; body: unknown; headers: Headers }> {
+    const method = options.method ?? "GET";
+    const headers: Record<string, string> = {};
+    const key = options.key === undefined ? TEST_PUBLISHER_KEY : options.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+      headers["content-type"] = "application/json";
+    }
+    const res = await fetch(`${base}${target}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    const path = target.split("?")[0]!;
+    doc.check({ method, path, status: res.status, headers: res.headers, text }, options.fallback);
+    const json = (res.headers.get("content-type") ?? "").startsWith("application/json")
+      ? (JSON.parse(text) as unknown)
+      : text;
+    return { status: res.status, body: json, headers: res.headers };
+  }
+
+  /** A request body the test sends as valid must be valid by the document too. */
+  function expectDocumentedRequest(method: string, path: string, body: unknown): void {
+    expect(doc.violations(doc.requestSchema(method, path), body)).toEqual([]);
+  }
+
+  test("openapi - every endpoint's answers, including each error class, match docs/openapi.json", async () => {
+    const base = platform.url;
+    const page = "openapi/page?#%";
+    const p = encodeURIComponent(page);
+
+    expect((await call(base, "/healthz")).status).toBe(200);
+    expect((await call(base, "/readyz")).status).toBe(200);
+    expect((await call(base, "/metrics")).status).toBe(200);
+
+    // PUT /v1/pages/{page}/counter
+    const change = { action: "increment", counter: "likes", by: 3 };
+    expectDocumentedRequest("PUT", `/v1/pages/${p}/counter`, change);
+    expect(
+      (await call(base, `/v1/pages/${p}/counter`, { method: "PUT", body: change, idempotencyKey: "oa-1" }))
+        .status,
+    ).toBe(200);
+    const replay = await call(base, `/v1/pages/${p}/counter`, {
+      method: "PUT",
+      body: change,
+      idempotencyKey: "oa-1",
+    });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    await call(base, `/v1/pages/${p}/counter`, {
+      method: "PUT",
+      body: { action: "decrement", counter: "stock" },
+    });
+    expect(
+      (
+        await call(base, `/v1/pages/${p}/counter`, {
+          method: "PUT",
+          body: { action: "set", counter: "likes" },
+        })
+      ).status,
+    ).toBe(400);
+    expect(
+      (await call(base, `/v1/pages/${p}/counter`, { method: "PUT", body: change, key: null })).status,
+    ).toBe(401);
+    expect(
+      (await call(base, `/v1/pages/${p}/counter`, { method: "PUT", body: change, key: "wrong-key-000000" }))
+        .status,
+    ).toBe(401);
+    expect(
+      (
+        await call(base, `/v1/pages/${p}/counter`, {
+          method: "PUT",
+          body: { ...change, by: 4 },
+          idempotencyKey: "oa-1",
+        })
+      ).status,
+    ).toBe(409);
+    expect(
+      (
+        await call(base, `/v1/pages/${p}/counter`, {
+          method: "PUT",
+          body: { ...change, pad: "x".repeat(70_000) },
+        })
+      ).status,
+    ).toBe(413);
+
+    // GET /v1/pages/{page}/counter, with a viewer, a visible counter and a deleted one.
+    const viewer = await platform.connect();
+    viewer.join(page, "openapi-viewer");
+    await platform.waitForViewers(page, 1);
+    await call(base, `/v1/pages/${p}/counter`, {
+      method: "PUT",
+      body: { action: "increment", counter: "gone" },
+    });
+    expect(
+      (await call(base, `/v1/pages/${p}/counters/gone`, { method: "DELETE", idempotencyKey: "oa-del" }))
+        .status,
+    ).toBe(200);
+    const read = await call(base, `/v1/pages/${p}/counter`);
+    expect(read.body).toMatchObject({ viewers: 1, counters: { likes: 3, stock: -1 } });
+    expect((await call(base, "/v1/pages/a%20b/counter")).status).toBe(400);
+
+    // DELETE /v1/pages/{page}/counters/{counter}
+    const del = await call(base, `/v1/pages/${p}/counters/gone`, {
+      method: "DELETE",
+      idempotencyKey: "oa-del",
+    });
+    expect(del.headers.get("idempotent-replayed")).toBe("true");
+    expect((await call(base, `/v1/pages/${p}/counters/%40viewers`, { method: "DELETE" })).status).toBe(400);
+    expect((await call(base, `/v1/pages/${p}/counters/likes`, { method: "DELETE", key: null })).status).toBe(
+      401,
+    );
+    expect(
+      (await call(base, `/v1/pages/${p}/counters/likes`, { method: "DELETE", idempotencyKey: "oa-1" }))
+        .status,
+    ).toBe(409);
+
+    // POST /v1/pages/{page}/counters/{counter}/reset
+    expect(
+      (
+        await call(base, `/v1/pages/${p}/counters/stock/reset`, {
+          method: "POST",
+          idempotencyKey: "oa-reset",
+        })
+      ).status,
+    ).toBe(200);
+    const resetAgain = await call(base, `/v1/pages/${p}/counters/stock/reset`, {
+      method: "POST",
+      idempotencyKey: "oa-reset",
+    });
+    expect(resetAgain.headers.get("idempotent-replayed")).toBe("true");
+    expect(
+      (await call(base, `/v1/pages/${p}/counters/${"c".repeat(65)}/reset`, { method: "POST" })).status,
+    ).toBe(400);
+    expect(
+      (await call(base, `/v1/pages/${p}/counters/stock/reset`, { method: "POST", key: "nope-nope-nope" }))
+        .status,
+    ).toBe(401);
+    expect(
+      (await call(base, `/v1/pages/${p}/counters/stock/reset`, { method: "POST", idempotencyKey: "oa-del" }))
+        .status,
+    ).toBe(409);
+
+    // POST /v1/counters/increment: applied, duplicate and conflicting items in one answer.
+    const batch = [
+      { page, counter: "likes", change: 2, id: "oa-b1" },
+      { page, counter: "likes", change: 2, id: "oa-b1" },
+      { page, counter: "likes", change: -1, id: "oa-b1" },
+      { page: "openapi-other", counter: "claps", change: -5, id: "oa-b2" },
+    ];
+    expectDocumentedRequest("POST", "/v1/counters/increment", batch);
+    const batched = await call(base, "/v1/counters/increment", { method: "POST", body: batch });
+    expect(batched.status).toBe(200);
+    expect((batched.body as { results: unknown[] }).results).toHaveLength(4);
+    const badBatches: unknown[] = [
+      [],
+      [{ ...batch[0], change: 0 }],
+      { page },
+      [{ ...batch[0], counter: "@viewers" }],
+    ];
+    for (const bad of badBatches) {
+      expect((await call(base, "/v1/counters/increment", { method: "POST", body: bad })).status).toBe(400);
+      // The document refuses what the server refuses.
+      expect(doc.violations(doc.requestSchema("POST", "/v1/counters/increment"), bad)).not.toEqual([]);
+    }
+    expect(
+      (await call(base, "/v1/counters/increment", { method: "POST", body: batch, key: null })).status,
+    ).toBe(401);
+    const tooMany = Array.from({ length: 1001 }, (_, i) => ({
+      page,
+      counter: "likes",
+      change: 1,
+      id: `oa-${i}`,
+    }));
+    expect((await call(base, "/v1/counters/increment", { method: "POST", body: tooMany })).status).toBe(413);
+
+    // GET /v1/counters: pages summed and raw, prefix listings with a cursor, bad queries.
+    expect((await call(base, `/v1/counters?page=${p}&page=openapi-other`)).status).toBe(200);
+    const raw = await call(base, `/v1/counters?page=${p}&raw=true`);
+    expect(raw.body).toMatchObject({ pages: [{ page, viewers: { dc1: { p: 1, n: 0 } } }] });
+    const first = await call(base, "/v1/counters?prefix=openapi&limit=1");
+    const cursor = (first.body as { cursor: string | null }).cursor;
+    expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+    const last = await call(base, `/v1/counters?prefix=openapi&limit=1&cursor=${cursor}&raw=true`);
+    expect((last.body as { cursor: string | null }).cursor).toBeNull();
+    expect((await call(base, "/v1/counters")).status).toBe(400);
+    expect((await call(base, "/v1/counters?prefix=a&limit=1000")).status).toBe(400);
+
+    // Routes and methods that do not exist.
+    expect((await call(base, "/v1/nothing", { fallback: "NotFound" })).status).toBe(404);
+    expect((await call(base, "/v1/counters", { method: "POST", fallback: "MethodNotAllowed" })).status).toBe(
+      405,
+    );
+    expect((await call(base, "/v1/counters/increment", { fallback: "MethodNotAllowed" })).status).toBe(405);
+    expect(
+      (await call(base, `/v1/pages/${p}/counter`, { method: "DELETE", fallback: "MethodNotAllowed" })).status,
+    ).toBe(405);
+    expect((await call(base, `/v1/pages/${p}/counters/likes`, { fallback: "MethodNotAllowed" })).status).toBe(
+      405,
+    );
+
+    // 429 with Retry-After, for every change, from a key over its rate.
+    const lim = limited.url;
+    await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change });
+    expect((await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change })).status).toBe(429);
+    expect((await call(lim, "/v1/counters/increment", { method: "POST", body: batch })).status).toBe(429);
+    expect((await call(lim, `/v1/pages/${p}/counters/likes`, { method: "DELETE" })).status).toBe(429);
+    expect((await call(lim, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(429);
+
+    // 503 with Retry-After once no counter node is live; the batch answers per item.
+    await platform.app.counter.stop();
+    await eventually(async () => expect((await call(base, "/readyz")).status).toBe(503), {
+      timeoutMs: 10_000,
+    });
+    expect((await call(base, `/v1/pages/${p}/counter`)).status).toBe(503);
+    expect((await call(base, `/v1/pages/${p}/counter`, { method: "PUT", body: change })).status).toBe(503);
+    expect((await call(base, `/v1/pages/${p}/counters/likes`, { method: "DELETE" })).status).toBe(503);
+    expect((await call(base, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(503);
+    expect((await call(base, `/v1/counters?page=${p}`)).status).toBe(503);
+    expect((await call(base, "/v1/counters?prefix=openapi")).status).toBe(503);
+    const unavailable = await call(base, "/v1/counters/increment", { method: "POST", body: batch });
+    expect(unavailable.body).toMatchObject({ results: [{ error: { code: "unavailable" } }, {}, {}, {}] });
+
+    const missing = doc.documented.filter((answer) => !NOT_PROVOKED.test(answer) && !doc.seen.has(answer));
+    expect(missing).toEqual([]);
+    expect(doc.seen.has("NotFound") && doc.seen.has("MethodNotAllowed")).toBe(true);
+  });
+
+  test("openapi - the validator refuses what the document does not allow", () => {
+    const totals = { $ref: "#/components/schemas/PageTotals" };
+    const good = { page: "a", count: 1, viewers: 1, counters: { likes: 2 }, updated_at: 1 };
+    expect(doc.violations(totals, good)).toEqual([]);
+    expect(doc.violations(totals, { ...good, counters: { "@viewers": 1 } })).not.toEqual([]);
+    expect(doc.violations(totals, { ...good, counters: { "@del:likes": 1 } })).not.toEqual([]);
+    expect(doc.violations(totals, { ...good, extra: true })).not.toEqual([]);
+    expect(doc.violations(totals, { ...good, viewers: -1 })).not.toEqual([]);
+    expect(doc.violations(totals, { ...good, page: "a b" })).not.toEqual([]);
+    const { updated_at: _, ...partial } = good;
+    expect(doc.violations(totals, partial)).not.toEqual([]);
+  });
+});

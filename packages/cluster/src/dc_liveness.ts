@@ -1,0 +1,194 @@
+import { DCS_SUBJECT, type Bus, type Subscription } from "@livecount/bus";
+import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+
+export interface DcLivenessOptions {
+  readonly bus: Bus;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** This process's data center: always live. */
+  readonly dc: string;
+  /** A remote DC not heard for this long is down: its presence drops out of totals. */
+  readonly leaseMs: number;
+  /** How often heartbeats go out and leases are checked; short, so a healed link is seen at once. */
+  readonly heartbeatMs: number;
+  /** Counter nodes announce their DC under their node id; gateways only listen. */
+  readonly announceAs?: string;
+  /** How far back (on the remote DC's clock) to ask for changes from a DC heard for the first time. */
+  readonly firstContactWindowMs: number;
+}
+
+/**
+ * What happened to a remote DC:
+ * - "up": heard for the first time, or again after being down;
+ * - "gap": still up, but heartbeats were lost, so updates from it may have been lost too;
+ * - "down": not heard for longer than its lease.
+ * `since` (for "up" and "gap") is the remote DC's own clock at the last heartbeat before the gap:
+ * what it should publish again is everything it changed after that. `silentSince` is this
+ * process's clock when the remote DC was last heard before the gap (first contact: the first-contact
+ * window back): what went the other way since then may have been lost as well.
+ */
+export type DcEvent =
+  | { readonly kind: "up" | "gap"; readonly since: number; readonly silentSince: number }
+  | { readonly kind: "down" };
+
+export type DcListener = (dc: string, event: DcEvent) => void;
+
+interface RemoteDc {
+  lastHeard: number;
+  leaseMs: number;
+  live: boolean;
+  /** The sender's clock at the last heartbeat received. */
+  lastSenderTs: number;
+  /** Last heartbeat sequence number per announcing node. */
+  readonly seqs: Map<string, number>;
+}
+
+/**
+ * Which data centers are live, from heartbeats every counter node sends to every DC. A remote DC
+ * silent for longer than its lease is down (its presence entries leave the totals, nothing is
+ * deleted); heard again, it is up. Sequence numbers make a short cut visible too.
+ */
+export class DcLiveness {
+  readonly #o: DcLivenessOptions;
+  readonly #remotes = new Map<string, RemoteDc>();
+  readonly #listeners = new Set<DcListener>();
+  #seq = 0;
+  #sub: Subscription | undefined;
+  #timer: TimerHandle | undefined;
+
+  constructor(options: DcLivenessOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    this.#sub = this.#o.bus.subscribe(DCS_SUBJECT, (data) => this.#onMessage(data));
+    this.#tick();
+  }
+
+  stop(): void {
+    this.#sub?.unsubscribe();
+    if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  onChange(listener: DcListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  isLive(dc: string): boolean {
+    return dc === this.#o.dc || this.#remotes.get(dc)?.live === true;
+  }
+
+  /** This process's data center. */
+  get localDc(): string {
+    return this.#o.dc;
+  }
+
+  /** True once any other data center has been heard. */
+  get hasRemotes(): boolean {
+    return this.#remotes.size > 0;
+  }
+
+  /** Every live DC, this one first. */
+  liveDcs(): string[] {
+    return [this.#o.dc, ...[...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc)];
+  }
+
+  /** Live remote DCs with the remote's own clock at its latest heartbeat heard (what resync requests quote). */
+  liveRemotes(): Array<{ readonly dc: string; readonly clock: number }> {
+    return [...this.#remotes].filter(([, r]) => r.live).map(([dc, r]) => ({ dc, clock: r.lastSenderTs }));
+  }
+
+  /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
+  lagMs(dc: string): number {
+    if (dc === this.#o.dc) return 0;
+    const remote = this.#remotes.get(dc);
+    return remote === undefined ? Infinity : Math.max(0, this.#o.clock.now() - remote.lastHeard);
+  }
+
+  #tick(): void {
+    const { announceAs, bus, dc, leaseMs, clock } = this.#o;
+    if (announceAs !== undefined) {
+      const beat: DcHeartbeat = {
+        type: "dc",
+        dc,
+        node: announceAs,
+        seq: ++this.#seq,
+        leaseMs,
+        ts: clock.now(),
+      };
+      bus.publish(DCS_SUBJECT, encodeMessage(beat));
+    }
+    const now = clock.now();
+    for (const [name, remote] of this.#remotes) {
+      if (remote.live && now - remote.lastHeard > remote.leaseMs) {
+        remote.live = false;
+        this.#o.logger.warn({ dc: name, silentMs: now - remote.lastHeard }, "data center down");
+        this.#emit(name, { kind: "down" });
+      }
+    }
+    this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
+  }
+
+  #onMessage(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#o.logger.warn({ err }, "malformed dc message");
+      return;
+    }
+    if (msg.type !== "dc" || msg.dc === this.#o.dc) return;
+    const now = this.#o.clock.now();
+    let remote = this.#remotes.get(msg.dc);
+    if (remote === undefined) {
+      remote = {
+        lastHeard: now,
+        leaseMs: msg.leaseMs,
+        live: true,
+        lastSenderTs: msg.ts,
+        seqs: new Map([[msg.node, msg.seq]]),
+      };
+      this.#remotes.set(msg.dc, remote);
+      this.#o.logger.info({ dc: msg.dc }, "data center up");
+      this.#emit(msg.dc, {
+        kind: "up",
+        since: Math.max(0, msg.ts - this.#o.firstContactWindowMs),
+        silentSince: Math.max(0, now - this.#o.firstContactWindowMs),
+      });
+      return;
+    }
+    const lastSeq = remote.seqs.get(msg.node);
+    // A lower number is a restarted node: a fresh sequence, not a gap.
+    const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
+    const since = remote.lastSenderTs;
+    const silentSince = remote.lastHeard;
+    remote.seqs.set(msg.node, msg.seq);
+    remote.lastHeard = now;
+    remote.leaseMs = msg.leaseMs;
+    remote.lastSenderTs = Math.max(remote.lastSenderTs, msg.ts);
+    if (!remote.live) {
+      remote.live = true;
+      this.#o.logger.info({ dc: msg.dc }, "data center up again");
+      this.#emit(msg.dc, { kind: "up", since, silentSince });
+    } else if (gap) {
+      this.#o.logger.warn(
+        { dc: msg.dc, node: msg.node, missed: msg.seq - lastSeq - 1 },
+        "heartbeats from data center lost",
+      );
+      this.#emit(msg.dc, { kind: "gap", since, silentSince });
+    }
+  }
+
+  #emit(dc: string, event: DcEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(dc, event);
+      } catch (err) {
+        this.#o.logger.error({ err, dc }, "dc listener failed");
+      }
+    }
+  }
+}
