@@ -265,6 +265,32 @@ describe.skipIf(skip)("widget in Chromium", () => {
     await tab.click("#like");
     await waitForText(tab, "#likes", "1");
   });
+
+  it("demo page: reactions count, and the unread badge fills up and clears on mark read", async () => {
+    const tab = await (await newBrowser()).newPage();
+    tab.on("pageerror", (err) => pageErrors.push(`demo: ${err.message}`));
+    await tab.goto(`${gatewayOrigin}/`);
+    await waitForText(tab, "#reaction-heart", "0");
+    expect(await tab.isHidden("#unread")).toBe(true);
+
+    await tab.click('button[data-counter="reaction:heart"]');
+    await tab.click('button[data-counter="reaction:heart"]');
+    await tab.click('button[data-counter="reaction:party"]');
+    await waitForText(tab, "#reaction-heart", "2");
+    await waitForText(tab, "#reaction-party", "1");
+    await waitForText(tab, "#reaction-thumbs", "0");
+
+    await tab.click("#notify");
+    await tab.click("#notify");
+    await waitForText(tab, "#unread", "2");
+    expect(await tab.isVisible("#unread")).toBe(true);
+    await tab.click("#mark-read");
+    await waitForText(tab, "#unread", "0");
+    expect(await tab.isHidden("#unread")).toBe(true);
+
+    // The page never holds the publisher key.
+    expect(await tab.content()).not.toContain(PUBLISHER_KEY);
+  });
 });
 
 /**

@@ -5,6 +5,7 @@ import { Gateway, readGatewayConfig } from "@livecount/gateway";
 import { silentLogger, type Env, type Logger } from "@livecount/runtime";
 import type { Store } from "@livecount/store";
 import { Registry, collectDefaultMetrics } from "prom-client";
+import { DemoRoutes } from "./demo_routes.js";
 
 export interface StandaloneOptions {
   /** Configuration variables; default process.env. */
@@ -25,8 +26,15 @@ export interface Standalone {
   close(): Promise<void>;
 }
 
-/** The demo page's page id; its likes may be added without a key through the demo route. */
+/** The demo page's page id: the only page the demo routes (demo_routes.ts) change. */
 export const DEMO_PAGE = "demo";
+
+/** The URL this process reaches its own gateway at: loopback when it listens on every address. */
+function selfUrl(host: string, port: number): string {
+  if (host === "0.0.0.0" || host === "") return `http://127.0.0.1:${port}`;
+  if (host === "::") return `http://[::1]:${port}`;
+  return host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`;
+}
 
 /**
  * Runs a gateway and a counter node in one process. Without LIVECOUNT_NATS_URL and
@@ -53,29 +61,33 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     await bus.close();
     throw err;
   }
-  const demoEnabled = env.LIVECOUNT_DEMO !== "0";
+  const demo = env.LIVECOUNT_DEMO !== "0" ? new DemoRoutes({ page: DEMO_PAGE, logger }) : undefined;
   const gateway = new Gateway({
     config: gatewayConfig,
     bus,
     logger,
     registry,
-    ...(demoEnabled ? { demoPage: DEMO_PAGE } : {}),
+    ...(demo !== undefined ? { routes: demo.routes } : {}),
   });
   const counter = new CounterNode({ config: counterConfig, bus, store, logger, registry });
   const port = await gateway.start();
   await counter.start();
+  const url = selfUrl(gatewayConfig.host, port);
+  // The demo's buttons go through the SDK with a configured key, as a site's back end would.
+  demo?.connect(url, gatewayConfig.publisherKeys[0]!);
   if (devKey !== undefined)
     logger.warn({ publisherKey: devKey }, "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key");
 
   let closed: Promise<void> | undefined;
   return {
     port,
-    url: `http://127.0.0.1:${port}`,
+    url,
     publisherKeys: gatewayConfig.publisherKeys,
     gateway,
     counter,
     close: () =>
       (closed ??= (async () => {
+        await demo?.close();
         await gateway.stop();
         await counter.stop();
         await store.close();

@@ -1,0 +1,115 @@
+/**
+ * The demo page's server-side routes in the all-in-one process: they change the demo page's own
+ * counters through the SDK, exactly once per id, and nothing else; the publisher key never leaves
+ * the server.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { DEMO_PAGE } from "../src/index.js";
+import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+
+describe("standalone - demo routes", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_DEMO: "1" });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  function post(path: string, body?: unknown, method = "POST"): Promise<Response> {
+    return fetch(`${platform.url}${path}`, {
+      method,
+      headers: { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+    });
+  }
+
+  async function counters(): Promise<Readonly<Record<string, number>>> {
+    return (await platform.counter(DEMO_PAGE)).counters;
+  }
+
+  test("demo - likes, reactions and unread change through the route, with no key from the browser", async () => {
+    const before = await counters();
+    for (const counter of [
+      "likes",
+      "reaction:thumbs",
+      "reaction:heart",
+      "reaction:party",
+      "unread",
+      "unread",
+    ]) {
+      const res = await post("/demo/counter", { page: DEMO_PAGE, counter, action: "increment" });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).not.toContain(TEST_PUBLISHER_KEY);
+      expect(JSON.parse(text)).toMatchObject({ page: DEMO_PAGE, counter });
+    }
+    const after = await counters();
+    const delta = (name: string): number => (after[name] ?? 0) - (before[name] ?? 0);
+    expect(["likes", "reaction:thumbs", "reaction:heart", "reaction:party", "unread"].map(delta)).toEqual([
+      1, 1, 1, 1, 2,
+    ]);
+
+    // The old like route still adds one like.
+    expect((await post("/demo/like", { page: DEMO_PAGE })).status).toBe(200);
+    expect((await counters()).likes).toBe(after.likes! + 1);
+  });
+
+  test("demo - mark read resets the unread badge to zero", async () => {
+    await post("/demo/counter", { counter: "unread", action: "increment" });
+    await post("/demo/counter", { counter: "unread", action: "increment" });
+    const res = await post("/demo/counter", { page: DEMO_PAGE, counter: "unread", action: "reset" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ counter: "unread", value: 0 });
+    expect((await counters()).unread ?? 0).toBe(0);
+  });
+
+  test("demo - a click's id makes its retries count once", async () => {
+    const before = (await counters())["reaction:party"] ?? 0;
+    for (let i = 0; i < 3; i++)
+      expect(
+        (await post("/demo/counter", { counter: "reaction:party", action: "increment", id: "click-1" }))
+          .status,
+      ).toBe(200);
+    expect((await counters())["reaction:party"]).toBe(before + 1);
+  });
+
+  test("demo - only the demo page's fixed counters and actions are allowed", async () => {
+    const before = await counters();
+    const cases: Array<[unknown, number, string]> = [
+      [{ page: "someone-elses-page", counter: "likes", action: "increment" }, 403, "forbidden"],
+      [{ counter: "views", action: "increment" }, 403, "forbidden"],
+      [{ counter: "__proto__", action: "increment" }, 403, "forbidden"],
+      [{ counter: "likes", action: "reset" }, 403, "forbidden"],
+      [{ counter: "reaction:heart", action: "decrement" }, 400, "invalid_body"],
+      [{ counter: "likes", action: "increment", id: "has space" }, 400, "invalid_idempotency_key"],
+      [[{ counter: "likes", action: "increment" }], 400, "invalid_body"],
+      ["{not json", 400, "invalid_body"],
+    ];
+    for (const [body, status, code] of cases) {
+      const res = await post("/demo/counter", body);
+      expect(res.status, JSON.stringify(body)).toBe(status);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe(code);
+    }
+    const get = await post("/demo/counter", undefined, "GET");
+    expect(get.status).toBe(405);
+    expect(await counters()).toEqual(before);
+  });
+
+  test("demo - the routes are off with LIVECOUNT_DEMO=0", async () => {
+    const off = await TestPlatform.start({ LIVECOUNT_DEMO: "0" });
+    try {
+      for (const path of ["/demo/counter", "/demo/like"]) {
+        const res = await fetch(`${off.url}${path}`, {
+          method: "POST",
+          body: JSON.stringify({ counter: "likes", action: "increment" }),
+        });
+        expect(res.status).toBe(404);
+      }
+    } finally {
+      await off.close();
+    }
+  });
+});

@@ -1,0 +1,55 @@
+/** Retry timing: full-jitter exponential backoff, shared by HTTP retries and WebSocket reconnects. */
+
+export interface RetryOptions {
+  /** Tries in all, the first included; 1 turns retries off. Default 6. */
+  readonly attempts: number;
+  /** Cap of the first retry's delay, in milliseconds; doubles with each retry. Default 100. */
+  readonly baseMs: number;
+  /** Largest delay between two tries, in milliseconds (a server's Retry-After may ask for more). Default 5000. */
+  readonly maxMs: number;
+}
+
+export const DEFAULT_RETRY: RetryOptions = Object.freeze({ attempts: 6, baseMs: 100, maxMs: 5000 });
+
+/**
+ * Full jitter (AWS architecture blog, "Exponential Backoff and Jitter"): the n-th retry (from 0)
+ * waits random(0, min(maxMs, baseMs * 2^n)), which spreads a crowd of clients that failed
+ * together instead of having them retry in lockstep.
+ */
+export function fullJitterMs(retry: number, baseMs: number, maxMs: number, random = Math.random): number {
+  return Math.floor(random() * Math.min(maxMs, baseMs * 2 ** Math.min(retry, 30)));
+}
+
+/** Checks user-supplied retry options, filling in defaults. */
+export function retryOptions(partial: Partial<RetryOptions> | undefined): RetryOptions {
+  const r = { ...DEFAULT_RETRY, ...partial };
+  if (!Number.isInteger(r.attempts) || r.attempts < 1)
+    throw new RangeError("retry.attempts must be an integer >= 1");
+  if (!(r.baseMs >= 0) || !(r.maxMs >= r.baseMs)) throw new RangeError("retry needs 0 <= baseMs <= maxMs");
+  return r;
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason as soon as `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** `Retry-After` (delay-seconds or an HTTP date) in milliseconds; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}

@@ -1,0 +1,526 @@
+/**
+ * The publisher client: counter changes that count exactly once, reads, prefix listings,
+ * fire-and-forget batching and live subscriptions, over livecount's public protocol v1.
+ */
+import { fullJitterMs, retryOptions, sleep, type RetryOptions } from "./backoff.js";
+import { ChangeQueue, MAX_CHANGE, type QueueOptions } from "./change_queue.js";
+import {
+  decodeBatch,
+  decodeCounterValue,
+  decodeListing,
+  decodeMany,
+  decodePageCounters,
+  decodeRaw,
+  decodeResetValue,
+} from "./decode.js";
+import {
+  ClientClosedError,
+  InvalidRequestError,
+  LivecountError,
+  PartialFailureError,
+  type ChangeItem,
+  type FailedItem,
+} from "./errors.js";
+import { checkCounter, checkKey, checkPage, checkViewer, newIdempotencyKey } from "./ids.js";
+import {
+  RECONNECT_DEFAULTS,
+  Subscriptions,
+  type CountListener,
+  type ReconnectOptions,
+  type SubscribeOptions,
+  type WebSocketConstructor,
+} from "./subscriptions.js";
+import {
+  Transport,
+  type FetchFn,
+  type HttpAnswer,
+  type HttpRequest,
+  type RetryListener,
+} from "./transport.js";
+import type { CounterValue, IncrementItem, PageCounters, PageListing, RawPage, ResetValue } from "./types.js";
+
+export interface LivecountClientOptions {
+  /** The gateway, e.g. `https://livecount.example.com` (a path prefix is kept; WebSocket at `<baseUrl>/ws`). */
+  readonly baseUrl: string;
+  /**
+   * Publisher key, sent as `Authorization: Bearer <key>` with every change. Reads and
+   * subscriptions need none. It is a secret: keep it on your servers, never ship it to browsers.
+   */
+  readonly publisherKey?: string;
+  /** fetch implementation. Default: the global one (Node >= 18, browsers). */
+  readonly fetch?: FetchFn;
+  /**
+   * WebSocket constructor for `subscribe()`. Default: the global one (browsers, Node >= 22). On
+   * Node 20 pass the `ws` package's: `import WebSocket from "ws"`.
+   */
+  readonly WebSocket?: WebSocketConstructor;
+  /** How long one HTTP try may take before it is abandoned (and retried), in milliseconds. Default 10000. */
+  readonly timeoutMs?: number;
+  /** Retries of failed requests: tries in all and full-jitter backoff bounds. Default `{ attempts: 6, baseMs: 100, maxMs: 5000 }`. */
+  readonly retry?: Partial<RetryOptions>;
+  /** The fire-and-forget queue: coalescing window, batch size, bounds. See {@link QueueOptions}. */
+  readonly queue?: QueueOptions;
+  /** WebSocket reconnect backoff and heartbeat. See {@link ReconnectOptions}. */
+  readonly reconnect?: ReconnectOptions;
+  /**
+   * Errors nobody awaits: queued changes that failed for good (a {@link PartialFailureError}
+   * listing them with their keys), errors the server sends on the socket, throwing listeners.
+   * Default: `console.error`.
+   */
+  readonly onError?: (error: LivecountError) => void;
+  /** Called before each retry of an HTTP request (for logging). */
+  readonly onRetry?: RetryListener;
+}
+
+/** Options of a single change. */
+export interface ChangeOptions {
+  /**
+   * The change's idempotency key (1..128 printable ASCII): a change sent again with the same key
+   * never counts twice (for the server's key TTL, 24 h by default). Derive it from your own event
+   * id (`like:${userId}:${postId}`) to make the change exactly-once across your own retries
+   * and restarts too. Default: a random UUID, reused by every retry of this call.
+   */
+  readonly idempotencyKey?: string;
+  readonly signal?: AbortSignal;
+}
+
+export interface ReadOptions {
+  readonly signal?: AbortSignal;
+}
+
+export interface ListOptions extends ReadOptions {
+  /** Pages per answer, 1..100. Default: the server's (100). */
+  readonly limit?: number;
+  /** The `cursor` of the previous answer, to continue after it. */
+  readonly cursor?: string;
+}
+
+/** Longest path and query a read puts in one URL before it splits into several requests. */
+const MAX_URL_PATH = 2000;
+/** Most pages the gateway reads in one `GET /v1/counters`. */
+const MAX_READ_PAGES = 100;
+/** Largest batch body the client sends in one request, in bytes (well under the gateway's 1 MiB). */
+const MAX_BATCH_BODY_BYTES = 48 * 1024;
+/** A prefix for listings: 0..128 printable ASCII. */
+const PREFIX = /^[\x21-\x7e]{0,128}$/;
+
+const encodePage = encodeURIComponent;
+
+export class LivecountClient {
+  readonly #baseUrl: string;
+  readonly #transport: Transport;
+  readonly #retry: RetryOptions;
+  readonly #queue: ChangeQueue;
+  readonly #subs: Subscriptions;
+  readonly #maxBatchItems: number;
+  #closed = false;
+
+  constructor(options: LivecountClientOptions) {
+    let url: URL;
+    try {
+      url = new URL(options.baseUrl);
+    } catch (err) {
+      throw new TypeError(`baseUrl is not a URL: ${options.baseUrl}`, { cause: err });
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("baseUrl must be http(s)");
+    this.#baseUrl = `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+    if (options.publisherKey !== undefined && !/^[\x21-\x7e]{1,256}$/.test(options.publisherKey))
+      throw new TypeError("publisherKey must be printable ASCII");
+    const fetchFn = options.fetch ?? globalThis.fetch?.bind(globalThis);
+    if (typeof fetchFn !== "function") throw new TypeError("no fetch implementation: pass the fetch option");
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    if (!(timeoutMs > 0)) throw new RangeError("timeoutMs must be > 0");
+    this.#retry = retryOptions(options.retry);
+    this.#transport = new Transport(
+      {
+        baseUrl: this.#baseUrl,
+        publisherKey: options.publisherKey,
+        fetch: fetchFn,
+        timeoutMs,
+        retry: this.#retry,
+      },
+      options.onRetry,
+    );
+    const onError = options.onError ?? ((error: LivecountError) => console.error("livecount:", error));
+    this.#maxBatchItems = options.queue?.maxBatchItems ?? 100;
+    this.#queue = new ChangeQueue(options.queue ?? {}, (items) => this.#sendChanges(items), onError);
+    const WebSocketImpl = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    this.#subs = new Subscriptions({
+      url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
+      WebSocket: WebSocketImpl,
+      reconnect: { ...RECONNECT_DEFAULTS, ...options.reconnect },
+      onError,
+    });
+  }
+
+  // ---- changes ------------------------------------------------------------------------------
+
+  /**
+   * Adds `by` (an integer from 1 to 10^9, default 1) to a counter, exactly once: the change
+   * carries an idempotency key and every retry reuses it. Resolves once the change is durable.
+   */
+  increment(page: string, counter: string, by = 1, options: ChangeOptions = {}): Promise<CounterValue> {
+    return this.#change("increment", page, counter, by, options);
+  }
+
+  /** Subtracts `by` (an integer from 1 to 10^9, default 1) from a counter, exactly once. Counters may go negative. */
+  decrement(page: string, counter: string, by = 1, options: ChangeOptions = {}): Promise<CounterValue> {
+    return this.#change("decrement", page, counter, by, options);
+  }
+
+  async #change(
+    action: "increment" | "decrement",
+    page: string,
+    counter: string,
+    by: number,
+    options: ChangeOptions,
+  ): Promise<CounterValue> {
+    this.#checkOpen();
+    checkPage(page);
+    checkCounter(counter, page);
+    if (!Number.isSafeInteger(by) || by < 1)
+      throw new InvalidRequestError("invalid_body", `by must be a positive integer, got ${by}`, {
+        status: 400,
+        page,
+      });
+    const answer = await this.#transport.send({
+      method: "PUT",
+      path: `/v1/pages/${encodePage(page)}/counter`,
+      body: { action, counter, by },
+      auth: true,
+      idempotencyKey: this.#key(options),
+      signal: options.signal,
+      page,
+    });
+    return decodeCounterValue(answer.body, answer.headers.get("idempotent-replayed") === "true");
+  }
+
+  /**
+   * Resets a counter to zero by cancelling the value the page's owner observes (an observed
+   * reset): increments made concurrently in other data centers survive it. For unread counts.
+   * Exactly once by its idempotency key, like every change.
+   */
+  async reset(page: string, counter: string, options: ChangeOptions = {}): Promise<ResetValue> {
+    return this.#counterAction("POST", page, counter, "/reset", options);
+  }
+
+  /**
+   * Deletes a counter: a tombstone that replicates like any other write, so the counter
+   * disappears from reads and count frames everywhere. A later increment starts it from zero.
+   */
+  async delete(page: string, counter: string, options: ChangeOptions = {}): Promise<ResetValue> {
+    return this.#counterAction("DELETE", page, counter, "", options);
+  }
+
+  async #counterAction(
+    method: "POST" | "DELETE",
+    page: string,
+    counter: string,
+    suffix: string,
+    options: ChangeOptions,
+  ): Promise<ResetValue> {
+    this.#checkOpen();
+    checkPage(page);
+    checkCounter(counter, page);
+    const answer = await this.#transport.send({
+      method,
+      path: `/v1/pages/${encodePage(page)}/counters/${counter}${suffix}`,
+      auth: true,
+      idempotencyKey: this.#key(options),
+      signal: options.signal,
+      page,
+    });
+    return decodeResetValue(answer.body, answer.headers.get("idempotent-replayed") === "true");
+  }
+
+  /**
+   * Applies many changes in as few requests as possible (`POST /v1/counters/increment`), each item
+   * exactly once by its own idempotency key. Resolves with each item's value, in order. When some
+   * items fail for good, rejects with a {@link PartialFailureError} listing them with their keys
+   * (the others are durable): passing those items again can never count one twice.
+   */
+  async incrementMany(items: readonly IncrementItem[], options: ReadOptions = {}): Promise<CounterValue[]> {
+    this.#checkOpen();
+    const changes: ChangeItem[] = items.map((it) => {
+      checkPage(it.page);
+      checkCounter(it.counter, it.page);
+      if (!Number.isSafeInteger(it.change) || it.change === 0 || Math.abs(it.change) > MAX_CHANGE)
+        throw new InvalidRequestError(
+          "invalid_body",
+          `change must be a non-zero integer within ±${MAX_CHANGE}`,
+          {
+            status: 400,
+            page: it.page,
+          },
+        );
+      return {
+        page: it.page,
+        counter: it.counter,
+        change: it.change,
+        id: it.id === undefined ? newIdempotencyKey() : checkKey(it.id),
+      };
+    });
+    const results = await this.#sendChanges(changes, options.signal);
+    const failed: FailedItem[] = [];
+    results.forEach((r, i) => r instanceof LivecountError && failed.push({ item: changes[i]!, error: r }));
+    if (failed.length > 0) throw new PartialFailureError(failed, "items");
+    return results as CounterValue[];
+  }
+
+  /**
+   * Fire-and-forget: adds `change` (a non-zero integer; negative decrements) to a counter without
+   * waiting. Changes to the same counter within the queue's window (50 ms by default) are summed
+   * into one item, and items go out in batches, each with its own idempotency key, retried with
+   * that key. `flush()` waits until everything queued is durable; `close()` flushes first.
+   * Items that fail for good go to `onError` and make the next `flush()` reject.
+   *
+   * Backpressure: throws {@link QueueFullError} (nothing queued) when `queue.maxPendingItems`
+   * distinct counters are waiting; `await flush()` and queue again. Invalid ids throw at once.
+   */
+  queue(page: string, counter: string, change: number): void {
+    this.#checkOpen();
+    checkPage(page);
+    checkCounter(counter, page);
+    if (!Number.isSafeInteger(change) || Math.abs(change) > MAX_CHANGE)
+      throw new InvalidRequestError("invalid_body", `change must be an integer within ±${MAX_CHANGE}`, {
+        status: 400,
+        page,
+      });
+    if (change !== 0) this.#queue.add(page, counter, change);
+  }
+
+  /** Resolves when every change queued so far is durable; see {@link LivecountClient.queue}. */
+  flush(): Promise<void> {
+    return this.#queue.flush();
+  }
+
+  /** Changes queued and not yet durable (distinct counters in the open window plus items in flight). */
+  get pendingChanges(): number {
+    return this.#queue.pending;
+  }
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  /** A page's viewers and durable counters, read from the page's owner (never a cache). */
+  async get(page: string, options: ReadOptions = {}): Promise<PageCounters> {
+    this.#checkOpen();
+    checkPage(page);
+    const answer = await this.#transport.send({
+      method: "GET",
+      path: `/v1/pages/${encodePage(page)}/counter`,
+      signal: options.signal,
+      page,
+    });
+    return decodePageCounters(answer.body);
+  }
+
+  /**
+   * Several pages' values (each summed over data centers) by page id, like `get()` for each, in
+   * as few requests as the gateway allows (100 pages and a 2000-character URL per request).
+   */
+  async getMany(pages: readonly string[], options: ReadOptions = {}): Promise<Map<string, PageCounters>> {
+    const bodies = await this.#readPages(pages, {}, options);
+    return new Map(bodies.flatMap(decodeMany).map((p) => [p.page, p]));
+  }
+
+  /** Several pages' raw PN-counter entries: each data center's `{p, n}` per counter, by page id. */
+  async getRaw(pages: readonly string[], options: ReadOptions = {}): Promise<Map<string, RawPage>> {
+    const bodies = await this.#readPages(pages, { raw: "true" }, options);
+    return new Map(bodies.flatMap(decodeRaw).map((p) => [p.page, p]));
+  }
+
+  async #readPages(
+    pages: readonly string[],
+    extra: Record<string, string>,
+    options: ReadOptions,
+  ): Promise<unknown[]> {
+    this.#checkOpen();
+    const unique = [...new Set(pages.map(checkPage))];
+    const paths: string[] = [];
+    let params = new URLSearchParams(extra);
+    let count = 0;
+    for (const page of unique) {
+      const next = new URLSearchParams(params);
+      next.append("page", page);
+      if (count > 0 && (count >= MAX_READ_PAGES || next.toString().length > MAX_URL_PATH)) {
+        paths.push(`/v1/counters?${params}`);
+        params = new URLSearchParams(extra);
+        params.append("page", page);
+        count = 1;
+      } else {
+        params = next;
+        count++;
+      }
+    }
+    if (count > 0) paths.push(`/v1/counters?${params}`);
+    const answers = await Promise.all(
+      paths.map((path) => this.#transport.send({ method: "GET", path, signal: options.signal })),
+    );
+    return answers.map((a) => a.body);
+  }
+
+  /**
+   * One page of the pages whose id starts with `prefix` ("" lists all), with their values, in
+   * byte order of their ids. Pass the answer's `cursor` to get the next; see {@link LivecountClient.listAll}.
+   */
+  async list(prefix: string, options: ListOptions = {}): Promise<PageListing> {
+    this.#checkOpen();
+    if (!PREFIX.test(prefix))
+      throw new InvalidRequestError("invalid_query", "prefix must be 0..128 printable ASCII characters", {
+        status: 400,
+      });
+    const params = new URLSearchParams({ prefix });
+    if (options.limit !== undefined) params.set("limit", String(options.limit));
+    if (options.cursor !== undefined) params.set("cursor", options.cursor);
+    const answer = await this.#transport.send({
+      method: "GET",
+      path: `/v1/counters?${params}`,
+      signal: options.signal,
+    });
+    return decodeListing(answer.body);
+  }
+
+  /** Every page under `prefix` with its values, following cursors: `for await (const p of client.listAll("article-"))`. */
+  async *listAll(
+    prefix: string,
+    options: Omit<ListOptions, "cursor"> = {},
+  ): AsyncGenerator<PageCounters, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const listing = await this.list(prefix, cursor === undefined ? options : { ...options, cursor });
+      yield* listing.pages;
+      cursor = listing.cursor;
+    } while (cursor !== undefined);
+  }
+
+  // ---- live values --------------------------------------------------------------------------
+
+  /**
+   * Calls `listener` with the page's value now and whenever it changes (at most once per
+   * coalescing window), over one WebSocket shared by all of this client's subscriptions. The
+   * socket reconnects by itself (full-jitter backoff) and subscribes again. Returns the
+   * function that unsubscribes.
+   */
+  subscribe(page: string, listener: CountListener, options: SubscribeOptions = {}): () => void {
+    this.#checkOpen();
+    checkPage(page);
+    if (options.viewer !== undefined) checkViewer(options.viewer);
+    return this.#subs.subscribe(page, listener, options);
+  }
+
+  /** Sockets opened so far (1 plus reconnects); for diagnostics. */
+  get connects(): number {
+    return this.#subs.connects;
+  }
+
+  /**
+   * Flushes the queue (rejecting like `flush()` if queued changes failed), closes the socket and
+   * refuses further calls. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return this.#queue.flush();
+    this.#closed = true;
+    this.#subs.close();
+    await this.#queue.flush();
+  }
+
+  // ---- internals ----------------------------------------------------------------------------
+
+  #checkOpen(): void {
+    if (this.#closed) throw new ClientClosedError();
+  }
+
+  #key(options: ChangeOptions): string {
+    return options.idempotencyKey === undefined ? newIdempotencyKey() : checkKey(options.idempotencyKey);
+  }
+
+  /**
+   * Sends items through the batch endpoint in chunks, each retried with the same ids until it is
+   * answered. Items the server failed one by one with a retryable code go again (same ids) after
+   * a backoff. Resolves with each item's value or final error, in order.
+   */
+  async #sendChanges(
+    items: readonly ChangeItem[],
+    signal?: AbortSignal,
+  ): Promise<Array<CounterValue | LivecountError>> {
+    const results: Array<CounterValue | LivecountError> = [];
+    for (const chunk of this.#chunks(items)) results.push(...(await this.#sendChunk(chunk, signal)));
+    return results;
+  }
+
+  #chunks(items: readonly ChangeItem[]): ChangeItem[][] {
+    const chunks: ChangeItem[][] = [];
+    let chunk: ChangeItem[] = [];
+    let bytes = 2;
+    for (const item of items) {
+      const size = JSON.stringify(item).length + 1;
+      if (chunk.length > 0 && (chunk.length >= this.#maxBatchItems || bytes + size > MAX_BATCH_BODY_BYTES)) {
+        chunks.push(chunk);
+        chunk = [];
+        bytes = 2;
+      }
+      chunk.push(item);
+      bytes += size;
+    }
+    if (chunk.length > 0) chunks.push(chunk);
+    return chunks;
+  }
+
+  async #sendChunk(
+    items: readonly ChangeItem[],
+    signal?: AbortSignal,
+  ): Promise<Array<CounterValue | LivecountError>> {
+    const results: Array<CounterValue | LivecountError | undefined> = items.map(() => undefined);
+    let todo = items.map((_, i) => i);
+    for (let round = 1; ; round++) {
+      const batch = todo.map((i) => items[i]!);
+      let answers: Array<CounterValue | LivecountError>;
+      try {
+        answers = await this.#postBatch(batch, signal);
+      } catch (err) {
+        // The transport already retried the request as a whole: this is final for its items.
+        if (!(err instanceof LivecountError)) throw err;
+        for (const i of todo) results[i] = err;
+        return results as Array<CounterValue | LivecountError>;
+      }
+      // Items the server failed one by one with a retryable code go again, with the same ids.
+      const again: number[] = [];
+      answers.forEach((a, j) => {
+        const i = todo[j]!;
+        results[i] = a;
+        if (a instanceof LivecountError && a.retryable && round < this.#retry.attempts) again.push(i);
+      });
+      if (again.length === 0) return results as Array<CounterValue | LivecountError>;
+      todo = again;
+      await sleep(fullJitterMs(round - 1, this.#retry.baseMs, this.#retry.maxMs), signal);
+    }
+  }
+
+  /** One batch request (retried as a whole by the transport); a batch too large for the server is halved. */
+  async #postBatch(
+    items: readonly ChangeItem[],
+    signal?: AbortSignal,
+  ): Promise<Array<CounterValue | LivecountError>> {
+    const req: HttpRequest = {
+      method: "POST",
+      path: "/v1/counters/increment",
+      body: items,
+      auth: true,
+      signal,
+    };
+    let answer: HttpAnswer;
+    try {
+      answer = await this.#transport.send(req);
+    } catch (err) {
+      if (err instanceof LivecountError && err.code === "payload_too_large" && items.length > 1) {
+        const half = Math.ceil(items.length / 2);
+        return [
+          ...(await this.#postBatch(items.slice(0, half), signal)),
+          ...(await this.#postBatch(items.slice(half), signal)),
+        ];
+      }
+      throw err;
+    }
+    return decodeBatch(answer.body, items);
+  }
+}

@@ -1,0 +1,47 @@
+export {
+  LivecountClient,
+  type ChangeOptions,
+  type ListOptions,
+  type LivecountClientOptions,
+  type ReadOptions,
+} from "./client.js";
+export { DEFAULT_RETRY, type RetryOptions } from "./backoff.js";
+export { MAX_CHANGE, QUEUE_DEFAULTS, type QueueOptions } from "./change_queue.js";
+export {
+  AuthError,
+  ClientClosedError,
+  IdempotencyConflictError,
+  InvalidRequestError,
+  LivecountError,
+  NetworkError,
+  PartialFailureError,
+  QueueFullError,
+  RateLimitedError,
+  SERVER_ERROR_CODES,
+  UnavailableError,
+  type ChangeItem,
+  type ClientErrorCode,
+  type FailedItem,
+  type LivecountErrorCode,
+  type ServerErrorCode,
+} from "./errors.js";
+export { isCounterName, isPageId, newIdempotencyKey } from "./ids.js";
+export {
+  RECONNECT_DEFAULTS,
+  type CountListener,
+  type ReconnectOptions,
+  type SubscribeOptions,
+  type WebSocketConstructor,
+  type WebSocketLike,
+} from "./subscriptions.js";
+export type { FetchFn, RetryListener } from "./transport.js";
+export type {
+  CounterValue,
+  CountUpdate,
+  IncrementItem,
+  PageCounters,
+  PageListing,
+  RawEntry,
+  RawPage,
+  ResetValue,
+} from "./types.js";

@@ -1,0 +1,336 @@
+/**
+ * Live values over protocol v1's WebSocket: one socket per client, shared by every subscription,
+ * opened on the first subscribe and closed after the last unsubscribe. A dropped socket is
+ * reopened with full-jitter backoff and every page is joined or watched again; an application
+ * ping finds a connection that died silently.
+ */
+import { fullJitterMs } from "./backoff.js";
+import { LivecountError, errorFromCode } from "./errors.js";
+import type { CountUpdate } from "./types.js";
+
+/** Bivariant callback parameter, so both DOM's WebSocket and the `ws` package's fit. */
+type Handler<E> = { bivarianceHack(event: E): void }["bivarianceHack"];
+
+/** What the SDK needs of a WebSocket: the browser's, Node 22's global, or the `ws` package's. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: Handler<unknown> | null;
+  onmessage: Handler<{ readonly data: unknown }> | null;
+  onclose: Handler<{ readonly code: number; readonly reason: string }> | null;
+  onerror: Handler<unknown> | null;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export type CountListener = (update: CountUpdate) => void;
+
+export interface SubscribeOptions {
+  /**
+   * `"watch"` (default) receives the page's values without counting as a viewer; `"join"` also
+   * counts this client as a viewer of the page while subscribed.
+   */
+  readonly mode?: "watch" | "join";
+  /**
+   * With `"join"`: the viewer id (1..128 printable ASCII). Subscriptions sharing a viewer id,
+   * on any socket, count once. Default: the socket is its own viewer. When several of a client's
+   * subscriptions join one page, the socket joins once, as the first one's viewer.
+   */
+  readonly viewer?: string;
+  /** Errors the server reports for this page (e.g. `too_many_pages`). Default: the client's `onError`. */
+  readonly onError?: (error: LivecountError) => void;
+}
+
+export interface ReconnectOptions {
+  /** Cap of the first reconnect delay, in milliseconds; doubles per failed try. Default 250. */
+  readonly baseMs?: number;
+  /** Largest reconnect delay, in milliseconds. Default 10000. */
+  readonly maxMs?: number;
+  /**
+   * How often, in milliseconds, the client pings the server; a socket that answers nothing for
+   * a whole interval is dropped and reopened. Default 25000.
+   */
+  readonly pingIntervalMs?: number;
+}
+
+export const RECONNECT_DEFAULTS = Object.freeze({ baseMs: 250, maxMs: 10_000, pingIntervalMs: 25_000 });
+
+/** WebSocket readyState OPEN. */
+const OPEN = 1;
+/** Normal closure (RFC 6455). */
+const CLOSE_NORMAL = 1000;
+
+interface Subscription {
+  readonly listener: CountListener;
+  readonly mode: "watch" | "join";
+  readonly viewer: string | undefined;
+  readonly onError: ((error: LivecountError) => void) | undefined;
+}
+
+/** What this socket has told the server about a page. */
+type Sent =
+  | { readonly kind: "none" }
+  | { readonly kind: "watch" }
+  | { readonly kind: "join"; readonly viewer?: string };
+
+interface PageState {
+  readonly subs: Set<Subscription>;
+  sent: Sent;
+  last: CountUpdate | undefined;
+}
+
+export interface SubscriptionsOptions {
+  readonly url: string;
+  readonly WebSocket: WebSocketConstructor | undefined;
+  readonly reconnect: Required<ReconnectOptions>;
+  readonly onError: (error: LivecountError) => void;
+}
+
+export class Subscriptions {
+  readonly #o: SubscriptionsOptions;
+  readonly #pages = new Map<string, PageState>();
+  #ws: WebSocketLike | undefined;
+  /** Tries since the last socket the server answered on; drives the backoff. */
+  #failures = 0;
+  #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  #pingTimer: ReturnType<typeof setInterval> | undefined;
+  /** A ping was sent and nothing has arrived since. */
+  #awaitingPong = false;
+  #closed = false;
+  /** Sockets opened so far; for diagnostics and tests. */
+  connects = 0;
+
+  constructor(options: SubscriptionsOptions) {
+    this.#o = options;
+  }
+
+  subscribe(page: string, listener: CountListener, options: SubscribeOptions): () => void {
+    if (this.#o.WebSocket === undefined)
+      throw new LivecountError(
+        "websocket_unavailable",
+        "no WebSocket implementation: pass one as the WebSocket option (e.g. the ws package's on Node < 22)",
+        { retryable: false },
+      );
+    const sub: Subscription = {
+      listener,
+      mode: options.mode ?? "watch",
+      viewer: options.viewer,
+      onError: options.onError,
+    };
+    let state = this.#pages.get(page);
+    if (state === undefined)
+      this.#pages.set(page, (state = { subs: new Set(), sent: { kind: "none" }, last: undefined }));
+    state.subs.add(sub);
+    const known = state.last;
+    // A page already live hands its latest value to the newcomer right away.
+    if (known !== undefined) queueMicrotask(() => state.subs.has(sub) && this.#call(sub, known));
+    this.#sync(page);
+    if (this.#ws === undefined && this.#reconnectTimer === undefined) this.#connect();
+    let subscribed = true;
+    return () => {
+      if (!subscribed) return;
+      subscribed = false;
+      state.subs.delete(sub);
+      this.#sync(page);
+      if (this.#pages.size === 0) this.#disconnect();
+    };
+  }
+
+  /** Closes the socket for good; listeners hear nothing more. */
+  close(): void {
+    this.#closed = true;
+    this.#pages.clear();
+    this.#disconnect();
+  }
+
+  #connect(): void {
+    this.#reconnectTimer = undefined;
+    if (this.#closed || this.#pages.size === 0) return;
+    let ws: WebSocketLike;
+    try {
+      ws = new this.#o.WebSocket!(this.#o.url);
+    } catch (err) {
+      this.#report(errorFromCode("network_error", `cannot open ${this.#o.url}`, { cause: err }));
+      this.#scheduleReconnect();
+      return;
+    }
+    this.#ws = ws;
+    this.connects++;
+    ws.onopen = () => {
+      for (const state of this.#pages.values()) state.sent = { kind: "none" };
+      for (const page of [...this.#pages.keys()]) this.#sync(page);
+      this.#awaitingPong = false;
+      this.#pingTimer = setInterval(() => this.#heartbeat(), this.#o.reconnect.pingIntervalMs);
+    };
+    ws.onmessage = (event) => {
+      this.#awaitingPong = false;
+      this.#failures = 0;
+      if (typeof event.data === "string") this.#receive(event.data);
+    };
+    ws.onclose = () => this.#lost(ws);
+    // An error is always followed by a close, which reconnects.
+    ws.onerror = () => {};
+  }
+
+  /** The socket `ws` is gone (closed by the server, the network, or a failed heartbeat). */
+  #lost(ws: WebSocketLike): void {
+    if (this.#ws !== ws) return;
+    detach(ws);
+    this.#ws = undefined;
+    clearInterval(this.#pingTimer);
+    this.#pingTimer = undefined;
+    for (const state of this.#pages.values()) state.sent = { kind: "none" };
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#pages.size === 0 || this.#reconnectTimer !== undefined) return;
+    const { baseMs, maxMs } = this.#o.reconnect;
+    this.#reconnectTimer = setTimeout(() => this.#connect(), fullJitterMs(this.#failures++, baseMs, maxMs));
+  }
+
+  #disconnect(): void {
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    clearInterval(this.#pingTimer);
+    this.#pingTimer = undefined;
+    const ws = this.#ws;
+    this.#ws = undefined;
+    if (ws !== undefined) {
+      detach(ws);
+      try {
+        ws.close(CLOSE_NORMAL);
+      } catch {
+        // already closing
+      }
+    }
+  }
+
+  #heartbeat(): void {
+    const ws = this.#ws;
+    if (ws === undefined) return;
+    if (this.#awaitingPong) {
+      // Nothing for a whole interval: the connection died without a close. Start over.
+      try {
+        ws.close(CLOSE_NORMAL);
+      } catch {
+        // ignore
+      }
+      this.#lost(ws);
+      return;
+    }
+    this.#awaitingPong = true;
+    this.#send({ type: "ping" });
+  }
+
+  /** Brings what the server knows about `page` in line with its subscriptions. */
+  #sync(page: string): void {
+    const state = this.#pages.get(page);
+    if (state === undefined) return;
+    if (state.subs.size === 0) this.#pages.delete(page);
+    if (this.#ws?.readyState !== OPEN) return;
+    const want = desired(state.subs);
+    const sent = state.sent;
+    if (want.kind === "none") {
+      if (sent.kind === "join") this.#send({ type: "leave", page });
+      else if (sent.kind === "watch") this.#send({ type: "unwatch", page });
+    } else if (want.kind === "watch") {
+      if (sent.kind === "join") this.#send({ type: "leave", page });
+      if (sent.kind !== "watch") this.#send({ type: "watch", page });
+    } else if (sent.kind !== "join" || sent.viewer !== want.viewer) {
+      this.#send(
+        want.viewer === undefined ? { type: "join", page } : { type: "join", page, viewer: want.viewer },
+      );
+    }
+    state.sent = want;
+  }
+
+  #send(frame: Record<string, string>): void {
+    try {
+      this.#ws?.send(JSON.stringify(frame));
+    } catch {
+      // The socket is closing; its close event reconnects and resends.
+    }
+  }
+
+  #receive(text: string): void {
+    let frame: unknown;
+    try {
+      frame = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (typeof frame !== "object" || frame === null) return;
+    const f = frame as Record<string, unknown>;
+    if (f.type === "count") {
+      const update = countUpdate(f);
+      const state = update !== undefined ? this.#pages.get(update.page) : undefined;
+      if (update === undefined || state === undefined) return;
+      // After a reconnect the first frame may repeat the last value; listeners may see it twice.
+      state.last = update;
+      for (const sub of [...state.subs]) this.#call(sub, update);
+    } else if (f.type === "error" && typeof f.code === "string") {
+      const page = typeof f.page === "string" ? f.page : undefined;
+      const error = errorFromCode(f.code, typeof f.message === "string" ? f.message : f.code, {
+        ...(page !== undefined ? { page } : {}),
+      });
+      const subs = page !== undefined ? this.#pages.get(page)?.subs : undefined;
+      const handlers =
+        subs !== undefined ? [...subs].map((s) => s.onError).filter((h) => h !== undefined) : [];
+      if (handlers.length > 0) for (const h of new Set(handlers)) safely(() => h(error));
+      else this.#report(error);
+    }
+  }
+
+  #call(sub: Subscription, update: CountUpdate): void {
+    try {
+      sub.listener(update);
+    } catch (err) {
+      this.#report(
+        new LivecountError("listener_error", "a subscribe() listener threw", {
+          cause: err,
+          retryable: false,
+        }),
+      );
+    }
+  }
+
+  #report(error: LivecountError): void {
+    safely(() => this.#o.onError(error));
+  }
+}
+
+/** The subscription the server should have for a page: join if any subscriber joins, else watch. */
+function desired(subs: ReadonlySet<Subscription>): Sent {
+  if (subs.size === 0) return { kind: "none" };
+  for (const s of subs)
+    if (s.mode === "join")
+      return s.viewer === undefined ? { kind: "join" } : { kind: "join", viewer: s.viewer };
+  return { kind: "watch" };
+}
+
+function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {
+  const { page, viewers, counters, ts } = f;
+  if (typeof page !== "string" || !Number.isSafeInteger(viewers) || !Number.isSafeInteger(ts))
+    return undefined;
+  if (typeof counters !== "object" || counters === null || Array.isArray(counters)) return undefined;
+  const entries = Object.entries(counters).filter((e): e is [string, number] => Number.isSafeInteger(e[1]));
+  return { page, viewers: viewers as number, counters: Object.fromEntries(entries), ts: ts as number };
+}
+
+function detach(ws: WebSocketLike): void {
+  ws.onopen = null;
+  ws.onmessage = null;
+  ws.onclose = null;
+  // Keep swallowing errors: a socket still closing may emit one, and `ws` throws unhandled ones.
+  ws.onerror = () => {};
+}
+
+function safely(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // An error handler that throws has nowhere else to go.
+  }
+}

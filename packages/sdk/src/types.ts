@@ -1,0 +1,74 @@
+/** What the SDK's calls return. Times are milliseconds since the epoch. */
+
+/** A page's live state (`GET /v1/pages/{page}/counter`). */
+export interface PageCounters {
+  readonly page: string;
+  /** Distinct viewers with an open socket on the page, over every live gateway and data center. */
+  readonly viewers: number;
+  /** Durable counters by name (likes, reactions, unread, ...). A counter never changed is absent. */
+  readonly counters: Readonly<Record<string, number>>;
+  readonly updatedAt: number;
+}
+
+/** The answer to a change of one counter. */
+export interface CounterValue {
+  readonly page: string;
+  readonly counter: string;
+  /** The counter's value right after the change, over all data centers. */
+  readonly value: number;
+  readonly updatedAt: number;
+  /**
+   * True when the server had already applied this idempotency key: this is the original answer
+   * and nothing was counted again (a retry after a lost response, typically).
+   */
+  readonly replayed: boolean;
+}
+
+/** The answer to a reset or a delete: the counter is 0 right after it. */
+export interface ResetValue extends CounterValue {
+  /** The value the reset cancelled, as the page's owner saw it. */
+  readonly previous: number;
+}
+
+/** One item of `LivecountClient.incrementMany`. */
+export interface IncrementItem {
+  readonly page: string;
+  readonly counter: string;
+  /** Signed change, a non-zero integer: positive increments, negative decrements. */
+  readonly change: number;
+  /** Idempotency key of this item; generated when absent. */
+  readonly id?: string;
+}
+
+/** One data center's entry of a PN-counter: increments `p` and decrements `n`, each only ever growing. */
+export interface RawEntry {
+  readonly p: number;
+  readonly n: number;
+}
+
+/** A page's raw PN-counter entries by data center (`GET /v1/counters?raw=true`). */
+export interface RawPage {
+  readonly page: string;
+  /** Presence entries of the live data centers; their `p - n` sum is `viewers`. */
+  readonly viewers: Readonly<Record<string, RawEntry>>;
+  /** Per counter, per data center; each counter's `p - n` sum is its value. */
+  readonly counters: Readonly<Record<string, Readonly<Record<string, RawEntry>>>>;
+  readonly updatedAt: number;
+}
+
+/** One page of a prefix listing. */
+export interface PageListing {
+  /** Pages with their values, in byte order of their ids. */
+  readonly pages: readonly PageCounters[];
+  /** Pass to the next `list()` call to continue; undefined after the last page. */
+  readonly cursor: string | undefined;
+}
+
+/** A live value pushed over the WebSocket (a protocol v1 `count` frame). */
+export interface CountUpdate {
+  readonly page: string;
+  readonly viewers: number;
+  readonly counters: Readonly<Record<string, number>>;
+  /** When the server computed this value. */
+  readonly ts: number;
+}

@@ -1,0 +1,103 @@
+/**
+ * The SDK in real headless Chromium: bundled for the browser (a Node-only import would fail the
+ * build), loaded by a page on another origin, subscribing with the browser's own WebSocket.
+ */
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { chromium, type Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type * as Sdk from "../src/index.js";
+import { TestPlatform } from "../../../test/support/platform.js";
+import { testClient, uniquePage } from "./support.js";
+
+const CHROMIUM_PATH = "/usr/bin/chromium";
+const skip = !existsSync(CHROMIUM_PATH) && !process.env.CI;
+if (skip) console.warn(`sdk browser test SKIPPED: ${CHROMIUM_PATH} is missing. Under CI it fails instead.`);
+
+declare global {
+  interface Window {
+    __updates: Array<{ page: string; viewers: number; counters: Record<string, number> }>;
+    __errors: string[];
+    __key: string;
+    /** The bundled SDK, as the host page's module script exposes it. */
+    livecount: typeof Sdk;
+  }
+}
+
+describe.skipIf(skip)("sdk - in Chromium", () => {
+  let platform: TestPlatform;
+  let host: Server;
+  let browser: Browser;
+  let sdk: string;
+
+  beforeAll(async () => {
+    const result = await build({
+      entryPoints: [fileURLToPath(new URL("../src/index.ts", import.meta.url))],
+      bundle: true,
+      platform: "browser",
+      format: "esm",
+      target: "es2022",
+      write: false,
+      logLevel: "silent",
+    });
+    sdk = result.outputFiles[0]!.text;
+    platform = await TestPlatform.start();
+    host = createServer((req, res) => {
+      if (req.url === "/sdk.js") {
+        res.writeHead(200, { "content-type": "text/javascript" }).end(sdk);
+        return;
+      }
+      res
+        .writeHead(200, { "content-type": "text/html" })
+        .end(
+          '<!doctype html><title>sdk</title><script type="module">import * as m from "/sdk.js"; window.livecount = m;</script>',
+        );
+    });
+    await new Promise<void>((resolve) => host.listen(0, "127.0.0.1", resolve));
+    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ["--headless", "--no-sandbox"] });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => (host ? host.close(resolve) : resolve(undefined)));
+    await platform?.close();
+  });
+
+  it("subscribes with the browser's WebSocket and counts the tab as a viewer", async () => {
+    const page = uniquePage("browser");
+    const tab = await browser.newPage();
+    await tab.goto(`http://127.0.0.1:${(host.address() as AddressInfo).port}/`);
+    await tab.waitForFunction(() => window.livecount !== undefined);
+    await tab.evaluate(
+      ([baseUrl, id]) => {
+        const { LivecountClient, newIdempotencyKey } = window.livecount;
+        window.__updates = [];
+        window.__errors = [];
+        window.__key = newIdempotencyKey();
+        const client = new LivecountClient({
+          baseUrl: baseUrl!,
+          onError: (e) => window.__errors.push(e.code),
+        });
+        client.subscribe(id!, (u) => window.__updates.push(u), { mode: "join" });
+      },
+      [platform.url, page],
+    );
+    await platform.waitForViewers(page, 1);
+
+    const { client } = testClient(platform.url);
+    await client.increment(page, "likes", 3);
+    await tab.waitForFunction(
+      (id) => window.__updates.some((u) => u.page === id && u.counters.likes === 3),
+      page,
+    );
+    expect(await tab.evaluate(() => window.__key)).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await tab.evaluate(() => window.__errors)).toEqual([]);
+
+    await tab.close();
+    await platform.waitForViewers(page, 0);
+    await client.close();
+  });
+});
