@@ -52,6 +52,8 @@ const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
 const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
 const NO_STORE = { "cache-control": "no-store" } as const;
+/** Reads are public: any page may show counts fetched from the gateway (widgets, SDK in a browser). */
+const PUBLIC_READ = { "access-control-allow-origin": "*" } as const;
 
 function decodePathSegment(raw: string): string {
   try {
@@ -83,6 +85,7 @@ export class HttpApi {
   }
 
   async handle(reply: Reply, req: RequestInfo): Promise<void> {
+    if (req.method === "GET") reply.common = PUBLIC_READ;
     let route = "other";
     let status = 200;
     try {

@@ -7,6 +7,8 @@ import type { HttpRequest, HttpResponse } from "uWebSockets.js";
  */
 export class Reply {
   aborted = false;
+  /** Added to whatever this reply sends (e.g. CORS for public reads). */
+  common: Readonly<Record<string, string>> = {};
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
       this.aborted = true;
@@ -25,7 +27,7 @@ export class Reply {
     if (this.aborted) return;
     this.res.cork(() => {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      for (const [k, v] of Object.entries({ ...this.common, ...headers })) this.res.writeHeader(k, v);
       this.res.end(body);
     });
   }

@@ -82,6 +82,16 @@ describe("gateway - HTTP API", () => {
     await expect.poll(() => watcher.lastCount(page)?.counters.likes).toBe(2);
   });
 
+  test("gateway - reads are public to any origin (CORS), changes are not", async () => {
+    const read = await fetch(counterUrl("cors-read"), { headers: { origin: "https://blog.example" } });
+    expect(read.headers.get("access-control-allow-origin")).toBe("*");
+    const list = await fetch(`${platform.url}/v1/counters?page=cors-read`);
+    expect(list.headers.get("access-control-allow-origin")).toBe("*");
+    const change = await put("cors-read", { action: "increment", counter: "likes" });
+    expect(change.status).toBe(200);
+    expect(change.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
   test("gateway - an invalid page id gets 400 invalid_page", async () => {
     for (const raw of ["%20", "a%20b", "caf%C3%A9", "%00", "%7F", "p".repeat(129), "%zz", "%E2%82"]) {
       for (const method of ["GET", "PUT"]) {
