@@ -1,0 +1,134 @@
+/**
+ * A TCP proxy standing for the network link between two data centers: NATS gateway connections
+ * go through it, so a test can cut the link and heal it. Cutting resets every connection through
+ * it and resets new ones at once while cut, as a broken WAN link does once TCP gives up; each
+ * nats-server then re-dials on its own timer, and succeeds again once the link is healed.
+ *
+ * One proxy forwards one listening port to one target; a two-DC link is two proxies, one in front
+ * of each DC's gateway port (`LinkProxyPair`), cut and healed together.
+ */
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { LOOPBACK } from "./ports.js";
+
+export interface LinkProxyOptions {
+  /** Where connections go, e.g. a nats-server's gateway port. */
+  readonly targetPort: number;
+  readonly targetHost?: string;
+  /** Port to listen on; default a free one. */
+  readonly port?: number;
+}
+
+export class LinkProxy {
+  readonly #server: Server;
+  readonly #pairs = new Set<[Socket, Socket]>();
+  readonly #target: { host: string; port: number };
+  #cut = false;
+  #port = 0;
+  /** Connections accepted and forwarded since the proxy started. */
+  connections = 0;
+
+  private constructor(options: LinkProxyOptions) {
+    this.#target = { host: options.targetHost ?? LOOPBACK, port: options.targetPort };
+    this.#server = createServer((client) => this.#accept(client));
+  }
+
+  static async start(options: LinkProxyOptions): Promise<LinkProxy> {
+    const proxy = new LinkProxy(options);
+    await new Promise<void>((resolve, reject) => {
+      proxy.#server.once("error", reject);
+      proxy.#server.listen(options.port ?? 0, LOOPBACK, () => resolve());
+    });
+    const address = proxy.#server.address();
+    proxy.#port = typeof address === "object" && address !== null ? address.port : 0;
+    return proxy;
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  get isCut(): boolean {
+    return this.#cut;
+  }
+
+  /** Connections currently forwarded. */
+  get open(): number {
+    return this.#pairs.size;
+  }
+
+  /** Resets every connection and refuses new ones (accepted, then reset) until `heal()`. */
+  cut(): void {
+    this.#cut = true;
+    for (const [a, b] of this.#pairs) {
+      a.resetAndDestroy();
+      b.resetAndDestroy();
+    }
+    this.#pairs.clear();
+  }
+
+  heal(): void {
+    this.#cut = false;
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(client: Socket): void {
+    if (this.#cut) {
+      client.resetAndDestroy();
+      return;
+    }
+    this.connections++;
+    client.setNoDelay(true);
+    const upstream = createConnection(this.#target);
+    upstream.setNoDelay(true);
+    const pair: [Socket, Socket] = [client, upstream];
+    this.#pairs.add(pair);
+    const drop = (): void => {
+      this.#pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", drop).on("close", drop);
+    upstream.on("error", drop).on("close", drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+}
+
+/** The link between two DCs: a proxy in front of each DC's gateway port, cut and healed together. */
+export class LinkProxyPair {
+  private constructor(readonly proxies: readonly LinkProxy[]) {}
+
+  /** One proxy per target gateway port, in the same order. */
+  static async start(targetPorts: readonly number[]): Promise<LinkProxyPair> {
+    const proxies: LinkProxy[] = [];
+    for (const targetPort of targetPorts) proxies.push(await LinkProxy.start({ targetPort }));
+    return new LinkProxyPair(proxies);
+  }
+
+  get isCut(): boolean {
+    return this.proxies.some((p) => p.isCut);
+  }
+
+  cut(): void {
+    for (const p of this.proxies) p.cut();
+  }
+
+  heal(): void {
+    for (const p of this.proxies) p.heal();
+  }
+
+  /** Heals only the proxy in front of target `index`: the direction of traffic into that DC. */
+  healInto(index: number): void {
+    const proxy = this.proxies[index];
+    if (proxy === undefined) throw new Error(`no proxy ${index}`);
+    proxy.heal();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.proxies.map((p) => p.close()));
+  }
+}
