@@ -663,7 +663,7 @@ describeMultiDc("multi-dc - two data centers joined by NATS gateways through a c
   // DC restarts, its owners only correct their own viewers entry of a page once something loads the
   // page there (a viewer, a watcher, a read, another DC's update). A page nobody touches keeps the
   // dead viewers in its stored entry, and the other DCs count them again once the DC is back.
-  test.skip(
+  test(
     "multi-dc - a DC restarted after a crash stops counting its dead viewers even on pages nobody there touches",
     async () => {
       logsOnFailure();

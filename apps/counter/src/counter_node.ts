@@ -129,6 +129,8 @@ export class CounterNode implements ActorHost {
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
   #sweeps = 0;
+  /** A new incarnation is about to be announced (once for every partition lost in the same turn). */
+  #renewingIncarnation = false;
   /** When the last sweep ran: a sweep much later than planned means this process did not run. */
   #lastSweepAt = 0;
   #status: "new" | "running" | "stopping" | "stopped" = "new";
@@ -156,8 +158,8 @@ export class CounterNode implements ActorHost {
       store: opts.store,
       clock: this.#clock,
       logger: this.#log,
-      // The lease holder is this incarnation, not the node id: a restarted process must wait out its
-      // predecessor's leases rather than inherit their epochs.
+      // The lease holder is this process (its incarnation at start), not the node id: a restarted
+      // process must wait out its predecessor's leases rather than inherit their epochs.
       node: `${opts.config.nodeId}/${this.#membership.incarnation}`,
       leaseMs: opts.config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(opts.config.partitionLeaseMs / 10)),
@@ -665,6 +667,29 @@ export class CounterNode implements ActorHost {
     // taken in this turn at once.
     this.#acquiredUnsynced.add(partition);
     this.#acquiredTimer ??= this.#clock.setTimeout(() => this.#askForAcquired(), 0);
+    void this.#wakeLeftBehind(partition);
+  }
+
+  /**
+   * Wakes every page of the partition whose stored presence in this DC is not zero. A dead owner may
+   * have left viewers there that no gateway holds any more; nobody might touch the page again, and
+   * other DCs would keep counting them. Woken, the page settles and its entry follows presence.
+   */
+  async #wakeLeftBehind(partition: number): Promise<void> {
+    let refs;
+    try {
+      refs = await this.#store.nonZeroEntries(partition);
+    } catch (err) {
+      this.#log.error(
+        { err, partition },
+        "could not list pages with presence; they correct when next touched",
+      );
+      return;
+    }
+    if (this.#ownership.fenceOf(partition) === undefined) return;
+    for (const ref of refs) {
+      if (ref.counter === VIEWERS_COUNTER && ref.dc === this.dc) this.#actor(ref.page, partition);
+    }
   }
 
   /** Asks every live remote DC for everything it remembers changing on the partitions just taken. */
@@ -834,6 +859,21 @@ export class CounterNode implements ActorHost {
     this.#partitionSubs.delete(partition);
     this.#metrics.actors.set(this.#actors.size);
     this.#log.info({ partition, reason }, "partition dropped");
+    // The partition's presence went with its actors, and its next owner may be this node again
+    // with no ring change (the lease ran out while Redis was unreachable, or during a stall): only
+    // a new incarnation makes the gateways resync what they hold here.
+    if (reason === "lost" && this.#status === "running") this.#renewIncarnation();
+  }
+
+  #renewIncarnation(): void {
+    if (this.#renewingIncarnation) return;
+    this.#renewingIncarnation = true;
+    setImmediate(() => {
+      this.#renewingIncarnation = false;
+      if (this.#status !== "running") return;
+      this.#membership.renewIncarnation();
+      this.#log.warn({ incarnation: this.#membership.incarnation }, "presence state lost; new incarnation");
+    });
   }
 
   // --- gateway leases ----------------------------------------------------------------------------

@@ -188,7 +188,11 @@ export class PageActor {
     const writes: EntryWrite[] = [];
     for (const [counter, dcs] of this.#unwritten) {
       const c = this.#counter(counter);
-      for (const dc of dcs) writes.push({ page: this.page, counter, dc, entry: c.entry(dc) });
+      for (const dc of dcs) {
+        // This DC's presence is indexed, so a later owner finds pages where it was left non-zero.
+        const indexed = counter === VIEWERS_COUNTER && dc === this.#host.dc;
+        writes.push({ page: this.page, counter, dc, entry: c.entry(dc), indexed });
+      }
     }
     this.#unwritten.clear();
     return writes;

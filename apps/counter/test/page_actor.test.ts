@@ -53,7 +53,7 @@ describe("counter - page actor", () => {
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.dirty).toBeGreaterThan(0);
     expect(actor.takeUnwritten()).toEqual([
-      { page: "page", counter: VIEWERS_COUNTER, dc: DC, entry: { p: 2, n: 0 } },
+      { page: "page", counter: VIEWERS_COUNTER, dc: DC, entry: { p: 2, n: 0 }, indexed: true },
     ]);
 
     host.time += 100;

@@ -35,7 +35,7 @@ export class Membership {
   readonly #lastSeen = new Map<string, number>();
   readonly #incarnations = new Map<string, string>();
   /** This process's incarnation when it is a counter node. */
-  readonly #incarnation = randomUUID();
+  #incarnation = randomUUID();
   readonly #listeners = new Set<RingListener>();
   #ring: HashRing;
   #sub: Subscription | undefined;
@@ -51,9 +51,19 @@ export class Membership {
     return this.#ring;
   }
 
-  /** This process's incarnation: new at every start. */
+  /** This process's incarnation: new at every start, and after `renewIncarnation()`. */
   get incarnation(): string {
     return this.#incarnation;
+  }
+
+  /**
+   * Announces a new incarnation at once, as a restart would, for a node that lost presence state
+   * without restarting (a partition's lease ran out and its actors were dropped): gateways resync
+   * what they hold in a node's partitions when its incarnation changes.
+   */
+  renewIncarnation(): void {
+    this.#incarnation = randomUUID();
+    this.#beat();
   }
 
   start(): void {

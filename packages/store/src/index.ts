@@ -7,6 +7,7 @@ export {
   type Lease,
   type PageRecord,
   type PageList,
+  type EntryRef,
   type EntryWrite,
   type FencedWrites,
   type CounterChange,

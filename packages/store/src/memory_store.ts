@@ -5,6 +5,7 @@
 import type { Entry } from "@livecount/crdt";
 import {
   StoreError,
+  type EntryRef,
   type Fence,
   type FencedWrites,
   type IncrementOp,
@@ -48,6 +49,8 @@ export class MemoryStore implements Store {
   readonly #leases = new Map<number, LeaseRecord>();
   /** Last epoch handed out per partition; kept after release so epochs are never reused. */
   readonly #epochs = new Map<number, number>();
+  /** partition -> indexed non-zero entries, by "page\0counter\0dc". */
+  readonly #nonZero = new Map<number, Map<string, EntryRef>>();
   readonly #pages = new Map<string, PageEntries>();
   /** Ids of pages with at least one entry, sorted, for prefix listing. */
   readonly #pageIds: string[] = [];
@@ -127,11 +130,12 @@ export class MemoryStore implements Store {
         stale.push(fence);
         continue;
       }
-      for (const { page, counter, dc, entry } of writes) {
+      for (const { page, counter, dc, entry, indexed } of writes) {
         const held = this.#entry(page, counter, dc);
         const p = Math.max(held?.p ?? 0, entry.p);
         const n = Math.max(held?.n ?? 0, entry.n);
         if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0)) this.#setEntry(page, counter, dc, { p, n });
+        if (indexed === true) this.#index(fence.partition, { page, counter, dc }, p !== n);
       }
     }
     return stale;
@@ -144,6 +148,20 @@ export class MemoryStore implements Store {
     const now = this.#now();
     this.#maybeSweep(now);
     return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
+  }
+
+  async nonZeroEntries(partition: number): Promise<EntryRef[]> {
+    this.#assertOpen();
+    return [...(this.#nonZero.get(partition)?.values() ?? [])].map((ref) => ({ ...ref }));
+  }
+
+  #index(partition: number, ref: EntryRef, nonZero: boolean): void {
+    const id = `${ref.page}\u0000${ref.counter}\u0000${ref.dc}`;
+    let refs = this.#nonZero.get(partition);
+    if (nonZero) {
+      if (refs === undefined) this.#nonZero.set(partition, (refs = new Map()));
+      refs.set(id, ref);
+    } else if (refs?.delete(id) === true && refs.size === 0) this.#nonZero.delete(partition);
   }
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {

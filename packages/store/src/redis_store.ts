@@ -9,6 +9,8 @@
  *   `fingerprint` when the op has one) with PEXPIRE keyTtlMs. The page's length makes the key
  *   unambiguous whatever the page and key contain.
  * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
+ * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
+ *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  *
@@ -25,6 +27,7 @@ import { Redis, type ChainableCommander } from "ioredis";
 import type { Entry } from "@livecount/crdt";
 import {
   StoreError,
+  type EntryRef,
   type Fence,
   type FencedWrites,
   type IncrementOp,
@@ -114,18 +117,24 @@ if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) e
 return 0`,
 
   /**
-   * KEYS: lease, pages, then one page key per write. ARGV: epoch, now, then per write: page, field,
-   * p, n. Returns 1 if applied, 0 if the fence is stale.
+   * KEYS: lease, pages, nonzero index of the partition, then one page key per write. ARGV: epoch,
+   * now, then per write: page, field, p, n, indexed ("1" or "0"). Returns 1 if applied, 0 if the
+   * fence is stale.
    */
   lcWrite: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
-for i = 3, #KEYS do
-  local a = 2 + (i - 3) * 4
+for i = 4, #KEYS do
+  local a = 2 + (i - 4) * 5
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local old_p, old_n, existed = read_entry(KEYS[i], field)
+  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
   if p > old_p or n > old_n then
-    redis.call("HSET", KEYS[i], field, format_entry(math.max(p, old_p), math.max(n, old_n)))
+    redis.call("HSET", KEYS[i], field, format_entry(new_p, new_n))
     if not existed then redis.call("ZADD", KEYS[2], 0, page) end
+  end
+  if ARGV[a + 5] == "1" then
+    if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\0" .. field)
+    else redis.call("SREM", KEYS[3], page .. "\0" .. field) end
   end
 end
 return 1`,
@@ -298,11 +307,17 @@ export class RedisStore implements Store {
     const now = this.#now();
     const replies = await this.#run("write", (p) => {
       for (const { fence, writes } of groups) {
-        const keys = [this.#leaseKey(fence.partition), this.#pagesKey()];
+        const keys = [this.#leaseKey(fence.partition), this.#pagesKey(), this.#nonZeroKey(fence.partition)];
         const args: Arg[] = [fence.epoch, now];
         for (const w of writes) {
           keys.push(this.#pageKey(w.page));
-          args.push(w.page, entryField(w.counter, w.dc), w.entry.p, w.entry.n);
+          args.push(
+            w.page,
+            entryField(w.counter, w.dc),
+            w.entry.p,
+            w.entry.n,
+            w.indexed === true ? "1" : "0",
+          );
         }
         queueScript(p, "lcWrite", keys, args);
       }
@@ -342,6 +357,18 @@ export class RedisStore implements Store {
       }
     });
     return replies.map((reply, i) => parseOutcome(reply, ops[i]!));
+  }
+
+  async nonZeroEntries(partition: number): Promise<EntryRef[]> {
+    this.#assertOpen();
+    const members = await this.#client.smembers(this.#nonZeroKey(partition)).catch((cause: unknown) => {
+      throw new StoreError("redis nonZeroEntries failed", { cause });
+    });
+    return members.flatMap((member) => {
+      // Page ids, counter names and DC ids never hold NUL, so the split is unambiguous.
+      const [page, counter, dc] = member.split("\u0000");
+      return page !== undefined && counter !== undefined && dc !== undefined ? [{ page, counter, dc }] : [];
+    });
   }
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
@@ -399,6 +426,10 @@ export class RedisStore implements Store {
 
   #idemKey(page: string, key: string): string {
     return `${this.#prefix}idem:${page.length}:${page}:${key}`;
+  }
+
+  #nonZeroKey(partition: number): string {
+    return `${this.#prefix}nonzero:${partition}`;
   }
 
   #pagesKey(): string {

@@ -33,6 +33,18 @@ export interface EntryWrite {
   readonly counter: string;
   readonly dc: string;
   readonly entry: Entry;
+  /**
+   * Keep this entry in its partition's index of non-zero entries (see
+   * {@link Store.nonZeroEntries}): listed while p != n, dropped once p == n.
+   */
+  readonly indexed?: boolean;
+}
+
+/** An indexed entry that is non-zero, as listed by {@link Store.nonZeroEntries}. */
+export interface EntryRef {
+  readonly page: string;
+  readonly counter: string;
+  readonly dc: string;
 }
 
 export interface FencedWrites {
@@ -124,6 +136,12 @@ export interface Store {
    * (>= 1) per call. Pass the returned opaque `cursor` to continue; undefined starts at the first.
    */
   listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList>;
+  /**
+   * The indexed entries of a partition whose value is non-zero, as last written with
+   * `indexed: true`. A new owner uses it to find presence a dead owner left behind on pages nobody
+   * touches any more, so it can correct them.
+   */
+  nonZeroEntries(partition: number): Promise<EntryRef[]>;
   /** Releases connections; later calls reject with a {@link StoreError}. */
   close(): Promise<void>;
 }

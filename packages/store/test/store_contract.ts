@@ -175,6 +175,30 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 5, n: 4 }, dc2: { p: 7, n: 0 } } });
       });
 
+      test(`${name} - indexed entries are listed per partition while non-zero, and only those`, async () => {
+        const fence = await lease(3);
+        const other = await lease(4);
+        const viewers = (page: string, p: number, n: number, indexed = true) => ({
+          page,
+          counter: "@viewers",
+          dc: "dc1",
+          entry: { p, n },
+          indexed,
+        });
+        await store.write([
+          { fence, writes: [viewers("a:*[x", 3, 1), viewers("b", 2, 2), viewers("c", 5, 0, false)] },
+          { fence: other, writes: [viewers("d", 1, 0)] },
+        ]);
+        expect(await store.nonZeroEntries(3)).toEqual([{ page: "a:*[x", counter: "@viewers", dc: "dc1" }]);
+        expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
+        // Back to zero: no longer listed. A stale fence changes nothing in the index either.
+        await store.write([{ fence, writes: [viewers("a:*[x", 3, 3)] }]);
+        expect(await store.nonZeroEntries(3)).toEqual([]);
+        advance(LEASE_MS);
+        expect(await store.write([{ fence: other, writes: [viewers("d", 1, 1)] }])).toEqual([other]);
+        expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
+      });
+
       test(`${name} - write keeps counts exact up to the largest safe integer`, async () => {
         const fence = await lease();
         const entry = { p: Number.MAX_SAFE_INTEGER, n: Number.MAX_SAFE_INTEGER - 1 };
