@@ -1,9 +1,10 @@
 /**
  * Fault tolerance of a one-data-center deployment made of real processes: nats-server,
  * redis-server, two counter nodes and two gateways from the built output, real WebSocket clients
- * and real HTTP. Processes are killed (SIGKILL), frozen (SIGSTOP/SIGCONT), stopped (SIGTERM) and
- * restarted with the same node id; after each fault every page must read exactly what the clients
- * hold: distinct viewer ids with an open socket, and one like per distinct idempotency key.
+ * and real HTTP. Processes are killed (SIGKILL), frozen (SIGSTOP/SIGCONT), stopped (SIGTERM),
+ * restarted with the same node id, or cut off from Redis; after each fault every page must read
+ * exactly what the clients hold: distinct viewer ids with an open socket, and one like per distinct
+ * idempotency key, through both gateways' HTTP API and their watchers' count frames.
  *
  * Deadlines derive from the leases in TIMINGS (cluster.ts); every wait polls, none asserts on a
  * fixed sleep. A failed test prints every process's log.
@@ -17,10 +18,11 @@ import {
   longestDip,
   monitorLikeReads,
   seededRandom,
+  type Churn,
   type LikeRun,
 } from "../support/audience.js";
 import { TIMINGS, TestCluster, type ClusterProcess, type TestClusterOptions } from "../support/cluster.js";
-import { eventually } from "../support/eventually.js";
+import { eventually, sleep } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 
@@ -42,10 +44,13 @@ async function startCluster(options: TestClusterOptions = {}): Promise<TestClust
   const cluster = await TestCluster.start(options);
   // One hook, so the logs are read before stop() deletes them.
   onTestFinished(async ({ task }) => {
-    if (task.result?.state === "fail") {
-      console.error(`\n----- logs of the failed test's processes -----\n${cluster.logs()}\n`);
+    const failed = task.result?.state === "fail";
+    if (failed) {
+      console.error(
+        `\n----- logs of the failed test's processes (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`,
+      );
     }
-    await cluster.stop();
+    await cluster.stop(failed);
   });
   return cluster;
 }
@@ -80,14 +85,22 @@ async function ownsEveryPartition(node: ClusterProcess, timeoutMs: number): Prom
   );
 }
 
-/** Waits for the likes in flight, even when the test fails first. */
+/** Stops the likes when the test ends: abandoned if it failed, else once every key is acknowledged. */
 function finishLikes(run: LikeRun): () => Promise<void> {
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> => (stopped ??= run.stop());
-  onTestFinished(async () => {
-    await stop().catch(() => {});
+  onTestFinished(async ({ task }) => {
+    if (task.result?.state === "fail") await run.abort();
+    else await stop();
   });
   return stop;
+}
+
+/** Joins and leaves in the background (on `only` these gateways), stopped when the test ends at the latest. */
+function startChurn(audience: Audience, only?: readonly ClusterProcess[]): Churn {
+  const churn = audience.churn(only === undefined ? {} : { only });
+  onTestFinished(() => churn.stop());
+  return churn;
 }
 
 const describeCluster = serversAvailable ? describe : describe.skip;
@@ -103,7 +116,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
       await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the joins" });
 
-      const churn = audience.churn();
+      const churn = startChurn(audience);
       await churn.waitFor(100);
       await churn.stop();
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after churn" });
@@ -125,7 +138,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the crash" });
 
       const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
-      const churn = audience.churn();
+      const churn = startChurn(audience);
       await churn.waitFor(20);
       const killedAt = Date.now();
       await victim.kill();
@@ -144,7 +157,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
 
       await victim.start();
       await cluster.waitBalanced();
-      const churnAgain = audience.churn();
+      const churnAgain = startChurn(audience);
       await churnAgain.waitFor(30);
       await churnAgain.stop();
       await stopLikes();
@@ -155,7 +168,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
   );
 
   test(
-    "cluster - an owner frozen past its leases has its writes rejected when it resumes, and counts and likes stay exact",
+    "cluster - an owner frozen past its leases finds them lost on resuming, serves nothing stale, and counts and likes stay exact",
     async () => {
       const cluster = await startCluster();
       const rnd = random("freeze");
@@ -168,24 +181,32 @@ describeCluster("cluster - fault tolerance with real processes", () => {
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
 
       const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
+      const [quiet, busy] = cluster.gateways as [ClusterProcess, ClusterProcess];
       const victimPages = pagesOwnedBy(cluster, victim, audience.pages);
-      // Viewers leave the victim's pages just before it freezes: it is frozen holding lingering
-      // viewers, so it has entries to write the moment it resumes.
+      // Viewers of `quiet` leave the victim's pages just before it freezes: it is frozen holding
+      // lingering viewers, so it has entries to write the moment it resumes, with leases that ran out.
       const opsBefore = await victim.metric("livecount_counter_presence_ops_total");
-      const left = await audience.leaveEverywhere(cluster.gateways[0]!, victimPages);
+      const left = await audience.leaveEverywhere(quiet, victimPages);
       await eventually(async () => {
         const ops = await victim.metric("livecount_counter_presence_ops_total");
         if (ops < opsBefore + left) throw new Error(`${ops - opsBefore} of ${left} leaves applied`);
       });
       victim.pause();
       const pausedAt = Date.now();
+      // A viewer joins on `quiet` while the owner is frozen, and leaves once the survivor took over:
+      // its join waits in the frozen owner's socket, stale, and `quiet` holds nobody on the victim's
+      // pages at the end, so no resync would ever correct that join if it were applied late.
+      const [stalePage] = [...victimPages];
+      const staleSeat = await audience.join(quiet, stalePage!, "stale-join");
       const reads = monitorLikeReads(cluster, likes, [...victimPages]);
-      const churn = audience.churn();
+      onTestFinished(async () => void (await reads.stop()));
+      const churn = startChurn(audience, [busy]);
       await ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs + TIMINGS.partitionLeaseMs + MARGIN_MS);
       // Past the node lease and the partition lease: the survivor took every partition over.
       expect(Date.now() - pausedAt).toBeGreaterThanOrEqual(
         Math.min(TIMINGS.nodeLeaseMs, TIMINGS.partitionLeaseMs),
       );
+      await audience.leave(staleSeat!, "close");
       await churn.waitFor(30);
       await likes.waitAcknowledged(20);
       victim.resume();
@@ -204,6 +225,81 @@ describeCluster("cluster - fault tolerance with real processes", () => {
           `${log.split("\n").filter((l) => l.includes("partition lease lost")).length} leases found lost`,
       );
       expect(staleReads, "no read showed fewer likes than were acknowledged").toEqual([]);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - an owner frozen longer than a gateway lease but within its own leases keeps every viewer",
+    async () => {
+      // Gateway leases shorter than the node's own: a freeze can outlast the first and not the others.
+      const leases = { gatewayLeaseMs: 1000, nodeLeaseMs: 4000, partitionLeaseMs: 4000 };
+      const cluster = await startCluster({
+        env: {
+          LIVECOUNT_GATEWAY_LEASE_MS: String(leases.gatewayLeaseMs),
+          LIVECOUNT_NODE_LEASE_MS: String(leases.nodeLeaseMs),
+          LIVECOUNT_PARTITION_LEASE_MS: String(leases.partitionLeaseMs),
+        },
+      });
+      const rnd = random("short freeze");
+      const audience = new Audience(cluster, pageIds("stall", 30), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
+
+      const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
+      const ownedBefore = await victim.metric(OWNED);
+      victim.pause();
+      // The fault: a stall (GC, a starved VM) 1.6 gateway leases long, well within the node's leases.
+      await sleep(leases.gatewayLeaseMs * 1.6);
+      victim.resume();
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the freeze" });
+      // Nothing failed over: the ring and the leases stayed as they were.
+      expect(await victim.metric(OWNED)).toBe(ownedBefore);
+      expect(await survivor.metric(OWNED)).toBe(TIMINGS.partitions - ownedBefore);
+      const churn = startChurn(audience);
+      await churn.waitFor(30);
+      await churn.stop();
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after churn" });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "cluster - a counter node cut off from redis past its partition lease counts exactly again once the link heals",
+    async () => {
+      const cluster = await startCluster({ redisLinks: true });
+      const rnd = random("redis link");
+      const audience = new Audience(cluster, pageIds("cutoff", 50), rnd);
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const likes = new LikeLedger(cluster, audience.pages, rnd);
+      const stopLikes = finishLikes(likes.run());
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the cut" });
+
+      const victim = cluster.counters[0]!;
+      const link = cluster.redisLinkOf(victim);
+      link.cut();
+      // Its leases run out unrenewed while it stays on the ring: nobody else may take its partitions,
+      // and it may not serve them. Requests for its pages fail and are retried meanwhile.
+      await eventually(
+        async () => {
+          const res = await fetch(`${victim.url}/readyz`);
+          if (res.status === 200) throw new Error(`${victim.nodeId} still ready`);
+        },
+        { timeoutMs: TIMINGS.partitionLeaseMs + MARGIN_MS, message: `${victim.nodeId} not ready` },
+      );
+      const churn = startChurn(audience);
+      await churn.waitFor(30);
+      link.heal();
+      await cluster.waitBalanced();
+      await churn.waitFor(20);
+      await churn.stop();
+      await stopLikes();
+      await expectExact({ cluster, audience, likes, timeoutMs: CONVERGE_MS, when: "after the link healed" });
+      expect(victim.log(), "the node found its leases lost").toContain("partition lease lost");
     },
     TEST_TIMEOUT_MS,
   );
@@ -313,7 +409,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
       await audience.populate();
       await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
       const likes = new LikeLedger(cluster, audience.pages, rnd);
-      const stopLikes = finishLikes(likes.run(6));
+      const stopLikes = finishLikes(likes.run(12));
       await likes.waitAcknowledged(150);
 
       // Everything durable dies at once, with likes in flight; they are retried until answered.
@@ -364,7 +460,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
         }
       }
 
-      const churn = audience.churn();
+      const churn = startChurn(audience);
       await churn.waitFor(30);
       await churn.stop();
       await stopLikes();

@@ -132,24 +132,29 @@ export class Audience {
     await Promise.all(joins);
   }
 
-  /** One random change: a viewer joins (maybe on two gateways) or one socket leaves. */
-  async step(): Promise<void> {
-    const present = [...this.#seats].filter((s) => this.#present(s));
+  /**
+   * One random change: a viewer joins (maybe on two gateways) or one socket leaves. `only` limits it
+   * to sockets on these gateways (default: every live one).
+   */
+  async step(only?: readonly ClusterProcess[]): Promise<void> {
+    const on = (g: ClusterProcess): boolean => only === undefined || only.includes(g);
+    const present = [...this.#seats].filter((s) => this.#present(s) && on(s.gateway));
     if (present.length > 0 && this.#random() < 0.5) {
       const modes: LeaveMode[] = ["leave", "close", "terminate"];
       await this.leave(pick(this.#random, present), pick(this.#random, modes));
     } else {
-      await Promise.all(this.#joinViewer(pick(this.#random, this.pages)));
+      await Promise.all(this.#joinViewer(pick(this.#random, this.pages), only));
     }
   }
 
-  /** Runs `step()` in a loop until stopped, pausing `pauseMs` between steps. */
-  churn(pauseMs = 10): Churn {
+  /** Runs `step(only)` in a loop until stopped, pausing `pauseMs` between steps. */
+  churn(options: { readonly only?: readonly ClusterProcess[]; readonly pauseMs?: number } = {}): Churn {
+    const { only, pauseMs = 10 } = options;
     let stopped = false;
     let changes = 0;
     const loop = (async () => {
       while (!stopped) {
-        await this.step();
+        await this.step(only);
         changes++;
         await sleep(pauseMs);
       }
@@ -234,8 +239,8 @@ export class Audience {
     return !seat.left && seat.client.isOpen;
   }
 
-  #joinViewer(page: string): Array<Promise<unknown>> {
-    const gateways = this.#cluster.liveGateways;
+  #joinViewer(page: string, only?: readonly ClusterProcess[]): Array<Promise<unknown>> {
+    const gateways = this.#cluster.liveGateways.filter((g) => only === undefined || only.includes(g));
     if (gateways.length === 0) return [];
     const viewer = `viewer-${Math.floor(this.#random() * this.#options.viewerPool)}`;
     const first = pick(this.#random, gateways);
@@ -297,6 +302,8 @@ export interface LikeStats {
 /** Background likes; `stop()` waits until every key sent so far is acknowledged. */
 export interface LikeRun {
   stop(): Promise<void>;
+  /** Gives up on the keys in flight (after a failed test): stops at once. */
+  abort(): Promise<void>;
 }
 
 /**
@@ -313,6 +320,7 @@ export class LikeLedger {
   /** page -> keys answered 200. */
   readonly #acked = new Map<string, Set<string>>();
   #seq = 0;
+  #aborted = false;
 
   constructor(
     cluster: TestCluster,
@@ -397,6 +405,11 @@ export class LikeLedger {
         stopped = true;
         await Promise.all(loops);
       },
+      abort: async () => {
+        stopped = true;
+        this.#aborted = true;
+        await Promise.allSettled(loops);
+      },
     };
   }
 
@@ -438,6 +451,7 @@ export class LikeLedger {
         }
       }
       if (Date.now() > deadline) throw new Error(`like ${key} on ${page} never acknowledged: ${failure}`);
+      if (this.#aborted) throw new Error(`like ${key} on ${page} abandoned: ${failure}`);
       this.stats.retries++;
       await sleep(50);
     }

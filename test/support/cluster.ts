@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { eventually, sleep } from "./eventually.js";
 import { NatsServer } from "./nats_server.js";
+import { LinkProxy } from "./link_proxy.js";
 import { freePort, LOOPBACK } from "./ports.js";
 import { RedisServer, type RedisServerOptions } from "./redis_server.js";
 
@@ -58,8 +59,15 @@ const CLUSTER_ENV: Readonly<Record<string, string>> = {
   LIVECOUNT_COALESCE_MS: String(TIMINGS.coalesceMs),
   LIVECOUNT_PARTITIONS: String(TIMINGS.partitions),
   LIVECOUNT_VNODES: String(TIMINGS.vnodes),
-  LIVECOUNT_LOG_LEVEL: "warn",
+  // Warnings say what went wrong in a failed test without flooding the log; set
+  // LIVECOUNT_TEST_LOG_LEVEL=info (or debug) to follow a run step by step.
+  LIVECOUNT_LOG_LEVEL: process.env.LIVECOUNT_TEST_LOG_LEVEL ?? "warn",
 };
+
+/** The environment every process of data center `dc` gets (timings, keys, log level), for multi-DC helpers. */
+export function clusterEnv(dc: string): Record<string, string> {
+  return { ...CLUSTER_ENV, LIVECOUNT_DC: dc };
+}
 
 const READY_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 10_000;
@@ -235,6 +243,8 @@ export interface TestClusterOptions {
   /** Gateways. Default 2. */
   readonly gateways?: number;
   readonly redis?: RedisServerOptions;
+  /** Every counter node reaches Redis through its own link proxy, so a test can cut one off. */
+  readonly redisLinks?: boolean;
   /** Added to every process's environment. */
   readonly env?: Readonly<Record<string, string>>;
 }
@@ -246,6 +256,7 @@ export class TestCluster {
     readonly counters: readonly ClusterProcess[],
     readonly gateways: readonly ClusterProcess[],
     readonly logDir: string,
+    readonly redisLinks: ReadonlyMap<ClusterProcess, LinkProxy>,
   ) {}
 
   /** Starts the servers, then the counter nodes (until they share the partitions), then the gateways. */
@@ -263,17 +274,32 @@ export class TestCluster {
       LIVECOUNT_REDIS_URL: redis.url,
       ...options.env,
     };
-    const make = async (kind: ProcessKind, i: number): Promise<ClusterProcess> => {
+    const make = async (
+      kind: ProcessKind,
+      i: number,
+      extra: Record<string, string> = {},
+    ): Promise<ClusterProcess> => {
       const nodeId = `${kind}-${i + 1}`;
       const port = await freePort();
-      const env = { ...base, LIVECOUNT_NODE_ID: nodeId, LIVECOUNT_PORT: String(port) };
+      const env = { ...base, ...extra, LIVECOUNT_NODE_ID: nodeId, LIVECOUNT_PORT: String(port) };
       return new ClusterProcess(kind, nodeId, port, env, join(logDir, `${nodeId}.log`));
     };
     const counters: ClusterProcess[] = [];
     const gateways: ClusterProcess[] = [];
-    for (let i = 0; i < (options.counters ?? 2); i++) counters.push(await make("counter", i));
+    const redisLinks = new Map<ClusterProcess, LinkProxy>();
+    for (let i = 0; i < (options.counters ?? 2); i++) {
+      let extra: Record<string, string> = {};
+      let link: LinkProxy | undefined;
+      if (options.redisLinks === true) {
+        link = await LinkProxy.start({ targetPort: redis.port });
+        extra = { LIVECOUNT_REDIS_URL: `redis://${LOOPBACK}:${link.port}` };
+      }
+      const counter = await make("counter", i, extra);
+      if (link !== undefined) redisLinks.set(counter, link);
+      counters.push(counter);
+    }
     for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await make("gateway", i));
-    const cluster = new TestCluster(nats, redis, counters, gateways, logDir);
+    const cluster = new TestCluster(nats, redis, counters, gateways, logDir, redisLinks);
     try {
       await Promise.all(counters.map((c) => c.start()));
       await cluster.waitBalanced();
@@ -284,6 +310,14 @@ export class TestCluster {
       throw new Error(`cluster did not start: ${String(err)}\n${logs}`, { cause: err });
     }
     return cluster;
+  }
+
+  /** The link between `counter` and Redis (with `redisLinks`), to cut and heal. */
+  redisLinkOf(counter: ClusterProcess): LinkProxy {
+    const link = this.redisLinks.get(counter);
+    if (link === undefined)
+      throw new Error(`${counter.nodeId} reaches Redis directly; start with redisLinks`);
+    return link;
   }
 
   /** Gateways whose process runs (and is not frozen). */
@@ -331,6 +365,7 @@ export class TestCluster {
   /** Kills every process and stops the servers. Logs are kept when `keepLogs`. */
   async stop(keepLogs = false): Promise<void> {
     await Promise.all([...this.counters, ...this.gateways].map((p) => p.kill()));
+    await Promise.all([...this.redisLinks.values()].map((link) => link.close()));
     await Promise.all([this.nats.stop(), this.redis.stop()]);
     if (!keepLogs) rmSync(this.logDir, { recursive: true, force: true });
   }
