@@ -1,0 +1,270 @@
+/**
+ * Benchmarks (a) and (b): presence events per CPU-second of ONE real counter node process, and Redis
+ * round trips per event, against a naive counter driven with the same events in the same run.
+ *
+ * Setup: our own nats-server and redis-server on free ports, `node apps/counter/dist/main.js`, and
+ * a separate load process (presence_load.js) sending PresenceBatch requests to the node's subject.
+ * CPU comes from the node's /metrics (process_cpu_seconds_total, cross-checked with /proc), round
+ * trips from its livecount_counter_store_round_trips_total, cross-checked with Redis INFO. After the
+ * load (and the grace window, so leaves have taken effect) every page's count is read back through
+ * snapshot requests and from Redis and compared with the driver's truth.
+ */
+import { nodeSubject } from "@livecount/bus";
+import { decodeMessage, encodeMessage, VIEWERS_COUNTER } from "@livecount/protocol";
+import { Redis } from "ioredis";
+import { connect } from "nats";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { callDeltas, cpuSeconds, metricSum, redisStats, round, scrape } from "./lib/measure.js";
+import {
+  ask,
+  benchDir,
+  forkHelper,
+  freePort,
+  spawnProduct,
+  startNats,
+  startRedis,
+  waitHttp,
+} from "./lib/processes.js";
+
+const LOAD_SCRIPT = fileURLToPath(new URL("./presence_load.js", import.meta.url));
+const NAIVE_SCRIPT = fileURLToPath(new URL("./naive_counter.js", import.meta.url));
+const DC = "dc1";
+const NODE_ID = "bench-counter";
+/** The counter's default LIVECOUNT_GRACE_MS: leaves take effect this long after they arrive. */
+const GRACE_MS = 3000;
+/** After the load: the grace window, a sweep and a flush, so every leave is applied and persisted. */
+const SETTLE_MS = GRACE_MS + 1500;
+
+export const defaults = {
+  events: 3_000_000,
+  naiveEvents: 600_000,
+  pages: 10_000,
+  partitions: 256,
+  gateways: 4,
+  batchMin: 100,
+  batchMax: 500,
+  inflight: 32,
+  targetViewers: 10,
+  seed: 42,
+  maxSeconds: 60,
+};
+
+async function runLoad(dir, name, config) {
+  const load = forkHelper(name, LOAD_SCRIPT, [], dir);
+  try {
+    return await ask(load, { cmd: "run", config }, "done", (config.maxSeconds + 60) * 1000);
+  } finally {
+    await load.stop();
+  }
+}
+
+/** Reads every page's viewers from the node (snapshot requests) and from Redis, against the truth. */
+async function verifyLivecount(nc, redis, truth) {
+  const pages = Object.keys(truth);
+  const subject = nodeSubject(DC, NODE_ID);
+  let snapshotMismatches = 0;
+  let redisMismatches = 0;
+  let example;
+  const CONCURRENCY = 200;
+  for (let i = 0; i < pages.length; i += CONCURRENCY) {
+    const chunk = pages.slice(i, i + CONCURRENCY);
+    const replies = await Promise.all(
+      chunk.map((page) =>
+        nc.request(subject, encodeMessage({ type: "snapshot", page }), { timeout: 10_000 }),
+      ),
+    );
+    const pipeline = redis.pipeline();
+    for (const page of chunk) pipeline.hget(`lc:page:${page}`, `${VIEWERS_COUNTER}\u0000${DC}`);
+    const stored = await pipeline.exec();
+    chunk.forEach((page, j) => {
+      const reply = decodeMessage(replies[j].data);
+      const entry = reply.type === "page_state" ? reply.counters[VIEWERS_COUNTER]?.[DC] : undefined;
+      const viewers = entry === undefined ? 0 : entry.p - entry.n;
+      const [, raw] = stored[j];
+      const m = /^(\d+):(\d+)$/.exec(raw ?? "0:0");
+      const durable = Number(m[1]) - Number(m[2]);
+      if (viewers !== truth[page]) {
+        snapshotMismatches++;
+        example ??= { page, expected: truth[page], node: viewers, redis: durable };
+      }
+      if (durable !== truth[page]) redisMismatches++;
+    });
+  }
+  return { pagesChecked: pages.length, snapshotMismatches, redisMismatches, example };
+}
+
+async function verifyNaive(redis, truth) {
+  const pages = Object.keys(truth);
+  const pipeline = redis.pipeline();
+  for (const page of pages) pipeline.scard(`naive:page:${page}`);
+  const counts = await pipeline.exec();
+  let mismatches = 0;
+  let example;
+  pages.forEach((page, i) => {
+    if (counts[i][1] !== truth[page]) {
+      mismatches++;
+      example ??= { page, expected: truth[page], redis: counts[i][1] };
+    }
+  });
+  return { pagesChecked: pages.length, mismatches, example };
+}
+
+/** @param {Partial<typeof defaults>} options */
+export async function counterBench(options = {}, log = console.error) {
+  const o = { ...defaults, ...options };
+  const dir = benchDir("counter");
+  const nats = await startNats(dir);
+  const redisServer = await startRedis(dir);
+  const redis = new Redis(redisServer.url);
+  const nc = await connect({ servers: nats.url, name: "bench-verifier" });
+  const loadConfig = {
+    natsUrl: nats.url,
+    dc: DC,
+    pages: o.pages,
+    partitions: o.partitions,
+    gateways: o.gateways,
+    batchMin: o.batchMin,
+    batchMax: o.batchMax,
+    inflight: o.inflight,
+    targetViewers: o.targetViewers,
+    seed: o.seed,
+    maxSeconds: o.maxSeconds,
+  };
+  const procs = [];
+  try {
+    // --- livecount counter node ---------------------------------------------------------------
+    const port = await freePort();
+    const counter = spawnProduct(
+      "counter",
+      "apps/counter/dist/main.js",
+      {
+        LIVECOUNT_NATS_URL: nats.url,
+        LIVECOUNT_REDIS_URL: redisServer.url,
+        LIVECOUNT_NODE_ID: NODE_ID,
+        LIVECOUNT_DC: DC,
+        LIVECOUNT_PORT: String(port),
+        LIVECOUNT_PARTITIONS: String(o.partitions),
+        LIVECOUNT_GRACE_MS: String(GRACE_MS),
+      },
+      dir,
+    );
+    procs.push(counter);
+    const metricsUrl = `http://127.0.0.1:${port}/metrics`;
+    await waitHttp(`http://127.0.0.1:${port}/readyz`, "counter node (owning every partition)", counter);
+    log(`counter: node ready (pid ${counter.pid}); sending ${o.events} presence events`);
+
+    const m0 = await scrape(metricsUrl);
+    const r0 = await redisStats(redis);
+    const proc0 = cpuSeconds(counter.pid);
+    const load = await runLoad(dir, "presence-load-livecount", {
+      ...loadConfig,
+      subject: nodeSubject(DC, NODE_ID),
+      events: o.events,
+    });
+    log(
+      `counter: ${load.events} events in ${(load.elapsedMs / 1000).toFixed(1)} s, ${load.errors} errors; ` +
+        `waiting ${SETTLE_MS} ms for the grace window and the last flush`,
+    );
+    await sleep(SETTLE_MS);
+    const m1 = await scrape(metricsUrl);
+    const r1 = await redisStats(redis);
+    const proc1 = cpuSeconds(counter.pid);
+    const check = await verifyLivecount(nc, redis, load.truth);
+    const d = (name) => metricSum(m1, name) - metricSum(m0, name);
+    const cpu = d("process_cpu_seconds_total");
+    const roundTrips = d("livecount_counter_store_round_trips_total");
+    const calls = callDeltas(r0, r1);
+    const pageLoads = calls.hgetall ?? 0;
+    const redisCommands = r1.totalCommands - r0.totalCommands;
+    const viewersTruth = Object.values(load.truth).reduce((a, b) => a + b, 0);
+    const livecount = {
+      events: load.events,
+      batches: load.batches,
+      requestErrors: load.errors,
+      firstError: load.firstError,
+      stoppedEarly: load.stoppedEarly,
+      wallSeconds: round(load.elapsedMs / 1000, 2),
+      eventsPerWallSecond: Math.round(load.events / (load.elapsedMs / 1000)),
+      cpuSeconds: round(cpu, 2),
+      cpuSecondsProc: round(proc1 - proc0, 2),
+      eventsPerCpuSecond: Math.round(load.events / cpu),
+      presenceOpsApplied: d("livecount_counter_presence_ops_total"),
+      storeRoundTrips: roundTrips,
+      roundTripsPerEvent: round(roundTrips / load.events, 6),
+      pageLoads,
+      roundTripsInclLoadsPerEvent: round((roundTrips + pageLoads) / load.events, 6),
+      flushes: d("livecount_counter_flushes_total"),
+      updatesPublished: d("livecount_counter_updates_published_total"),
+      redisCommands,
+      redisCommandsPerEvent: round(redisCommands / load.events, 6),
+      redisCalls: calls,
+      viewersAtEnd: viewersTruth,
+      verify: check,
+    };
+    await counter.stop();
+
+    // --- naive baseline ----------------------------------------------------------------------------
+    const naive = forkHelper("naive-counter", NAIVE_SCRIPT, [], dir, {
+      NATS_URL: nats.url,
+      REDIS_URL: redisServer.url,
+      SUBJECT: "bench.naive.presence",
+    });
+    procs.push(naive);
+    await ask(naive, undefined, "ready", 15_000);
+    log(`counter: naive baseline ready (pid ${naive.pid}); sending ${o.naiveEvents} of the same events`);
+    const n0 = cpuSeconds(naive.pid);
+    const nr0 = await redisStats(redis);
+    const nload = await runLoad(dir, "presence-load-naive", {
+      ...loadConfig,
+      subject: "bench.naive.presence",
+      events: o.naiveEvents,
+    });
+    const n1 = cpuSeconds(naive.pid);
+    const nr1 = await redisStats(redis);
+    const nstats = await ask(naive, { cmd: "stats" }, "stats");
+    const ncheck = await verifyNaive(redis, nload.truth);
+    const ncpu = n1 - n0;
+    const baseline = {
+      events: nload.events,
+      requestErrors: nload.errors,
+      stoppedEarly: nload.stoppedEarly,
+      wallSeconds: round(nload.elapsedMs / 1000, 2),
+      eventsPerWallSecond: Math.round(nload.events / (nload.elapsedMs / 1000)),
+      cpuSeconds: round(ncpu, 2),
+      eventsPerCpuSecond: Math.round(nload.events / ncpu),
+      roundTrips: nstats.commands,
+      roundTripsPerEvent: round(nstats.commands / nload.events, 6),
+      redisCommandsPerEvent: round((nr1.totalCommands - nr0.totalCommands) / nload.events, 6),
+      verify: ncheck,
+    };
+    await naive.stop();
+
+    return {
+      config: o,
+      livecount,
+      naive: baseline,
+      ratioEventsPerCpuSecond: round(livecount.eventsPerCpuSecond / baseline.eventsPerCpuSecond, 1),
+      goals: {
+        eventsPerCpuSecond: { goal: ">= 250000", met: livecount.eventsPerCpuSecond >= 250_000 },
+        roundTripsPerEvent: {
+          goal: "<= 0.01",
+          met: livecount.roundTripsInclLoadsPerEvent <= 0.01,
+        },
+        verified: {
+          met:
+            check.snapshotMismatches === 0 &&
+            check.redisMismatches === 0 &&
+            load.errors === 0 &&
+            livecount.presenceOpsApplied === load.events,
+        },
+      },
+    };
+  } finally {
+    await nc.close().catch(() => {});
+    redis.disconnect();
+    for (const p of procs) await p.stop();
+    await nats.stop();
+    await redisServer.stop();
+  }
+}

@@ -1,0 +1,297 @@
+/**
+ * Processes for the benchmarks: our own nats-server and redis-server on free ports with their own
+ * temp dirs (never the ones already running on 4222/6379), product processes from the build, and a
+ * registry that kills every child when the bench ends, fails or gets SIGINT/SIGTERM.
+ *
+ * Modelled on test/support/nats_server.ts and redis_server.ts, without the test-runner parts.
+ */
+import { execFileSync, fork, spawn } from "node:child_process";
+import { accessSync, constants as fsConstants, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+
+export const LOOPBACK = "127.0.0.1";
+/** The repository root (loadtest/bench/lib/ -> ../../..). */
+export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+const READY_TIMEOUT_MS = 15_000;
+const STOP_GRACE_MS = 4_000;
+
+/** Every child still running, with how to stop it. */
+const running = new Map();
+/** Temp dirs to delete at exit. */
+const tempDirs = new Set();
+
+/** A temp dir for logs and server state, deleted when the bench exits (unless LC_BENCH_KEEP=1). */
+export function benchDir(name) {
+  const dir = mkdtempSync(join(tmpdir(), `livecount-bench-${name}-`));
+  tempDirs.add(dir);
+  return dir;
+}
+
+function killAll(signal) {
+  for (const child of running.keys()) {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+let cleanupInstalled = false;
+/** Kills every child on exit and on SIGINT/SIGTERM (then exits with 130/143). */
+export function installCleanup() {
+  if (cleanupInstalled) return;
+  cleanupInstalled = true;
+  process.once("exit", () => {
+    killAll("SIGKILL");
+    if (process.env.LC_BENCH_KEEP !== "1") {
+      for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  for (const [signal, code] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ]) {
+    process.once(signal, () => {
+      console.error(`\n${signal}: stopping every benchmark process`);
+      killAll("SIGKILL");
+      process.exit(code);
+    });
+  }
+}
+
+function isExecutable(path) {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An installed binary: $envVar, else PATH, else the Debian location. */
+export function binary(name, envVar, fallback) {
+  const fromEnv = process.env[envVar];
+  if (fromEnv) return fromEnv;
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir !== "" && isExecutable(join(dir, name))) return join(dir, name);
+  }
+  if (isExecutable(fallback)) return fallback;
+  throw new Error(`${name} not found: install it (apt-get install ${name}) or set ${envVar}`);
+}
+
+/** A port nobody listens on right now (bind 0, release). */
+export async function freePort(host = LOOPBACK) {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves with the first bytes a TCP server sends after `hello` (nothing sent when undefined). */
+async function greeting(port, hello) {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: LOOPBACK, port });
+    let text = "";
+    const done = (value) => {
+      socket.destroy();
+      resolve(value);
+    };
+    socket.setEncoding("utf8");
+    socket.setTimeout(1000, () => done(""));
+    socket.once("error", () => done(""));
+    socket.once("connect", () => hello !== undefined && socket.write(hello));
+    socket.on("data", (chunk) => {
+      text += chunk;
+      if (text.includes("\r\n")) done(text);
+    });
+  });
+}
+
+/** A tracked child; `stop()` sends SIGTERM, then SIGKILL after a grace period. */
+function track(child, name, logPath) {
+  const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const entry = { name, logPath };
+  running.set(child, entry);
+  exited.then(() => running.delete(child));
+  return {
+    name,
+    child,
+    pid: child.pid,
+    logPath,
+    exited,
+    get alive() {
+      return child.exitCode === null && child.signalCode === null;
+    },
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function waitUntil(check, what, timeoutMs = READY_TIMEOUT_MS, proc = undefined) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (proc !== undefined && !proc.alive) throw new Error(`${what}: process exited; log: ${proc.logPath}`);
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`${what} not ready after ${timeoutMs} ms${proc ? `; log: ${proc.logPath}` : ""}`);
+}
+
+/** Starts nats-server on a free port with a generated config in its own temp dir. */
+export async function startNats(dir) {
+  const bin = binary("nats-server", "LIVECOUNT_NATS_SERVER", "/usr/sbin/nats-server");
+  const port = await freePort();
+  const conf = join(dir, "nats.conf");
+  writeFileSync(conf, `server_name: "lc-bench-${port}"\nlisten: "${LOOPBACK}:${port}"\n`);
+  const logPath = join(dir, "nats.log");
+  const log = openSync(logPath, "a");
+  const proc = track(spawn(bin, ["-c", conf], { stdio: ["ignore", log, log] }), "nats-server", logPath);
+  await waitUntil(async () => (await greeting(port)).startsWith("INFO "), "nats-server", undefined, proc);
+  return { ...proc, port, url: `nats://${LOOPBACK}:${port}` };
+}
+
+/** Starts redis-server on a free port, no persistence (the benchmarks measure CPU, not disks). */
+export async function startRedis(dir) {
+  const bin = binary("redis-server", "LIVECOUNT_REDIS_SERVER", "/usr/bin/redis-server");
+  const port = await freePort();
+  const logPath = join(dir, "redis.log");
+  const log = openSync(logPath, "a");
+  // prettier-ignore
+  const args = [
+    "--port", String(port), "--bind", LOOPBACK, "--dir", dir,
+    "--save", "", "--appendonly", "no", "--logfile", "",
+  ];
+  const proc = track(spawn(bin, args, { stdio: ["ignore", log, log] }), "redis-server", logPath);
+  await waitUntil(
+    async () => (await greeting(port, "PING\r\n")).startsWith("+PONG"),
+    "redis-server",
+    undefined,
+    proc,
+  );
+  return { ...proc, port, url: `redis://${LOOPBACK}:${port}` };
+}
+
+/** Extra node flags for product processes, e.g. LC_BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/p". */
+function productFlags() {
+  return (process.env.LC_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
+}
+
+/**
+ * Spawns a product entry point (e.g. apps/counter/dist/main.js) with `env` on top of a clean
+ * environment (no LIVECOUNT_* leaking from the caller's shell). Output goes to `<dir>/<name>.log`.
+ * `nodeFlags` go before the script (e.g. --inspect to force a GC from outside).
+ */
+export function spawnProduct(name, entry, env, dir, nodeFlags = []) {
+  const logPath = join(dir, `${name}.log`);
+  const log = openSync(logPath, "a");
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LIVECOUNT_")));
+  const child = spawn(process.execPath, [...productFlags(), ...nodeFlags, join(ROOT, entry)], {
+    cwd: ROOT,
+    env: { ...base, LIVECOUNT_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", log, log],
+  });
+  return track(child, name, logPath);
+}
+
+/** Forks a bench helper script (IPC channel open); its output goes to `<dir>/<name>.log`. */
+export function forkHelper(name, script, args, dir, extraEnv = {}) {
+  const logPath = join(dir, `${name}.log`);
+  const log = openSync(logPath, "a");
+  const child = fork(script, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...extraEnv },
+    stdio: ["ignore", log, log, "ipc"],
+    serialization: "advanced",
+  });
+  return track(child, name, logPath);
+}
+
+/** Registers a child forked elsewhere (e.g. by the load driver) for cleanup. */
+export function trackChild(child, name) {
+  return track(child, name, undefined);
+}
+
+/** Waits until GET `url` answers 2xx. */
+export async function waitHttp(url, what, proc, timeoutMs = READY_TIMEOUT_MS) {
+  await waitUntil(
+    async () => {
+      try {
+        const res = await globalThis.fetch(url);
+        await res.arrayBuffer();
+        return res.ok;
+      } catch {
+        return false;
+      }
+    },
+    what,
+    timeoutMs,
+    proc,
+  );
+}
+
+/** Node's version and the machine, for the report. */
+export function machine() {
+  let cpu = "unknown";
+  try {
+    cpu = execFileSync("sh", ["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]).toString().trim();
+  } catch {
+    // not Linux
+  }
+  // The product may carry uncommitted changes: say which commit and whether the tree was dirty.
+  let revision = "unknown";
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT }).toString().trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: ROOT })
+      .toString()
+      .trim();
+    revision = dirty === "" ? commit : `${commit}+uncommitted`;
+  } catch {
+    // not a git checkout
+  }
+  return { node: process.version, cpu, revision };
+}
+
+/** Sends `msg` to a forked helper and resolves with its first reply of `type`. */
+export function ask(proc, msg, type, timeoutMs = 120_000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`${proc.name}: no ${type} reply in ${timeoutMs} ms (log: ${proc.logPath})`));
+    }, timeoutMs);
+    const onMessage = (reply) => {
+      if (reply?.type === "error") {
+        cleanup();
+        reject(new Error(`${proc.name}: ${reply.message}`));
+      } else if (reply?.type === type) {
+        cleanup();
+        resolve(reply);
+      }
+    };
+    const onExit = () => {
+      cleanup();
+      reject(new Error(`${proc.name} exited before replying ${type} (log: ${proc.logPath})`));
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      proc.child.off("message", onMessage);
+      proc.child.off("exit", onExit);
+    };
+    proc.child.on("message", onMessage);
+    proc.child.once("exit", onExit);
+    if (msg !== undefined) proc.child.send(msg);
+  });
+}

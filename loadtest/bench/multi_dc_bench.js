@@ -1,0 +1,456 @@
+/**
+ * Benchmark (f): two data centers. Per DC a nats-server running infra/nats/dc<N>.conf (joined to
+ * the other DC by a NATS gateway through infra/local/link_proxy.mjs, which cuts and heals the
+ * link), a redis-server, a counter node and a gateway, each its own process.
+ *
+ * 1. Heal -> convergence for `pages` active pages: every page gets a like in each DC and both DCs
+ *    agree; the link is cut for longer than the DC lease; every page gets another like in each DC
+ *    (each side sees its own only); the link is healed and nothing else happens. Measured: from the
+ *    heal, and from the moment both NATS gateway connections are back (nats-server re-dials on its
+ *    own fixed ~1 s timer), until every page shows the global truth at the watchers of both DCs.
+ *    Watchers are WebSockets (50 pages each) recording every count frame with its arrival time.
+ * 2. Cross-DC update latency: likes sent at a steady rate to DC1's HTTP API, each timestamped; the
+ *    k-th like of a page is visible when a watcher in DC2 (and, for comparison, one in DC1) gets a
+ *    count frame with likes >= k. Both ends live in this process, so one clock times them.
+ */
+import { spawn } from "node:child_process";
+import { mkdirSync, openSync } from "node:fs";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import WebSocket from "ws";
+import { cpuSeconds, round, summarize } from "./lib/measure.js";
+import {
+  LOOPBACK,
+  ROOT,
+  benchDir,
+  binary,
+  freePort,
+  spawnProduct,
+  startRedis,
+  trackChild,
+  waitHttp,
+} from "./lib/processes.js";
+
+export const defaults = {
+  pages: 10_000,
+  /** Pages per watcher socket (the gateway allows 64 by default). */
+  pagesPerWatcher: 50,
+  /** Items per POST /v1/counters/increment (at most 1000). */
+  batch: 500,
+  /** A remote DC silent this long is down; the cut lasts longer. */
+  dcLeaseMs: 2000,
+  coalesceMs: 50,
+  latencyPages: 20,
+  latencyLikes: 600,
+  latencyLikesPerS: 60,
+  /** Give up waiting for convergence after this long. */
+  timeoutMs: 60_000,
+};
+
+const DCS = ["dc1", "dc2"];
+const PUBLISHER_KEY = "bench-publisher-key";
+const READY_MS = 30_000;
+
+/** Starts a DC's nats-server on its infra/nats config, gateways dialled through the link proxy. */
+async function startNatsDc(dir, dc, ports, all) {
+  const bin = binary("nats-server", "LIVECOUNT_NATS_SERVER", "/usr/sbin/nats-server");
+  const logPath = join(dir, `${dc}-nats.log`);
+  const log = openSync(logPath, "a");
+  const env = {
+    ...process.env,
+    LC_NATS_SERVER_NAME: `bench-${dc}`,
+    LC_NATS_LISTEN: `${LOOPBACK}:${ports.client}`,
+    LC_NATS_MONITOR: `${LOOPBACK}:${ports.monitor}`,
+    LC_NATS_CLUSTER_LISTEN: `${LOOPBACK}:${ports.routes}`,
+    LC_NATS_ROUTES: `nats-route://${LOOPBACK}:${ports.routes}`,
+    LC_NATS_GATEWAY_LISTEN: `${LOOPBACK}:${ports.gateway}`,
+    LC_NATS_GATEWAY_ADVERTISE: `${LOOPBACK}:${ports.proxy}`,
+    ...Object.fromEntries(
+      Object.entries(all).map(([name, p]) => [
+        `LC_NATS_${name.toUpperCase()}_GATEWAY`,
+        `nats://${LOOPBACK}:${p.proxy}`,
+      ]),
+    ),
+  };
+  const child = spawn(bin, ["-c", join(ROOT, "infra", "nats", `${dc}.conf`)], {
+    env,
+    stdio: ["ignore", log, log],
+  });
+  const proc = trackChild(child, `${dc}-nats`);
+  await waitHttp(`http://${LOOPBACK}:${ports.monitor}/healthz`, `${dc} nats-server (log ${logPath})`);
+  return { ...proc, logPath, url: `nats://${LOOPBACK}:${ports.client}` };
+}
+
+/** Whether both nats-servers have gateway connections both ways. */
+async function linked(ports) {
+  for (const [dc, p] of Object.entries(ports)) {
+    const other = DCS.find((d) => d !== dc);
+    const res = await globalThis.fetch(`http://${LOOPBACK}:${p.monitor}/gatewayz`);
+    const z = await res.json();
+    if (z.outbound_gateways?.[other] === undefined || !(z.inbound_gateways?.[other]?.length > 0))
+      return false;
+  }
+  return true;
+}
+
+async function waitFor(what, check, timeoutMs, intervalMs = 20) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await sleep(intervalMs);
+  }
+  throw new Error(`${what}: not within ${timeoutMs} ms`);
+}
+
+function open(url) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    ws.once("open", () => resolve(ws));
+    ws.once("error", reject);
+  });
+}
+
+/**
+ * Watchers of `pages` on one gateway: the latest likes of every page and when it arrived, and
+ * the time each page first showed the value it shows now.
+ */
+class Watchers {
+  /** page -> { likes, at (performance.now of the frame that set the current value) } */
+  latest = new Map();
+  sockets = [];
+  listeners = new Set();
+
+  static async open(url, pages, perSocket) {
+    const w = new Watchers();
+    for (let i = 0; i < pages.length; i += perSocket) {
+      const ws = await open(url);
+      w.sockets.push(ws);
+      ws.on("message", (data) => {
+        const now = performance.now();
+        const frame = JSON.parse(data.toString());
+        if (frame.type !== "count") return;
+        const likes = frame.counters?.likes ?? 0;
+        const prev = w.latest.get(frame.page);
+        if (prev === undefined || prev.likes !== likes) w.latest.set(frame.page, { likes, at: now });
+        for (const listener of w.listeners) listener(frame.page, likes, now);
+      });
+      for (const page of pages.slice(i, i + perSocket)) ws.send(JSON.stringify({ type: "watch", page }));
+    }
+    return w;
+  }
+
+  /** Pages not showing `expected(page)` likes. */
+  wrong(pages, expected) {
+    return pages.filter((p) => this.latest.get(p)?.likes !== expected(p));
+  }
+
+  close() {
+    for (const ws of this.sockets) ws.terminate();
+  }
+}
+
+/** One like on every page through `gatewayUrl`, in batches, each with a fresh idempotency key. */
+async function likeAll(gatewayUrl, pages, batch, tag) {
+  for (let i = 0; i < pages.length; i += batch) {
+    const items = pages
+      .slice(i, i + batch)
+      .map((page) => ({ page, counter: "likes", change: 1, id: `${tag}-${page}` }));
+    for (let attempt = 1; ; attempt++) {
+      const res = await globalThis.fetch(`${gatewayUrl}/v1/counters/increment`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify(items),
+      });
+      const body = await res.json();
+      // Retried with the same ids: a repeat never counts twice.
+      const failed = res.ok ? body.results.filter((r) => r.error !== undefined) : items;
+      if (failed.length === 0) break;
+      if (attempt >= 10) throw new Error(`likes failed: ${JSON.stringify(failed[0])}`);
+      await sleep(200);
+    }
+  }
+}
+
+/** @param {Partial<typeof defaults>} options */
+export async function multiDcBench(options = {}, log = console.error) {
+  const o = { ...defaults, ...options };
+  const dir = benchDir("multi-dc");
+  const procs = [];
+  const watchers = [];
+  try {
+    // --- two data centers joined through the link proxy -----------------------------------------
+    const ports = {};
+    for (const dc of DCS) {
+      ports[dc] = {
+        client: await freePort(),
+        routes: await freePort(),
+        gateway: await freePort(),
+        proxy: await freePort(),
+        monitor: await freePort(),
+      };
+    }
+    const controlPort = await freePort();
+    const linkLog = openSync(join(dir, "link.log"), "a");
+    const linkArgs = DCS.map((dc) => `${dc}=${ports[dc].proxy}:${ports[dc].gateway}`);
+    const link = trackChild(
+      spawn(
+        process.execPath,
+        [join(ROOT, "infra/local/link_proxy.mjs"), "--control", String(controlPort), ...linkArgs],
+        {
+          stdio: ["ignore", linkLog, linkLog],
+        },
+      ),
+      "link",
+    );
+    procs.push(link);
+    const control = `http://${LOOPBACK}:${controlPort}`;
+    await waitHttp(`${control}/status`, "link proxy");
+    const gateways = {};
+    for (const dc of DCS) {
+      const nats = await startNatsDc(dir, dc, ports[dc], ports);
+      const redisDir = join(dir, dc);
+      mkdirSync(redisDir);
+      const redis = { ...(await startRedis(redisDir)), name: `${dc}-redis` };
+      procs.push(nats, redis);
+      const common = {
+        LIVECOUNT_DC: dc,
+        LIVECOUNT_NATS_URL: nats.url,
+        LIVECOUNT_REDIS_URL: redis.url,
+        LIVECOUNT_DC_LEASE_MS: String(o.dcLeaseMs),
+        LIVECOUNT_DC_HEARTBEAT_MS: "100",
+        // Convergence after the heal must come from the reconnection, not from the safety net.
+        LIVECOUNT_ANTI_ENTROPY_MS: "600000",
+        LIVECOUNT_COALESCE_MS: String(o.coalesceMs),
+        LIVECOUNT_PUBLISHER_KEYS: PUBLISHER_KEY,
+        // LC_BENCH_LOG_LEVEL=info shows the resyncs with their times (logs kept with LC_BENCH_KEEP=1).
+        LIVECOUNT_LOG_LEVEL: process.env.LC_BENCH_LOG_LEVEL ?? "warn",
+      };
+      const counterPort = await freePort();
+      const counter = spawnProduct(
+        `${dc}-counter`,
+        "apps/counter/dist/main.js",
+        { ...common, LIVECOUNT_NODE_ID: `${dc}-counter`, LIVECOUNT_PORT: String(counterPort) },
+        dir,
+      );
+      procs.push(counter);
+      await waitHttp(`http://${LOOPBACK}:${counterPort}/readyz`, `${dc} counter node`, counter, READY_MS);
+      const gatewayPort = await freePort();
+      const gateway = spawnProduct(
+        `${dc}-gateway`,
+        "apps/gateway/dist/main.js",
+        { ...common, LIVECOUNT_NODE_ID: `${dc}-gateway`, LIVECOUNT_PORT: String(gatewayPort) },
+        dir,
+      );
+      procs.push(gateway);
+      await waitHttp(`http://${LOOPBACK}:${gatewayPort}/readyz`, `${dc} gateway`, gateway, READY_MS);
+      gateways[dc] = `http://${LOOPBACK}:${gatewayPort}`;
+    }
+    await waitFor("NATS gateway links", () => linked(ports), READY_MS);
+    const wsUrl = (dc) => `${gateways[dc].replace("http:", "ws:")}/ws`;
+
+    // --- 1. heal -> convergence of `pages` active pages ------------------------------------------
+    const pages = Array.from({ length: o.pages }, (_, i) => `mdc-${i}`);
+    for (const dc of DCS) watchers.push(await Watchers.open(wsUrl(dc), pages, o.pagesPerWatcher));
+    const [w1, w2] = watchers;
+    await waitFor(
+      "first frames of every page",
+      async () => w1.wrong(pages, () => 0).length + w2.wrong(pages, () => 0).length === 0,
+      o.timeoutMs,
+      100,
+    );
+    log(`multi-dc: ${o.pages} pages watched in both DCs; one like per page in each DC`);
+    await Promise.all(DCS.map((dc) => likeAll(gateways[dc], pages, o.batch, `a-${dc}`)));
+    await waitFor(
+      "both DCs agree before the cut",
+      async () => w1.wrong(pages, () => 2).length + w2.wrong(pages, () => 2).length === 0,
+      o.timeoutMs,
+      100,
+    );
+
+    await globalThis.fetch(`${control}/cut`, { method: "POST" });
+    const cutAt = performance.now();
+    log(`multi-dc: link cut; one more like per page in each DC`);
+    await Promise.all(DCS.map((dc) => likeAll(gateways[dc], pages, o.batch, `b-${dc}`)));
+    await waitFor(
+      "each DC counts its own likes during the cut",
+      async () => w1.wrong(pages, () => 3).length + w2.wrong(pages, () => 3).length === 0,
+      o.timeoutMs,
+      100,
+    );
+    // Past the DC lease: each side has marked the other down, the heavier path back.
+    const cutLeft = o.dcLeaseMs + 500 - (performance.now() - cutAt);
+    if (cutLeft > 0) await sleep(cutLeft);
+    const cutMs = performance.now() - cutAt;
+
+    // LC_BENCH_PROBE=1: also time the other DC's updates as they arrive on each DC's NATS.
+    const probes = [];
+    if (process.env.LC_BENCH_PROBE === "1") {
+      const { connect } = await import("nats");
+      const { decodeMessage } = await import("@livecount/protocol");
+      for (const dc of DCS) {
+        const nc = await connect({ servers: `nats://${LOOPBACK}:${ports[dc].client}` });
+        const arrivals = [];
+        nc.subscribe("lc.page.>", {
+          callback: (_err, msg) => {
+            const update = decodeMessage(msg.data);
+            if (update.type === "update" && update.dc !== dc) arrivals.push(performance.now());
+          },
+        });
+        await nc.flush();
+        probes.push({ dc, nc, arrivals });
+      }
+    }
+    // CPU of every server process (and of this one: watchers and probes) over the heal window.
+    const servers = procs.filter((p) => p.name !== "link");
+    const cpu = () => new Map(servers.map((p) => [p.name, cpuSeconds(p.pid)]));
+    const cpuBefore = { servers: cpu(), bench: process.cpuUsage() };
+    const healAt = performance.now();
+    await globalThis.fetch(`${control}/heal`, { method: "POST" });
+    let notLinkedAt = healAt;
+    let linkedAt;
+    const deadline = healAt + o.timeoutMs;
+    let wrong = pages.length * 2;
+    while (performance.now() < deadline) {
+      const polledAt = performance.now();
+      if (linkedAt === undefined) {
+        if (await linked(ports).catch(() => false)) linkedAt = performance.now();
+        else notLinkedAt = polledAt;
+      }
+      wrong = w1.wrong(pages, () => 4).length + w2.wrong(pages, () => 4).length;
+      if (linkedAt !== undefined && wrong === 0) break;
+      await sleep(10);
+    }
+    if (wrong > 0) throw new Error(`${wrong} page views not converged ${o.timeoutMs} ms after the heal`);
+    const benchCpu = process.cpuUsage(cpuBefore.bench);
+    const byProcess = Object.fromEntries(
+      [...cpu()].map(([name, s]) => [name, round(s - cpuBefore.servers.get(name), 2)]),
+    );
+    const windowCpu = {
+      wallS: round((performance.now() - healAt) / 1000, 2),
+      serversCpuS: round(
+        Object.values(byProcess).reduce((a, b) => a + b, 0),
+        2,
+      ),
+      byProcess,
+      benchClientCpuS: round((benchCpu.user + benchCpu.system) / 1e6, 2),
+    };
+    const convergedAt = Math.max(...watchers.flatMap((w) => pages.map((p) => w.latest.get(p).at)));
+    // The links came back at some moment in (notLinkedAt, linkedAt]: the earlier bound never flatters.
+    const from = Math.max(healAt, notLinkedAt);
+    // How the pages arrived: first, median and last page per DC, from the links being back.
+    const spread = Object.fromEntries(
+      DCS.map((dc, i) => {
+        const ats = Float64Array.from(pages.map((p) => watchers[i].latest.get(p).at - from)).sort();
+        const at = (q) => Math.round(ats[Math.min(ats.length - 1, Math.floor(q * ats.length))]);
+        return [dc, { firstMs: at(0), medianMs: at(0.5), lastMs: at(1) }];
+      }),
+    );
+    const arrivals = Object.fromEntries(
+      probes.map(({ dc, arrivals: a }) => {
+        const at = (q) => Math.round(a[Math.min(a.length - 1, Math.floor(q * a.length))] - from);
+        return [dc, { updates: a.length, firstMs: at(0), medianMs: at(0.5), lastMs: at(1) }];
+      }),
+    );
+    await Promise.all(probes.map((p) => p.nc.close()));
+    const heal = {
+      pages: o.pages,
+      cutMs: Math.round(cutMs),
+      healToLinkedMs: Math.round(linkedAt - healAt),
+      linkedToConvergedMs: Math.round(convergedAt - from),
+      healToConvergedMs: Math.round(convergedAt - healAt),
+      pagesConvergedFromLinked: spread,
+      cpuFromHealToConverged: windowCpu,
+      ...(probes.length > 0 ? { updatesArrivedFromLinked: arrivals } : {}),
+    };
+    log(`multi-dc: ${JSON.stringify(heal)}`);
+
+    // --- 2. cross-DC update latency ---------------------------------------------------------------
+    const latPages = Array.from({ length: o.latencyPages }, (_, i) => `mdc-lat-${i}`);
+    const local = await Watchers.open(wsUrl("dc1"), latPages, o.pagesPerWatcher);
+    const remote = await Watchers.open(wsUrl("dc2"), latPages, o.pagesPerWatcher);
+    watchers.push(local, remote);
+    await waitFor(
+      "first frames of the latency pages",
+      async () => local.wrong(latPages, () => 0).length + remote.wrong(latPages, () => 0).length === 0,
+      o.timeoutMs,
+      50,
+    );
+    const sentAt = new Map(latPages.map((p) => [p, []]));
+    const samples = { local: [], remote: [] };
+    for (const [name, w] of [
+      ["local", local],
+      ["remote", remote],
+    ]) {
+      const seen = new Map(latPages.map((p) => [p, 0]));
+      w.listeners.add((page, likes, now) => {
+        const times = sentAt.get(page);
+        if (times === undefined) return;
+        let k = seen.get(page);
+        while (k < likes && k < times.length) samples[name].push(now - times[k++]);
+        seen.set(page, k);
+      });
+    }
+    log(`multi-dc: ${o.latencyLikes} likes at ${o.latencyLikesPerS}/s on dc1, watched in dc1 and dc2`);
+    const intervalMs = 1000 / o.latencyLikesPerS;
+    const started = performance.now();
+    const inFlight = [];
+    for (let n = 0; n < o.latencyLikes; n++) {
+      const wait = started + n * intervalMs - performance.now();
+      if (wait > 1) await sleep(wait);
+      const page = latPages[n % latPages.length];
+      sentAt.get(page).push(performance.now());
+      inFlight.push(
+        globalThis
+          .fetch(`${gateways.dc1}/v1/pages/${page}/counter`, {
+            method: "PUT",
+            headers: {
+              authorization: `Bearer ${PUBLISHER_KEY}`,
+              "content-type": "application/json",
+              "idempotency-key": `lat-${n}`,
+            },
+            body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+          })
+          .then((res) => res.arrayBuffer()),
+      );
+    }
+    await Promise.all(inFlight);
+    await waitFor(
+      "every like seen in both DCs",
+      async () => samples.local.length + samples.remote.length === 2 * o.latencyLikes,
+      10_000,
+      20,
+    ).catch(() => {});
+    const latency = Object.fromEntries(
+      Object.entries(samples).map(([name, s]) => {
+        const sum = summarize(s);
+        return [
+          name,
+          {
+            seen: sum.count,
+            p50Ms: round(sum.p50, 1),
+            p90Ms: round(sum.p90, 1),
+            p99Ms: round(sum.p99, 1),
+            maxMs: round(sum.max, 1),
+          },
+        ];
+      }),
+    );
+    log(`multi-dc: latency ${JSON.stringify(latency)}`);
+
+    return {
+      config: o,
+      heal,
+      latency: { likes: o.latencyLikes, coalesceMs: o.coalesceMs, ...latency },
+      goals: {
+        healConvergence: {
+          goal: "<= 1000 ms from the link being back (healed and NATS gateways re-established)",
+          met: heal.linkedToConvergedMs <= 1000,
+        },
+      },
+    };
+  } finally {
+    for (const w of watchers) w.close();
+    for (const p of procs.reverse()) await p.stop();
+  }
+}

@@ -1,0 +1,290 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench`: builds, then runs every benchmark against real processes (own nats-server and
+ * redis-server on free ports), prints a table and the full results as JSON on stdout. Progress goes
+ * to stderr. One or more benchmarks can be picked by name:
+ *
+ *   node loadtest/bench/run.js                    all of them (about 4 minutes)
+ *   node loadtest/bench/run.js counter latency    only these
+ *   node loadtest/bench/run.js --quick            smaller sizes, a smoke test (about 1 minute)
+ *   node loadtest/bench/run.js latency --set coalesceMs=0   override an option (see each *_bench.js)
+ *
+ * Benchmarks: counter (a: counter node presence events per CPU-second and Redis round trips per
+ * event; b: a naive counter with the same events), fanout (c: count frames per gateway CPU-second
+ * against a Socket.IO server, one page per socket), fanout-multi (the same with five pages per
+ * socket), memory (d: gateway RSS per idle viewer), latency (e: join on gateway A -> count on B),
+ * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency).
+ *
+ * Every child process is killed when the run ends, fails or is interrupted (SIGINT/SIGTERM).
+ * LC_BENCH_NODE_FLAGS adds node flags to product processes (e.g. "--cpu-prof --cpu-prof-dir=DIR");
+ * LC_BENCH_PERF_DIR records the fan-out servers with `perf record -g`; LC_BENCH_KEEP=1 keeps logs.
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { counterBench } from "./counter_bench.js";
+import { fanoutBench } from "./fanout_bench.js";
+import { latencyBench } from "./latency_bench.js";
+import { installCleanup, machine } from "./lib/processes.js";
+import { memoryBench } from "./memory_bench.js";
+import { multiDcBench } from "./multi_dc_bench.js";
+
+const QUICK = {
+  counter: { events: 400_000, naiveEvents: 100_000 },
+  fanout: { sockets: 2000, measureS: 4, warmupS: 2 },
+  "fanout-multi": { sockets: 1000, measureS: 4, warmupS: 2 },
+  memory: { sockets: 4000, settleS: 2 },
+  latency: { joins: 400, joinsPerS: 100 },
+  "multi-dc": { pages: 2000, latencyLikes: 200 },
+};
+
+const BENCHMARKS = {
+  counter: (o) => counterBench(o),
+  fanout: (o) => fanoutBench(o),
+  "fanout-multi": (o) => fanoutBench({ sockets: 8000, pagesPerSocket: 5, changesPerPagePerS: 3, ...o }),
+  memory: (o) => memoryBench(o),
+  latency: (o) => latencyBench(o),
+  "multi-dc": (o) => multiDcBench(o),
+};
+
+const fmt = (x) =>
+  typeof x === "number" ? (Number.isInteger(x) ? x.toLocaleString("en-US") : String(x)) : (x ?? "");
+const yes = (met) => (met === undefined ? "" : met ? "yes" : "NO");
+
+/** Rows of the summary table: benchmark, measure, livecount, baseline, ratio, goal, met. */
+function rows(name, r) {
+  if (r.error !== undefined) return [[name, "FAILED", r.error, "", "", "", ""]];
+  switch (name) {
+    case "counter": {
+      const lc = r.livecount;
+      return [
+        [
+          name,
+          "presence events / CPU-second",
+          lc.eventsPerCpuSecond,
+          r.naive.eventsPerCpuSecond,
+          `${r.ratioEventsPerCpuSecond}x`,
+          ">= 250,000",
+          yes(r.goals.eventsPerCpuSecond.met),
+        ],
+        [
+          name,
+          "store round trips / event (node metric)",
+          lc.roundTripsPerEvent,
+          r.naive.roundTripsPerEvent,
+          "",
+          "<= 0.01",
+          "",
+        ],
+        [
+          name,
+          "round trips / event incl. page loads",
+          lc.roundTripsInclLoadsPerEvent,
+          r.naive.roundTripsPerEvent,
+          "",
+          "<= 0.01",
+          yes(r.goals.roundTripsPerEvent.met),
+        ],
+        [
+          name,
+          "Redis commands / event (INFO, incl. in Lua)",
+          lc.redisCommandsPerEvent,
+          r.naive.redisCommandsPerEvent,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "events applied and verified",
+          `${fmt(lc.presenceOpsApplied)}/${fmt(lc.events)}, ${lc.verify.snapshotMismatches + lc.verify.redisMismatches} mismatches`,
+          `${fmt(r.naive.events)}, ${r.naive.verify.mismatches} mismatches`,
+          "",
+          "0 mismatches",
+          yes(r.goals.verified.met),
+        ],
+      ];
+    }
+    case "fanout":
+    case "fanout-multi": {
+      const per = `${fmt(r.config.sockets)} sockets x ${r.config.pagesPerSocket} page(s)`;
+      return [
+        [
+          name,
+          `count frames / server CPU-second (${per})`,
+          r.livecount.framesPerCpuSecond,
+          r.socketio.framesPerCpuSecond,
+          `${r.ratioFramesPerCpuSecond}x`,
+          ">= 500,000 and >= 10x",
+          `${yes(r.goals.framesPerCpuSecond.met)} / ${yes(r.goals.vsSocketIo.met)}`,
+        ],
+        [
+          name,
+          "server CPU s (user + system) in window",
+          `${r.livecount.serverUserCpuSeconds} + ${r.livecount.serverSystemCpuSeconds}`,
+          `${r.socketio.serverUserCpuSeconds} + ${r.socketio.serverSystemCpuSeconds}`,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "count frames / server user-CPU-second",
+          Math.round(r.livecount.framesDelivered / r.livecount.serverUserCpuSeconds),
+          Math.round(r.socketio.framesDelivered / r.socketio.serverUserCpuSeconds),
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "frames delivered / wall-second",
+          r.livecount.framesPerWallSecond,
+          r.socketio.framesPerWallSecond,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "watchers missing the final value",
+          r.livecount.watchersMissingFinalValue,
+          r.socketio.watchersMissingFinalValue,
+          "",
+          "0",
+          yes(r.goals.delivered.met),
+        ],
+      ];
+    }
+    case "memory":
+      return [
+        [
+          name,
+          `gateway RSS / idle joined viewer, bytes (${fmt(r.viewers)} viewers)`,
+          r.rssPerViewerBytes,
+          "",
+          "",
+          "<= 1,536",
+          yes(r.goals.rssPerViewer.met),
+        ],
+        [name, "  of which V8 heap used / viewer, bytes", r.heapUsedPerViewerBytes, "", "", "", ""],
+        [name, "  RSS / viewer, second half only, bytes", r.rssPerViewerSecondHalfBytes, "", "", "", ""],
+      ];
+    case "latency":
+      return [
+        [
+          name,
+          `join on A -> count on B, ms (${fmt(r.seen)}/${fmt(r.joins)} joins seen)`,
+          `p50 ${r.p50Ms} / p99 ${r.p99Ms} / max ${r.maxMs}`,
+          "",
+          "",
+          `p99 <= ${50 + r.coalesceMs} (coalesce ${r.coalesceMs} ms)`,
+          yes(r.goals.p99.met),
+        ],
+      ];
+    case "multi-dc":
+      return [
+        [
+          name,
+          `heal -> all DCs exact, ms (${fmt(r.heal.pages)} pages changed on both sides)`,
+          `${r.heal.linkedToConvergedMs} from links back, ${r.heal.healToConvergedMs} from heal`,
+          "",
+          "",
+          "<= 1,000 from links back",
+          yes(r.goals.healConvergence.met),
+        ],
+        [name, "  heal -> NATS gateway links back, ms", r.heal.healToLinkedMs, "", "", "", ""],
+        [
+          name,
+          `like on dc1 -> watcher on dc2, ms (${fmt(r.latency.remote.seen)}/${fmt(r.latency.likes)} seen)`,
+          `p50 ${r.latency.remote.p50Ms} / p99 ${r.latency.remote.p99Ms} / max ${r.latency.remote.maxMs}`,
+          "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  like on dc1 -> watcher on dc1 (same run), ms",
+          `p50 ${r.latency.local.p50Ms} / p99 ${r.latency.local.p99Ms} / max ${r.latency.local.maxMs}`,
+          "",
+          "",
+          "",
+          "",
+        ],
+      ];
+    default:
+      return [];
+  }
+}
+
+function table(results) {
+  const header = ["benchmark", "measure", "livecount", "baseline", "ratio", "goal", "met"];
+  const body = Object.entries(results).flatMap(([name, r]) => rows(name, r).map((row) => row.map(fmt)));
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => String(row[i]).length)));
+  const line = (row) => row.map((c, i) => String(c).padEnd(widths[i])).join(" | ");
+  return [line(header), widths.map((w) => "-".repeat(w)).join("-|-"), ...body.map(line)].join("\n");
+}
+
+async function main() {
+  installCleanup();
+  const args = process.argv.slice(2);
+  const quick = args.includes("--quick");
+  // --set name=value overrides one option of the selected benchmarks (numbers), e.g. --set coalesceMs=0.
+  const overrides = {};
+  const names = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === "--set") {
+      const [key, value] = (args[++i] ?? "").split("=");
+      if (!key || value === undefined || !Number.isFinite(Number(value))) {
+        console.error("--set takes name=number, e.g. --set sockets=8000");
+        process.exit(2);
+      }
+      overrides[key] = Number(value);
+    } else if (!args[i].startsWith("--")) names.push(args[i]);
+  }
+  for (const n of names) {
+    if (!(n in BENCHMARKS)) {
+      console.error(`unknown benchmark ${n}; choose from ${Object.keys(BENCHMARKS).join(", ")}`);
+      process.exit(2);
+    }
+  }
+  const selected = names.length > 0 ? names : Object.keys(BENCHMARKS);
+  const started = new Date();
+  // Other work on the machine skews wall-clock figures (less so per-CPU-second ones): record it.
+  const loadBefore = loadavg().map((x) => Math.round(x * 100) / 100);
+  const results = {};
+  for (const name of selected) {
+    const t0 = Date.now();
+    console.error(`\n== ${name}`);
+    try {
+      results[name] = await BENCHMARKS[name]({ ...(quick ? QUICK[name] : {}), ...overrides });
+    } catch (err) {
+      console.error(err);
+      results[name] = { error: String(err?.message ?? err) };
+    }
+    results[name].durationS = Math.round((Date.now() - t0) / 1000);
+    console.error(`== ${name} done in ${results[name].durationS} s`);
+  }
+  const loadAfter = loadavg().map((x) => Math.round(x * 100) / 100);
+  const env = {
+    ...machine(),
+    cores: availableParallelism(),
+    quick,
+    overrides,
+    loadavgBefore: loadBefore,
+    loadavgAfter: loadAfter,
+  };
+  console.log(
+    `\nlivecount benchmarks, ${started.toISOString()}, node ${env.node}, ${env.cores} cores (${env.cpu}), ` +
+      `1-min load average ${loadBefore[0]} before, ${loadAfter[0]} after\n`,
+  );
+  console.log(table(results));
+  console.log("\nJSON:");
+  console.log(JSON.stringify({ started: started.toISOString(), machine: env, results }, null, 2));
+  const failed = Object.values(results).some((r) => r.error !== undefined);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
