@@ -608,13 +608,21 @@ export class CounterNode implements ActorHost {
     const actors = [...this.#dirty];
     this.#dirty.clear();
     const groups = new Map<number, FencedWrites & { writes: FencedWrites["writes"][number][] }>();
-    const taken: Array<[PageActor, ReturnType<PageActor["takeUnwritten"]>]> = [];
+    const taken: Array<{
+      actor: PageActor;
+      writes: ReturnType<PageActor["takeUnwritten"]>;
+      /** Own entries as of this write: exactly what is durable once it succeeds, so what may be published. */
+      entries: Record<string, Entry> | undefined;
+    }> = [];
     for (const actor of actors) {
       if (actor.status !== "active") continue;
       const fence = this.#ownership.fenceOf(actor.partition);
       if (fence === undefined) continue;
       const writes = actor.takeUnwritten();
-      taken.push([actor, writes]);
+      // Taken together with the writes: a change made during the round trip is published by the
+      // next flush, after its own write.
+      const entries = actor.takeUnpublished() ? actor.ownEntries() : undefined;
+      taken.push({ actor, writes, entries });
       if (writes.length === 0) continue;
       let group = groups.get(actor.partition);
       if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
@@ -627,8 +635,8 @@ export class CounterNode implements ActorHost {
       stale = groups.size > 0 ? await this.#store.write([...groups.values()]) : [];
     } catch (err) {
       this.#metrics.flushFailures.inc();
-      for (const [actor, writes] of taken) {
-        actor.restoreUnwritten(writes, false);
+      for (const { actor, writes, entries } of taken) {
+        actor.restoreUnwritten(writes, entries !== undefined);
         this.#dirty.add(actor);
       }
       // Retried on the next window; nothing is published ahead of the store.
@@ -641,9 +649,9 @@ export class CounterNode implements ActorHost {
     const lost = new Set(stale.map((f) => f.partition));
     for (const partition of lost) void this.#onPartitionLoss(partition, "lost");
     const ts = this.#clock.now();
-    for (const [actor] of taken) {
-      if (lost.has(actor.partition) || !actor.takeUnpublished()) continue;
-      this.#publishOwn(actor.page, actor.partition, actor.ownEntries(), ts);
+    for (const { actor, entries } of taken) {
+      if (lost.has(actor.partition) || entries === undefined) continue;
+      this.#publishOwn(actor.page, actor.partition, entries, ts);
       this.#changedAt.set(actor.page, ts);
     }
   }

@@ -69,6 +69,8 @@ export class PageActor {
 
   /** Installs the durable state and handles what queued meanwhile. */
   loaded(record: PageRecord): void {
+    // Closed while loading (its partition was lost): it must not come back to life.
+    if (this.#status === "closed") return;
     for (const [name, entries] of Object.entries(record)) this.#counter(name).mergeAll(entries);
     this.#status = "active";
     const own = this.ownEntry(VIEWERS_COUNTER);

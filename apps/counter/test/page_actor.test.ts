@@ -44,6 +44,20 @@ function viewersEntry(actor: PageActor): Entry {
 }
 
 describe("counter - page actor", () => {
+  test("counter - an actor closed while loading stays closed when the load completes, and fails its queued work", () => {
+    const host = new FakeHost();
+    const actor = new PageActor(host, "page", 7, 0);
+    const failures: Array<Error | undefined> = [];
+    actor.run((failure) => failures.push(failure));
+    actor.close();
+    actor.loaded({ [VIEWERS_COUNTER]: { [DC]: { p: 3, n: 0 } } });
+    expect(actor.status).toBe("closed");
+    expect(failures).toHaveLength(1);
+    expect(failures[0]?.name).toBe("ActorClosedError");
+    actor.presence("g1", "v:a", true);
+    expect(host.dirty).toBe(0);
+  });
+
   test("counter - joins grow p and leaves grow n of the data center's viewers entry, once the grace is over", () => {
     const host = new FakeHost();
     const actor = activeActor(host);

@@ -25,7 +25,13 @@ interface PartitionQueue {
   ops: Map<string, PresenceOp>;
   /** The owner must get the whole contribution instead of deltas (new owner, reconnect). */
   sync: boolean;
-  inFlight: boolean;
+  /**
+   * Bumped whenever a sync is needed: a request of an older generation went to a former owner or
+   * was superseded, so its answer (or failure) no longer matters and must not hold the queue up.
+   */
+  generation: number;
+  /** Generation of the request in flight, if any. */
+  inFlight: number | undefined;
   retryMs: number;
   timer: TimerHandle | undefined;
 }
@@ -60,7 +66,14 @@ export class PresenceForwarder {
       const owner = ring.ownerOf(p);
       if (owner !== previous.ownerOf(p) || (owner !== undefined && restarted.has(owner))) moved.add(p);
     }
-    for (const p of moved) this.#markSync(p);
+    for (const p of moved) {
+      this.#markSync(p);
+      // The new owner is worth trying at once, whatever the old one cost us in backoff.
+      const q = this.#queue(p);
+      q.retryMs = this.#opts.retryMs;
+      if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
+      q.timer = undefined;
+    }
     this.#scheduleFlush();
   }
 
@@ -72,7 +85,8 @@ export class PresenceForwarder {
 
   /** True when nothing is queued or in flight. */
   get idle(): boolean {
-    for (const q of this.#queues.values()) if (q.inFlight || q.sync || q.ops.size > 0) return false;
+    for (const q of this.#queues.values())
+      if (q.inFlight !== undefined || q.sync || q.ops.size > 0) return false;
     return true;
   }
 
@@ -95,7 +109,14 @@ export class PresenceForwarder {
   #queue(partition: number): PartitionQueue {
     let q = this.#queues.get(partition);
     if (q === undefined) {
-      q = { ops: new Map(), sync: false, inFlight: false, retryMs: this.#opts.retryMs, timer: undefined };
+      q = {
+        ops: new Map(),
+        sync: false,
+        generation: 0,
+        inFlight: undefined,
+        retryMs: this.#opts.retryMs,
+        timer: undefined,
+      };
       this.#queues.set(partition, q);
     }
     return q;
@@ -104,6 +125,7 @@ export class PresenceForwarder {
   #markSync(partition: number): void {
     const q = this.#queue(partition);
     q.sync = true;
+    q.generation++;
     q.ops.clear();
   }
 
@@ -117,8 +139,10 @@ export class PresenceForwarder {
 
   #flush(): void {
     for (const [partition, q] of this.#queues) {
-      if (q.inFlight || q.timer !== undefined) continue;
+      // Only a request of the current generation holds the queue: one to a former owner does not.
+      if (q.inFlight === q.generation || q.timer !== undefined) continue;
       if (q.sync) void this.#sendSync(partition, q);
+      else if (q.inFlight !== undefined) continue;
       else if (q.ops.size > 0) void this.#sendOps(partition, q);
       else this.#queues.delete(partition);
     }
@@ -127,7 +151,8 @@ export class PresenceForwarder {
   async #sendOps(partition: number, q: PartitionQueue): Promise<void> {
     const ops = q.ops;
     q.ops = new Map();
-    q.inFlight = true;
+    const generation = q.generation;
+    q.inFlight = generation;
     try {
       await this.#opts.owners.request(partition, {
         type: "presence",
@@ -135,24 +160,30 @@ export class PresenceForwarder {
         partition,
         ops: [...ops.values()],
       });
-      this.#sent(q, ops.size);
+      this.#sent(q, generation, ops.size);
     } catch (err) {
+      // Superseded by a sync meanwhile: the sync carries the current state, these ops are history.
+      if (generation !== q.generation) return this.#settled(q, generation);
       // Newer ops for the same pair queued meanwhile win; the rest go out again in order.
-      if (!q.sync) for (const [key, op] of ops) if (!q.ops.has(key)) q.ops.set(key, op);
-      this.#failed(partition, q, err);
+      for (const [key, op] of ops) if (!q.ops.has(key)) q.ops.set(key, op);
+      this.#failed(partition, q, generation, err);
     }
   }
 
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
     q.sync = false;
-    q.inFlight = true;
-    const pages: Record<string, string[]> = {};
+    const generation = q.generation;
+    q.inFlight = generation;
+    const held: Array<[string, string[]]> = [];
     let viewers = 0;
     for (const page of this.#opts.presence.pages()) {
       if (partitionOf(page, this.#opts.partitions) !== partition) continue;
-      pages[page] = this.#opts.presence.viewersOf(page);
-      viewers += pages[page].length;
+      const ids = this.#opts.presence.viewersOf(page);
+      held.push([page, ids]);
+      viewers += ids.length;
     }
+    // fromEntries defines own properties, so a page named "__proto__" stays a page.
+    const pages = Object.fromEntries(held);
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
     try {
       await this.#opts.owners.request(partition, {
@@ -161,22 +192,28 @@ export class PresenceForwarder {
         partition,
         pages,
       });
-      this.#sent(q, viewers);
+      this.#sent(q, generation, viewers);
     } catch (err) {
+      if (generation !== q.generation) return this.#settled(q, generation);
       this.#markSync(partition);
-      this.#failed(partition, q, err);
+      this.#failed(partition, q, q.generation, err);
     }
   }
 
-  #sent(q: PartitionQueue, ops: number): void {
-    q.inFlight = false;
-    q.retryMs = this.#opts.retryMs;
-    this.#opts.onSent?.(ops);
+  /** A request of `generation` is over; the queue is free unless a newer one is in flight. */
+  #settled(q: PartitionQueue, generation: number): void {
+    if (q.inFlight === generation) q.inFlight = undefined;
     if (q.sync || q.ops.size > 0) this.#scheduleFlush();
   }
 
-  #failed(partition: number, q: PartitionQueue, err: unknown): void {
-    q.inFlight = false;
+  #sent(q: PartitionQueue, generation: number, ops: number): void {
+    this.#opts.onSent?.(ops);
+    if (generation === q.generation) q.retryMs = this.#opts.retryMs;
+    this.#settled(q, generation);
+  }
+
+  #failed(partition: number, q: PartitionQueue, generation: number, err: unknown): void {
+    if (q.inFlight !== undefined && q.inFlight <= generation) q.inFlight = undefined;
     const delay = q.retryMs;
     q.retryMs = Math.min(q.retryMs * 2, this.#opts.maxRetryMs);
     this.#opts.logger.warn({ err, partition, retryInMs: delay }, "presence batch failed; retrying");
