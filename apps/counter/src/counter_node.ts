@@ -333,21 +333,24 @@ export class CounterNode implements ActorHost {
     const lease = this.#touchGateway(batch.gateway);
     const byPage = new Map<string, Array<{ viewer: string; present: boolean }>>();
     for (const op of batch.ops) {
-      if (partitionOf(op.page, this.#config.partitions) !== batch.partition) {
-        return errorReply(
-          "bad_frame",
-          `page ${JSON.stringify(op.page)} is not in partition ${batch.partition}`,
-        );
-      }
       let ops = byPage.get(op.page);
-      if (ops === undefined) byPage.set(op.page, (ops = []));
+      if (ops === undefined) {
+        // Checked once per page, not per op: hashing every op's page would cost more than the op.
+        if (partitionOf(op.page, this.#config.partitions) !== batch.partition) {
+          return errorReply(
+            "bad_frame",
+            `page ${JSON.stringify(op.page)} is not in partition ${batch.partition}`,
+          );
+        }
+        byPage.set(op.page, (ops = []));
+      }
       ops.push(op);
     }
     await Promise.all(
       [...byPage].map(([page, ops]) =>
         this.#inActor(page, batch.partition, (actor) => {
           lease.pages.add(page);
-          for (const op of ops) actor.presence(batch.gateway, op.viewer, op.present);
+          actor.presenceOps(batch.gateway, ops);
         }),
       ),
     );

@@ -97,7 +97,16 @@ export class PageActor {
   // --- presence ---------------------------------------------------------------------------------
 
   presence(gateway: string, viewer: string, present: boolean): void {
-    this.#presence.apply(gateway, viewer, present, this.#host.now(), this.#host.graceMs);
+    this.presenceOps(gateway, [{ viewer, present }]);
+  }
+
+  /** A batch of one gateway's transitions on this page, in order; the entry moves once for all. */
+  presenceOps(
+    gateway: string,
+    ops: ReadonlyArray<{ readonly viewer: string; readonly present: boolean }>,
+  ): void {
+    const now = this.#host.now();
+    for (const op of ops) this.#presence.apply(gateway, op.viewer, op.present, now, this.#host.graceMs);
     this.#syncViewers();
   }
 

@@ -11,9 +11,16 @@
  * Pure state: time comes in as arguments, the owning actor runs the timers.
  */
 export class PagePresence {
-  /** viewer -> gateways holding it. Never holds an empty set. */
-  readonly #holders = new Map<string, Set<string>>();
-  /** viewer -> epoch-ms when it stops counting. A viewer is in #holders or #lingering, never both. */
+  /**
+   * viewer -> the gateway holding it, or the set of gateways when several do (rare: the same viewer
+   * id on two gateways). Never an empty set. A plain string for the common case saves a Set per
+   * viewer on the hot path.
+   */
+  readonly #holders = new Map<string, string | Set<string>>();
+  /**
+   * viewer -> epoch-ms when it stops counting, in insertion order, which is deadline order (every
+   * deadline is now + the same grace). A viewer is in #holders or #lingering, never both.
+   */
   readonly #lingering = new Map<string, number>();
 
   /** Distinct viewers counting right now. */
@@ -27,27 +34,31 @@ export class PagePresence {
 
   /** Earliest lingering deadline, or undefined when nobody lingers. */
   nextDeadline(): number | undefined {
-    let next: number | undefined;
-    for (const at of this.#lingering.values()) if (next === undefined || at < next) next = at;
-    return next;
+    for (const at of this.#lingering.values()) return at;
+    return undefined;
   }
 
   /** A gateway now holds (present) or no longer holds the viewer. Idempotent. */
   apply(gateway: string, viewer: string, present: boolean, now: number, graceMs: number): void {
     const holders = this.#holders.get(viewer);
     if (present) {
-      if (holders !== undefined) holders.add(gateway);
-      else {
+      if (holders === undefined) {
         this.#lingering.delete(viewer);
-        this.#holders.set(viewer, new Set([gateway]));
-      }
+        this.#holders.set(viewer, gateway);
+      } else if (typeof holders === "string") {
+        if (holders !== gateway) this.#holders.set(viewer, new Set([holders, gateway]));
+      } else holders.add(gateway);
       return;
     }
-    if (holders === undefined || !holders.delete(gateway)) return;
-    if (holders.size === 0) {
-      this.#holders.delete(viewer);
-      this.#lingering.set(viewer, now + graceMs);
+    if (holders === undefined) return;
+    if (typeof holders === "string") {
+      if (holders !== gateway) return;
+    } else {
+      if (!holders.delete(gateway)) return;
+      if (holders.size > 0) return;
     }
+    this.#holders.delete(viewer);
+    this.#lingering.set(viewer, now + graceMs);
   }
 
   /**
@@ -57,7 +68,7 @@ export class PagePresence {
   replace(gateway: string, viewers: Iterable<string>, now: number, graceMs: number): void {
     const next = new Set(viewers);
     for (const [viewer, holders] of this.#holders) {
-      if (holders.has(gateway) && !next.has(viewer)) this.apply(gateway, viewer, false, now, graceMs);
+      if (holds(holders, gateway) && !next.has(viewer)) this.apply(gateway, viewer, false, now, graceMs);
     }
     for (const viewer of next) this.apply(gateway, viewer, true, now, graceMs);
   }
@@ -65,19 +76,28 @@ export class PagePresence {
   /** Drops everything `gateway` holds, without grace: its lease lapsed. */
   dropGateway(gateway: string): void {
     for (const [viewer, holders] of this.#holders) {
-      if (holders.delete(gateway) && holders.size === 0) this.#holders.delete(viewer);
+      if (typeof holders === "string") {
+        if (holders === gateway) this.#holders.delete(viewer);
+      } else if (holders.delete(gateway) && holders.size === 0) this.#holders.delete(viewer);
     }
   }
 
   /** Ends the grace of viewers whose deadline has passed. */
   expire(now: number): void {
-    for (const [viewer, at] of this.#lingering) if (at <= now) this.#lingering.delete(viewer);
+    for (const [viewer, at] of this.#lingering) {
+      if (at > now) break;
+      this.#lingering.delete(viewer);
+    }
   }
 
   /** Viewers held by `gateway` (for tests and diagnostics). */
   heldBy(gateway: string): string[] {
     const out: string[] = [];
-    for (const [viewer, holders] of this.#holders) if (holders.has(gateway)) out.push(viewer);
+    for (const [viewer, holders] of this.#holders) if (holds(holders, gateway)) out.push(viewer);
     return out;
   }
+}
+
+function holds(holders: string | Set<string>, gateway: string): boolean {
+  return typeof holders === "string" ? holders === gateway : holders.has(gateway);
 }
