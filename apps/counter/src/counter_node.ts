@@ -346,14 +346,18 @@ export class CounterNode implements ActorHost {
       }
       ops.push(op);
     }
-    await Promise.all(
-      [...byPage].map(([page, ops]) =>
-        this.#inActor(page, batch.partition, (actor) => {
-          lease.pages.add(page);
-          actor.presenceOps(batch.gateway, ops);
-        }),
-      ),
-    );
+    const loading: Array<Promise<void>> = [];
+    for (const [page, ops] of byPage) {
+      const apply = (actor: PageActor): void => {
+        lease.pages.add(page);
+        actor.presenceOps(batch.gateway, ops);
+      };
+      // An active actor handles it now (its mailbox is empty); only a loading one costs a promise.
+      const actor = this.#actors.get(page);
+      if (actor?.status === "active") apply(actor);
+      else loading.push(this.#inActor(page, batch.partition, apply));
+    }
+    if (loading.length > 0) await Promise.all(loading);
     this.#metrics.presenceOps.inc(batch.ops.length);
     return { type: "ack" };
   }
@@ -661,7 +665,8 @@ export class CounterNode implements ActorHost {
 
   #publishOwn(page: string, partition: number, counters: Record<string, Entry>, ts: number): void {
     const update = encodeMessage({ type: "update", page, dc: this.dc, counters, ts });
-    this.#bus.publish(pageSubject(page, partition), update);
+    const subject = this.#actors.get(page)?.subject ?? pageSubject(page, partition);
+    this.#bus.publish(subject, update);
     this.#metrics.publishes.inc();
   }
 

@@ -1,3 +1,4 @@
+import { pageSubject } from "@livecount/bus";
 import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
 import { VIEWERS_COUNTER } from "@livecount/protocol";
 import type { EntryWrite, PageRecord } from "@livecount/store";
@@ -35,6 +36,8 @@ export interface ActorHost {
 export class PageActor {
   readonly page: string;
   readonly partition: number;
+  /** The page's bus subject, computed once: every flush of the page publishes on it. */
+  readonly subject: string;
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
   readonly #presence = new PagePresence();
@@ -51,6 +54,7 @@ export class PageActor {
     this.#host = host;
     this.page = page;
     this.partition = partition;
+    this.subject = pageSubject(page, partition);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }

@@ -132,7 +132,8 @@ for i = 4, #KEYS do
     redis.call("HSET", KEYS[i], field, format_entry(new_p, new_n))
     if not existed then redis.call("ZADD", KEYS[2], 0, page) end
   end
-  if ARGV[a + 5] == "1" then
+  -- The index only changes when the entry becomes zero or stops being zero (or is new).
+  if ARGV[a + 5] == "1" and (not existed or (old_p ~= old_n) ~= (new_p ~= new_n)) then
     if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\0" .. field)
     else redis.call("SREM", KEYS[3], page .. "\0" .. field) end
   end
