@@ -371,6 +371,43 @@ describeCluster("cluster - fault tolerance with real processes", () => {
   );
 
   test(
+    "cluster - a gateway frozen past its lease gives its viewers back to the owners when it resumes",
+    async () => {
+      const cluster = await startCluster();
+      const rnd = random("gateway freeze");
+      const audience = new Audience(cluster, pageIds("gwfreeze", 20), rnd, { otherGatewayChance: 0.4 });
+      onTestFinished(() => audience.close());
+      await audience.populate();
+      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
+
+      const frozen = cluster.gateways[1]!;
+      expect(audience.seatsOn(frozen)).toBeGreaterThan(0);
+      const expiries = async (): Promise<number> =>
+        (
+          await Promise.all(cluster.counters.map((c) => c.metric("livecount_counter_gateway_expiries_total")))
+        ).reduce((a, b) => a + b, 0);
+      const before = await expiries();
+      // Frozen longer than its lease: the owners drop its viewers, though every socket stays open.
+      frozen.pause();
+      await eventually(
+        async () => {
+          if ((await expiries()) <= before) throw new Error("the frozen gateway's lease has not lapsed yet");
+        },
+        { timeoutMs: TIMINGS.gatewayLeaseMs + MARGIN_MS },
+      );
+      frozen.resume();
+      await expectExact({
+        cluster,
+        audience,
+        timeoutMs: CONVERGE_MS,
+        when: "after the frozen gateway resumed",
+      });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
     "cluster - likes retried with the same idempotency keys count once across crashes of every owner",
     async () => {
       const cluster = await startCluster();

@@ -294,7 +294,15 @@ export class CounterNode implements ActorHost {
         ? request.partition
         : partitionOf(request.page, this.#config.partitions);
     const owner = this.#membership.ring.ownerOf(partition);
-    if (owner !== this.#config.nodeId) return this.#forward(owner, request);
+    if (owner !== this.#config.nodeId) {
+      // Presence is never forwarded: a batch or sync is only valid in order with what its gateway
+      // sent that owner, and a forwarded one could land after the gateway's resync with the new
+      // owner, bringing back viewers who left. The gateway routes it again itself.
+      if (request.type === "presence" || request.type === "presence_sync") {
+        return errorReply("unavailable", `partition ${partition} belongs to ${owner ?? "no live node"}`);
+      }
+      return this.#forward(owner, request);
+    }
     // A presence batch is a delta, valid only on top of what its gateway sent before: it never waits
     // for a lease. Applied after a wait (the gateway timed out, resynced elsewhere, and holds nobody
     // here any more) it would bring back viewers who left. The gateway retries it.
@@ -506,11 +514,12 @@ export class CounterNode implements ActorHost {
     }
     const replies: NodeReply[] = [];
     /** page -> its durable entries this batch applied or found applied, published before any reply. */
-    const durable = new Map<string, { partition: number; counters: Record<string, Entry> }>();
+    const durable = new Map<string, { partition: number; counters: Map<string, Entry> }>();
     const keepDurable = (actor: PageActor, counter: string, entry: Entry): void => {
       let page = durable.get(actor.page);
-      if (page === undefined) durable.set(actor.page, (page = { partition: actor.partition, counters: {} }));
-      page.counters[counter] = entry;
+      if (page === undefined)
+        durable.set(actor.page, (page = { partition: actor.partition, counters: new Map() }));
+      page.counters.set(counter, entry);
     };
     let opIndex = 0;
     for (const s of sent) {
@@ -573,7 +582,10 @@ export class CounterNode implements ActorHost {
     // microtasks of the resolved requests), so a change is never acknowledged unpublished, even if
     // the process dies or the page's actor closes right after.
     const ts = this.#clock.now();
-    for (const [page, { partition, counters }] of durable) this.#publishOwn(page, partition, counters, ts);
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    for (const [page, { partition, counters }] of durable) {
+      this.#publishOwn(page, partition, Object.fromEntries(counters), ts);
+    }
   }
 
   // --- actors ------------------------------------------------------------------------------------
@@ -673,6 +685,9 @@ export class CounterNode implements ActorHost {
   // --- replication across data centers ------------------------------------------------------------
 
   #onPartitionAcquired(partition: number): void {
+    // Presence resyncs from gateways start now (a takeover, or taking back a lost lease): pages
+    // with stored viewers hold them until every gateway had time to resync.
+    this.#settleAt.set(partition, this.#clock.now() + this.#config.settleMs);
     if (this.#partitionSubs.has(partition)) return;
     const sub = this.#bus.subscribe(partitionPagesSubject(partition), (data, subject) =>
       this.#onRemoteUpdate(partition, data, subject),
@@ -845,10 +860,6 @@ export class CounterNode implements ActorHost {
   // --- ownership ---------------------------------------------------------------------------------
 
   async #setWanted(partitions: number[]): Promise<void> {
-    const now = this.#clock.now();
-    for (const p of partitions) {
-      if (!this.#ownership.isWanted(p)) this.#settleAt.set(p, now + this.#config.settleMs);
-    }
     try {
       await this.#ownership.setWanted(partitions);
     } catch (err) {

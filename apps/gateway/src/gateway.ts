@@ -30,6 +30,8 @@ export interface GatewayOptions {
 const NO_COMPRESSION = 0;
 /** WebSocket close code for a server going away (RFC 6455). */
 const CLOSE_GOING_AWAY = 1001;
+/** A heartbeat later than this share of the lease means owners may have expired this gateway. */
+const STALL_RESYNC_FACTOR = 2 / 3;
 /** Retry delays towards owners: first, then doubling up to the cap. */
 const RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
@@ -74,6 +76,8 @@ export class Gateway {
   readonly #unsubscribers: Array<() => void> = [];
   #listenSocket: uWS.us_listen_socket | undefined;
   #heartbeat: TimerHandle | undefined;
+  /** When the last heartbeat went out: a much later one means this process did not run meanwhile. */
+  #lastBeatAt = 0;
   #port = 0;
   #status: "new" | "running" | "stopping" | "stopped" = "new";
 
@@ -256,6 +260,18 @@ export class Gateway {
 
   #beat(state: "up" | "down"): void {
     const { config, bus } = this.#o;
+    const now = this.#clock.now();
+    // Stalled (GC, SIGSTOP, starved) long enough that owners may have let our lease lapse and
+    // dropped our viewers: give them everything we hold again. Harmless if they had not.
+    if (
+      state === "up" &&
+      this.#lastBeatAt > 0 &&
+      now - this.#lastBeatAt > STALL_RESYNC_FACTOR * config.gatewayLeaseMs
+    ) {
+      this.#log.warn({ silentMs: now - this.#lastBeatAt }, "gateway stalled; resyncing presence");
+      this.#forwarder.resyncAll();
+    }
+    this.#lastBeatAt = now;
     bus.publish(
       gatewaysSubject(config.dc),
       encodeMessage({ type: "gateway", gateway: config.incarnation, leaseMs: config.gatewayLeaseMs, state }),

@@ -79,7 +79,7 @@ describe("gateway - presence forwarder", () => {
     presence.remove("__proto__", "v:2");
     f.enqueue("__proto__", "v:2", false);
     await eventually(() => expect(owners.sent).toHaveLength(1));
-    const sync = owners.sent[0]!.request as { type: string; pages: Record<string, string[]> };
+    const sync = owners.sent[0]!.request as unknown as { type: string; pages: Record<string, string[]> };
     expect(sync.type).toBe("presence_sync");
     // A page named "__proto__" is a page like any other in the sync.
     expect(Object.hasOwn(sync.pages, "__proto__")).toBe(true);

@@ -111,13 +111,13 @@ export class MemoryStore implements Store {
 
   async load(page: string): Promise<PageRecord> {
     this.#assertOpen();
-    const record: PageRecord = {};
-    for (const [counter, dcs] of this.#pages.get(page) ?? []) {
-      const copy: Record<string, Entry> = {};
-      for (const [dc, e] of dcs) copy[dc] = { p: e.p, n: e.n };
-      record[counter] = copy;
-    }
-    return record;
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    return Object.fromEntries(
+      [...(this.#pages.get(page) ?? [])].map(([counter, dcs]) => [
+        counter,
+        Object.fromEntries([...dcs].map(([dc, e]) => [dc, { p: e.p, n: e.n }])),
+      ]),
+    );
   }
 
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {

@@ -291,14 +291,19 @@ export class RedisStore implements Store {
     const fields = await this.#client.hgetall(this.#pageKey(page)).catch((cause: unknown) => {
       throw new StoreError("redis load failed", { cause });
     });
-    const record: PageRecord = {};
+    const byCounter = new Map<string, Array<[string, Entry]>>();
     for (const [field, value] of Object.entries(fields)) {
       const sep = field.indexOf("\u0000");
       if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
       const counter = field.slice(0, sep);
-      (record[counter] ??= {})[field.slice(sep + 1)] = parseEntry(value);
+      let entries = byCounter.get(counter);
+      if (entries === undefined) byCounter.set(counter, (entries = []));
+      entries.push([field.slice(sep + 1), parseEntry(value)]);
     }
-    return record;
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    return Object.fromEntries(
+      [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
+    );
   }
 
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {

@@ -199,6 +199,18 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
       });
 
+      test(`${name} - a counter named __proto__ loads as a counter and pollutes nothing`, async () => {
+        const fence = await lease();
+        await store.write([
+          { fence, writes: [{ page: "p1", counter: "__proto__", dc: "dc1", entry: { p: 4, n: 1 } }] },
+        ]);
+        const record = await store.load("p1");
+        expect(Object.hasOwn(record, "__proto__")).toBe(true);
+        expect(Object.getOwnPropertyDescriptor(record, "__proto__")?.value).toEqual({ dc1: { p: 4, n: 1 } });
+        expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
+        expect(Object.hasOwn(Object.prototype, "dc1")).toBe(false);
+      });
+
       test(`${name} - write keeps counts exact up to the largest safe integer`, async () => {
         const fence = await lease();
         const entry = { p: Number.MAX_SAFE_INTEGER, n: Number.MAX_SAFE_INTEGER - 1 };
