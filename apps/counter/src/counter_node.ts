@@ -191,6 +191,12 @@ export class CounterNode implements ActorHost {
       fenceOf: (partition) => this.#ownership.fenceOf(partition),
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       counted: (kind, outcome) => this.#metrics.resets.inc({ kind, outcome }),
+      publish: (actor, counters) => {
+        const ts = this.#clock.now();
+        // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+        this.#publishOwn(actor.page, actor.partition, Object.fromEntries(counters), ts);
+        this.#changedAt.set(actor.page, ts);
+      },
     });
   }
 
@@ -429,7 +435,7 @@ export class CounterNode implements ActorHost {
         if (failure !== undefined) return reject(failure);
         resolve(this.#resets.enqueue(actor, request));
         // On the increments' chain: every earlier change of the counter is applied when it runs.
-        this.#incrementsInFlight = this.#incrementsInFlight.then(() => this.#resets.commit());
+        this.#chain(() => this.#resets.commit(), "reset round");
       });
     });
   }
@@ -441,7 +447,18 @@ export class CounterNode implements ActorHost {
     this.#incrementsScheduled = true;
     setImmediate(() => {
       this.#incrementsScheduled = false;
-      this.#incrementsInFlight = this.#incrementsInFlight.then(() => this.#commitIncrements());
+      this.#chain(() => this.#commitIncrements(), "increment batch");
+    });
+  }
+
+  /**
+   * Appends a step to the commit chain. A step that throws is logged and the chain goes on: a bug
+   * in one batch must neither crash the node nor hold every later change. Requests the failed step
+   * did not answer time out at their gateway, and their retries (same keys) count once.
+   */
+  #chain(step: () => Promise<void>, what: string): void {
+    this.#incrementsInFlight = this.#incrementsInFlight.then(step).catch((err: unknown) => {
+      this.#log.error({ err }, `${what} failed`);
     });
   }
 

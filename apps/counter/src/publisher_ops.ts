@@ -24,6 +24,7 @@ import {
   type NodeReply,
   type ResetRequest,
 } from "@livecount/protocol";
+import type { Entry } from "@livecount/crdt";
 import type { Logger } from "@livecount/runtime";
 import {
   StoreError,
@@ -50,6 +51,8 @@ export interface ResetHost {
   lost(partition: number): void;
   /** Counts one committed reset or delete by outcome (metrics). */
   counted(kind: "reset" | "delete", outcome: ResetOutcome): void;
+  /** Publishes this DC's durable entries of a page now, before the change is acknowledged. */
+  publish(actor: PageActor, counters: ReadonlyMap<string, Entry>): void;
 }
 
 interface PendingReset {
@@ -177,13 +180,26 @@ export class ObservedResets {
       const kind = request.tombstone ? "delete" : "reset";
       host.counted(kind, outcome?.kind ?? "stale");
       switch (outcome?.kind) {
-        case "applied":
+        case "applied": {
+          // Published before the answer: an acknowledged reset must reach every watcher even if
+          // this node dies right after (its successor does not know to publish it again).
+          const durable = new Map([[request.counter, outcome.entry]]);
           actor.applied(request.counter, outcome.entry);
-          if (request.tombstone && outcome.also?.[0] !== undefined)
+          if (request.tombstone && outcome.also?.[0] !== undefined) {
             actor.applied(tombstoneOf(request.counter), outcome.also[0]);
+            durable.set(tombstoneOf(request.counter), outcome.also[0]);
+          }
+          host.publish(actor, durable);
           return s.pending.resolve(resetReply(request, { previous: s.previous, updatedAt: now }, false));
-        case "duplicate":
+        }
+        case "duplicate": {
+          // The first try may have become durable and never been published (its owner crashed).
+          const counters = request.tombstone
+            ? [request.counter, tombstoneOf(request.counter)]
+            : [request.counter];
+          host.publish(actor, new Map(counters.map((c) => [c, actor.ownEntry(c)])));
           return s.pending.resolve(resetReply(request, parsePayload(outcome.payload), true));
+        }
         case "conflict":
           return s.pending.resolve(errorReply("idempotency_conflict"));
         default:
