@@ -2,7 +2,7 @@
  * The SDK's single changes and reads against a real embedded gateway: values, exactly-once through
  * a link that loses answers, retries that reuse the key, and typed errors with the server's codes.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
   AuthError,
   IdempotencyConflictError,
@@ -13,57 +13,21 @@ import {
   RateLimitedError,
   UnavailableError,
 } from "../src/index.js";
-import { mulberry32, testSeed } from "../../../test/support/prng.js";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
-import { LossyProxy } from "../../../test/support/lossy_proxy.js";
+import type { LossyProxy } from "../../../test/support/lossy_proxy.js";
 import { FaultProxy } from "./fault_proxy.js";
-import { testClient, uniquePage } from "./support.js";
+import { testClient, uniquePage, useGateway } from "./support.js";
 
 describe("sdk - changes and reads", () => {
-  let platform: TestPlatform;
-  const proxies: Array<{ close(): Promise<void> }> = [];
-  const clients: LivecountClient[] = [];
-
-  beforeAll(async () => {
-    platform = await TestPlatform.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
-    await Promise.all(proxies.splice(0).map((p) => p.close()));
-  });
-
-  afterAll(async () => {
-    await platform?.close();
-  });
-
-  /** A proxy that records requests and injects faults on demand. */
-  async function proxy(): Promise<FaultProxy> {
-    const p = await FaultProxy.start(platform.app.port);
-    proxies.push(p);
-    return p;
-  }
-
-  /** A link that loses 30% of the answers after the server handled the request (seeded). */
-  async function lossy(label: string): Promise<LossyProxy> {
-    const random = mulberry32(testSeed(label)).next;
-    const p = await LossyProxy.start(
-      { host: "127.0.0.1", port: platform.app.port },
-      { dropShare: 0.3, random },
-    );
-    proxies.push(p);
-    return p;
-  }
-
-  function client(baseUrl: string, options: Parameters<typeof testClient>[1] = {}): LivecountClient {
-    const c = testClient(baseUrl, options).client;
-    clients.push(c);
-    return c;
-  }
+  const fx = useGateway();
+  const proxy = (): Promise<FaultProxy> => fx.proxy();
+  const lossy = (label: string): Promise<LossyProxy> => fx.lossy(label);
+  const client = (baseUrl: string, options: Parameters<typeof fx.client>[1] = {}): LivecountClient =>
+    fx.client(baseUrl, options).client;
 
   test("sdk - increment, decrement and get report the values the server holds", async () => {
     const page = uniquePage("values");
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     expect(await c.increment(page, "likes")).toMatchObject({
       page,
       counter: "likes",
@@ -77,12 +41,12 @@ describe("sdk - changes and reads", () => {
     const read = await c.get(page);
     expect(read).toMatchObject({ page, viewers: 0, counters: { likes: 3, claps: -1 } });
     expect(read.updatedAt).toBeGreaterThan(Date.now() - 60_000);
-    expect(await platform.counter(page)).toMatchObject({ counters: { likes: 3, claps: -1 } });
+    expect(await fx.platform.counter(page)).toMatchObject({ counters: { likes: 3, claps: -1 } });
   });
 
   test("sdk - page ids with '/', '?', '%' and '#' and a counter name with ':' go through", async () => {
     const page = `${uniquePage("odd")}/a?b%c#d`;
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     expect(await c.increment(page, "reaction:thumbs", 2)).toMatchObject({
       page,
       counter: "reaction:thumbs",
@@ -93,7 +57,7 @@ describe("sdk - changes and reads", () => {
 
   test("sdk - the same idempotency key counts once and the repeat is marked replayed", async () => {
     const page = uniquePage("key");
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     const first = await c.increment(page, "likes", 1, { idempotencyKey: "like:user-7:post-1" });
     const again = await c.increment(page, "likes", 1, { idempotencyKey: "like:user-7:post-1" });
     expect(first).toMatchObject({ value: 1, replayed: false });
@@ -118,7 +82,7 @@ describe("sdk - changes and reads", () => {
     expect(link.dropped).toBeGreaterThan(0);
     expect(replayed).toBeGreaterThan(0);
     expect(replayed).toBeLessThanOrEqual(link.dropped);
-    expect((await platform.counter(page)).counters.likes).toBe(N);
+    expect((await fx.platform.counter(page)).counters.likes).toBe(N);
   });
 
   test("sdk - concurrent increments and decrements through the lossy link end exact", async () => {
@@ -131,7 +95,7 @@ describe("sdk - changes and reads", () => {
       ),
     );
     expect(link.dropped).toBeGreaterThan(0);
-    expect((await platform.counter(page)).counters.score).toBe(60 * 2 - 20 * 3);
+    expect((await fx.platform.counter(page)).counters.score).toBe(60 * 2 - 20 * 3);
   });
 
   test("sdk - every try of a change carries the same Idempotency-Key", async () => {
@@ -152,7 +116,7 @@ describe("sdk - changes and reads", () => {
     expect([...keys][0]).toMatch(/^[0-9a-f-]{36}$/);
     // The stalled try reached the server; the last one is its replay.
     expect(r).toMatchObject({ value: 1, replayed: true });
-    expect((await platform.counter(page)).counters.likes).toBe(1);
+    expect((await fx.platform.counter(page)).counters.likes).toBe(1);
   });
 
   test("sdk - a try with no answer within timeoutMs is retried with the same key", async () => {
@@ -163,7 +127,7 @@ describe("sdk - changes and reads", () => {
     const r = await c.increment(page, "likes", 5);
     expect(r).toMatchObject({ value: 5, replayed: true });
     expect(p.count("PUT")).toBe(3);
-    expect((await platform.counter(page)).counters.likes).toBe(5);
+    expect((await fx.platform.counter(page)).counters.likes).toBe(5);
   });
 
   test("sdk - 429 rate_limited is retried after the server's Retry-After", async () => {
@@ -223,7 +187,7 @@ describe("sdk - changes and reads", () => {
       value: 1,
       replayed: true,
     });
-    expect((await platform.counter(page)).counters.likes).toBe(1);
+    expect((await fx.platform.counter(page)).counters.likes).toBe(1);
   });
 
   test("sdk - 401 unauthorized is an AuthError, not retried", async () => {
@@ -243,7 +207,7 @@ describe("sdk - changes and reads", () => {
     expect(p.count("PUT")).toBe(1);
 
     const keyless = new LivecountClient({ baseUrl: p.url, retry: { attempts: 5, baseMs: 1, maxMs: 1 } });
-    clients.push(keyless);
+    fx.own(keyless);
     await expect(keyless.decrement(page, "likes")).rejects.toMatchObject({
       code: "unauthorized",
       status: 401,
@@ -261,12 +225,12 @@ describe("sdk - changes and reads", () => {
     expect(err).toBeInstanceOf(InvalidRequestError);
     expect(err).toMatchObject({ code: "invalid_body", status: 400, retryable: false });
     expect(p.count("PUT")).toBe(1);
-    expect((await platform.counter(page)).counters).toEqual({});
+    expect((await fx.platform.counter(page)).counters).toEqual({});
   });
 
   test("sdk - 409 idempotency_conflict: a key reused for another change", async () => {
     const page = uniquePage("conflict");
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     await c.increment(page, "likes", 1, { idempotencyKey: "k-conflict" });
     const err = await c
       .increment(page, "likes", 2, { idempotencyKey: "k-conflict" })
@@ -299,7 +263,7 @@ describe("sdk - changes and reads", () => {
   });
 
   test("sdk - a closed client refuses calls with client_closed", async () => {
-    const c = new LivecountClient({ baseUrl: platform.url, publisherKey: TEST_PUBLISHER_KEY });
+    const c = new LivecountClient({ baseUrl: fx.platform.url, publisherKey: TEST_PUBLISHER_KEY });
     await c.close();
     await expect(c.increment("p", "likes")).rejects.toMatchObject({ code: "client_closed" });
     expect(() => c.queue("p", "likes", 1)).toThrow(/closed/);
@@ -329,7 +293,7 @@ describe("sdk - against a gateway with a tight publisher rate limit", () => {
   });
 
   afterAll(async () => {
-    await platform?.close();
+    await platform.close();
   });
 
   test("sdk - the gateway's 429 is waited out as its Retry-After says, and every change counts once", async () => {

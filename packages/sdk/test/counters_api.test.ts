@@ -2,55 +2,18 @@
  * The SDK over the rest of the counter API against a real embedded gateway: batches, reads of many
  * pages (summed and raw), prefix listings with cursors, resets and tombstones.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { InvalidRequestError, PartialFailureError, type LivecountClient } from "../src/index.js";
-import { mulberry32, testSeed } from "../../../test/support/prng.js";
-import { TestPlatform } from "../../../test/support/platform.js";
-import { LossyProxy } from "../../../test/support/lossy_proxy.js";
-import { FaultProxy } from "./fault_proxy.js";
-import { testClient, uniquePage } from "./support.js";
+import type { LossyProxy } from "../../../test/support/lossy_proxy.js";
+import type { FaultProxy } from "./fault_proxy.js";
+import { uniquePage, useGateway } from "./support.js";
 
 describe("sdk - counter API", () => {
-  let platform: TestPlatform;
-  const proxies: Array<{ close(): Promise<void> }> = [];
-  const clients: LivecountClient[] = [];
-
-  beforeAll(async () => {
-    platform = await TestPlatform.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
-    await Promise.all(proxies.splice(0).map((p) => p.close()));
-  });
-
-  afterAll(async () => {
-    await platform?.close();
-  });
-
-  /** A proxy that records requests and injects faults on demand. */
-  async function proxy(): Promise<FaultProxy> {
-    const p = await FaultProxy.start(platform.app.port);
-    proxies.push(p);
-    return p;
-  }
-
-  /** A link that loses 30% of the answers after the server handled the request (seeded). */
-  async function lossy(label: string): Promise<LossyProxy> {
-    const random = mulberry32(testSeed(label)).next;
-    const p = await LossyProxy.start(
-      { host: "127.0.0.1", port: platform.app.port },
-      { dropShare: 0.3, random },
-    );
-    proxies.push(p);
-    return p;
-  }
-
-  function client(baseUrl: string, options: Parameters<typeof testClient>[1] = {}): LivecountClient {
-    const c = testClient(baseUrl, options).client;
-    clients.push(c);
-    return c;
-  }
+  const fx = useGateway();
+  const proxy = (): Promise<FaultProxy> => fx.proxy();
+  const lossy = (label: string): Promise<LossyProxy> => fx.lossy(label);
+  const client = (baseUrl: string, options: Parameters<typeof fx.client>[1] = {}): LivecountClient =>
+    fx.client(baseUrl, options).client;
 
   test("sdk - incrementMany applies every item and answers each in order", async () => {
     const p = await proxy();
@@ -99,7 +62,7 @@ describe("sdk - counter API", () => {
         Array.from({ length: 10 }, (_, i) => ({ page, counter: `c${i % 3}`, change: 1 })),
       );
     expect(p.dropped).toBeGreaterThan(0);
-    expect((await platform.counter(page)).counters).toEqual({ c0: 80, c1: 60, c2: 60 });
+    expect((await fx.platform.counter(page)).counters).toEqual({ c0: 80, c1: 60, c2: 60 });
   });
 
   test("sdk - incrementMany rejects bad items before sending; a failing item is a PartialFailureError", async () => {
@@ -133,7 +96,7 @@ describe("sdk - counter API", () => {
   });
 
   test("sdk - getMany reads several pages at once, summed", async () => {
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     const pages = Array.from({ length: 3 }, (_, i) => uniquePage(`get-many-${i}`));
     await c.increment(pages[0]!, "likes", 2);
     await c.decrement(pages[1]!, "likes", 1);
@@ -156,7 +119,7 @@ describe("sdk - counter API", () => {
   });
 
   test("sdk - getRaw shows each data center's {p, n}", async () => {
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     const page = uniquePage("raw");
     await c.increment(page, "likes", 5);
     await c.decrement(page, "likes", 2);
@@ -166,7 +129,7 @@ describe("sdk - counter API", () => {
   });
 
   test("sdk - list pages by prefix with a cursor, and listAll walks every page", async () => {
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     const prefix = `${uniquePage("list")}-`;
     const ids = Array.from({ length: 25 }, (_, i) => `${prefix}${String(i).padStart(2, "0")}`);
     await c.incrementMany(ids.map((page, i) => ({ page, counter: "likes", change: i + 1 })));
@@ -208,7 +171,7 @@ describe("sdk - counter API", () => {
   });
 
   test("sdk - delete tombstones a counter: gone from reads and listings until it counts again", async () => {
-    const c = client(platform.url);
+    const c = client(fx.platform.url);
     const page = uniquePage("delete");
     await c.increment(page, "likes", 3);
     await c.increment(page, "claps", 1);

@@ -2,58 +2,20 @@
  * Fire-and-forget changes against a real embedded gateway: nothing queued is lost, under load, over
  * a lossy link, or at close(), and coalescing sends far fewer requests than calls.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { AuthError, PartialFailureError, QueueFullError, type LivecountClient } from "../src/index.js";
 import { sleep } from "../../../test/support/eventually.js";
-import { mulberry32, testSeed } from "../../../test/support/prng.js";
-import { TestPlatform } from "../../../test/support/platform.js";
-import { LossyProxy } from "../../../test/support/lossy_proxy.js";
-import { FaultProxy } from "./fault_proxy.js";
-import { testClient, uniquePage } from "./support.js";
+import type { LossyProxy } from "../../../test/support/lossy_proxy.js";
+import type { FaultProxy } from "./fault_proxy.js";
+import { uniquePage, useGateway } from "./support.js";
 
 const BATCH = "POST /v1/counters/increment";
 
 describe("sdk - fire-and-forget queue", () => {
-  let platform: TestPlatform;
-  const proxies: Array<{ close(): Promise<void> }> = [];
-  const clients: LivecountClient[] = [];
-
-  beforeAll(async () => {
-    platform = await TestPlatform.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
-    await Promise.all(proxies.splice(0).map((p) => p.close()));
-  });
-
-  afterAll(async () => {
-    await platform?.close();
-  });
-
-  /** A proxy that records requests and injects faults on demand. */
-  async function proxy(): Promise<FaultProxy> {
-    const p = await FaultProxy.start(platform.app.port);
-    proxies.push(p);
-    return p;
-  }
-
-  /** A link that loses 30% of the answers after the server handled the request (seeded). */
-  async function lossy(label: string): Promise<LossyProxy> {
-    const random = mulberry32(testSeed(label)).next;
-    const p = await LossyProxy.start(
-      { host: "127.0.0.1", port: platform.app.port },
-      { dropShare: 0.3, random },
-    );
-    proxies.push(p);
-    return p;
-  }
-
-  function client(baseUrl: string, options: Parameters<typeof testClient>[1] = {}) {
-    const made = testClient(baseUrl, options);
-    clients.push(made.client);
-    return made;
-  }
+  const fx = useGateway();
+  const proxy = (): Promise<FaultProxy> => fx.proxy();
+  const lossy = (label: string): Promise<LossyProxy> => fx.lossy(label);
+  const client = fx.client;
 
   /** Sends `calls` queue() calls spread over 20 counters on 4 pages, a few windows long; returns the expected totals. */
   async function load(c: LivecountClient, label: string, calls: number): Promise<Map<string, number>> {
@@ -78,7 +40,8 @@ describe("sdk - fire-and-forget queue", () => {
       const [page, counter] = key.split(" ") as [string, string];
       byPage.set(page, { ...byPage.get(page), [counter]: value });
     }
-    for (const [page, counters] of byPage) expect((await platform.counter(page)).counters).toEqual(counters);
+    for (const [page, counters] of byPage)
+      expect((await fx.platform.counter(page)).counters).toEqual(counters);
   }
 
   test("sdk - 10k queue() calls across 20 counters lose nothing and take far fewer requests", async () => {
@@ -119,7 +82,11 @@ describe("sdk - fire-and-forget queue", () => {
     c.queue(page, "unread", 3);
     // The window is a minute long: only close() can have sent these.
     await c.close();
-    expect((await platform.counter(page)).counters).toEqual({ likes: 250, "reaction:heart": 250, unread: 3 });
+    expect((await fx.platform.counter(page)).counters).toEqual({
+      likes: 250,
+      "reaction:heart": 250,
+      unread: 3,
+    });
     expect(p.count(BATCH)).toBe(1);
     expect(() => c.queue(page, "likes", 1)).toThrow(/closed/);
     expect(errors).toEqual([]);
@@ -138,7 +105,7 @@ describe("sdk - fire-and-forget queue", () => {
   });
 
   test("sdk - a full queue throws QueueFullError and takes more once flushed", async () => {
-    const { client: c } = client(platform.url, { queue: { maxPendingItems: 3, windowMs: 60_000 } });
+    const { client: c } = client(fx.platform.url, { queue: { maxPendingItems: 3, windowMs: 60_000 } });
     const page = uniquePage("full");
     c.queue(page, "a", 1);
     c.queue(page, "b", 1);
@@ -150,11 +117,11 @@ describe("sdk - fire-and-forget queue", () => {
     await c.flush();
     c.queue(page, "d", 1);
     await c.flush();
-    expect((await platform.counter(page)).counters).toEqual({ a: 2, b: 1, c: 1, d: 1 });
+    expect((await fx.platform.counter(page)).counters).toEqual({ a: 2, b: 1, c: 1, d: 1 });
   });
 
   test("sdk - queued changes that fail for good go to onError and reject flush(), with their keys", async () => {
-    const { client: c, errors } = client(platform.url, { publisherKey: "wrong-key-0000" });
+    const { client: c, errors } = client(fx.platform.url, { publisherKey: "wrong-key-0000" });
     const page = uniquePage("fail");
     c.queue(page, "likes", 2);
     c.queue(page, "claps", -1);
@@ -175,11 +142,11 @@ describe("sdk - fire-and-forget queue", () => {
     await c.flush();
 
     // Sent again with their keys (here twice), they count exactly once.
-    const { client: good } = client(platform.url);
+    const { client: good } = client(fx.platform.url);
     const items = failed.map((f) => f.item);
     await good.incrementMany(items);
     const again = await good.incrementMany(items);
     expect(again.every((r) => r.replayed)).toBe(true);
-    expect((await platform.counter(page)).counters).toEqual({ likes: 2, claps: -1 });
+    expect((await fx.platform.counter(page)).counters).toEqual({ likes: 2, claps: -1 });
   });
 });

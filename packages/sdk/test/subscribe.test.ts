@@ -3,12 +3,12 @@
  * every subscription, a dropped socket comes back and subscribes again, joins count as viewers.
  */
 import WebSocket from "ws";
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { LivecountClient, type CountUpdate, type LivecountError } from "../src/index.js";
 import { eventually, sleep } from "../../../test/support/eventually.js";
-import { TEST_ENV, TestPlatform } from "../../../test/support/platform.js";
-import { FaultProxy } from "./fault_proxy.js";
-import { testClient, uniquePage } from "./support.js";
+import { TEST_ENV } from "../../../test/support/platform.js";
+import type { FaultProxy } from "./fault_proxy.js";
+import { uniquePage, useGateway } from "./support.js";
 
 const GRACE_MS = Number(TEST_ENV.LIVECOUNT_GRACE_MS);
 
@@ -23,37 +23,12 @@ function recorder(): {
 }
 
 describe("sdk - subscribe", () => {
-  let platform: TestPlatform;
-  const proxies: Array<{ close(): Promise<void> }> = [];
-  const clients: LivecountClient[] = [];
-
-  beforeAll(async () => {
-    platform = await TestPlatform.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
-    await Promise.all(proxies.splice(0).map((p) => p.close()));
-  });
-
-  afterAll(async () => {
-    await platform?.close();
-  });
-
-  async function proxy(): Promise<FaultProxy> {
-    const p = await FaultProxy.start(platform.app.port);
-    proxies.push(p);
-    return p;
-  }
-
-  function client(baseUrl: string, options: Parameters<typeof testClient>[1] = {}) {
-    const made = testClient(baseUrl, { reconnect: { baseMs: 20, maxMs: 200 }, ...options });
-    clients.push(made.client);
-    return made;
-  }
+  const fx = useGateway({ reconnect: { baseMs: 20, maxMs: 200 } });
+  const proxy = (): Promise<FaultProxy> => fx.proxy();
+  const client = fx.client;
 
   test("sdk - a subscriber gets the current value, then every change", async () => {
-    const { client: c } = client(platform.url);
+    const { client: c } = client(fx.platform.url);
     const page = uniquePage("live");
     await c.increment(page, "likes", 2);
     const r = recorder();
@@ -90,7 +65,7 @@ describe("sdk - subscribe", () => {
   test("sdk - a dropped socket reconnects and subscribes again", async () => {
     const p = await proxy();
     const { client: c } = client(p.url);
-    const writer = client(platform.url).client;
+    const writer = client(fx.platform.url).client;
     const page = uniquePage("reconnect");
     const r = recorder();
     c.subscribe(page, r.listener);
@@ -111,7 +86,7 @@ describe("sdk - subscribe", () => {
     const page = uniquePage("join");
     const r = recorder();
     const off = c.subscribe(page, r.listener, { mode: "join", viewer: "sdk-viewer-1" });
-    await platform.waitForViewers(page, 1);
+    await fx.platform.waitForViewers(page, 1);
     await eventually(() => expect(r.last()?.viewers).toBe(1));
 
     // Dropped, the old socket stops counting after the grace window (300 ms here); the new one
@@ -119,23 +94,23 @@ describe("sdk - subscribe", () => {
     p.resetAll();
     await eventually(() => expect(c.connects).toBe(2));
     await sleep(2 * GRACE_MS);
-    await platform.waitForViewers(page, 1);
+    await fx.platform.waitForViewers(page, 1);
 
     // The same viewer id on another client counts once.
-    const other = client(platform.url).client;
+    const other = client(fx.platform.url).client;
     const offOther = other.subscribe(page, () => {}, { mode: "join", viewer: "sdk-viewer-1" });
-    const third = client(platform.url).client;
+    const third = client(fx.platform.url).client;
     const offThird = third.subscribe(page, () => {}, { mode: "join", viewer: "sdk-viewer-2" });
-    await platform.waitForViewers(page, 2);
+    await fx.platform.waitForViewers(page, 2);
     offThird();
     offOther();
-    await platform.waitForViewers(page, 1);
+    await fx.platform.waitForViewers(page, 1);
     off();
-    await platform.waitForViewers(page, 0);
+    await fx.platform.waitForViewers(page, 0);
   });
 
   test("sdk - errors the server sends for a page reach the subscription's onError", async () => {
-    const { client: c } = client(platform.url);
+    const { client: c } = client(fx.platform.url);
     const errors: LivecountError[] = [];
     // A page id over 128 characters is refused by the SDK itself.
     expect(() => c.subscribe("p".repeat(129), () => {})).toThrow(/page id/);
@@ -150,12 +125,12 @@ describe("sdk - subscribe", () => {
   });
 
   test("sdk - subscribe needs a WebSocket implementation on Node 20", () => {
-    const c = new LivecountClient({ baseUrl: platform.url, WebSocket: undefined });
-    clients.push(c);
+    const c = new LivecountClient({ baseUrl: fx.platform.url, WebSocket: undefined });
+    fx.own(c);
     if ((globalThis as { WebSocket?: unknown }).WebSocket === undefined)
       expect(() => c.subscribe("p", () => {})).toThrow(/WebSocket/);
-    const withWs = new LivecountClient({ baseUrl: platform.url, WebSocket });
-    clients.push(withWs);
+    const withWs = new LivecountClient({ baseUrl: fx.platform.url, WebSocket });
+    fx.own(withWs);
     expect(typeof withWs.subscribe("p", () => {})).toBe("function");
   });
 });
