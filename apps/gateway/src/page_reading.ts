@@ -43,11 +43,22 @@ function ownEntry(record: Readonly<Record<string, unknown>>, key: string): unkno
   return Object.hasOwn(record, key) ? record[key] : undefined;
 }
 
+/** Every DC's entries of every counter of a page, by counter name. */
+type PageEntries = Readonly<Record<string, Readonly<Record<string, Entry>>>>;
+
+/** What every reader shows of a page: HTTP reads and count frames alike. */
+export interface Totals {
+  readonly viewers: number;
+  readonly counters: Record<string, number>;
+  readonly dcs: string[];
+  readonly lag_ms: number;
+}
+
 /** This DC and the live ones with entries on the page, and how stale the oldest of them may be. */
-function contributors(state: PageStateReply, liveness: Liveness): { dcs: string[]; lag_ms: number } {
+function contributors(counters: PageEntries, liveness: Liveness): { dcs: string[]; lag_ms: number } {
   const dcs = new Set<string>([liveness.localDc]);
   let lag = 0;
-  for (const entries of Object.values(state.counters)) {
+  for (const entries of Object.values(counters)) {
     for (const dc of Object.keys(entries)) {
       if (dcs.has(dc) || !liveness.isLive(dc)) continue;
       dcs.add(dc);
@@ -58,21 +69,33 @@ function contributors(state: PageStateReply, liveness: Liveness): { dcs: string[
 }
 
 /** Presence from live data centers only: a partitioned DC's viewers drop out (invariant 4). */
-function liveViewerEntries(state: PageStateReply, liveness: Liveness): Array<[string, Entry]> {
-  const entries = (ownEntry(state.counters, VIEWERS_COUNTER) ?? {}) as Record<string, Entry>;
+function liveViewerEntries(counters: PageEntries, liveness: Liveness): Array<[string, Entry]> {
+  const entries = (ownEntry(counters, VIEWERS_COUNTER) ?? {}) as Record<string, Entry>;
   return Object.entries(entries).filter(([dc]) => liveness.isLive(dc));
 }
 
 /** Summed over data centers; durable counters never expire, presence only counts live DCs. */
-export function totalsBody(page: string, state: PageStateReply, liveness: Liveness): PageTotalsBody {
+export function totalsOf(entries: PageEntries, liveness: Liveness): Totals {
   let viewers = 0;
-  for (const [, e] of liveViewerEntries(state, liveness)) viewers += e.p - e.n;
-  viewers = Math.max(0, viewers);
+  for (const [, e] of liveViewerEntries(entries, liveness)) viewers += e.p - e.n;
   // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
   const counters = Object.fromEntries(
-    visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [name, valueOf(e)]),
+    visibleCounters(Object.entries(entries), (e) => e).map(([name, e]) => [name, valueOf(e)]),
   );
-  return { page, count: viewers, viewers, counters, updated_at: state.ts, ...contributors(state, liveness) };
+  return { viewers: Math.max(0, viewers), counters, ...contributors(entries, liveness) };
+}
+
+export function totalsBody(page: string, state: PageStateReply, liveness: Liveness): PageTotalsBody {
+  const t = totalsOf(state.counters, liveness);
+  return {
+    page,
+    count: t.viewers,
+    viewers: t.viewers,
+    counters: t.counters,
+    updated_at: state.ts,
+    dcs: t.dcs,
+    lag_ms: t.lag_ms,
+  };
 }
 
 /** Every DC's `{p, n}` of the visible counters; their sum per counter is the summed value. */
@@ -81,7 +104,7 @@ export function rawBody(page: string, state: PageStateReply, liveness: Liveness)
     Object.fromEntries([...entries].map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
   return {
     page,
-    viewers: copy(liveViewerEntries(state, liveness)),
+    viewers: copy(liveViewerEntries(state.counters, liveness)),
     counters: Object.fromEntries(
       visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [
         name,
@@ -89,6 +112,6 @@ export function rawBody(page: string, state: PageStateReply, liveness: Liveness)
       ]),
     ),
     updated_at: state.ts,
-    ...contributors(state, liveness),
+    ...contributors(state.counters, liveness),
   };
 }

@@ -1,16 +1,11 @@
 import { pageSubject, type Bus, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
-import {
-  VIEWERS_COUNTER,
-  decodeMessage,
-  visibleCounters,
-  type CountFrame,
-  type PageStateReply,
-} from "@livecount/protocol";
+import { decodeMessage, type CountFrame, type PageStateReply } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
+import { totalsOf } from "./page_reading.js";
 
 /** Where count frames go: the gateway publishes them to the page's sockets. */
 export interface FrameSink {
@@ -63,36 +58,16 @@ class PageView {
    * reconnected elsewhere or will be back), durable counters from every DC (they never expire).
    */
   frame(page: string, ts: number, liveness: DcLiveness): CountFrame {
-    const dcs = new Set<string>([liveness.localDc]);
-    let viewers = 0;
-    let lag = 0;
-    for (const [name, c] of this.counters) {
-      for (const dc of c.replicas()) {
-        if (liveness.isLive(dc)) {
-          dcs.add(dc);
-          lag = Math.max(lag, liveness.lagMs(dc));
-        }
-      }
-      if (name === VIEWERS_COUNTER)
-        viewers = Math.max(
-          0,
-          c.value((dc) => liveness.isLive(dc)),
-        );
-    }
-    // Internal counters never show; deleted ones only once they changed again (visibility.ts).
-    const counters = visibleCounters(this.counters, (c) => c.entries()).map(([name, c]): [string, number] => [
-      name,
-      c.value(),
-    ]);
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    const entries = Object.fromEntries([...this.counters].map(([name, c]) => [name, c.entries()]));
+    const t = totalsOf(entries, liveness);
     return {
       type: "count",
       page,
-      viewers,
-      counters: Object.fromEntries(counters),
+      viewers: t.viewers,
+      counters: t.counters,
       ts,
-      dcs: [...dcs].sort(),
-      lag_ms: Math.round(lag),
+      dcs: t.dcs,
+      lag_ms: t.lag_ms,
     };
   }
 }
