@@ -18,6 +18,7 @@ import {
   longestDip,
   monitorLikeReads,
   seededRandom,
+  type AudienceOptions,
   type Churn,
   type LikeRun,
 } from "../support/audience.js";
@@ -67,6 +68,24 @@ function pageIds(prefix: string, n: number): string[] {
 }
 
 /** Pages the ring gives to `node` while every counter node of the cluster is up. */
+/**
+ * An audience on `n` pages, closed after the test: viewers seated over both gateways and a watcher
+ * on every gateway.
+ */
+async function seatAudience(
+  cluster: TestCluster,
+  label: string,
+  n: number,
+  rnd: () => number,
+  options?: AudienceOptions,
+): Promise<Audience> {
+  const audience = new Audience(cluster, pageIds(label, n), rnd, options);
+  onTestFinished(() => audience.close());
+  await audience.populate();
+  await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+  return audience;
+}
+
 function pagesOwnedBy(cluster: TestCluster, node: ClusterProcess, pages: readonly string[]): Set<string> {
   const ring = new HashRing(
     cluster.counters.map((c) => c.nodeId),
@@ -110,10 +129,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     "cluster - every page counts the distinct viewer ids with an open socket, over both gateways",
     async () => {
       const cluster = await startCluster();
-      const audience = new Audience(cluster, pageIds("exact", 50), random("exact"));
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "exact", 50, random("exact"));
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the joins" });
 
       const churn = startChurn(audience);
@@ -129,10 +145,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster();
       const rnd = random("node kill");
-      const audience = new Audience(cluster, pageIds("kill", 50), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "kill", 50, rnd);
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run());
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the crash" });
@@ -172,10 +185,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster();
       const rnd = random("freeze");
-      const audience = new Audience(cluster, pageIds("freeze", 50), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "freeze", 50, rnd);
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run());
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
@@ -242,10 +252,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
         },
       });
       const rnd = random("short freeze");
-      const audience = new Audience(cluster, pageIds("stall", 30), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "stall", 30, rnd);
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
 
       const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
@@ -271,10 +278,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster({ redisLinks: true });
       const rnd = random("redis link");
-      const audience = new Audience(cluster, pageIds("cutoff", 50), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "cutoff", 50, rnd);
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run());
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the cut" });
@@ -309,10 +313,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster();
       const rnd = random("gateway kill");
-      const audience = new Audience(cluster, pageIds("gateway", 40), rnd, { otherGatewayChance: 0.4 });
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "gateway", 40, rnd, { otherGatewayChance: 0.4 });
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run());
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the crash" });
@@ -375,10 +376,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster();
       const rnd = random("gateway freeze");
-      const audience = new Audience(cluster, pageIds("gwfreeze", 20), rnd, { otherGatewayChance: 0.4 });
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "gwfreeze", 20, rnd, { otherGatewayChance: 0.4 });
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the freeze" });
 
       const frozen = cluster.gateways[1]!;
@@ -441,10 +439,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster({ redis: { appendonly: true, appendfsync: "always" } });
       const rnd = random("durability");
-      const audience = new Audience(cluster, pageIds("durable", 20), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "durable", 20, rnd);
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run(12));
       await likes.waitAcknowledged(150);
@@ -470,10 +465,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
     async () => {
       const cluster = await startCluster();
       const rnd = random("handover");
-      const audience = new Audience(cluster, pageIds("handover", 50), rnd);
-      onTestFinished(() => audience.close());
-      await audience.populate();
-      await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+      const audience = await seatAudience(cluster, "handover", 50, rnd);
       const likes = new LikeLedger(cluster, audience.pages, rnd);
       const stopLikes = finishLikes(likes.run());
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "before the handover" });
