@@ -11,20 +11,12 @@
  * warning, except under CI where a missing server is an error.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import {
-  accessSync,
-  constants as fsConstants,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
-import { describe } from "vitest";
+import { join } from "node:path";
 import { freePort, LOOPBACK } from "./ports.js";
+import { describeWithBinary, findBinary, underCi } from "./binaries.js";
 
 const FALLBACK_BINARY = "/usr/sbin/nats-server";
 const READY_TIMEOUT_MS = 10_000;
@@ -61,25 +53,9 @@ export interface NatsServerOptions {
   readonly config?: string;
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Path of the nats-server binary, or undefined when none is installed. */
 export function natsServerBinary(): string | undefined {
-  const fromEnv = process.env.LIVECOUNT_NATS_SERVER;
-  if (fromEnv !== undefined && fromEnv !== "") return isExecutable(fromEnv) ? fromEnv : undefined;
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (dir === "") continue;
-    const candidate = join(dir, "nats-server");
-    if (isExecutable(candidate)) return candidate;
-  }
-  return isExecutable(FALLBACK_BINARY) ? FALLBACK_BINARY : undefined;
+  return findBinary("nats-server", "LIVECOUNT_NATS_SERVER", FALLBACK_BINARY);
 }
 
 /**
@@ -88,20 +64,18 @@ export function natsServerBinary(): string | undefined {
  */
 export function natsServerAvailable(): boolean {
   if (natsServerBinary() !== undefined) return true;
-  if (process.env.CI !== undefined && process.env.CI !== "") {
-    throw new Error("nats-server not found under CI (set LIVECOUNT_NATS_SERVER or install it)");
-  }
+  if (underCi()) throw new Error("nats-server not found under CI (set LIVECOUNT_NATS_SERVER or install it)");
   return false;
 }
 
 /** `describe` for suites that need a real nats-server: skipped loudly without one, failed under CI. */
 export function describeWithNats(name: string, fn: () => void): void {
-  if (natsServerAvailable()) {
-    describe(name, fn);
-    return;
-  }
-  console.warn(`\n!!! SKIPPED: nats-server not found (set LIVECOUNT_NATS_SERVER or install it): "${name}"\n`);
-  describe.skip(name, fn);
+  describeWithBinary(
+    natsServerAvailable(),
+    "nats-server not found (set LIVECOUNT_NATS_SERVER or install it)",
+    name,
+    fn,
+  );
 }
 
 /** Whether whatever listens on the port greets like a NATS server. */

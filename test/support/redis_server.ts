@@ -8,12 +8,12 @@
  * server is an error.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { accessSync, constants as fsConstants, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
-import { describe } from "vitest";
+import { join } from "node:path";
 import { freePort, LOOPBACK as HOST } from "./ports.js";
+import { describeWithBinary, findBinary } from "./binaries.js";
 
 const FALLBACK_BINARY = "/usr/bin/redis-server";
 const READY_TIMEOUT_MS = 10_000;
@@ -32,44 +32,23 @@ export interface RedisServerOptions {
   readonly appendfsync?: "everysec" | "always";
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Path of the redis-server binary, or undefined when none is installed. */
 export function redisServerBinary(): string | undefined {
-  const fromEnv = process.env.LIVECOUNT_REDIS_SERVER;
-  if (fromEnv !== undefined && fromEnv !== "") return isExecutable(fromEnv) ? fromEnv : undefined;
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (dir === "") continue;
-    const candidate = join(dir, "redis-server");
-    if (isExecutable(candidate)) return candidate;
-  }
-  return isExecutable(FALLBACK_BINARY) ? FALLBACK_BINARY : undefined;
+  return findBinary("redis-server", "LIVECOUNT_REDIS_SERVER", FALLBACK_BINARY);
 }
 
 export function redisServerAvailable(): boolean {
   return redisServerBinary() !== undefined;
 }
 
-/**
- * `describe` for suites that need a real redis-server. Without one the suite is skipped loudly, and
- * under CI (`CI` set) it fails instead, so a misconfigured pipeline cannot pass by skipping.
- */
+/** `describe` for suites that need a real redis-server: skipped loudly without one, failed under CI. */
 export function describeWithRedis(name: string, fn: () => void): void {
-  if (redisServerAvailable()) {
-    describe(name, fn);
-    return;
-  }
-  const message = `redis-server not found (set LIVECOUNT_REDIS_SERVER or install it): "${name}"`;
-  if (process.env.CI !== undefined && process.env.CI !== "") throw new Error(message);
-  console.warn(`\n!!! SKIPPED: ${message}\n`);
-  describe.skip(name, fn);
+  describeWithBinary(
+    redisServerAvailable(),
+    "redis-server not found (set LIVECOUNT_REDIS_SERVER or install it)",
+    name,
+    fn,
+  );
 }
 
 /** Resolves with the first line the server answers to PING (`+PONG`, or `-LOADING ...`). */
