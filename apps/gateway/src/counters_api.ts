@@ -12,13 +12,10 @@ import {
   isPagePrefix,
   type ErrorCode,
   type IncrementReply,
-  type NodeReply,
-  type NodeRequest,
   type PageListReply,
   type PageStateReply,
   type ResetReply,
 } from "@livecount/protocol";
-import { partitionOf } from "@livecount/ring";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OwnerClient } from "./owner_client.js";
 import { rawBody, totalsBody, type Liveness } from "./page_reading.js";
@@ -194,7 +191,7 @@ export class CountersApi {
   async #incrementOne(item: BatchItem): Promise<ItemResult> {
     const { page, counter, id } = item;
     try {
-      const r = (await this.#request(page, {
+      const r = (await this.#o.owners.forPage(page, {
         type: "increment",
         page,
         counter,
@@ -252,7 +249,7 @@ export class CountersApi {
   async #readPages(pages: readonly string[], raw: boolean): Promise<unknown[]> {
     return Promise.all(
       pages.map(async (page) => {
-        const state = (await this.#request(page, { type: "snapshot", page })) as PageStateReply;
+        const state = (await this.#o.owners.forPage(page, { type: "snapshot", page })) as PageStateReply;
         return raw ? rawBody(page, state, this.#o.liveness) : totalsBody(page, state, this.#o.liveness);
       }),
     );
@@ -271,7 +268,13 @@ export class CountersApi {
   ): Promise<void> {
     const key = req.headers["idempotency-key"] ?? randomUUID();
     if (!isIdempotencyKey(key)) throw new ProtocolError("invalid_idempotency_key");
-    const r = (await this.#request(page, { type: "reset", page, counter, key, tombstone })) as ResetReply;
+    const r = (await this.#o.owners.forPage(page, {
+      type: "reset",
+      page,
+      counter,
+      key,
+      tombstone,
+    })) as ResetReply;
     const body = {
       page,
       counter,
@@ -281,9 +284,5 @@ export class CountersApi {
       updated_at: r.updatedAt,
     };
     reply.json(200, body, r.duplicate ? REPLAYED : NO_STORE);
-  }
-
-  #request(page: string, request: NodeRequest): Promise<NodeReply> {
-    return this.#o.owners.request(partitionOf(page, this.#o.partitions), request);
   }
 }

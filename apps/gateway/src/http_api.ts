@@ -3,11 +3,10 @@ import {
   ProtocolError,
   isCounterName,
   isPageId,
-  isViewerId,
+  isIdempotencyKey,
   type IncrementReply,
   type PageStateReply,
 } from "@livecount/protocol";
-import { partitionOf } from "@livecount/ring";
 import type { DcLiveness } from "@livecount/cluster";
 import type { Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
@@ -164,7 +163,7 @@ export class HttpApi {
   }
 
   async #read(reply: Reply, page: string): Promise<void> {
-    const state = (await this.#o.owners.request(partitionOf(page, this.#o.partitions), {
+    const state = (await this.#o.owners.forPage(page, {
       type: "snapshot",
       page,
     })) as PageStateReply;
@@ -174,7 +173,7 @@ export class HttpApi {
   async #change(reply: Reply, req: RequestInfo, page: string): Promise<void> {
     this.#authorize(req);
     const key = req.headers["idempotency-key"] ?? randomUUID();
-    if (!isViewerId(key)) throw new ProtocolError("invalid_idempotency_key");
+    if (!isIdempotencyKey(key)) throw new ProtocolError("invalid_idempotency_key");
     const body = parseJson(await readBody(reply, this.#o.maxBodyBytes));
     const { counter, delta } = parseChange(body);
     const result = await this.#increment(page, counter, delta, key);
@@ -186,7 +185,7 @@ export class HttpApi {
   }
 
   #increment(page: string, counter: string, delta: number, key: string): Promise<IncrementReply> {
-    return this.#o.owners.request(partitionOf(page, this.#o.partitions), {
+    return this.#o.owners.forPage(page, {
       type: "increment",
       page,
       counter,

@@ -21,6 +21,11 @@ export class OwnerClient {
     private readonly timeoutMs: number,
   ) {}
 
+  /** Sends a request about `page` to the owner of the page's partition. */
+  forPage(page: string, request: NodeRequest): Promise<NodeReply> {
+    return this.request(this.membership.ring.partitionOf(page), request);
+  }
+
   async request(partition: number, request: NodeRequest): Promise<NodeReply> {
     const owner = this.membership.ring.ownerOf(partition);
     if (owner === undefined) throw new ProtocolError("unavailable", "no counter node is live");

@@ -167,7 +167,7 @@ export class PageViews {
   async #loadSnapshot(page: string, view: PageView): Promise<void> {
     if (view.retryTimer !== undefined) return;
     try {
-      const reply = (await this.#opts.owners.request(partitionOf(page, this.#opts.partitions), {
+      const reply = (await this.#opts.owners.forPage(page, {
         type: "snapshot",
         page,
       })) as PageStateReply;
