@@ -405,7 +405,6 @@ export class CounterNode implements ActorHost {
       type: "page_state",
       page,
       counters: actor.snapshot(),
-      liveDcs: this.#liveness.liveDcs(),
       ts: this.#clock.now(),
     }));
   }

@@ -91,11 +91,6 @@ export class DcLiveness {
     return this.#remotes.size > 0;
   }
 
-  /** Every live DC, this one first. */
-  liveDcs(): string[] {
-    return [this.#o.dc, ...[...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc)];
-  }
-
   /** Live remote DCs with the remote's own clock at its latest heartbeat heard (what resync requests quote). */
   liveRemotes(): Array<{ readonly dc: string; readonly clock: number }> {
     return [...this.#remotes].filter(([, r]) => r.live).map(([dc, r]) => ({ dc, clock: r.lastSenderTs }));

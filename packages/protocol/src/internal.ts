@@ -95,8 +95,6 @@ export interface PageStateReply {
   readonly type: "page_state";
   readonly page: string;
   readonly counters: Readonly<Record<string, Entries>>;
-  /** Data centers whose presence entries count towards `viewers` right now (not past their lease). */
-  readonly liveDcs: readonly string[];
   readonly ts: number;
 }
 

@@ -134,11 +134,6 @@ function pageIdOf(v: unknown): string {
   return v;
 }
 
-function dcOf(v: unknown): string {
-  if (!isInternalId(v)) malformed("data center id is malformed");
-  return v;
-}
-
 function partitionListOf(v: unknown): number[] {
   if (Array.isArray(v) && v.length > MAX_RESYNC_PARTITIONS) malformed("too many partitions");
   return listOf(
@@ -226,7 +221,6 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       type: "page_state",
       page: field(m, "page", isPageId),
       counters: recordOf(m.get("counters"), isCounterKey, entriesOf, "counters"),
-      liveDcs: listOf(m.get("liveDcs"), dcOf, "liveDcs"),
       ts: field(m, "ts", isNatural),
     }),
   ],

@@ -239,7 +239,6 @@ const VALID_MESSAGES: readonly InternalMessage[] = [
     type: "page_state",
     page: "home",
     counters: { [VIEWERS_COUNTER]: { dc1: { p: 3, n: 1 } }, likes: { dc2: { p: 4, n: 0 } } },
-    liveDcs: ["dc1"],
     ts: 5,
   },
   { type: "update", page: "home", dc: "dc1", counters: { likes: { p: 4, n: 1 } }, ts: 5 },

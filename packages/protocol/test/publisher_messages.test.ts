@@ -52,7 +52,6 @@ const WITH_TOMBSTONES: readonly InternalMessage[] = [
       likes: { dc1: { p: 3, n: 3 } },
       [tombstoneOf("likes")]: { dc1: { p: 6, n: 0 } },
     },
-    liveDcs: ["dc1"],
     ts: TS,
   },
   {
