@@ -601,6 +601,7 @@ export class CounterNode implements ActorHost {
     // fromEntries defines own properties: a counter named "__proto__" stays a counter.
     for (const [page, { partition, counters }] of durable) {
       this.#publishOwn(page, partition, Object.fromEntries(counters), ts);
+      this.#changedAt.set(page, ts);
     }
   }
 

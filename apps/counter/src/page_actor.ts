@@ -163,7 +163,8 @@ export class PageActor {
 
   /** Installs this data center's entry as the store returned it after a durable increment. */
   applied(counter: string, entry: Entry): void {
-    if (this.#counter(counter).merge(this.#host.dc, entry)) this.#markPublish();
+    // Durable already, and the caller publishes it before answering: no flush needed for it.
+    this.#counter(counter).merge(this.#host.dc, entry);
   }
 
   // --- replication and snapshots ------------------------------------------------------------------
