@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { Clock, TimerHandle } from "@livecount/runtime";
+import { ManualClock } from "../../../test/support/manual_clock.js";
 import { BusTimeoutError, MemoryBus } from "../src/index.js";
 import { busContract, bytes, record, text } from "./bus_contract.js";
 
@@ -7,36 +7,6 @@ busContract("MemoryBus", async () => {
   const bus = new MemoryBus();
   return { sub: bus, pub: bus };
 });
-
-/** A clock that only moves when told to, for request timeouts. */
-class ManualClock implements Clock {
-  #now = 0;
-  #timers = new Map<number, { at: number; fn: () => void }>();
-  #next = 1;
-
-  now(): number {
-    return this.#now;
-  }
-
-  setTimeout(fn: () => void, ms: number): TimerHandle {
-    const id = this.#next++;
-    this.#timers.set(id, { at: this.#now + ms, fn });
-    return id as unknown as TimerHandle;
-  }
-
-  clearTimeout(handle: TimerHandle): void {
-    this.#timers.delete(handle as unknown as number);
-  }
-
-  advance(ms: number): void {
-    this.#now += ms;
-    for (const [id, t] of [...this.#timers]) {
-      if (t.at > this.#now) continue;
-      this.#timers.delete(id);
-      t.fn();
-    }
-  }
-}
 
 describe("MemoryBus", () => {
   let bus: MemoryBus;
@@ -84,8 +54,8 @@ describe("MemoryBus", () => {
     bus.serve("svc.silent", () => new Promise<Uint8Array>(() => {}));
     const pending = bus.request("svc.silent", bytes(""), { timeoutMs: 1000 });
     await bus.flush();
-    clock.advance(999);
-    clock.advance(1);
+    await clock.advance(999);
+    await clock.advance(1);
     await expect(pending).rejects.toThrow(BusTimeoutError);
   });
 

@@ -8,7 +8,8 @@ import type { Clock, TimerHandle } from "./clock.js";
 export class Coalescer {
   #timer: TimerHandle | undefined;
   #lastStart = -Infinity;
-  #running = false;
+  /** The flush running now, if any. */
+  #running: Promise<void> | undefined;
   #pending = false;
   #closed = false;
 
@@ -23,7 +24,7 @@ export class Coalescer {
   request(): void {
     if (this.#closed) return;
     this.#pending = true;
-    if (this.#running || this.#timer !== undefined) return;
+    if (this.#running !== undefined || this.#timer !== undefined) return;
     const wait = Math.max(0, this.#lastStart + this.windowMs - this.clock.now());
     this.#timer = this.clock.setTimeout(() => {
       this.#timer = undefined;
@@ -31,37 +32,48 @@ export class Coalescer {
     }, wait);
   }
 
-  /** Flushes now whatever is pending and waits for it (shutdown, tests). */
+  /** Flushes now whatever is pending and waits for it (shutdown, handover, tests). */
   async drain(): Promise<void> {
-    if (this.#timer !== undefined) {
-      this.clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    while (this.#running) await new Promise((r) => setImmediate(r));
+    this.#cancelTimer();
+    if (this.#running !== undefined) await this.#running;
+    // What the running flush left pending (or asked for again) goes now, not after the window.
+    this.#cancelTimer();
     if (this.#pending) await this.#run();
   }
 
   close(): void {
     this.#closed = true;
+    this.#cancelTimer();
+  }
+
+  #cancelTimer(): void {
     if (this.#timer !== undefined) this.clock.clearTimeout(this.#timer);
     this.#timer = undefined;
   }
 
-  async #run(): Promise<void> {
-    if (this.#running || !this.#pending) return;
-    this.#running = true;
+  #run(): Promise<void> {
+    if (this.#running !== undefined) return this.#running;
+    if (!this.#pending) return Promise.resolve();
     this.#pending = false;
     this.#lastStart = this.clock.now();
-    try {
-      await this.flush();
-    } catch (err) {
-      this.onError(err);
-    } finally {
-      this.#running = false;
+    // `then` runs after this assignment even when the flush returns (or throws) synchronously.
+    const running = this.#invoke().then(() => {
+      this.#running = undefined;
+      // Asked for during the flush: the next one waits for the window.
       if (this.#pending && !this.#closed) {
         this.#pending = false;
         this.request();
       }
+    });
+    this.#running = running;
+    return running;
+  }
+
+  async #invoke(): Promise<void> {
+    try {
+      await this.flush();
+    } catch (err) {
+      this.onError(err);
     }
   }
 }

@@ -1,4 +1,5 @@
-export { systemClock, type Clock, type TimerHandle } from "./clock.js";
+export { Backoff, fullJitterMs } from "./backoff.js";
+export { sleep, systemClock, yieldTurn, type Clock, type TimerHandle } from "./clock.js";
 export { Coalescer } from "./coalescer.js";
 export {
   ConfigError,

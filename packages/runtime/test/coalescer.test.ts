@@ -1,0 +1,97 @@
+import { describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { Coalescer } from "../src/coalescer.js";
+
+describe("runtime - coalescer", () => {
+  test("runtime - a lone request flushes at once; a burst flushes once per window on the trailing edge", async () => {
+    const clock = new ManualClock();
+    const flushes: number[] = [];
+    const c = new Coalescer(clock, 50, () => void flushes.push(clock.now()));
+    const t0 = clock.now();
+    c.request();
+    await clock.advance(0);
+    expect(flushes).toEqual([t0]);
+    for (let i = 0; i < 20; i++) {
+      c.request();
+      await clock.advance(5);
+    }
+    await clock.advance(100);
+    expect(flushes).toEqual([t0, t0 + 50, t0 + 100]);
+  });
+
+  test("runtime - flushes never overlap: a request during a slow flush runs after it, once", async () => {
+    const clock = new ManualClock();
+    let running = 0;
+    let overlapped = false;
+    let release!: () => void;
+    let calls = 0;
+    const c = new Coalescer(clock, 10, async () => {
+      calls++;
+      overlapped ||= running > 0;
+      running++;
+      if (calls === 1) await new Promise<void>((r) => (release = r));
+      running--;
+    });
+    c.request();
+    await clock.advance(0);
+    c.request();
+    c.request();
+    await clock.advance(100);
+    expect(calls).toBe(1);
+    release();
+    await clock.advance(100);
+    expect(calls).toBe(2);
+    expect(overlapped).toBe(false);
+  });
+
+  test("runtime - drain runs what is pending now and waits for the running flush first", async () => {
+    const clock = new ManualClock();
+    const order: string[] = [];
+    let release!: () => void;
+    const c = new Coalescer(clock, 1_000, async () => {
+      order.push("start");
+      if (order.length === 1) await new Promise<void>((r) => (release = r));
+      order.push("end");
+    });
+    c.request();
+    await clock.advance(0);
+    c.request();
+    const drained = c.drain().then(() => order.push("drained"));
+    await clock.advance(0);
+    release();
+    await drained;
+    expect(order).toEqual(["start", "end", "start", "end", "drained"]);
+  });
+
+  test("runtime - a failing flush is reported and does not stop later flushes", async () => {
+    const clock = new ManualClock();
+    const errors: unknown[] = [];
+    let n = 0;
+    const c = new Coalescer(
+      clock,
+      10,
+      () => {
+        if (n++ === 0) throw new Error("boom");
+      },
+      (err) => errors.push(err),
+    );
+    c.request();
+    await clock.advance(0);
+    c.request();
+    await clock.advance(10);
+    expect(n).toBe(2);
+    expect(errors).toHaveLength(1);
+  });
+
+  test("runtime - a closed coalescer flushes nothing more", async () => {
+    const clock = new ManualClock();
+    let n = 0;
+    const c = new Coalescer(clock, 10, () => void n++);
+    c.request();
+    c.close();
+    await clock.advance(100);
+    c.request();
+    await clock.advance(100);
+    expect(n).toBe(0);
+  });
+});

@@ -1,0 +1,87 @@
+/**
+ * A clock that only moves when a test says so: timers fire and deferred work runs inside
+ * `advance()`, in time order, so a unit test drives leases, grace windows and flushes without
+ * sleeping.
+ */
+import type { Clock, TimerHandle } from "@livecount/runtime";
+
+export class ManualClock implements Clock {
+  #now: number;
+  readonly #timers = new Map<number, { at: number; fn: () => void }>();
+  #deferred: Array<() => void> = [];
+  #next = 1;
+
+  constructor(start = 1_000_000) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const id = this.#next++;
+    this.#timers.set(id, { at: this.#now + Math.max(0, ms), fn });
+    return id as unknown as TimerHandle;
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    this.#timers.delete(handle as unknown as number);
+  }
+
+  defer(fn: () => void): void {
+    this.#deferred.push(fn);
+  }
+
+  /**
+   * Moves time forward without running anything, as if the process had been frozen (SIGSTOP, a long
+   * GC): overdue timers fire, late, at the next `advance()`.
+   */
+  jump(ms: number): void {
+    this.#now += ms;
+  }
+
+  /** Timers not fired yet. */
+  get pendingTimers(): number {
+    return this.#timers.size;
+  }
+
+  /**
+   * Moves time forward by `ms`, firing every timer due on the way (each at its own time) and running
+   * deferred work, and lets the promises they start settle between steps.
+   */
+  async advance(ms = 0): Promise<void> {
+    const end = this.#now + ms;
+    for (;;) {
+      await settle();
+      if (this.#deferred.length > 0) {
+        const work = this.#deferred;
+        this.#deferred = [];
+        for (const fn of work) fn();
+        continue;
+      }
+      const due = this.#earliest(end);
+      if (due === undefined) break;
+      const [id, timer] = due;
+      this.#timers.delete(id);
+      this.#now = Math.max(this.#now, timer.at);
+      timer.fn();
+    }
+    this.#now = end;
+    await settle();
+  }
+
+  #earliest(end: number): [number, { at: number; fn: () => void }] | undefined {
+    let best: [number, { at: number; fn: () => void }] | undefined;
+    for (const entry of this.#timers) {
+      if (entry[1].at > end) continue;
+      if (best === undefined || entry[1].at < best[1].at) best = entry;
+    }
+    return best;
+  }
+}
+
+/** Lets every promise chain that can make progress without I/O do so. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+}
