@@ -135,6 +135,19 @@ export interface ErrorReply {
 
 export type NodeReply = AckReply | PageStateReply | IncrementReply | ResetReply | PageListReply | ErrorReply;
 
+/** The reply each kind of request gets when it succeeds. */
+export interface RepliesByRequest {
+  readonly presence: AckReply;
+  readonly presence_sync: AckReply;
+  readonly snapshot: PageStateReply;
+  readonly increment: IncrementReply;
+  readonly reset: ResetReply;
+  readonly list_pages: PageListReply;
+}
+
+/** The successful reply to `T`: a snapshot request gets a PageStateReply, not the whole union. */
+export type ReplyTo<T extends NodeRequest> = RepliesByRequest[T["type"]];
+
 /**
  * Owner -> page subject (every data center): its data center's entries of the page, after they are
  * durable. Idempotent and commutative to merge, so duplicates and reordering change nothing.
