@@ -1,4 +1,10 @@
 export { connectBus, openStore } from "./adapters.js";
 export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
 export { DcLiveness, type DcEvent, type DcListener, type DcLivenessOptions } from "./dc_liveness.js";
+export {
+  GatewayHeartbeatSender,
+  listenToGateways,
+  type GatewayHeartbeatOptions,
+} from "./gateway_heartbeat.js";
+export { GatewayLeases, type GatewayLease } from "./gateway_leases.js";
 export { Membership, type MembershipOptions, type RingListener } from "./membership.js";

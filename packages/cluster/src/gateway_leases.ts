@@ -1,0 +1,99 @@
+/**
+ * What a counter node knows of the gateways that sent it presence: when each was last heard, its
+ * lease, and the pages where it contributed viewers. Pure state: time comes in as arguments, the
+ * node's sweep calls `expire`.
+ *
+ * A gateway heard within its lease is alive; one silent for longer (kill -9, a cut link) is dead,
+ * and everything it held is dropped at once (its viewers had the whole lease to reconnect
+ * elsewhere). One that says it is going down is dropped at once too, but its viewers linger for
+ * the grace window like any leave, since its sockets were closed cleanly.
+ */
+export interface GatewayLease {
+  readonly gateway: string;
+  /** Pages on this node where the gateway contributed presence. */
+  readonly pages: ReadonlySet<string>;
+}
+
+interface LeaseState {
+  lastSeen: number;
+  leaseMs: number;
+  readonly pages: Set<string>;
+}
+
+export class GatewayLeases {
+  readonly #leases = new Map<string, LeaseState>();
+
+  /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
+  constructor(private readonly defaultLeaseMs: number) {}
+
+  /**
+   * The gateway was heard at `now`: a heartbeat (with its lease) or a presence request (which keeps
+   * the lease already known).
+   */
+  touch(gateway: string, now: number, leaseMs?: number): void {
+    const lease = this.#leases.get(gateway);
+    if (lease === undefined) {
+      this.#leases.set(gateway, { lastSeen: now, leaseMs: leaseMs ?? this.defaultLeaseMs, pages: new Set() });
+      return;
+    }
+    lease.lastSeen = Math.max(lease.lastSeen, now);
+    if (leaseMs !== undefined) lease.leaseMs = leaseMs;
+  }
+
+  /** Records that `gateway` holds viewers on `page` here; the gateway must have been touched. */
+  holds(gateway: string, page: string): void {
+    this.#leases.get(gateway)?.pages.add(page);
+  }
+
+  /** The gateway said it is going down: forgets it and returns what it held, if it was known. */
+  drop(gateway: string): GatewayLease | undefined {
+    const lease = this.#leases.get(gateway);
+    if (lease === undefined) return undefined;
+    this.#leases.delete(gateway);
+    return { gateway, pages: lease.pages };
+  }
+
+  /** Forgets and returns every gateway not heard within its lease at `now`. */
+  expire(now: number): GatewayLease[] {
+    const expired: GatewayLease[] = [];
+    for (const [gateway, lease] of this.#leases) {
+      if (lease.lastSeen + lease.leaseMs > now) continue;
+      this.#leases.delete(gateway);
+      expired.push({ gateway, pages: lease.pages });
+    }
+    return expired;
+  }
+
+  /**
+   * This process did not run for `stalledMs` (paused, starved, a long GC). That is not time the
+   * gateways were silent: their heartbeats wait in the socket and are read right after. Without
+   * this, a node frozen longer than a gateway lease would drop every viewer on resuming, and no
+   * gateway would resync after that.
+   */
+  compensateStall(stalledMs: number): void {
+    for (const lease of this.#leases.values()) lease.lastSeen += stalledMs;
+  }
+
+  /** The page left this node's memory: no gateway holds anything on it here any more. */
+  forgetPage(page: string): void {
+    for (const lease of this.#leases.values()) lease.pages.delete(page);
+  }
+
+  /** Pages `gateway` holds viewers on here (empty for an unknown gateway). */
+  pagesOf(gateway: string): ReadonlySet<string> {
+    return this.#leases.get(gateway)?.pages ?? NO_PAGES;
+  }
+
+  /** Gateways alive as far as this node knows. */
+  get size(): number {
+    return this.#leases.size;
+  }
+
+  /** Whether any gateway still lists `page` (diagnostics and tests). */
+  anyHolds(page: string): boolean {
+    for (const lease of this.#leases.values()) if (lease.pages.has(page)) return true;
+    return false;
+  }
+}
+
+const NO_PAGES: ReadonlySet<string> = new Set();

@@ -1,0 +1,71 @@
+import { MemoryBus, gatewaysSubject } from "@livecount/bus";
+import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
+import { silentLogger } from "@livecount/runtime";
+import { afterEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { GatewayHeartbeatSender, listenToGateways } from "../src/gateway_heartbeat.js";
+
+const LEASE_MS = 9_000;
+
+describe("cluster - gateway heartbeat", () => {
+  let bus: MemoryBus;
+  afterEach(async () => bus.close());
+
+  function setUp(onStall: (ms: number) => void = () => {}) {
+    const clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    const beats: GatewayHeartbeat[] = [];
+    listenToGateways(bus, "dc1", silentLogger, (beat) => beats.push(beat));
+    const sender = new GatewayHeartbeatSender({
+      bus,
+      clock,
+      logger: silentLogger,
+      dc: "dc1",
+      gateway: "gw-1",
+      leaseMs: LEASE_MS,
+      onStall,
+    });
+    return { clock, beats, sender };
+  }
+
+  test("cluster - a gateway beats every third of its lease, then says down when stopped", async () => {
+    const { clock, beats, sender } = setUp();
+    sender.start();
+    await bus.flush();
+    expect(beats).toEqual([{ type: "gateway", gateway: "gw-1", leaseMs: LEASE_MS, state: "up" }]);
+    await clock.advance(LEASE_MS / 3 - 1);
+    await bus.flush();
+    expect(beats).toHaveLength(1);
+    await clock.advance(1);
+    await bus.flush();
+    expect(beats).toHaveLength(2);
+    sender.stop();
+    await clock.advance(LEASE_MS);
+    await bus.flush();
+    expect(beats.map((b) => b.state)).toEqual(["up", "up", "down"]);
+  });
+
+  test("cluster - a heartbeat sent two thirds of a lease late reports the stall, a punctual one never does", async () => {
+    const stalls: number[] = [];
+    const { clock, sender } = setUp((ms) => stalls.push(ms));
+    sender.start();
+    await clock.advance(LEASE_MS * 3);
+    expect(stalls).toEqual([]);
+    // The process did not run: its next timer fires once, a whole lease late.
+    clock.jump(LEASE_MS);
+    await clock.advance(0);
+    expect(stalls).toEqual([LEASE_MS]);
+    sender.stop();
+  });
+
+  test("cluster - malformed and foreign messages on the gateway subject are ignored", async () => {
+    const { beats } = setUp();
+    bus.publish(gatewaysSubject("dc1"), new Uint8Array([0xc1]));
+    bus.publish(
+      gatewaysSubject("dc1"),
+      encodeMessage({ type: "node", node: "n", incarnation: "i", leaseMs: 1, state: "up" }),
+    );
+    await bus.flush();
+    expect(beats).toEqual([]);
+  });
+});

@@ -1,0 +1,76 @@
+import { describe, expect, test } from "vitest";
+import { GatewayLeases } from "../src/gateway_leases.js";
+
+const LEASE_MS = 10_000;
+const T0 = 1_000_000;
+
+describe("cluster - gateway leases", () => {
+  test("cluster - a gateway expires exactly when its lease has passed without being heard", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0, 6_000);
+    leases.holds("gw-a", "p1");
+    expect(leases.expire(T0 + 5_999)).toEqual([]);
+    const expired = leases.expire(T0 + 6_000);
+    expect(expired.map((l) => [l.gateway, [...l.pages]])).toEqual([["gw-a", ["p1"]]]);
+    expect(leases.size).toBe(0);
+    expect(leases.expire(T0 + 60_000)).toEqual([]);
+  });
+
+  test("cluster - a presence request keeps the lease its heartbeat announced; an unknown gateway gets the default", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0, 3_000);
+    leases.touch("gw-a", T0 + 1_000);
+    expect(leases.expire(T0 + 3_999)).toEqual([]);
+    expect(leases.expire(T0 + 4_000)).toHaveLength(1);
+
+    leases.touch("gw-b", T0);
+    expect(leases.expire(T0 + LEASE_MS - 1)).toEqual([]);
+    expect(leases.expire(T0 + LEASE_MS)).toHaveLength(1);
+  });
+
+  test("cluster - a late message never moves a lease back in time", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0 + 5_000);
+    leases.touch("gw-a", T0);
+    expect(leases.expire(T0 + LEASE_MS + 4_999)).toEqual([]);
+  });
+
+  test("cluster - a gateway going down is forgotten with the pages it held", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0);
+    leases.holds("gw-a", "p1");
+    leases.holds("gw-a", "p2");
+    expect([...(leases.drop("gw-a")?.pages ?? [])]).toEqual(["p1", "p2"]);
+    expect(leases.drop("gw-a")).toBeUndefined();
+    expect(leases.pagesOf("gw-a").size).toBe(0);
+  });
+
+  test("cluster - time the node did not run is added to every lease, so a stall expires nobody", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0);
+    leases.touch("gw-b", T0 + 9_000);
+    // Frozen for 30 s: the heartbeats sent meanwhile wait in the socket.
+    leases.compensateStall(30_000);
+    expect(leases.expire(T0 + 39_999)).toEqual([]);
+    expect(leases.expire(T0 + 40_000).map((l) => l.gateway)).toEqual(["gw-a"]);
+  });
+
+  test("cluster - a page that leaves memory is forgotten by every gateway's lease", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    for (const g of ["gw-a", "gw-b"]) {
+      leases.touch(g, T0);
+      leases.holds(g, "p1");
+      leases.holds(g, "p2");
+    }
+    leases.forgetPage("p1");
+    expect(leases.anyHolds("p1")).toBe(false);
+    expect([...leases.pagesOf("gw-b")]).toEqual(["p2"]);
+  });
+
+  test("cluster - a page is only recorded for a gateway that was heard", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.holds("never-heard", "p1");
+    expect(leases.anyHolds("p1")).toBe(false);
+    expect(leases.size).toBe(0);
+  });
+});
