@@ -23,7 +23,7 @@ export interface ActorHost {
   now(): number;
   /** The actor has entries to persist and publish. */
   markDirty(actor: PageActor): void;
-  /** The actor has lingering viewers whose grace ends at `at`. */
+  /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
 }
 
@@ -44,6 +44,8 @@ export class PageActor {
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
   #unpublished = false;
+  /** Entries taken by a flush whose store round trip has not answered yet. */
+  #writing = false;
   #mailbox: Work[] = [];
   #status: ActorStatus = "loading";
   /** Until then presence may still be arriving from gateways (after an owner change): hold `viewers`. */
@@ -80,6 +82,7 @@ export class PageActor {
     const own = this.ownEntry(VIEWERS_COUNTER);
     // Nothing to hold: a fresh page cannot dip while presence resyncs.
     if (own.p === own.n) this.#settleAt = 0;
+    else if (this.#settleAt !== 0) this.#host.wakeAt(this, this.#settleAt);
     const queued = this.#mailbox;
     this.#mailbox = [];
     for (const work of queued) work();
@@ -99,10 +102,6 @@ export class PageActor {
   }
 
   // --- presence ---------------------------------------------------------------------------------
-
-  presence(gateway: string, viewer: string, present: boolean): void {
-    this.presenceOps(gateway, [{ viewer, present }]);
-  }
 
   /** A batch of one gateway's transitions on this page, in order; the entry moves once for all. */
   presenceOps(
@@ -124,20 +123,10 @@ export class PageActor {
     this.#syncViewers();
   }
 
-  /** Ends lingering viewers whose grace is over. */
+  /** Ends lingering viewers whose grace is over, and the settle window once it is over. */
   tick(now: number): void {
     this.#presence.expire(now);
     this.#syncViewers();
-  }
-
-  /** Presence is settled from now on (every gateway had time to resync). */
-  settle(): void {
-    this.#settleAt = 0;
-    this.#syncViewers();
-  }
-
-  get settleAt(): number {
-    return this.#settleAt;
   }
 
   get viewers(): number {
@@ -186,8 +175,8 @@ export class PageActor {
    * Merges another data center's entries, received on the page's subject. They are persisted here
    * too (so a read in this DC shows the global value after a restart) but never published again.
    */
-  mergeRemote(dc: string, counters: Readonly<Record<string, Entry>>): boolean {
-    if (dc === this.#host.dc) return false;
+  mergeRemote(dc: string, counters: Readonly<Record<string, Entry>>): void {
+    if (dc === this.#host.dc) return;
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
       if (this.#counter(name).merge(dc, entry)) {
@@ -196,10 +185,12 @@ export class PageActor {
       }
     }
     if (changed) this.#host.markDirty(this);
-    return changed;
   }
 
-  /** Entries that must be persisted before the next publish; clears the set. */
+  /**
+   * Entries that must be persisted before the next publish; clears the set. The actor counts as
+   * busy until `written()` or `restoreUnwritten()` says how the write ended.
+   */
   takeUnwritten(): EntryWrite[] {
     const writes: EntryWrite[] = [];
     for (const [counter, dcs] of this.#unwritten) {
@@ -211,11 +202,18 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
+    this.#writing = true;
     return writes;
+  }
+
+  /** The write of the entries last taken is durable (or was refused for a stale fence). */
+  written(): void {
+    this.#writing = false;
   }
 
   /** A flush failed: the entries must be written again. */
   restoreUnwritten(writes: readonly EntryWrite[], unpublished: boolean): void {
+    this.#writing = false;
     for (const w of writes) this.#markUnwritten(w.counter, w.dc);
     if (unpublished) this.#unpublished = true;
   }
@@ -233,7 +231,7 @@ export class PageActor {
   }
 
   get hasPendingWork(): boolean {
-    return this.#unwritten.size > 0 || this.#unpublished || this.#mailbox.length > 0;
+    return this.#unwritten.size > 0 || this.#unpublished || this.#writing || this.#mailbox.length > 0;
   }
 
   /** Nothing would be lost by dropping this actor from memory. */

@@ -58,10 +58,6 @@ export class PartitionOwnership {
       : undefined;
   }
 
-  isWanted(partition: number): boolean {
-    return this.#wanted.has(partition);
-  }
-
   get heldCount(): number {
     return this.#held.size;
   }

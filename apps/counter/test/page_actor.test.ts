@@ -54,16 +54,16 @@ describe("counter - page actor", () => {
     expect(actor.status).toBe("closed");
     expect(failures).toHaveLength(1);
     expect(failures[0]?.name).toBe("ActorClosedError");
-    actor.presence("g1", "v:a", true);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     expect(host.dirty).toBe(0);
   });
 
   test("counter - joins grow p and leaves grow n of the data center's viewers entry, once the grace is over", () => {
     const host = new FakeHost();
     const actor = activeActor(host);
-    actor.presence("g1", "v:a", true);
-    actor.presence("g2", "v:b", true);
-    actor.presence("g2", "v:a", true);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceOps("g2", [{ viewer: "v:b", present: true }]);
+    actor.presenceOps("g2", [{ viewer: "v:a", present: true }]);
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.dirty).toBeGreaterThan(0);
     expect(actor.takeUnwritten()).toEqual([
@@ -71,8 +71,8 @@ describe("counter - page actor", () => {
     ]);
 
     host.time += 100;
-    actor.presence("g1", "v:a", false);
-    actor.presence("g2", "v:a", false);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: false }]);
+    actor.presenceOps("g2", [{ viewer: "v:a", present: false }]);
     // Lingering: nothing moves yet, and the actor asked to be woken when the grace ends.
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.wakes).toContain(T0 + 100 + GRACE_MS);
@@ -84,15 +84,15 @@ describe("counter - page actor", () => {
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 1 });
     expect(actor.value(VIEWERS_COUNTER)).toBe(1);
 
-    actor.presence("g3", "v:a", true);
+    actor.presenceOps("g3", [{ viewer: "v:a", present: true }]);
     expect(viewersEntry(actor)).toEqual({ p: 3, n: 1 });
   });
 
   test("counter - a gateway's death drops its viewers at once and moves only n", () => {
     const host = new FakeHost();
     const actor = activeActor(host);
-    for (const v of ["v:a", "v:b", "v:c"]) actor.presence("dead", v, true);
-    actor.presence("live", "v:c", true);
+    for (const v of ["v:a", "v:b", "v:c"]) actor.presenceOps("dead", [{ viewer: v, present: true }]);
+    actor.presenceOps("live", [{ viewer: "v:c", present: true }]);
     actor.dropGateway("dead");
     expect(viewersEntry(actor)).toEqual({ p: 3, n: 2 });
     expect(actor.viewers).toBe(1);
@@ -104,7 +104,7 @@ describe("counter - page actor", () => {
       [VIEWERS_COUNTER]: { dc2: { p: 9, n: 4 } },
       likes: { dc2: { p: 3, n: 0 } },
     });
-    actor.presence("g1", "v:a", true);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     expect(actor.value(VIEWERS_COUNTER)).toBe(6);
     expect(actor.snapshot()[VIEWERS_COUNTER]).toEqual({ dc1: { p: 1, n: 0 }, dc2: { p: 9, n: 4 } });
     expect(actor.ownEntries()).toEqual({ [VIEWERS_COUNTER]: { p: 1, n: 0 }, likes: { p: 0, n: 0 } });
@@ -113,7 +113,7 @@ describe("counter - page actor", () => {
   test("counter - presence that arrives while the page loads is applied after it", () => {
     const host = new FakeHost();
     const actor = new PageActor(host, "page", 7, 0);
-    actor.run(() => actor.presence("g1", "v:a", true));
+    actor.run(() => actor.presenceOps("g1", [{ viewer: "v:a", present: true }]));
     expect(actor.status).toBe("loading");
     expect(viewersEntry(actor)).toEqual({ p: 0, n: 0 });
     actor.loaded({ [VIEWERS_COUNTER]: { [DC]: { p: 5, n: 5 } } });
@@ -126,7 +126,7 @@ describe("counter - page actor", () => {
     // The previous owner left 6 viewers counted; gateways resync them one by one.
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, settleAt);
     expect(actor.settled).toBe(false);
-    actor.presence("g1", "v:a", true);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     actor.replaceGateway("g2", ["v:b", "v:c"]);
     host.time = settleAt - 1;
     actor.tick(host.time);
@@ -142,12 +142,16 @@ describe("counter - page actor", () => {
     expect(actor.value(VIEWERS_COUNTER)).toBe(7);
   });
 
-  test("counter - settle() ends the settle window at once", () => {
+  test("counter - an actor holding stored viewers asks to be ticked when its settle window ends", () => {
     const host = new FakeHost();
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, T0 + 3000);
-    actor.presence("g1", "v:a", true);
+    expect(host.wakes).toEqual([T0 + 3000]);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    host.time = T0 + 2999;
+    actor.tick(host.time);
     expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
-    actor.settle();
+    host.time = T0 + 3000;
+    actor.tick(host.time);
     expect(viewersEntry(actor)).toEqual({ p: 10, n: 9 });
   });
 
@@ -155,7 +159,7 @@ describe("counter - page actor", () => {
     const host = new FakeHost();
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 4, n: 4 } } }, T0 + 3000);
     expect(actor.settled).toBe(true);
-    actor.presence("g1", "v:a", true);
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     expect(viewersEntry(actor)).toEqual({ p: 5, n: 4 });
   });
 
@@ -188,18 +192,18 @@ describe("counter - page actor", () => {
           const v = rnd.pick(VIEWERS);
           op = `join ${g} ${v}`;
           held.add(v);
-          actor.presence(g, v, true);
+          actor.presenceOps(g, [{ viewer: v, present: true }]);
         } else if (roll < 0.65) {
           op = `leave ${g}`;
           if (held.size > 0) {
             const v = rnd.pick([...held]);
             held.delete(v);
-            actor.presence(g, v, false);
+            actor.presenceOps(g, [{ viewer: v, present: false }]);
           }
         } else if (roll < 0.72) {
           // A batch retried after a lost acknowledgement: the owner sees the same ops again.
           op = `retry ${g}`;
-          for (const v of held) actor.presence(g, v, true);
+          for (const v of held) actor.presenceOps(g, [{ viewer: v, present: true }]);
         } else if (roll < 0.78) {
           op = `resync ${g}`;
           actor.replaceGateway(g, [...held]);
@@ -213,7 +217,7 @@ describe("counter - page actor", () => {
           for (const v of held) {
             if (rnd.chance(0.5)) {
               holds.get(heir)!.add(v);
-              actor.presence(heir, v, true);
+              actor.presenceOps(heir, [{ viewer: v, present: true }]);
             }
           }
         } else if (roll < 0.88) {

@@ -54,19 +54,11 @@ export function entryAdvances(a: Entry | undefined, b: Entry): boolean {
 
 export class PNCounter {
   readonly #entries = new Map<ReplicaId, Entry>();
-  /** Local version per entry: the value of `#version` when the entry last changed here. */
-  readonly #changedAt = new Map<ReplicaId, number>();
-  #version = 0;
 
   static from(entries: Entries): PNCounter {
     const c = new PNCounter();
     c.mergeAll(entries);
     return c;
-  }
-
-  /** Monotonic local version, bumped on every change; see {@link changedSince}. */
-  get version(): number {
-    return this.#version;
   }
 
   increment(replica: ReplicaId, by = 1): Entry {
@@ -125,18 +117,8 @@ export class PNCounter {
     return Object.fromEntries(this.#entries);
   }
 
-  /** Entries that changed here after local version `since` (a delta for anti-entropy). */
-  changedSince(since: number): Record<ReplicaId, Entry> {
-    const changed: [ReplicaId, Entry][] = [];
-    for (const [replica, at] of this.#changedAt)
-      if (at > since) changed.push([replica, this.#entries.get(replica)!]);
-    // fromEntries defines own properties, so a replica named "__proto__" stays an entry.
-    return Object.fromEntries(changed);
-  }
-
   #set(replica: ReplicaId, e: Entry): Entry {
     this.#entries.set(replica, e);
-    this.#changedAt.set(replica, ++this.#version);
     return e;
   }
 }

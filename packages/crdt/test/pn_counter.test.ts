@@ -57,7 +57,6 @@ describe("PNCounter", () => {
   it("crdt - starts at zero with no replicas", () => {
     const c = new PNCounter();
     expect(c.value()).toBe(0);
-    expect(c.version).toBe(0);
     expect(c.entry("dc1")).toBe(ZERO_ENTRY);
     expect([...c.replicas()]).toEqual([]);
     expect(c.entries()).toEqual({});
@@ -118,7 +117,6 @@ describe("PNCounter", () => {
     const c = new PNCounter();
     expect(c.merge("dc1", { p: 0, n: 0 })).toBe(false);
     expect([...c.replicas()]).toEqual([]);
-    expect(c.version).toBe(0);
   });
 
   it("crdt - stores a copy of merged entries, without extra fields", () => {
@@ -163,26 +161,9 @@ describe("PNCounter", () => {
     }
   });
 
-  it("crdt - reports the entries changed since a version", () => {
-    const c = new PNCounter();
-    c.increment("dc1");
-    const v1 = c.version;
-    c.merge("dc2", { p: 3, n: 0 });
-    c.merge("dc3", { p: 1, n: 1 });
-    const v2 = c.version;
-    expect(c.changedSince(v1)).toEqual({ dc2: { p: 3, n: 0 }, dc3: { p: 1, n: 1 } });
-    expect(c.changedSince(v2)).toEqual({});
-    expect(c.changedSince(0)).toEqual(c.entries());
-    c.merge("dc2", { p: 1, n: 0 }); // changes nothing
-    expect(c.version).toBe(v2);
-    c.decrement("dc1");
-    expect(c.changedSince(v2)).toEqual({ dc1: { p: 1, n: 1 } });
-  });
-
   it("crdt - keeps a replica named __proto__ as an entry everywhere", () => {
     const c = new PNCounter();
     c.increment("__proto__", 2);
-    expect(Object.keys(c.changedSince(0))).toEqual(["__proto__"]);
     expect(Object.keys(c.entries())).toEqual(["__proto__"]);
     expect(PNCounter.from(c.entries()).value()).toBe(2);
   });

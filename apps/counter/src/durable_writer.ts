@@ -1,0 +1,284 @@
+import type { Bus } from "@livecount/bus";
+import type { Entry } from "@livecount/crdt";
+import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
+import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
+import type { EntryWrite, Fence, FencedWrites, IncrementOp, IncrementOutcome, Store } from "@livecount/store";
+import type { CounterMetrics } from "./counter_metrics.js";
+import {
+  errorReply,
+  planIncrements,
+  settleIncrements,
+  type DurablePages,
+  type PendingIncrement,
+} from "./increment_batch.js";
+import type { PageActor } from "./page_actor.js";
+import { planResets, settleResets, takeResetRound, type PendingReset } from "./reset_batch.js";
+
+/** What a settled commit of publisher changes holds (increments and resets alike). */
+interface SettledChanges {
+  readonly answers: ReadonlyArray<{
+    readonly pending: { resolve(reply: NodeReply): void };
+    readonly reply: NodeReply;
+  }>;
+  readonly durable: DurablePages;
+  readonly lost: ReadonlySet<number>;
+}
+
+export interface DurableWriterOptions {
+  readonly dc: string;
+  readonly store: Store;
+  readonly bus: Bus;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  /** At most one flush of dirty pages per window. */
+  readonly coalesceMs: number;
+  /** How long an idempotency key is remembered, in ms. */
+  readonly idempotencyTtlMs: number;
+  /** The fence of a partition this node holds, or undefined. */
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** The store found the partition's fence stale: its lease is lost. */
+  readonly lost: (partition: number) => void;
+  /** The page's subject (cached by its actor when in memory). */
+  readonly subjectOf: (page: string, partition: number) => string;
+  /** This DC's entries of `page` changed, became durable and were published at `ts`. */
+  readonly published?: (page: string, ts: number) => void;
+}
+
+/**
+ * Everything that leaves a counter node for the store goes through here, and is published only once
+ * the store has it (invariant 3: durable before published):
+ *
+ * - presence and merged remote entries: dirty actors are flushed at most once per coalescing
+ *   window, every partition's writes in one store round trip;
+ * - publisher increments: group-committed, every increment queued in one turn in one round trip;
+ * - resets and deletes: on the same commit chain as increments, between their batches, so the value
+ *   a reset cancels is exact.
+ *
+ * `#persist` is the only path from a write to a publish.
+ */
+export class DurableWriter {
+  readonly #o: DurableWriterOptions;
+  readonly #dirty = new Set<PageActor>();
+  readonly #flusher: Coalescer;
+  /** Increment batches and reset rounds run one after the other on this chain. */
+  #tail: Promise<void> = Promise.resolve();
+  #increments: PendingIncrement[] = [];
+  #incrementsScheduled = false;
+  #resets: PendingReset[] = [];
+
+  constructor(options: DurableWriterOptions) {
+    this.#o = options;
+    this.#flusher = new Coalescer(
+      options.clock,
+      options.coalesceMs,
+      () => this.#flush(),
+      (err) => options.logger.error({ err }, "flush failed"),
+    );
+  }
+
+  /** The actor has entries to persist and publish. */
+  markDirty(actor: PageActor): void {
+    this.#dirty.add(actor);
+    this.#flusher.request();
+  }
+
+  /** The actor left memory (it was closed first, so a flush would skip it anyway). */
+  forget(actor: PageActor): void {
+    this.#dirty.delete(actor);
+  }
+
+  /** Actors waiting for the next flush (diagnostics and tests). */
+  get dirtyCount(): number {
+    return this.#dirty.size;
+  }
+
+  /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
+  increment(actor: PageActor, request: IncrementRequest): Promise<NodeReply> {
+    return new Promise((resolve) => {
+      this.#increments.push({ actor, request, resolve });
+      if (this.#incrementsScheduled) return;
+      this.#incrementsScheduled = true;
+      // Deferred to the end of the turn: every increment read from the same socket data shares the batch.
+      this.#o.clock.defer(() => {
+        this.#incrementsScheduled = false;
+        this.#chain(() => this.#commitIncrements(), "increment batch");
+      });
+    });
+  }
+
+  /** Queues a reset or delete; it commits once every earlier change of its counter has. */
+  reset(actor: PageActor, request: ResetRequest): Promise<NodeReply> {
+    return new Promise((resolve) => {
+      this.#resets.push({ actor, request, resolve });
+      this.#chain(() => this.#commitResets(), "reset round");
+    });
+  }
+
+  /** Publishes entries that are durable already (a resync reads them from the store or an idle actor). */
+  publish(page: string, partition: number, counters: Readonly<Record<string, Entry>>, ts: number): void {
+    const update = encodeMessage({ type: "update", page, dc: this.#o.dc, counters, ts });
+    this.#o.bus.publish(this.#o.subjectOf(page, partition), update);
+    this.#o.metrics.publishes.inc();
+  }
+
+  /** Commits every queued change and flushes every dirty page (handover, shutdown). */
+  async drain(): Promise<void> {
+    while (this.#increments.length > 0 || this.#resets.length > 0) {
+      if (this.#increments.length > 0) this.#chain(() => this.#commitIncrements(), "increment batch");
+      if (this.#resets.length > 0) this.#chain(() => this.#commitResets(), "reset round");
+      await this.#tail;
+    }
+    await this.#tail;
+    await this.#flusher.drain();
+  }
+
+  close(): void {
+    this.#flusher.close();
+  }
+
+  /**
+   * The one path from memory to the bus: runs `write`, then publishes exactly the entries that
+   * `durable` says the write made durable, then returns. A failed write publishes nothing.
+   */
+  async #persist<T>(write: () => Promise<T>, durable: (result: T) => DurablePages): Promise<T> {
+    const result = await write();
+    const ts = this.#o.clock.now();
+    for (const [page, { partition, counters }] of durable(result)) {
+      this.publish(page, partition, counters, ts);
+      this.#o.published?.(page, ts);
+    }
+    return result;
+  }
+
+  /**
+   * Appends a step to the commit chain. A step that throws is logged and the chain goes on: a bug
+   * in one batch must neither crash the node nor hold every later change. Requests the failed step
+   * did not answer time out at their gateway, and their retries (same keys) count once.
+   */
+  #chain(step: () => Promise<void>, what: string): void {
+    this.#tail = this.#tail.then(step).catch((err: unknown) => {
+      this.#o.logger.error({ err }, `${what} failed`);
+    });
+  }
+
+  /** Every queued increment in one store round trip; replies go out after the publish. */
+  async #commitIncrements(): Promise<void> {
+    const batch = this.#increments;
+    this.#increments = [];
+    if (batch.length === 0) return;
+    const plan = planIncrements(batch, this.#o.dc, this.#o.clock.now(), this.#o.fenceOf);
+    for (const { pending, reply } of plan.refused) pending.resolve(reply);
+    if (plan.ops.length === 0) return;
+    const sent = plan.planned.map((p) => p.pending);
+    const settled = await this.#commitChanges(sent, plan.ops, (outcomes) => settleIncrements(plan, outcomes));
+    for (const outcome of settled?.outcomes ?? []) this.#o.metrics.increments.inc({ outcome });
+  }
+
+  /** Queued resets in rounds of at most one per counter; each round one store round trip. */
+  async #commitResets(): Promise<void> {
+    while (this.#resets.length > 0) {
+      const { round, later } = takeResetRound(this.#resets);
+      this.#resets = later;
+      const plan = planResets(round, this.#o.dc, this.#o.clock.now(), this.#o.fenceOf);
+      for (const { pending, reply } of plan.refused) pending.resolve(reply);
+      if (plan.sent.length === 0) continue;
+      const sent = plan.sent.map((s) => s.pending);
+      const ops = plan.sent.map((s) => s.op);
+      const settled = await this.#commitChanges(sent, ops, (outcomes) => settleResets(plan, outcomes));
+      for (const { kind, outcome } of settled?.outcomes ?? []) this.#o.metrics.resets.inc({ kind, outcome });
+    }
+  }
+
+  /**
+   * One store round trip of publisher changes: persisted, then published, then answered. When the
+   * store fails, every change of the round answers "unavailable" (retryable: the keys make retries
+   * safe) and nothing is published. Undefined in that case.
+   */
+  async #commitChanges<S extends SettledChanges>(
+    sent: ReadonlyArray<{ resolve(reply: NodeReply): void }>,
+    ops: readonly IncrementOp[],
+    settle: (outcomes: IncrementOutcome[]) => S,
+  ): Promise<S | undefined> {
+    const { store, idempotencyTtlMs, metrics } = this.#o;
+    let settled: S;
+    try {
+      settled = await this.#persist(
+        async () => {
+          metrics.storeWrites.inc();
+          return settle(await store.increment(ops, idempotencyTtlMs));
+        },
+        (s) => s.durable,
+      );
+    } catch (err) {
+      this.#o.logger.error({ err, ops: ops.length }, "publisher changes failed");
+      const reply = errorReply("unavailable", "the store did not answer; retry");
+      for (const pending of sent) pending.resolve(reply);
+      return undefined;
+    }
+    for (const partition of settled.lost) this.#o.lost(partition);
+    for (const { pending, reply } of settled.answers) pending.resolve(reply);
+    return settled;
+  }
+
+  /** Persists every dirty page's entries in one round trip, then publishes this DC's that became durable. */
+  async #flush(): Promise<void> {
+    const actors = [...this.#dirty];
+    this.#dirty.clear();
+    const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
+    const taken: Array<{
+      actor: PageActor;
+      writes: EntryWrite[];
+      /** Own entries as of this write: exactly what is durable once it succeeds, so what may be published. */
+      entries: Record<string, Entry> | undefined;
+    }> = [];
+    for (const actor of actors) {
+      if (actor.status !== "active") continue;
+      const fence = this.#o.fenceOf(actor.partition);
+      if (fence === undefined) continue;
+      const writes = actor.takeUnwritten();
+      // Taken together with the writes: a change made during the round trip is published by the
+      // next flush, after its own write.
+      const entries = actor.takeUnpublished() ? actor.ownEntries() : undefined;
+      taken.push({ actor, writes, entries });
+      if (writes.length === 0) continue;
+      let group = groups.get(actor.partition);
+      if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
+      group.writes.push(...writes);
+    }
+    const { metrics, store } = this.#o;
+    const stopTimer = metrics.flushSeconds.startTimer();
+    let lost: Set<number>;
+    try {
+      lost = await this.#persist(
+        async () => {
+          if (groups.size === 0) return new Set<number>();
+          metrics.storeWrites.inc();
+          return new Set((await store.write([...groups.values()])).map((f) => f.partition));
+        },
+        (stale) => {
+          const durable = new Map<string, { partition: number; counters: Record<string, Entry> }>();
+          for (const { actor, entries } of taken) {
+            if (stale.has(actor.partition) || entries === undefined) continue;
+            durable.set(actor.page, { partition: actor.partition, counters: entries });
+          }
+          return durable;
+        },
+      );
+    } catch (err) {
+      metrics.flushFailures.inc();
+      for (const { actor, writes, entries } of taken) {
+        actor.restoreUnwritten(writes, entries !== undefined);
+        this.#dirty.add(actor);
+      }
+      // Retried on the next window; nothing is published ahead of the store.
+      this.#flusher.request();
+      throw err;
+    } finally {
+      stopTimer();
+    }
+    for (const { actor } of taken) actor.written();
+    metrics.flushes.inc();
+    for (const partition of lost) this.#o.lost(partition);
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * Group commit of publisher increments, as pure steps: `planIncrements` turns the increments that
+ * queued in one turn into store ops (each op's answer computed before sending, so a retry under the
+ * same key gets the very same answer), and `settleIncrements` turns the store's outcomes into
+ * replies, the entries that became durable, and the partitions found lost.
+ */
+import type { Entry } from "@livecount/crdt";
+import {
+  ProtocolError,
+  type ErrorCode,
+  type ErrorReply,
+  type IncrementRequest,
+  type NodeReply,
+} from "@livecount/protocol";
+import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
+import type { PageActor } from "./page_actor.js";
+
+/** An increment waiting for the next group commit. */
+export interface PendingIncrement {
+  readonly actor: PageActor;
+  readonly request: IncrementRequest;
+  readonly resolve: (reply: NodeReply) => void;
+}
+
+/** Entries of pages that are durable and may be published: page -> its partition and counters. */
+export type DurablePages = ReadonlyMap<
+  string,
+  { readonly partition: number; readonly counters: Readonly<Record<string, Entry>> }
+>;
+
+export function errorReply(code: ErrorCode, message?: string): ErrorReply {
+  const e = new ProtocolError(code, message);
+  return { type: "error", code: e.code, message: e.message };
+}
+
+/** Collects the entries a commit made durable, by page, so each page is published once. */
+export class DurableEntries {
+  readonly #pages = new Map<string, { partition: number; counters: Map<string, Entry> }>();
+
+  add(actor: PageActor, counter: string, entry: Entry): void {
+    let page = this.#pages.get(actor.page);
+    if (page === undefined)
+      this.#pages.set(actor.page, (page = { partition: actor.partition, counters: new Map() }));
+    page.counters.set(counter, entry);
+  }
+
+  pages(): DurablePages {
+    const pages = new Map<string, { partition: number; counters: Record<string, Entry> }>();
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    for (const [page, { partition, counters }] of this.#pages)
+      pages.set(page, { partition, counters: Object.fromEntries(counters) });
+    return pages;
+  }
+}
+
+/** What the store answered for one op is the value and time of the first answer, kept with its key. */
+interface AnswerPayload {
+  readonly value: number;
+  readonly updatedAt: number;
+}
+
+/** An increment of the batch: sent as op `op` with its precomputed value, or the same request as an earlier one. */
+type Planned =
+  | { readonly pending: PendingIncrement; readonly op: number; readonly value: number }
+  | { readonly pending: PendingIncrement; readonly sameAs: number };
+
+export interface IncrementPlan {
+  readonly ops: IncrementOp[];
+  readonly planned: Planned[];
+  readonly now: number;
+  /** Increments answered without the store (their owner changed): reply at once. */
+  readonly refused: Array<{ readonly pending: PendingIncrement; readonly reply: NodeReply }>;
+}
+
+const OWNER_CHANGED = "the page's owner changed; retry";
+
+/**
+ * One store op per distinct (page, key, counter, change) of the batch. A retry of the same request
+ * in the same batch shares its op's answer; a different change under a key already in the batch is
+ * sent too, and the store (handling ops in order) answers it as a conflict or a duplicate.
+ */
+export function planIncrements(
+  batch: readonly PendingIncrement[],
+  dc: string,
+  now: number,
+  fenceOf: (partition: number) => Fence | undefined,
+): IncrementPlan {
+  const running = new Map<string, number>();
+  const opByRequest = new Map<string, number>();
+  const keysInBatch = new Set<string>();
+  const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
+  for (const pending of batch) {
+    const { actor, request } = pending;
+    const fence = fenceOf(actor.partition);
+    if (fence === undefined || actor.status === "closed") {
+      plan.refused.push({ pending, reply: errorReply("unavailable", OWNER_CHANGED) });
+      continue;
+    }
+    const keyId = `${request.page}\u0000${request.key}`;
+    const requestId = `${keyId}\u0000${request.counter}\u0000${request.delta}`;
+    const same = opByRequest.get(requestId);
+    if (same !== undefined) {
+      plan.planned.push({ pending, sameAs: same });
+      continue;
+    }
+    const counterId = `${request.page}\u0000${request.counter}`;
+    const value = (running.get(counterId) ?? actor.value(request.counter)) + request.delta;
+    // A later change under a key already in this batch never applies, so it does not move the value.
+    if (!keysInBatch.has(keyId)) running.set(counterId, value);
+    keysInBatch.add(keyId);
+    opByRequest.set(requestId, plan.ops.length);
+    const payload: AnswerPayload = { value, updatedAt: now };
+    plan.planned.push({ pending, op: plan.ops.length, value });
+    plan.ops.push({
+      fence,
+      page: request.page,
+      counter: request.counter,
+      dc,
+      delta: request.delta,
+      key: request.key,
+      payload: JSON.stringify(payload),
+    });
+  }
+  return plan;
+}
+
+export interface SettledIncrements {
+  readonly answers: Array<{ readonly pending: PendingIncrement; readonly reply: NodeReply }>;
+  /** Entries to publish before any reply goes out. */
+  readonly durable: DurablePages;
+  /** Partitions whose fence the store found stale. */
+  readonly lost: Set<number>;
+  /** Outcome of each op sent, for metrics. */
+  readonly outcomes: Array<IncrementOutcome["kind"]>;
+}
+
+/**
+ * Replies for a committed plan. Applied ops install the stored entry in their actor; a duplicate
+ * republishes the actor's entry (the first try may have become durable and never been published:
+ * its owner crashed or handed the page over in between).
+ */
+export function settleIncrements(
+  plan: IncrementPlan,
+  outcomes: readonly IncrementOutcome[],
+): SettledIncrements {
+  const answers: SettledIncrements["answers"] = [];
+  const durable = new DurableEntries();
+  const lost = new Set<number>();
+  const kinds: SettledIncrements["outcomes"] = [];
+  const replies: NodeReply[] = [];
+  for (const item of plan.planned) {
+    const { pending } = item;
+    if ("sameAs" in item) continue;
+    const { actor, request } = pending;
+    const outcome = outcomes[item.op];
+    let reply: NodeReply;
+    switch (outcome?.kind) {
+      case "applied":
+        actor.applied(request.counter, outcome.entry);
+        durable.add(actor, request.counter, outcome.entry);
+        reply = incremented(request, { value: item.value, updatedAt: plan.now }, false);
+        break;
+      case "duplicate": {
+        const answer = parsePayload(outcome.payload, ["value", "updatedAt"]);
+        reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
+        durable.add(actor, request.counter, actor.ownEntry(request.counter));
+        break;
+      }
+      case "conflict":
+        reply = errorReply("idempotency_conflict");
+        break;
+      default:
+        reply = errorReply("unavailable", OWNER_CHANGED);
+        lost.add(plan.ops[item.op]!.fence.partition);
+    }
+    kinds.push(outcome?.kind ?? "stale");
+    replies[item.op] = reply;
+    answers.push({ pending, reply });
+  }
+  for (const item of plan.planned) {
+    if (!("sameAs" in item)) continue;
+    const original = replies[item.sameAs];
+    answers.push({
+      pending: item.pending,
+      reply:
+        original?.type === "incremented"
+          ? { ...original, duplicate: true }
+          : (original ?? errorReply("internal")),
+    });
+  }
+  return { answers, durable: durable.pages(), lost, outcomes: kinds };
+}
+
+function incremented(request: IncrementRequest, answer: AnswerPayload, duplicate: boolean): NodeReply {
+  return {
+    type: "incremented",
+    page: request.page,
+    counter: request.counter,
+    value: answer.value,
+    updatedAt: answer.updatedAt,
+    duplicate,
+  };
+}
+
+/**
+ * The first answer stored with an idempotency key: a JSON object whose `fields` are safe integers.
+ * Undefined when what the store holds is not one (the op then answers "internal", nothing breaks).
+ */
+export function parsePayload<K extends string>(
+  payload: string,
+  fields: readonly K[],
+): Record<K, number> | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null) return undefined;
+  const record = parsed as Record<string, unknown>;
+  return fields.every((f) => Number.isSafeInteger(record[f])) ? (record as Record<K, number>) : undefined;
+}

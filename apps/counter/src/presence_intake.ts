@@ -1,0 +1,137 @@
+import { GatewayLeases } from "@livecount/cluster";
+import type { GatewayHeartbeat, NodeReply, PresenceBatch, PresenceSync } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import type { Logger } from "@livecount/runtime";
+import type { ActorRegistry } from "./actor_registry.js";
+import type { CounterMetrics } from "./counter_metrics.js";
+import { errorReply } from "./increment_batch.js";
+import type { PageActor } from "./page_actor.js";
+
+export interface PresenceIntakeOptions {
+  readonly registry: ActorRegistry;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  readonly partitions: number;
+  /** A gateway's lease until its first heartbeat says otherwise. */
+  readonly gatewayLeaseMs: number;
+  readonly now: () => number;
+}
+
+type Op = { readonly viewer: string; readonly present: boolean };
+
+/**
+ * Presence as gateways send it to a page's owner: batches of transitions and whole-partition syncs,
+ * applied to page actors, and the gateway leases that say whose contributions are still alive.
+ */
+export class PresenceIntake {
+  readonly #o: PresenceIntakeOptions;
+  readonly #leases: GatewayLeases;
+
+  constructor(options: PresenceIntakeOptions) {
+    this.#o = options;
+    this.#leases = new GatewayLeases(options.gatewayLeaseMs);
+  }
+
+  /** A batch of one gateway's transitions on pages of one partition, in order. */
+  async batch(batch: PresenceBatch): Promise<NodeReply> {
+    this.#touch(batch.gateway);
+    const byPage = new Map<string, Op[]>();
+    for (const op of batch.ops) {
+      let ops = byPage.get(op.page);
+      if (ops === undefined) {
+        // Checked once per page, not per op: hashing every op's page would cost more than the op.
+        if (partitionOf(op.page, this.#o.partitions) !== batch.partition)
+          return wrongPartition(op.page, batch);
+        byPage.set(op.page, (ops = []));
+      }
+      ops.push(op);
+    }
+    const loading: Array<Promise<void>> = [];
+    for (const [page, ops] of byPage) {
+      const apply = (actor: PageActor): void => {
+        this.#leases.holds(batch.gateway, page);
+        actor.presenceOps(batch.gateway, ops);
+      };
+      // An active actor handles it now (its mailbox is empty); only a loading one costs a promise.
+      const actor = this.#o.registry.find(page);
+      if (actor?.status === "active") apply(actor);
+      else loading.push(this.#o.registry.run(page, batch.partition, apply));
+    }
+    if (loading.length > 0) await Promise.all(loading);
+    this.#o.metrics.presenceOps.inc(batch.ops.length);
+    return { type: "ack" };
+  }
+
+  /** A gateway's whole contribution to one partition, replacing what it held there. */
+  async sync(sync: PresenceSync): Promise<NodeReply> {
+    this.#touch(sync.gateway);
+    const pages = new Set(Object.keys(sync.pages));
+    for (const page of pages) {
+      if (partitionOf(page, this.#o.partitions) !== sync.partition) return wrongPartition(page, sync);
+    }
+    // Pages the gateway held here before but no longer lists: it holds nobody there now.
+    for (const page of this.#leases.pagesOf(sync.gateway)) {
+      if (!pages.has(page) && partitionOf(page, this.#o.partitions) === sync.partition) pages.add(page);
+    }
+    await Promise.all(
+      [...pages].map((page) =>
+        this.#o.registry.run(page, sync.partition, (actor) => {
+          const viewers = sync.pages[page] ?? [];
+          if (viewers.length > 0) this.#leases.holds(sync.gateway, page);
+          actor.replaceGateway(sync.gateway, viewers);
+        }),
+      ),
+    );
+    return { type: "ack" };
+  }
+
+  /** A gateway heartbeat: alive, or going down (its sockets closed; viewers linger for the grace window). */
+  heartbeat(beat: GatewayHeartbeat): void {
+    if (beat.state === "up") {
+      this.#leases.touch(beat.gateway, this.#o.now(), beat.leaseMs);
+      return;
+    }
+    const lease = this.#leases.drop(beat.gateway);
+    for (const page of lease?.pages ?? []) {
+      this.#o.registry.find(page)?.run((failure) => {
+        if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(beat.gateway, []);
+      });
+    }
+  }
+
+  /** Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). */
+  expire(now: number): void {
+    for (const { gateway, pages } of this.#leases.expire(now)) {
+      this.#o.metrics.gatewayExpiries.inc();
+      this.#o.logger.warn({ gateway, pages: pages.size }, "gateway lease lapsed; dropping its viewers");
+      for (const page of pages) {
+        const actor = this.#o.registry.find(page);
+        if (actor?.status === "active") actor.dropGateway(gateway);
+      }
+    }
+  }
+
+  /** This process did not run for `stalledMs`: not time the gateways were silent. */
+  compensateStall(stalledMs: number): void {
+    this.#leases.compensateStall(stalledMs);
+  }
+
+  /** The page left memory. */
+  forgetPage(page: string): void {
+    this.#leases.forgetPage(page);
+  }
+
+  /** Whether any gateway lease still lists the page (tests: teardown leaves nothing behind). */
+  remembers(page: string): boolean {
+    return this.#leases.anyHolds(page);
+  }
+
+  /** A presence request proves the gateway alive; its lease length comes with its heartbeats. */
+  #touch(gateway: string): void {
+    this.#leases.touch(gateway, this.#o.now());
+  }
+}
+
+function wrongPartition(page: string, request: PresenceBatch | PresenceSync): NodeReply {
+  return errorReply("bad_frame", `page ${JSON.stringify(page)} is not in partition ${request.partition}`);
+}

@@ -1,0 +1,157 @@
+import { nodeSubject, type Bus } from "@livecount/bus";
+import {
+  ProtocolError,
+  decodeNodeReply,
+  decodeNodeRequest,
+  encodeMessage,
+  type ListPagesRequest,
+  type NodeReply,
+  type NodeRequest,
+} from "@livecount/protocol";
+import { partitionOf, type HashRing } from "@livecount/ring";
+import type { Logger } from "@livecount/runtime";
+import { StoreError, type Fence, type Store } from "@livecount/store";
+import type { ActorRegistry } from "./actor_registry.js";
+import type { CounterMetrics } from "./counter_metrics.js";
+import type { DurableWriter } from "./durable_writer.js";
+import { errorReply } from "./increment_batch.js";
+import { ActorClosedError } from "./page_actor.js";
+import type { PresenceIntake } from "./presence_intake.js";
+
+export interface RequestRouterOptions {
+  readonly dc: string;
+  readonly nodeId: string;
+  readonly partitions: number;
+  /** How long a forwarded request may take: the owner may itself be waiting for a lease. */
+  readonly forwardTimeoutMs: number;
+  /** How long a request waits for its partition's lease (a takeover waits out the old owner's lease). */
+  readonly ownershipWaitMs: number;
+  readonly bus: Bus;
+  readonly store: Store;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  readonly ring: () => HashRing;
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  readonly whenHeld: (partition: number, timeoutMs: number) => Promise<Fence | undefined>;
+  readonly registry: ActorRegistry;
+  readonly intake: PresenceIntake;
+  readonly writer: DurableWriter;
+  readonly isRunning: () => boolean;
+}
+
+/** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
+const MAX_HOPS = 1;
+
+/**
+ * A counter node's requests: decoded once, then served (this node owns the page's partition),
+ * forwarded (a read or a change for a partition another node owns) or refused (presence for a
+ * partition this node does not hold: its gateway routes it again itself).
+ */
+export class RequestRouter {
+  readonly #o: RequestRouterOptions;
+
+  constructor(options: RequestRouterOptions) {
+    this.#o = options;
+  }
+
+  /** The bus responder: never throws, every failure is an error reply with a stable code. */
+  async serve(data: Uint8Array): Promise<Uint8Array> {
+    let request: NodeRequest;
+    try {
+      request = decodeNodeRequest(data);
+      if (
+        (request.type === "presence" || request.type === "presence_sync") &&
+        request.partition >= this.#o.partitions
+      ) {
+        throw new ProtocolError("bad_frame", `partition ${request.partition} is out of range`);
+      }
+    } catch (err) {
+      this.#o.logger.warn({ err }, "malformed request");
+      const code = err instanceof ProtocolError ? err.code : "bad_frame";
+      return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
+    }
+    try {
+      return encodeMessage(await this.#route(request));
+    } catch (err) {
+      // The page's actor closed under the request: its partition moved on, the caller retries.
+      if (err instanceof ActorClosedError) return encodeMessage(errorReply("unavailable", err.message));
+      this.#o.logger.error({ err, type: request.type }, "request failed");
+      return encodeMessage(errorReply(err instanceof ProtocolError ? err.code : "internal"));
+    }
+  }
+
+  async #route(request: NodeRequest): Promise<NodeReply> {
+    if (!this.#o.isRunning()) return errorReply("unavailable", "counter node is stopping");
+    // Any node answers a listing: it reads the data center's store, not a partition's actors.
+    if (request.type === "list_pages") return listPages(this.#o.store, request);
+    const partition =
+      request.type === "presence" || request.type === "presence_sync"
+        ? request.partition
+        : partitionOf(request.page, this.#o.partitions);
+    const owner = this.#o.ring().ownerOf(partition);
+    if (owner !== this.#o.nodeId) {
+      // Presence is never forwarded: a batch or sync is only valid in order with what its gateway
+      // sent that owner, and a forwarded one could land after the gateway's resync with the new
+      // owner, bringing back viewers who left. The gateway routes it again itself.
+      if (request.type === "presence" || request.type === "presence_sync") {
+        return errorReply("unavailable", `partition ${partition} belongs to ${owner ?? "no live node"}`);
+      }
+      return this.#forward(owner, request);
+    }
+    // A presence batch is a delta, valid only on top of what its gateway sent before: it never waits
+    // for a lease. Applied after a wait (the gateway timed out, resynced elsewhere, and holds nobody
+    // here any more) it would bring back viewers who left. The gateway retries it.
+    const fence =
+      request.type === "presence"
+        ? this.#o.fenceOf(partition)
+        : await this.#o.whenHeld(partition, this.#o.ownershipWaitMs);
+    if (fence === undefined) return errorReply("unavailable", `partition ${partition} is not owned yet`);
+    const { registry, writer, intake } = this.#o;
+    switch (request.type) {
+      case "presence":
+        return intake.batch(request);
+      case "presence_sync":
+        return intake.sync(request);
+      case "snapshot":
+        return registry.run(request.page, partition, (actor) => ({
+          type: "page_state",
+          page: request.page,
+          counters: actor.snapshot(),
+          ts: registry.now(),
+        }));
+      // Ids, names and the delta were validated by the decoder (the presence counter is no counter name).
+      case "increment":
+        return registry.run(request.page, partition, (actor) => writer.increment(actor, request));
+      case "reset":
+        // On the commit chain: every earlier change of the counter is applied when it runs.
+        return registry.run(request.page, partition, (actor) => writer.reset(actor, request));
+    }
+  }
+
+  async #forward(owner: string | undefined, request: NodeRequest): Promise<NodeReply> {
+    if (owner === undefined) return errorReply("unavailable", "no counter node is live");
+    if ((request.hop ?? 0) >= MAX_HOPS)
+      return errorReply("unavailable", "owners disagree about the ring; retry");
+    this.#o.metrics.forwards.inc();
+    const forwarded = encodeMessage({ ...request, hop: (request.hop ?? 0) + 1 });
+    const reply = await this.#o.bus.request(nodeSubject(this.#o.dc, owner), forwarded, {
+      timeoutMs: this.#o.forwardTimeoutMs,
+    });
+    return decodeNodeReply(reply);
+  }
+}
+
+/** Answers a listing from this data center's store: any counter node can. */
+async function listPages(store: Store, request: ListPagesRequest): Promise<NodeReply> {
+  try {
+    const list = await store.listPages(request.prefix, request.cursor, request.limit);
+    return {
+      type: "page_list",
+      pages: list.pages,
+      ...(list.cursor !== undefined ? { cursor: list.cursor } : {}),
+    };
+  } catch (err) {
+    if (err instanceof StoreError) throw new ProtocolError("unavailable", "the store did not answer; retry");
+    throw err;
+  }
+}

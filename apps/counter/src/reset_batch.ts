@@ -1,0 +1,175 @@
+/**
+ * Observed resets and deletes, as pure steps of the durable writer's commit chain.
+ *
+ * A reset cancels the value its owner observes: it adds the observed value to this data center's
+ * `n` (or its negation to `p`), so increments made concurrently in other data centers survive the
+ * merge. A delete is the same reset plus a tombstone: this data center's entry of `@del:<counter>`
+ * is set to the counter's activity right after the reset, which hides the counter from readers
+ * until it changes again (`visibleCounters` in @livecount/protocol). Both are plain PN-counter
+ * entries, so they persist and replicate like any other write.
+ *
+ * Their deltas depend on the value at the moment they apply, so a reset is committed only when no
+ * other change of its counter is in flight: resets run on the commit chain between increment
+ * batches, and a round holds at most one reset per counter. Each is one store op, atomic with its
+ * idempotency key; its fingerprint (not its delta) identifies it, so a retry after further changes
+ * still gets the original answer.
+ */
+import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
+import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
+import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./increment_batch.js";
+import type { PageActor } from "./page_actor.js";
+
+export interface PendingReset {
+  readonly actor: PageActor;
+  readonly request: ResetRequest;
+  readonly resolve: (reply: NodeReply) => void;
+}
+
+/** What a reset stores with its key and answers again to a retry. */
+interface ResetPayload {
+  readonly previous: number;
+  readonly updatedAt: number;
+}
+
+/** The key's fingerprint: a retry matches it whatever the value was when it arrived. */
+export function resetFingerprint(request: ResetRequest): string {
+  return `${request.tombstone ? "delete" : "reset"}:${request.counter}`;
+}
+
+/**
+ * The store op of an observed reset (or delete) of `request.counter` as `actor` holds it now: every
+ * change of the counter before it must have been applied to the actor.
+ */
+export function observedResetOp(
+  actor: PageActor,
+  request: ResetRequest,
+  fence: Fence,
+  dc: string,
+  now: number,
+): { op: IncrementOp; previous: number } {
+  const previous = actor.value(request.counter);
+  const payload: ResetPayload = { previous, updatedAt: now };
+  const base = {
+    fence,
+    page: request.page,
+    counter: request.counter,
+    dc,
+    delta: -previous,
+    key: request.key,
+    payload: JSON.stringify(payload),
+    fingerprint: resetFingerprint(request),
+  };
+  if (!request.tombstone) return { op: base, previous };
+  // The activity right after the reset: it adds |previous| to this DC's p or n.
+  const activity = activityOf(actor.entries(request.counter)) + Math.abs(previous);
+  const tombstone = tombstoneOf(request.counter);
+  const tombstoneDelta = Math.max(0, activity - actor.ownEntry(tombstone).p);
+  return { op: { ...base, also: [{ counter: tombstone, delta: tombstoneDelta }] }, previous };
+}
+
+/** Splits the queue into a round with at most one reset per counter, and what waits for the next. */
+export function takeResetRound(queue: readonly PendingReset[]): {
+  round: PendingReset[];
+  later: PendingReset[];
+} {
+  const round: PendingReset[] = [];
+  const later: PendingReset[] = [];
+  const counters = new Set<string>();
+  for (const pending of queue) {
+    const id = `${pending.request.page}\u0000${pending.request.counter}`;
+    if (counters.has(id)) later.push(pending);
+    else {
+      counters.add(id);
+      round.push(pending);
+    }
+  }
+  return { round, later };
+}
+
+export interface ResetPlan {
+  readonly sent: Array<{
+    readonly pending: PendingReset;
+    readonly op: IncrementOp;
+    readonly previous: number;
+  }>;
+  readonly refused: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
+  readonly now: number;
+}
+
+export function planResets(
+  round: readonly PendingReset[],
+  dc: string,
+  now: number,
+  fenceOf: (partition: number) => Fence | undefined,
+): ResetPlan {
+  const plan: ResetPlan = { sent: [], refused: [], now };
+  for (const pending of round) {
+    const fence = fenceOf(pending.actor.partition);
+    if (fence === undefined || pending.actor.status !== "active") {
+      plan.refused.push({ pending, reply: errorReply("unavailable", "the page's owner changed; retry") });
+      continue;
+    }
+    plan.sent.push({ pending, ...observedResetOp(pending.actor, pending.request, fence, dc, now) });
+  }
+  return plan;
+}
+
+export interface SettledResets {
+  readonly answers: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
+  /** Published before any answer: an acknowledged reset must reach every watcher even if this node dies right after. */
+  readonly durable: DurablePages;
+  readonly lost: Set<number>;
+  readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
+}
+
+export function settleResets(plan: ResetPlan, outcomes: readonly IncrementOutcome[]): SettledResets {
+  const answers: SettledResets["answers"] = [];
+  const lost = new Set<number>();
+  const kinds: SettledResets["outcomes"] = [];
+  const durable = new DurableEntries();
+  plan.sent.forEach((s, i) => {
+    const { actor, request } = s.pending;
+    const outcome = outcomes[i];
+    const tombstone = tombstoneOf(request.counter);
+    kinds.push({ kind: request.tombstone ? "delete" : "reset", outcome: outcome?.kind ?? "stale" });
+    let reply: NodeReply;
+    switch (outcome?.kind) {
+      case "applied":
+        actor.applied(request.counter, outcome.entry);
+        durable.add(actor, request.counter, outcome.entry);
+        if (request.tombstone && outcome.also?.[0] !== undefined) {
+          actor.applied(tombstone, outcome.also[0]);
+          durable.add(actor, tombstone, outcome.also[0]);
+        }
+        reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
+        break;
+      case "duplicate": {
+        // The first try may have become durable and never been published (its owner crashed).
+        for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
+          durable.add(actor, counter, actor.ownEntry(counter));
+        const answer = parsePayload(outcome.payload, ["previous", "updatedAt"]);
+        reply = answer !== undefined ? resetReply(request, answer, true) : errorReply("internal");
+        break;
+      }
+      case "conflict":
+        reply = errorReply("idempotency_conflict");
+        break;
+      default:
+        reply = errorReply("unavailable", "the page's owner changed; retry");
+        lost.add(s.op.fence.partition);
+    }
+    answers.push({ pending: s.pending, reply });
+  });
+  return { answers, durable: durable.pages(), lost, outcomes: kinds };
+}
+
+function resetReply(request: ResetRequest, answer: ResetPayload, duplicate: boolean): NodeReply {
+  return {
+    type: "counter_reset",
+    page: request.page,
+    counter: request.counter,
+    previous: answer.previous,
+    updatedAt: answer.updatedAt,
+    duplicate,
+  };
+}

@@ -1,0 +1,132 @@
+import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { afterEach, describe, expect, test } from "vitest";
+import { ActorClosedError } from "../src/page_actor.js";
+import {
+  COALESCE_MS,
+  DC,
+  GRACE_MS,
+  PASSIVATE_MS,
+  SETTLE_MS,
+  buildUnits,
+  presenceBatch,
+  pageIn,
+  type Units,
+} from "./units.js";
+
+describe("counter - actor registry", () => {
+  let u: Units;
+  afterEach(async () => u.close());
+
+  /** Everywhere a page can be remembered on a node. */
+  function remembered(page: string): string[] {
+    const where: string[] = [];
+    if (u.registry.find(page) !== undefined) where.push("registry");
+    if (u.intake.remembers(page)) where.push("gateway leases");
+    return where;
+  }
+
+  test("counter - a lost partition leaves none of its pages in any collection, and other partitions keep theirs", async () => {
+    u = await buildUnits();
+    const [a, b, other] = [pageIn(1, 0), pageIn(1, 1), pageIn(2, 0)];
+    await u.acquire(1);
+    await u.acquire(2);
+    await u.intake.batch(
+      presenceBatch(1, "gw-1", [
+        [a, "v:1", true],
+        [b, "v:2", true],
+      ]),
+    );
+    await u.intake.batch(presenceBatch(2, "gw-1", [[other, "v:3", true]]));
+    // v:2 leaves: it lingers, so its actor has a deadline; nothing was flushed yet, so it is dirty.
+    await u.intake.batch(presenceBatch(1, "gw-1", [[b, "v:2", false]]));
+    const actorA = u.registry.find(a)!;
+    expect(u.writer.dirtyCount).toBe(3);
+    expect(u.registry.scheduled).toBe(1);
+    expect(remembered(a)).toEqual(["registry", "gateway leases"]);
+
+    u.registry.dropPartition(1, "partition_lost");
+
+    expect(remembered(a)).toEqual([]);
+    expect(remembered(b)).toEqual([]);
+    expect(actorA.status).toBe("closed");
+    expect(u.registry.scheduled).toBe(0);
+    expect(u.writer.dirtyCount).toBe(1);
+    expect(remembered(other)).toEqual(["registry", "gateway leases"]);
+  });
+
+  test("counter - passivation leaves no trace of an idle page, and waits while its write is in flight", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    await u.intake.batch(presenceBatch(3, "gw-1", [[page, "v:1", true]]));
+    await u.intake.batch(presenceBatch(3, "gw-1", [[page, "v:1", false]]));
+    expect(remembered(page)).toEqual(["registry", "gateway leases"]);
+
+    // The grace ends and the flush that writes the departure hangs in the store.
+    let release!: () => void;
+    u.store.hold = new Promise((r) => (release = r));
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    await u.clock.advance(COALESCE_MS);
+    await u.clock.advance(PASSIVATE_MS);
+    u.registry.passivateIdle(u.clock.now());
+    expect(u.registry.find(page)?.status).toBe("active");
+
+    release();
+    u.store.hold = undefined;
+    await u.clock.advance(0);
+    expect(u.published.at(-1)?.counters[VIEWERS_COUNTER]).toEqual({ p: 1, n: 1 });
+    u.registry.passivateIdle(u.clock.now());
+    expect(remembered(page)).toEqual([]);
+    expect(u.registry.size).toBe(0);
+    expect(u.registry.scheduled).toBe(0);
+    expect(u.writer.dirtyCount).toBe(0);
+  });
+
+  test("counter - an actor with viewers or untouched for less than the passivation time stays", async () => {
+    u = await buildUnits();
+    const [held, recent] = [pageIn(4, 0), pageIn(4, 1)];
+    await u.acquire(4);
+    await u.intake.batch(presenceBatch(4, "gw-1", [[held, "v:1", true]]));
+    await u.clock.advance(PASSIVATE_MS);
+    await u.registry.run(recent, 4, () => undefined);
+    await u.clock.advance(PASSIVATE_MS - 1);
+    u.registry.passivateIdle(u.clock.now());
+    expect(u.registry.find(held)).toBeDefined();
+    expect(u.registry.find(recent)).toBeDefined();
+    await u.clock.advance(1);
+    u.registry.passivateIdle(u.clock.now());
+    expect(u.registry.find(held)).toBeDefined();
+    expect(u.registry.find(recent)).toBeUndefined();
+  });
+
+  test("counter - a page whose load fails is torn down like any other, and loads again on the next request", async () => {
+    u = await buildUnits();
+    const page = pageIn(5);
+    await u.acquire(5);
+    u.store.failLoads = 1;
+    await expect(u.registry.run(page, 5, () => "ran")).rejects.toBeInstanceOf(ActorClosedError);
+    expect(remembered(page)).toEqual([]);
+    await expect(u.registry.run(page, 5, () => "ran")).resolves.toBe("ran");
+  });
+
+  test("counter - after a takeover, stored viewers are held until the settle window ends, then follow presence", async () => {
+    u = await buildUnits();
+    const page = pageIn(6);
+    // A previous owner left 5 viewers counted in the store.
+    const old = await u.store.acquire(6, "node-old", 1);
+    await u.store.write([
+      { fence: old!, writes: [{ page, counter: VIEWERS_COUNTER, dc: DC, entry: { p: 5, n: 0 } }] },
+    ]);
+    await u.clock.advance(2);
+    await u.acquire(6);
+    await u.intake.batch(presenceBatch(6, "gw-1", [[page, "v:1", true]]));
+    expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 0 });
+    await u.clock.advance(SETTLE_MS - 1);
+    u.registry.tick(u.clock.now());
+    expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 0 });
+    await u.clock.advance(1);
+    u.registry.tick(u.clock.now());
+    expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 4 });
+  });
+});

@@ -1,0 +1,174 @@
+import {
+  VIEWERS_COUNTER,
+  type IncrementRequest,
+  type NodeReply,
+  type ResetRequest,
+} from "@livecount/protocol";
+import { afterEach, describe, expect, test } from "vitest";
+import { COALESCE_MS, buildUnits, pageIn, type Units } from "./units.js";
+
+/** Every publish in the timeline comes after a completed store call, and never after a failed one with nothing in between. */
+function publishesFollowDurableWrites(timeline: readonly string[]): void {
+  let durable = false;
+  for (const event of timeline) {
+    if (event.endsWith(":done")) durable = true;
+    else if (event.endsWith(":start") || event.endsWith(":failed")) durable = false;
+    else if (event.startsWith("publish:") && !durable)
+      throw new Error(`published ahead of the store: ${timeline.join(" ")}`);
+  }
+}
+
+describe("counter - durable writer", () => {
+  let u: Units;
+  afterEach(async () => u.close());
+
+  function increment(page: string, partition: number, key: string, delta = 1): Promise<NodeReply> {
+    const request: IncrementRequest = { type: "increment", page, counter: "likes", delta, key };
+    return u.registry.run(page, partition, (actor) => u.writer.increment(actor, request));
+  }
+
+  function reset(page: string, partition: number, key: string, tombstone = false): Promise<NodeReply> {
+    const request: ResetRequest = { type: "reset", page, counter: "likes", key, tombstone };
+    return u.registry.run(page, partition, (actor) => u.writer.reset(actor, request));
+  }
+
+  test("counter - presence is published only after its write; failed writes publish nothing and are retried", async () => {
+    u = await buildUnits();
+    const page = pageIn(1);
+    await u.acquire(1);
+    u.store.failWrites = 2;
+    await u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 1,
+      ops: [{ page, viewer: "v:1", present: true }],
+    });
+    await u.clock.advance(0);
+    expect(u.timeline).toEqual(["write:start", "write:failed"]);
+    expect(u.published).toEqual([]);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline).toEqual(["write:start", "write:failed", "write:start", "write:failed"]);
+    expect(u.published).toEqual([]);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.slice(4)).toEqual(["write:start", "write:done", `publish:${page}`]);
+    expect(u.published[0]?.counters[VIEWERS_COUNTER]).toEqual({ p: 1, n: 0 });
+    expect((await u.store.load(page))[VIEWERS_COUNTER]?.dc1).toEqual({ p: 1, n: 0 });
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - an increment is acknowledged only after it is durable and published; a failed store answers unavailable and publishes nothing", async () => {
+    u = await buildUnits();
+    const page = pageIn(2);
+    await u.acquire(2);
+    u.store.failIncrements = 1;
+    const first = increment(page, 2, "k1");
+    await u.clock.advance(0);
+    expect(await first).toMatchObject({ type: "error", code: "unavailable" });
+    expect(u.published).toEqual([]);
+
+    const retry = increment(page, 2, "k1").then((reply) => {
+      u.timeline.push("reply");
+      return reply;
+    });
+    await u.clock.advance(0);
+    expect(await retry).toMatchObject({ type: "incremented", value: 1, duplicate: false });
+    expect(u.timeline.slice(-4)).toEqual(["increment:start", "increment:done", `publish:${page}`, "reply"]);
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - increments queued in one turn share one store round trip, and a repeated key counts once", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    const replies = Promise.all([
+      increment(page, 3, "a"),
+      increment(page, 3, "b", 5),
+      increment(page, 3, "a"),
+    ]);
+    await u.clock.advance(0);
+    const [a, b, again] = await replies;
+    expect(u.timeline.filter((e) => e === "increment:start")).toHaveLength(1);
+    expect(a).toMatchObject({ value: 1, duplicate: false });
+    expect(b).toMatchObject({ value: 6, duplicate: false });
+    expect(again).toMatchObject({ value: 1, duplicate: true });
+    expect(u.published).toHaveLength(1);
+    expect(u.published[0]?.counters.likes).toEqual({ p: 6, n: 0 });
+  });
+
+  test("counter - a reset is published before it is acknowledged, and a failed store answers unavailable", async () => {
+    u = await buildUnits();
+    const page = pageIn(4);
+    await u.acquire(4);
+    const inc = increment(page, 4, "k", 7);
+    await u.clock.advance(0);
+    await inc;
+    u.store.failIncrements = 1;
+    const failed = reset(page, 4, "r1");
+    await u.clock.advance(0);
+    expect(await failed).toMatchObject({ type: "error", code: "unavailable" });
+    expect(u.published).toHaveLength(1);
+    // The failed try recorded no key: the retry applies, published before its answer.
+    const retried = reset(page, 4, "r1").then((reply) => {
+      u.timeline.push("reply");
+      return reply;
+    });
+    await u.clock.advance(0);
+    expect(await retried).toMatchObject({ type: "counter_reset", previous: 7, duplicate: false });
+    expect(u.timeline.slice(-2)).toEqual([`publish:${page}`, "reply"]);
+    // The same key for another change conflicts and publishes nothing.
+    const conflict = reset(page, 4, "r1", true);
+    await u.clock.advance(0);
+    expect(await conflict).toMatchObject({ type: "error", code: "idempotency_conflict" });
+    expect(u.published).toHaveLength(2);
+    const deleted = reset(page, 4, "r2", true);
+    await u.clock.advance(0);
+    expect(await deleted).toMatchObject({ type: "counter_reset", previous: 0, duplicate: false });
+    expect(Object.keys(u.published.at(-1)!.counters).sort()).toEqual(["@del:likes", "likes"]);
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - a flush refused for a stale fence publishes nothing of that partition and reports it lost", async () => {
+    u = await buildUnits();
+    const [mine, stolen] = [pageIn(5), pageIn(6)];
+    await u.acquire(5);
+    const lease = await u.acquire(6);
+    // Another node takes partition 6 behind this node's back.
+    await u.store.release({ ...lease, node: "node-a", expiresAt: 0 });
+    await u.store.acquire(6, "node-b", 60_000);
+    await u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 5,
+      ops: [{ page: mine, viewer: "v", present: true }],
+    });
+    await u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 6,
+      ops: [{ page: stolen, viewer: "v", present: true }],
+    });
+    await u.clock.advance(0);
+    expect(u.lost).toEqual([6]);
+    expect(u.published.map((p) => p.page)).toEqual([mine]);
+    expect(await u.store.load(stolen)).toEqual({});
+  });
+
+  test("counter - drain commits queued increments and flushes every dirty page before it resolves", async () => {
+    u = await buildUnits();
+    const page = pageIn(7);
+    await u.acquire(7);
+    await u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 7,
+      ops: [{ page, viewer: "v", present: true }],
+    });
+    const inc = increment(page, 7, "k");
+    await u.writer.drain();
+    expect(await inc).toMatchObject({ type: "incremented" });
+    expect(u.writer.dirtyCount).toBe(0);
+    const stored = await u.store.load(page);
+    expect(stored[VIEWERS_COUNTER]?.dc1).toEqual({ p: 1, n: 0 });
+    expect(stored.likes?.dc1).toEqual({ p: 1, n: 0 });
+  });
+});

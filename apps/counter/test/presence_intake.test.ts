@@ -1,0 +1,109 @@
+import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { afterEach, describe, expect, test } from "vitest";
+import { GATEWAY_LEASE_MS, GRACE_MS, buildUnits, presenceBatch, pageIn, type Units } from "./units.js";
+
+describe("counter - presence intake", () => {
+  let u: Units;
+  afterEach(async () => u.close());
+
+  const viewers = (page: string): number => u.registry.find(page)?.value(VIEWERS_COUNTER) ?? 0;
+
+  test("counter - a gateway not heard for its lease loses its viewers at once, without grace", async () => {
+    u = await buildUnits();
+    const page = pageIn(1);
+    await u.acquire(1);
+    u.intake.heartbeat({ type: "gateway", gateway: "dead", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    u.intake.heartbeat({ type: "gateway", gateway: "live", leaseMs: GATEWAY_LEASE_MS * 10, state: "up" });
+    await u.intake.batch(
+      presenceBatch(1, "dead", [
+        [page, "v:1", true],
+        [page, "v:2", true],
+      ]),
+    );
+    await u.intake.batch(
+      presenceBatch(1, "live", [
+        [page, "v:2", true],
+        [page, "v:3", true],
+      ]),
+    );
+    expect(viewers(page)).toBe(3);
+    await u.clock.advance(GATEWAY_LEASE_MS - 1);
+    u.intake.expire(u.clock.now());
+    expect(viewers(page)).toBe(3);
+    await u.clock.advance(1);
+    u.intake.expire(u.clock.now());
+    // v:2 is still held by the live gateway; v:1 goes at once, not after a grace.
+    expect(viewers(page)).toBe(2);
+    expect(u.intake.remembers(page)).toBe(true);
+  });
+
+  test("counter - a gateway going down lets its viewers linger for the grace window", async () => {
+    u = await buildUnits();
+    const page = pageIn(2);
+    await u.acquire(2);
+    await u.intake.batch(presenceBatch(2, "gw", [[page, "v:1", true]]));
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "down" });
+    await u.clock.advance(0);
+    expect(viewers(page)).toBe(1);
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(page)).toBe(0);
+    expect(u.intake.remembers(page)).toBe(false);
+  });
+
+  test("counter - a sync replaces what the gateway held, on pages it no longer lists too", async () => {
+    u = await buildUnits();
+    const [a, b] = [pageIn(3, 0), pageIn(3, 1)];
+    await u.acquire(3);
+    await u.intake.batch(
+      presenceBatch(3, "gw", [
+        [a, "v:1", true],
+        [b, "v:2", true],
+      ]),
+    );
+    await u.intake.sync({
+      type: "presence_sync",
+      gateway: "gw",
+      partition: 3,
+      pages: { [a]: ["v:1", "v:3"] },
+    });
+    expect(viewers(a)).toBe(2);
+    // v:2 on b lingers like any leave.
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(b)).toBe(0);
+  });
+
+  test("counter - a batch naming a page of another partition is refused whole", async () => {
+    u = await buildUnits();
+    const [mine, foreign] = [pageIn(4), pageIn(5)];
+    await u.acquire(4);
+    const reply = await u.intake.batch(
+      presenceBatch(4, "gw", [
+        [mine, "v:1", true],
+        [foreign, "v:2", true],
+      ]),
+    );
+    expect(reply).toMatchObject({ type: "error", code: "bad_frame" });
+    expect(u.registry.size).toBe(0);
+    const sync = await u.intake.sync({
+      type: "presence_sync",
+      gateway: "gw",
+      partition: 4,
+      pages: { [foreign]: ["v"] },
+    });
+    expect(sync).toMatchObject({ type: "error", code: "bad_frame" });
+  });
+
+  test("counter - a stall of the node is not silence of the gateways", async () => {
+    u = await buildUnits();
+    const page = pageIn(6);
+    await u.acquire(6);
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
+    u.clock.jump(GATEWAY_LEASE_MS * 5);
+    u.intake.compensateStall(GATEWAY_LEASE_MS * 5);
+    u.intake.expire(u.clock.now());
+    expect(viewers(page)).toBe(1);
+  });
+});

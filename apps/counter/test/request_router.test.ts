@@ -1,0 +1,124 @@
+import { nodeSubject } from "@livecount/bus";
+import {
+  decodeNodeReply,
+  decodeNodeRequest,
+  encodeMessage,
+  type NodeReply,
+  type NodeRequest,
+} from "@livecount/protocol";
+import { HashRing, partitionOf } from "@livecount/ring";
+import { silentLogger } from "@livecount/runtime";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, test } from "vitest";
+import { CounterMetrics } from "../src/counter_metrics.js";
+import { RequestRouter } from "../src/request_router.js";
+import { DC, PARTITIONS, buildUnits, pageIn, type Units } from "./units.js";
+
+describe("counter - request router", () => {
+  let u: Units;
+  let running = true;
+  afterEach(async () => u.close());
+
+  /** Node "me" owns what the ring gives it; node "other" (on the same bus) answers what it is sent. */
+  async function setUp(): Promise<{
+    router: RequestRouter;
+    mine: number;
+    theirs: number;
+    forwarded: NodeRequest[];
+  }> {
+    u = await buildUnits();
+    running = true;
+    const ring = new HashRing(["me", "other"], { partitions: PARTITIONS });
+    const mine = ring.partitionsOf("me")[0]!;
+    const theirs = ring.partitionsOf("other")[0]!;
+    await u.acquire(mine);
+    const forwarded: NodeRequest[] = [];
+    u.bus.serve(nodeSubject(DC, "other"), (data) => {
+      forwarded.push(decodeNodeRequest(data));
+      return encodeMessage({ type: "page_state", page: "x", counters: {}, ts: 1 });
+    });
+    const router = new RequestRouter({
+      dc: DC,
+      nodeId: "me",
+      partitions: PARTITIONS,
+      forwardTimeoutMs: 1_000,
+      ownershipWaitMs: 0,
+      bus: u.bus,
+      store: u.store,
+      logger: silentLogger,
+      metrics: new CounterMetrics(new Registry(), { partitionsOwned: () => 1 }),
+      ring: () => ring,
+      fenceOf: (p) => u.fences.get(p),
+      whenHeld: async (p) => u.fences.get(p),
+      registry: u.registry,
+      intake: u.intake,
+      writer: u.writer,
+      isRunning: () => running,
+    });
+    return { router, mine, theirs, forwarded };
+  }
+
+  async function ask(router: RequestRouter, request: NodeRequest | Uint8Array): Promise<NodeReply> {
+    const data = request instanceof Uint8Array ? request : encodeMessage(request);
+    return decodeNodeReply(await router.serve(data));
+  }
+
+  test("counter - malformed bytes and out-of-range partitions get bad_frame, never a throw", async () => {
+    const { router } = await setUp();
+    expect(await ask(router, new Uint8Array([0xc1, 0x00]))).toMatchObject({
+      type: "error",
+      code: "bad_frame",
+    });
+    const outOfRange = { type: "presence", gateway: "g", partition: PARTITIONS, ops: [] } as const;
+    expect(await ask(router, outOfRange)).toMatchObject({ type: "error", code: "bad_frame" });
+  });
+
+  test("counter - presence for another node's partition is refused, never forwarded", async () => {
+    const { router, theirs, forwarded } = await setUp();
+    const reply = await ask(router, { type: "presence", gateway: "g", partition: theirs, ops: [] });
+    expect(reply).toMatchObject({ type: "error", code: "unavailable" });
+    expect(forwarded).toEqual([]);
+  });
+
+  test("counter - a read of another node's page is forwarded once, and a forwarded one is not forwarded again", async () => {
+    const { router, theirs, forwarded } = await setUp();
+    const page = pageIn(theirs);
+    expect(await ask(router, { type: "snapshot", page })).toMatchObject({ type: "page_state" });
+    expect(forwarded).toEqual([{ type: "snapshot", page, hop: 1 }]);
+    const again = await ask(router, { type: "snapshot", page, hop: 1 });
+    expect(again).toMatchObject({ type: "error", code: "unavailable" });
+    expect(forwarded).toHaveLength(1);
+  });
+
+  test("counter - a node that is stopping answers unavailable", async () => {
+    const { router, mine } = await setUp();
+    running = false;
+    expect(await ask(router, { type: "snapshot", page: pageIn(mine) })).toMatchObject({
+      type: "error",
+      code: "unavailable",
+    });
+  });
+
+  test("counter - an increment of the presence counter or with a fractional delta is refused before it reaches an actor", async () => {
+    const { router, mine } = await setUp();
+    const page = pageIn(mine);
+    const base = { type: "increment", page, key: "k" } as const;
+    expect(await ask(router, { ...base, counter: "@viewers", delta: 1 })).toMatchObject({
+      code: "bad_frame",
+    });
+    expect(await ask(router, { ...base, counter: "likes", delta: 0.5 })).toMatchObject({ code: "bad_frame" });
+    expect(u.registry.size).toBe(0);
+  });
+
+  test("counter - a request whose actor closes under it answers unavailable, retryable", async () => {
+    const { router, mine } = await setUp();
+    const page = pageIn(mine);
+    expect(partitionOf(page, PARTITIONS)).toBe(mine);
+    u.store.failLoads = 1;
+    expect(await ask(router, { type: "snapshot", page })).toMatchObject({
+      type: "error",
+      code: "unavailable",
+    });
+    expect(await ask(router, { type: "snapshot", page })).toMatchObject({ type: "page_state", page });
+  });
+});

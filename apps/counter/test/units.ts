@@ -1,0 +1,256 @@
+/**
+ * The counter node's units wired as the node wires them, on the in-memory bus and store, with a
+ * manual clock: unit tests drive leases, graces, flushes and commits without sleeping. The store is
+ * wrapped to inject failures and to log, in one timeline with the bus, when writes start and end and
+ * when updates are published.
+ */
+import {
+  MemoryBus,
+  pageSubject,
+  type Bus,
+  type BusEvents,
+  type BusStatus,
+  type Subscription,
+} from "@livecount/bus";
+import { decodeMessage, type PageUpdate, type PresenceBatch } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { silentLogger } from "@livecount/runtime";
+import {
+  MemoryStore,
+  StoreError,
+  type EntryRef,
+  type Fence,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+  type Lease,
+  type PageList,
+  type PageRecord,
+  type Store,
+} from "@livecount/store";
+import { Registry } from "prom-client";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { ActorRegistry } from "../src/actor_registry.js";
+import { CounterMetrics } from "../src/counter_metrics.js";
+import { DurableWriter } from "../src/durable_writer.js";
+import { PresenceIntake } from "../src/presence_intake.js";
+
+export const DC = "dc1";
+export const PARTITIONS = 8;
+export const GRACE_MS = 1_000;
+export const SETTLE_MS = 2_000;
+export const PASSIVATE_MS = 5_000;
+export const GATEWAY_LEASE_MS = 6_000;
+export const COALESCE_MS = 50;
+
+/** A MemoryStore whose calls can be made to fail, and that logs each write's start and end. */
+export class FlakyStore implements Store {
+  /** The next this many write/increment/load calls reject. */
+  failWrites = 0;
+  failIncrements = 0;
+  failLoads = 0;
+  /** While set, writes wait for it before reaching the store (a round trip in flight). */
+  hold: Promise<void> | undefined;
+
+  constructor(
+    readonly inner: MemoryStore,
+    private readonly timeline: string[],
+  ) {}
+
+  acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
+    return this.inner.acquire(partition, node, ttlMs);
+  }
+  renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    return this.inner.renew(leases, ttlMs);
+  }
+  release(lease: Lease): Promise<void> {
+    return this.inner.release(lease);
+  }
+  async load(page: string): Promise<PageRecord> {
+    if (this.failLoads > 0 && this.failLoads-- > 0) throw new StoreError("injected load failure");
+    return this.inner.load(page);
+  }
+  async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
+    this.timeline.push("write:start");
+    if (this.hold !== undefined) await this.hold;
+    if (this.failWrites > 0 && this.failWrites-- > 0) {
+      this.timeline.push("write:failed");
+      throw new StoreError("injected write failure");
+    }
+    const stale = await this.inner.write(groups);
+    this.timeline.push("write:done");
+    return stale;
+  }
+  async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
+    this.timeline.push("increment:start");
+    if (this.failIncrements > 0 && this.failIncrements-- > 0) {
+      this.timeline.push("increment:failed");
+      throw new StoreError("injected increment failure");
+    }
+    const outcomes = await this.inner.increment(ops, keyTtlMs);
+    this.timeline.push("increment:done");
+    return outcomes;
+  }
+  listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
+    return this.inner.listPages(prefix, cursor, limit);
+  }
+  nonZeroEntries(partition: number): Promise<EntryRef[]> {
+    return this.inner.nonZeroEntries(partition);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** The in-memory bus, with each page update recorded when it is published (not when delivered). */
+class RecordingBus implements Bus {
+  constructor(
+    private readonly inner: MemoryBus,
+    private readonly onUpdate: (update: PageUpdate) => void,
+  ) {}
+
+  publish(subject: string, data: Uint8Array): void {
+    const msg = decodeMessage(data);
+    if (msg.type === "update") this.onUpdate(msg);
+    this.inner.publish(subject, data);
+  }
+  subscribe(...args: Parameters<Bus["subscribe"]>): Subscription {
+    return this.inner.subscribe(...args);
+  }
+  serve(...args: Parameters<Bus["serve"]>): Subscription {
+    return this.inner.serve(...args);
+  }
+  request(...args: Parameters<Bus["request"]>): Promise<Uint8Array> {
+    return this.inner.request(...args);
+  }
+  on<E extends keyof BusEvents>(event: E, listener: BusEvents[E]): () => void {
+    return this.inner.on(event, listener);
+  }
+  get status(): BusStatus {
+    return this.inner.status;
+  }
+  flush(): Promise<void> {
+    return this.inner.flush();
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** A presence batch of one gateway on pages of one partition: [page, viewer, present] per op. */
+export function presenceBatch(
+  partition: number,
+  gateway: string,
+  ops: ReadonlyArray<readonly [string, string, boolean]>,
+): PresenceBatch {
+  return {
+    type: "presence",
+    gateway,
+    partition,
+    ops: ops.map(([page, viewer, present]) => ({ page, viewer, present })),
+  };
+}
+
+/** A page id in `partition`, distinct for each `n`. */
+export function pageIn(partition: number, n = 0): string {
+  for (let i = 0, found = 0; ; i++) {
+    const page = `page-${i}`;
+    if (partitionOf(page, PARTITIONS) === partition && found++ === n) return page;
+  }
+}
+
+export interface Units {
+  readonly clock: ManualClock;
+  readonly bus: Bus;
+  readonly store: FlakyStore;
+  /** Store calls and publishes, in the order they happened. */
+  readonly timeline: string[];
+  /** Every update published, decoded. */
+  readonly published: PageUpdate[];
+  readonly fences: Map<number, Fence>;
+  readonly lost: number[];
+  readonly registry: ActorRegistry;
+  readonly writer: DurableWriter;
+  readonly intake: PresenceIntake;
+  /** Takes the partition's lease in the store, as the node's ownership would. */
+  acquire(partition: number): Promise<Fence>;
+  close(): Promise<void>;
+}
+
+export async function buildUnits(): Promise<Units> {
+  const clock = new ManualClock();
+  const timeline: string[] = [];
+  const published: PageUpdate[] = [];
+  const memoryBus = new MemoryBus({ clock });
+  const bus = new RecordingBus(memoryBus, (update) => {
+    timeline.push(`publish:${update.page}`);
+    published.push(update);
+  });
+  const store = new FlakyStore(new MemoryStore({ now: () => clock.now() }), timeline);
+  const metrics = new CounterMetrics(new Registry(), { partitionsOwned: () => fences.size });
+  const fences = new Map<number, Fence>();
+  const lost: number[] = [];
+  const units: { registry?: ActorRegistry; writer?: DurableWriter; intake?: PresenceIntake } = {};
+  const registry = new ActorRegistry({
+    dc: DC,
+    graceMs: GRACE_MS,
+    settleMs: SETTLE_MS,
+    passivateMs: PASSIVATE_MS,
+    clock,
+    store,
+    logger: silentLogger,
+    metrics,
+    isHeld: (p) => fences.has(p),
+    markDirty: (actor) => units.writer!.markDirty(actor),
+    forget: (actor) => {
+      units.writer!.forget(actor);
+      units.intake!.forgetPage(actor.page);
+    },
+  });
+  const writer = new DurableWriter({
+    dc: DC,
+    store,
+    bus,
+    clock,
+    logger: silentLogger,
+    metrics,
+    coalesceMs: COALESCE_MS,
+    idempotencyTtlMs: 60_000,
+    fenceOf: (p) => fences.get(p),
+    lost: (p) => lost.push(p),
+    subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
+  });
+  const intake = new PresenceIntake({
+    registry,
+    logger: silentLogger,
+    metrics,
+    partitions: PARTITIONS,
+    gatewayLeaseMs: GATEWAY_LEASE_MS,
+    now: () => clock.now(),
+  });
+  Object.assign(units, { registry, writer, intake });
+  return {
+    clock,
+    bus,
+    store,
+    timeline,
+    published,
+    fences,
+    lost,
+    registry,
+    writer,
+    intake,
+    async acquire(partition) {
+      const lease = await store.acquire(partition, "node-a", 3_600_000);
+      if (lease === null) throw new Error(`partition ${partition} is held by another node`);
+      fences.set(partition, lease);
+      registry.partitionAcquired(partition);
+      return lease;
+    },
+    async close() {
+      writer.close();
+      registry.close();
+      await memoryBus.close();
+    },
+  };
+}
