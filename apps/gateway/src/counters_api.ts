@@ -11,10 +11,6 @@ import {
   isPageId,
   isPagePrefix,
   type ErrorCode,
-  type IncrementReply,
-  type PageListReply,
-  type PageStateReply,
-  type ResetReply,
 } from "@livecount/protocol";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OwnerClient } from "./owner_client.js";
@@ -191,13 +187,13 @@ export class CountersApi {
   async #incrementOne(item: BatchItem): Promise<ItemResult> {
     const { page, counter, id } = item;
     try {
-      const r = (await this.#o.owners.forPage(page, {
+      const r = await this.#o.owners.forPage(page, {
         type: "increment",
         page,
         counter,
         delta: item.change,
         key: id,
-      })) as IncrementReply;
+      });
       return { page, counter, id, value: r.value, updated_at: r.updatedAt, duplicate: r.duplicate };
     } catch (err) {
       const e = err instanceof ProtocolError ? err : new ProtocolError("internal", undefined, { cause: err });
@@ -230,12 +226,12 @@ export class CountersApi {
     const cursorParam = q.get("cursor");
     const cursor = cursorParam === null || cursorParam === "" ? undefined : decodeCursor(cursorParam);
     // Any counter node answers a listing; a random partition's owner spreads them.
-    const list = (await this.#o.owners.request(Math.floor(Math.random() * this.#o.partitions), {
+    const list = await this.#o.owners.request(Math.floor(Math.random() * this.#o.partitions), {
       type: "list_pages",
       prefix,
       ...(cursor !== undefined ? { cursor } : {}),
       limit,
-    })) as PageListReply;
+    });
     reply.json(
       200,
       {
@@ -249,7 +245,7 @@ export class CountersApi {
   async #readPages(pages: readonly string[], raw: boolean): Promise<unknown[]> {
     return Promise.all(
       pages.map(async (page) => {
-        const state = (await this.#o.owners.forPage(page, { type: "snapshot", page })) as PageStateReply;
+        const state = await this.#o.owners.forPage(page, { type: "snapshot", page });
         return raw ? rawBody(page, state, this.#o.liveness) : totalsBody(page, state, this.#o.liveness);
       }),
     );
@@ -268,13 +264,13 @@ export class CountersApi {
   ): Promise<void> {
     const key = req.headers["idempotency-key"] ?? randomUUID();
     if (!isIdempotencyKey(key)) throw new ProtocolError("invalid_idempotency_key");
-    const r = (await this.#o.owners.forPage(page, {
+    const r = await this.#o.owners.forPage(page, {
       type: "reset",
       page,
       counter,
       key,
       tombstone,
-    })) as ResetReply;
+    });
     const body = {
       page,
       counter,

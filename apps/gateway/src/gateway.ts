@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { gatewaysSubject, type Bus } from "@livecount/bus";
-import { DcLiveness, Membership } from "@livecount/cluster";
-import { encodeMessage, encodeServerFrame, type CountFrame } from "@livecount/protocol";
-import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import type { Bus } from "@livecount/bus";
+import { DcLiveness, GatewayHeartbeatSender, Membership } from "@livecount/cluster";
+import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
+import { systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
 import type { GatewayConfig } from "./gateway_config.js";
@@ -30,9 +30,7 @@ export interface GatewayOptions {
 const NO_COMPRESSION = 0;
 /** WebSocket close code for a server going away (RFC 6455). */
 const CLOSE_GOING_AWAY = 1001;
-/** A heartbeat later than this share of the lease means owners may have expired this gateway. */
-const STALL_RESYNC_FACTOR = 2 / 3;
-/** Retry delays towards owners: first, then doubling up to the cap. */
+/** Retry delays towards owners: full jitter under a cap that starts here and doubles up to the max. */
 const RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 /** How long shutdown waits for queued presence to reach the owners. */
@@ -73,11 +71,9 @@ export class Gateway {
   readonly #views: PageViews;
   readonly #router: SocketRouter;
   readonly #app: uWS.TemplatedApp;
+  readonly #heartbeat: GatewayHeartbeatSender;
   readonly #unsubscribers: Array<() => void> = [];
   #listenSocket: uWS.us_listen_socket | undefined;
-  #heartbeat: TimerHandle | undefined;
-  /** When the last heartbeat went out: a much later one means this process did not run meanwhile. */
-  #lastBeatAt = 0;
   #port = 0;
   #status: "new" | "running" | "stopping" | "stopped" = "new";
 
@@ -117,6 +113,17 @@ export class Gateway {
       retryMs: RETRY_MS,
       maxRetryMs: MAX_RETRY_MS,
       onSent: (ops) => this.#metrics.presenceOpsSent.inc(ops),
+    });
+    this.#heartbeat = new GatewayHeartbeatSender({
+      bus,
+      clock: this.#clock,
+      logger: this.#log,
+      dc: config.dc,
+      gateway: config.incarnation,
+      leaseMs: config.gatewayLeaseMs,
+      // Owners may have let our lease lapse and dropped our viewers: give them everything again.
+      onStall: () => this.#forwarder.resyncAll(),
+      onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
     });
     this.#app = uWS.App();
     const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
@@ -220,7 +227,7 @@ export class Gateway {
         this.#log.warn({ subject }, "bus slow consumer");
       }),
     );
-    this.#beat("up");
+    this.#heartbeat.start();
     this.#port = await new Promise<number>((resolve, reject) => {
       this.#app.listen(config.host, config.port, (socket) => {
         if (socket === false) return reject(new Error(`cannot listen on ${config.host}:${config.port}`));
@@ -238,8 +245,7 @@ export class Gateway {
     if (this.#status !== "running") return;
     this.#status = "stopping";
     if (this.#listenSocket !== undefined) uWS.us_listen_socket_close(this.#listenSocket);
-    if (this.#heartbeat !== undefined) this.#clock.clearTimeout(this.#heartbeat);
-    this.#beat("down");
+    this.#heartbeat.stop();
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
     this.#app.close();
@@ -256,28 +262,6 @@ export class Gateway {
   /** Viewers this gateway holds (distinct per page); for diagnostics and tests. */
   get localViewers(): number {
     return this.#presence.size;
-  }
-
-  #beat(state: "up" | "down"): void {
-    const { config, bus } = this.#o;
-    const now = this.#clock.now();
-    // Stalled (GC, SIGSTOP, starved) long enough that owners may have let our lease lapse and
-    // dropped our viewers: give them everything we hold again. Harmless if they had not.
-    if (
-      state === "up" &&
-      this.#lastBeatAt > 0 &&
-      now - this.#lastBeatAt > STALL_RESYNC_FACTOR * config.gatewayLeaseMs
-    ) {
-      this.#log.warn({ silentMs: now - this.#lastBeatAt }, "gateway stalled; resyncing presence");
-      this.#forwarder.resyncAll();
-    }
-    this.#lastBeatAt = now;
-    bus.publish(
-      gatewaysSubject(config.dc),
-      encodeMessage({ type: "gateway", gateway: config.incarnation, leaseMs: config.gatewayLeaseMs, state }),
-    );
-    this.#metrics.localViewers.set(this.#presence.size);
-    if (state === "up") this.#heartbeat = this.#clock.setTimeout(() => this.#beat("up"), config.heartbeatMs);
   }
 
   /** Encodes a count frame once per encoding that has subscribers and publishes it to the page's topic. */

@@ -37,8 +37,6 @@ export interface GatewayConfig extends ClusterConfig {
   readonly maxBodyBytes: number;
   /** Derived: this process's incarnation id; a restart is a new contributor of presence. */
   readonly incarnation: string;
-  /** Derived: how often the gateway heartbeats (a third of its lease). */
-  readonly heartbeatMs: number;
 }
 
 export const MAX_PAYLOAD_BYTES = 16 * 1024;
@@ -70,6 +68,5 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,
     incarnation: `${cluster.nodeId}-${randomUUID().slice(0, 8)}`,
-    heartbeatMs: Math.floor(cluster.gatewayLeaseMs / 3),
   };
 }

@@ -1,12 +1,5 @@
 import { randomUUID } from "node:crypto";
-import {
-  ProtocolError,
-  isCounterName,
-  isPageId,
-  isIdempotencyKey,
-  type IncrementReply,
-  type PageStateReply,
-} from "@livecount/protocol";
+import { ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livecount/protocol";
 import type { DcLiveness } from "@livecount/cluster";
 import type { Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
@@ -163,10 +156,10 @@ export class HttpApi {
   }
 
   async #read(reply: Reply, page: string): Promise<void> {
-    const state = (await this.#o.owners.forPage(page, {
+    const state = await this.#o.owners.forPage(page, {
       type: "snapshot",
       page,
-    })) as PageStateReply;
+    });
     reply.json(200, totalsBody(page, state, this.#o.liveness), NO_STORE);
   }
 
@@ -176,22 +169,12 @@ export class HttpApi {
     if (!isIdempotencyKey(key)) throw new ProtocolError("invalid_idempotency_key");
     const body = parseJson(await readBody(reply, this.#o.maxBodyBytes));
     const { counter, delta } = parseChange(body);
-    const result = await this.#increment(page, counter, delta, key);
+    const result = await this.#o.owners.forPage(page, { type: "increment", page, counter, delta, key });
     reply.json(
       200,
       { page, counter, value: result.value, updated_at: result.updatedAt },
       result.duplicate ? { ...NO_STORE, "idempotent-replayed": "true" } : NO_STORE,
     );
-  }
-
-  #increment(page: string, counter: string, delta: number, key: string): Promise<IncrementReply> {
-    return this.#o.owners.forPage(page, {
-      type: "increment",
-      page,
-      counter,
-      delta,
-      key,
-    }) as Promise<IncrementReply>;
   }
 
   /** A publisher key (compared in constant time) with a token left in its rate limit. */

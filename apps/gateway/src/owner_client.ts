@@ -1,17 +1,19 @@
-import { nodeSubject, type Bus } from "@livecount/bus";
+import { BusTimeoutError, nodeSubject, type Bus } from "@livecount/bus";
 import type { Membership } from "@livecount/cluster";
 import {
   ProtocolError,
   decodeNodeReply,
   encodeMessage,
-  type NodeReply,
+  replyTo,
   type NodeRequest,
+  type ReplyTo,
 } from "@livecount/protocol";
 
 /**
- * Sends a request to the counter node that owns a partition, as the ring says. Failures come back
- * as ProtocolError with a stable code: "unavailable" when no node is live or the owner is moving,
- * "timeout" when the owner did not answer.
+ * Sends a request to the counter node that owns a partition, as the ring says, and returns the reply
+ * type the request asks for. Failures come back as ProtocolError with a stable code: "unavailable"
+ * when no node is live or the owner is moving, "timeout" when the owner did not answer, or the
+ * owner's own error code.
  */
 export class OwnerClient {
   constructor(
@@ -22,11 +24,11 @@ export class OwnerClient {
   ) {}
 
   /** Sends a request about `page` to the owner of the page's partition. */
-  forPage(page: string, request: NodeRequest): Promise<NodeReply> {
+  forPage<T extends NodeRequest>(page: string, request: T): Promise<ReplyTo<T>> {
     return this.request(this.membership.ring.partitionOf(page), request);
   }
 
-  async request(partition: number, request: NodeRequest): Promise<NodeReply> {
+  async request<T extends NodeRequest>(partition: number, request: T): Promise<ReplyTo<T>> {
     const owner = this.membership.ring.ownerOf(partition);
     if (owner === undefined) throw new ProtocolError("unavailable", "no counter node is live");
     let raw: Uint8Array;
@@ -35,11 +37,10 @@ export class OwnerClient {
         timeoutMs: this.timeoutMs,
       });
     } catch (err) {
-      const timedOut = err instanceof Error && err.name === "BusTimeoutError";
-      throw new ProtocolError(timedOut ? "timeout" : "unavailable", undefined, { cause: err });
+      throw new ProtocolError(err instanceof BusTimeoutError ? "timeout" : "unavailable", undefined, {
+        cause: err,
+      });
     }
-    const reply = decodeNodeReply(raw);
-    if (reply.type === "error") throw new ProtocolError(reply.code, reply.message);
-    return reply;
+    return replyTo(request, decodeNodeReply(raw));
   }
 }

@@ -1,9 +1,9 @@
 import { pageSubject, type Bus, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
-import { decodeMessage, type CountFrame, type PageStateReply } from "@livecount/protocol";
+import { decodeMessage, type CountFrame } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
-import { Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import { Backoff, Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
 import { totalsOf } from "./page_reading.js";
 
@@ -23,7 +23,7 @@ export interface PageViewsOptions {
   readonly partitions: number;
   /** At most one count frame per page per window. */
   readonly coalesceMs: number;
-  /** First retry delay for a failed snapshot; doubles up to `maxRetryMs`. */
+  /** Cap of the first retry's delay for a failed snapshot (full jitter); doubles up to `maxRetryMs`. */
   readonly retryMs: number;
   readonly maxRetryMs: number;
 }
@@ -36,11 +36,11 @@ class PageView {
   /** The last frame sent, to skip unchanged values. */
   sent: CountFrame | undefined;
   subscription: Subscription | undefined;
-  retryMs: number;
+  readonly backoff: Backoff;
   retryTimer: TimerHandle | undefined;
 
-  constructor(retryMs: number) {
-    this.retryMs = retryMs;
+  constructor(backoff: Backoff) {
+    this.backoff = backoff;
   }
 
   merge(counters: Readonly<Record<string, Readonly<Record<string, { p: number; n: number }>>>>): boolean {
@@ -105,7 +105,7 @@ export class PageViews {
   watch(page: string): CountFrame | undefined {
     let view = this.#views.get(page);
     if (view === undefined) {
-      view = new PageView(this.#opts.retryMs);
+      view = new PageView(new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
       this.#views.set(page, view);
       const v = view;
       view.subscription = this.#opts.bus.subscribe(
@@ -167,13 +167,13 @@ export class PageViews {
   async #loadSnapshot(page: string, view: PageView): Promise<void> {
     if (view.retryTimer !== undefined) return;
     try {
-      const reply = (await this.#opts.owners.forPage(page, {
+      const reply = await this.#opts.owners.forPage(page, {
         type: "snapshot",
         page,
-      })) as PageStateReply;
+      });
       if (this.#views.get(page) !== view) return;
       view.merge(reply.counters);
-      view.retryMs = this.#opts.retryMs;
+      view.backoff.reset();
       if (!view.loaded) {
         view.loaded = true;
         // Everyone watching so far is waiting for a first frame, even if the value is all zeros.
@@ -182,8 +182,7 @@ export class PageViews {
       this.#markDirty(page);
     } catch (err) {
       if (this.#views.get(page) !== view) return;
-      const delay = view.retryMs;
-      view.retryMs = Math.min(view.retryMs * 2, this.#opts.maxRetryMs);
+      const delay = view.backoff.next();
       this.#opts.logger.warn({ err, page, retryInMs: delay }, "snapshot failed; retrying");
       view.retryTimer = this.#opts.clock.setTimeout(() => {
         view.retryTimer = undefined;

@@ -1,6 +1,6 @@
 import type { PresenceOp } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
-import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { Backoff, sleep, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { LocalPresence } from "./local_presence.js";
 import type { OwnerClient } from "./owner_client.js";
 
@@ -14,11 +14,16 @@ export interface ForwarderOptions {
   readonly partitions: number;
   /** Ops wait this long to share a batch. */
   readonly batchMs: number;
-  /** First retry delay after a failed send; doubles up to `maxRetryMs`. */
+  /** Cap of the first retry's delay after a failed send (full jitter); doubles up to `maxRetryMs`. */
   readonly retryMs: number;
   readonly maxRetryMs: number;
+  /** Random numbers for the jitter (tests make it deterministic). */
+  readonly random?: () => number;
   readonly onSent?: (ops: number) => void;
 }
+
+/** How often `drain` looks whether everything was acknowledged. */
+const DRAIN_POLL_MS = 5;
 
 interface PartitionQueue {
   /** Latest state per `page\0viewer`: set semantics make older ops for the same pair irrelevant. */
@@ -32,7 +37,7 @@ interface PartitionQueue {
   generation: number;
   /** Generation of the request in flight, if any. */
   inFlight: number | undefined;
-  retryMs: number;
+  readonly backoff: Backoff;
   timer: TimerHandle | undefined;
 }
 
@@ -70,7 +75,7 @@ export class PresenceForwarder {
       this.#markSync(p);
       // The new owner is worth trying at once, whatever the old one cost us in backoff.
       const q = this.#queue(p);
-      q.retryMs = this.#opts.retryMs;
+      q.backoff.reset();
       if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
       q.timer = undefined;
     }
@@ -95,7 +100,7 @@ export class PresenceForwarder {
     const deadline = this.#opts.clock.now() + timeoutMs;
     this.#flush();
     while (!this.idle && this.#opts.clock.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 5));
+      await sleep(this.#opts.clock, DRAIN_POLL_MS);
       this.#flush();
     }
   }
@@ -114,7 +119,7 @@ export class PresenceForwarder {
         sync: false,
         generation: 0,
         inFlight: undefined,
-        retryMs: this.#opts.retryMs,
+        backoff: new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs, this.#opts.random),
         timer: undefined,
       };
       this.#queues.set(partition, q);
@@ -208,14 +213,13 @@ export class PresenceForwarder {
 
   #sent(q: PartitionQueue, generation: number, ops: number): void {
     this.#opts.onSent?.(ops);
-    if (generation === q.generation) q.retryMs = this.#opts.retryMs;
+    if (generation === q.generation) q.backoff.reset();
     this.#settled(q, generation);
   }
 
   #failed(partition: number, q: PartitionQueue, generation: number, err: unknown): void {
     if (q.inFlight !== undefined && q.inFlight <= generation) q.inFlight = undefined;
-    const delay = q.retryMs;
-    q.retryMs = Math.min(q.retryMs * 2, this.#opts.maxRetryMs);
+    const delay = q.backoff.next();
     this.#opts.logger.warn({ err, partition, retryInMs: delay }, "presence batch failed; retrying");
     q.timer = this.#opts.clock.setTimeout(() => {
       q.timer = undefined;
