@@ -22,6 +22,8 @@ export class LossyProxy {
   dropped = 0;
   forwarded = 0;
   dropShare: number;
+  /** The next this many responses are dropped whatever the random draw says. */
+  dropNext = 0;
   readonly #server: Server;
   readonly #random: () => number;
   readonly #sockets = new Set<Socket>();
@@ -74,7 +76,9 @@ export class LossyProxy {
     upstream.on("data", (chunk) => {
       if (!decided) {
         decided = true;
-        if (this.#random() < this.dropShare) {
+        const forced = this.dropNext > 0;
+        if (forced) this.dropNext--;
+        if (forced || this.#random() < this.dropShare) {
           this.dropped++;
           client.destroy();
           upstream.destroy();
