@@ -2,10 +2,10 @@
  * The publisher client: counter changes that count exactly once, reads, prefix listings,
  * fire-and-forget batching and live subscriptions, over livecount's public protocol v1.
  */
-import { fullJitterMs, retryOptions, sleep, type RetryOptions } from "./backoff.js";
+import { retryOptions, type RetryOptions } from "./backoff.js";
+import { BatchSender } from "./batch_sender.js";
 import { ChangeQueue, MAX_CHANGE, type QueueOptions } from "./change_queue.js";
 import {
-  decodeBatch,
   decodeCounterValue,
   decodeListing,
   decodeMany,
@@ -30,13 +30,7 @@ import {
   type SubscribeOptions,
   type WebSocketConstructor,
 } from "./subscriptions.js";
-import {
-  Transport,
-  type FetchFn,
-  type HttpAnswer,
-  type HttpRequest,
-  type RetryListener,
-} from "./transport.js";
+import { Transport, type FetchFn, type RetryListener } from "./transport.js";
 import type { CounterValue, IncrementItem, PageCounters, PageListing, RawPage, ResetValue } from "./types.js";
 
 export interface LivecountClientOptions {
@@ -99,8 +93,6 @@ export interface ListOptions extends ReadOptions {
 const MAX_URL_PATH = 2000;
 /** Most pages the gateway reads in one `GET /v1/counters`. */
 const MAX_READ_PAGES = 100;
-/** Largest batch body the client sends in one request, in bytes (well under the gateway's 1 MiB). */
-const MAX_BATCH_BODY_BYTES = 48 * 1024;
 /** A prefix for listings: 0..128 printable ASCII. */
 const PREFIX = /^[\x21-\x7e]{0,128}$/;
 
@@ -112,7 +104,7 @@ export class LivecountClient {
   readonly #retry: RetryOptions;
   readonly #queue: ChangeQueue;
   readonly #subs: Subscriptions;
-  readonly #maxBatchItems: number;
+  readonly #batches: BatchSender;
   #closed = false;
 
   constructor(options: LivecountClientOptions) {
@@ -142,8 +134,8 @@ export class LivecountClient {
       options.onRetry,
     );
     const onError = options.onError ?? ((error: LivecountError) => console.error("livecount:", error));
-    this.#maxBatchItems = options.queue?.maxBatchItems ?? 100;
-    this.#queue = new ChangeQueue(options.queue ?? {}, (items) => this.#sendChanges(items), onError);
+    this.#batches = new BatchSender(this.#transport, this.#retry, options.queue?.maxBatchItems ?? 100);
+    this.#queue = new ChangeQueue(options.queue ?? {}, (items) => this.#batches.send(items), onError);
     const WebSocketImpl = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     this.#subs = new Subscriptions({
       url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
@@ -260,7 +252,7 @@ export class LivecountClient {
         id: it.id === undefined ? newIdempotencyKey() : checkKey(it.id),
       };
     });
-    const results = await this.#sendChanges(changes, options.signal);
+    const results = await this.#batches.send(changes, options.signal);
     const failed: FailedItem[] = [];
     results.forEach((r, i) => r instanceof LivecountError && failed.push({ item: changes[i]!, error: r }));
     if (failed.length > 0) throw new PartialFailureError(failed, "items");
@@ -432,95 +424,5 @@ export class LivecountClient {
 
   #key(options: ChangeOptions): string {
     return options.idempotencyKey === undefined ? newIdempotencyKey() : checkKey(options.idempotencyKey);
-  }
-
-  /**
-   * Sends items through the batch endpoint in chunks, each retried with the same ids until it is
-   * answered. Items the server failed one by one with a retryable code go again (same ids) after
-   * a backoff. Resolves with each item's value or final error, in order.
-   */
-  async #sendChanges(
-    items: readonly ChangeItem[],
-    signal?: AbortSignal,
-  ): Promise<Array<CounterValue | LivecountError>> {
-    const results: Array<CounterValue | LivecountError> = [];
-    for (const chunk of this.#chunks(items)) results.push(...(await this.#sendChunk(chunk, signal)));
-    return results;
-  }
-
-  #chunks(items: readonly ChangeItem[]): ChangeItem[][] {
-    const chunks: ChangeItem[][] = [];
-    let chunk: ChangeItem[] = [];
-    let bytes = 2;
-    for (const item of items) {
-      const size = JSON.stringify(item).length + 1;
-      if (chunk.length > 0 && (chunk.length >= this.#maxBatchItems || bytes + size > MAX_BATCH_BODY_BYTES)) {
-        chunks.push(chunk);
-        chunk = [];
-        bytes = 2;
-      }
-      chunk.push(item);
-      bytes += size;
-    }
-    if (chunk.length > 0) chunks.push(chunk);
-    return chunks;
-  }
-
-  async #sendChunk(
-    items: readonly ChangeItem[],
-    signal?: AbortSignal,
-  ): Promise<Array<CounterValue | LivecountError>> {
-    const results: Array<CounterValue | LivecountError | undefined> = items.map(() => undefined);
-    let todo = items.map((_, i) => i);
-    for (let round = 1; ; round++) {
-      const batch = todo.map((i) => items[i]!);
-      let answers: Array<CounterValue | LivecountError>;
-      try {
-        answers = await this.#postBatch(batch, signal);
-      } catch (err) {
-        // The transport already retried the request as a whole: this is final for its items.
-        if (!(err instanceof LivecountError)) throw err;
-        for (const i of todo) results[i] = err;
-        return results as Array<CounterValue | LivecountError>;
-      }
-      // Items the server failed one by one with a retryable code go again, with the same ids.
-      const again: number[] = [];
-      answers.forEach((a, j) => {
-        const i = todo[j]!;
-        results[i] = a;
-        if (a instanceof LivecountError && a.retryable && round < this.#retry.attempts) again.push(i);
-      });
-      if (again.length === 0) return results as Array<CounterValue | LivecountError>;
-      todo = again;
-      await sleep(fullJitterMs(round - 1, this.#retry.baseMs, this.#retry.maxMs), signal);
-    }
-  }
-
-  /** One batch request (retried as a whole by the transport); a batch too large for the server is halved. */
-  async #postBatch(
-    items: readonly ChangeItem[],
-    signal?: AbortSignal,
-  ): Promise<Array<CounterValue | LivecountError>> {
-    const req: HttpRequest = {
-      method: "POST",
-      path: "/v1/counters/increment",
-      body: items,
-      auth: true,
-      signal,
-    };
-    let answer: HttpAnswer;
-    try {
-      answer = await this.#transport.send(req);
-    } catch (err) {
-      if (err instanceof LivecountError && err.code === "payload_too_large" && items.length > 1) {
-        const half = Math.ceil(items.length / 2);
-        return [
-          ...(await this.#postBatch(items.slice(0, half), signal)),
-          ...(await this.#postBatch(items.slice(half), signal)),
-        ];
-      }
-      throw err;
-    }
-    return decodeBatch(answer.body, items);
   }
 }
