@@ -24,7 +24,8 @@ export interface ActorRegistryOptions {
 }
 
 /** Why an actor leaves memory; every reason goes through the same teardown. */
-export type TeardownReason = "passivated" | "partition_lost" | "partition_released" | "load_failed";
+export type TeardownReason =
+  "passivated" | "partition_lost" | "partition_released" | "load_failed" | "shutdown";
 
 /**
  * The page actors of one counter node: created on demand and loaded from the store, ticked when a
@@ -149,12 +150,17 @@ export class ActorRegistry implements ActorHost {
 
   /** Drops every actor (shutdown, after the last flush). */
   close(): void {
-    for (const actor of [...this.#actors.values()]) this.#teardown(actor, "partition_released");
+    for (const actor of [...this.#actors.values()]) this.#teardown(actor, "shutdown");
     this.#settleUntil.clear();
   }
 
-  /** The one way an actor leaves: out of every collection, closed, its page forgotten by collaborators. */
+  /**
+   * The one way an actor leaves: out of every collection, closed, its page forgotten by
+   * collaborators. Only once: an actor torn down already (its partition was lost while it loaded)
+   * must not make collaborators forget the page again, since a newer actor may hold it by now.
+   */
   #teardown(actor: PageActor, reason: TeardownReason, cause?: unknown): void {
+    if (actor.status === "closed") return;
     if (this.#actors.get(actor.page) === actor) this.#actors.delete(actor.page);
     this.#deadlines.delete(actor);
     actor.close(cause);

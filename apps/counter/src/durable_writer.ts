@@ -4,18 +4,13 @@ import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
 import type { EntryWrite, Fence, FencedWrites, IncrementOp, IncrementOutcome, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
-import {
-  errorReply,
-  planIncrements,
-  settleIncrements,
-  type DurablePages,
-  type PendingIncrement,
-} from "./increment_batch.js";
+import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
-import { planResets, settleResets, takeResetRound, type PendingReset } from "./reset_batch.js";
+import { errorReply, type DurablePages } from "./replies.js";
+import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
 
 /** What a settled commit of publisher changes holds (increments and resets alike). */
-interface SettledChanges {
+interface AnsweredChanges {
   readonly answers: ReadonlyArray<{
     readonly pending: { resolve(reply: NodeReply): void };
     readonly reply: NodeReply;
@@ -42,7 +37,7 @@ export interface DurableWriterOptions {
   /** The page's subject (cached by its actor when in memory). */
   readonly subjectOf: (page: string, partition: number) => string;
   /** This DC's entries of `page` changed, became durable and were published at `ts`. */
-  readonly published?: (page: string, ts: number) => void;
+  readonly published: (page: string, ts: number) => void;
 }
 
 /**
@@ -96,7 +91,7 @@ export class DurableWriter {
   /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
   increment(actor: PageActor, request: IncrementRequest): Promise<NodeReply> {
     return new Promise((resolve) => {
-      this.#increments.push({ actor, request, resolve });
+      this.#increments.push({ actor, request, resolve: whileQueued(actor, resolve) });
       if (this.#incrementsScheduled) return;
       this.#incrementsScheduled = true;
       // Deferred to the end of the turn: every increment read from the same socket data shares the batch.
@@ -110,25 +105,33 @@ export class DurableWriter {
   /** Queues a reset or delete; it commits once every earlier change of its counter has. */
   reset(actor: PageActor, request: ResetRequest): Promise<NodeReply> {
     return new Promise((resolve) => {
-      this.#resets.push({ actor, request, resolve });
+      this.#resets.push({ actor, request, resolve: whileQueued(actor, resolve) });
       this.#chain(() => this.#commitResets(), "reset round");
     });
   }
 
-  /** Publishes entries that are durable already (a resync reads them from the store or an idle actor). */
-  publish(page: string, partition: number, counters: Readonly<Record<string, Entry>>, ts: number): void {
+  /**
+   * Publishes entries the caller read from the store or from an actor with nothing left to write:
+   * durable already by definition (a resync). Everything else is published by `#persist`.
+   */
+  republishDurable(
+    page: string,
+    partition: number,
+    counters: Readonly<Record<string, Entry>>,
+    ts: number,
+  ): void {
     const update = encodeMessage({ type: "update", page, dc: this.#o.dc, counters, ts });
     this.#o.bus.publish(this.#o.subjectOf(page, partition), update);
     this.#o.metrics.publishes.inc();
   }
 
-  /** Commits every queued change and flushes every dirty page (handover, shutdown). */
+  /**
+   * Commits the changes queued so far and flushes every dirty page (handover, shutdown). Changes
+   * that arrive meanwhile go in later batches: a steady stream of increments cannot hold a handover.
+   */
   async drain(): Promise<void> {
-    while (this.#increments.length > 0 || this.#resets.length > 0) {
-      if (this.#increments.length > 0) this.#chain(() => this.#commitIncrements(), "increment batch");
-      if (this.#resets.length > 0) this.#chain(() => this.#commitResets(), "reset round");
-      await this.#tail;
-    }
+    if (this.#increments.length > 0) this.#chain(() => this.#commitIncrements(), "increment batch");
+    if (this.#resets.length > 0) this.#chain(() => this.#commitResets(), "reset round");
     await this.#tail;
     await this.#flusher.drain();
   }
@@ -145,8 +148,8 @@ export class DurableWriter {
     const result = await write();
     const ts = this.#o.clock.now();
     for (const [page, { partition, counters }] of durable(result)) {
-      this.publish(page, partition, counters, ts);
-      this.#o.published?.(page, ts);
+      this.republishDurable(page, partition, counters, ts);
+      this.#o.published(page, ts);
     }
     return result;
   }
@@ -171,7 +174,7 @@ export class DurableWriter {
     for (const { pending, reply } of plan.refused) pending.resolve(reply);
     if (plan.ops.length === 0) return;
     const sent = plan.planned.map((p) => p.pending);
-    const settled = await this.#commitChanges(sent, plan.ops, (outcomes) => settleIncrements(plan, outcomes));
+    const settled = await this.#commitChanges(sent, plan.ops, (outcomes) => answerIncrements(plan, outcomes));
     for (const outcome of settled?.outcomes ?? []) this.#o.metrics.increments.inc({ outcome });
   }
 
@@ -185,7 +188,7 @@ export class DurableWriter {
       if (plan.sent.length === 0) continue;
       const sent = plan.sent.map((s) => s.pending);
       const ops = plan.sent.map((s) => s.op);
-      const settled = await this.#commitChanges(sent, ops, (outcomes) => settleResets(plan, outcomes));
+      const settled = await this.#commitChanges(sent, ops, (outcomes) => answerResets(plan, outcomes));
       for (const { kind, outcome } of settled?.outcomes ?? []) this.#o.metrics.resets.inc({ kind, outcome });
     }
   }
@@ -195,7 +198,7 @@ export class DurableWriter {
    * store fails, every change of the round answers "unavailable" (retryable: the keys make retries
    * safe) and nothing is published. Undefined in that case.
    */
-  async #commitChanges<S extends SettledChanges>(
+  async #commitChanges<S extends AnsweredChanges>(
     sent: ReadonlyArray<{ resolve(reply: NodeReply): void }>,
     ops: readonly IncrementOp[],
     settle: (outcomes: IncrementOutcome[]) => S,
@@ -269,7 +272,8 @@ export class DurableWriter {
       metrics.flushFailures.inc();
       for (const { actor, writes, entries } of taken) {
         actor.restoreUnwritten(writes, entries !== undefined);
-        this.#dirty.add(actor);
+        // An actor torn down during the round trip was forgotten: it must not come back.
+        if (actor.status === "active") this.#dirty.add(actor);
       }
       // Retried on the next window; nothing is published ahead of the store.
       this.#flusher.request();
@@ -281,4 +285,13 @@ export class DurableWriter {
     metrics.flushes.inc();
     for (const partition of lost) this.#o.lost(partition);
   }
+}
+
+/** Keeps the actor in memory until its change is answered. */
+function whileQueued(actor: PageActor, resolve: (reply: NodeReply) => void): (reply: NodeReply) => void {
+  actor.changeQueued();
+  return (reply) => {
+    actor.changeAnswered();
+    resolve(reply);
+  };
 }

@@ -46,6 +46,8 @@ export class PageActor {
   #unpublished = false;
   /** Entries taken by a flush whose store round trip has not answered yet. */
   #writing = false;
+  /** Publisher changes (increments, resets) queued for the commit chain and not answered yet. */
+  #queuedChanges = 0;
   #mailbox: Work[] = [];
   #status: ActorStatus = "loading";
   /** Until then presence may still be arriving from gateways (after an owner change): hold `viewers`. */
@@ -230,8 +232,23 @@ export class PageActor {
     return was;
   }
 
+  /** A publisher change of this page waits for the commit chain: the actor must stay until it is answered. */
+  changeQueued(): void {
+    this.#queuedChanges++;
+  }
+
+  changeAnswered(): void {
+    this.#queuedChanges--;
+  }
+
   get hasPendingWork(): boolean {
-    return this.#unwritten.size > 0 || this.#unpublished || this.#writing || this.#mailbox.length > 0;
+    return (
+      this.#unwritten.size > 0 ||
+      this.#unpublished ||
+      this.#writing ||
+      this.#queuedChanges > 0 ||
+      this.#mailbox.length > 0
+    );
   }
 
   /** Nothing would be lost by dropping this actor from memory. */

@@ -129,4 +129,51 @@ describe("counter - actor registry", () => {
     u.registry.tick(u.clock.now());
     expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 4 });
   });
+  test("counter - a load that fails after its partition was lost and taken back leaves the new actor's leases alone", async () => {
+    u = await buildUnits();
+    const page = pageIn(7);
+    await u.acquire(7);
+    u.store.holdLoads = true;
+    const first = u.registry.get(page, 7);
+    await u.clock.advance(0);
+    u.registry.dropPartition(7, "partition_lost");
+    await u.acquire(7);
+    u.store.holdLoads = false;
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: 60_000, state: "up" });
+    await u.intake.batch(presenceBatch(7, "gw", [[page, "v:1", true]]));
+    const second = u.registry.find(page)!;
+    expect(second).not.toBe(first);
+    // The first actor's load fails only now.
+    u.store.heldLoads.splice(0).forEach((l) => l.fail(new Error("late")));
+    await u.clock.advance(0);
+    expect(u.registry.find(page)).toBe(second);
+    expect(remembered(page)).toEqual(["registry", "gateway leases"]);
+  });
+
+  test("counter - an actor with an increment waiting for the commit chain is never passivated", async () => {
+    u = await buildUnits();
+    const [stuck, page] = [pageIn(0, 0), pageIn(0, 1)];
+    await u.acquire(0);
+    let release!: () => void;
+    u.store.holdIncrements = new Promise((r) => (release = r));
+    const increment = (p: string, key: string) =>
+      u.registry.run(p, 0, (actor) =>
+        u.writer.increment(actor, { type: "increment", page: p, counter: "likes", delta: 1, key }),
+      );
+    const first = increment(stuck, "a");
+    await u.clock.advance(0);
+    // Queued behind the stuck batch on the commit chain.
+    const second = increment(page, "b");
+    await u.clock.advance(PASSIVATE_MS * 2);
+    u.registry.passivateIdle(u.clock.now());
+    expect(u.registry.find(page)?.status).toBe("active");
+    u.store.holdIncrements = undefined;
+    release();
+    await u.clock.advance(0);
+    expect(await first).toMatchObject({ type: "incremented" });
+    expect(await second).toMatchObject({ type: "incremented", value: 1 });
+    await u.clock.advance(PASSIVATE_MS);
+    u.registry.passivateIdle(u.clock.now());
+    expect(u.registry.find(page)).toBeUndefined();
+  });
 });
