@@ -4,7 +4,7 @@ import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
-import { errorReply } from "./increment_batch.js";
+import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
 export interface PresenceIntakeOptions {
@@ -14,6 +14,8 @@ export interface PresenceIntakeOptions {
   readonly partitions: number;
   /** A gateway's lease until its first heartbeat says otherwise. */
   readonly gatewayLeaseMs: number;
+  /** How often the node calls `sweep`: a sweep much later than that means this process did not run. */
+  readonly sweepMs: number;
   readonly now: () => number;
 }
 
@@ -26,6 +28,8 @@ type Op = { readonly viewer: string; readonly present: boolean };
 export class PresenceIntake {
   readonly #o: PresenceIntakeOptions;
   readonly #leases: GatewayLeases;
+  /** When the last sweep ran. */
+  #lastSweepAt = 0;
 
   constructor(options: PresenceIntakeOptions) {
     this.#o = options;
@@ -49,6 +53,8 @@ export class PresenceIntake {
     const loading: Array<Promise<void>> = [];
     for (const [page, ops] of byPage) {
       const apply = (actor: PageActor): void => {
+        // The gateway went down or lapsed while the page loaded: what it sent is history now.
+        if (!this.#leases.knows(batch.gateway)) return;
         this.#leases.holds(batch.gateway, page);
         actor.presenceOps(batch.gateway, ops);
       };
@@ -76,6 +82,7 @@ export class PresenceIntake {
     await Promise.all(
       [...pages].map((page) =>
         this.#o.registry.run(page, sync.partition, (actor) => {
+          if (!this.#leases.knows(sync.gateway)) return;
           const viewers = sync.pages[page] ?? [];
           if (viewers.length > 0) this.#leases.holds(sync.gateway, page);
           actor.replaceGateway(sync.gateway, viewers);
@@ -99,8 +106,19 @@ export class PresenceIntake {
     }
   }
 
-  /** Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). */
-  expire(now: number): void {
+  /**
+   * Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). Time
+   * this process did not run (paused, starved, a long GC) since the last sweep is not time the
+   * gateways were silent: their heartbeats wait in the socket, read right after this sweep.
+   */
+  sweep(now: number): void {
+    const stalledMs = now - this.#lastSweepAt - this.#o.sweepMs;
+    if (this.#lastSweepAt > 0 && stalledMs > this.#o.sweepMs) this.#leases.compensateStall(stalledMs);
+    this.#lastSweepAt = now;
+    this.#expire(now);
+  }
+
+  #expire(now: number): void {
     for (const { gateway, pages } of this.#leases.expire(now)) {
       this.#o.metrics.gatewayExpiries.inc();
       this.#o.logger.warn({ gateway, pages: pages.size }, "gateway lease lapsed; dropping its viewers");
@@ -109,11 +127,6 @@ export class PresenceIntake {
         if (actor?.status === "active") actor.dropGateway(gateway);
       }
     }
-  }
-
-  /** This process did not run for `stalledMs`: not time the gateways were silent. */
-  compensateStall(stalledMs: number): void {
-    this.#leases.compensateStall(stalledMs);
   }
 
   /** The page left memory. */

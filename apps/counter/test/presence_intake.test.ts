@@ -1,12 +1,29 @@
 import { VIEWERS_COUNTER } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
-import { GATEWAY_LEASE_MS, GRACE_MS, buildUnits, presenceBatch, pageIn, type Units } from "./units.js";
+import {
+  GATEWAY_LEASE_MS,
+  GRACE_MS,
+  SWEEP_MS,
+  buildUnits,
+  presenceBatch,
+  pageIn,
+  type Units,
+} from "./units.js";
 
 describe("counter - presence intake", () => {
   let u: Units;
   afterEach(async () => u.close());
 
   const viewers = (page: string): number => u.registry.find(page)?.value(VIEWERS_COUNTER) ?? 0;
+
+  /** Lets `ms` pass with the node's sweep running on time. */
+  async function sweepFor(ms: number): Promise<void> {
+    const end = u.clock.now() + ms;
+    while (u.clock.now() < end) {
+      await u.clock.advance(Math.min(SWEEP_MS, end - u.clock.now()));
+      u.intake.sweep(u.clock.now());
+    }
+  }
 
   test("counter - a gateway not heard for its lease loses its viewers at once, without grace", async () => {
     u = await buildUnits();
@@ -27,11 +44,9 @@ describe("counter - presence intake", () => {
       ]),
     );
     expect(viewers(page)).toBe(3);
-    await u.clock.advance(GATEWAY_LEASE_MS - 1);
-    u.intake.expire(u.clock.now());
+    await sweepFor(GATEWAY_LEASE_MS - 1);
     expect(viewers(page)).toBe(3);
-    await u.clock.advance(1);
-    u.intake.expire(u.clock.now());
+    await sweepFor(1);
     // v:2 is still held by the live gateway; v:1 goes at once, not after a grace.
     expect(viewers(page)).toBe(2);
     expect(u.intake.remembers(page)).toBe(true);
@@ -95,15 +110,34 @@ describe("counter - presence intake", () => {
     expect(sync).toMatchObject({ type: "error", code: "bad_frame" });
   });
 
-  test("counter - a stall of the node is not silence of the gateways", async () => {
+  test("counter - a stall of the node is not silence of the gateways, but silence during regular sweeps is", async () => {
     u = await buildUnits();
     const page = pageIn(6);
     await u.acquire(6);
     u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
     await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
+    await sweepFor(SWEEP_MS * 3);
+    // Frozen for five leases: the next sweep comes that late, and the gateway's beats wait in the socket.
     u.clock.jump(GATEWAY_LEASE_MS * 5);
-    u.intake.compensateStall(GATEWAY_LEASE_MS * 5);
-    u.intake.expire(u.clock.now());
+    u.intake.sweep(u.clock.now());
     expect(viewers(page)).toBe(1);
+    // Sweeping on time while the gateway stays silent expires it.
+    await sweepFor(GATEWAY_LEASE_MS);
+    expect(viewers(page)).toBe(0);
+  });
+
+  test("counter - a batch that lands after its gateway went down adds no viewers", async () => {
+    u = await buildUnits();
+    const page = pageIn(7);
+    await u.acquire(7);
+    u.store.holdLoads = true;
+    const late = u.intake.batch(presenceBatch(7, "gw", [[page, "v:1", true]]));
+    await u.clock.advance(0);
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "down" });
+    u.store.holdLoads = false;
+    u.store.heldLoads.splice(0).forEach((l) => l.release());
+    await late;
+    expect(viewers(page)).toBe(0);
+    expect(u.intake.remembers(page)).toBe(false);
   });
 });

@@ -84,6 +84,11 @@ export class GatewayLeases {
     return this.#leases.get(gateway)?.pages ?? NO_PAGES;
   }
 
+  /** Whether the gateway is alive as far as this node knows. */
+  knows(gateway: string): boolean {
+    return this.#leases.has(gateway);
+  }
+
   /** Gateways alive as far as this node knows. */
   get size(): number {
     return this.#leases.size;
