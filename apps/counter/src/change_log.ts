@@ -23,8 +23,4 @@ export class ChangeLog {
   prune(now: number): void {
     for (const [page, at] of this.#changedAt) if (now - at > this.retentionMs) this.#changedAt.delete(page);
   }
-
-  get size(): number {
-    return this.#changedAt.size;
-  }
 }

@@ -1,14 +1,15 @@
-import { nodeSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
 import { DcLiveness, Membership, listenToGateways } from "@livecount/cluster";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
-import type { Store } from "@livecount/store";
+import type { Fence, Store } from "@livecount/store";
 import type { Registry } from "prom-client";
-import { ActorRegistry } from "./actor_registry.js";
+import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
-import { DurableWriter } from "./durable_writer.js";
+import type { DurableWriter } from "./durable_writer.js";
+import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
-import { PresenceIntake } from "./presence_intake.js";
+import type { PresenceIntake } from "./presence_intake.js";
 import { FIRST_CONTACT_WINDOW_MS, Replication } from "./replication.js";
 import { RequestRouter } from "./request_router.js";
 
@@ -57,8 +58,6 @@ export class CounterNode {
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
   #sweeps = 0;
-  /** When the last sweep ran: a sweep much later than planned means this process did not run. */
-  #lastSweepAt = 0;
   /** A new incarnation is about to be announced (once for every partition lost in the same turn). */
   #renewingIncarnation = false;
   #status: Status = "new";
@@ -107,45 +106,30 @@ export class CounterNode {
       announceAs: config.nodeId,
       firstContactWindowMs: FIRST_CONTACT_WINDOW_MS,
     });
-    const isHeld = (partition: number): boolean => this.#ownership.fenceOf(partition) !== undefined;
-    this.#registry = new ActorRegistry({
+    const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
+    ({
+      registry: this.#registry,
+      writer: this.#writer,
+      intake: this.#intake,
+    } = createPageUnits({
       dc: config.dc,
+      partitions: config.partitions,
       graceMs: config.graceMs,
       settleMs: config.settleMs,
       passivateMs: config.passivateMs,
-      clock,
-      store,
-      logger,
-      metrics,
-      isHeld,
-      markDirty: (actor) => this.#writer.markDirty(actor),
-      forget: (actor) => {
-        this.#writer.forget(actor);
-        this.#intake.forgetPage(actor.page);
-      },
-    });
-    this.#writer = new DurableWriter({
-      dc: config.dc,
-      store,
-      bus,
-      clock,
-      logger,
-      metrics,
       coalesceMs: config.coalesceMs,
       idempotencyTtlMs: config.idempotencyTtlMs,
-      fenceOf: (partition) => this.#ownership.fenceOf(partition),
-      lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
-      subjectOf: (page, partition) => this.#registry.find(page)?.subject ?? pageSubject(page, partition),
-      published: (page, ts) => this.#replication.published(page, ts),
-    });
-    this.#intake = new PresenceIntake({
-      registry: this.#registry,
+      gatewayLeaseMs: config.gatewayLeaseMs,
+      sweepMs: config.sweepMs,
+      clock,
+      store,
+      bus,
       logger,
       metrics,
-      partitions: config.partitions,
-      gatewayLeaseMs: config.gatewayLeaseMs,
-      now: () => clock.now(),
-    });
+      fenceOf,
+      lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
+      published: (page, ts) => this.#replication.published(page, ts),
+    }));
     this.#replication = new Replication({
       dc: config.dc,
       partitions: config.partitions,
@@ -157,7 +141,7 @@ export class CounterNode {
       liveness: this.#liveness,
       registry: this.#registry,
       writer: this.#writer,
-      isHeld,
+      isHeld: (partition) => fenceOf(partition) !== undefined,
     });
     this.#router = new RequestRouter({
       dc: config.dc,
@@ -170,7 +154,7 @@ export class CounterNode {
       logger,
       metrics,
       ring: () => this.#membership.ring,
-      fenceOf: (partition) => this.#ownership.fenceOf(partition),
+      fenceOf,
       whenHeld: (partition, timeoutMs) => this.#ownership.whenHeld(partition, timeoutMs),
       registry: this.#registry,
       intake: this.#intake,
@@ -279,11 +263,8 @@ export class CounterNode {
 
   #sweep(): void {
     const now = this.#clock.now();
-    const stalledMs = now - this.#lastSweepAt - this.#config.sweepMs;
-    if (this.#lastSweepAt > 0 && stalledMs > this.#config.sweepMs) this.#intake.compensateStall(stalledMs);
-    this.#lastSweepAt = now;
     this.#registry.tick(now);
-    this.#intake.expire(now);
+    this.#intake.sweep(now);
     if (++this.#sweeps % PASSIVATION_SWEEPS === 0) this.#registry.passivateIdle(now);
   }
 }

@@ -1,56 +1,19 @@
 /**
  * Group commit of publisher increments, as pure steps: `planIncrements` turns the increments that
  * queued in one turn into store ops (each op's answer computed before sending, so a retry under the
- * same key gets the very same answer), and `settleIncrements` turns the store's outcomes into
+ * same key gets the very same answer), and `answerIncrements` turns the store's outcomes into
  * replies, the entries that became durable, and the partitions found lost.
  */
-import type { Entry } from "@livecount/crdt";
-import {
-  ProtocolError,
-  type ErrorCode,
-  type ErrorReply,
-  type IncrementRequest,
-  type NodeReply,
-} from "@livecount/protocol";
+import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
+import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./replies.js";
 
 /** An increment waiting for the next group commit. */
 export interface PendingIncrement {
   readonly actor: PageActor;
   readonly request: IncrementRequest;
   readonly resolve: (reply: NodeReply) => void;
-}
-
-/** Entries of pages that are durable and may be published: page -> its partition and counters. */
-export type DurablePages = ReadonlyMap<
-  string,
-  { readonly partition: number; readonly counters: Readonly<Record<string, Entry>> }
->;
-
-export function errorReply(code: ErrorCode, message?: string): ErrorReply {
-  const e = new ProtocolError(code, message);
-  return { type: "error", code: e.code, message: e.message };
-}
-
-/** Collects the entries a commit made durable, by page, so each page is published once. */
-export class DurableEntries {
-  readonly #pages = new Map<string, { partition: number; counters: Map<string, Entry> }>();
-
-  add(actor: PageActor, counter: string, entry: Entry): void {
-    let page = this.#pages.get(actor.page);
-    if (page === undefined)
-      this.#pages.set(actor.page, (page = { partition: actor.partition, counters: new Map() }));
-    page.counters.set(counter, entry);
-  }
-
-  pages(): DurablePages {
-    const pages = new Map<string, { partition: number; counters: Record<string, Entry> }>();
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    for (const [page, { partition, counters }] of this.#pages)
-      pages.set(page, { partition, counters: Object.fromEntries(counters) });
-    return pages;
-  }
 }
 
 /** What the store answered for one op is the value and time of the first answer, kept with its key. */
@@ -92,7 +55,7 @@ export function planIncrements(
   for (const pending of batch) {
     const { actor, request } = pending;
     const fence = fenceOf(actor.partition);
-    if (fence === undefined || actor.status === "closed") {
+    if (fence === undefined || actor.status !== "active") {
       plan.refused.push({ pending, reply: errorReply("unavailable", OWNER_CHANGED) });
       continue;
     }
@@ -124,7 +87,7 @@ export function planIncrements(
   return plan;
 }
 
-export interface SettledIncrements {
+export interface AnsweredIncrements {
   readonly answers: Array<{ readonly pending: PendingIncrement; readonly reply: NodeReply }>;
   /** Entries to publish before any reply goes out. */
   readonly durable: DurablePages;
@@ -139,14 +102,14 @@ export interface SettledIncrements {
  * republishes the actor's entry (the first try may have become durable and never been published:
  * its owner crashed or handed the page over in between).
  */
-export function settleIncrements(
+export function answerIncrements(
   plan: IncrementPlan,
   outcomes: readonly IncrementOutcome[],
-): SettledIncrements {
-  const answers: SettledIncrements["answers"] = [];
+): AnsweredIncrements {
+  const answers: AnsweredIncrements["answers"] = [];
   const durable = new DurableEntries();
   const lost = new Set<number>();
-  const kinds: SettledIncrements["outcomes"] = [];
+  const kinds: AnsweredIncrements["outcomes"] = [];
   const replies: NodeReply[] = [];
   for (const item of plan.planned) {
     const { pending } = item;
@@ -200,23 +163,4 @@ function incremented(request: IncrementRequest, answer: AnswerPayload, duplicate
     updatedAt: answer.updatedAt,
     duplicate,
   };
-}
-
-/**
- * The first answer stored with an idempotency key: a JSON object whose `fields` are safe integers.
- * Undefined when what the store holds is not one (the op then answers "internal", nothing breaks).
- */
-export function parsePayload<K extends string>(
-  payload: string,
-  fields: readonly K[],
-): Record<K, number> | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof parsed !== "object" || parsed === null) return undefined;
-  const record = parsed as Record<string, unknown>;
-  return fields.every((f) => Number.isSafeInteger(record[f])) ? (record as Record<K, number>) : undefined;
 }

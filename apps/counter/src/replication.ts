@@ -12,6 +12,7 @@ import { yieldTurn, type Clock, type Logger, type TimerHandle } from "@livecount
 import type { Store } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import { ChangeLog } from "./change_log.js";
+import { ActorClosedError } from "./page_actor.js";
 import type { DurableWriter } from "./durable_writer.js";
 
 export interface ReplicationOptions {
@@ -138,8 +139,9 @@ export class Replication {
     const { page, dc, counters } = msg;
     this.#o.registry
       .run(page, partition, (actor) => actor.mergeRemote(dc, counters))
-      .catch(() => {
-        // The actor closed (the partition was lost meanwhile): the next owner asks for it again.
+      .catch((err: unknown) => {
+        // An actor closed meanwhile (the partition was lost): the next owner asks for it again.
+        if (!(err instanceof ActorClosedError)) this.#o.logger.error({ err, page }, "remote update failed");
       });
   }
 
@@ -215,7 +217,7 @@ export class Replication {
           const partition = partitionOf(page, count);
           const actor = this.#o.registry.find(page);
           if (actor?.status === "active" && !actor.hasPendingWork)
-            return this.#o.writer.publish(page, partition, actor.ownEntries(), ts);
+            return this.#o.writer.republishDurable(page, partition, actor.ownEntries(), ts);
           const record = await this.#o.store.load(page);
           const own = Object.fromEntries(
             Object.entries(record).flatMap(([name, entries]) => {
@@ -223,7 +225,7 @@ export class Replication {
               return e === undefined ? [] : [[name, e] as const];
             }),
           );
-          if (Object.keys(own).length > 0) this.#o.writer.publish(page, partition, own, ts);
+          if (Object.keys(own).length > 0) this.#o.writer.republishDurable(page, partition, own, ts);
         }),
       );
       await yieldTurn(this.#o.clock);

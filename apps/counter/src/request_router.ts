@@ -1,4 +1,4 @@
-import { nodeSubject, type Bus } from "@livecount/bus";
+import { BusError, BusTimeoutError, nodeSubject, type Bus } from "@livecount/bus";
 import {
   ProtocolError,
   decodeNodeReply,
@@ -14,7 +14,7 @@ import { StoreError, type Fence, type Store } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
-import { errorReply } from "./increment_batch.js";
+import { errorReply } from "./replies.js";
 import { ActorClosedError } from "./page_actor.js";
 import type { PresenceIntake } from "./presence_intake.js";
 
@@ -134,9 +134,17 @@ export class RequestRouter {
       return errorReply("unavailable", "owners disagree about the ring; retry");
     this.#o.metrics.forwards.inc();
     const forwarded = encodeMessage({ ...request, hop: (request.hop ?? 0) + 1 });
-    const reply = await this.#o.bus.request(nodeSubject(this.#o.dc, owner), forwarded, {
-      timeoutMs: this.#o.forwardTimeoutMs,
-    });
+    let reply: Uint8Array;
+    try {
+      reply = await this.#o.bus.request(nodeSubject(this.#o.dc, owner), forwarded, {
+        timeoutMs: this.#o.forwardTimeoutMs,
+      });
+    } catch (err) {
+      // The owner is gone or hung: the caller retries, by then the ring or the lease has moved on.
+      if (err instanceof BusTimeoutError) return errorReply("timeout", `${owner} did not answer`);
+      if (err instanceof BusError) return errorReply("unavailable", `${owner} cannot be reached`);
+      throw err;
+    }
     return decodeNodeReply(reply);
   }
 }

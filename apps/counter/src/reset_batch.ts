@@ -16,7 +16,7 @@
  */
 import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
-import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./increment_batch.js";
+import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
 export interface PendingReset {
@@ -114,7 +114,7 @@ export function planResets(
   return plan;
 }
 
-export interface SettledResets {
+export interface AnsweredResets {
   readonly answers: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
   /** Published before any answer: an acknowledged reset must reach every watcher even if this node dies right after. */
   readonly durable: DurablePages;
@@ -122,10 +122,10 @@ export interface SettledResets {
   readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
 }
 
-export function settleResets(plan: ResetPlan, outcomes: readonly IncrementOutcome[]): SettledResets {
-  const answers: SettledResets["answers"] = [];
+export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcome[]): AnsweredResets {
+  const answers: AnsweredResets["answers"] = [];
   const lost = new Set<number>();
-  const kinds: SettledResets["outcomes"] = [];
+  const kinds: AnsweredResets["outcomes"] = [];
   const durable = new DurableEntries();
   plan.sent.forEach((s, i) => {
     const { actor, request } = s.pending;

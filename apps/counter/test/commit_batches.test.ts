@@ -1,12 +1,12 @@
 import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOutcome } from "@livecount/store";
 import { describe, expect, test } from "vitest";
-import { planIncrements, settleIncrements, type PendingIncrement } from "../src/increment_batch.js";
+import { planIncrements, answerIncrements, type PendingIncrement } from "../src/increment_batch.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
 import {
   observedResetOp,
   planResets,
-  settleResets,
+  answerResets,
   takeResetRound,
   type PendingReset,
 } from "../src/reset_batch.js";
@@ -88,7 +88,7 @@ describe("counter - group commit of increments", () => {
       { kind: "conflict" },
       { kind: "stale" },
     ];
-    const settled = settleIncrements(plan, outcomes);
+    const settled = answerIncrements(plan, outcomes);
     for (const { pending, reply } of settled.answers) pending.resolve(reply);
     expect(batch.map((p) => p.replies[0])).toMatchObject([
       { type: "incremented", value: 11, updatedAt: NOW, duplicate: false },
@@ -106,7 +106,7 @@ describe("counter - group commit of increments", () => {
   test("counter - a duplicate whose stored answer is unreadable answers internal instead of breaking the batch", () => {
     const a = actor();
     const plan = planIncrements([pendingIncrement(a, "k")], "dc1", NOW, fenceOf);
-    const settled = settleIncrements(plan, [{ kind: "duplicate", payload: "{not json" }]);
+    const settled = answerIncrements(plan, [{ kind: "duplicate", payload: "{not json" }]);
     expect(settled.answers[0]?.reply).toMatchObject({ type: "error", code: "internal" });
   });
 });
@@ -153,7 +153,7 @@ describe("counter - observed resets", () => {
     const a = actor("p", 5);
     const round = [pendingReset(a, "d", true), pendingReset(actor("q"), "x")];
     const plan = planResets(round, "dc1", NOW, fenceOf);
-    const settled = settleResets(plan, [
+    const settled = answerResets(plan, [
       { kind: "applied", entry: { p: 5, n: 5 }, also: [{ p: 10, n: 0 }] },
       { kind: "stale" },
     ]);

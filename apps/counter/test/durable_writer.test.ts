@@ -7,13 +7,17 @@ import {
 import { afterEach, describe, expect, test } from "vitest";
 import { COALESCE_MS, buildUnits, pageIn, type Units } from "./units.js";
 
-/** Every publish in the timeline comes after a completed store call, and never after a failed one with nothing in between. */
+/**
+ * Every publish in the timeline follows a completed store call that wrote its page, with no other
+ * store call started in between: nothing reaches the bus ahead of the store.
+ */
 function publishesFollowDurableWrites(timeline: readonly string[]): void {
-  let durable = false;
+  let durable = new Set<string>();
   for (const event of timeline) {
-    if (event.endsWith(":done")) durable = true;
-    else if (event.endsWith(":start") || event.endsWith(":failed")) durable = false;
-    else if (event.startsWith("publish:") && !durable)
+    const done = /^(?:write|increment):done:(.*)$/.exec(event);
+    if (done !== null) durable = new Set(done[1]!.split(","));
+    else if (event.endsWith(":start") || event.endsWith(":failed")) durable = new Set();
+    else if (event.startsWith("publish:") && !durable.has(event.slice("publish:".length)))
       throw new Error(`published ahead of the store: ${timeline.join(" ")}`);
   }
 }
@@ -50,7 +54,8 @@ describe("counter - durable writer", () => {
     expect(u.timeline).toEqual(["write:start", "write:failed", "write:start", "write:failed"]);
     expect(u.published).toEqual([]);
     await u.clock.advance(COALESCE_MS);
-    expect(u.timeline.slice(4)).toEqual(["write:start", "write:done", `publish:${page}`]);
+    expect(u.timeline.slice(4)).toEqual(["write:start", `write:done:${page}`, `publish:${page}`]);
+    expect(u.changed).toEqual([page]);
     expect(u.published[0]?.counters[VIEWERS_COUNTER]).toEqual({ p: 1, n: 0 });
     expect((await u.store.load(page))[VIEWERS_COUNTER]?.dc1).toEqual({ p: 1, n: 0 });
     publishesFollowDurableWrites(u.timeline);
@@ -72,7 +77,12 @@ describe("counter - durable writer", () => {
     });
     await u.clock.advance(0);
     expect(await retry).toMatchObject({ type: "incremented", value: 1, duplicate: false });
-    expect(u.timeline.slice(-4)).toEqual(["increment:start", "increment:done", `publish:${page}`, "reply"]);
+    expect(u.timeline.slice(-4)).toEqual([
+      "increment:start",
+      `increment:done:${page}`,
+      `publish:${page}`,
+      "reply",
+    ]);
     publishesFollowDurableWrites(u.timeline);
   });
 
@@ -170,5 +180,25 @@ describe("counter - durable writer", () => {
     const stored = await u.store.load(page);
     expect(stored[VIEWERS_COUNTER]?.dc1).toEqual({ p: 1, n: 0 });
     expect(stored.likes?.dc1).toEqual({ p: 1, n: 0 });
+  });
+  test("counter - a reset queued behind increments of its counter cancels them all, on the commit chain", async () => {
+    u = await buildUnits();
+    const page = pageIn(0);
+    await u.acquire(0);
+    let release!: () => void;
+    u.store.holdIncrements = new Promise((r) => (release = r));
+    const incs = [increment(page, 0, "i1", 2), increment(page, 0, "i2", 3)];
+    await u.clock.advance(0);
+    // The first batch is in flight; a reset and another increment queue behind it.
+    const r = reset(page, 0, "r");
+    const later = increment(page, 0, "i3", 4);
+    await u.clock.advance(0);
+    u.store.holdIncrements = undefined;
+    release();
+    await u.clock.advance(0);
+    await Promise.all(incs);
+    expect(await r).toMatchObject({ type: "counter_reset", previous: 5 });
+    expect(await later).toMatchObject({ type: "incremented" });
+    expect((await u.store.load(page)).likes?.dc1).toEqual({ p: 9, n: 5 });
   });
 });

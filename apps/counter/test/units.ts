@@ -4,14 +4,7 @@
  * wrapped to inject failures and to log, in one timeline with the bus, when writes start and end and
  * when updates are published.
  */
-import {
-  MemoryBus,
-  pageSubject,
-  type Bus,
-  type BusEvents,
-  type BusStatus,
-  type Subscription,
-} from "@livecount/bus";
+import { MemoryBus, type Bus, type BusEvents, type BusStatus, type Subscription } from "@livecount/bus";
 import { decodeMessage, type PageUpdate, type PresenceBatch } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
@@ -30,10 +23,11 @@ import {
 } from "@livecount/store";
 import { Registry } from "prom-client";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { ActorRegistry } from "../src/actor_registry.js";
+import type { ActorRegistry } from "../src/actor_registry.js";
 import { CounterMetrics } from "../src/counter_metrics.js";
-import { DurableWriter } from "../src/durable_writer.js";
-import { PresenceIntake } from "../src/presence_intake.js";
+import type { DurableWriter } from "../src/durable_writer.js";
+import { createPageUnits } from "../src/page_units.js";
+import type { PresenceIntake } from "../src/presence_intake.js";
 
 export const DC = "dc1";
 export const PARTITIONS = 8;
@@ -42,6 +36,7 @@ export const SETTLE_MS = 2_000;
 export const PASSIVATE_MS = 5_000;
 export const GATEWAY_LEASE_MS = 6_000;
 export const COALESCE_MS = 50;
+export const SWEEP_MS = 100;
 
 /** A MemoryStore whose calls can be made to fail, and that logs each write's start and end. */
 export class FlakyStore implements Store {
@@ -51,6 +46,11 @@ export class FlakyStore implements Store {
   failLoads = 0;
   /** While set, writes wait for it before reaching the store (a round trip in flight). */
   hold: Promise<void> | undefined;
+  /** While set, increments wait for it before reaching the store. */
+  holdIncrements: Promise<void> | undefined;
+  /** While true, loads wait in `heldLoads` until the test settles them. */
+  holdLoads = false;
+  readonly heldLoads: Array<{ page: string; release(): void; fail(err: Error): void }> = [];
 
   constructor(
     readonly inner: MemoryStore,
@@ -67,6 +67,9 @@ export class FlakyStore implements Store {
     return this.inner.release(lease);
   }
   async load(page: string): Promise<PageRecord> {
+    if (this.holdLoads) {
+      await new Promise<void>((release, fail) => this.heldLoads.push({ page, release, fail }));
+    }
     if (this.failLoads > 0 && this.failLoads-- > 0) throw new StoreError("injected load failure");
     return this.inner.load(page);
   }
@@ -78,17 +81,19 @@ export class FlakyStore implements Store {
       throw new StoreError("injected write failure");
     }
     const stale = await this.inner.write(groups);
-    this.timeline.push("write:done");
+    const pages = new Set(groups.flatMap((g) => g.writes.map((w) => w.page)));
+    this.timeline.push(`write:done:${[...pages].join(",")}`);
     return stale;
   }
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
     this.timeline.push("increment:start");
+    if (this.holdIncrements !== undefined) await this.holdIncrements;
     if (this.failIncrements > 0 && this.failIncrements-- > 0) {
       this.timeline.push("increment:failed");
       throw new StoreError("injected increment failure");
     }
     const outcomes = await this.inner.increment(ops, keyTtlMs);
-    this.timeline.push("increment:done");
+    this.timeline.push(`increment:done:${[...new Set(ops.map((o) => o.page))].join(",")}`);
     return outcomes;
   }
   listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
@@ -153,6 +158,8 @@ export function presenceBatch(
 
 /** A page id in `partition`, distinct for each `n`. */
 export function pageIn(partition: number, n = 0): string {
+  if (!Number.isInteger(partition) || partition < 0 || partition >= PARTITIONS)
+    throw new RangeError(`partition ${partition} is not one of ${PARTITIONS}`);
   for (let i = 0, found = 0; ; i++) {
     const page = `page-${i}`;
     if (partitionOf(page, PARTITIONS) === partition && found++ === n) return page;
@@ -169,6 +176,8 @@ export interface Units {
   readonly published: PageUpdate[];
   readonly fences: Map<number, Fence>;
   readonly lost: number[];
+  /** Pages whose own entries changed and were published (what the change log records). */
+  readonly changed: string[];
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly intake: PresenceIntake;
@@ -187,48 +196,28 @@ export async function buildUnits(): Promise<Units> {
     published.push(update);
   });
   const store = new FlakyStore(new MemoryStore({ now: () => clock.now() }), timeline);
-  const metrics = new CounterMetrics(new Registry(), { partitionsOwned: () => fences.size });
   const fences = new Map<number, Fence>();
   const lost: number[] = [];
-  const units: { registry?: ActorRegistry; writer?: DurableWriter; intake?: PresenceIntake } = {};
-  const registry = new ActorRegistry({
+  const changed: string[] = [];
+  const { registry, writer, intake } = createPageUnits({
     dc: DC,
+    partitions: PARTITIONS,
     graceMs: GRACE_MS,
     settleMs: SETTLE_MS,
     passivateMs: PASSIVATE_MS,
-    clock,
-    store,
-    logger: silentLogger,
-    metrics,
-    isHeld: (p) => fences.has(p),
-    markDirty: (actor) => units.writer!.markDirty(actor),
-    forget: (actor) => {
-      units.writer!.forget(actor);
-      units.intake!.forgetPage(actor.page);
-    },
-  });
-  const writer = new DurableWriter({
-    dc: DC,
-    store,
-    bus,
-    clock,
-    logger: silentLogger,
-    metrics,
     coalesceMs: COALESCE_MS,
     idempotencyTtlMs: 60_000,
+    gatewayLeaseMs: GATEWAY_LEASE_MS,
+    sweepMs: SWEEP_MS,
+    clock,
+    store,
+    bus,
+    logger: silentLogger,
+    metrics: new CounterMetrics(new Registry(), { partitionsOwned: () => fences.size }),
     fenceOf: (p) => fences.get(p),
     lost: (p) => lost.push(p),
-    subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
+    published: (page) => changed.push(page),
   });
-  const intake = new PresenceIntake({
-    registry,
-    logger: silentLogger,
-    metrics,
-    partitions: PARTITIONS,
-    gatewayLeaseMs: GATEWAY_LEASE_MS,
-    now: () => clock.now(),
-  });
-  Object.assign(units, { registry, writer, intake });
   return {
     clock,
     bus,
@@ -237,6 +226,7 @@ export async function buildUnits(): Promise<Units> {
     published,
     fences,
     lost,
+    changed,
     registry,
     writer,
     intake,

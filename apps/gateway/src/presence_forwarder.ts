@@ -1,6 +1,6 @@
 import type { PresenceOp } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
-import { Backoff, sleep, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { LocalPresence } from "./local_presence.js";
 import type { OwnerClient } from "./owner_client.js";
 
@@ -21,9 +21,6 @@ export interface ForwarderOptions {
   readonly random?: () => number;
   readonly onSent?: (ops: number) => void;
 }
-
-/** How often `drain` looks whether everything was acknowledged. */
-const DRAIN_POLL_MS = 5;
 
 interface PartitionQueue {
   /** Latest state per `page\0viewer`: set semantics make older ops for the same pair irrelevant. */
@@ -49,6 +46,8 @@ interface PartitionQueue {
 export class PresenceForwarder {
   readonly #opts: ForwarderOptions;
   readonly #queues = new Map<number, PartitionQueue>();
+  /** Resolvers of `drain` calls, woken once nothing is queued or in flight. */
+  readonly #idleWaiters = new Set<() => void>();
   #timer: TimerHandle | undefined;
   #closed = false;
 
@@ -97,12 +96,18 @@ export class PresenceForwarder {
 
   /** Sends everything queued now and waits until it is acknowledged or `timeoutMs` passes. */
   async drain(timeoutMs: number): Promise<void> {
-    const deadline = this.#opts.clock.now() + timeoutMs;
     this.#flush();
-    while (!this.idle && this.#opts.clock.now() < deadline) {
-      await sleep(this.#opts.clock, DRAIN_POLL_MS);
-      this.#flush();
-    }
+    if (this.idle) return;
+    const { clock } = this.#opts;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clock.clearTimeout(timer);
+        this.#idleWaiters.delete(done);
+        resolve();
+      };
+      const timer = clock.setTimeout(done, timeoutMs);
+      this.#idleWaiters.add(done);
+    });
   }
 
   close(): void {
@@ -209,6 +214,7 @@ export class PresenceForwarder {
   #settled(q: PartitionQueue, generation: number): void {
     if (q.inFlight === generation) q.inFlight = undefined;
     if (q.sync || q.ops.size > 0) this.#scheduleFlush();
+    else if (this.#idleWaiters.size > 0 && this.idle) for (const wake of [...this.#idleWaiters]) wake();
   }
 
   #sent(q: PartitionQueue, generation: number, ops: number): void {

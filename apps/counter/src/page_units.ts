@@ -1,0 +1,86 @@
+import { pageSubject, type Bus } from "@livecount/bus";
+import type { Clock, Logger } from "@livecount/runtime";
+import type { Fence, Store } from "@livecount/store";
+import { ActorRegistry } from "./actor_registry.js";
+import type { CounterMetrics } from "./counter_metrics.js";
+import { DurableWriter } from "./durable_writer.js";
+import { PresenceIntake } from "./presence_intake.js";
+
+export interface PageUnitsOptions {
+  readonly dc: string;
+  readonly partitions: number;
+  readonly graceMs: number;
+  readonly settleMs: number;
+  readonly passivateMs: number;
+  readonly coalesceMs: number;
+  readonly idempotencyTtlMs: number;
+  readonly gatewayLeaseMs: number;
+  readonly sweepMs: number;
+  readonly clock: Clock;
+  readonly store: Store;
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  /** The fence of a partition this node holds, or undefined. */
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** The store found the partition's fence stale. */
+  readonly lost: (partition: number) => void;
+  /** This DC's entries of `page` changed, became durable and were published at `ts`. */
+  readonly published: (page: string, ts: number) => void;
+}
+
+/** The units that keep per-page state on a counter node, and how they depend on each other. */
+export interface PageUnits {
+  readonly registry: ActorRegistry;
+  readonly writer: DurableWriter;
+  readonly intake: PresenceIntake;
+}
+
+/**
+ * Wires the actor registry, the durable writer and the presence intake: actors ask the writer to
+ * flush them, and the registry's one teardown makes the writer and the gateway leases forget the
+ * page. The node and the units' tests both build them here, so the tests run the real wiring.
+ */
+export function createPageUnits(o: PageUnitsOptions): PageUnits {
+  const { clock, store, bus, logger, metrics } = o;
+  const registry: ActorRegistry = new ActorRegistry({
+    dc: o.dc,
+    graceMs: o.graceMs,
+    settleMs: o.settleMs,
+    passivateMs: o.passivateMs,
+    clock,
+    store,
+    logger,
+    metrics,
+    isHeld: (partition) => o.fenceOf(partition) !== undefined,
+    markDirty: (actor) => writer.markDirty(actor),
+    forget: (actor) => {
+      writer.forget(actor);
+      intake.forgetPage(actor.page);
+    },
+  });
+  const writer = new DurableWriter({
+    dc: o.dc,
+    store,
+    bus,
+    clock,
+    logger,
+    metrics,
+    coalesceMs: o.coalesceMs,
+    idempotencyTtlMs: o.idempotencyTtlMs,
+    fenceOf: o.fenceOf,
+    lost: o.lost,
+    subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
+    published: o.published,
+  });
+  const intake = new PresenceIntake({
+    registry,
+    logger,
+    metrics,
+    partitions: o.partitions,
+    gatewayLeaseMs: o.gatewayLeaseMs,
+    sweepMs: o.sweepMs,
+    now: () => clock.now(),
+  });
+  return { registry, writer, intake };
+}

@@ -1,0 +1,137 @@
+import { MemoryBus, nodeSubject, nodesSubject } from "@livecount/bus";
+import {
+  VIEWERS_COUNTER,
+  decodeMessage,
+  decodeNodeReply,
+  encodeMessage,
+  type NodeReply,
+  type NodeRequest,
+} from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { silentLogger } from "@livecount/runtime";
+import { MemoryStore } from "@livecount/store";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { readCounterConfig } from "../src/counter_config.js";
+import { CounterNode } from "../src/counter_node.js";
+
+const PARTITIONS = 4;
+const LEASE_MS = 3_000;
+
+describe("counter - counter node lifecycle", () => {
+  let clock: ManualClock;
+  let bus: MemoryBus;
+  let store: MemoryStore;
+  let node: CounterNode;
+  let metrics: Registry;
+
+  afterEach(async () => {
+    await node.stop();
+    await bus.close();
+  });
+
+  async function start(): Promise<void> {
+    clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    store = new MemoryStore({ now: () => clock.now() });
+    const config = readCounterConfig({
+      LIVECOUNT_NODE_ID: "counter-1",
+      LIVECOUNT_PARTITIONS: String(PARTITIONS),
+      LIVECOUNT_PARTITION_LEASE_MS: String(LEASE_MS),
+      LIVECOUNT_COALESCE_MS: "10",
+    });
+    metrics = new Registry();
+    node = new CounterNode({ config, bus, store, logger: silentLogger, registry: metrics, clock });
+    const started = node.start();
+    await clock.advance(0);
+    await started;
+    await clock.advance(100);
+    expect(node.ready).toBe(true);
+  }
+
+  /** A request to the node, with time moving (100 ms at a time) until it is answered. */
+  async function ask(request: NodeRequest): Promise<NodeReply> {
+    let answer: Uint8Array | undefined;
+    const reply = bus.request(nodeSubject("dc1", "counter-1"), encodeMessage(request), { timeoutMs: 60_000 });
+    void reply.then((r) => (answer = r));
+    for (let waited = 0; answer === undefined; waited += 100) {
+      if (waited > 60_000) throw new Error(`no answer to ${request.type}`);
+      await clock.advance(answer === undefined && waited === 0 ? 0 : 100);
+    }
+    return decodeNodeReply(answer);
+  }
+
+  /** A page id in `partition`. */
+  function pageIn(partition: number): string {
+    for (let i = 0; ; i++) if (partitionOf(`node-${i}`, PARTITIONS) === partition) return `node-${i}`;
+  }
+
+  test("counter - a stop hands over: queued changes are committed and flushed, then every lease is released", async () => {
+    await start();
+    const page = pageIn(1);
+    await ask({
+      type: "presence",
+      gateway: "gw",
+      partition: 1,
+      ops: [{ page, viewer: "v:1", present: true }],
+    });
+    const increment = bus.request(
+      nodeSubject("dc1", "counter-1"),
+      encodeMessage({ type: "increment", page, counter: "likes", delta: 2, key: "k" }),
+    );
+    await bus.flush();
+    const stopped = node.stop();
+    await clock.advance(0);
+    await stopped;
+    expect(decodeNodeReply(await increment)).toMatchObject({ type: "incremented", value: 2 });
+    expect(await store.load(page)).toEqual({
+      [VIEWERS_COUNTER]: { dc1: { p: 1, n: 0 } },
+      likes: { dc1: { p: 2, n: 0 } },
+    });
+    // Released, not left to expire: another node takes every partition at once.
+    for (let p = 0; p < PARTITIONS; p++)
+      expect(await store.acquire(p, "counter-2/x", LEASE_MS)).not.toBeNull();
+  });
+
+  test("counter - lost leases drop their partitions' pages and announce one new incarnation for all of them", async () => {
+    await start();
+    const incarnations: string[] = [];
+    bus.subscribe(nodesSubject("dc1"), (data) => {
+      const msg = decodeMessage(data);
+      if (msg.type === "node") incarnations.push(msg.incarnation);
+    });
+    const [a, b] = [pageIn(0), pageIn(2)];
+    for (const [page, partition] of [
+      [a, 0],
+      [b, 2],
+    ] as const) {
+      await ask({
+        type: "presence",
+        gateway: "gw",
+        partition,
+        ops: [{ page, viewer: "v:1", present: true }],
+      });
+    }
+    await clock.advance(50);
+    const before = new Set(incarnations);
+    // The node is frozen past its leases; meanwhile another process takes partitions 0 and 2.
+    clock.jump(LEASE_MS + 1);
+    for (const p of [0, 2]) expect(await store.acquire(p, "counter-2/x", LEASE_MS)).not.toBeNull();
+    await clock.advance(LEASE_MS / 3 + 50);
+    await bus.flush();
+    const fresh = [...new Set(incarnations)].filter((i) => !before.has(i));
+    expect(fresh).toHaveLength(1);
+    // Their pages left memory with the partitions; the node is not ready until it holds them again.
+    expect(await actorsInMemory()).toBe(0);
+    expect(node.ready).toBe(false);
+    // Once the other process's leases run out the node takes them back and answers from the store.
+    expect(await ask({ type: "snapshot", page: a })).toMatchObject({ type: "page_state" });
+    expect(node.ready).toBe(true);
+  });
+
+  async function actorsInMemory(): Promise<number> {
+    const gauge = await metrics.getSingleMetric("livecount_counter_actors")?.get();
+    return gauge?.values[0]?.value ?? NaN;
+  }
+});
