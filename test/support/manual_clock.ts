@@ -41,11 +41,6 @@ export class ManualClock implements Clock {
     this.#now += ms;
   }
 
-  /** Timers not fired yet. */
-  get pendingTimers(): number {
-    return this.#timers.size;
-  }
-
   /**
    * Moves time forward by `ms`, firing every timer due on the way (each at its own time) and running
    * deferred work, and lets the promises they start settle between steps.
@@ -81,7 +76,7 @@ export class ManualClock implements Clock {
   }
 }
 
-/** Lets every promise chain that can make progress without I/O do so. */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 20; i++) await Promise.resolve();
+/** Lets every promise chain that can make progress without real time do so: one turn of the event loop. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -8,7 +8,6 @@
  * handler runs after the publisher's synchronous code, never inside it. A long drain yields to the
  * event loop every MAX_DELIVERIES_PER_TURN deliveries so timers and sockets keep running.
  */
-import { setImmediate } from "node:timers";
 import { systemClock, type Clock } from "@livecount/runtime";
 import {
   BusClosedError,
@@ -47,7 +46,7 @@ const MAX_DELIVERIES_PER_TURN = 4096;
 const COMPACT_AFTER = 1024;
 
 export interface MemoryBusOptions {
-  /** Times request timeouts; default the system clock. */
+  /** Times request timeouts and the yields between delivery batches; default the system clock. */
   clock?: Clock;
   /**
    * Messages queued for one subscription before further ones are dropped, in messages; default
@@ -280,7 +279,7 @@ export class MemoryBus implements Bus {
     for (let budget = MAX_DELIVERIES_PER_TURN; this.#head < queue.length; budget--) {
       if (budget === 0) {
         this.#compact();
-        setImmediate(this.#drain);
+        this.#clock.defer(this.#drain);
         return;
       }
       const delivery = queue[this.#head] as Delivery;

@@ -37,6 +37,7 @@ import {
   type RequestOptions,
   type Subscription,
 } from "./bus.js";
+import { systemClock, type Clock, type TimerHandle } from "@livecount/runtime";
 import { BusEventListeners } from "./bus_events.js";
 import { describeFailure, RESPONDER_FAILURE_CODE, responderError } from "./responder_failure.js";
 import { assertQueueName, assertSubject, assertSubjectPattern } from "./subject_syntax.js";
@@ -82,12 +83,15 @@ export interface NatsBusOptions {
   pingIntervalMs?: number;
   /** Default DEFAULT_DRAIN_TIMEOUT_MS (5000). */
   drainTimeoutMs?: number;
+  /** Times the drain at close; default the system clock. (Request timeouts are nats.js's own.) */
+  clock?: Clock;
 }
 
 export class NatsBus implements Bus {
   readonly #nc: NatsConnection;
   readonly #log: BusLogger | undefined;
   readonly #drainTimeoutMs: number;
+  readonly #clock: Clock;
   readonly #events = new BusEventListeners();
   /** Rejecters of requests in flight, so close() can fail them at once. */
   readonly #requests = new Set<(err: Error) => void>();
@@ -98,6 +102,7 @@ export class NatsBus implements Bus {
     this.#nc = nc;
     this.#log = opts.logger;
     this.#drainTimeoutMs = opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    this.#clock = opts.clock ?? systemClock;
     void this.#watchStatus();
     void nc.closed().then((err) => this.#onClosed(err));
   }
@@ -196,7 +201,7 @@ export class NatsBus implements Bus {
   async #close(): Promise<void> {
     this.#failRequests();
     if (!this.#nc.isClosed()) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      let timer: TimerHandle | undefined;
       const drained = this.#nc.drain().then(
         () => true,
         (err: unknown) => {
@@ -205,10 +210,10 @@ export class NatsBus implements Bus {
         },
       );
       const timedOut = new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), this.#drainTimeoutMs);
+        timer = this.#clock.setTimeout(() => resolve(false), this.#drainTimeoutMs);
       });
       const clean = await Promise.race([drained, timedOut]);
-      clearTimeout(timer);
+      if (timer !== undefined) this.#clock.clearTimeout(timer);
       if (!clean) await this.#nc.close();
     }
     this.#status = "closed";

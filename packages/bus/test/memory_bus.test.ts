@@ -52,11 +52,14 @@ describe("MemoryBus", () => {
     const clock = new ManualClock();
     bus = new MemoryBus({ clock });
     bus.serve("svc.silent", () => new Promise<Uint8Array>(() => {}));
+    let settled = false;
     const pending = bus.request("svc.silent", bytes(""), { timeoutMs: 1000 });
+    const timedOut = expect(pending.finally(() => (settled = true))).rejects.toThrow(BusTimeoutError);
     await bus.flush();
     await clock.advance(999);
+    expect(settled).toBe(false);
     await clock.advance(1);
-    await expect(pending).rejects.toThrow(BusTimeoutError);
+    await timedOut;
   });
 
   it("delivers what was published before close, then nothing", async () => {

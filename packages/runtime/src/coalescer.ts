@@ -60,10 +60,7 @@ export class Coalescer {
     const running = this.#invoke().then(() => {
       this.#running = undefined;
       // Asked for during the flush: the next one waits for the window.
-      if (this.#pending && !this.#closed) {
-        this.#pending = false;
-        this.request();
-      }
+      if (this.#pending) this.request();
     });
     this.#running = running;
     return running;

@@ -94,4 +94,59 @@ describe("runtime - coalescer", () => {
     await clock.advance(100);
     expect(n).toBe(0);
   });
+  test("runtime - a request made synchronously inside a flush runs once, after it, in the next window", async () => {
+    const clock = new ManualClock();
+    const starts: number[] = [];
+    const c: Coalescer = new Coalescer(clock, 50, () => {
+      starts.push(clock.now());
+      if (starts.length === 1) c.request();
+    });
+    const t0 = clock.now();
+    c.request();
+    await clock.advance(200);
+    expect(starts).toEqual([t0, t0 + 50]);
+  });
+
+  test("runtime - two drains at once both wait for the same flushes and run each once", async () => {
+    const clock = new ManualClock();
+    let runs = 0;
+    let release!: () => void;
+    const c = new Coalescer(clock, 1_000, async () => {
+      runs++;
+      if (runs === 1) await new Promise<void>((r) => (release = r));
+    });
+    c.request();
+    await clock.advance(0);
+    c.request();
+    let drained = 0;
+    const both = Promise.all([c.drain(), c.drain()]).then(() => (drained = 2));
+    await clock.advance(0);
+    expect(drained).toBe(0);
+    release();
+    await both;
+    expect(runs).toBe(2);
+  });
+
+  test("runtime - drain after a failed flush runs what the failure asked for again", async () => {
+    const clock = new ManualClock();
+    const errors: unknown[] = [];
+    let runs = 0;
+    const c: Coalescer = new Coalescer(
+      clock,
+      1_000,
+      () => {
+        if (runs++ === 0) {
+          c.request(); // retry on the next window, as the counter node's flush does
+          throw new Error("store down");
+        }
+      },
+      (err) => errors.push(err),
+    );
+    c.request();
+    await clock.advance(0);
+    expect(runs).toBe(1);
+    await c.drain();
+    expect(runs).toBe(2);
+    expect(errors).toHaveLength(1);
+  });
 });

@@ -1,4 +1,8 @@
-/** Retry timing: full-jitter exponential backoff, shared by HTTP retries and WebSocket reconnects. */
+/**
+ * Retry timing: full-jitter exponential backoff, shared by HTTP retries and WebSocket reconnects.
+ * The server packages have the same helper in @livecount/runtime; the SDK keeps its own copy because
+ * it is published on its own and must not depend on anything (it runs in browsers too).
+ */
 
 export interface RetryOptions {
   /** Tries in all, the first included; 1 turns retries off. Default 6. */
