@@ -11,6 +11,7 @@ import { silentLogger } from "@livecount/runtime";
 import {
   MemoryStore,
   StoreError,
+  type AcquireOptions,
   type EntryRef,
   type Fence,
   type FencedWrites,
@@ -57,8 +58,8 @@ export class FlakyStore implements Store {
     private readonly timeline: string[],
   ) {}
 
-  acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
-    return this.inner.acquire(partition, node, ttlMs);
+  acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null> {
+    return this.inner.acquire(partition, node, ttlMs, options);
   }
   renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
     return this.inner.renew(leases, ttlMs);
@@ -95,6 +96,24 @@ export class FlakyStore implements Store {
     const outcomes = await this.inner.increment(ops, keyTtlMs);
     this.timeline.push(`increment:done:${[...new Set(ops.map((o) => o.page))].join(",")}`);
     return outcomes;
+  }
+  loadMany(pages: readonly string[]): Promise<PageRecord[]> {
+    return this.inner.loadMany(pages);
+  }
+  digests(partitions: readonly number[]): Promise<string[]> {
+    return this.inner.digests(partitions);
+  }
+  bucketDigests(partition: number): Promise<string[]> {
+    return this.inner.bucketDigests(partition);
+  }
+  bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
+    return this.inner.bucketPages(partition, buckets);
+  }
+  isBootstrapped(partition: number): Promise<boolean> {
+    return this.inner.isBootstrapped(partition);
+  }
+  markBootstrapped(fence: Fence): Promise<boolean> {
+    return this.inner.markBootstrapped(fence);
   }
   listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
     return this.inner.listPages(prefix, cursor, limit);

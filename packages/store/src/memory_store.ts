@@ -3,8 +3,10 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
+import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, xorDigest } from "./digest.js";
 import {
   StoreError,
+  type AcquireOptions,
   type EntryRef,
   type Fence,
   type FencedWrites,
@@ -56,6 +58,11 @@ export class MemoryStore implements Store {
   readonly #pageIds: string[] = [];
   /** Idempotency records by `${page}\0${key}`; page ids are printable ASCII, so never ambiguous. */
   readonly #keys = new Map<string, KeyRecord>();
+  /** partition -> its buckets' digests (see digest.ts); absent: all zero. */
+  readonly #digests = new Map<number, string[]>();
+  /** partition -> bucket -> page ids. */
+  readonly #buckets = new Map<number, Map<number, Set<string>>>();
+  readonly #bootstrapped = new Set<number>();
   #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
   #lastSweep: number;
   #closed = false;
@@ -70,15 +77,23 @@ export class MemoryStore implements Store {
     return this.#keys.size;
   }
 
-  async acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
+  async acquire(
+    partition: number,
+    node: string,
+    ttlMs: number,
+    options: AcquireOptions = {},
+  ): Promise<Lease | null> {
     this.#assertOpen();
     assertTtl("lease ttl", ttlMs);
     const now = this.#now();
     const held = this.#leases.get(partition);
     if (held !== undefined && isLive(held.expiresAt, now)) {
-      if (held.node !== node) return null;
-      held.expiresAt = now + ttlMs;
-      return { partition, node, epoch: held.epoch, expiresAt: held.expiresAt };
+      if (held.node === node) {
+        held.expiresAt = now + ttlMs;
+        return { partition, node, epoch: held.epoch, expiresAt: held.expiresAt };
+      }
+      const { reclaimFrom } = options;
+      if (reclaimFrom === undefined || reclaimFrom === "" || !held.node.startsWith(reclaimFrom)) return null;
     }
     const epoch = (this.#epochs.get(partition) ?? 0) + 1;
     this.#epochs.set(partition, epoch);
@@ -120,6 +135,43 @@ export class MemoryStore implements Store {
     );
   }
 
+  async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
+    this.#assertOpen();
+    return Promise.all(pages.map((page) => this.load(page)));
+  }
+
+  async digests(partitions: readonly number[]): Promise<string[]> {
+    this.#assertOpen();
+    return partitions.map((p) => (this.#digests.get(p) ?? []).reduce(xorDigest, ZERO_DIGEST));
+  }
+
+  async bucketDigests(partition: number): Promise<string[]> {
+    this.#assertOpen();
+    const digests = this.#digests.get(partition);
+    return Array.from({ length: DIGEST_BUCKETS }, (_, b) => digests?.[b] ?? ZERO_DIGEST);
+  }
+
+  async bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
+    this.#assertOpen();
+    const pages = new Map<string, PageRecord>();
+    for (const b of buckets) {
+      for (const page of this.#buckets.get(partition)?.get(b) ?? []) pages.set(page, await this.load(page));
+    }
+    return pages;
+  }
+
+  async isBootstrapped(partition: number): Promise<boolean> {
+    this.#assertOpen();
+    return this.#bootstrapped.has(partition);
+  }
+
+  async markBootstrapped(fence: Fence): Promise<boolean> {
+    this.#assertOpen();
+    if (!this.#isCurrent(fence, this.#now())) return false;
+    this.#bootstrapped.add(fence.partition);
+    return true;
+  }
+
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
     this.#assertOpen();
     assertWrites(groups);
@@ -134,7 +186,8 @@ export class MemoryStore implements Store {
         const held = this.#entry(page, counter, dc);
         const p = Math.max(held?.p ?? 0, entry.p);
         const n = Math.max(held?.n ?? 0, entry.n);
-        if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0)) this.#setEntry(page, counter, dc, { p, n });
+        if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0))
+          this.#setEntry(fence.partition, page, counter, dc, { p, n });
         if (indexed === true) this.#index(fence.partition, { page, counter, dc }, p !== n);
       }
     }
@@ -196,8 +249,9 @@ export class MemoryStore implements Store {
           : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
       return same ? { kind: "duplicate", payload: seen.payload } : { kind: "conflict" };
     }
-    const entry = this.#change(op.page, op.counter, op.dc, op.delta);
-    const also = op.also?.map((c) => this.#change(op.page, c.counter, op.dc, c.delta));
+    const partition = op.fence.partition;
+    const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta);
+    const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
     this.#keys.set(id, {
       counter: op.counter,
       delta: op.delta,
@@ -209,12 +263,12 @@ export class MemoryStore implements Store {
   }
 
   /** Adds a signed delta to an entry (p for > 0, n for < 0) and returns a copy of the result. */
-  #change(page: string, counter: string, dc: string, delta: number): Entry {
+  #change(partition: number, page: string, counter: string, dc: string, delta: number): Entry {
     const held = this.#entry(page, counter, dc) ?? { p: 0, n: 0 };
     let entry = held;
     if (delta !== 0) {
       entry = delta > 0 ? { p: held.p + delta, n: held.n } : { p: held.p, n: held.n - delta };
-      this.#setEntry(page, counter, dc, entry);
+      this.#setEntry(partition, page, counter, dc, entry);
     }
     return { p: entry.p, n: entry.n };
   }
@@ -228,18 +282,31 @@ export class MemoryStore implements Store {
     return this.#pages.get(page)?.get(counter)?.get(dc);
   }
 
-  #setEntry(page: string, counter: string, dc: string, entry: Entry): void {
+  /** Sets an entry of a page of `partition`, keeping the partition's digests and bucket index current. */
+  #setEntry(partition: number, page: string, counter: string, dc: string, entry: Entry): void {
+    const bucket = bucketOf(page);
     let counters = this.#pages.get(page);
     if (counters === undefined) {
       counters = new Map();
       this.#pages.set(page, counters);
       this.#pageIds.splice(lowerBound(this.#pageIds, page), 0, page);
+      let buckets = this.#buckets.get(partition);
+      if (buckets === undefined) this.#buckets.set(partition, (buckets = new Map()));
+      let pages = buckets.get(bucket);
+      if (pages === undefined) buckets.set(bucket, (pages = new Set()));
+      pages.add(page);
     }
     let dcs = counters.get(counter);
     if (dcs === undefined) {
       dcs = new Map();
       counters.set(counter, dcs);
     }
+    const old = dcs.get(dc);
+    let change = entryHash(page, counter, dc, entry);
+    if (old !== undefined) change = xorDigest(change, entryHash(page, counter, dc, old));
+    let digests = this.#digests.get(partition);
+    if (digests === undefined) this.#digests.set(partition, (digests = []));
+    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, change);
     dcs.set(dc, { p: entry.p, n: entry.n });
   }
 

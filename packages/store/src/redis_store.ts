@@ -11,6 +11,9 @@
  * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
  * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
  *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
+ * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
+ *   (set once the partition is bootstrapped); see digest.ts.
+ * - `bidx:{partition}` sorted set of the partition's page ids scored by digest bucket.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  *
@@ -27,6 +30,7 @@ import { Redis, type ChainableCommander } from "ioredis";
 import type { Entry } from "@livecount/crdt";
 import {
   StoreError,
+  type AcquireOptions,
   type EntryRef,
   type Fence,
   type FencedWrites,
@@ -37,6 +41,8 @@ import {
   type PageRecord,
   type Store,
 } from "./store.js";
+import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
+import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites, listStart } from "./validate.js";
 
 export interface RedisStoreOptions {
@@ -67,117 +73,6 @@ const RECONNECT_MAX_MS = 1_000;
 /** Sorts after every printable ASCII character: the exclusive upper bound of a prefix range. */
 const AFTER_PRINTABLE = "\u007f";
 
-/** Lua shared by the write and increment scripts. */
-const LUA_HELPERS = `
-local function fence_current(lease_key, epoch, now)
-  local lease = redis.call("HMGET", lease_key, "epoch", "expiresAt")
-  return lease[1] == epoch and now < tonumber(lease[2])
-end
-local function read_entry(page_key, field)
-  local v = redis.call("HGET", page_key, field)
-  if not v then return 0, 0, false end
-  local p, n = string.match(v, "^(%d+):(%d+)$")
-  return tonumber(p), tonumber(n), true
-end
-local function format_entry(p, n)
-  return string.format("%d:%d", p, n)
-end
-`;
-
-/**
- * Each script receives its keys and arguments as listed. Numbers travel as decimal strings;
- * `string.format("%d")` writes them back exactly (plain tostring would switch to exponent form).
- */
-const SCRIPTS = {
-  /** KEYS: lease, epoch. ARGV: node, now, expiresAt. Returns the epoch, or nil if held by another. */
-  lcAcquire: `
-local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
-if lease[1] and tonumber(ARGV[2]) < tonumber(lease[3]) then
-  if lease[1] ~= ARGV[1] then return false end
-  redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
-  return tonumber(lease[2])
-end
-local epoch = redis.call("INCR", KEYS[2])
-redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
-return epoch`,
-
-  /** KEYS: lease. ARGV: node, epoch, now, expiresAt. Returns 1 if renewed, 0 if lost. */
-  lcRenew: `
-local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
-if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] or tonumber(ARGV[3]) >= tonumber(lease[3]) then
-  return 0
-end
-redis.call("HSET", KEYS[1], "expiresAt", ARGV[4])
-return 1`,
-
-  /** KEYS: lease. ARGV: node, epoch. */
-  lcRelease: `
-local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
-if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) end
-return 0`,
-
-  /**
-   * KEYS: lease, pages, nonzero index of the partition, then one page key per write. ARGV: epoch,
-   * now, then per write: page, field, p, n, indexed ("1" or "0"). Returns 1 if applied, 0 if the
-   * fence is stale.
-   */
-  lcWrite: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
-for i = 4, #KEYS do
-  local a = 2 + (i - 4) * 5
-  local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local old_p, old_n, existed = read_entry(KEYS[i], field)
-  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
-  if p > old_p or n > old_n then
-    redis.call("HSET", KEYS[i], field, format_entry(new_p, new_n))
-    if not existed then redis.call("ZADD", KEYS[2], 0, page) end
-  end
-  -- The index only changes when the entry becomes zero or stops being zero (or is new).
-  if ARGV[a + 5] == "1" and (not existed or (old_p ~= old_n) ~= (new_p ~= new_n)) then
-    if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\0" .. field)
-    else redis.call("SREM", KEYS[3], page .. "\0" .. field) end
-  end
-end
-return 1`,
-
-  /**
-   * KEYS: lease, page, idem, pages. ARGV: epoch, now, page, field, counter, delta, payload,
-   * expiresAt, keyTtlMs, fingerprint ("" for none), then a field and a delta per further change.
-   * Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} | {"conflict"} | {"stale"}.
-   */
-  lcIncrement: `${LUA_HELPERS}
-local now = tonumber(ARGV[2])
-if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
-local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt", "fingerprint")
-if seen[1] and now < tonumber(seen[4]) then
-  local same
-  if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
-  else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
-  if same then return {"duplicate", seen[3]} end
-  return {"conflict"}
-end
-local result = {"applied"}
-local created = false
-local function change(field, delta)
-  local p, n, existed = read_entry(KEYS[2], field)
-  if delta ~= 0 then
-    if delta > 0 then p = p + delta else n = n - delta end
-    redis.call("HSET", KEYS[2], field, format_entry(p, n))
-    if not existed then created = true end
-  end
-  result[#result + 1] = string.format("%d", p)
-  result[#result + 1] = string.format("%d", n)
-end
-change(ARGV[4], tonumber(ARGV[6]))
-for i = 11, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1])) end
-if created then redis.call("ZADD", KEYS[4], 0, ARGV[3]) end
-redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
-if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
-redis.call("PEXPIRE", KEYS[3], ARGV[9])
-return result`,
-} as const;
-
-type ScriptName = keyof typeof SCRIPTS;
 type Arg = string | number;
 
 /** Queues a script defined with `defineCommand` (as EVALSHA, or EVAL on a fresh connection). */
@@ -251,7 +146,12 @@ export class RedisStore implements Store {
     return new RedisStore(client, options.keyPrefix ?? DEFAULT_KEY_PREFIX, options.now ?? Date.now);
   }
 
-  async acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null> {
+  async acquire(
+    partition: number,
+    node: string,
+    ttlMs: number,
+    options: AcquireOptions = {},
+  ): Promise<Lease | null> {
     assertTtl("lease ttl", ttlMs);
     const now = this.#now();
     const expiresAt = now + ttlMs;
@@ -260,7 +160,7 @@ export class RedisStore implements Store {
         p,
         "lcAcquire",
         [this.#leaseKey(partition), this.#epochKey(partition)],
-        [node, now, expiresAt],
+        [node, now, expiresAt, options.reclaimFrom ?? ""],
       ),
     );
     return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
@@ -291,19 +191,56 @@ export class RedisStore implements Store {
     const fields = await this.#client.hgetall(this.#pageKey(page)).catch((cause: unknown) => {
       throw new StoreError("redis load failed", { cause });
     });
-    const byCounter = new Map<string, Array<[string, Entry]>>();
-    for (const [field, value] of Object.entries(fields)) {
-      const sep = field.indexOf("\u0000");
-      if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
-      const counter = field.slice(0, sep);
-      let entries = byCounter.get(counter);
-      if (entries === undefined) byCounter.set(counter, (entries = []));
-      entries.push([field.slice(sep + 1), parseEntry(value)]);
-    }
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    return Object.fromEntries(
-      [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
+    return pageRecord(fields);
+  }
+
+  async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
+    if (pages.length === 0) return [];
+    const replies = await this.#run("loadMany", (p) => {
+      for (const page of pages) p.hgetall(this.#pageKey(page));
+    });
+    return replies.map((fields) => pageRecord(fields as Record<string, string>));
+  }
+
+  async digests(partitions: readonly number[]): Promise<string[]> {
+    if (partitions.length === 0) return [];
+    const replies = await this.#run("digests", (p) => {
+      for (const partition of partitions) p.hget(this.#digestKey(partition), "all");
+    });
+    return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
+  }
+
+  async bucketDigests(partition: number): Promise<string[]> {
+    const fields = Array.from({ length: DIGEST_BUCKETS }, (_, b) => `b${b}`);
+    const [values] = await this.#run("bucketDigests", (p) => p.hmget(this.#digestKey(partition), ...fields));
+    return (values as Array<string | null>).map((d) => d ?? ZERO_DIGEST);
+  }
+
+  async bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
+    if (buckets.length === 0) return new Map();
+    const lists = await this.#run("bucketPages", (p) => {
+      for (const b of buckets) p.zrangebyscore(this.#bucketIndexKey(partition), b, b);
+    });
+    const pages = lists.flatMap((ids) => ids as string[]);
+    const records = await this.loadMany(pages);
+    return new Map(pages.map((page, i) => [page, records[i]!]));
+  }
+
+  async isBootstrapped(partition: number): Promise<boolean> {
+    const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#digestKey(partition), "boot"));
+    return boot === "1";
+  }
+
+  async markBootstrapped(fence: Fence): Promise<boolean> {
+    const [marked] = await this.#run("markBootstrapped", (p) =>
+      queueScript(
+        p,
+        "lcMarkBootstrapped",
+        [this.#leaseKey(fence.partition), this.#digestKey(fence.partition)],
+        [fence.epoch, this.#now()],
+      ),
     );
+    return marked === 1;
   }
 
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
@@ -313,7 +250,14 @@ export class RedisStore implements Store {
     const now = this.#now();
     const replies = await this.#run("write", (p) => {
       for (const { fence, writes } of groups) {
-        const keys = [this.#leaseKey(fence.partition), this.#pagesKey(), this.#nonZeroKey(fence.partition)];
+        const partition = fence.partition;
+        const keys = [
+          this.#leaseKey(partition),
+          this.#pagesKey(),
+          this.#nonZeroKey(partition),
+          this.#digestKey(partition),
+          this.#bucketIndexKey(partition),
+        ];
         const args: Arg[] = [fence.epoch, now];
         for (const w of writes) {
           keys.push(this.#pageKey(w.page));
@@ -323,6 +267,7 @@ export class RedisStore implements Store {
             w.entry.p,
             w.entry.n,
             w.indexed === true ? "1" : "0",
+            bucketOf(w.page),
           );
         }
         queueScript(p, "lcWrite", keys, args);
@@ -344,6 +289,8 @@ export class RedisStore implements Store {
           this.#pageKey(op.page),
           this.#idemKey(op.page, op.key),
           this.#pagesKey(),
+          this.#digestKey(op.fence.partition),
+          this.#bucketIndexKey(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [
@@ -357,6 +304,7 @@ export class RedisStore implements Store {
           now + keyTtlMs,
           keyTtlMs,
           op.fingerprint ?? "",
+          bucketOf(op.page),
         ];
         for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
         queueScript(p, "lcIncrement", keys, args);
@@ -441,6 +389,31 @@ export class RedisStore implements Store {
   #pagesKey(): string {
     return `${this.#prefix}pages`;
   }
+
+  #digestKey(partition: number): string {
+    return `${this.#prefix}digest:${partition}`;
+  }
+
+  #bucketIndexKey(partition: number): string {
+    return `${this.#prefix}bidx:${partition}`;
+  }
+}
+
+/** A page hash's fields (`{counter}\0{dc}` -> "p:n") as a record by counter and data center. */
+function pageRecord(fields: Readonly<Record<string, string>>): PageRecord {
+  const byCounter = new Map<string, Array<[string, Entry]>>();
+  for (const [field, value] of Object.entries(fields)) {
+    const sep = field.indexOf("\u0000");
+    if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
+    const counter = field.slice(0, sep);
+    let entries = byCounter.get(counter);
+    if (entries === undefined) byCounter.set(counter, (entries = []));
+    entries.push([field.slice(sep + 1), parseEntry(value)]);
+  }
+  // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+  return Object.fromEntries(
+    [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
+  );
 }
 
 function entryField(counter: string, dc: string): string {

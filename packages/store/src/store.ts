@@ -27,7 +27,10 @@ export interface Lease extends Fence {
 /** Every data center's entry of every counter of a page (presence under VIEWERS_COUNTER). */
 export type PageRecord = Record<string, Record<string, Entry>>;
 
-/** Sets an entry to the per-field max of what the store holds and `entry`. */
+/**
+ * Sets an entry to the per-field max of what the store holds and `entry`. The page must be in the
+ * partition of the group's fence: digests and bucket indexes are kept per partition.
+ */
 export interface EntryWrite {
   readonly page: string;
   readonly counter: string;
@@ -103,13 +106,22 @@ export interface PageList {
   readonly cursor: string | undefined;
 }
 
+export interface AcquireOptions {
+  /**
+   * Takes the lease at once, with a new epoch, from a live holder whose id starts with this prefix:
+   * a restarted process reclaiming the leases of its own previous incarnation (`<node id>/`).
+   */
+  readonly reclaimFrom?: string;
+}
+
 export interface Store {
   /**
    * Takes or renews the partition's lease for `node` until `now + ttlMs`. A node that holds a live
    * lease keeps its epoch; taking a free or expired lease (even one's own) bumps the epoch. Epochs
-   * of a partition are never reused, even after a release. Null while another node holds it.
+   * of a partition are never reused, even after a release. Null while another node holds it (unless
+   * `reclaimFrom` says it is a previous incarnation of this one).
    */
-  acquire(partition: number, node: string, ttlMs: number): Promise<Lease | null>;
+  acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null>;
   /**
    * Extends each lease still held (same node and epoch, not expired) to `now + ttlMs`, in one round
    * trip. Returns the renewed leases; lost ones are missing and must be re-acquired.
@@ -119,6 +131,8 @@ export interface Store {
   release(lease: Lease): Promise<void>;
   /** Every counter's entries of the page (a copy; empty when the page has none). */
   load(page: string): Promise<PageRecord>;
+  /** `load` of many pages in one round trip, in the order given. */
+  loadMany(pages: readonly string[]): Promise<PageRecord[]>;
   /**
    * Max-merges entries in one round trip, each group atomically and only if its fence is still
    * current. Returns the fences found stale; their writes were not applied. A write that does not
@@ -142,6 +156,20 @@ export interface Store {
    * touches any more, so it can correct them.
    */
   nonZeroEntries(partition: number): Promise<EntryRef[]>;
+  /**
+   * Each partition's digest (see digest.ts), in the order given: equal in two data centers exactly
+   * when they hold the same entries of its pages (up to a 2^-64 chance). Kept current by every
+   * write and increment, atomically with them.
+   */
+  digests(partitions: readonly number[]): Promise<string[]>;
+  /** The digests of a partition's DIGEST_BUCKETS buckets, bucket 0 first. */
+  bucketDigests(partition: number): Promise<string[]>;
+  /** Every page of the given buckets of a partition, with all its entries. */
+  bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>>;
+  /** Whether the partition was marked bootstrapped: its data center's state was learned from peers (or it had none). */
+  isBootstrapped(partition: number): Promise<boolean>;
+  /** Marks the partition bootstrapped, if the fence is current; false (nothing marked) when stale. */
+  markBootstrapped(fence: Fence): Promise<boolean>;
   /** Releases connections; later calls reject with a {@link StoreError}. */
   close(): Promise<void>;
 }

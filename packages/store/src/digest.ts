@@ -1,0 +1,64 @@
+/**
+ * Digests for anti-entropy between data centers: what a partition holds, summed up so two DCs can
+ * tell cheaply whether they hold the same entries, and where they differ.
+ *
+ * Each stored entry (page, counter, DC, {p, n}) hashes to 64 bits: the first 16 hex digits of the
+ * SHA-1 of `page\0counter\0dc\0p:n` (Redis computes the same with `redis.sha1hex`). A bucket's
+ * digest is the XOR of its entries' hashes, and a partition's digest the XOR of its buckets'. XOR
+ * makes a digest independent of the order entries were written in, and lets a store keep it current
+ * as entries change: a changed entry XORs out its old hash and XORs in its new one. Two DCs holding
+ * the same entries hold the same digests; a differing bucket pinpoints which pages to transfer.
+ *
+ * Pages spread over a partition's buckets by a hash of the page id (`bucketOf`), the same in every
+ * process. A digest is 16 lowercase hex digits, two 32-bit lanes (Lua's `bit` library works on 32
+ * bits).
+ */
+import { createHash } from "node:crypto";
+import type { Entry } from "@livecount/crdt";
+import { murmur3 } from "@livecount/ring";
+
+/** Buckets per partition: a differing bucket costs the transfer of its pages, so about 1/64 of a partition. */
+export const DIGEST_BUCKETS = 64;
+
+/** The digest of nothing. */
+export const ZERO_DIGEST = "0000000000000000";
+
+/** murmur3 seed for buckets, distinct from the partition hash's so buckets spread within a partition. */
+const BUCKET_SEED = 0x6c63_6231;
+
+/** The digest bucket of `page` within its partition. */
+export function bucketOf(page: string): number {
+  return murmur3(page, BUCKET_SEED) % DIGEST_BUCKETS;
+}
+
+/** The 64-bit hash of one stored entry, as 16 hex digits. */
+export function entryHash(page: string, counter: string, dc: string, entry: Entry): string {
+  return createHash("sha1")
+    .update(`${page}\0${counter}\0${dc}\0${entry.p}:${entry.n}`)
+    .digest("hex")
+    .slice(0, 16);
+}
+
+/** XOR of two digests. */
+export function xorDigest(a: string, b: string): string {
+  const hi = (parseInt(a.slice(0, 8), 16) ^ parseInt(b.slice(0, 8), 16)) >>> 0;
+  const lo = (parseInt(a.slice(8, 16), 16) ^ parseInt(b.slice(8, 16), 16)) >>> 0;
+  return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
+}
+
+/** A digest is 16 lowercase hex digits. */
+export function isDigest(v: unknown): v is string {
+  return typeof v === "string" && /^[0-9a-f]{16}$/.test(v);
+}
+
+/** Lua twins of the functions above, for the Redis scripts. */
+export const LUA_DIGEST = `
+local function entry_hash(page, field, value)
+  return string.sub(redis.sha1hex(page .. "\\0" .. field .. "\\0" .. value), 1, 16)
+end
+local function xor_digest(a, b)
+  local hi = bit.bxor(tonumber(string.sub(a, 1, 8), 16), tonumber(string.sub(b, 1, 8), 16))
+  local lo = bit.bxor(tonumber(string.sub(a, 9, 16), 16), tonumber(string.sub(b, 9, 16), 16))
+  return bit.tohex(hi, 8) .. bit.tohex(lo, 8)
+end
+`;

@@ -1,0 +1,161 @@
+/**
+ * The Redis store's Lua scripts. Each runs atomically; each receives its keys and arguments as
+ * listed. Numbers travel as decimal strings; `string.format("%d")` writes them back exactly (plain
+ * tostring would switch to exponent form). Every script that changes an entry keeps the partition's
+ * digests (digest.ts) and bucket index current in the same step, so a digest never disagrees with
+ * the entries it sums up.
+ */
+import { LUA_DIGEST, ZERO_DIGEST } from "./digest.js";
+
+/** Lua shared by the scripts that change entries. */
+const LUA_HELPERS = `${LUA_DIGEST}
+local ZERO = "${ZERO_DIGEST}"
+local function fence_current(lease_key, epoch, now)
+  local lease = redis.call("HMGET", lease_key, "epoch", "expiresAt")
+  return lease[1] == epoch and now < tonumber(lease[2])
+end
+local function read_entry(page_key, field)
+  local v = redis.call("HGET", page_key, field)
+  if not v then return 0, 0, false end
+  local p, n = string.match(v, "^(%d+):(%d+)$")
+  return tonumber(p), tonumber(n), true
+end
+local function format_entry(p, n)
+  return string.format("%d:%d", p, n)
+end
+-- Digest changes of one script run, by bucket, applied once at the end.
+local digest_changes = {}
+local function entry_changed(page, bucket, field, old_value, new_value)
+  local d = entry_hash(page, field, new_value)
+  if old_value then d = xor_digest(d, entry_hash(page, field, old_value)) end
+  digest_changes[bucket] = xor_digest(digest_changes[bucket] or ZERO, d)
+end
+local function apply_digests(digest_key)
+  local all = ZERO
+  for bucket, d in pairs(digest_changes) do
+    local f = "b" .. bucket
+    redis.call("HSET", digest_key, f, xor_digest(redis.call("HGET", digest_key, f) or ZERO, d))
+    all = xor_digest(all, d)
+  end
+  if all ~= ZERO then
+    redis.call("HSET", digest_key, "all", xor_digest(redis.call("HGET", digest_key, "all") or ZERO, all))
+  end
+end
+`;
+
+export const SCRIPTS = {
+  /**
+   * KEYS: lease, epoch. ARGV: node, now, expiresAt, reclaimFrom ("" for none). Returns the epoch, or
+   * nil while another node (not a previous incarnation named by reclaimFrom) holds it.
+   */
+  lcAcquire: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
+if lease[1] and tonumber(ARGV[2]) < tonumber(lease[3]) then
+  if lease[1] == ARGV[1] then
+    redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
+    return tonumber(lease[2])
+  end
+  if ARGV[4] == "" or string.sub(lease[1], 1, #ARGV[4]) ~= ARGV[4] then return false end
+end
+local epoch = redis.call("INCR", KEYS[2])
+redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
+return epoch`,
+
+  /** KEYS: lease. ARGV: node, epoch, now, expiresAt. Returns 1 if renewed, 0 if lost. */
+  lcRenew: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] or tonumber(ARGV[3]) >= tonumber(lease[3]) then
+  return 0
+end
+redis.call("HSET", KEYS[1], "expiresAt", ARGV[4])
+return 1`,
+
+  /** KEYS: lease. ARGV: node, epoch. */
+  lcRelease: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
+if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) end
+return 0`,
+
+  /**
+   * KEYS: lease, pages, nonzero index, digest, bucket index (all of the fence's partition), then one
+   * page key per write. ARGV: epoch, now, then per write: page, field, p, n, indexed ("1" or "0"),
+   * bucket. Returns 1 if applied, 0 if the fence is stale.
+   */
+  lcWrite: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+for i = 6, #KEYS do
+  local a = 2 + (i - 6) * 6
+  local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local bucket = ARGV[a + 6]
+  local old_p, old_n, existed = read_entry(KEYS[i], field)
+  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
+  if p > old_p or n > old_n then
+    local value = format_entry(new_p, new_n)
+    redis.call("HSET", KEYS[i], field, value)
+    entry_changed(page, bucket, field, existed and format_entry(old_p, old_n), value)
+    if not existed then
+      redis.call("ZADD", KEYS[2], 0, page)
+      redis.call("ZADD", KEYS[5], bucket, page)
+    end
+  end
+  -- The index only changes when the entry becomes zero or stops being zero (or is new).
+  if ARGV[a + 5] == "1" and (not existed or (old_p ~= old_n) ~= (new_p ~= new_n)) then
+    if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
+    else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+  end
+end
+apply_digests(KEYS[4])
+return 1`,
+
+  /**
+   * KEYS: lease, page, idem, pages, digest, bucket index. ARGV: epoch, now, page, field, counter,
+   * delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket, then a field and a delta
+   * per further change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
+   * {"conflict"} | {"stale"}.
+   */
+  lcIncrement: `${LUA_HELPERS}
+local now = tonumber(ARGV[2])
+if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
+local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt", "fingerprint")
+if seen[1] and now < tonumber(seen[4]) then
+  local same
+  if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
+  else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
+  if same then return {"duplicate", seen[3]} end
+  return {"conflict"}
+end
+local result = {"applied"}
+local created = false
+local function change(field, delta)
+  local p, n, existed = read_entry(KEYS[2], field)
+  if delta ~= 0 then
+    local old = existed and format_entry(p, n)
+    if delta > 0 then p = p + delta else n = n - delta end
+    local value = format_entry(p, n)
+    redis.call("HSET", KEYS[2], field, value)
+    entry_changed(ARGV[3], ARGV[11], field, old, value)
+    if not existed then created = true end
+  end
+  result[#result + 1] = string.format("%d", p)
+  result[#result + 1] = string.format("%d", n)
+end
+change(ARGV[4], tonumber(ARGV[6]))
+for i = 12, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1])) end
+if created then
+  redis.call("ZADD", KEYS[4], 0, ARGV[3])
+  redis.call("ZADD", KEYS[6], ARGV[11], ARGV[3])
+end
+apply_digests(KEYS[5])
+redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
+if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
+redis.call("PEXPIRE", KEYS[3], ARGV[9])
+return result`,
+
+  /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
+  lcMarkBootstrapped: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+redis.call("HSET", KEYS[2], "boot", "1")
+return 1`,
+} as const;
+
+export type ScriptName = keyof typeof SCRIPTS;

@@ -1,0 +1,203 @@
+/**
+ * What every Store must do for convergence across data centers: digests kept current with the
+ * entries (the same digests in both implementations, computed as digest.ts says), pages by bucket,
+ * the bootstrap mark, and a restarted process reclaiming its previous incarnation's leases.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import type { Entry } from "@livecount/crdt";
+import { partitionOf } from "@livecount/ring";
+import {
+  DIGEST_BUCKETS,
+  ZERO_DIGEST,
+  bucketOf,
+  entryHash,
+  xorDigest,
+  type Lease,
+  type PageRecord,
+  type Store,
+} from "@livecount/store";
+import { mulberry32, testSeed } from "../../../test/support/prng.js";
+import type { OpenStore } from "./store_contract.js";
+
+const START_MS = 1_700_000_000_000;
+const LEASE_MS = 10_000;
+const KEY_TTL_MS = 60_000;
+const PARTITIONS = 16;
+
+/** A page id of `partition` (of PARTITIONS), distinct for each `n`. */
+function pageIn(partition: number, n: number): string {
+  for (let i = 0, found = 0; ; i++) {
+    const page = `conv-${i}`;
+    if (partitionOf(page, PARTITIONS) === partition && found++ === n) return page;
+  }
+}
+
+/** The digest of a set of records, computed from the definition, not by any store. */
+function expectedDigest(records: ReadonlyMap<string, PageRecord>, bucket?: number): string {
+  let d = ZERO_DIGEST;
+  for (const [page, record] of records) {
+    if (bucket !== undefined && bucketOf(page) !== bucket) continue;
+    for (const [counter, dcs] of Object.entries(record))
+      for (const [dc, entry] of Object.entries(dcs)) d = xorDigest(d, entryHash(page, counter, dc, entry));
+  }
+  return d;
+}
+
+export function describeConvergenceContract(name: string, open: OpenStore): void {
+  describe(`${name} convergence contract`, () => {
+    let stores: Store[];
+    let nowMs: number;
+
+    beforeEach(() => {
+      nowMs = START_MS;
+      stores = [];
+    });
+    afterEach(async () => {
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    async function fresh(): Promise<Store> {
+      const store = await open(() => nowMs);
+      stores.push(store);
+      return store;
+    }
+
+    async function lease(store: Store, partition: number, node = "node-a"): Promise<Lease> {
+      const l = await store.acquire(partition, node, LEASE_MS);
+      if (l === null) throw new Error(`partition ${partition} is held`);
+      return l;
+    }
+
+    test(`${name} - an empty partition has zero digests everywhere`, async () => {
+      const store = await fresh();
+      expect(await store.digests([0, 5])).toEqual([ZERO_DIGEST, ZERO_DIGEST]);
+      const buckets = await store.bucketDigests(5);
+      expect(buckets).toHaveLength(DIGEST_BUCKETS);
+      expect(new Set(buckets)).toEqual(new Set([ZERO_DIGEST]));
+    });
+
+    test(`${name} - digests follow the entries exactly as defined, whichever way they were written`, async () => {
+      const seed = testSeed(`${name} digests`);
+      const rnd = mulberry32(seed);
+      const [a, b] = [await fresh(), await fresh()];
+      const fa = await lease(a, 3);
+      const fb = await lease(b, 3);
+      const pages = Array.from({ length: 12 }, (_, i) => pageIn(3, i));
+      /** What both stores must end up holding. */
+      const truth = new Map<string, PageRecord>();
+      const writes: Array<{ page: string; counter: string; dc: string; entry: Entry }> = [];
+      for (let i = 0; i < 80; i++) {
+        const page = rnd.pick(pages);
+        const counter = rnd.pick(["likes", "@viewers", "hearts"]);
+        const dc = rnd.pick(["dc1", "dc2", "dc3"]);
+        const entry = { p: rnd.int(50), n: rnd.int(50) };
+        writes.push({ page, counter, dc, entry });
+        const record = (truth.get(page) ?? {}) as Record<string, Record<string, Entry>>;
+        const held = record[counter]?.[dc] ?? { p: 0, n: 0 };
+        const merged = { p: Math.max(held.p, entry.p), n: Math.max(held.n, entry.n) };
+        if (merged.p > 0 || merged.n > 0) record[counter] = { ...record[counter], [dc]: merged };
+        truth.set(page, record);
+      }
+      // Store a gets them one by one in order; store b in one call, reversed (max-merge commutes).
+      for (const w of writes) await a.write([{ fence: fa, writes: [w] }]);
+      await b.write([{ fence: fb, writes: [...writes].reverse() }]);
+      for (const page of truth.keys()) if (Object.keys(truth.get(page)!).length === 0) truth.delete(page);
+      const [da] = await a.digests([3]);
+      expect(da, `seed ${seed}`).toBe(expectedDigest(truth));
+      expect(await b.digests([3]), `seed ${seed}`).toEqual([da]);
+      const buckets = await a.bucketDigests(3);
+      expect(await b.bucketDigests(3)).toEqual(buckets);
+      buckets.forEach((d, bucket) => expect(d, `bucket ${bucket}`).toBe(expectedDigest(truth, bucket)));
+      expect(buckets.reduce(xorDigest, ZERO_DIGEST)).toBe(da);
+    });
+
+    test(`${name} - increments keep the digest of the page's bucket and partition current`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 2);
+      const page = pageIn(2, 0);
+      const base = { fence, page, counter: "likes", dc: "dc1", payload: "x" } as const;
+      await store.increment([{ ...base, delta: 3, key: "k1" }], KEY_TTL_MS);
+      await store.increment(
+        [{ ...base, delta: -1, key: "k2", also: [{ counter: "@del:likes", delta: 4 }] }],
+        KEY_TTL_MS,
+      );
+      const truth = new Map([[page, await store.load(page)]]);
+      expect(truth.get(page)).toEqual({
+        likes: { dc1: { p: 3, n: 1 } },
+        "@del:likes": { dc1: { p: 4, n: 0 } },
+      });
+      expect(await store.digests([2])).toEqual([expectedDigest(truth)]);
+      expect((await store.bucketDigests(2))[bucketOf(page)]).toBe(expectedDigest(truth));
+    });
+
+    test(`${name} - a write that advances nothing, or under a stale fence, leaves the digests alone`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 1);
+      const page = pageIn(1, 0);
+      await store.write([{ fence, writes: [{ page, counter: "likes", dc: "dc2", entry: { p: 5, n: 2 } }] }]);
+      const [before] = await store.digests([1]);
+      await store.write([{ fence, writes: [{ page, counter: "likes", dc: "dc2", entry: { p: 4, n: 2 } }] }]);
+      await store.write([
+        {
+          fence: { ...fence, epoch: fence.epoch + 7 },
+          writes: [{ page, counter: "x", dc: "dc2", entry: { p: 9, n: 0 } }],
+        },
+      ]);
+      expect(await store.digests([1])).toEqual([before]);
+    });
+
+    test(`${name} - bucketPages returns every page of the asked buckets with its entries, and only those`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 4);
+      const pages = Array.from({ length: 30 }, (_, i) => pageIn(4, i));
+      await store.write([
+        {
+          fence,
+          writes: pages.map((page, i) => ({ page, counter: "likes", dc: "dc1", entry: { p: i + 1, n: 0 } })),
+        },
+      ]);
+      const wanted = [bucketOf(pages[0]!), bucketOf(pages[7]!)];
+      const got = await store.bucketPages(4, wanted);
+      const expected = pages.filter((p) => wanted.includes(bucketOf(p)));
+      expect([...got.keys()].sort()).toEqual(expected.sort());
+      expect(got.get(pages[7]!)).toEqual({ likes: { dc1: { p: 8, n: 0 } } });
+      expect(await store.bucketPages(4, [])).toEqual(new Map());
+      expect(await store.loadMany([pages[0]!, "absent"])).toEqual([{ likes: { dc1: { p: 1, n: 0 } } }, {}]);
+    });
+
+    test(`${name} - the bootstrap mark is set only under a current fence and stays`, async () => {
+      const store = await fresh();
+      expect(await store.isBootstrapped(6)).toBe(false);
+      const fence = await lease(store, 6);
+      expect(await store.markBootstrapped({ ...fence, epoch: fence.epoch + 1 })).toBe(false);
+      expect(await store.isBootstrapped(6)).toBe(false);
+      expect(await store.markBootstrapped(fence)).toBe(true);
+      expect(await store.isBootstrapped(6)).toBe(true);
+      expect(await store.isBootstrapped(7)).toBe(false);
+    });
+
+    test(`${name} - a restarted process reclaims its previous incarnation's live leases with a new epoch`, async () => {
+      const store = await fresh();
+      const old = await lease(store, 8, "counter-1/incarnation-a");
+      expect(await store.acquire(8, "counter-1/incarnation-b", LEASE_MS)).toBeNull();
+      expect(await store.acquire(8, "counter-2/x", LEASE_MS, { reclaimFrom: "counter-2/" })).toBeNull();
+      const reclaimed = await store.acquire(8, "counter-1/incarnation-b", LEASE_MS, {
+        reclaimFrom: "counter-1/",
+      });
+      expect(reclaimed).toMatchObject({
+        partition: 8,
+        node: "counter-1/incarnation-b",
+        epoch: old.epoch + 1,
+      });
+      // The old incarnation is fenced off: its renewals and writes are refused.
+      expect(await store.renew([old], LEASE_MS)).toEqual([]);
+      const stale = await store.write([
+        { fence: old, writes: [{ page: pageIn(8, 0), counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
+      ]);
+      expect(stale).toEqual([old]);
+      // A prefix is not a substring: "counter-1" does not reclaim from "counter-10/…".
+      await lease(store, 9, "counter-10/a");
+      expect(await store.acquire(9, "counter-1/c", LEASE_MS, { reclaimFrom: "counter-1/" })).toBeNull();
+    });
+  });
+}
