@@ -25,6 +25,8 @@ export {
 } from "./nats_bus.js";
 export { isSubject, isSubjectPattern } from "./subject_syntax.js";
 export {
+  antiEntropyPartitionSubject,
+  antiEntropySubject,
   assertToken,
   gatewaysSubject,
   ID_TOKEN_MAX_LENGTH,

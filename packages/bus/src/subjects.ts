@@ -6,7 +6,9 @@
  * | Subject                | Pattern        | Payload (internal.ts)        | From -> to                                      |
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
- * | `lc.dcs`               | publish        | DcHeartbeat, ResyncRequest   | counter nodes -> every process, every DC        |
+ * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
+ * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
+ * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
  * | `lc.node.<dc>.<node>`  | request/reply  | NodeRequest -> NodeReply     | gateways, publishers, peers -> one counter node |
  * | `lc.nodes.<dc>`        | publish        | NodeHeartbeat                | counter nodes -> ring members of the DC         |
  * | `lc.gateways.<dc>`     | publish        | GatewayHeartbeat             | gateways -> counter nodes of the DC             |
@@ -30,6 +32,7 @@ const PARTITION_TOKEN = /^(0|[1-9][0-9]{0,8})$/;
 const NODE_PREFIX = `${SUBJECT_ROOT}.node.`;
 const NODES_PREFIX = `${SUBJECT_ROOT}.nodes.`;
 const GATEWAYS_PREFIX = `${SUBJECT_ROOT}.gateways.`;
+const AE_PREFIX = `${SUBJECT_ROOT}.ae.`;
 
 /** Longest dc or node id, in characters; the same limit as the config's `readToken`. */
 export const ID_TOKEN_MAX_LENGTH = 64;
@@ -84,7 +87,7 @@ export function pageFromSubject(subject: string): string | undefined {
   return page.length > 0 && pageSubject(page, Number(partition)) === subject ? page : undefined;
 }
 
-/** DC heartbeats and resync requests, shared by every DC. */
+/** DC heartbeats, shared by every DC. */
 export const DCS_SUBJECT = `${SUBJECT_ROOT}.dcs`;
 
 /** Requests to one counter node of a DC (served by that node alone). */
@@ -104,4 +107,18 @@ export function nodesSubject(dc: string): string {
 export function gatewaysSubject(dc: string): string {
   assertToken("dc", dc);
   return GATEWAYS_PREFIX + dc;
+}
+
+/** Anti-entropy summaries for the counter nodes of `dc` (each compares the partitions it holds). */
+export function antiEntropySubject(dc: string): string {
+  assertToken("dc", dc);
+  return AE_PREFIX + dc;
+}
+
+/** Anti-entropy buckets and entries for the owner of `partition` in `dc`. */
+export function antiEntropyPartitionSubject(dc: string, partition: number): string {
+  assertToken("dc", dc);
+  if (!Number.isSafeInteger(partition) || partition < 0)
+    throw new InvalidSubjectError(`bad partition ${partition}`);
+  return `${AE_PREFIX}${dc}.${partition}`;
 }

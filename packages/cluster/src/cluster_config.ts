@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readInt, readOptionalString, readToken, type Env } from "@livecount/runtime";
+import { ConfigError, readInt, readList, readOptionalString, readToken, type Env } from "@livecount/runtime";
 
 /** Settings every process of a data center must agree on, read once at startup. */
 export interface ClusterConfig {
@@ -27,8 +27,24 @@ export interface ClusterConfig {
   readonly dcLeaseMs: number;
   /** LIVECOUNT_DC_HEARTBEAT_MS: how often counter nodes announce their data center; bounds how fast a healed link is noticed. Default 250. */
   readonly dcHeartbeatMs: number;
-  /** LIVECOUNT_ANTI_ENTROPY_MS: how often owners publish again what changed lately, for safety. Default 30000. */
+  /**
+   * LIVECOUNT_ANTI_ENTROPY_MS: how often counter nodes compare digests of what they hold with every
+   * live DC, beside the comparisons on first contact, after a gap and on takeover. Default 10000: a
+   * summary is a few KB, and an update lost without any sign is repaired within this.
+   */
   readonly antiEntropyMs: number;
+  /**
+   * LIVECOUNT_PEER_DCS: the other data centers of the deployment (comma separated). A partition
+   * whose store was never bootstrapped (a new or rebuilt DC) waits for one of them to learn its
+   * state before it serves. Default none: a DC that hears no peer within a few heartbeats of
+   * starting bootstraps as the first one.
+   */
+  readonly peerDcs: readonly string[];
+  /**
+   * LIVECOUNT_REQUEST_TIMEOUT_MS: how long a request to a page's owner may take. Counter nodes answer
+   * "unavailable" (retryable, 503) within half of it rather than let a caller time out. Default 3000.
+   */
+  readonly requestTimeoutMs: number;
 }
 
 export function readClusterConfig(env: Env): ClusterConfig {
@@ -45,9 +61,20 @@ export function readClusterConfig(env: Env): ClusterConfig {
     coalesceMs: readInt(env, "LIVECOUNT_COALESCE_MS", 50, { min: 0, max: 1000 }),
     dcLeaseMs: readInt(env, "LIVECOUNT_DC_LEASE_MS", 15000, { min: 1000 }),
     dcHeartbeatMs: readInt(env, "LIVECOUNT_DC_HEARTBEAT_MS", 250, { min: 50, max: 5000 }),
-    antiEntropyMs: readInt(env, "LIVECOUNT_ANTI_ENTROPY_MS", 30000, { min: 1000 }),
+    antiEntropyMs: readInt(env, "LIVECOUNT_ANTI_ENTROPY_MS", 10000, { min: 1000 }),
+    peerDcs: readPeerDcs(env),
+    requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
   };
 }
 
 /** Heartbeats go out this many times per lease, so one or two lost beats never expire a live peer. */
 export const HEARTBEATS_PER_LEASE = 3;
+
+const DC_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+function readPeerDcs(env: Env): string[] {
+  const peers = readList(env, "LIVECOUNT_PEER_DCS");
+  for (const peer of peers)
+    if (!DC_ID.test(peer)) throw new ConfigError(`LIVECOUNT_PEER_DCS: "${peer}" is not a data center id`);
+  return peers;
+}

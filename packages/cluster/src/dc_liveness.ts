@@ -14,8 +14,6 @@ export interface DcLivenessOptions {
   readonly heartbeatMs: number;
   /** Counter nodes announce their DC under their node id; gateways only listen. */
   readonly announceAs?: string;
-  /** How far back (on the remote DC's clock) to ask for changes from a DC heard for the first time. */
-  readonly firstContactWindowMs: number;
 }
 
 /**
@@ -23,14 +21,10 @@ export interface DcLivenessOptions {
  * - "up": heard for the first time, or again after being down;
  * - "gap": still up, but heartbeats were lost, so updates from it may have been lost too;
  * - "down": not heard for longer than its lease.
- * `since` (for "up" and "gap") is the remote DC's own clock at the last heartbeat before the gap:
- * what it should publish again is everything it changed after that. `silentSince` is this
- * process's clock when the remote DC was last heard before the gap (first contact: the first-contact
- * window back): what went the other way since then may have been lost as well.
+ * On "up" and "gap" the DCs compare digests of what they hold (anti-entropy): what was lost either
+ * way comes back from durable state, however long the silence was.
  */
-export type DcEvent =
-  | { readonly kind: "up" | "gap"; readonly since: number; readonly silentSince: number }
-  | { readonly kind: "down" };
+export type DcEvent = { readonly kind: "up" | "gap" | "down" };
 
 export type DcListener = (dc: string, event: DcEvent) => void;
 
@@ -38,8 +32,6 @@ interface RemoteDc {
   lastHeard: number;
   leaseMs: number;
   live: boolean;
-  /** The sender's clock at the last heartbeat received. */
-  lastSenderTs: number;
   /** Last heartbeat sequence number per announcing node. */
   readonly seqs: Map<string, number>;
 }
@@ -91,9 +83,9 @@ export class DcLiveness {
     return this.#remotes.size > 0;
   }
 
-  /** Live remote DCs with the remote's own clock at its latest heartbeat heard (what resync requests quote). */
-  liveRemotes(): Array<{ readonly dc: string; readonly clock: number }> {
-    return [...this.#remotes].filter(([, r]) => r.live).map(([dc, r]) => ({ dc, clock: r.lastSenderTs }));
+  /** Remote DCs live right now. */
+  liveRemotes(): string[] {
+    return [...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc);
   }
 
   /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
@@ -112,7 +104,6 @@ export class DcLiveness {
         node: announceAs,
         seq: ++this.#seq,
         leaseMs,
-        ts: clock.now(),
       };
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
     }
@@ -139,41 +130,28 @@ export class DcLiveness {
     const now = this.#o.clock.now();
     let remote = this.#remotes.get(msg.dc);
     if (remote === undefined) {
-      remote = {
-        lastHeard: now,
-        leaseMs: msg.leaseMs,
-        live: true,
-        lastSenderTs: msg.ts,
-        seqs: new Map([[msg.node, msg.seq]]),
-      };
+      remote = { lastHeard: now, leaseMs: msg.leaseMs, live: true, seqs: new Map([[msg.node, msg.seq]]) };
       this.#remotes.set(msg.dc, remote);
       this.#o.logger.info({ dc: msg.dc }, "data center up");
-      this.#emit(msg.dc, {
-        kind: "up",
-        since: Math.max(0, msg.ts - this.#o.firstContactWindowMs),
-        silentSince: Math.max(0, now - this.#o.firstContactWindowMs),
-      });
+      this.#emit(msg.dc, { kind: "up" });
       return;
     }
     const lastSeq = remote.seqs.get(msg.node);
     // A lower number is a restarted node: a fresh sequence, not a gap.
     const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
-    const since = remote.lastSenderTs;
-    const silentSince = remote.lastHeard;
     remote.seqs.set(msg.node, msg.seq);
     remote.lastHeard = now;
     remote.leaseMs = msg.leaseMs;
-    remote.lastSenderTs = Math.max(remote.lastSenderTs, msg.ts);
     if (!remote.live) {
       remote.live = true;
       this.#o.logger.info({ dc: msg.dc }, "data center up again");
-      this.#emit(msg.dc, { kind: "up", since, silentSince });
+      this.#emit(msg.dc, { kind: "up" });
     } else if (gap) {
       this.#o.logger.warn(
         { dc: msg.dc, node: msg.node, missed: msg.seq - lastSeq - 1 },
         "heartbeats from data center lost",
       );
-      this.#emit(msg.dc, { kind: "gap", since, silentSince });
+      this.#emit(msg.dc, { kind: "gap" });
     }
   }
 

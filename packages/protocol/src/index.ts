@@ -7,3 +7,4 @@ export * from "./codec.js";
 export * from "./internal_codec.js";
 export { guardMsgpack, MSGPACK_MAX_DEPTH } from "./msgpack_guard.js";
 export * from "./node_replies.js";
+export { isDigest } from "./anti_entropy_codec.js";

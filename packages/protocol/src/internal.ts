@@ -189,30 +189,61 @@ export interface DcHeartbeat {
   readonly node: string;
   readonly seq: number;
   readonly leaseMs: number;
-  /** The sender's clock, epoch-ms: echoed back in a ResyncRequest, so clock skew never matters. */
-  readonly ts: number;
+}
+
+/** A digest of stored entries: 16 lowercase hex digits (XOR of 64-bit entry hashes; see the store). */
+export type Digest = string;
+
+/**
+ * Anti-entropy, a counter node -> another DC (`lc.ae.<dc>`): the digests of partitions the sender
+ * holds. The holder of each partition there compares with its own and, where they differ, starts a
+ * comparison of buckets. Sent on first contact, when a DC is heard again or after a gap, and
+ * periodically.
+ */
+export interface AeSummary {
+  readonly type: "ae_summary";
+  readonly from: string;
+  readonly to: string;
+  readonly digests: ReadonlyArray<readonly [partition: number, digest: Digest]>;
+  /** Partitions the sender is bootstrapping: compare them even when the digests are equal. */
+  readonly bootstrap?: readonly number[];
+}
+
+/** Holder of a partition -> the other DC's holder (`lc.ae.<dc>.<partition>`): its bucket digests. */
+export interface AeBuckets {
+  readonly type: "ae_buckets";
+  readonly from: string;
+  readonly to: string;
+  readonly partition: number;
+  readonly digests: readonly Digest[];
+  /** The receiver asked for this comparison to bootstrap the partition. */
+  readonly bootstrap?: boolean;
 }
 
 /**
- * Any counter node -> every DC: the owners in `dc` should publish again their entries of every page
- * changed since `since` (on their own clock), because `from` may have missed them.
+ * Holder -> holder: every DC's entries of every page of some buckets, read from the sender's store.
+ * Merge is a per-entry max, so any DC's entries may travel, and a DC gets its own back from a peer.
+ * `pull` (on the last message of a transfer) asks for the same buckets back; `done` ends a transfer
+ * that answered a pull.
  */
-export interface ResyncRequest {
-  readonly type: "resync";
-  readonly dc: string;
+export interface AeEntries {
+  readonly type: "ae_entries";
   readonly from: string;
-  readonly since: number;
-  /**
-   * Only pages of these partitions (absent: every page). A node that takes partitions over asks for
-   * them: other DCs' updates published while nobody here owned them were dropped.
-   */
-  readonly partitions?: readonly number[];
+  readonly to: string;
+  readonly partition: number;
+  readonly pages: Readonly<Record<string, Readonly<Record<string, Entries>>>>;
+  readonly pull?: readonly number[];
+  readonly done?: boolean;
 }
 
-/** The most partitions one resync request may name (LIVECOUNT_PARTITIONS is at most this). */
-export const MAX_RESYNC_PARTITIONS = 65536;
+/** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */
+export const MAX_PARTITIONS = 65536;
+/** The most pages one anti-entropy message may carry. */
+export const MAX_AE_PAGES = 10_000;
 
-export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | ResyncRequest;
+export type AntiEntropyMessage = AeSummary | AeBuckets | AeEntries;
+
+export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | AntiEntropyMessage;
 
 /** Every message on the bus; `type` tells them apart. */
 export type InternalMessage = NodeRequest | NodeReply | Broadcast;

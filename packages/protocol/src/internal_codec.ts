@@ -4,29 +4,41 @@
  * and rebuilt from the known fields only (unknown fields are dropped, so a newer sender may add
  * some). Anything malformed throws ProtocolError("bad_frame").
  */
-import { isEntry, type Entries, type Entry } from "@livecount/crdt";
 import { Packr, Unpackr, type Options } from "msgpackr";
+import { ANTI_ENTROPY_DECODERS } from "./anti_entropy_codec.js";
 import { ProtocolError, isErrorCode } from "./errors.js";
-import {
-  VIEWERS_COUNTER,
-  isCounterName,
-  isIdempotencyKey,
-  isInternalId,
-  isPageId,
-  isPagePrefix,
-  isViewerKey,
-} from "./ids.js";
+import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
   MAX_LIST_PAGES,
-  MAX_RESYNC_PARTITIONS,
   type Broadcast,
   type InternalMessage,
   type NodeReply,
   type NodeRequest,
-  type PresenceOp,
 } from "./internal.js";
+import {
+  entriesOf,
+  entryOf,
+  field,
+  fieldsOf,
+  isBoolean,
+  isCounterKey,
+  isNatural,
+  isPositive,
+  isSafeInteger,
+  isString,
+  listOf,
+  malformed,
+  pageIdOf,
+  presenceOpOf,
+  recordOf,
+  viewerKeysOf,
+  type Fields,
+} from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
-import { isTombstoneCounter } from "./visibility.js";
+
+const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
+const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
+const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
 
 /** `skipValues` is documented in msgpackr's README but missing from its typings. */
 interface PackOptions extends Options {
@@ -37,114 +49,6 @@ const packOptions: PackOptions = { useRecords: false, skipValues: [undefined] };
 const packr = new Packr(packOptions);
 // Maps keep every key as sent, where objects would rename "__proto__": a valid page id and counter name.
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: false, int64AsType: "number" });
-
-type Fields = ReadonlyMap<unknown, unknown>;
-
-const PROTO_KEY = "__proto__";
-type Check<T> = (v: unknown) => v is T;
-
-function malformed(message: string): never {
-  throw new ProtocolError("bad_frame", message);
-}
-
-function fieldsOf(v: unknown, what: string): Fields {
-  if (!(v instanceof Map)) malformed(`${what} must be a map`);
-  return v;
-}
-
-function field<T>(m: Fields, key: string, check: Check<T>): T {
-  const v = m.get(key);
-  if (!check(v)) malformed(`field ${key} is missing or malformed`);
-  return v;
-}
-
-const isString = (v: unknown): v is string => typeof v === "string";
-const isBoolean = (v: unknown): v is boolean => typeof v === "boolean";
-const isSafeInteger = (v: unknown): v is number => Number.isSafeInteger(v);
-/** Counts, partitions, hops and millisecond timestamps: non-negative safe integers. */
-const isNatural = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
-const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
-/** Counter names inside the system: a public name, the presence counter, or a tombstone. */
-const isCounterKey = (v: unknown): v is string =>
-  v === VIEWERS_COUNTER || isCounterName(v) || isTombstoneCounter(v);
-const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
-const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
-const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
-
-function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
-  if (!Array.isArray(v)) malformed(`${what} must be an array`);
-  return v.map(item);
-}
-
-/** A map with checked keys as a plain object; keys such as "__proto__" stay own properties. */
-function recordOf<T>(
-  v: unknown,
-  isKey: Check<string>,
-  value: (v: unknown) => T,
-  what: string,
-): Record<string, T> {
-  const out: Record<string, T> = {};
-  for (const [key, item] of fieldsOf(v, what)) {
-    if (!isKey(key)) malformed(`${what} has a malformed key`);
-    setOwn(out, key, value(item));
-  }
-  return out;
-}
-
-/** `out[key] = value`, except that "__proto__" becomes an own property instead of the prototype. */
-function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
-  if (key === PROTO_KEY) {
-    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
-  } else {
-    out[key] = value;
-  }
-}
-
-function entryOf(v: unknown): Entry {
-  const m = fieldsOf(v, "entry");
-  const entry = { p: m.get("p"), n: m.get("n") };
-  if (!isEntry(entry)) malformed("entry must hold two non-negative safe integers p and n");
-  return entry;
-}
-
-function entriesOf(v: unknown): Entries {
-  return recordOf(v, isInternalId, entryOf, "entries");
-}
-
-function presenceOpOf(v: unknown): PresenceOp {
-  const m = fieldsOf(v, "presence op");
-  return {
-    page: field(m, "page", isPageId),
-    viewer: field(m, "viewer", isViewerKey),
-    present: field(m, "present", isBoolean),
-  };
-}
-
-function viewerKeyOf(v: unknown): string {
-  if (!isViewerKey(v)) malformed("viewer key is malformed");
-  return v;
-}
-
-function viewerKeysOf(v: unknown): string[] {
-  return listOf(v, viewerKeyOf, "viewers");
-}
-
-function pageIdOf(v: unknown): string {
-  if (!isPageId(v)) malformed("page id is malformed");
-  return v;
-}
-
-function partitionListOf(v: unknown): number[] {
-  if (Array.isArray(v) && v.length > MAX_RESYNC_PARTITIONS) malformed("too many partitions");
-  return listOf(
-    v,
-    (p) => {
-      if (!isNatural(p) || p >= MAX_RESYNC_PARTITIONS) malformed("partition is malformed");
-      return p;
-    },
-    "partitions",
-  );
-}
 
 /** Adds the forwarding count of a request when it has one; it is absent on most requests. */
 function withHop(m: Fields, request: NodeRequest): NodeRequest {
@@ -299,22 +203,9 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       node: field(m, "node", isInternalId),
       seq: field(m, "seq", isNatural),
       leaseMs: field(m, "leaseMs", isPositive),
-      ts: field(m, "ts", isNatural),
     }),
   ],
-  [
-    "resync",
-    (m) => {
-      const partitions = m.get("partitions");
-      return {
-        type: "resync",
-        dc: field(m, "dc", isInternalId),
-        from: field(m, "from", isInternalId),
-        since: field(m, "since", isNatural),
-        ...(partitions !== undefined ? { partitions: partitionListOf(partitions) } : {}),
-      };
-    },
-  ],
+  ...ANTI_ENTROPY_DECODERS,
 ]);
 
 const REQUEST_TYPES: ReadonlySet<string> = new Set([
@@ -333,7 +224,13 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "page_list",
   "error",
 ]);
-const BROADCAST_TYPES: ReadonlySet<string> = new Set(["update", "gateway", "node", "dc", "resync"]);
+const BROADCAST_TYPES: ReadonlySet<string> = new Set([
+  "update",
+  "gateway",
+  "node",
+  "dc",
+  ...ANTI_ENTROPY_DECODERS.map(([type]) => type),
+]);
 
 export function isNodeRequest(msg: InternalMessage): msg is NodeRequest {
   return REQUEST_TYPES.has(msg.type);

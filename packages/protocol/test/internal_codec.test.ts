@@ -1,3 +1,4 @@
+import type { Entries } from "@livecount/crdt";
 import { pack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
@@ -75,9 +76,43 @@ const MESSAGES: readonly InternalMessage[] = [
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "down" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "up" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
-  { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000, ts: 1_795_000_000_000 },
-  { type: "resync", dc: "eu", from: "us", since: 1_795_000_000_000 },
-  { type: "resync", dc: "eu", from: "us", since: 0, partitions: [0, 7, 65_535] },
+  { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000 },
+  {
+    type: "ae_summary",
+    from: "us",
+    to: "eu",
+    digests: [
+      [0, "0123456789abcdef"],
+      [65_535, "0000000000000000"],
+    ],
+  },
+  { type: "ae_summary", from: "us", to: "eu", digests: [], bootstrap: [3, 7] },
+  {
+    type: "ae_buckets",
+    from: "eu",
+    to: "us",
+    partition: 3,
+    digests: ["ffffffffffffffff", "0000000000000001"],
+  },
+  { type: "ae_buckets", from: "eu", to: "us", partition: 3, digests: [], bootstrap: true },
+  {
+    type: "ae_entries",
+    from: "us",
+    to: "eu",
+    partition: 3,
+    pages: Object.fromEntries<Readonly<Record<string, Entries>>>([
+      [
+        "home",
+        {
+          [VIEWERS_COUNTER]: { us: { p: 3, n: 1 }, eu: { p: 9, n: 9 } },
+          "@del:likes": { us: { p: 2, n: 0 } },
+        },
+      ],
+      ["__proto__", { likes: { eu: { p: 1, n: 0 } } }],
+    ]),
+    pull: [0, 63],
+  },
+  { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true },
 ];
 
 /** Values that are invalid wherever a field of this name appears. */
@@ -88,8 +123,10 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   incarnation: [undefined, "", 1, "i\x7f"],
   seq: [undefined, -1, 1.5, "1"],
   from: [undefined, "", 1, "f\x7f"],
-  since: [undefined, -1, 1.5, "1"],
-  partitions: [null, 3, [-1], [1.5], ["1"], [65_536], Array.from({ length: 65_537 }, () => 0)],
+  to: [undefined, "", 1, "t o"],
+  bootstrap: [null, 3, "yes", [-1], [1.5], ["1"], [65_536], Array.from({ length: 65_537 }, () => 0)],
+  pull: [null, 3, [-1], [1.5], ["1"], [4096], Array.from({ length: 4097 }, () => 0)],
+  done: [null, 0, "true"],
   dc: [undefined, "", 1, "d c"],
   partition: [undefined, -1, 1.5, "1", null, 2 ** 53, Number.NaN],
   hop: [-1, 1.5, "1", null, true],
@@ -157,7 +194,44 @@ const INVALID_UPDATE_COUNTERS: readonly unknown[] = [
   { likes: null },
 ];
 
+/** Digests of a summary (pairs) or of buckets (a list). */
+const INVALID_DIGESTS: readonly unknown[] = [
+  undefined,
+  null,
+  "0123456789abcdef",
+  [["0123456789abcdef"]],
+  [1],
+];
+const INVALID_SUMMARY_DIGESTS: readonly unknown[] = [
+  ...INVALID_DIGESTS,
+  [[0, "0123456789ABCDEF"]],
+  [[0, "0123"]],
+  [[-1, "0123456789abcdef"]],
+  [[65_536, "0123456789abcdef"]],
+  [[0, "0123456789abcdef", 1]],
+];
+const INVALID_BUCKET_DIGESTS: readonly unknown[] = [
+  ...INVALID_DIGESTS,
+  ["0123456789abcdeg"],
+  Array.from({ length: 4097 }, () => "0000000000000000"),
+];
+/** Pages of anti-entropy entries: page -> counter -> data center -> entry. */
+const INVALID_AE_PAGES: readonly unknown[] = [
+  undefined,
+  [],
+  { "bad page": {} },
+  { home: { "li kes": { us: { p: 1, n: 0 } } } },
+  { home: { likes: { us: { p: -1, n: 0 } } } },
+  { home: { likes: { p: 1, n: 0 } } },
+  { home: null },
+  Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`p${i}`, {}])),
+];
+
 function invalidValues(msg: InternalMessage, field: string): readonly unknown[] {
+  if (field === "digests")
+    return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
+  if (field === "pages" && msg.type === "ae_entries") return INVALID_AE_PAGES;
+  if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "counters")
     return msg.type === "page_state" ? INVALID_STATE_COUNTERS : INVALID_UPDATE_COUNTERS;
   // A gateway heartbeat cannot be "leaving" and a node heartbeat cannot be "down".

@@ -1,0 +1,106 @@
+/** Decoders of the anti-entropy messages between data centers (internal.ts). */
+import { isInternalId, isPageId } from "./ids.js";
+import { MAX_AE_PAGES, type AntiEntropyMessage, type Digest } from "./internal.js";
+import {
+  entriesOf,
+  field,
+  fieldsOf,
+  isBoolean,
+  isCounterKey,
+  listOf,
+  malformed,
+  partitionListOf,
+  partitionOf,
+  recordOf,
+  type Fields,
+} from "./internal_fields.js";
+
+/** Most buckets a partition has (the store's DIGEST_BUCKETS is within this). */
+const MAX_BUCKETS = 4096;
+
+/** A digest is 16 lowercase hex digits. */
+export function isDigest(v: unknown): v is Digest {
+  return typeof v === "string" && /^[0-9a-f]{16}$/.test(v);
+}
+
+function digestOf(v: unknown): Digest {
+  if (!isDigest(v)) malformed("digest is malformed");
+  return v;
+}
+
+function bucketOf(v: unknown): number {
+  if (!Number.isSafeInteger(v) || (v as number) < 0 || (v as number) >= MAX_BUCKETS)
+    malformed("bucket is malformed");
+  return v as number;
+}
+
+function optional<T>(m: Fields, key: string, decode: (v: unknown) => T): { [k: string]: T } | undefined {
+  const v = m.get(key);
+  return v === undefined ? undefined : { [key]: decode(v) };
+}
+
+export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AntiEntropyMessage]> = [
+  [
+    "ae_summary",
+    (m) => ({
+      type: "ae_summary",
+      from: field(m, "from", isInternalId),
+      to: field(m, "to", isInternalId),
+      digests: listOf(
+        m.get("digests"),
+        (pair) => {
+          if (!Array.isArray(pair) || pair.length !== 2)
+            malformed("digests must be [partition, digest] pairs");
+          return [partitionOf(pair[0]), digestOf(pair[1])] as const;
+        },
+        "digests",
+      ),
+      ...optional(m, "bootstrap", partitionListOf),
+    }),
+  ],
+  [
+    "ae_buckets",
+    (m) => {
+      const digests = m.get("digests");
+      if (Array.isArray(digests) && digests.length > MAX_BUCKETS) malformed("too many buckets");
+      return {
+        type: "ae_buckets",
+        from: field(m, "from", isInternalId),
+        to: field(m, "to", isInternalId),
+        partition: partitionOf(m.get("partition")),
+        digests: listOf(digests, digestOf, "digests"),
+        ...optional(m, "bootstrap", (v) => {
+          if (!isBoolean(v)) malformed("bootstrap must be a boolean");
+          return v;
+        }),
+      };
+    },
+  ],
+  [
+    "ae_entries",
+    (m) => {
+      const pages = fieldsOf(m.get("pages"), "pages");
+      if (pages.size > MAX_AE_PAGES) malformed(`at most ${MAX_AE_PAGES} pages per message`);
+      return {
+        type: "ae_entries",
+        from: field(m, "from", isInternalId),
+        to: field(m, "to", isInternalId),
+        partition: partitionOf(m.get("partition")),
+        pages: recordOf(
+          pages,
+          isPageId,
+          (record) => recordOf(record, isCounterKey, entriesOf, "counters"),
+          "pages",
+        ),
+        ...optional(m, "pull", (v) => {
+          if (Array.isArray(v) && v.length > MAX_BUCKETS) malformed("too many buckets");
+          return listOf(v, bucketOf, "pull");
+        }),
+        ...optional(m, "done", (v) => {
+          if (!isBoolean(v)) malformed("done must be a boolean");
+          return v;
+        }),
+      };
+    },
+  ],
+];

@@ -1,0 +1,113 @@
+/**
+ * Field checks shared by the decoders of bus messages: each returns the checked value or throws
+ * ProtocolError("bad_frame"), and maps become plain objects whose keys (even "__proto__") stay own
+ * properties.
+ */
+import { isEntry, type Entries, type Entry } from "@livecount/crdt";
+import { ProtocolError } from "./errors.js";
+import { VIEWERS_COUNTER, isCounterName, isInternalId, isPageId, isViewerKey } from "./ids.js";
+import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
+import { isTombstoneCounter } from "./visibility.js";
+
+export type Fields = ReadonlyMap<unknown, unknown>;
+
+const PROTO_KEY = "__proto__";
+export type Check<T> = (v: unknown) => v is T;
+
+export function malformed(message: string): never {
+  throw new ProtocolError("bad_frame", message);
+}
+
+export function fieldsOf(v: unknown, what: string): Fields {
+  if (!(v instanceof Map)) malformed(`${what} must be a map`);
+  return v;
+}
+
+export function field<T>(m: Fields, key: string, check: Check<T>): T {
+  const v = m.get(key);
+  if (!check(v)) malformed(`field ${key} is missing or malformed`);
+  return v;
+}
+
+export const isString = (v: unknown): v is string => typeof v === "string";
+export const isBoolean = (v: unknown): v is boolean => typeof v === "boolean";
+export const isSafeInteger = (v: unknown): v is number => Number.isSafeInteger(v);
+/** Counts, partitions, hops and millisecond timestamps: non-negative safe integers. */
+export const isNatural = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
+/** Counter names inside the system: a public name, the presence counter, or a tombstone. */
+export const isCounterKey = (v: unknown): v is string =>
+  v === VIEWERS_COUNTER || isCounterName(v) || isTombstoneCounter(v);
+
+export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
+  if (!Array.isArray(v)) malformed(`${what} must be an array`);
+  return v.map(item);
+}
+
+/** A map with checked keys as a plain object; keys such as "__proto__" stay own properties. */
+export function recordOf<T>(
+  v: unknown,
+  isKey: Check<string>,
+  value: (v: unknown) => T,
+  what: string,
+): Record<string, T> {
+  const out: Record<string, T> = {};
+  for (const [key, item] of fieldsOf(v, what)) {
+    if (!isKey(key)) malformed(`${what} has a malformed key`);
+    setOwn(out, key, value(item));
+  }
+  return out;
+}
+
+/** `out[key] = value`, except that "__proto__" becomes an own property instead of the prototype. */
+function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
+  if (key === PROTO_KEY) {
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  } else {
+    out[key] = value;
+  }
+}
+
+export function entryOf(v: unknown): Entry {
+  const m = fieldsOf(v, "entry");
+  const entry = { p: m.get("p"), n: m.get("n") };
+  if (!isEntry(entry)) malformed("entry must hold two non-negative safe integers p and n");
+  return entry;
+}
+
+export function entriesOf(v: unknown): Entries {
+  return recordOf(v, isInternalId, entryOf, "entries");
+}
+
+export function presenceOpOf(v: unknown): PresenceOp {
+  const m = fieldsOf(v, "presence op");
+  return {
+    page: field(m, "page", isPageId),
+    viewer: field(m, "viewer", isViewerKey),
+    present: field(m, "present", isBoolean),
+  };
+}
+
+function viewerKeyOf(v: unknown): string {
+  if (!isViewerKey(v)) malformed("viewer key is malformed");
+  return v;
+}
+
+export function viewerKeysOf(v: unknown): string[] {
+  return listOf(v, viewerKeyOf, "viewers");
+}
+
+export function pageIdOf(v: unknown): string {
+  if (!isPageId(v)) malformed("page id is malformed");
+  return v;
+}
+
+export function partitionOf(v: unknown): number {
+  if (!isNatural(v) || v >= MAX_PARTITIONS) malformed("partition is malformed");
+  return v;
+}
+
+export function partitionListOf(v: unknown): number[] {
+  if (Array.isArray(v) && v.length > MAX_PARTITIONS) malformed("too many partitions");
+  return listOf(v, partitionOf, "partitions");
+}
