@@ -62,7 +62,8 @@ export class ManualClock implements Clock {
       this.#now = Math.max(this.#now, timer.at);
       timer.fn();
     }
-    this.#now = end;
+    // Another advance() running meanwhile may have moved past `end`: time never goes back.
+    this.#now = Math.max(this.#now, end);
     await settle();
   }
 

@@ -41,6 +41,8 @@ export class ActorRegistry implements ActorHost {
   readonly #deadlines = new Map<PageActor, number>();
   /** partition -> until when pages loaded there hold their stored viewers (after a takeover). */
   readonly #settleUntil = new Map<number, number>();
+  /** partition -> a store merge loads of its pages must wait for (see `holdLoads`). */
+  readonly #loadBarriers = new Map<number, Promise<void>>();
 
   constructor(options: ActorRegistryOptions) {
     this.#o = options;
@@ -74,7 +76,8 @@ export class ActorRegistry implements ActorHost {
     const actor = new PageActor(this, page, partition, settleUntil > this.now() ? settleUntil : 0);
     this.#actors.set(page, actor);
     this.#o.metrics.actors.set(this.#actors.size);
-    this.#o.store.load(page).then(
+    const barrier = this.#loadBarriers.get(partition);
+    (barrier === undefined ? this.#o.store.load(page) : barrier.then(() => this.#o.store.load(page))).then(
       (record) => actor.loaded(record),
       (err: unknown) => {
         this.#o.logger.error({ err, page }, "page load failed");
@@ -112,11 +115,27 @@ export class ActorRegistry implements ActorHost {
   // --- partitions --------------------------------------------------------------------------------
 
   /**
-   * The partition was just taken (a takeover, or a lease taken back): presence resyncs from gateways
-   * start now, so pages with stored viewers hold them for the settle window. Pages where a dead owner
-   * left viewers are woken, so they settle even if nobody touches them again.
+   * Pages of the partition that start loading before `until` settles wait for it: a merge straight
+   * into the store (pages not in memory) must not be missed by an actor that loads meanwhile.
    */
-  partitionAcquired(partition: number): void {
+  holdLoads(partition: number, until: Promise<unknown>): void {
+    const previous = this.#loadBarriers.get(partition);
+    const barrier = Promise.all([previous, until]).then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#loadBarriers.set(partition, barrier);
+    void barrier.then(() => {
+      if (this.#loadBarriers.get(partition) === barrier) this.#loadBarriers.delete(partition);
+    });
+  }
+
+  /**
+   * The partition starts serving here (taken over, or taken back, and bootstrapped): presence resyncs
+   * from gateways start now, so pages with stored viewers hold them for the settle window. Pages
+   * where a dead owner left viewers are woken, so they settle even if nobody touches them again.
+   */
+  partitionServing(partition: number): void {
     this.#settleUntil.set(partition, this.now() + this.#o.settleMs);
     void this.#wakeLeftBehind(partition);
   }

@@ -14,9 +14,12 @@ export class CounterMetrics {
   readonly actors: Gauge;
   readonly partitions: Gauge;
   readonly flushSeconds: Histogram;
+  readonly antiEntropy: Counter<"step">;
+  readonly antiEntropyPages: Counter<"direction">;
+  readonly partitionsBootstrapped: Gauge;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
-  constructor(registry: Registry, sources: { partitionsOwned(): number }) {
+  constructor(registry: Registry, sources: { partitionsOwned(): number; partitionsBootstrapped(): number }) {
     const registers = [registry];
     this.presenceOps = new Counter({
       name: "livecount_counter_presence_ops_total",
@@ -72,6 +75,26 @@ export class CounterMetrics {
       registers,
       collect() {
         this.set(sources.partitionsOwned());
+      },
+    });
+    this.antiEntropy = new Counter({
+      name: "livecount_counter_anti_entropy_steps_total",
+      help: "Anti-entropy messages sent, by step (summary, buckets, entries)",
+      labelNames: ["step"],
+      registers,
+    });
+    this.antiEntropyPages = new Counter({
+      name: "livecount_counter_anti_entropy_pages_total",
+      help: "Pages moved by anti-entropy: sent, received, and changed here by what was received",
+      labelNames: ["direction"],
+      registers,
+    });
+    this.partitionsBootstrapped = new Gauge({
+      name: "livecount_counter_partitions_bootstrapped",
+      help: "Partitions held that learned their state (serving); below partitions_owned while bootstrapping",
+      registers,
+      collect() {
+        this.set(sources.partitionsBootstrapped());
       },
     });
     this.flushSeconds = new Histogram({

@@ -10,7 +10,7 @@ import type { DurableWriter } from "./durable_writer.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
-import { FIRST_CONTACT_WINDOW_MS, Replication } from "./replication.js";
+import { Convergence } from "./convergence.js";
 import { RequestRouter } from "./request_router.js";
 
 export interface CounterNodeOptions {
@@ -20,9 +20,14 @@ export interface CounterNodeOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly clock?: Clock;
+  /**
+   * No other data center can exist, so a new store needs no peers to bootstrap from. Default: when
+   * no NATS is configured (the embedded default's in-memory bus reaches this process only).
+   */
+  readonly alone?: boolean;
 }
 
-/** How long a request waits for its partition's lease, in partition leases (a takeover waits out the old owner's). */
+/** How long a request waits for its partition, in partition leases (a takeover may wait out the old owner's). */
 const OWNERSHIP_WAIT_FACTOR = 1.5;
 /** Idle actors are looked for every this many sweeps. */
 const PASSIVATION_SWEEPS = 20;
@@ -53,7 +58,7 @@ export class CounterNode {
   readonly #registry: ActorRegistry;
   readonly #writer: DurableWriter;
   readonly #intake: PresenceIntake;
-  readonly #replication: Replication;
+  readonly #convergence: Convergence;
   readonly #router: RequestRouter;
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
@@ -73,7 +78,10 @@ export class CounterNode {
       node: config.nodeId,
       dc: config.dc,
     }));
-    const metrics = new CounterMetrics(opts.registry, { partitionsOwned: () => this.#ownership.heldCount });
+    const metrics = new CounterMetrics(opts.registry, {
+      partitionsOwned: () => this.#ownership.heldCount,
+      partitionsBootstrapped: () => this.#convergence.bootstrapped,
+    });
     this.#membership = new Membership({
       bus,
       clock,
@@ -89,8 +97,9 @@ export class CounterNode {
       clock,
       logger,
       // The lease holder is this process (its incarnation at start), not the node id: a restarted
-      // process must wait out its predecessor's leases rather than inherit their epochs.
+      // process takes its predecessor's leases at once, with new epochs, never inherits theirs.
       node: `${config.nodeId}/${this.#membership.incarnation}`,
+      reclaimFrom: `${config.nodeId}/`,
       leaseMs: config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(config.partitionLeaseMs / 10)),
     });
@@ -104,7 +113,6 @@ export class CounterNode {
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
-      firstContactWindowMs: FIRST_CONTACT_WINDOW_MS,
     });
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
     ({
@@ -128,34 +136,38 @@ export class CounterNode {
       metrics,
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
-      published: (page, ts) => this.#replication.published(page, ts),
     }));
-    this.#replication = new Replication({
+    this.#convergence = new Convergence({
       dc: config.dc,
-      partitions: config.partitions,
-      antiEntropyMs: config.antiEntropyMs,
       bus,
       store,
       clock,
       logger,
+      metrics,
       liveness: this.#liveness,
       registry: this.#registry,
       writer: this.#writer,
-      isHeld: (partition) => fenceOf(partition) !== undefined,
+      fenceOf,
+      antiEntropyMs: config.antiEntropyMs,
+      peerDcs: config.peerDcs,
+      alone: opts.alone ?? config.natsUrl === undefined,
+      dcHeartbeatMs: config.dcHeartbeatMs,
     });
+    // Answered (or refused as retryable) before a caller's own timeout runs out, never after.
+    const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);
     this.#router = new RequestRouter({
       dc: config.dc,
       nodeId: config.nodeId,
       partitions: config.partitions,
-      forwardTimeoutMs: config.partitionLeaseMs * 2,
-      ownershipWaitMs: config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR,
+      forwardTimeoutMs: answerWithinMs,
+      ownershipWaitMs: Math.min(config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR, answerWithinMs),
       bus,
       store,
       logger,
       metrics,
       ring: () => this.#membership.ring,
-      fenceOf,
-      whenHeld: (partition, timeoutMs) => this.#ownership.whenHeld(partition, timeoutMs),
+      fenceOf: (partition) => this.#convergence.servingFence(partition),
+      whenHeld: (partition, timeoutMs) => this.#whenServing(partition, timeoutMs),
       registry: this.#registry,
       intake: this.#intake,
       writer: this.#writer,
@@ -167,11 +179,11 @@ export class CounterNode {
     return this.#config.nodeId;
   }
 
-  /** Ready once it owns every partition the ring gives it. */
+  /** Ready once every partition the ring gives it is held and serves (bootstrapped): it can answer for them. */
   get ready(): boolean {
     if (this.#status !== "running") return false;
     const wanted = this.#membership.ring.partitionsOf(this.#config.nodeId);
-    return wanted.every((p) => this.#ownership.fenceOf(p) !== undefined);
+    return wanted.every((p) => this.#convergence.servingFence(p) !== undefined);
   }
 
   async start(): Promise<void> {
@@ -182,7 +194,7 @@ export class CounterNode {
       this.#bus.serve(nodeSubject(dc, nodeId), (data) => this.#router.serve(data)),
       listenToGateways(this.#bus, dc, this.#log, (beat) => this.#intake.heartbeat(beat)),
     );
-    this.#replication.start();
+    this.#convergence.start();
     this.#liveness.start();
     this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
     this.#membership.start();
@@ -201,7 +213,7 @@ export class CounterNode {
     await this.#ownership.close();
     this.#membership.stop();
     this.#liveness.stop();
-    this.#replication.stop();
+    this.#convergence.stop();
     for (const sub of this.#subs) sub.unsubscribe();
     this.#writer.close();
     this.#registry.close();
@@ -220,16 +232,30 @@ export class CounterNode {
     }
   }
 
+  /** Serves once held and bootstrapped; the registry is told when it serves (Convergence). */
   #onPartitionAcquired(partition: number): void {
-    this.#registry.partitionAcquired(partition);
-    this.#replication.partitionAcquired(partition);
+    this.#convergence.partitionHeld(partition);
+  }
+
+  /** The partition's fence once it is held and serves, or undefined after `timeoutMs`. */
+  #whenServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
+    const fence = this.#convergence.servingFence(partition);
+    return fence !== undefined ? Promise.resolve(fence) : this.#waitServing(partition, timeoutMs);
+  }
+
+  async #waitServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
+    const deadline = this.#clock.now() + timeoutMs;
+    if ((await this.#ownership.whenHeld(partition, timeoutMs)) === undefined) return undefined;
+    const left = Math.max(0, deadline - this.#clock.now());
+    if (!(await this.#convergence.whenBootstrapped(partition, left))) return undefined;
+    return this.#convergence.servingFence(partition);
   }
 
   /** Drops a partition's actors: after flushing them when handing over, at once when lost. */
   async #onPartitionLoss(partition: number, reason: LossReason): Promise<void> {
     if (reason === "released") await this.#writer.drain();
     this.#registry.dropPartition(partition, reason === "released" ? "partition_released" : "partition_lost");
-    this.#replication.partitionDropped(partition);
+    this.#convergence.partitionDropped(partition);
     this.#log.info({ partition, reason }, "partition dropped");
     // The partition's presence went with its actors, and its next owner may be this node again
     // with no ring change (the lease ran out while Redis was unreachable, or during a stall): only

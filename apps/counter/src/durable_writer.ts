@@ -1,12 +1,27 @@
 import type { Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
-import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
+import {
+  VIEWERS_COUNTER,
+  encodeMessage,
+  type IncrementRequest,
+  type NodeReply,
+  type ResetRequest,
+} from "@livecount/protocol";
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
-import type { EntryWrite, Fence, FencedWrites, IncrementOp, IncrementOutcome, Store } from "@livecount/store";
+import type {
+  EntryWrite,
+  Fence,
+  FencedWrites,
+  IncrementOp,
+  IncrementOutcome,
+  PageRecord,
+  Store,
+} from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
-import { errorReply, type DurablePages } from "./replies.js";
+import { advancing } from "./record_merge.js";
+import { errorReply, type DurableUpdate } from "./replies.js";
 import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
 
 /** What a settled commit of publisher changes holds (increments and resets alike). */
@@ -15,7 +30,7 @@ interface AnsweredChanges {
     readonly pending: { resolve(reply: NodeReply): void };
     readonly reply: NodeReply;
   }>;
-  readonly durable: DurablePages;
+  readonly durable: readonly DurableUpdate[];
   readonly lost: ReadonlySet<number>;
 }
 
@@ -36,8 +51,6 @@ export interface DurableWriterOptions {
   readonly lost: (partition: number) => void;
   /** The page's subject (cached by its actor when in memory). */
   readonly subjectOf: (page: string, partition: number) => string;
-  /** This DC's entries of `page` changed, became durable and were published at `ts`. */
-  readonly published: (page: string, ts: number) => void;
 }
 
 /**
@@ -111,18 +124,47 @@ export class DurableWriter {
   }
 
   /**
-   * Publishes entries the caller read from the store or from an actor with nothing left to write:
-   * durable already by definition (a resync). Everything else is published by `#persist`.
+   * Publishes one data center's entries of a page that are durable already: read from the store, or
+   * from an actor with nothing left to write. Everything else is published by `#persist`.
    */
-  republishDurable(
-    page: string,
-    partition: number,
-    counters: Readonly<Record<string, Entry>>,
-    ts: number,
-  ): void {
-    const update = encodeMessage({ type: "update", page, dc: this.#o.dc, counters, ts });
-    this.#o.bus.publish(this.#o.subjectOf(page, partition), update);
+  republishDurable(update: DurableUpdate, ts: number): void {
+    const { page, partition, dc, counters } = update;
+    const message = encodeMessage({ type: "update", page, dc, counters, ts });
+    this.#o.bus.publish(this.#o.subjectOf(page, partition), message);
     this.#o.metrics.publishes.inc();
+  }
+
+  /**
+   * Merges another DC's record of pages that are not in memory straight into the store (under the
+   * partition's fence), then publishes every entry that advanced, so watchers here see what their
+   * DC missed. Resolves with the number of pages that changed. Callers keep actors from loading the
+   * partition's pages meanwhile (`ActorRegistry.holdLoads`).
+   */
+  async mergeIntoStore(fence: Fence, pages: ReadonlyMap<string, PageRecord>): Promise<number> {
+    const ids = [...pages.keys()];
+    if (ids.length === 0) return 0;
+    const local = await this.#o.store.loadMany(ids);
+    const writes: EntryWrite[] = [];
+    const updates: DurableUpdate[] = [];
+    ids.forEach((page, i) => {
+      for (const [dc, counters] of advancing(local[i]!, pages.get(page)!)) {
+        updates.push({ page, partition: fence.partition, dc, counters });
+        for (const [counter, entry] of Object.entries(counters)) {
+          const indexed = counter === VIEWERS_COUNTER && dc === this.#o.dc;
+          writes.push({ page, counter, dc, entry, indexed });
+        }
+      }
+    });
+    if (writes.length === 0) return 0;
+    const stale = await this.#persist(
+      async () => {
+        this.#o.metrics.storeWrites.inc();
+        return this.#o.store.write([{ fence, writes }]);
+      },
+      (stale) => (stale.length > 0 ? [] : updates),
+    );
+    if (stale.length > 0) this.#o.lost(fence.partition);
+    return new Set(updates.map((u) => u.page)).size;
   }
 
   /**
@@ -144,13 +186,10 @@ export class DurableWriter {
    * The one path from memory to the bus: runs `write`, then publishes exactly the entries that
    * `durable` says the write made durable, then returns. A failed write publishes nothing.
    */
-  async #persist<T>(write: () => Promise<T>, durable: (result: T) => DurablePages): Promise<T> {
+  async #persist<T>(write: () => Promise<T>, durable: (result: T) => readonly DurableUpdate[]): Promise<T> {
     const result = await write();
     const ts = this.#o.clock.now();
-    for (const [page, { partition, counters }] of durable(result)) {
-      this.republishDurable(page, partition, counters, ts);
-      this.#o.published(page, ts);
-    }
+    for (const update of durable(result)) this.republishDurable(update, ts);
     return result;
   }
 
@@ -232,8 +271,8 @@ export class DurableWriter {
     const taken: Array<{
       actor: PageActor;
       writes: EntryWrite[];
-      /** Own entries as of this write: exactly what is durable once it succeeds, so what may be published. */
-      entries: Record<string, Entry> | undefined;
+      /** Entries to publish per DC, as of this write: exactly what is durable once it succeeds. */
+      updates: Map<string, Record<string, Entry>>;
     }> = [];
     for (const actor of actors) {
       if (actor.status !== "active") continue;
@@ -242,8 +281,8 @@ export class DurableWriter {
       const writes = actor.takeUnwritten();
       // Taken together with the writes: a change made during the round trip is published by the
       // next flush, after its own write.
-      const entries = actor.takeUnpublished() ? actor.ownEntries() : undefined;
-      taken.push({ actor, writes, entries });
+      const updates = actor.takeUnpublished();
+      taken.push({ actor, writes, updates });
       if (writes.length === 0) continue;
       let group = groups.get(actor.partition);
       if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
@@ -259,19 +298,22 @@ export class DurableWriter {
           metrics.storeWrites.inc();
           return new Set((await store.write([...groups.values()])).map((f) => f.partition));
         },
-        (stale) => {
-          const durable = new Map<string, { partition: number; counters: Record<string, Entry> }>();
-          for (const { actor, entries } of taken) {
-            if (stale.has(actor.partition) || entries === undefined) continue;
-            durable.set(actor.page, { partition: actor.partition, counters: entries });
-          }
-          return durable;
-        },
+        (stale) =>
+          taken.flatMap(({ actor, updates }) =>
+            stale.has(actor.partition)
+              ? []
+              : [...updates].map(([dc, counters]) => ({
+                  page: actor.page,
+                  partition: actor.partition,
+                  dc,
+                  counters,
+                })),
+          ),
       );
     } catch (err) {
       metrics.flushFailures.inc();
-      for (const { actor, writes, entries } of taken) {
-        actor.restoreUnwritten(writes, entries !== undefined);
+      for (const { actor, writes, updates } of taken) {
+        actor.restoreUnwritten(writes, updates.keys());
         // An actor torn down during the round trip was forgotten: it must not come back.
         if (actor.status === "active") this.#dirty.add(actor);
       }

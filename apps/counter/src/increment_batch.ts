@@ -7,7 +7,7 @@
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
-import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./replies.js";
+import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 
 /** An increment waiting for the next group commit. */
 export interface PendingIncrement {
@@ -90,7 +90,7 @@ export function planIncrements(
 export interface AnsweredIncrements {
   readonly answers: Array<{ readonly pending: PendingIncrement; readonly reply: NodeReply }>;
   /** Entries to publish before any reply goes out. */
-  readonly durable: DurablePages;
+  readonly durable: readonly DurableUpdate[];
   /** Partitions whose fence the store found stale. */
   readonly lost: Set<number>;
   /** Outcome of each op sent, for metrics. */
@@ -116,17 +116,18 @@ export function answerIncrements(
     if ("sameAs" in item) continue;
     const { actor, request } = pending;
     const outcome = outcomes[item.op];
+    const op = plan.ops[item.op]!;
     let reply: NodeReply;
     switch (outcome?.kind) {
       case "applied":
         actor.applied(request.counter, outcome.entry);
-        durable.add(actor, request.counter, outcome.entry);
+        durable.add(actor, op.dc, request.counter, outcome.entry);
         reply = incremented(request, { value: item.value, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
         const answer = parsePayload(outcome.payload, ["value", "updatedAt"]);
         reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
-        durable.add(actor, request.counter, actor.ownEntry(request.counter));
+        durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter));
         break;
       }
       case "conflict":
@@ -134,7 +135,7 @@ export function answerIncrements(
         break;
       default:
         reply = errorReply("unavailable", OWNER_CHANGED);
-        lost.add(plan.ops[item.op]!.fence.partition);
+        lost.add(op.fence.partition);
     }
     kinds.push(outcome?.kind ?? "stale");
     replies[item.op] = reply;
@@ -151,7 +152,7 @@ export function answerIncrements(
           : (original ?? errorReply("internal")),
     });
   }
-  return { answers, durable: durable.pages(), lost, outcomes: kinds };
+  return { answers, durable: durable.updates(), lost, outcomes: kinds };
 }
 
 function incremented(request: IncrementRequest, answer: AnswerPayload, duplicate: boolean): NodeReply {

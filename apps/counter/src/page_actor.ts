@@ -43,7 +43,8 @@ export class PageActor {
   readonly #presence = new PagePresence();
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
-  #unpublished = false;
+  /** Data centers whose entries changed here and must be published once written. */
+  readonly #unpublished = new Set<string>();
   /** Entries taken by a flush whose store round trip has not answered yet. */
   #writing = false;
   /** Publisher changes (increments, resets) queued for the commit chain and not answered yet. */
@@ -168,17 +169,48 @@ export class PageActor {
 
   /** This data center's entry of every counter, as published to the page subject. */
   ownEntries(): Record<string, Entry> {
-    return Object.fromEntries(
-      [...this.#counters].map(([name, counter]) => [name, counter.entry(this.#host.dc)]),
-    );
+    return this.entriesOf(this.#host.dc);
+  }
+
+  /** One data center's entry of every counter it has one of (this DC's of every counter). */
+  entriesOf(dc: string): Record<string, Entry> {
+    const entries: Array<[string, Entry]> = [];
+    for (const [name, counter] of this.#counters) {
+      const e = counter.entry(dc);
+      if (dc === this.#host.dc || e.p > 0 || e.n > 0) entries.push([name, e]);
+    }
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries(entries);
   }
 
   /**
    * Merges another data center's entries, received on the page's subject. They are persisted here
-   * too (so a read in this DC shows the global value after a restart) but never published again.
+   * too (so a read in this DC shows the global value after a restart) but never published again:
+   * every watcher got them from the same subject.
    */
   mergeRemote(dc: string, counters: Readonly<Record<string, Entry>>): void {
     if (dc === this.#host.dc) return;
+    this.#merge(dc, counters, false);
+  }
+
+  /**
+   * Merges every data center's entries of the page, this one's included, as another DC's store held
+   * them (anti-entropy): a DC rebuilt from an empty store gets its own entries back this way. What
+   * advances is persisted, then published, since no watcher has seen it.
+   */
+  mergeEntries(record: PageRecord): void {
+    const byDc = new Map<string, Array<[string, Entry]>>();
+    for (const [name, entries] of Object.entries(record)) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        let list = byDc.get(dc);
+        if (list === undefined) byDc.set(dc, (list = []));
+        list.push([name, entry]);
+      }
+    }
+    for (const [dc, list] of byDc) this.#merge(dc, Object.fromEntries(list), true);
+  }
+
+  #merge(dc: string, counters: Readonly<Record<string, Entry>>, publish: boolean): void {
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
       if (this.#counter(name).merge(dc, entry)) {
@@ -186,7 +218,11 @@ export class PageActor {
         changed = true;
       }
     }
-    if (changed) this.#host.markDirty(this);
+    if (!changed) return;
+    if (publish) this.#unpublished.add(dc);
+    // This DC's presence entry moved up under the actor: presence keeps counting on top of it.
+    if (dc === this.#host.dc) this.#syncViewers();
+    this.#host.markDirty(this);
   }
 
   /**
@@ -213,11 +249,11 @@ export class PageActor {
     this.#writing = false;
   }
 
-  /** A flush failed: the entries must be written again. */
-  restoreUnwritten(writes: readonly EntryWrite[], unpublished: boolean): void {
+  /** A flush failed: the entries must be written again, and published after that. */
+  restoreUnwritten(writes: readonly EntryWrite[], unpublished: Iterable<string>): void {
     this.#writing = false;
     for (const w of writes) this.#markUnwritten(w.counter, w.dc);
-    if (unpublished) this.#unpublished = true;
+    for (const dc of unpublished) this.#unpublished.add(dc);
   }
 
   #markUnwritten(counter: string, dc: string): void {
@@ -226,10 +262,12 @@ export class PageActor {
     dcs.add(dc);
   }
 
-  takeUnpublished(): boolean {
-    const was = this.#unpublished;
-    this.#unpublished = false;
-    return was;
+  /** Each data center whose entries must be published after the write taken with them, with its entries now. */
+  takeUnpublished(): Map<string, Record<string, Entry>> {
+    const updates = new Map<string, Record<string, Entry>>();
+    for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
+    this.#unpublished.clear();
+    return updates;
   }
 
   /** A publisher change of this page waits for the commit chain: the actor must stay until it is answered. */
@@ -244,7 +282,7 @@ export class PageActor {
   get hasPendingWork(): boolean {
     return (
       this.#unwritten.size > 0 ||
-      this.#unpublished ||
+      this.#unpublished.size > 0 ||
       this.#writing ||
       this.#queuedChanges > 0 ||
       this.#mailbox.length > 0
@@ -266,7 +304,7 @@ export class PageActor {
   }
 
   #markPublish(): void {
-    this.#unpublished = true;
+    this.#unpublished.add(this.#host.dc);
     this.#host.markDirty(this);
   }
 

@@ -25,8 +25,6 @@ export interface PageUnitsOptions {
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** The store found the partition's fence stale. */
   readonly lost: (partition: number) => void;
-  /** This DC's entries of `page` changed, became durable and were published at `ts`. */
-  readonly published: (page: string, ts: number) => void;
 }
 
 /** The units that keep per-page state on a counter node, and how they depend on each other. */
@@ -71,7 +69,6 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     fenceOf: o.fenceOf,
     lost: o.lost,
     subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
-    published: o.published,
   });
   const intake = new PresenceIntake({
     registry,

@@ -6,6 +6,11 @@ export interface OwnershipOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly node: string;
+  /**
+   * Holders whose id starts with this are earlier incarnations of this process (a restart under the
+   * same node id): their live leases are taken at once, with a new epoch, instead of waited out.
+   */
+  readonly reclaimFrom?: string;
   /** Lease length; renewed every third of it. */
   readonly leaseMs: number;
   /** Retry period for partitions still held by a previous owner. */
@@ -154,7 +159,11 @@ export class PartitionOwnership {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));
       const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
       const leases = await Promise.all(
-        missing.map((p) => this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs)),
+        missing.map((p) =>
+          this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs, {
+            reclaimFrom: this.#opts.reclaimFrom,
+          }),
+        ),
       );
       for (const lease of leases) {
         if (lease === null) continue;

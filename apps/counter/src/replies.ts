@@ -6,34 +6,40 @@ import type { Entry } from "@livecount/crdt";
 import { ProtocolError, type ErrorCode, type ErrorReply } from "@livecount/protocol";
 import type { PageActor } from "./page_actor.js";
 
-/** Entries of pages that are durable and may be published: page -> its partition and counters. */
-export type DurablePages = ReadonlyMap<
-  string,
-  { readonly partition: number; readonly counters: Readonly<Record<string, Entry>> }
->;
+/** One data center's entries of a page that are durable and may be published (one update message). */
+export interface DurableUpdate {
+  readonly page: string;
+  readonly partition: number;
+  readonly dc: string;
+  readonly counters: Readonly<Record<string, Entry>>;
+}
 
 export function errorReply(code: ErrorCode, message?: string): ErrorReply {
   const e = new ProtocolError(code, message);
   return { type: "error", code: e.code, message: e.message };
 }
 
-/** Collects the entries a commit made durable, by page, so each page is published once. */
+/** Collects the entries a commit made durable, so each page and DC is published once. */
 export class DurableEntries {
-  readonly #pages = new Map<string, { partition: number; counters: Map<string, Entry> }>();
+  readonly #updates = new Map<
+    string,
+    { page: string; partition: number; dc: string; counters: Map<string, Entry> }
+  >();
 
-  add(actor: PageActor, counter: string, entry: Entry): void {
-    let page = this.#pages.get(actor.page);
-    if (page === undefined)
-      this.#pages.set(actor.page, (page = { partition: actor.partition, counters: new Map() }));
-    page.counters.set(counter, entry);
+  add(actor: PageActor, dc: string, counter: string, entry: Entry): void {
+    const id = `${actor.page}\u0000${dc}`;
+    let update = this.#updates.get(id);
+    if (update === undefined)
+      this.#updates.set(
+        id,
+        (update = { page: actor.page, partition: actor.partition, dc, counters: new Map() }),
+      );
+    update.counters.set(counter, entry);
   }
 
-  pages(): DurablePages {
-    const pages = new Map<string, { partition: number; counters: Record<string, Entry> }>();
+  updates(): DurableUpdate[] {
     // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    for (const [page, { partition, counters }] of this.#pages)
-      pages.set(page, { partition, counters: Object.fromEntries(counters) });
-    return pages;
+    return [...this.#updates.values()].map((u) => ({ ...u, counters: Object.fromEntries(u.counters) }));
   }
 }
 

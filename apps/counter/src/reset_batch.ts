@@ -16,7 +16,7 @@
  */
 import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
-import { DurableEntries, errorReply, parsePayload, type DurablePages } from "./replies.js";
+import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
 export interface PendingReset {
@@ -117,7 +117,7 @@ export function planResets(
 export interface AnsweredResets {
   readonly answers: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
   /** Published before any answer: an acknowledged reset must reach every watcher even if this node dies right after. */
-  readonly durable: DurablePages;
+  readonly durable: readonly DurableUpdate[];
   readonly lost: Set<number>;
   readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
 }
@@ -136,17 +136,17 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
     switch (outcome?.kind) {
       case "applied":
         actor.applied(request.counter, outcome.entry);
-        durable.add(actor, request.counter, outcome.entry);
+        durable.add(actor, s.op.dc, request.counter, outcome.entry);
         if (request.tombstone && outcome.also?.[0] !== undefined) {
           actor.applied(tombstone, outcome.also[0]);
-          durable.add(actor, tombstone, outcome.also[0]);
+          durable.add(actor, s.op.dc, tombstone, outcome.also[0]);
         }
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
         // The first try may have become durable and never been published (its owner crashed).
         for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
-          durable.add(actor, counter, actor.ownEntry(counter));
+          durable.add(actor, s.op.dc, counter, actor.ownEntry(counter));
         const answer = parsePayload(outcome.payload, ["previous", "updatedAt"]);
         reply = answer !== undefined ? resetReply(request, answer, true) : errorReply("internal");
         break;
@@ -160,7 +160,7 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
     }
     answers.push({ pending: s.pending, reply });
   });
-  return { answers, durable: durable.pages(), lost, outcomes: kinds };
+  return { answers, durable: durable.updates(), lost, outcomes: kinds };
 }
 
 function resetReply(request: ResetRequest, answer: ResetPayload, duplicate: boolean): NodeReply {

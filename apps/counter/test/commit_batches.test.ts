@@ -98,7 +98,10 @@ describe("counter - group commit of increments", () => {
       { type: "error", code: "unavailable" },
     ]);
     expect(a.ownEntry("likes")).toEqual({ p: 11, n: 0 });
-    expect([...settled.durable.keys()]).toEqual(["p", "q"]);
+    expect(settled.durable.map((u) => [u.page, u.dc])).toEqual([
+      ["p", "dc1"],
+      ["q", "dc1"],
+    ]);
     expect(settled.lost).toEqual(new Set([3]));
     expect(settled.outcomes).toEqual(["applied", "duplicate", "conflict", "stale"]);
   });
@@ -161,10 +164,14 @@ describe("counter - observed resets", () => {
       { type: "counter_reset", previous: 5, duplicate: false },
       { type: "error", code: "unavailable" },
     ]);
-    expect(settled.durable.get("p")?.counters).toEqual({
-      likes: { p: 5, n: 5 },
-      "@del:likes": { p: 10, n: 0 },
-    });
+    expect(settled.durable).toEqual([
+      {
+        page: "p",
+        partition: 3,
+        dc: "dc1",
+        counters: { likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } },
+      },
+    ]);
     expect(settled.lost).toEqual(new Set([3]));
     expect(settled.outcomes).toEqual([
       { kind: "delete", outcome: "applied" },

@@ -125,8 +125,17 @@ describe("counter - counter node lifecycle", () => {
     // Their pages left memory with the partitions; the node is not ready until it holds them again.
     expect(await actorsInMemory()).toBe(0);
     expect(node.ready).toBe(false);
-    // Once the other process's leases run out the node takes them back and answers from the store.
-    expect(await ask({ type: "snapshot", page: a })).toMatchObject({ type: "page_state" });
+    // Meanwhile a read is refused as retryable within half the request timeout, never left to hang;
+    // once the other process's leases run out the node takes them back and answers from the store.
+    const refusals = new Set<string>();
+    for (;;) {
+      const asked = clock.now();
+      const reply = await ask({ type: "snapshot", page: a });
+      expect(clock.now() - asked).toBeLessThanOrEqual(1_600);
+      if (reply.type === "page_state") break;
+      refusals.add(reply.type === "error" ? reply.code : reply.type);
+    }
+    expect([...refusals]).toEqual(["unavailable"]);
     expect(node.ready).toBe(true);
   });
 

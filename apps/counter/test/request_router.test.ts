@@ -46,7 +46,10 @@ describe("counter - request router", () => {
       bus: u.bus,
       store: u.store,
       logger: silentLogger,
-      metrics: new CounterMetrics(new Registry(), { partitionsOwned: () => 1 }),
+      metrics: new CounterMetrics(new Registry(), {
+        partitionsOwned: () => 1,
+        partitionsBootstrapped: () => 1,
+      }),
       ring: () => ring,
       fenceOf: (p) => u.fences.get(p),
       whenHeld: async (p) => u.fences.get(p),

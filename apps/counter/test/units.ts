@@ -4,7 +4,7 @@
  * wrapped to inject failures and to log, in one timeline with the bus, when writes start and end and
  * when updates are published.
  */
-import { MemoryBus, type Bus, type BusEvents, type BusStatus, type Subscription } from "@livecount/bus";
+import { MemoryBus, type Bus } from "@livecount/bus";
 import { decodeMessage, type PageUpdate, type PresenceBatch } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
@@ -23,6 +23,7 @@ import {
   type Store,
 } from "@livecount/store";
 import { Registry } from "prom-client";
+import { ForwardingBus } from "../../../test/support/forwarding_bus.js";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import type { ActorRegistry } from "../src/actor_registry.js";
 import { CounterMetrics } from "../src/counter_metrics.js";
@@ -127,37 +128,18 @@ export class FlakyStore implements Store {
 }
 
 /** The in-memory bus, with each page update recorded when it is published (not when delivered). */
-class RecordingBus implements Bus {
+class RecordingBus extends ForwardingBus {
   constructor(
-    private readonly inner: MemoryBus,
+    local: MemoryBus,
     private readonly onUpdate: (update: PageUpdate) => void,
-  ) {}
+  ) {
+    super(local);
+  }
 
-  publish(subject: string, data: Uint8Array): void {
+  override publish(subject: string, data: Uint8Array): void {
     const msg = decodeMessage(data);
     if (msg.type === "update") this.onUpdate(msg);
-    this.inner.publish(subject, data);
-  }
-  subscribe(...args: Parameters<Bus["subscribe"]>): Subscription {
-    return this.inner.subscribe(...args);
-  }
-  serve(...args: Parameters<Bus["serve"]>): Subscription {
-    return this.inner.serve(...args);
-  }
-  request(...args: Parameters<Bus["request"]>): Promise<Uint8Array> {
-    return this.inner.request(...args);
-  }
-  on<E extends keyof BusEvents>(event: E, listener: BusEvents[E]): () => void {
-    return this.inner.on(event, listener);
-  }
-  get status(): BusStatus {
-    return this.inner.status;
-  }
-  flush(): Promise<void> {
-    return this.inner.flush();
-  }
-  close(): Promise<void> {
-    return this.inner.close();
+    this.local.publish(subject, data);
   }
 }
 
@@ -195,8 +177,6 @@ export interface Units {
   readonly published: PageUpdate[];
   readonly fences: Map<number, Fence>;
   readonly lost: number[];
-  /** Pages whose own entries changed and were published (what the change log records). */
-  readonly changed: string[];
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly intake: PresenceIntake;
@@ -217,7 +197,6 @@ export async function buildUnits(): Promise<Units> {
   const store = new FlakyStore(new MemoryStore({ now: () => clock.now() }), timeline);
   const fences = new Map<number, Fence>();
   const lost: number[] = [];
-  const changed: string[] = [];
   const { registry, writer, intake } = createPageUnits({
     dc: DC,
     partitions: PARTITIONS,
@@ -232,10 +211,12 @@ export async function buildUnits(): Promise<Units> {
     store,
     bus,
     logger: silentLogger,
-    metrics: new CounterMetrics(new Registry(), { partitionsOwned: () => fences.size }),
+    metrics: new CounterMetrics(new Registry(), {
+      partitionsOwned: () => fences.size,
+      partitionsBootstrapped: () => fences.size,
+    }),
     fenceOf: (p) => fences.get(p),
     lost: (p) => lost.push(p),
-    published: (page) => changed.push(page),
   });
   return {
     clock,
@@ -245,7 +226,6 @@ export async function buildUnits(): Promise<Units> {
     published,
     fences,
     lost,
-    changed,
     registry,
     writer,
     intake,
@@ -253,7 +233,7 @@ export async function buildUnits(): Promise<Units> {
       const lease = await store.acquire(partition, "node-a", 3_600_000);
       if (lease === null) throw new Error(`partition ${partition} is held by another node`);
       fences.set(partition, lease);
-      registry.partitionAcquired(partition);
+      registry.partitionServing(partition);
       return lease;
     },
     async close() {

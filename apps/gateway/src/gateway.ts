@@ -99,7 +99,6 @@ export class Gateway {
       dc: config.dc,
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
-      firstContactWindowMs: 0,
     });
     const owners = new OwnerClient(bus, this.#membership, config.dc, config.requestTimeoutMs);
     this.#forwarder = new PresenceForwarder({

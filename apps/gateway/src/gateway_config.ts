@@ -29,8 +29,6 @@ export interface GatewayConfig extends ClusterConfig {
   readonly maxBackpressureBytes: number;
   /** LIVECOUNT_PRESENCE_BATCH_MS: presence transitions wait this long to share a batch. Default 5. */
   readonly presenceBatchMs: number;
-  /** LIVECOUNT_REQUEST_TIMEOUT_MS: how long a request to a page's owner may take. Default 3000. */
-  readonly requestTimeoutMs: number;
   /** Fixed by protocol v1: frames over 16 KiB close the socket. */
   readonly maxPayloadBytes: number;
   /** Largest HTTP request body accepted. 64 KiB. */
@@ -64,7 +62,6 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
     maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
     presenceBatchMs: readInt(env, "LIVECOUNT_PRESENCE_BATCH_MS", 5, { min: 0, max: 1000 }),
-    requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,
     incarnation: `${cluster.nodeId}-${randomUUID().slice(0, 8)}`,

@@ -1,0 +1,303 @@
+import { antiEntropyPartitionSubject, antiEntropySubject, type Bus, type Subscription } from "@livecount/bus";
+import type { DcLiveness } from "@livecount/cluster";
+import {
+  decodeMessage,
+  encodeMessage,
+  type AeBuckets,
+  type AeEntries,
+  type AeSummary,
+  type AntiEntropyMessage,
+} from "@livecount/protocol";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import type { Fence, PageRecord, Store } from "@livecount/store";
+import type { ActorRegistry } from "./actor_registry.js";
+import type { CounterMetrics } from "./counter_metrics.js";
+import type { DurableWriter } from "./durable_writer.js";
+import { ActorClosedError } from "./page_actor.js";
+
+export interface AntiEntropyOptions {
+  readonly dc: string;
+  readonly bus: Bus;
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  readonly liveness: DcLiveness;
+  readonly registry: ActorRegistry;
+  readonly writer: DurableWriter;
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** How often this node compares the digests of the partitions it holds with every live DC. */
+  readonly periodMs: number;
+  /** Entries of `partition` arrived from a peer and were merged (a transfer is making progress). */
+  readonly received: (partition: number) => void;
+  /** A transfer that answered this node's bootstrap request for `partition` from `peer` is merged. */
+  readonly peerSynced: (partition: number, peer: string) => void;
+}
+
+/** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
+const PAGES_PER_MESSAGE = 500;
+/** Buckets read from the store at once while sending: bounds the memory a transfer holds. */
+const BUCKETS_PER_READ = 16;
+/** Partitions per summary message (a summary names at most 65,536). */
+const PARTITIONS_PER_SUMMARY = 4096;
+
+/**
+ * Anti-entropy between data centers, from durable state alone: no process remembers what changed.
+ *
+ * Each partition's store keeps digests of every entry of every DC (the store's digest.ts). A node
+ * sends the digests of the partitions it holds to each live DC: on first contact, when a DC is
+ * heard again or after a gap, when it takes partitions over, and every `periodMs`. The holder of a
+ * partition there compares it with its own; where they differ, the two holders compare the
+ * partition's buckets, and exchange every entry of the pages of the differing buckets, in batches,
+ * read from the store (never ahead of it). Merge is a per-entry max, so a DC serves any DC's
+ * entries it holds: a rebuilt DC gets its own entries back, and a DC cut off from one peer converges
+ * through another.
+ *
+ *   X: summary {p: dX}      -> Y   (Y holds p; dY != dX, or X is bootstrapping p)
+ *   Y: buckets {p: b0..63}  -> X   (X computes the differing buckets D)
+ *   X: entries {D's pages}, pull D -> Y  (Y merges)
+ *   Y: entries {D's pages}, done   -> X  (X merges: both hold the max)
+ *
+ * Messages about one partition are handled in order, one at a time (a pull is answered only after
+ * the entries sent before it are merged).
+ */
+export class AntiEntropy {
+  readonly #o: AntiEntropyOptions;
+  /** Per held partition, the subscription to its buckets and entries. */
+  readonly #held = new Map<number, Subscription>();
+  /** Per partition, the handling of its messages, in order. */
+  readonly #chains = new Map<number, Promise<void>>();
+  /** Partitions taken in this turn: compared with every live DC together, once. */
+  #justHeld = new Set<number>();
+  #justHeldScheduled = false;
+  #summaries: Subscription | undefined;
+  #stopListening: (() => void) | undefined;
+  #timer: TimerHandle | undefined;
+  #running = false;
+
+  constructor(options: AntiEntropyOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    this.#running = true;
+    this.#summaries = this.#o.bus.subscribe(antiEntropySubject(this.#o.dc), (data) => this.#receive(data));
+    this.#stopListening = this.#o.liveness.onChange((remote, event) => {
+      if (event.kind !== "down") void this.compare(remote);
+    });
+    this.#schedule();
+  }
+
+  stop(): void {
+    this.#running = false;
+    this.#summaries?.unsubscribe();
+    this.#stopListening?.();
+    for (const sub of this.#held.values()) sub.unsubscribe();
+    this.#held.clear();
+    if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+  }
+
+  /** This node holds the partition now: it takes part in comparisons of it. */
+  partitionHeld(partition: number): void {
+    if (this.#held.has(partition)) return;
+    const subject = antiEntropyPartitionSubject(this.#o.dc, partition);
+    this.#held.set(
+      partition,
+      this.#o.bus.subscribe(subject, (data) => this.#receive(data)),
+    );
+    // While nobody here held it, other DCs' changes may have been missed: compare at once.
+    this.#justHeld.add(partition);
+    if (this.#justHeldScheduled) return;
+    this.#justHeldScheduled = true;
+    this.#o.clock.defer(() => {
+      this.#justHeldScheduled = false;
+      const partitions = [...this.#justHeld].filter((p) => this.#held.has(p));
+      this.#justHeld = new Set();
+      for (const remote of this.#o.liveness.liveRemotes()) void this.compare(remote, partitions);
+    });
+  }
+
+  partitionDropped(partition: number): void {
+    this.#held.get(partition)?.unsubscribe();
+    this.#held.delete(partition);
+    this.#chains.delete(partition);
+  }
+
+  /**
+   * Sends `remote` the digests of `partitions` (default: every partition held). Those named in
+   * `bootstrap` are compared even when equal, and answered with `done`: this node is learning them.
+   */
+  async compare(
+    remote: string,
+    partitions?: readonly number[],
+    bootstrap: readonly number[] = [],
+  ): Promise<void> {
+    const held = (partitions ?? [...this.#held.keys()]).filter((p) => this.#held.has(p));
+    if (held.length === 0 || !this.#running) return;
+    try {
+      for (let i = 0; i < held.length; i += PARTITIONS_PER_SUMMARY) {
+        const chunk = held.slice(i, i + PARTITIONS_PER_SUMMARY);
+        const digests = await this.#o.store.digests(chunk);
+        const boot = bootstrap.filter((p) => chunk.includes(p));
+        this.#send(antiEntropySubject(remote), {
+          type: "ae_summary",
+          from: this.#o.dc,
+          to: remote,
+          digests: chunk.map((p, j) => [p, digests[j]!] as const),
+          ...(boot.length > 0 ? { bootstrap: boot } : {}),
+        });
+      }
+      this.#o.metrics.antiEntropy.inc({ step: "summary" });
+    } catch (err) {
+      this.#o.logger.warn({ err, remote }, "anti-entropy summary failed; the next one follows");
+    }
+  }
+
+  #schedule(): void {
+    this.#timer = this.#o.clock.setTimeout(() => {
+      for (const remote of this.#o.liveness.liveRemotes()) void this.compare(remote);
+      if (this.#running) this.#schedule();
+    }, this.#o.periodMs);
+  }
+
+  #receive(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#o.logger.warn({ err }, "malformed anti-entropy message");
+      return;
+    }
+    if (!isAntiEntropy(msg) || msg.to !== this.#o.dc || msg.from === this.#o.dc) return;
+    if (msg.type === "ae_summary") {
+      void this.#onSummary(msg);
+      return;
+    }
+    const partition = msg.partition;
+    if (!this.#held.has(partition)) return;
+    const chain = (this.#chains.get(partition) ?? Promise.resolve())
+      .then(() => (msg.type === "ae_buckets" ? this.#onBuckets(msg) : this.#onEntries(msg)))
+      .catch((err: unknown) => this.#o.logger.warn({ err, partition }, "anti-entropy step failed"));
+    this.#chains.set(partition, chain);
+  }
+
+  /** Another DC's digests: start a comparison of buckets for each held partition that differs. */
+  async #onSummary(msg: AeSummary): Promise<void> {
+    const mine = msg.digests.filter(([p]) => this.#held.has(p));
+    if (mine.length === 0) return;
+    const bootstrap = new Set(msg.bootstrap ?? []);
+    let local: string[];
+    try {
+      local = await this.#o.store.digests(mine.map(([p]) => p));
+    } catch (err) {
+      this.#o.logger.warn(
+        { err, from: msg.from },
+        "anti-entropy digests unreadable; the next summary retries",
+      );
+      return;
+    }
+    await Promise.all(
+      mine.map(async ([partition, theirs], i) => {
+        if (local[i] === theirs && !bootstrap.has(partition)) return;
+        const digests = await this.#o.store.bucketDigests(partition);
+        this.#send(antiEntropyPartitionSubject(msg.from, partition), {
+          type: "ae_buckets",
+          from: this.#o.dc,
+          to: msg.from,
+          partition,
+          digests,
+          ...(bootstrap.has(partition) ? { bootstrap: true } : {}),
+        });
+        this.#o.metrics.antiEntropy.inc({ step: "buckets" });
+      }),
+    );
+  }
+
+  /** The other holder's bucket digests: send the differing buckets' pages and ask for theirs. */
+  async #onBuckets(msg: AeBuckets): Promise<void> {
+    const mine = await this.#o.store.bucketDigests(msg.partition);
+    const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
+    if (differing.length === 0) {
+      if (msg.bootstrap === true) this.#o.peerSynced(msg.partition, msg.from);
+      return;
+    }
+    await this.#sendPages(msg.from, msg.partition, differing, { pull: differing });
+  }
+
+  /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
+  async #onEntries(msg: AeEntries): Promise<void> {
+    await this.#merge(msg.partition, msg.pages);
+    this.#o.received(msg.partition);
+    if (msg.pull !== undefined) await this.#sendPages(msg.from, msg.partition, msg.pull, { done: true });
+    if (msg.done === true) this.#o.peerSynced(msg.partition, msg.from);
+  }
+
+  /**
+   * Merges another DC's record of pages: into the actor of a page in memory (it persists and
+   * publishes what advances), else straight into the store, with loads of the partition's pages held
+   * until the write is done.
+   */
+  async #merge(partition: number, pages: Readonly<Record<string, PageRecord>>): Promise<void> {
+    const fence = this.#o.fenceOf(partition);
+    if (fence === undefined) return;
+    const { registry } = this.#o;
+    const absent = new Map<string, PageRecord>();
+    const resident: Array<Promise<void>> = [];
+    for (const [page, record] of Object.entries(pages)) {
+      if (registry.find(page) === undefined) {
+        absent.set(page, record);
+        continue;
+      }
+      resident.push(
+        registry
+          .run(page, partition, (actor) => actor.mergeEntries(record))
+          .catch((err: unknown) => {
+            // Closed meanwhile: its partition moved on, and the next holder compares again.
+            if (!(err instanceof ActorClosedError)) throw err;
+          }),
+      );
+    }
+    const written = this.#o.writer.mergeIntoStore(fence, absent);
+    registry.holdLoads(partition, written);
+    const [changed] = await Promise.all([written, ...resident]);
+    this.#o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
+    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, changed + resident.length);
+  }
+
+  /** Every page of `buckets` as the store holds it, in messages of PAGES_PER_MESSAGE; the last carries the flags. */
+  async #sendPages(
+    to: string,
+    partition: number,
+    buckets: readonly number[],
+    flags: { readonly pull?: readonly number[]; readonly done?: boolean },
+  ): Promise<void> {
+    const subject = antiEntropyPartitionSubject(to, partition);
+    const base = { type: "ae_entries", from: this.#o.dc, to, partition } as const;
+    let batch: Array<[string, PageRecord]> = [];
+    let sent = 0;
+    for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
+      const pages = await this.#o.store.bucketPages(partition, buckets.slice(i, i + BUCKETS_PER_READ));
+      for (const entry of pages) {
+        if (batch.length === PAGES_PER_MESSAGE) {
+          this.#send(subject, { ...base, pages: Object.fromEntries(batch) });
+          sent += batch.length;
+          batch = [];
+        }
+        batch.push(entry);
+      }
+    }
+    // fromEntries defines own properties: a page named "__proto__" stays a page.
+    this.#send(subject, { ...base, pages: Object.fromEntries(batch), ...flags });
+    sent += batch.length;
+    this.#o.metrics.antiEntropy.inc({ step: "entries" });
+    this.#o.metrics.antiEntropyPages.inc({ direction: "sent" }, sent);
+  }
+
+  #send(subject: string, msg: AntiEntropyMessage): void {
+    this.#o.bus.publish(subject, encodeMessage(msg));
+  }
+}
+
+function isAntiEntropy(msg: { type: string }): msg is AntiEntropyMessage {
+  return msg.type === "ae_summary" || msg.type === "ae_buckets" || msg.type === "ae_entries";
+}

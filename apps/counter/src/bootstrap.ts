@@ -1,0 +1,225 @@
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import type { Fence, Store } from "@livecount/store";
+
+export interface BootstrapOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** Remote DCs live right now. */
+  readonly liveRemotes: () => readonly string[];
+  /**
+   * LIVECOUNT_PEER_DCS: the other DCs of the deployment. With any listed, a partition never
+   * bootstrapped waits for one of them however long it takes; with none, a DC that hears no peer
+   * within `discoveryMs` of starting is the first of its deployment.
+   */
+  readonly expectedPeers: readonly string[];
+  /** No other DC can exist (the in-memory bus of the embedded default). */
+  readonly alone: boolean;
+  readonly discoveryMs: number;
+  /** How often an unanswered bootstrap request is sent again. */
+  readonly retryMs: number;
+  /** Asks `remote` to compare `partitions` as a bootstrap (answered even when equal, ending with `done`). */
+  readonly requestSync: (remote: string, partitions: readonly number[]) => void;
+  /** The partition may serve from now on. */
+  readonly serving: (partition: number) => void;
+}
+
+/**
+ * A DC that joins or is rebuilt starts silent (seed 000's New Server Problem): a partition whose
+ * store was never bootstrapped learns its full state from every live peer before it serves, so this
+ * DC's own entries come back from what peers hold before any new increment or presence change
+ * counts on top of them (otherwise they would hide under the old maximum). The store remembers a
+ * bootstrapped partition, so a restart never repeats it.
+ */
+export class Bootstrap {
+  readonly #o: BootstrapOptions;
+  readonly #startedAt: number;
+  /** Partitions that may serve. */
+  readonly #ready = new Set<number>();
+  /** Partitions syncing: the peers still to answer, how many have, and when they were last asked. */
+  readonly #syncing = new Map<number, { remaining: Set<string>; synced: number; askedAt: number }>();
+  /** Partitions with nobody to learn from yet. */
+  readonly #waiting = new Set<number>();
+  /** Partitions whose bootstrap mark could not be read yet. */
+  readonly #unchecked = new Set<number>();
+  /** Requests of this turn, sent together: remote -> partitions. */
+  readonly #requests = new Map<string, Set<number>>();
+  readonly #waiters = new Map<number, Array<() => void>>();
+  #timer: TimerHandle | undefined;
+
+  constructor(options: BootstrapOptions) {
+    this.#o = options;
+    this.#startedAt = options.clock.now();
+  }
+
+  start(): void {
+    this.#schedule();
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  isReady(partition: number): boolean {
+    return this.#ready.has(partition);
+  }
+
+  /** Partitions held that serve, and all partitions held (progress, metrics). */
+  get progress(): { readonly ready: number; readonly held: number } {
+    const pending = this.#syncing.size + this.#waiting.size + this.#unchecked.size;
+    return { ready: this.#ready.size, held: this.#ready.size + pending };
+  }
+
+  /** Resolves true once the partition serves, false after `timeoutMs` (or when it is dropped). */
+  whenReady(partition: number, timeoutMs: number): Promise<boolean> {
+    if (this.#ready.has(partition)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.#o.clock.clearTimeout(timer);
+        const list = this.#waiters.get(partition);
+        if (list !== undefined) list.splice(list.indexOf(done), 1);
+        resolve(this.#ready.has(partition));
+      };
+      const timer = this.#o.clock.setTimeout(done, timeoutMs);
+      const list = this.#waiters.get(partition) ?? [];
+      list.push(done);
+      this.#waiters.set(partition, list);
+    });
+  }
+
+  /** The partition's lease was taken: serve at once if its store was bootstrapped, else learn it first. */
+  async partitionHeld(partition: number): Promise<void> {
+    this.#unchecked.delete(partition);
+    let done: boolean;
+    try {
+      done = await this.#o.store.isBootstrapped(partition);
+    } catch (err) {
+      this.#o.logger.warn({ err, partition }, "bootstrap mark unreadable; trying again");
+      this.#unchecked.add(partition);
+      return;
+    }
+    if (this.#o.fenceOf(partition) === undefined) return;
+    if (done) this.#serve(partition);
+    else this.#begin(partition);
+  }
+
+  partitionDropped(partition: number): void {
+    this.#ready.delete(partition);
+    this.#syncing.delete(partition);
+    this.#waiting.delete(partition);
+    this.#unchecked.delete(partition);
+    for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
+  }
+
+  /** Entries of a syncing partition arrived: its transfer is alive, no need to ask again yet. */
+  received(partition: number): void {
+    const sync = this.#syncing.get(partition);
+    if (sync !== undefined) sync.askedAt = this.#o.clock.now();
+  }
+
+  /** A peer's transfer answering this DC's bootstrap request of `partition` is merged. */
+  peerSynced(partition: number, peer: string): void {
+    const sync = this.#syncing.get(partition);
+    if (sync === undefined || !sync.remaining.delete(peer)) return;
+    sync.synced++;
+    if (sync.remaining.size === 0) void this.#mark(partition);
+  }
+
+  /** A DC went down: partitions syncing from it stop waiting for it. */
+  remoteDown(remote: string): void {
+    for (const [partition, sync] of this.#syncing) {
+      if (!sync.remaining.delete(remote) || sync.remaining.size > 0) continue;
+      if (sync.synced > 0) void this.#mark(partition);
+      else {
+        this.#syncing.delete(partition);
+        this.#waiting.add(partition);
+      }
+    }
+  }
+
+  /** A DC was heard: partitions waiting for a peer start syncing. */
+  remoteUp(): void {
+    for (const partition of [...this.#waiting]) this.#begin(partition);
+  }
+
+  #begin(partition: number): void {
+    this.#waiting.delete(partition);
+    const { alone, expectedPeers, discoveryMs } = this.#o;
+    const live = this.#o.liveRemotes();
+    if (live.length > 0) {
+      this.#syncing.set(partition, { remaining: new Set(live), synced: 0, askedAt: this.#o.clock.now() });
+      for (const remote of live) this.#request(remote, partition);
+      return;
+    }
+    const discovering = this.#o.clock.now() < this.#startedAt + discoveryMs;
+    if (alone || (expectedPeers.length === 0 && !discovering)) {
+      // The first DC of its deployment (or the only one there can be): nothing to learn.
+      void this.#mark(partition);
+      return;
+    }
+    this.#waiting.add(partition);
+  }
+
+  #request(remote: string, partition: number): void {
+    const flush = this.#requests.size === 0;
+    let partitions = this.#requests.get(remote);
+    if (partitions === undefined) this.#requests.set(remote, (partitions = new Set()));
+    partitions.add(partition);
+    if (!flush) return;
+    this.#o.clock.defer(() => {
+      for (const [to, asked] of this.#requests) {
+        this.#o.logger.info({ peer: to, partitions: asked.size }, "bootstrapping partitions from a peer");
+        this.#o.requestSync(to, [...asked]);
+      }
+      this.#requests.clear();
+    });
+  }
+
+  async #mark(partition: number): Promise<void> {
+    this.#syncing.delete(partition);
+    const fence = this.#o.fenceOf(partition);
+    if (fence === undefined) return;
+    let marked: boolean;
+    try {
+      marked = await this.#o.store.markBootstrapped(fence);
+    } catch (err) {
+      this.#o.logger.warn({ err, partition }, "bootstrap mark failed; trying again");
+      this.#waiting.add(partition);
+      return;
+    }
+    if (marked) this.#serve(partition);
+  }
+
+  #serve(partition: number): void {
+    if (this.#ready.has(partition)) return;
+    this.#ready.add(partition);
+    this.#o.serving(partition);
+    for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
+    this.#waiters.delete(partition);
+    const { ready, held } = this.progress;
+    if (ready === held) this.#o.logger.info({ partitions: held }, "every partition held is bootstrapped");
+    else if (this.#o.logger.isLevelEnabled("debug"))
+      this.#o.logger.debug({ ready, held }, "partition bootstrapped");
+  }
+
+  /** Asks again where no answer came for a while, and ends discovery for partitions nobody can teach. */
+  #schedule(): void {
+    this.#timer = this.#o.clock.setTimeout(() => {
+      const now = this.#o.clock.now();
+      for (const [partition, sync] of this.#syncing) {
+        if (now - sync.askedAt < this.#o.retryMs) continue;
+        sync.askedAt = now;
+        for (const remote of sync.remaining) this.#request(remote, partition);
+      }
+      for (const partition of [...this.#unchecked]) void this.partitionHeld(partition);
+      for (const partition of [...this.#waiting]) this.#begin(partition);
+      if (this.#syncing.size + this.#waiting.size + this.#unchecked.size > 0) {
+        const { ready, held } = this.progress;
+        this.#o.logger.info({ ready, held, waiting: this.#waiting.size }, "bootstrap in progress");
+      }
+      this.#schedule();
+    }, this.#o.retryMs);
+  }
+}

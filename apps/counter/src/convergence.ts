@@ -1,0 +1,134 @@
+import type { Bus } from "@livecount/bus";
+import type { DcLiveness } from "@livecount/cluster";
+import type { Clock, Logger } from "@livecount/runtime";
+import type { Fence, Store } from "@livecount/store";
+import type { ActorRegistry } from "./actor_registry.js";
+import { AntiEntropy } from "./anti_entropy.js";
+import { Bootstrap } from "./bootstrap.js";
+import type { CounterMetrics } from "./counter_metrics.js";
+import type { DurableWriter } from "./durable_writer.js";
+import { Replication } from "./replication.js";
+
+export interface ConvergenceOptions {
+  readonly dc: string;
+  readonly bus: Bus;
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  readonly liveness: DcLiveness;
+  readonly registry: ActorRegistry;
+  readonly writer: DurableWriter;
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** LIVECOUNT_ANTI_ENTROPY_MS. */
+  readonly antiEntropyMs: number;
+  /** LIVECOUNT_PEER_DCS. */
+  readonly peerDcs: readonly string[];
+  /** No other DC can exist (the embedded default's in-memory bus). */
+  readonly alone: boolean;
+  /** LIVECOUNT_DC_HEARTBEAT_MS: a live peer is heard within a few of these. */
+  readonly dcHeartbeatMs: number;
+}
+
+/** Heartbeats a new DC listens for before it decides it is the first of its deployment. */
+const DISCOVERY_HEARTBEATS = 4;
+/** An unanswered bootstrap request is sent again after this long. */
+const BOOTSTRAP_RETRY_MS = 5_000;
+
+/**
+ * How a partition this node holds converges with the other data centers: other DCs' changes in real
+ * time (`Replication`), what the stream missed from durable state (`AntiEntropy`), and, for a store
+ * that never had the partition's state, learning it from peers before serving (`Bootstrap`).
+ */
+export class Convergence {
+  readonly #replication: Replication;
+  readonly #antiEntropy: AntiEntropy;
+  readonly #bootstrap: Bootstrap;
+  readonly #liveness: DcLiveness;
+  readonly #fenceOf: (partition: number) => Fence | undefined;
+  #stopListening: (() => void) | undefined;
+
+  constructor(o: ConvergenceOptions) {
+    this.#liveness = o.liveness;
+    this.#fenceOf = o.fenceOf;
+    const isHeld = (partition: number): boolean => o.fenceOf(partition) !== undefined;
+    this.#replication = new Replication({
+      dc: o.dc,
+      bus: o.bus,
+      logger: o.logger,
+      registry: o.registry,
+      isHeld,
+    });
+    this.#antiEntropy = new AntiEntropy({
+      dc: o.dc,
+      bus: o.bus,
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      metrics: o.metrics,
+      liveness: o.liveness,
+      registry: o.registry,
+      writer: o.writer,
+      fenceOf: o.fenceOf,
+      periodMs: o.antiEntropyMs,
+      received: (partition) => this.#bootstrap.received(partition),
+      peerSynced: (partition, peer) => this.#bootstrap.peerSynced(partition, peer),
+    });
+    this.#bootstrap = new Bootstrap({
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      fenceOf: o.fenceOf,
+      liveRemotes: () => o.liveness.liveRemotes(),
+      expectedPeers: o.peerDcs,
+      alone: o.alone,
+      discoveryMs: DISCOVERY_HEARTBEATS * o.dcHeartbeatMs,
+      retryMs: BOOTSTRAP_RETRY_MS,
+      requestSync: (remote, partitions) => void this.#antiEntropy.compare(remote, partitions, partitions),
+      serving: (partition) => o.registry.partitionServing(partition),
+    });
+  }
+
+  start(): void {
+    this.#antiEntropy.start();
+    this.#bootstrap.start();
+    this.#stopListening = this.#liveness.onChange((remote, event) => {
+      if (event.kind === "down") this.#bootstrap.remoteDown(remote);
+      else this.#bootstrap.remoteUp();
+    });
+  }
+
+  stop(): void {
+    this.#stopListening?.();
+    this.#bootstrap.stop();
+    this.#antiEntropy.stop();
+    this.#replication.stop();
+  }
+
+  partitionHeld(partition: number): void {
+    this.#replication.partitionHeld(partition);
+    this.#antiEntropy.partitionHeld(partition);
+    void this.#bootstrap.partitionHeld(partition);
+  }
+
+  partitionDropped(partition: number): void {
+    this.#replication.partitionDropped(partition);
+    this.#antiEntropy.partitionDropped(partition);
+    this.#bootstrap.partitionDropped(partition);
+  }
+
+  /** The partition's fence, when this node holds it and it serves (bootstrapped). */
+  servingFence(partition: number): Fence | undefined {
+    return this.#bootstrap.isReady(partition) ? this.#fenceOf(partition) : undefined;
+  }
+
+  /** Resolves true once the held partition serves, false after `timeoutMs`. */
+  whenBootstrapped(partition: number, timeoutMs: number): Promise<boolean> {
+    return this.#bootstrap.whenReady(partition, timeoutMs);
+  }
+
+  /** Partitions held that serve. */
+  get bootstrapped(): number {
+    return this.#bootstrap.progress.ready;
+  }
+}
