@@ -36,8 +36,16 @@ export interface AntiEntropyOptions {
 
 /** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
 const PAGES_PER_MESSAGE = 500;
-/** Buckets read from the store at once while sending: bounds the memory a transfer holds. */
-const BUCKETS_PER_READ = 16;
+/** Buckets read from the store at once while sending (all of a partition: two store round trips). */
+const BUCKETS_PER_READ = 64;
+/**
+ * Two DCs that hear each other at once both start a comparison of every partition. When bucket
+ * digests from a DC arrive for a partition this node answered with its own buckets this recently,
+ * the comparisons crossed: only the DC whose name sorts first drives it.
+ */
+const CROSSING_MS = 5_000;
+/** The DC that left a crossed comparison to the other takes it back if no entries came by then. */
+const CROSSING_FALLBACK_MS = 3_000;
 /** Partitions per summary message (a summary names at most 65,536). */
 const PARTITIONS_PER_SUMMARY = 4096;
 
@@ -67,6 +75,10 @@ export class AntiEntropy {
   readonly #held = new Map<number, Subscription>();
   /** Per partition, the handling of its messages, in order. */
   readonly #chains = new Map<number, Promise<void>>();
+  /** `remote|partition` -> when this node answered the remote's summary with its bucket digests. */
+  readonly #answered = new Map<string, number>();
+  /** `remote|partition` -> the timer that takes back a crossed comparison left to the remote. */
+  readonly #leftToRemote = new Map<string, TimerHandle>();
   /** Partitions taken in this turn: compared with every live DC together, once. */
   #justHeld = new Set<number>();
   #justHeldScheduled = false;
@@ -90,6 +102,8 @@ export class AntiEntropy {
 
   stop(): void {
     this.#running = false;
+    for (const timer of this.#leftToRemote.values()) this.#o.clock.clearTimeout(timer);
+    this.#leftToRemote.clear();
     this.#summaries?.unsubscribe();
     this.#stopListening?.();
     for (const sub of this.#held.values()) sub.unsubscribe();
@@ -155,6 +169,8 @@ export class AntiEntropy {
 
   #schedule(): void {
     this.#timer = this.#o.clock.setTimeout(() => {
+      const now = this.#o.clock.now();
+      for (const [key, at] of this.#answered) if (now - at > CROSSING_MS) this.#answered.delete(key);
       for (const remote of this.#o.liveness.liveRemotes()) void this.compare(remote);
       if (this.#running) this.#schedule();
     }, this.#o.periodMs);
@@ -173,10 +189,16 @@ export class AntiEntropy {
       void this.#onSummary(msg);
       return;
     }
-    const partition = msg.partition;
-    if (!this.#held.has(partition)) return;
+    if (!this.#held.has(msg.partition)) return;
+    this.#inOrder(msg.partition, () =>
+      msg.type === "ae_buckets" ? this.#onBuckets(msg) : this.#onEntries(msg),
+    );
+  }
+
+  /** Runs `step` after every earlier step of the partition. */
+  #inOrder(partition: number, step: () => Promise<void>): void {
     const chain = (this.#chains.get(partition) ?? Promise.resolve())
-      .then(() => (msg.type === "ae_buckets" ? this.#onBuckets(msg) : this.#onEntries(msg)))
+      .then(step)
       .catch((err: unknown) => this.#o.logger.warn({ err, partition }, "anti-entropy step failed"));
     this.#chains.set(partition, chain);
   }
@@ -200,6 +222,7 @@ export class AntiEntropy {
       mine.map(async ([partition, theirs], i) => {
         if (local[i] === theirs && !bootstrap.has(partition)) return;
         const digests = await this.#o.store.bucketDigests(partition);
+        if (!bootstrap.has(partition)) this.#answered.set(`${msg.from}|${partition}`, this.#o.clock.now());
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
           from: this.#o.dc,
@@ -213,8 +236,27 @@ export class AntiEntropy {
     );
   }
 
-  /** The other holder's bucket digests: send the differing buckets' pages and ask for theirs. */
+  /** The other holder's bucket digests: drive the comparison, unless it crossed one the other DC drives. */
   async #onBuckets(msg: AeBuckets): Promise<void> {
+    const key = `${msg.from}|${msg.partition}`;
+    const answeredAt = this.#answered.get(key);
+    const crossed = answeredAt !== undefined && this.#o.clock.now() - answeredAt < CROSSING_MS;
+    if (msg.bootstrap !== true && crossed && this.#o.dc > msg.from) {
+      // The other DC got our buckets too and drives; should its entries not come, take it back.
+      if (!this.#leftToRemote.has(key)) {
+        const timer = this.#o.clock.setTimeout(() => {
+          this.#leftToRemote.delete(key);
+          if (this.#held.has(msg.partition)) this.#inOrder(msg.partition, () => this.#drive(msg));
+        }, CROSSING_FALLBACK_MS);
+        this.#leftToRemote.set(key, timer);
+      }
+      return;
+    }
+    await this.#drive(msg);
+  }
+
+  /** Sends the pages of the buckets that differ and asks for the other holder's. */
+  async #drive(msg: AeBuckets): Promise<void> {
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {
@@ -228,8 +270,17 @@ export class AntiEntropy {
   async #onEntries(msg: AeEntries): Promise<void> {
     await this.#merge(msg.partition, msg.pages);
     this.#o.received(msg.partition);
-    if (msg.pull !== undefined) await this.#sendPages(msg.from, msg.partition, msg.pull, { done: true });
-    if (msg.done === true) this.#o.peerSynced(msg.partition, msg.from);
+    if (msg.pull !== undefined) {
+      // The other DC drove this comparison: a crossed one left to it is done.
+      const key = `${msg.from}|${msg.partition}`;
+      const timer = this.#leftToRemote.get(key);
+      if (timer !== undefined) this.#o.clock.clearTimeout(timer);
+      this.#leftToRemote.delete(key);
+      this.#answered.delete(key);
+      await this.#sendPages(msg.from, msg.partition, msg.pull, { done: true });
+    }
+    // The last message of a transfer (pull or done): every differing bucket of the sender is merged.
+    if (msg.pull !== undefined || msg.done === true) this.#o.peerSynced(msg.partition, msg.from);
   }
 
   /**
@@ -294,7 +345,9 @@ export class AntiEntropy {
   }
 
   #send(subject: string, msg: AntiEntropyMessage): void {
-    this.#o.bus.publish(subject, encodeMessage(msg));
+    const data = encodeMessage(msg);
+    this.#o.bus.publish(subject, data);
+    this.#o.metrics.antiEntropyBytes.inc(data.byteLength);
   }
 }
 

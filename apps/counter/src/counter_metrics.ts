@@ -16,6 +16,7 @@ export class CounterMetrics {
   readonly flushSeconds: Histogram;
   readonly antiEntropy: Counter<"step">;
   readonly antiEntropyPages: Counter<"direction">;
+  readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
@@ -87,6 +88,11 @@ export class CounterMetrics {
       name: "livecount_counter_anti_entropy_pages_total",
       help: "Pages moved by anti-entropy: sent, received, and changed here by what was received",
       labelNames: ["direction"],
+      registers,
+    });
+    this.antiEntropyBytes = new Counter({
+      name: "livecount_counter_anti_entropy_bytes_sent_total",
+      help: "Bytes of anti-entropy messages this node sent to other DCs",
       registers,
     });
     this.partitionsBootstrapped = new Gauge({

@@ -46,11 +46,6 @@ export function xorDigest(a: string, b: string): string {
   return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
 }
 
-/** A digest is 16 lowercase hex digits. */
-export function isDigest(v: unknown): v is string {
-  return typeof v === "string" && /^[0-9a-f]{16}$/.test(v);
-}
-
 /** Lua twins of the functions above, for the Redis scripts. */
 export const LUA_DIGEST = `
 local function entry_hash(page, field, value)

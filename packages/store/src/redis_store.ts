@@ -218,10 +218,19 @@ export class RedisStore implements Store {
 
   async bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
     if (buckets.length === 0) return new Map();
-    const lists = await this.#run("bucketPages", (p) => {
-      for (const b of buckets) p.zrangebyscore(this.#bucketIndexKey(partition), b, b);
-    });
-    const pages = lists.flatMap((ids) => ids as string[]);
+    const wanted = new Set(buckets);
+    // One range read of the partition's index, filtered here: one command instead of one per bucket.
+    const [scored] = await this.#run("bucketPages", (p) =>
+      p.zrangebyscore(
+        this.#bucketIndexKey(partition),
+        Math.min(...wanted),
+        Math.max(...wanted),
+        "WITHSCORES",
+      ),
+    );
+    const ids = scored as string[];
+    const pages: string[] = [];
+    for (let i = 0; i < ids.length; i += 2) if (wanted.has(Number(ids[i + 1]))) pages.push(ids[i]!);
     const records = await this.loadMany(pages);
     return new Map(pages.map((page, i) => [page, records[i]!]));
   }
