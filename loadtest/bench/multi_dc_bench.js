@@ -13,24 +13,12 @@
  *    k-th like of a page is visible when a watcher in DC2 (and, for comparison, one in DC1) gets a
  *    count frame with likes >= k. Both ends live in this process, so one clock times them.
  */
-import { spawn } from "node:child_process";
-import { mkdirSync, openSync } from "node:fs";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import WebSocket from "ws";
+import { DCS, DataCenters, PUBLISHER_KEY, waitFor } from "./lib/data_centers.js";
 import { cpuSeconds, round, summarize } from "./lib/measure.js";
-import {
-  LOOPBACK,
-  ROOT,
-  benchDir,
-  binary,
-  freePort,
-  spawnProduct,
-  startRedis,
-  trackChild,
-  waitHttp,
-} from "./lib/processes.js";
+import { LOOPBACK, benchDir } from "./lib/processes.js";
 
 export const defaults = {
   pages: 10_000,
@@ -47,61 +35,6 @@ export const defaults = {
   /** Give up waiting for convergence after this long. */
   timeoutMs: 60_000,
 };
-
-const DCS = ["dc1", "dc2"];
-const PUBLISHER_KEY = "bench-publisher-key";
-const READY_MS = 30_000;
-
-/** Starts a DC's nats-server on its infra/nats config, gateways dialled through the link proxy. */
-async function startNatsDc(dir, dc, ports, all) {
-  const bin = binary("nats-server", "LIVECOUNT_NATS_SERVER", "/usr/sbin/nats-server");
-  const logPath = join(dir, `${dc}-nats.log`);
-  const log = openSync(logPath, "a");
-  const env = {
-    ...process.env,
-    LC_NATS_SERVER_NAME: `bench-${dc}`,
-    LC_NATS_LISTEN: `${LOOPBACK}:${ports.client}`,
-    LC_NATS_MONITOR: `${LOOPBACK}:${ports.monitor}`,
-    LC_NATS_CLUSTER_LISTEN: `${LOOPBACK}:${ports.routes}`,
-    LC_NATS_ROUTES: `nats-route://${LOOPBACK}:${ports.routes}`,
-    LC_NATS_GATEWAY_LISTEN: `${LOOPBACK}:${ports.gateway}`,
-    LC_NATS_GATEWAY_ADVERTISE: `${LOOPBACK}:${ports.proxy}`,
-    ...Object.fromEntries(
-      Object.entries(all).map(([name, p]) => [
-        `LC_NATS_${name.toUpperCase()}_GATEWAY`,
-        `nats://${LOOPBACK}:${p.proxy}`,
-      ]),
-    ),
-  };
-  const child = spawn(bin, ["-c", join(ROOT, "infra", "nats", `${dc}.conf`)], {
-    env,
-    stdio: ["ignore", log, log],
-  });
-  const proc = trackChild(child, `${dc}-nats`);
-  await waitHttp(`http://${LOOPBACK}:${ports.monitor}/healthz`, `${dc} nats-server (log ${logPath})`);
-  return { ...proc, logPath, url: `nats://${LOOPBACK}:${ports.client}` };
-}
-
-/** Whether both nats-servers have gateway connections both ways. */
-async function linked(ports) {
-  for (const [dc, p] of Object.entries(ports)) {
-    const other = DCS.find((d) => d !== dc);
-    const res = await globalThis.fetch(`http://${LOOPBACK}:${p.monitor}/gatewayz`);
-    const z = await res.json();
-    if (z.outbound_gateways?.[other] === undefined || !(z.inbound_gateways?.[other]?.length > 0))
-      return false;
-  }
-  return true;
-}
-
-async function waitFor(what, check, timeoutMs, intervalMs = 20) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await sleep(intervalMs);
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms`);
-}
 
 function open(url) {
   return new Promise((resolve, reject) => {
@@ -150,103 +83,29 @@ class Watchers {
   }
 }
 
-/** One like on every page through `gatewayUrl`, in batches, each with a fresh idempotency key. */
-async function likeAll(gatewayUrl, pages, batch, tag) {
-  for (let i = 0; i < pages.length; i += batch) {
-    const items = pages
-      .slice(i, i + batch)
-      .map((page) => ({ page, counter: "likes", change: 1, id: `${tag}-${page}` }));
-    for (let attempt = 1; ; attempt++) {
-      const res = await globalThis.fetch(`${gatewayUrl}/v1/counters/increment`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "content-type": "application/json" },
-        body: JSON.stringify(items),
-      });
-      const body = await res.json();
-      // Retried with the same ids: a repeat never counts twice.
-      const failed = res.ok ? body.results.filter((r) => r.error !== undefined) : items;
-      if (failed.length === 0) break;
-      if (attempt >= 10) throw new Error(`likes failed: ${JSON.stringify(failed[0])}`);
-      await sleep(200);
-    }
-  }
-}
-
 /** @param {Partial<typeof defaults>} options */
 export async function multiDcBench(options = {}, log = console.error) {
   const o = { ...defaults, ...options };
   const dir = benchDir("multi-dc");
   const procs = [];
   const watchers = [];
+  const closers = [];
   try {
     // --- two data centers joined through the link proxy -----------------------------------------
-    const ports = {};
-    for (const dc of DCS) {
-      ports[dc] = {
-        client: await freePort(),
-        routes: await freePort(),
-        gateway: await freePort(),
-        proxy: await freePort(),
-        monitor: await freePort(),
-      };
-    }
-    const controlPort = await freePort();
-    const linkLog = openSync(join(dir, "link.log"), "a");
-    const linkArgs = DCS.map((dc) => `${dc}=${ports[dc].proxy}:${ports[dc].gateway}`);
-    const link = trackChild(
-      spawn(
-        process.execPath,
-        [join(ROOT, "infra/local/link_proxy.mjs"), "--control", String(controlPort), ...linkArgs],
-        {
-          stdio: ["ignore", linkLog, linkLog],
-        },
-      ),
-      "link",
-    );
-    procs.push(link);
-    const control = `http://${LOOPBACK}:${controlPort}`;
-    await waitHttp(`${control}/status`, "link proxy");
-    const gateways = {};
-    for (const dc of DCS) {
-      const nats = await startNatsDc(dir, dc, ports[dc], ports);
-      const redisDir = join(dir, dc);
-      mkdirSync(redisDir);
-      const redis = { ...(await startRedis(redisDir)), name: `${dc}-redis` };
-      procs.push(nats, redis);
-      const common = {
-        LIVECOUNT_DC: dc,
-        LIVECOUNT_NATS_URL: nats.url,
-        LIVECOUNT_REDIS_URL: redis.url,
-        LIVECOUNT_DC_LEASE_MS: String(o.dcLeaseMs),
-        LIVECOUNT_DC_HEARTBEAT_MS: "100",
-        // Convergence after the heal must come from the reconnection, not from the safety net.
-        LIVECOUNT_ANTI_ENTROPY_MS: "600000",
-        LIVECOUNT_COALESCE_MS: String(o.coalesceMs),
-        LIVECOUNT_PUBLISHER_KEYS: PUBLISHER_KEY,
-        // LC_BENCH_LOG_LEVEL=info shows the resyncs with their times (logs kept with LC_BENCH_KEEP=1).
-        LIVECOUNT_LOG_LEVEL: process.env.LC_BENCH_LOG_LEVEL ?? "warn",
-      };
-      const counterPort = await freePort();
-      const counter = spawnProduct(
-        `${dc}-counter`,
-        "apps/counter/dist/main.js",
-        { ...common, LIVECOUNT_NODE_ID: `${dc}-counter`, LIVECOUNT_PORT: String(counterPort) },
-        dir,
-      );
-      procs.push(counter);
-      await waitHttp(`http://${LOOPBACK}:${counterPort}/readyz`, `${dc} counter node`, counter, READY_MS);
-      const gatewayPort = await freePort();
-      const gateway = spawnProduct(
-        `${dc}-gateway`,
-        "apps/gateway/dist/main.js",
-        { ...common, LIVECOUNT_NODE_ID: `${dc}-gateway`, LIVECOUNT_PORT: String(gatewayPort) },
-        dir,
-      );
-      procs.push(gateway);
-      await waitHttp(`http://${LOOPBACK}:${gatewayPort}/readyz`, `${dc} gateway`, gateway, READY_MS);
-      gateways[dc] = `http://${LOOPBACK}:${gatewayPort}`;
-    }
-    await waitFor("NATS gateway links", () => linked(ports), READY_MS);
+    const centers = new DataCenters(dir, procs, {
+      LIVECOUNT_DC_LEASE_MS: String(o.dcLeaseMs),
+      LIVECOUNT_DC_HEARTBEAT_MS: "100",
+      // Convergence after the heal must come from the reconnection, not from the periodic comparison.
+      LIVECOUNT_ANTI_ENTROPY_MS: "600000",
+      LIVECOUNT_COALESCE_MS: String(o.coalesceMs),
+      LIVECOUNT_PUBLISHER_RATE: "1000000",
+      LIVECOUNT_PUBLISHER_BURST: "1000000",
+    });
+    closers.push(() => centers.close());
+    await centers.startServers();
+    for (const dc of DCS) await centers.startDc(dc);
+    const gateways = Object.fromEntries(DCS.map((dc) => [dc, centers.dcs[dc].gatewayUrl]));
+    const ports = centers.ports;
     const wsUrl = (dc) => `${gateways[dc].replace("http:", "ws:")}/ws`;
 
     // --- 1. heal -> convergence of `pages` active pages ------------------------------------------
@@ -260,7 +119,7 @@ export async function multiDcBench(options = {}, log = console.error) {
       100,
     );
     log(`multi-dc: ${o.pages} pages watched in both DCs; one like per page in each DC`);
-    await Promise.all(DCS.map((dc) => likeAll(gateways[dc], pages, o.batch, `a-${dc}`)));
+    await Promise.all(DCS.map((dc) => centers.likeAll(dc, pages, o.batch, `a-${dc}`)));
     await waitFor(
       "both DCs agree before the cut",
       async () => w1.wrong(pages, () => 2).length + w2.wrong(pages, () => 2).length === 0,
@@ -268,10 +127,10 @@ export async function multiDcBench(options = {}, log = console.error) {
       100,
     );
 
-    await globalThis.fetch(`${control}/cut`, { method: "POST" });
+    await centers.cut();
     const cutAt = performance.now();
     log(`multi-dc: link cut; one more like per page in each DC`);
-    await Promise.all(DCS.map((dc) => likeAll(gateways[dc], pages, o.batch, `b-${dc}`)));
+    await Promise.all(DCS.map((dc) => centers.likeAll(dc, pages, o.batch, `b-${dc}`)));
     await waitFor(
       "each DC counts its own likes during the cut",
       async () => w1.wrong(pages, () => 3).length + w2.wrong(pages, () => 3).length === 0,
@@ -306,7 +165,7 @@ export async function multiDcBench(options = {}, log = console.error) {
     const cpu = () => new Map(servers.map((p) => [p.name, cpuSeconds(p.pid)]));
     const cpuBefore = { servers: cpu(), bench: process.cpuUsage() };
     const healAt = performance.now();
-    await globalThis.fetch(`${control}/heal`, { method: "POST" });
+    await centers.heal();
     let notLinkedAt = healAt;
     let linkedAt;
     const deadline = healAt + o.timeoutMs;
@@ -314,7 +173,7 @@ export async function multiDcBench(options = {}, log = console.error) {
     while (performance.now() < deadline) {
       const polledAt = performance.now();
       if (linkedAt === undefined) {
-        if (await linked(ports).catch(() => false)) linkedAt = performance.now();
+        if (await centers.linked().catch(() => false)) linkedAt = performance.now();
         else notLinkedAt = polledAt;
       }
       wrong = w1.wrong(pages, () => 4).length + w2.wrong(pages, () => 4).length;
@@ -451,6 +310,7 @@ export async function multiDcBench(options = {}, log = console.error) {
     };
   } finally {
     for (const w of watchers) w.close();
+    for (const close of closers) await close();
     for (const p of procs.reverse()) await p.stop();
   }
 }

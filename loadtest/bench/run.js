@@ -13,13 +13,16 @@
  * event; b: a naive counter with the same events), fanout (c: count frames per gateway CPU-second
  * against a Socket.IO server, one page per socket), fanout-multi (the same with five pages per
  * socket), memory (d: gateway RSS per idle viewer), latency (e: join on gateway A -> count on B),
- * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency).
+ * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency),
+ * heal-100k (the heal of 100k pages, measured on the stores' digests), bootstrap (a DC joining with
+ * an empty Redis learns 100k pages from its peer: time and bytes moved).
  *
  * Every child process is killed when the run ends, fails or is interrupted (SIGINT/SIGTERM).
  * LC_BENCH_NODE_FLAGS adds node flags to product processes (e.g. "--cpu-prof --cpu-prof-dir=DIR");
  * LC_BENCH_PERF_DIR records the fan-out servers with `perf record -g`; LC_BENCH_KEEP=1 keeps logs.
  */
 import { availableParallelism, loadavg } from "node:os";
+import { bootstrapBench, largeHealBench } from "./convergence_bench.js";
 import { counterBench } from "./counter_bench.js";
 import { fanoutBench } from "./fanout_bench.js";
 import { latencyBench } from "./latency_bench.js";
@@ -34,6 +37,8 @@ const QUICK = {
   memory: { sockets: 4000, settleS: 2 },
   latency: { joins: 400, joinsPerS: 100 },
   "multi-dc": { pages: 2000, latencyLikes: 200 },
+  "heal-100k": { pages: 10_000, sample: 500 },
+  bootstrap: { pages: 10_000, sample: 500 },
 };
 
 const BENCHMARKS = {
@@ -43,6 +48,8 @@ const BENCHMARKS = {
   memory: (o) => memoryBench(o),
   latency: (o) => latencyBench(o),
   "multi-dc": (o) => multiDcBench(o),
+  "heal-100k": (o) => largeHealBench(o),
+  bootstrap: (o) => bootstrapBench(o),
 };
 
 const fmt = (x) =>
@@ -178,6 +185,66 @@ function rows(name, r) {
           "",
           `p99 <= ${50 + r.coalesceMs} (coalesce ${r.coalesceMs} ms)`,
           yes(r.goals.p99.met),
+        ],
+      ];
+    case "heal-100k":
+      return [
+        [
+          name,
+          `heal -> both stores identical, ms (${fmt(r.pages)} pages changed on both sides)`,
+          `${r.linkedToSameStateMs} from links back, ${r.healToSameStateMs} from heal`,
+          "",
+          "",
+          "<= 5,000 from links back",
+          yes(r.goals.heal.met),
+        ],
+        [
+          name,
+          "  sampled pages exact in both DCs afterwards",
+          `${fmt(r.sampleChecked - r.sampleWrong)}/${fmt(r.sampleChecked)}`,
+          "",
+          "",
+          "all",
+          yes(r.goals.exact.met),
+        ],
+      ];
+    case "bootstrap":
+      return [
+        [
+          name,
+          `new DC (empty Redis) ready, ms (${fmt(r.pages)} pages in its peer)`,
+          r.startToReadyMs,
+          "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  new DC's store identical to its peer's, ms from start",
+          r.startToSameStateMs,
+          "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  anti-entropy bytes sent (peer / new DC)",
+          `${fmt(r.bytesSent.dc1)} / ${fmt(r.bytesSent.dc2)} (${r.bytesPerPage} B per page)`,
+          "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  sampled pages exact in the new DC",
+          `${fmt(r.sampleChecked - r.sampleWrong)}/${fmt(r.sampleChecked)}`,
+          "",
+          "",
+          "all",
+          yes(r.goals.exact.met),
         ],
       ];
     case "multi-dc":

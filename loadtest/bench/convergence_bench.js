@@ -1,0 +1,185 @@
+/**
+ * Benchmarks of convergence from durable state between two data centers (lib/data_centers.js), at a
+ * scale where watching every page over WebSockets would measure the watchers instead:
+ *
+ * - `heal`: every one of `pages` pages gets a like in each DC; the link is cut past the DC lease;
+ *   every page gets another like in each DC; the link heals and nothing else happens. Measured from
+ *   the moment both NATS gateway connections are back until both DCs' stores hold the same entries
+ *   (every partition's digest equal: the definition of converged), then a sample of pages is read
+ *   through both gateways and checked against the truth.
+ * - `bootstrap`: dc1 holds `pages` pages with likes; dc2 starts on an empty Redis with
+ *   LIVECOUNT_PEER_DCS=dc1. Measured: from dc2's counter node starting until it is ready (it serves
+ *   only once bootstrapped) and until both stores agree, and the bytes and pages anti-entropy moved
+ *   (the counter nodes' own metrics).
+ */
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DCS, DataCenters, waitFor } from "./lib/data_centers.js";
+import { round } from "./lib/measure.js";
+import { benchDir } from "./lib/processes.js";
+
+export const defaults = {
+  pages: 100_000,
+  /** Items per POST /v1/counters/increment (at most 1000). */
+  batch: 1000,
+  /** A remote DC silent this long is down; the cut lasts longer. */
+  dcLeaseMs: 2000,
+  /** Pages read back through each gateway after convergence. */
+  sample: 2000,
+  timeoutMs: 120_000,
+};
+
+const ENV = (o) => ({
+  LIVECOUNT_DC_LEASE_MS: String(o.dcLeaseMs),
+  LIVECOUNT_DC_HEARTBEAT_MS: "100",
+  // Convergence must come from the reconnection (or the bootstrap), not the periodic comparison.
+  LIVECOUNT_ANTI_ENTROPY_MS: "600000",
+  LIVECOUNT_PUBLISHER_RATE: "1000000",
+  LIVECOUNT_PUBLISHER_BURST: "1000000",
+});
+
+function pick(pages, n) {
+  const step = Math.max(1, Math.floor(pages.length / n));
+  return pages.filter((_, i) => i % step === 0).slice(0, n);
+}
+
+/** Reads `sample` through both gateways; returns the pages that do not show `expected` likes. */
+async function wrongPages(centers, sample, expected) {
+  const wrong = [];
+  for (const dc of DCS) {
+    const likes = await centers.likesOf(dc, sample);
+    for (const page of sample) if (likes.get(page) !== expected) wrong.push(`${dc}:${page}`);
+  }
+  return wrong;
+}
+
+/** Every partition's digest equal in both DCs, polled; resolves with performance.now() when they are. */
+async function whenSameState(centers, timeoutMs) {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await centers.sameState()) return performance.now();
+    await sleep(10);
+  }
+  throw new Error(`stores of both DCs differ ${timeoutMs} ms later`);
+}
+
+/** @param {Partial<typeof defaults>} options */
+export async function largeHealBench(options = {}, log = console.error) {
+  const o = { ...defaults, ...options };
+  const procs = [];
+  const centers = new DataCenters(benchDir("heal"), procs, ENV(o));
+  try {
+    await centers.startServers();
+    for (const dc of DCS) await centers.startDc(dc);
+    const pages = Array.from({ length: o.pages }, (_, i) => `heal-${i}`);
+    log(`heal: one like on each of ${o.pages} pages in each DC`);
+    await Promise.all(DCS.map((dc) => centers.likeAll(dc, pages, o.batch, `a-${dc}`)));
+    await whenSameState(centers, o.timeoutMs);
+    await centers.cut();
+    const cutAt = performance.now();
+    log("heal: link cut; one more like on each page in each DC");
+    await Promise.all(DCS.map((dc) => centers.likeAll(dc, pages, o.batch, `b-${dc}`)));
+    const cutLeft = o.dcLeaseMs + 500 - (performance.now() - cutAt);
+    if (cutLeft > 0) await sleep(cutLeft);
+    if (await centers.sameState()) throw new Error("the DCs agree while cut: the benchmark measures nothing");
+    const healAt = performance.now();
+    await centers.heal();
+    let notLinkedAt = healAt;
+    await waitFor(
+      "NATS gateway links back",
+      async () => {
+        const polledAt = performance.now();
+        const up = await centers.linked();
+        if (!up) notLinkedAt = polledAt;
+        return up;
+      },
+      o.timeoutMs,
+      10,
+    );
+    const linkedAt = performance.now();
+    const sameAt = await whenSameState(centers, o.timeoutMs);
+    // The links came back at some moment in (notLinkedAt, linkedAt]: the earlier bound never flatters.
+    const from = Math.max(healAt, notLinkedAt);
+    const sample = pick(pages, o.sample);
+    const wrong = await wrongPages(centers, sample, 4);
+    const moved = {};
+    for (const dc of DCS) {
+      moved[dc] = {
+        bytesSent: await centers.counterMetric(dc, "livecount_counter_anti_entropy_bytes_sent_total"),
+      };
+    }
+    const result = {
+      pages: o.pages,
+      healToLinkedMs: Math.round(linkedAt - healAt),
+      linkedToSameStateMs: Math.round(sameAt - from),
+      healToSameStateMs: Math.round(sameAt - healAt),
+      sampleChecked: sample.length * DCS.length,
+      sampleWrong: wrong.length,
+      antiEntropy: moved,
+    };
+    log(`heal: ${JSON.stringify(result)}`);
+    return {
+      config: o,
+      ...result,
+      goals: {
+        heal: { goal: "<= 5000 ms from the links being back", met: result.linkedToSameStateMs <= 5000 },
+        exact: { goal: "every sampled page exact in both DCs", met: wrong.length === 0 },
+      },
+    };
+  } finally {
+    await centers.close();
+    for (const p of procs.reverse()) await p.stop();
+  }
+}
+
+/** @param {Partial<typeof defaults>} options */
+export async function bootstrapBench(options = {}, log = console.error) {
+  const o = { ...defaults, ...options };
+  const procs = [];
+  const centers = new DataCenters(benchDir("bootstrap"), procs, ENV(o));
+  try {
+    await centers.startServers();
+    await centers.startDc("dc1");
+    const pages = Array.from({ length: o.pages }, (_, i) => `boot-${i}`);
+    log(`bootstrap: ${o.pages} pages with a like each in dc1; dc2 not started`);
+    await centers.likeAll("dc1", pages, o.batch, "a");
+    await centers.likeAll("dc1", pages.slice(0, Math.floor(pages.length / 2)), o.batch, "b");
+    const started = performance.now();
+    log("bootstrap: dc2 starts on an empty Redis with LIVECOUNT_PEER_DCS=dc1");
+    const readyMs = await centers.startDc("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const sameAt = await whenSameState(centers, o.timeoutMs);
+    const sample = pick(pages, o.sample);
+    const expected = (page) => (Number(page.slice("boot-".length)) < pages.length / 2 ? 2 : 1);
+    const wrong = [];
+    const likes = await centers.likesOf("dc2", sample);
+    for (const page of sample) if (likes.get(page) !== expected(page)) wrong.push(page);
+    const bytes = {};
+    const pagesMoved = {};
+    for (const dc of DCS) {
+      bytes[dc] = await centers.counterMetric(dc, "livecount_counter_anti_entropy_bytes_sent_total");
+      pagesMoved[dc] = await centers.counterMetric(
+        dc,
+        'livecount_counter_anti_entropy_pages_total{direction="sent"}',
+      );
+    }
+    const result = {
+      pages: o.pages,
+      startToReadyMs: readyMs,
+      startToSameStateMs: Math.round(sameAt - started),
+      bytesSent: bytes,
+      pagesSent: pagesMoved,
+      bytesPerPage: round(bytes.dc1 / o.pages, 1),
+      sampleChecked: sample.length,
+      sampleWrong: wrong.length,
+    };
+    log(`bootstrap: ${JSON.stringify(result)}`);
+    return {
+      config: o,
+      ...result,
+      goals: { exact: { goal: "every sampled page exact in the new DC", met: wrong.length === 0 } },
+    };
+  } finally {
+    await centers.close();
+    for (const p of procs.reverse()) await p.stop();
+  }
+}
