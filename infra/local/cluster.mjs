@@ -177,6 +177,15 @@ async function up(args) {
     });
     const common = {
       LIVECOUNT_DC: dc.name,
+      // A DC started on an empty Redis learns its state from the others before it serves.
+      ...(count > 1
+        ? {
+            LIVECOUNT_PEER_DCS: dcs
+              .filter((d) => d !== dc)
+              .map((d) => d.name)
+              .join(","),
+          }
+        : {}),
       LIVECOUNT_NATS_URL: `nats://${LOOPBACK}:${dc.ports.nats}`,
       LIVECOUNT_REDIS_URL: `redis://${LOOPBACK}:${dc.ports.redis}`,
       LIVECOUNT_PUBLISHER_KEYS: publisherKeys,
