@@ -134,6 +134,12 @@ export class ClusterProcess {
 
   /** Spawns the process (again, with the same environment) and waits until /readyz says ready. */
   async start(): Promise<void> {
+    this.spawn();
+    await this.waitReady();
+  }
+
+  /** Spawns the process (again, with the same environment) without waiting for it to be ready. */
+  spawn(): void {
     if (this.#child !== undefined) throw new Error(`${this.nodeId} is already running`);
     const fd = openSync(this.logPath, "a");
     writeSync(fd, `--- ${this.nodeId} start #${++this.#starts} at ${new Date().toISOString()} ---\n`);
@@ -155,7 +161,6 @@ export class ClusterProcess {
         resolve({ code, signal });
       });
     });
-    await this.waitReady();
   }
 
   /** Polls /readyz until it answers 200; fails at once if the process exits meanwhile. */

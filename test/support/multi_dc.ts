@@ -10,11 +10,18 @@
  * heal, since nats-server re-dials a lost gateway on its own fixed timer (about once a second).
  *
  * A whole DC can be killed (SIGKILL to every process, nats-server and redis-server included) and
- * started again on the same ports and the same Redis dir, so it recovers from its AOF.
+ * started again on the same ports and the same Redis dir, so it recovers from its AOF, or on a wiped
+ * Redis dir (`RedisServer.wipe()`), as a rebuilt DC. A DC listed in `late` is defined (ports, config,
+ * processes) but not started until the test calls its `start()` or `launch()`: a DC that joins later.
+ *
+ * Which DCs NATS joins is the `links` topology, a full mesh by default. Each server lists only the
+ * DCs it is linked to and rejects gateway connections from any other (`reject_unknown_cluster`), so
+ * gossip cannot join two DCs the topology keeps apart.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { onTestFinished } from "vitest";
 import { ClusterProcess, TIMINGS, clusterEnv, type ProcessKind } from "./cluster.js";
 import { eventually } from "./eventually.js";
 import { LinkProxyPair } from "./link_proxy.js";
@@ -45,6 +52,15 @@ export interface MultiDcOptions {
   readonly gateways?: number;
   /** Added to every process's environment. */
   readonly env?: Readonly<Record<string, string>>;
+  /** Per DC, added to its processes' environment after `env`, e.g. `{ dc2: { LIVECOUNT_PEER_DCS: "dc1" } }`. */
+  readonly dcEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /**
+   * Pairs of DCs joined by NATS gateways; default every pair. NATS does not forward between
+   * gateways, so two DCs not linked never exchange a message, even through a third.
+   */
+  readonly links?: readonly (readonly [string, string])[];
+  /** DCs defined but not started: their servers and processes start when the test calls `start()` or `launch()`. */
+  readonly late?: readonly string[];
 }
 
 /** What nats-server's /gatewayz says about one server's gateway connections. */
@@ -81,13 +97,20 @@ export class TestDc {
     return [...this.counters, ...this.gateways];
   }
 
+  /** The DCs this DC's nats-server has gateway connections with right now, each way (its /gatewayz). */
+  async gatewayConnections(): Promise<{ outbound: string[]; inbound: string[] }> {
+    const res = await fetch(`http://${LOOPBACK}:${this.monitorPort}/gatewayz`);
+    const z = (await res.json()) as Gatewayz;
+    const inbound = Object.entries(z.inbound_gateways ?? {}).filter(([, conns]) => conns.length > 0);
+    return { outbound: Object.keys(z.outbound_gateways ?? {}), inbound: inbound.map(([name]) => name) };
+  }
+
   /** Whether this DC's nats-server has an outbound and an inbound gateway connection with `remote`. */
   async connectedTo(remote: string): Promise<boolean> {
     if (!this.nats.running) return false;
     try {
-      const res = await fetch(`http://${LOOPBACK}:${this.monitorPort}/gatewayz`);
-      const z = (await res.json()) as Gatewayz;
-      return z.outbound_gateways?.[remote] !== undefined && (z.inbound_gateways?.[remote]?.length ?? 0) > 0;
+      const { outbound, inbound } = await this.gatewayConnections();
+      return outbound.includes(remote) && inbound.includes(remote);
     } catch {
       return false;
     }
@@ -116,11 +139,26 @@ export class TestDc {
 
   /** Starts the servers (again: same ports, Redis from its AOF), then counter nodes, then gateways. */
   async start(): Promise<void> {
-    if (!this.redis.running) await this.redis.restart();
-    if (!this.nats.running) await this.nats.restart();
+    await this.#startServers();
     await Promise.all(this.counters.map((c) => c.start()));
     await this.waitBalanced();
     await Promise.all(this.gateways.map((g) => g.start()));
+  }
+
+  /**
+   * Starts the servers and every process without waiting for the counter nodes to be ready, for a
+   * DC whose nodes may not serve yet (bootstrapping while no peer is reachable); its gateways are
+   * ready as soon as they see a counter node, and answer for the others meanwhile.
+   */
+  async launch(): Promise<void> {
+    await this.#startServers();
+    for (const c of this.counters) c.spawn();
+    await Promise.all(this.gateways.map((g) => g.start()));
+  }
+
+  async #startServers(): Promise<void> {
+    if (!this.redis.running) await this.redis.restart();
+    if (!this.nats.running) await this.nats.restart();
   }
 
   /** The whole DC crashes: SIGKILL to every process and to its nats-server and redis-server. */
@@ -149,10 +187,17 @@ export class MultiDc {
     readonly dcs: readonly TestDc[],
     readonly link: LinkProxyPair,
     readonly logDir: string,
+    /** The NATS gateway links, as unordered pairs. */
+    readonly links: readonly (readonly [string, string])[],
   ) {}
 
   static async start(options: MultiDcOptions = {}): Promise<MultiDc> {
     const names = options.dcs ?? ["dc1", "dc2"];
+    const links = options.links ?? names.flatMap((a, i) => names.slice(i + 1).map((b) => [a, b] as const));
+    for (const name of [...links.flat(), ...(options.late ?? [])])
+      if (!names.includes(name)) throw new Error(`no data center ${name}`);
+    const linkedTo = (name: string): string[] =>
+      links.flatMap(([a, b]) => (a === name ? [b] : b === name ? [a] : []));
     const logDir = mkdtempSync(join(tmpdir(), "livecount-multi-dc-"));
     const gatewayPorts = await freePorts(names.length);
     const monitorPorts = await freePorts(names.length);
@@ -161,12 +206,14 @@ export class MultiDc {
     try {
       for (const [i, name] of names.entries()) {
         const proxyOf = (j: number): string => `${LOOPBACK}:${link.proxies[j]!.port}`;
-        const remotes = names.map((other, j) => `{ name: ${other}, url: "nats://${proxyOf(j)}" }`);
+        const remotes = linkedTo(name).map(
+          (other) => `{ name: ${other}, url: "nats://${proxyOf(names.indexOf(other))}" }`,
+        );
         const config = [
           `http: "${LOOPBACK}:${monitorPorts[i]}"`,
           // Others reach this DC through its proxy, so that is the address it advertises in gossip.
           `gateway { name: ${name}, listen: "${LOOPBACK}:${gatewayPorts[i]}", advertise: "${proxyOf(i)}",`,
-          `  gateways: [${remotes.join(", ")}] }`,
+          `  reject_unknown_cluster: true, gateways: [${remotes.join(", ")}] }`,
         ].join("\n");
         const nats = await NatsServer.start({ name: `lc-${name}`, config });
         const redis = await RedisServer.start({ appendonly: true, appendfsync: "everysec" }).catch(
@@ -184,6 +231,7 @@ export class MultiDc {
           LIVECOUNT_NATS_URL: nats.url,
           LIVECOUNT_REDIS_URL: redis.url,
           ...options.env,
+          ...options.dcEnv?.[name],
         };
         const make = async (kind: ProcessKind, n: number): Promise<ClusterProcess> => {
           const nodeId = `${name}-${kind}-${n + 1}`;
@@ -195,12 +243,15 @@ export class MultiDc {
         const gateways: ClusterProcess[] = [];
         for (let n = 0; n < (options.counters ?? 2); n++) counters.push(await make("counter", n));
         for (let n = 0; n < (options.gateways ?? 1); n++) gateways.push(await make("gateway", n));
-        dcs.push(new TestDc(name, nats, redis, counters, gateways, monitorPorts[i]!));
+        const dc = new TestDc(name, nats, redis, counters, gateways, monitorPorts[i]!);
+        dcs.push(dc);
+        // Started for their ports and config, stopped before anything could talk to them.
+        if (options.late?.includes(name) === true) await dc.kill();
       }
-      const multi = new MultiDc(dcs, link, logDir);
+      const multi = new MultiDc(dcs, link, logDir, links);
       live.add(multi);
       try {
-        await Promise.all(dcs.map((dc) => dc.start()));
+        await Promise.all(dcs.filter((dc) => dc.nats.running).map((dc) => dc.start()));
         await multi.waitLinked();
       } catch (err) {
         const logs = multi.logs();
@@ -242,10 +293,17 @@ export class MultiDc {
     this.link.healInto(index);
   }
 
-  /** Whether every running DC's nats-server has gateway connections both ways with every other. */
+  /** Whether the topology joins the two DCs by a NATS gateway link. */
+  linked(a: string, b: string): boolean {
+    return this.links.some(([x, y]) => (x === a && y === b) || (x === b && y === a));
+  }
+
+  /** Whether every running DC's nats-server has gateway connections both ways with every DC it is linked to. */
   async gatewaysConnected(): Promise<boolean> {
     const running = this.dcs.filter((d) => d.nats.running);
-    const checks = running.flatMap((d) => running.filter((o) => o !== d).map((o) => d.connectedTo(o.name)));
+    const checks = running.flatMap((d) =>
+      running.filter((o) => o !== d && this.linked(d.name, o.name)).map((o) => d.connectedTo(o.name)),
+    );
     return (await Promise.all(checks)).every(Boolean);
   }
 
@@ -270,4 +328,19 @@ export class MultiDc {
     await this.link.close();
     if (!keepLogs) rmSync(this.logDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Starts data centers for the current test: stopped when it ends, and when it fails every process's
+ * log is printed and kept.
+ */
+export async function startDataCenters(options: MultiDcOptions = {}): Promise<MultiDc> {
+  const multi = await MultiDc.start(options);
+  onTestFinished(async ({ task }) => {
+    const failed = task.result?.state === "fail";
+    if (failed)
+      console.error(`\n----- logs of every process (kept in ${multi.logDir}) -----\n${multi.logs()}\n`);
+    await multi.stop(failed);
+  });
+  return multi;
 }

@@ -51,6 +51,10 @@ export interface PageTotals {
   readonly viewers: number;
   readonly counters: Readonly<Record<string, number>>;
   readonly updated_at: number;
+  /** This DC and the live DCs with entries on the page: who makes up the value. */
+  readonly dcs: readonly string[];
+  /** How long ago the stalest of them was heard, in ms. */
+  readonly lag_ms: number;
 }
 
 export interface PageRaw {

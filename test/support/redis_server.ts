@@ -1,14 +1,14 @@
 /**
  * Starts a real `redis-server` for integration tests: a free port on 127.0.0.1, its own temp dir,
  * no RDB snapshots, optional AOF. `kill()` simulates a crash; `restart()` brings the server back on
- * the same port and dir so AOF recovery can be tested.
+ * the same port and dir so AOF recovery can be tested, or empty after `wipe()`, as a rebuilt machine.
  *
  * The binary comes from LIVECOUNT_REDIS_SERVER, else PATH, else /usr/bin/redis-server. Without one,
  * suites wrapped in `describeWithRedis` are skipped with a warning, except under CI where a missing
  * server is an error.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -131,6 +131,13 @@ export class RedisServer {
   /** Simulates a crash: SIGKILL, no shutdown work. The dir is kept for `restart()`. */
   async kill(): Promise<void> {
     await this.#terminate("SIGKILL");
+  }
+
+  /** Deletes the data of a stopped server (its AOF): the next `restart()` starts with an empty store. */
+  wipe(): void {
+    if (this.running) throw new Error(`redis-server on port ${this.port} is running; kill it before wiping`);
+    rmSync(this.dir, { recursive: true, force: true });
+    mkdirSync(this.dir);
   }
 
   /** Stops the server if it runs (gracefully) and starts it again on the same port and dir. */
