@@ -3,7 +3,10 @@
  * tell cheaply whether they hold the same entries, and where they differ.
  *
  * Each stored entry (page, counter, DC, {p, n}) hashes to 64 bits: the first 16 hex digits of the
- * SHA-1 of `page\0counter\0dc\0p:n` (Redis computes the same with `redis.sha1hex`). A bucket's
+ * SHA-1 of `page\0counter\0dc\0p:n` (Redis computes the same with `redis.sha1hex`). A presence
+ * entry at zero (p == n) counts as nothing: it says no more than its absence does, since an owner
+ * starts a page's own presence entry above every value it ever held (see `presenceFloor`), so two
+ * DCs need not agree on it, and a page removed when empty leaves the digests as they were. A bucket's
  * digest is the XOR of its entries' hashes, and a partition's digest the XOR of its buckets'. XOR
  * makes a digest independent of the order entries were written in, and lets a store keep it current
  * as entries change: a changed entry XORs out its old hash and XORs in its new one. Two DCs holding
@@ -31,8 +34,17 @@ export function bucketOf(page: string): number {
   return murmur3(page, BUCKET_SEED) % DIGEST_BUCKETS;
 }
 
-/** The 64-bit hash of one stored entry, as 16 hex digits. */
+/**
+ * Presence counters (`@viewers` and the like, but not tombstones `@del:`): entries that follow what
+ * a DC's sockets hold right now, so at zero they carry nothing.
+ */
+export function isPresenceCounter(counter: string): boolean {
+  return counter.startsWith("@") && !counter.startsWith("@del:");
+}
+
+/** What one stored entry adds to its bucket's digest: its 64-bit hash, or nothing for zero presence. */
 export function entryHash(page: string, counter: string, dc: string, entry: Entry): string {
+  if (entry.p === entry.n && isPresenceCounter(counter)) return ZERO_DIGEST;
   return createHash("sha1")
     .update(`${page}\0${counter}\0${dc}\0${entry.p}:${entry.n}`)
     .digest("hex")
@@ -48,7 +60,15 @@ export function xorDigest(a: string, b: string): string {
 
 /** Lua twins of the functions above, for the Redis scripts. */
 export const LUA_DIGEST = `
+local function is_presence(field)
+  return string.sub(field, 1, 1) == "@" and string.sub(field, 1, 5) ~= "@del:"
+end
+local function is_zero(value)
+  local p, n = string.match(value, "^(%d+):(%d+)$")
+  return p == n
+end
 local function entry_hash(page, field, value)
+  if is_presence(field) and is_zero(value) then return "${ZERO_DIGEST}" end
   return string.sub(redis.sha1hex(page .. "\\0" .. field .. "\\0" .. value), 1, 16)
 end
 local function xor_digest(a, b)

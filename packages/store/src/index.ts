@@ -17,4 +17,4 @@ export {
 } from "./store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./memory_store.js";
 export { RedisStore, type RedisStoreOptions } from "./redis_store.js";
-export { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, xorDigest } from "./digest.js";
+export { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, isPresenceCounter, xorDigest } from "./digest.js";

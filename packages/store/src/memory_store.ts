@@ -3,8 +3,9 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, xorDigest } from "./digest.js";
+import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, isPresenceCounter, xorDigest } from "./digest.js";
 import {
+  StaleFenceError,
   StoreError,
   type AcquireOptions,
   type EntryRef,
@@ -63,6 +64,10 @@ export class MemoryStore implements Store {
   /** partition -> bucket -> page ids. */
   readonly #buckets = new Map<number, Map<number, Set<string>>>();
   readonly #bootstrapped = new Set<number>();
+  /** partition -> its presence floor (see Store.presenceFloor). */
+  readonly #floors = new Map<number, number>();
+  /** partition -> empty page -> since when. */
+  readonly #empty = new Map<number, Map<string, number>>();
   #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
   #lastSweep: number;
   #closed = false;
@@ -182,16 +187,67 @@ export class MemoryStore implements Store {
         stale.push(fence);
         continue;
       }
+      const touched = new Set<string>();
       for (const { page, counter, dc, entry, indexed } of writes) {
         const held = this.#entry(page, counter, dc);
         const p = Math.max(held?.p ?? 0, entry.p);
         const n = Math.max(held?.n ?? 0, entry.n);
         if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0))
           this.#setEntry(fence.partition, page, counter, dc, { p, n });
-        if (indexed === true) this.#index(fence.partition, { page, counter, dc }, p !== n);
+        if (indexed === true) {
+          this.#index(fence.partition, { page, counter, dc }, p !== n);
+          this.#floors.set(fence.partition, Math.max(this.#floors.get(fence.partition) ?? 0, p));
+        }
+        touched.add(page);
       }
+      for (const page of touched) this.#noteEmptiness(fence.partition, page, now);
     }
     return stale;
+  }
+
+  async presenceFloor(partition: number): Promise<number> {
+    this.#assertOpen();
+    return this.#floors.get(partition) ?? 0;
+  }
+
+  async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
+    this.#assertOpen();
+    assertLimit(limit);
+    if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    const empty = this.#empty.get(fence.partition);
+    const due = [...(empty ?? [])]
+      .filter(([, since]) => since <= emptySince)
+      .sort((a, b) => a[1] - b[1])
+      .slice(0, limit);
+    const removed: string[] = [];
+    for (const [page] of due) {
+      empty!.delete(page);
+      if (!this.#isEmpty(page)) continue;
+      this.#pages.delete(page);
+      this.#pageIds.splice(lowerBound(this.#pageIds, page), 1);
+      this.#buckets.get(fence.partition)?.get(bucketOf(page))?.delete(page);
+      removed.push(page);
+    }
+    return removed;
+  }
+
+  /** A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter. */
+  #isEmpty(page: string): boolean {
+    const counters = this.#pages.get(page);
+    if (counters === undefined) return false;
+    for (const [counter, dcs] of counters) {
+      if (!isPresenceCounter(counter)) return false;
+      for (const e of dcs.values()) if (e.p !== e.n) return false;
+    }
+    return true;
+  }
+
+  #noteEmptiness(partition: number, page: string, now: number): void {
+    let empty = this.#empty.get(partition);
+    if (this.#isEmpty(page)) {
+      if (empty === undefined) this.#empty.set(partition, (empty = new Map()));
+      if (!empty.has(page)) empty.set(page, now);
+    } else empty?.delete(page);
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
@@ -252,6 +308,8 @@ export class MemoryStore implements Store {
     const partition = op.fence.partition;
     const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta);
     const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
+    // A durable counter: the page is not empty any more, whatever its value.
+    this.#empty.get(partition)?.delete(op.page);
     this.#keys.set(id, {
       counter: op.counter,
       delta: op.delta,

@@ -30,6 +30,20 @@ local function entry_changed(page, bucket, field, old_value, new_value)
   if old_value then d = xor_digest(d, entry_hash(page, field, old_value)) end
   digest_changes[bucket] = xor_digest(digest_changes[bucket] or ZERO, d)
 end
+-- A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter.
+local function page_empty(page_key)
+  local fields = redis.call("HGETALL", page_key)
+  if #fields == 0 then return false end
+  for i = 1, #fields, 2 do
+    if not (is_presence(fields[i]) and is_zero(fields[i + 1])) then return false end
+  end
+  return true
+end
+-- Keeps the partition's index of empty pages: since when a page is empty, removed once it is not.
+local function note_emptiness(empty_key, page_key, page, now)
+  if page_empty(page_key) then redis.call("ZADD", empty_key, "NX", now, page)
+  else redis.call("ZREM", empty_key, page) end
+end
 local function apply_digests(digest_key)
   local all = ZERO
   for bucket, d in pairs(digest_changes) do
@@ -77,14 +91,17 @@ if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) e
 return 0`,
 
   /**
-   * KEYS: lease, pages, nonzero index, digest, bucket index (all of the fence's partition), then one
-   * page key per write. ARGV: epoch, now, then per write: page, field, p, n, indexed ("1" or "0"),
-   * bucket. Returns 1 if applied, 0 if the fence is stale.
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index (all of the fence's
+   * partition), then one page key per write. ARGV: epoch, now, then per write: page, field, p, n,
+   * indexed ("1" or "0"), bucket. Returns 1 if applied, 0 if the fence is stale.
    */
   lcWrite: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
-for i = 6, #KEYS do
-  local a = 2 + (i - 6) * 6
+local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
+local raised = floor
+local touched = {}
+for i = 7, #KEYS do
+  local a = 2 + (i - 7) * 6
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local bucket = ARGV[a + 6]
   local old_p, old_n, existed = read_entry(KEYS[i], field)
@@ -98,17 +115,23 @@ for i = 6, #KEYS do
       redis.call("ZADD", KEYS[5], bucket, page)
     end
   end
-  -- The index only changes when the entry becomes zero or stops being zero (or is new).
-  if ARGV[a + 5] == "1" and (not existed or (old_p ~= old_n) ~= (new_p ~= new_n)) then
-    if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
-    else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+  if ARGV[a + 5] == "1" then
+    -- The index only changes when the entry becomes zero or stops being zero (or is new).
+    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
+      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
+      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+    end
+    if new_p > raised then raised = new_p end
   end
+  touched[KEYS[i]] = page
 end
 apply_digests(KEYS[4])
+if raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", raised)) end
+for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2]) end
 return 1`,
 
   /**
-   * KEYS: lease, page, idem, pages, digest, bucket index. ARGV: epoch, now, page, field, counter,
+   * KEYS: lease, page, idem, pages, digest, bucket index, empty index. ARGV: epoch, now, page, field, counter,
    * delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket, then a field and a delta
    * per further change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
    * {"conflict"} | {"stale"}.
@@ -146,10 +169,31 @@ if created then
   redis.call("ZADD", KEYS[6], ARGV[11], ARGV[3])
 end
 apply_digests(KEYS[5])
+-- A durable counter: the page is not empty any more, whatever its value.
+redis.call("ZREM", KEYS[7], ARGV[3])
 redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
 if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
 redis.call("PEXPIRE", KEYS[3], ARGV[9])
 return result`,
+
+  /**
+   * KEYS: lease, page, pages, bucket index, empty index. ARGV: epoch, now, page, emptySince. Removes
+   * the page if it has been empty since emptySince or earlier and still is: 1 removed, 0 kept, -1 the
+   * fence is stale. Its entries are all zero presence: no digest and no non-zero index holds them.
+   */
+  lcRemoveIfEmpty: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return -1 end
+local since = redis.call("ZSCORE", KEYS[5], ARGV[3])
+if not since or tonumber(since) > tonumber(ARGV[4]) then return 0 end
+if not page_empty(KEYS[2]) then
+  redis.call("ZREM", KEYS[5], ARGV[3])
+  return 0
+end
+redis.call("DEL", KEYS[2])
+redis.call("ZREM", KEYS[3], ARGV[3])
+redis.call("ZREM", KEYS[4], ARGV[3])
+redis.call("ZREM", KEYS[5], ARGV[3])
+return 1`,
 
   /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
   lcMarkBootstrapped: `${LUA_HELPERS}

@@ -14,6 +14,7 @@
  * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
  *   (set once the partition is bootstrapped); see digest.ts.
  * - `bidx:{partition}` sorted set of the partition's page ids scored by digest bucket.
+ * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  *
@@ -27,8 +28,8 @@
  * applied. That is safe to retry: writes are max-merges and increments are idempotent by key.
  */
 import { Redis, type ChainableCommander } from "ioredis";
-import type { Entry } from "@livecount/crdt";
 import {
+  StaleFenceError,
   StoreError,
   type AcquireOptions,
   type EntryRef,
@@ -42,6 +43,7 @@ import {
   type Store,
 } from "./store.js";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
+import { entryField, pageRecord, parseOutcome } from "./redis_records.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites, listStart } from "./validate.js";
 
@@ -85,31 +87,6 @@ function queueScript(
   // defineCommand adds the script as a method at runtime, which the typings cannot know.
   const commands = pipeline as unknown as Record<ScriptName, (...a: Arg[]) => ChainableCommander>;
   commands[name](keys.length, ...keys, ...args);
-}
-
-function parseEntry(value: unknown): Entry {
-  const match = typeof value === "string" ? /^(\d+):(\d+)$/.exec(value) : null;
-  if (match === null) throw new StoreError(`malformed entry in redis: ${String(value)}`);
-  return { p: Number(match[1]), n: Number(match[2]) };
-}
-
-function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome {
-  const [kind, a, b, ...rest] = Array.isArray(reply) ? (reply as unknown[]) : [];
-  switch (kind) {
-    case "applied": {
-      const entry = { p: Number(a), n: Number(b) };
-      if (op.also === undefined) return { kind, entry };
-      const also = op.also.map((_, i) => ({ p: Number(rest[2 * i]), n: Number(rest[2 * i + 1]) }));
-      return { kind, entry, also };
-    }
-    case "duplicate":
-      return { kind, payload: String(a) };
-    case "conflict":
-    case "stale":
-      return { kind };
-    default:
-      throw new StoreError(`unexpected increment reply from redis: ${JSON.stringify(reply)}`);
-  }
 }
 
 export class RedisStore implements Store {
@@ -235,6 +212,36 @@ export class RedisStore implements Store {
     return new Map(pages.map((page, i) => [page, records[i]!]));
   }
 
+  async presenceFloor(partition: number): Promise<number> {
+    const [hw] = await this.#run("presenceFloor", (p) => p.hget(this.#digestKey(partition), "hw"));
+    return hw === null ? 0 : Number(hw);
+  }
+
+  async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
+    assertLimit(limit);
+    const partition = fence.partition;
+    const [candidates] = await this.#run("emptyPages", (p) =>
+      p.zrangebyscore(this.#emptyKey(partition), "-inf", emptySince, "LIMIT", 0, limit),
+    );
+    const pages = candidates as string[];
+    if (pages.length === 0) return [];
+    const now = this.#now();
+    const replies = await this.#run("removeEmptyPages", (p) => {
+      for (const page of pages) {
+        const keys = [
+          this.#leaseKey(partition),
+          this.#pageKey(page),
+          this.#pagesKey(),
+          this.#bucketIndexKey(partition),
+          this.#emptyKey(partition),
+        ];
+        queueScript(p, "lcRemoveIfEmpty", keys, [fence.epoch, now, page, emptySince]);
+      }
+    });
+    if (replies.some((r) => r === -1)) throw new StaleFenceError(fence);
+    return pages.filter((_, i) => replies[i] === 1);
+  }
+
   async isBootstrapped(partition: number): Promise<boolean> {
     const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#digestKey(partition), "boot"));
     return boot === "1";
@@ -266,6 +273,7 @@ export class RedisStore implements Store {
           this.#nonZeroKey(partition),
           this.#digestKey(partition),
           this.#bucketIndexKey(partition),
+          this.#emptyKey(partition),
         ];
         const args: Arg[] = [fence.epoch, now];
         for (const w of writes) {
@@ -300,6 +308,7 @@ export class RedisStore implements Store {
           this.#pagesKey(),
           this.#digestKey(op.fence.partition),
           this.#bucketIndexKey(op.fence.partition),
+          this.#emptyKey(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [
@@ -406,25 +415,8 @@ export class RedisStore implements Store {
   #bucketIndexKey(partition: number): string {
     return `${this.#prefix}bidx:${partition}`;
   }
-}
 
-/** A page hash's fields (`{counter}\0{dc}` -> "p:n") as a record by counter and data center. */
-function pageRecord(fields: Readonly<Record<string, string>>): PageRecord {
-  const byCounter = new Map<string, Array<[string, Entry]>>();
-  for (const [field, value] of Object.entries(fields)) {
-    const sep = field.indexOf("\u0000");
-    if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
-    const counter = field.slice(0, sep);
-    let entries = byCounter.get(counter);
-    if (entries === undefined) byCounter.set(counter, (entries = []));
-    entries.push([field.slice(sep + 1), parseEntry(value)]);
+  #emptyKey(partition: number): string {
+    return `${this.#prefix}empty:${partition}`;
   }
-  // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-  return Object.fromEntries(
-    [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
-  );
-}
-
-function entryField(counter: string, dc: string): string {
-  return `${counter}\u0000${dc}`;
 }

@@ -37,8 +37,9 @@ export interface EntryWrite {
   readonly dc: string;
   readonly entry: Entry;
   /**
-   * Keep this entry in its partition's index of non-zero entries (see
-   * {@link Store.nonZeroEntries}): listed while p != n, dropped once p == n.
+   * This data center's own presence entry: kept in its partition's index of non-zero entries (see
+   * {@link Store.nonZeroEntries}) while p != n, and its `p` raises the partition's presence floor
+   * (see {@link Store.presenceFloor}).
    */
   readonly indexed?: boolean;
 }
@@ -170,6 +171,21 @@ export interface Store {
   isBootstrapped(partition: number): Promise<boolean>;
   /** Marks the partition bootstrapped, if the fence is current; false (nothing marked) when stale. */
   markBootstrapped(fence: Fence): Promise<boolean>;
+  /**
+   * Not below any `p` of an own presence entry (a write marked `indexed`) this store ever held for
+   * the partition's pages. A page whose own presence entry is absent (never written, or removed
+   * while empty) starts it at `{p: floor, n: floor}`: a copy of an older entry that another DC kept
+   * can then never hide a viewer who comes later.
+   */
+  presenceFloor(partition: number): Promise<number>;
+  /**
+   * Removes, under the fence, at most `limit` pages of the partition that have been empty since
+   * `emptySince` or earlier and still are (every entry a zero presence entry: no viewer anywhere,
+   * no durable counter), from the pages, the listings and every index. A page stops being empty,
+   * and its time restarts, when any entry of it is written non-zero. Returns the removed ids, or
+   * rejects with StaleFenceError when the fence is stale.
+   */
+  removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]>;
   /** Releases connections; later calls reject with a {@link StoreError}. */
   close(): Promise<void>;
 }
