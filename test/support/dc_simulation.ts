@@ -8,6 +8,7 @@
 import { MemoryBus, nodeSubject } from "@livecount/bus";
 import { CounterNode, readCounterConfig } from "@livecount/counter";
 import { decodeNodeReply, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
 import { MemoryStore, type PageRecord } from "@livecount/store";
 import { Registry } from "prom-client";
@@ -113,6 +114,18 @@ export class SimDc {
     if (reply.type !== "incremented")
       throw new Error(`${this.name}: increment failed: ${JSON.stringify(reply)}`);
     return reply.value;
+  }
+
+  /** A viewer joins (or, with `present` false, leaves) a page through this DC's owner, as a gateway would. */
+  async presence(page: string, viewer: string, present = true): Promise<void> {
+    const partition = partitionOf(page, Number(SIM_ENV.LIVECOUNT_PARTITIONS));
+    const reply = await this.ask({
+      type: "presence",
+      gateway: "gw-sim",
+      partition,
+      ops: [{ page, viewer, present }],
+    });
+    if (reply.type !== "ack") throw new Error(`${this.name}: presence failed: ${JSON.stringify(reply)}`);
   }
 
   /** Every DC's entries of a page as this DC's owner holds them. */

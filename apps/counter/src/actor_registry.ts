@@ -1,6 +1,6 @@
 import { VIEWERS_COUNTER } from "@livecount/protocol";
-import type { Clock, Logger } from "@livecount/runtime";
-import type { Store } from "@livecount/store";
+import { sleep, type Clock, type Logger } from "@livecount/runtime";
+import type { PageRecord, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
 
@@ -11,6 +11,11 @@ export interface ActorRegistryOptions {
   readonly settleMs: number;
   /** An idle actor leaves memory after this long without activity. */
   readonly passivateMs: number;
+  /**
+   * Actors past this many make the least recently used idle ones leave at once. Actors with viewers
+   * or pending work always stay: presence is never dropped to make room.
+   */
+  readonly maxActors: number;
   readonly clock: Clock;
   readonly store: Store;
   readonly logger: Logger;
@@ -23,9 +28,15 @@ export interface ActorRegistryOptions {
   readonly forget: (actor: PageActor) => void;
 }
 
+/** First and largest wait before reading a partition's presence floor again. */
+const FLOOR_RETRY_MS = 100;
+const FLOOR_RETRY_MAX_MS = 2_000;
+/** Past the cap, idle actors leave until this share of it is left. */
+const CAP_HEADROOM = 0.9;
+
 /** Why an actor leaves memory; every reason goes through the same teardown. */
 export type TeardownReason =
-  "passivated" | "partition_lost" | "partition_released" | "load_failed" | "shutdown";
+  "passivated" | "evicted" | "partition_lost" | "partition_released" | "load_failed" | "shutdown";
 
 /**
  * The page actors of one counter node: created on demand and loaded from the store, ticked when a
@@ -43,6 +54,10 @@ export class ActorRegistry implements ActorHost {
   readonly #settleUntil = new Map<number, number>();
   /** partition -> a store merge loads of its pages must wait for (see `holdLoads`). */
   readonly #loadBarriers = new Map<number, Promise<void>>();
+  /** partition -> its presence floor: what the store says, raised by every own presence write since. */
+  readonly #floors = new Map<number, number>();
+  /** The cap was hit with nothing idle to let go: logged once per crossing. */
+  #overCapLogged = false;
 
   constructor(options: ActorRegistryOptions) {
     this.#o = options;
@@ -60,6 +75,14 @@ export class ActorRegistry implements ActorHost {
     this.#o.markDirty(actor);
   }
 
+  presenceFloor(partition: number): number {
+    return this.#floors.get(partition) ?? 0;
+  }
+
+  presenceRaised(partition: number, p: number): void {
+    if (p > (this.#floors.get(partition) ?? 0)) this.#floors.set(partition, p);
+  }
+
   wakeAt(actor: PageActor, at: number): void {
     if (this.#actors.get(actor.page) !== actor) return;
     const current = this.#deadlines.get(actor);
@@ -75,6 +98,7 @@ export class ActorRegistry implements ActorHost {
     const settleUntil = this.#settleUntil.get(partition) ?? 0;
     const actor = new PageActor(this, page, partition, settleUntil > this.now() ? settleUntil : 0);
     this.#actors.set(page, actor);
+    if (this.#actors.size > this.#o.maxActors) this.#makeRoom();
     this.#o.metrics.actors.set(this.#actors.size);
     const barrier = this.#loadBarriers.get(partition);
     (barrier === undefined ? this.#o.store.load(page) : barrier.then(() => this.#o.store.load(page))).then(
@@ -85,6 +109,17 @@ export class ActorRegistry implements ActorHost {
       },
     );
     return actor;
+  }
+
+  /**
+   * Every DC's entries of a page: from its actor when it is in memory, else straight from the store
+   * (after any merge in flight on its partition). A read never brings a page into memory, so reads
+   * of pages nobody views cost no state however many there are.
+   */
+  async read(page: string, partition: number): Promise<PageRecord> {
+    if (this.#actors.has(page)) return this.run(page, partition, (actor) => actor.snapshot());
+    await this.#loadBarriers.get(partition);
+    return this.#o.store.load(page);
   }
 
   /** The page's actor if it is in memory (loading or active). */
@@ -137,7 +172,22 @@ export class ActorRegistry implements ActorHost {
    */
   partitionServing(partition: number): void {
     this.#settleUntil.set(partition, this.now() + this.#o.settleMs);
+    // No page of the partition loads before its presence floor is known.
+    this.holdLoads(partition, this.#loadFloor(partition));
     void this.#wakeLeftBehind(partition);
+  }
+
+  async #loadFloor(partition: number): Promise<void> {
+    for (let retryMs = FLOOR_RETRY_MS; ; retryMs = Math.min(retryMs * 2, FLOOR_RETRY_MAX_MS)) {
+      try {
+        this.presenceRaised(partition, await this.#o.store.presenceFloor(partition));
+        return;
+      } catch (err) {
+        if (!this.#o.isHeld(partition)) return;
+        this.#o.logger.warn({ err, partition, retryMs }, "presence floor unreadable; pages wait for it");
+        await sleep(this.#o.clock, retryMs);
+      }
+    }
   }
 
   /** Drops every actor of the partition: it was handed over (after a flush) or its lease was lost. */
@@ -146,6 +196,7 @@ export class ActorRegistry implements ActorHost {
       if (actor.partition === partition) this.#teardown(actor, reason);
     }
     this.#settleUntil.delete(partition);
+    this.#floors.delete(partition);
   }
 
   // --- time --------------------------------------------------------------------------------------
@@ -165,6 +216,29 @@ export class ActorRegistry implements ActorHost {
     for (const actor of [...this.#actors.values()]) {
       if (actor.isIdle && now - actor.lastActive >= this.#o.passivateMs) this.#teardown(actor, "passivated");
     }
+  }
+
+  /**
+   * Over the cap: the least recently used idle actors leave, down to nine tenths of it, so the
+   * next few thousand pages do not each pay for a scan.
+   */
+  #makeRoom(): void {
+    const target = Math.floor(this.#o.maxActors * CAP_HEADROOM);
+    const idle = [...this.#actors.values()]
+      .filter((a) => a.isIdle)
+      .sort((a, b) => a.lastActive - b.lastActive);
+    for (const actor of idle) {
+      if (this.#actors.size <= target) break;
+      this.#teardown(actor, "evicted");
+    }
+    if (this.#actors.size > this.#o.maxActors) {
+      if (!this.#overCapLogged)
+        this.#o.logger.warn(
+          { actors: this.#actors.size, max: this.#o.maxActors },
+          "actors over the cap, all busy",
+        );
+      this.#overCapLogged = true;
+    } else this.#overCapLogged = false;
   }
 
   /** Drops every actor (shutdown, after the last flush). */

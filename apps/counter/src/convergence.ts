@@ -20,6 +20,8 @@ export interface ConvergenceOptions {
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly fenceOf: (partition: number) => Fence | undefined;
+  /** Resolves with the fence once this node holds the partition's lease, or undefined after `timeoutMs`. */
+  readonly whenHeld: (partition: number, timeoutMs: number) => Promise<Fence | undefined>;
   /** LIVECOUNT_ANTI_ENTROPY_MS. */
   readonly antiEntropyMs: number;
   /** LIVECOUNT_PEER_DCS. */
@@ -44,20 +46,18 @@ export class Convergence {
   readonly #replication: Replication;
   readonly #antiEntropy: AntiEntropy;
   readonly #bootstrap: Bootstrap;
-  readonly #liveness: DcLiveness;
-  readonly #fenceOf: (partition: number) => Fence | undefined;
+  readonly #o: ConvergenceOptions;
   #stopListening: (() => void) | undefined;
 
   constructor(o: ConvergenceOptions) {
-    this.#liveness = o.liveness;
-    this.#fenceOf = o.fenceOf;
-    const isHeld = (partition: number): boolean => o.fenceOf(partition) !== undefined;
+    this.#o = o;
     this.#replication = new Replication({
       dc: o.dc,
       bus: o.bus,
       logger: o.logger,
       registry: o.registry,
-      isHeld,
+      writer: o.writer,
+      fenceOf: o.fenceOf,
     });
     this.#antiEntropy = new AntiEntropy({
       dc: o.dc,
@@ -92,7 +92,7 @@ export class Convergence {
   start(): void {
     this.#antiEntropy.start();
     this.#bootstrap.start();
-    this.#stopListening = this.#liveness.onChange((remote, event) => {
+    this.#stopListening = this.#o.liveness.onChange((remote, event) => {
       if (event.kind === "down") this.#bootstrap.remoteDown(remote);
       else this.#bootstrap.remoteUp();
     });
@@ -119,12 +119,21 @@ export class Convergence {
 
   /** The partition's fence, when this node holds it and it serves (bootstrapped). */
   servingFence(partition: number): Fence | undefined {
-    return this.#bootstrap.isReady(partition) ? this.#fenceOf(partition) : undefined;
+    return this.#bootstrap.isReady(partition) ? this.#o.fenceOf(partition) : undefined;
   }
 
-  /** Resolves true once the held partition serves, false after `timeoutMs`. */
-  whenBootstrapped(partition: number, timeoutMs: number): Promise<boolean> {
-    return this.#bootstrap.whenReady(partition, timeoutMs);
+  /** The partition's fence once it is held and serves, or undefined after `timeoutMs`. */
+  whenServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
+    const fence = this.servingFence(partition);
+    return fence !== undefined ? Promise.resolve(fence) : this.#waitServing(partition, timeoutMs);
+  }
+
+  async #waitServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
+    const deadline = this.#o.clock.now() + timeoutMs;
+    if ((await this.#o.whenHeld(partition, timeoutMs)) === undefined) return undefined;
+    const left = Math.max(0, deadline - this.#o.clock.now());
+    if (!(await this.#bootstrap.whenReady(partition, left))) return undefined;
+    return this.servingFence(partition);
   }
 
   /** Partitions held that serve. */

@@ -11,6 +11,17 @@ export interface CounterConfig extends ClusterConfig {
   readonly passivateMs: number;
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long an increment's idempotency key is remembered. Default 86400. */
   readonly idempotencyTtlMs: number;
+  /**
+   * LIVECOUNT_MAX_ACTORS: page actors one node keeps in memory before the least recently used idle
+   * ones leave early. Default 100000: about 200 MB of actors. Pages with viewers always stay.
+   */
+  readonly maxActors: number;
+  /**
+   * LIVECOUNT_EMPTY_PAGE_TTL_S: a page with no viewer anywhere and no durable counter leaves the
+   * store and the listings once it has been so for this long. Default 3600: a page visited now and
+   * then keeps its history, a flood of made-up page ids is gone within the hour.
+   */
+  readonly emptyPageTtlMs: number;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
   readonly settleMs: number;
   /** Derived: how often lingering viewers and gateway leases are checked. */
@@ -25,6 +36,8 @@ export function readCounterConfig(env: Env): CounterConfig {
     partitionLeaseMs: readInt(env, "LIVECOUNT_PARTITION_LEASE_MS", 8000, { min: 1000 }),
     passivateMs: readInt(env, "LIVECOUNT_PASSIVATE_MS", 60000, { min: 1000 }),
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
+    maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
+    emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
     ...derived(cluster),
   };
 }

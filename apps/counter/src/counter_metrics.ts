@@ -18,6 +18,7 @@ export class CounterMetrics {
   readonly antiEntropyPages: Counter<"direction">;
   readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
+  readonly emptyPagesRemoved: Counter;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
   constructor(registry: Registry, sources: { partitionsOwned(): number; partitionsBootstrapped(): number }) {
@@ -93,6 +94,11 @@ export class CounterMetrics {
     this.antiEntropyBytes = new Counter({
       name: "livecount_counter_anti_entropy_bytes_sent_total",
       help: "Bytes of anti-entropy messages this node sent to other DCs",
+      registers,
+    });
+    this.emptyPagesRemoved = new Counter({
+      name: "livecount_counter_empty_pages_removed_total",
+      help: "Pages removed after being empty (no viewer anywhere, no durable counter) for the TTL",
       registers,
     });
     this.partitionsBootstrapped = new Gauge({

@@ -11,6 +11,7 @@ import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
 import { Convergence } from "./convergence.js";
+import { EmptyPages } from "./empty_pages.js";
 import { RequestRouter } from "./request_router.js";
 
 export interface CounterNodeOptions {
@@ -59,6 +60,7 @@ export class CounterNode {
   readonly #writer: DurableWriter;
   readonly #intake: PresenceIntake;
   readonly #convergence: Convergence;
+  readonly #emptyPages: EmptyPages;
   readonly #router: RequestRouter;
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
@@ -125,6 +127,7 @@ export class CounterNode {
       graceMs: config.graceMs,
       settleMs: config.settleMs,
       passivateMs: config.passivateMs,
+      maxActors: config.maxActors,
       coalesceMs: config.coalesceMs,
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
@@ -148,10 +151,20 @@ export class CounterNode {
       registry: this.#registry,
       writer: this.#writer,
       fenceOf,
+      whenHeld: (partition, timeoutMs) => this.#ownership.whenHeld(partition, timeoutMs),
       antiEntropyMs: config.antiEntropyMs,
       peerDcs: config.peerDcs,
       alone: opts.alone ?? config.natsUrl === undefined,
       dcHeartbeatMs: config.dcHeartbeatMs,
+    });
+    this.#emptyPages = new EmptyPages({
+      store,
+      clock,
+      logger,
+      metrics,
+      ttlMs: config.emptyPageTtlMs,
+      partitions: () => this.#membership.ring.partitionsOf(config.nodeId),
+      servingFence: (partition) => this.#convergence.servingFence(partition),
     });
     // Answered (or refused as retryable) before a caller's own timeout runs out, never after.
     const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);
@@ -167,7 +180,7 @@ export class CounterNode {
       metrics,
       ring: () => this.#membership.ring,
       fenceOf: (partition) => this.#convergence.servingFence(partition),
-      whenHeld: (partition, timeoutMs) => this.#whenServing(partition, timeoutMs),
+      whenHeld: (partition, timeoutMs) => this.#convergence.whenServing(partition, timeoutMs),
       registry: this.#registry,
       intake: this.#intake,
       writer: this.#writer,
@@ -195,6 +208,7 @@ export class CounterNode {
       listenToGateways(this.#bus, dc, this.#log, (beat) => this.#intake.heartbeat(beat)),
     );
     this.#convergence.start();
+    this.#emptyPages.start();
     this.#liveness.start();
     this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
     this.#membership.start();
@@ -214,6 +228,7 @@ export class CounterNode {
     this.#membership.stop();
     this.#liveness.stop();
     this.#convergence.stop();
+    this.#emptyPages.stop();
     for (const sub of this.#subs) sub.unsubscribe();
     this.#writer.close();
     this.#registry.close();
@@ -235,20 +250,6 @@ export class CounterNode {
   /** Serves once held and bootstrapped; the registry is told when it serves (Convergence). */
   #onPartitionAcquired(partition: number): void {
     this.#convergence.partitionHeld(partition);
-  }
-
-  /** The partition's fence once it is held and serves, or undefined after `timeoutMs`. */
-  #whenServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
-    const fence = this.#convergence.servingFence(partition);
-    return fence !== undefined ? Promise.resolve(fence) : this.#waitServing(partition, timeoutMs);
-  }
-
-  async #waitServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
-    const deadline = this.#clock.now() + timeoutMs;
-    if ((await this.#ownership.whenHeld(partition, timeoutMs)) === undefined) return undefined;
-    const left = Math.max(0, deadline - this.#clock.now());
-    if (!(await this.#convergence.whenBootstrapped(partition, left))) return undefined;
-    return this.#convergence.servingFence(partition);
   }
 
   /** Drops a partition's actors: after flushing them when handing over, at once when lost. */

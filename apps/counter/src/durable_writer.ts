@@ -8,14 +8,15 @@ import {
   type ResetRequest,
 } from "@livecount/protocol";
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
-import type {
-  EntryWrite,
-  Fence,
-  FencedWrites,
-  IncrementOp,
-  IncrementOutcome,
-  PageRecord,
-  Store,
+import {
+  isPresenceCounter,
+  type EntryWrite,
+  type Fence,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+  type PageRecord,
+  type Store,
 } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
@@ -74,6 +75,8 @@ export class DurableWriter {
   #increments: PendingIncrement[] = [];
   #incrementsScheduled = false;
   #resets: PendingReset[] = [];
+  /** Other DCs' entries waiting for this turn's remote write, per partition. */
+  readonly #remote = new Map<number, { fence: Fence; writes: EntryWrite[]; done: Promise<void> }>();
 
   constructor(options: DurableWriterOptions) {
     this.#o = options;
@@ -147,7 +150,11 @@ export class DurableWriter {
     const writes: EntryWrite[] = [];
     const updates: DurableUpdate[] = [];
     ids.forEach((page, i) => {
-      for (const [dc, counters] of advancing(local[i]!, pages.get(page)!)) {
+      const incoming = pages.get(page)!;
+      // A page this store does not hold, with nothing but zero presence: nothing to learn, and
+      // creating it would only bring back a page removed here as empty.
+      if (Object.keys(local[i]!).length === 0 && onlyZeroPresence(incoming)) return;
+      for (const [dc, counters] of advancing(local[i]!, incoming)) {
         updates.push({ page, partition: fence.partition, dc, counters });
         for (const [counter, entry] of Object.entries(counters)) {
           const indexed = counter === VIEWERS_COUNTER && dc === this.#o.dc;
@@ -165,6 +172,38 @@ export class DurableWriter {
     );
     if (stale.length > 0) this.#o.lost(fence.partition);
     return new Set(updates.map((u) => u.page)).size;
+  }
+
+  /**
+   * Persists other DCs' entries of pages not in memory, as they arrived on the page subjects: a
+   * max-merge under the partition's fence, not published again (every watcher got them from the same
+   * subject). Writes of one turn share a round trip.
+   */
+  writeRemote(fence: Fence, writes: readonly EntryWrite[]): Promise<void> {
+    const pending = this.#remote.get(fence.partition);
+    if (pending !== undefined && pending.fence.epoch === fence.epoch) {
+      pending.writes.push(...writes);
+      return pending.done;
+    }
+    const batch = { fence, writes: [...writes] };
+    const done = new Promise<void>((resolve) =>
+      this.#o.clock.defer(() => {
+        if (this.#remote.get(fence.partition)?.writes === batch.writes) this.#remote.delete(fence.partition);
+        resolve(this.#writeRemote(batch.fence, batch.writes));
+      }),
+    );
+    this.#remote.set(fence.partition, { ...batch, done });
+    return done;
+  }
+
+  async #writeRemote(fence: Fence, writes: readonly EntryWrite[]): Promise<void> {
+    try {
+      this.#o.metrics.storeWrites.inc();
+      if ((await this.#o.store.write([{ fence, writes }])).length > 0) this.#o.lost(fence.partition);
+    } catch (err) {
+      // Anti-entropy repairs what is not stored here: the other DC's store still holds it.
+      this.#o.logger.warn({ err, partition: fence.partition }, "remote entries not stored");
+    }
   }
 
   /**
@@ -336,4 +375,11 @@ function whileQueued(actor: PageActor, resolve: (reply: NodeReply) => void): (re
     actor.changeAnswered();
     resolve(reply);
   };
+}
+
+/** Whether every entry of a record is a zero presence entry. */
+function onlyZeroPresence(record: PageRecord): boolean {
+  return Object.entries(record).every(
+    ([counter, dcs]) => isPresenceCounter(counter) && Object.values(dcs).every((e) => e.p === e.n),
+  );
 }

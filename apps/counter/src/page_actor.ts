@@ -25,6 +25,14 @@ export interface ActorHost {
   markDirty(actor: PageActor): void;
   /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
+  /**
+   * Where a page's own presence entry starts when it has none (never written, or removed while
+   * empty): above every `p` this DC ever held on the partition's pages (Store.presenceFloor), so a
+   * copy of an older entry kept elsewhere can never hide a viewer who comes later.
+   */
+  presenceFloor(partition: number): number;
+  /** This DC's presence entry of a page on the partition reached `p`. */
+  presenceRaised(partition: number, p: number): void;
 }
 
 /**
@@ -82,7 +90,13 @@ export class PageActor {
     if (this.#status === "closed") return;
     for (const [name, entries] of Object.entries(record)) this.#counter(name).mergeAll(entries);
     this.#status = "active";
-    const own = this.ownEntry(VIEWERS_COUNTER);
+    const viewers = this.#counter(VIEWERS_COUNTER);
+    if (!Object.hasOwn(record[VIEWERS_COUNTER] ?? {}, this.#host.dc)) {
+      // No own presence entry: start at the floor (value 0), written once a viewer comes.
+      const floor = this.#host.presenceFloor(this.partition);
+      if (floor > 0) viewers.merge(this.#host.dc, { p: floor, n: floor });
+    }
+    const own = viewers.entry(this.#host.dc);
     // Nothing to hold: a fresh page cannot dip while presence resyncs.
     if (own.p === own.n) this.#settleAt = 0;
     else if (this.#settleAt !== 0) this.#host.wakeAt(this, this.#settleAt);
@@ -220,8 +234,11 @@ export class PageActor {
     }
     if (!changed) return;
     if (publish) this.#unpublished.add(dc);
-    // This DC's presence entry moved up under the actor: presence keeps counting on top of it.
-    if (dc === this.#host.dc) this.#syncViewers();
+    if (dc === this.#host.dc) {
+      // This DC's presence entry moved up under the actor: presence keeps counting on top of it.
+      this.#host.presenceRaised(this.partition, this.ownEntry(VIEWERS_COUNTER).p);
+      this.#syncViewers();
+    }
     this.#host.markDirty(this);
   }
 
@@ -319,9 +336,10 @@ export class PageActor {
     const own = viewers.entry(this.#host.dc);
     const delta = this.#presence.count - (own.p - own.n);
     if (delta !== 0) {
-      viewers.add(this.#host.dc, delta);
+      const entry = viewers.add(this.#host.dc, delta);
       this.#markUnwritten(VIEWERS_COUNTER, this.#host.dc);
       this.#markPublish();
+      this.#host.presenceRaised(this.partition, entry.p);
     }
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);

@@ -12,6 +12,7 @@ export interface PageUnitsOptions {
   readonly graceMs: number;
   readonly settleMs: number;
   readonly passivateMs: number;
+  readonly maxActors: number;
   readonly coalesceMs: number;
   readonly idempotencyTtlMs: number;
   readonly gatewayLeaseMs: number;
@@ -46,6 +47,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     graceMs: o.graceMs,
     settleMs: o.settleMs,
     passivateMs: o.passivateMs,
+    maxActors: o.maxActors,
     clock,
     store,
     logger,

@@ -1,7 +1,9 @@
 import { pageFromSubject, partitionPagesSubject, type Bus, type Subscription } from "@livecount/bus";
 import { decodeMessage } from "@livecount/protocol";
 import type { Logger } from "@livecount/runtime";
+import type { Fence } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
+import type { DurableWriter } from "./durable_writer.js";
 import { ActorClosedError } from "./page_actor.js";
 
 export interface ReplicationOptions {
@@ -9,14 +11,16 @@ export interface ReplicationOptions {
   readonly bus: Bus;
   readonly logger: Logger;
   readonly registry: ActorRegistry;
-  readonly isHeld: (partition: number) => boolean;
+  readonly writer: DurableWriter;
+  readonly fenceOf: (partition: number) => Fence | undefined;
 }
 
 /**
  * Other DCs' entries as they change, in real time: for each partition it holds, a node subscribes
  * to the partition's page subjects and merges every other DC's update into the page's actor, which
  * persists it (a read here shows the global value, also after a restart). What this stream misses
- * (a cut link, a partition nobody here held for a while) comes back through `AntiEntropy`.
+ * (a cut link, a partition nobody here held for a while) comes back through `AntiEntropy`. Pages not
+ * in memory are written straight to the store: another DC's traffic brings no page into memory here.
  */
 export class Replication {
   readonly #o: ReplicationOptions;
@@ -55,9 +59,17 @@ export class Replication {
       return;
     }
     if (msg.type !== "update" || msg.dc === this.#o.dc || pageFromSubject(subject) !== msg.page) return;
-    if (!this.#o.isHeld(partition)) return;
+    const fence = this.#o.fenceOf(partition);
+    if (fence === undefined) return;
     const { page, dc, counters } = msg;
-    this.#o.registry
+    const { registry } = this.#o;
+    if (registry.find(page) === undefined) {
+      // Not in memory: straight into the store, no actor (remote traffic costs this node no state).
+      const writes = Object.entries(counters).map(([counter, entry]) => ({ page, counter, dc, entry }));
+      registry.holdLoads(partition, this.#o.writer.writeRemote(fence, writes));
+      return;
+    }
+    registry
       .run(page, partition, (actor) => actor.mergeRemote(dc, counters))
       .catch((err: unknown) => {
         // An actor closed meanwhile (the partition was lost): anti-entropy brings it to the next holder.

@@ -73,8 +73,11 @@ export class RequestRouter {
     try {
       return encodeMessage(await this.#route(request));
     } catch (err) {
-      // The page's actor closed under the request: its partition moved on, the caller retries.
+      // The page's actor closed under the request (its partition moved on), or the store did not
+      // answer: either way the caller retries.
       if (err instanceof ActorClosedError) return encodeMessage(errorReply("unavailable", err.message));
+      if (err instanceof StoreError)
+        return encodeMessage(errorReply("unavailable", "the store did not answer; retry"));
       this.#o.logger.error({ err, type: request.type }, "request failed");
       return encodeMessage(errorReply(err instanceof ProtocolError ? err.code : "internal"));
     }
@@ -113,12 +116,12 @@ export class RequestRouter {
       case "presence_sync":
         return intake.sync(request);
       case "snapshot":
-        return registry.run(request.page, partition, (actor) => ({
+        return {
           type: "page_state",
           page: request.page,
-          counters: actor.snapshot(),
+          counters: await registry.read(request.page, partition),
           ts: registry.now(),
-        }));
+        };
       // Ids, names and the delta were validated by the decoder (the presence counter is no counter name).
       case "increment":
         return registry.run(request.page, partition, (actor) => writer.increment(actor, request));

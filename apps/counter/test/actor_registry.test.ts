@@ -5,6 +5,7 @@ import {
   COALESCE_MS,
   DC,
   GRACE_MS,
+  MAX_ACTORS,
   PASSIVATE_MS,
   SETTLE_MS,
   buildUnits,
@@ -175,5 +176,64 @@ describe("counter - actor registry", () => {
     await u.clock.advance(PASSIVATE_MS);
     u.registry.passivateIdle(u.clock.now());
     expect(u.registry.find(page)).toBeUndefined();
+  });
+  test("counter - a read of a page not in memory comes from the store and brings nothing into memory", async () => {
+    u = await buildUnits();
+    const [cold, hot] = [pageIn(1, 0), pageIn(1, 1)];
+    await u.acquire(1);
+    await u.store.write([
+      {
+        fence: u.fences.get(1)!,
+        writes: [{ page: cold, counter: "likes", dc: "dc2", entry: { p: 4, n: 1 } }],
+      },
+    ]);
+    for (let i = 0; i < 50; i++)
+      expect(await u.registry.read(`${cold}`, 1)).toEqual({ likes: { dc2: { p: 4, n: 1 } } });
+    expect(await u.registry.read(pageIn(1, 2), 1)).toEqual({});
+    expect(u.registry.size).toBe(0);
+    await u.intake.batch(presenceBatch(1, "gw", [[hot, "v:1", true]]));
+    // In memory, the actor answers: what it holds may be ahead of the store by a window.
+    expect((await u.registry.read(hot, 1))[VIEWERS_COUNTER]).toEqual({ [DC]: { p: 1, n: 0 } });
+  });
+
+  test("counter - past the actor cap the least recently used idle actors leave, never one with viewers", async () => {
+    u = await buildUnits();
+    await u.acquire(2);
+    const viewed = Array.from({ length: 20 }, (_, i) => pageIn(2, i));
+    await u.intake.batch(
+      presenceBatch(
+        2,
+        "gw",
+        viewed.map((p) => [p, "v:1", true] as const),
+      ),
+    );
+    for (let i = 20; i < MAX_ACTORS + 100; i++) {
+      await u.registry.run(pageIn(2, i), 2, () => undefined);
+      await u.clock.advance(1);
+    }
+    expect(u.registry.size).toBeLessThanOrEqual(MAX_ACTORS);
+    for (const page of viewed) expect(u.registry.find(page), page).toBeDefined();
+    // The most recent idle actors are the ones kept.
+    expect(u.registry.find(pageIn(2, MAX_ACTORS + 99))).toBeDefined();
+    expect(u.registry.find(pageIn(2, 20))).toBeUndefined();
+  });
+
+  test("counter - a page whose own presence entry is gone starts it at the partition's presence floor", async () => {
+    u = await buildUnits();
+    const [first, again] = [pageIn(3, 0), pageIn(3, 1)];
+    await u.acquire(3);
+    // Viewers come and go on one page: the partition's floor rises with its entry.
+    for (let i = 0; i < 5; i++) {
+      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, true]]));
+      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, false]]));
+    }
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    await u.clock.advance(COALESCE_MS);
+    expect((await u.store.load(first))[VIEWERS_COUNTER]?.[DC]).toEqual({ p: 5, n: 5 });
+    expect(await u.store.presenceFloor(3)).toBe(5);
+    // Another page, never seen: its own entry starts above anything this DC ever held here.
+    await u.intake.batch(presenceBatch(3, "gw", [[again, "v:x", true]]));
+    expect(u.registry.find(again)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 6, n: 5 });
   });
 });

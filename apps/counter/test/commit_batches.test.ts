@@ -13,7 +13,15 @@ import {
 
 const NOW = 5_000;
 const FENCE: Fence = { partition: 3, epoch: 7 };
-const host: ActorHost = { dc: "dc1", graceMs: 0, now: () => NOW, markDirty: () => {}, wakeAt: () => {} };
+const host: ActorHost = {
+  dc: "dc1",
+  graceMs: 0,
+  now: () => NOW,
+  markDirty: () => {},
+  wakeAt: () => {},
+  presenceFloor: () => 0,
+  presenceRaised: () => {},
+};
 
 function actor(page = "p", likes = 0): PageActor {
   const a = new PageActor(host, page, 3, 0);

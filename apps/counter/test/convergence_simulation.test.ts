@@ -2,6 +2,7 @@
  * Convergence across data centers from durable state alone, simulated in one process on one clock
  * (test/support/dc_simulation.ts): real counter nodes and stores, hours of clock time in seconds.
  */
+import { VIEWERS_COUNTER } from "@livecount/protocol";
 import { MemoryStore } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation } from "../../../test/support/dc_simulation.js";
@@ -126,5 +127,41 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     sim.link("b", "c");
     await sim.run(5_000);
     await expectEverywhere(["a", "b", "c"], truth);
+  });
+  test("counter - empty pages leave the store, and a viewer who comes back counts in every DC, even one that kept an old copy", async () => {
+    sim = new DcSimulation();
+    const common = { LIVECOUNT_GATEWAY_LEASE_MS: "86400000" };
+    // dc1 lets idle pages leave memory fast: the page comes back from nothing, not from an actor.
+    sim.add("dc1", { ...common, LIVECOUNT_EMPTY_PAGE_TTL_S: "5", LIVECOUNT_PASSIVATE_MS: "1000" });
+    // dc2 keeps empty pages for an hour: it holds on to its copies of dc1's old entries.
+    sim.add("dc2", { ...common, LIVECOUNT_EMPTY_PAGE_TTL_S: "3600" });
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    const pages = Array.from({ length: 40 }, (_, i) => `flood-${i}`);
+    for (const page of pages) {
+      await sim.dc("dc1").presence(page, `s:${page}`);
+      await sim.dc("dc1").presence(page, `s:${page}`, false);
+    }
+    await sim.run(3_000);
+    const listed = async (dc: string) => (await sim.dc(dc).store.listPages("flood-", undefined, 100)).pages;
+    expect(await listed("dc1")).toHaveLength(pages.length);
+    expect(await listed("dc2")).toHaveLength(pages.length);
+    // Past the TTL dc1 holds none of them any more; a comparison with dc2 (after a cut) does not
+    // bring them back, though dc2 still holds its copies.
+    await sim.run(12_000);
+    expect(await listed("dc1")).toEqual([]);
+    expect(await sim.dc("dc1").store.load("flood-7")).toEqual({});
+    sim.cut("dc1", "dc2");
+    await sim.run(6_000);
+    sim.link("dc1", "dc2");
+    await sim.run(3_000);
+    expect(await listed("dc1")).toEqual([]);
+    expect(await listed("dc2")).toHaveLength(pages.length);
+    // A viewer comes back to one of them in dc1: both DCs count it at once (no comparison runs
+    // meanwhile: the one-day period), dc2's old copy of dc1's entry notwithstanding.
+    await sim.dc("dc1").presence("flood-7", "v:back");
+    await sim.run(500);
+    expect(await sim.dc("dc1").value("flood-7", VIEWERS_COUNTER)).toBe(1);
+    expect(await sim.dc("dc2").value("flood-7", VIEWERS_COUNTER)).toBe(1);
   });
 });

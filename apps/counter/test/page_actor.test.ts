@@ -27,6 +27,16 @@ class FakeHost implements ActorHost {
   wakeAt(_actor: PageActor, at: number): void {
     this.wakes.push(at);
   }
+
+  floor = 0;
+
+  presenceFloor(): number {
+    return this.floor;
+  }
+
+  presenceRaised(_partition: number, p: number): void {
+    this.floor = Math.max(this.floor, p);
+  }
 }
 
 function activeActor(

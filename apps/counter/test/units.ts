@@ -11,16 +11,11 @@ import { silentLogger } from "@livecount/runtime";
 import {
   MemoryStore,
   StoreError,
-  type AcquireOptions,
-  type EntryRef,
   type Fence,
   type FencedWrites,
   type IncrementOp,
   type IncrementOutcome,
-  type Lease,
-  type PageList,
   type PageRecord,
-  type Store,
 } from "@livecount/store";
 import { Registry } from "prom-client";
 import { ForwardingBus } from "../../../test/support/forwarding_bus.js";
@@ -39,9 +34,10 @@ export const PASSIVATE_MS = 5_000;
 export const GATEWAY_LEASE_MS = 6_000;
 export const COALESCE_MS = 50;
 export const SWEEP_MS = 100;
+export const MAX_ACTORS = 200;
 
-/** A MemoryStore whose calls can be made to fail, and that logs each write's start and end. */
-export class FlakyStore implements Store {
+/** A MemoryStore whose calls can be made to fail or wait, and that logs each write's start and end. */
+export class FlakyStore extends MemoryStore {
   /** The next this many write/increment/load calls reject. */
   failWrites = 0;
   failIncrements = 0;
@@ -55,75 +51,43 @@ export class FlakyStore implements Store {
   readonly heldLoads: Array<{ page: string; release(): void; fail(err: Error): void }> = [];
 
   constructor(
-    readonly inner: MemoryStore,
+    now: () => number,
     private readonly timeline: string[],
-  ) {}
+  ) {
+    super({ now });
+  }
 
-  acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null> {
-    return this.inner.acquire(partition, node, ttlMs, options);
-  }
-  renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
-    return this.inner.renew(leases, ttlMs);
-  }
-  release(lease: Lease): Promise<void> {
-    return this.inner.release(lease);
-  }
-  async load(page: string): Promise<PageRecord> {
+  override async load(page: string): Promise<PageRecord> {
     if (this.holdLoads) {
       await new Promise<void>((release, fail) => this.heldLoads.push({ page, release, fail }));
     }
     if (this.failLoads > 0 && this.failLoads-- > 0) throw new StoreError("injected load failure");
-    return this.inner.load(page);
+    return super.load(page);
   }
-  async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
+
+  override async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
     this.timeline.push("write:start");
     if (this.hold !== undefined) await this.hold;
     if (this.failWrites > 0 && this.failWrites-- > 0) {
       this.timeline.push("write:failed");
       throw new StoreError("injected write failure");
     }
-    const stale = await this.inner.write(groups);
+    const stale = await super.write(groups);
     const pages = new Set(groups.flatMap((g) => g.writes.map((w) => w.page)));
     this.timeline.push(`write:done:${[...pages].join(",")}`);
     return stale;
   }
-  async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
+
+  override async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
     this.timeline.push("increment:start");
     if (this.holdIncrements !== undefined) await this.holdIncrements;
     if (this.failIncrements > 0 && this.failIncrements-- > 0) {
       this.timeline.push("increment:failed");
       throw new StoreError("injected increment failure");
     }
-    const outcomes = await this.inner.increment(ops, keyTtlMs);
+    const outcomes = await super.increment(ops, keyTtlMs);
     this.timeline.push(`increment:done:${[...new Set(ops.map((o) => o.page))].join(",")}`);
     return outcomes;
-  }
-  loadMany(pages: readonly string[]): Promise<PageRecord[]> {
-    return this.inner.loadMany(pages);
-  }
-  digests(partitions: readonly number[]): Promise<string[]> {
-    return this.inner.digests(partitions);
-  }
-  bucketDigests(partition: number): Promise<string[]> {
-    return this.inner.bucketDigests(partition);
-  }
-  bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
-    return this.inner.bucketPages(partition, buckets);
-  }
-  isBootstrapped(partition: number): Promise<boolean> {
-    return this.inner.isBootstrapped(partition);
-  }
-  markBootstrapped(fence: Fence): Promise<boolean> {
-    return this.inner.markBootstrapped(fence);
-  }
-  listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
-    return this.inner.listPages(prefix, cursor, limit);
-  }
-  nonZeroEntries(partition: number): Promise<EntryRef[]> {
-    return this.inner.nonZeroEntries(partition);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
 
@@ -194,7 +158,7 @@ export async function buildUnits(): Promise<Units> {
     timeline.push(`publish:${update.page}`);
     published.push(update);
   });
-  const store = new FlakyStore(new MemoryStore({ now: () => clock.now() }), timeline);
+  const store = new FlakyStore(() => clock.now(), timeline);
   const fences = new Map<number, Fence>();
   const lost: number[] = [];
   const { registry, writer, intake } = createPageUnits({
@@ -203,6 +167,7 @@ export async function buildUnits(): Promise<Units> {
     graceMs: GRACE_MS,
     settleMs: SETTLE_MS,
     passivateMs: PASSIVATE_MS,
+    maxActors: MAX_ACTORS,
     coalesceMs: COALESCE_MS,
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,

@@ -1,0 +1,87 @@
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { StaleFenceError, type Fence, type Store } from "@livecount/store";
+import type { CounterMetrics } from "./counter_metrics.js";
+
+export interface EmptyPagesOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  /** LIVECOUNT_EMPTY_PAGE_TTL_S, in ms. */
+  readonly ttlMs: number;
+  /** The partitions this node may hold. */
+  readonly partitions: () => readonly number[];
+  /** The fence of a partition this node holds and serves, or undefined. */
+  readonly servingFence: (partition: number) => Fence | undefined;
+}
+
+/** Pages removed per store call; a partition with more goes on in the same sweep. */
+const PAGES_PER_CALL = 500;
+/** Sweeps run every quarter of the TTL, within these bounds. */
+const MIN_PERIOD_MS = 1_000;
+const MAX_PERIOD_MS = 60_000;
+
+/**
+ * Empty pages leave no trace: a page with no viewer anywhere and no durable counter, empty for
+ * `ttlMs`, is removed from the store, the listings and every index of its partition by the
+ * partition's owner in each DC (memory lets it go by passivation). Removal is safe for convergence:
+ * what such a page holds are zero presence entries, which digests leave out, and its own presence
+ * entry restarts at the partition's presence floor when a viewer comes back, above any copy another
+ * DC may still hold (docs/architecture.md, "Empty pages").
+ */
+export class EmptyPages {
+  readonly #o: EmptyPagesOptions;
+  #timer: TimerHandle | undefined;
+  #running = false;
+
+  constructor(options: EmptyPagesOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    this.#running = true;
+    this.#schedule();
+  }
+
+  stop(): void {
+    this.#running = false;
+    if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+  }
+
+  /** Removes every page of the partitions served here that has been empty for the TTL. */
+  async sweep(): Promise<number> {
+    let removed = 0;
+    const emptySince = this.#o.clock.now() - this.#o.ttlMs;
+    for (const partition of this.#o.partitions()) {
+      for (;;) {
+        const fence = this.#o.servingFence(partition);
+        if (fence === undefined) break;
+        let pages: string[];
+        try {
+          pages = await this.#o.store.removeEmptyPages(fence, emptySince, PAGES_PER_CALL);
+        } catch (err) {
+          // A stale fence: the partition is moving to another node, which sweeps it from now on.
+          if (!(err instanceof StaleFenceError))
+            this.#o.logger.warn({ err, partition }, "empty pages not removed; the next sweep tries again");
+          break;
+        }
+        removed += pages.length;
+        if (pages.length < PAGES_PER_CALL) break;
+      }
+    }
+    if (removed > 0) {
+      this.#o.metrics.emptyPagesRemoved.inc(removed);
+      this.#o.logger.info({ pages: removed }, "empty pages removed");
+    }
+    return removed;
+  }
+
+  #schedule(): void {
+    const periodMs = Math.min(MAX_PERIOD_MS, Math.max(MIN_PERIOD_MS, Math.floor(this.#o.ttlMs / 4)));
+    this.#timer = this.#o.clock.setTimeout(() => {
+      void this.sweep().finally(() => {
+        if (this.#running) this.#schedule();
+      });
+    }, periodMs);
+  }
+}
