@@ -2,12 +2,16 @@
  * Honest health with real processes (BRIEF.md invariant 8; issue 9, "Restarts are not outages"):
  * `/readyz` is 200 only when a counter node can answer for what it owns, a node restarted with the
  * same LIVECOUNT_NODE_ID is ready within seconds, and no request hangs into a 504: while an owner
- * cannot answer yet, a read gets a retryable 503 with Retry-After.
+ * cannot answer yet, a read gets a retryable 503 with Retry-After, also when it was forwarded.
  */
+import { nodeSubject, NatsBus } from "@livecount/bus";
+import { decodeNodeReply, encodeMessage } from "@livecount/protocol";
+import { HashRing, partitionOf } from "@livecount/ring";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { CLUSTER_PUBLISHER_KEY, TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY, TIMINGS, TestCluster, type ClusterProcess } from "../support/cluster.js";
 import { eventually, sleep } from "../support/eventually.js";
+import { startDataCenters } from "../support/multi_dc.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { PublisherHttp, type PageTotals } from "../support/publisher_http.js";
 import { redisServerAvailable } from "../support/redis_server.js";
@@ -160,6 +164,64 @@ describeWithBinary(
           after.filter((r) => r.status !== 200),
           "reads issued after ready that failed",
         ).toEqual([]);
+      },
+      TEST_TIMEOUT_MS,
+    );
+
+    test(
+      "cluster - a read forwarded to an owner that cannot serve yet answers 503, not a 504 of the forward timing out first",
+      async () => {
+        // A read reaches a node that is not the page's owner when its ring and the gateway's differ
+        // (nodes starting, restarting or leaving); the node forwards it once. The test plays the
+        // gateway on the bus, since it cannot make the rings differ on purpose. dc1 lists dc2 as its
+        // peer and dc2 never starts: no partition of dc1 ever bootstraps, so every owner keeps a
+        // request waiting as long as it may (half the request timeout), then refuses it (503).
+        // Fails today: the forward's own timeout is that same half, started earlier, so the
+        // forwarding node answers "timeout" first, which the gateway turns into a 504.
+        const multi = await startDataCenters({
+          counters: 2,
+          late: ["dc1", "dc2"],
+          dcEnv: { dc1: { LIVECOUNT_PEER_DCS: "dc2" } },
+        });
+        const dc1 = multi.dc("dc1");
+        await dc1.launch();
+        const bus = await NatsBus.connect({ servers: dc1.nats.url });
+        onTestFinished(() => bus.close());
+        const ring = new HashRing(
+          dc1.counters.map((c) => c.nodeId),
+          { partitions: TIMINGS.partitions, vnodes: TIMINGS.vnodes },
+        );
+        // A page each node does not own: sent to that node, the read is forwarded to the other.
+        const notOwned = dc1.counters.map((node) => {
+          for (let i = 0; ; i++) {
+            const page = `forwarded-${i}`;
+            if (ring.ownerOf(partitionOf(page, TIMINGS.partitions)) !== node.nodeId) return { node, page };
+          }
+        });
+        // Once both nodes see each other, each forwards its read to the other.
+        const answers = await eventually(
+          async () => {
+            const attempt: Array<{ node: string; answer: string; ms: number }> = [];
+            for (const { node, page } of notOwned) {
+              const forwardsBefore = await node.metric("livecount_counter_forwards_total");
+              const startedAt = Date.now();
+              // As a gateway asks, with its request timeout (LIVECOUNT_REQUEST_TIMEOUT_MS, default 3000).
+              const request = encodeMessage({ type: "snapshot", page });
+              const reply = decodeNodeReply(
+                await bus.request(nodeSubject("dc1", node.nodeId), request, { timeoutMs: 3000 }),
+              );
+              if ((await node.metric("livecount_counter_forwards_total")) === forwardsBefore)
+                throw new Error(`${node.nodeId} answered ${page} itself: it does not see the other node yet`);
+              const answer = reply.type === "error" ? reply.code : reply.type;
+              attempt.push({ node: node.nodeId, answer, ms: Date.now() - startedAt });
+            }
+            return attempt;
+          },
+          { timeoutMs: 20_000, intervalMs: 200, message: "both nodes forward a read" },
+        );
+        console.info(`cluster forwarded reads while owners wait: ${JSON.stringify(answers)}`);
+        // "timeout" is what the gateway answers as 504.
+        expect(answers.map((a) => a.answer)).toEqual(["unavailable", "unavailable"]);
       },
       TEST_TIMEOUT_MS,
     );

@@ -141,7 +141,7 @@ export async function expectTotals(
  * must all say not ready, and no read may answer with a value (a DC that cannot answer for its pages
  * yet). A refusal must be retryable: 503 with Retry-After, or 504 when a counter node forwarded the
  * read to an owner waiting just as long as the forward (a product bug that
- * test/cluster/restart_ready.test.ts pins down; tolerated here, where the point is that no value is
+ * test/cluster/honest_health.test.ts pins down; tolerated here, where the point is that no value is
  * served). Resolves with how many reads got each status.
  */
 export async function expectServesNothing(
