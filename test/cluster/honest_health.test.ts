@@ -175,9 +175,9 @@ describeWithBinary(
         // (nodes starting, restarting or leaving); the node forwards it once. The test plays the
         // gateway on the bus, since it cannot make the rings differ on purpose. dc1 lists dc2 as its
         // peer and dc2 never starts: no partition of dc1 ever bootstraps, so every owner keeps a
-        // request waiting as long as it may (half the request timeout), then refuses it (503).
-        // Fails today: the forward's own timeout is that same half, started earlier, so the
-        // forwarding node answers "timeout" first, which the gateway turns into a 504.
+        // request waiting as long as it may (a quarter of the request timeout), then refuses it
+        // (503). The forward must carry that refusal back, well inside the gateway's own timeout,
+        // rather than time out itself: the gateway answers a timeout as 504, which is not retryable.
         const multi = await startDataCenters({
           counters: 2,
           late: ["dc1", "dc2"],

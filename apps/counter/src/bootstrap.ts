@@ -43,6 +43,11 @@ export class Bootstrap {
   readonly #waiting = new Set<number>();
   /** Partitions whose bootstrap mark could not be read yet. */
   readonly #unchecked = new Set<number>();
+  /**
+   * Peers whose full transfer of a partition was merged before it started syncing (the peer's own
+   * comparison on first contact, or one driven by the peer): they need not be asked again.
+   */
+  readonly #syncedFrom = new Map<number, Set<string>>();
   /** Requests of this turn, sent together: remote -> partitions. */
   readonly #requests = new Map<string, Set<number>>();
   readonly #waiters = new Map<number, Array<() => void>>();
@@ -110,6 +115,7 @@ export class Bootstrap {
     this.#syncing.delete(partition);
     this.#waiting.delete(partition);
     this.#unchecked.delete(partition);
+    this.#syncedFrom.delete(partition);
     for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
   }
 
@@ -119,10 +125,17 @@ export class Bootstrap {
     if (sync !== undefined) sync.askedAt = this.#o.clock.now();
   }
 
-  /** A peer's transfer answering this DC's bootstrap request of `partition` is merged. */
+  /** A peer's full transfer of `partition` (every bucket where it differed) is merged here. */
   peerSynced(partition: number, peer: string): void {
+    if (this.#ready.has(partition)) return;
     const sync = this.#syncing.get(partition);
-    if (sync === undefined || !sync.remaining.delete(peer)) return;
+    if (sync === undefined) {
+      let peers = this.#syncedFrom.get(partition);
+      if (peers === undefined) this.#syncedFrom.set(partition, (peers = new Set()));
+      peers.add(peer);
+      return;
+    }
+    if (!sync.remaining.delete(peer)) return;
     sync.synced++;
     if (sync.remaining.size === 0) void this.#mark(partition);
   }
@@ -149,8 +162,12 @@ export class Bootstrap {
     const { alone, expectedPeers, discoveryMs } = this.#o;
     const live = this.#o.liveRemotes();
     if (live.length > 0) {
-      this.#syncing.set(partition, { remaining: new Set(live), synced: 0, askedAt: this.#o.clock.now() });
-      for (const remote of live) this.#request(remote, partition);
+      const already = this.#syncedFrom.get(partition) ?? new Set<string>();
+      const remaining = new Set(live.filter((peer) => !already.has(peer)));
+      const synced = live.length - remaining.size;
+      this.#syncing.set(partition, { remaining, synced, askedAt: this.#o.clock.now() });
+      if (remaining.size === 0) void this.#mark(partition);
+      for (const remote of remaining) this.#request(remote, partition);
       return;
     }
     const discovering = this.#o.clock.now() < this.#startedAt + discoveryMs;
@@ -179,6 +196,7 @@ export class Bootstrap {
 
   async #mark(partition: number): Promise<void> {
     this.#syncing.delete(partition);
+    this.#syncedFrom.delete(partition);
     const fence = this.#o.fenceOf(partition);
     if (fence === undefined) return;
     let marked: boolean;

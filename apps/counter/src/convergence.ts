@@ -34,8 +34,11 @@ export interface ConvergenceOptions {
 
 /** Heartbeats a new DC listens for before it decides it is the first of its deployment. */
 const DISCOVERY_HEARTBEATS = 4;
-/** An unanswered bootstrap request is sent again after this long. */
-const BOOTSTRAP_RETRY_MS = 5_000;
+/**
+ * A bootstrap request is sent again after this long without any entries coming back: one sent as
+ * the link came back may have gone out on a direction still down.
+ */
+const BOOTSTRAP_RETRY_MS = 1_000;
 
 /**
  * How a partition this node holds converges with the other data centers: other DCs' changes in real

@@ -166,14 +166,15 @@ export class CounterNode {
       partitions: () => this.#membership.ring.partitionsOf(config.nodeId),
       servingFence: (partition) => this.#convergence.servingFence(partition),
     });
-    // Answered (or refused as retryable) before a caller's own timeout runs out, never after.
+    // Answered (or refused as retryable) before a caller's own timeout runs out, never after: a
+    // gateway waits the whole request timeout, a node forwarding for it half, the owner a quarter.
     const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);
     this.#router = new RequestRouter({
       dc: config.dc,
       nodeId: config.nodeId,
       partitions: config.partitions,
       forwardTimeoutMs: answerWithinMs,
-      ownershipWaitMs: Math.min(config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR, answerWithinMs),
+      ownershipWaitMs: Math.min(config.partitionLeaseMs * OWNERSHIP_WAIT_FACTOR, answerWithinMs / 2),
       bus,
       store,
       logger,

@@ -1,4 +1,4 @@
-import { BusError, BusTimeoutError, nodeSubject, type Bus } from "@livecount/bus";
+import { BusError, nodeSubject, type Bus } from "@livecount/bus";
 import {
   ProtocolError,
   decodeNodeReply,
@@ -143,9 +143,9 @@ export class RequestRouter {
         timeoutMs: this.#o.forwardTimeoutMs,
       });
     } catch (err) {
-      // The owner is gone or hung: the caller retries, by then the ring or the lease has moved on.
-      if (err instanceof BusTimeoutError) return errorReply("timeout", `${owner} did not answer`);
-      if (err instanceof BusError) return errorReply("unavailable", `${owner} cannot be reached`);
+      // The owner is gone, hung, or still deciding: the caller retries, by then the ring or the
+      // lease has moved on. Never a timeout of our own: the caller's would be a 504 after a hang.
+      if (err instanceof BusError) return errorReply("unavailable", `${owner} did not answer; retry`);
       throw err;
     }
     return decodeNodeReply(reply);

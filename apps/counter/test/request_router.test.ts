@@ -20,7 +20,7 @@ describe("counter - request router", () => {
   afterEach(async () => u.close());
 
   /** Node "me" owns what the ring gives it; node "other" (on the same bus) answers what it is sent. */
-  async function setUp(): Promise<{
+  async function setUp(opts: { otherHangs?: boolean } = {}): Promise<{
     router: RequestRouter;
     mine: number;
     theirs: number;
@@ -35,13 +35,14 @@ describe("counter - request router", () => {
     const forwarded: NodeRequest[] = [];
     u.bus.serve(nodeSubject(DC, "other"), (data) => {
       forwarded.push(decodeNodeRequest(data));
+      if (opts.otherHangs === true) return new Promise<Uint8Array>(() => {});
       return encodeMessage({ type: "page_state", page: "x", counters: {}, ts: 1 });
     });
     const router = new RequestRouter({
       dc: DC,
       nodeId: "me",
       partitions: PARTITIONS,
-      forwardTimeoutMs: 1_000,
+      forwardTimeoutMs: opts.otherHangs === true ? 50 : 1_000,
       ownershipWaitMs: 0,
       bus: u.bus,
       store: u.store,
@@ -90,6 +91,14 @@ describe("counter - request router", () => {
     expect(forwarded).toEqual([{ type: "snapshot", page, hop: 1 }]);
     const again = await ask(router, { type: "snapshot", page, hop: 1 });
     expect(again).toMatchObject({ type: "error", code: "unavailable" });
+    expect(forwarded).toHaveLength(1);
+  });
+
+  test("counter - a forwarded read the owner never answers is refused as unavailable (retryable), never a timeout", async () => {
+    const { router, theirs, forwarded } = await setUp({ otherHangs: true });
+    const answer = ask(router, { type: "snapshot", page: pageIn(theirs) });
+    await u.clock.advance(50);
+    expect(await answer).toMatchObject({ type: "error", code: "unavailable" });
     expect(forwarded).toHaveLength(1);
   });
 
