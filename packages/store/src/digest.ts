@@ -58,7 +58,10 @@ export function xorDigest(a: string, b: string): string {
   return hi.toString(16).padStart(8, "0") + lo.toString(16).padStart(8, "0");
 }
 
-/** Lua twins of the functions above, for the Redis scripts. */
+/**
+ * Lua twins of the functions above, for the Redis scripts. A script works on digests as two 32-bit
+ * lanes (numbers) and turns them into hex only to store them.
+ */
 export const LUA_DIGEST = `
 local function is_presence(field)
   return string.sub(field, 1, 1) == "@" and string.sub(field, 1, 5) ~= "@del:"
@@ -67,13 +70,14 @@ local function is_zero(value)
   local p, n = string.match(value, "^(%d+):(%d+)$")
   return p == n
 end
-local function entry_hash(page, field, value)
-  if is_presence(field) and is_zero(value) then return "${ZERO_DIGEST}" end
-  return string.sub(redis.sha1hex(page .. "\\0" .. field .. "\\0" .. value), 1, 16)
+local function digest_lanes(d)
+  return tonumber(string.sub(d, 1, 8), 16), tonumber(string.sub(d, 9, 16), 16)
 end
-local function xor_digest(a, b)
-  local hi = bit.bxor(tonumber(string.sub(a, 1, 8), 16), tonumber(string.sub(b, 1, 8), 16))
-  local lo = bit.bxor(tonumber(string.sub(a, 9, 16), 16), tonumber(string.sub(b, 9, 16), 16))
+local function lanes_digest(hi, lo)
   return bit.tohex(hi, 8) .. bit.tohex(lo, 8)
+end
+local function entry_lanes(page, field, value)
+  if is_presence(field) and is_zero(value) then return 0, 0 end
+  return digest_lanes(redis.sha1hex(page .. "\\0" .. field .. "\\0" .. value))
 end
 `;

@@ -17,7 +17,9 @@ import {
   type PageList,
   type PageRecord,
   type Store,
+  type EntryWrite,
 } from "./store.js";
+import { RecordsBuilder, onlyZeroPresence, pageWrites, type IndexedEntry } from "./page_merge.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites, isLive, listStart } from "./validate.js";
 
 export interface MemoryStoreOptions {
@@ -188,21 +190,51 @@ export class MemoryStore implements Store {
         continue;
       }
       const touched = new Set<string>();
-      for (const { page, counter, dc, entry, indexed } of writes) {
-        const held = this.#entry(page, counter, dc);
-        const p = Math.max(held?.p ?? 0, entry.p);
-        const n = Math.max(held?.n ?? 0, entry.n);
-        if (p !== (held?.p ?? 0) || n !== (held?.n ?? 0))
-          this.#setEntry(fence.partition, page, counter, dc, { p, n });
-        if (indexed === true) {
-          this.#index(fence.partition, { page, counter, dc }, p !== n);
-          this.#floors.set(fence.partition, Math.max(this.#floors.get(fence.partition) ?? 0, p));
-        }
-        touched.add(page);
+      for (const write of writes) {
+        this.#mergeEntry(fence.partition, write);
+        touched.add(write.page);
       }
       for (const page of touched) this.#noteEmptiness(fence.partition, page, now);
     }
     return stale;
+  }
+
+  async mergePages(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+    indexed: IndexedEntry,
+  ): Promise<Map<string, PageRecord> | null> {
+    this.#assertOpen();
+    const writes = pageWrites(pages, indexed);
+    assertWrites([{ fence, writes }]);
+    const now = this.#now();
+    if (!this.#isCurrent(fence, now)) return null;
+    const advanced = new RecordsBuilder();
+    const touched = new Set<string>();
+    for (const write of writes) {
+      if (!touched.has(write.page)) {
+        if (!this.#pages.has(write.page) && onlyZeroPresence(pages.get(write.page)!)) continue;
+        touched.add(write.page);
+      }
+      const merged = this.#mergeEntry(fence.partition, write);
+      if (merged !== undefined) advanced.add(write.page, write.counter, write.dc, merged);
+    }
+    for (const page of touched) this.#noteEmptiness(fence.partition, page, now);
+    return advanced.build();
+  }
+
+  /** Max-merges one entry (with its index and floor); returns the entry as stored if it advanced. */
+  #mergeEntry(partition: number, { page, counter, dc, entry, indexed }: EntryWrite): Entry | undefined {
+    const held = this.#entry(page, counter, dc);
+    const p = Math.max(held?.p ?? 0, entry.p);
+    const n = Math.max(held?.n ?? 0, entry.n);
+    const advanced = p !== (held?.p ?? 0) || n !== (held?.n ?? 0);
+    if (advanced) this.#setEntry(partition, page, counter, dc, { p, n });
+    if (indexed === true) {
+      this.#index(partition, { page, counter, dc }, p !== n);
+      this.#floors.set(partition, Math.max(this.#floors.get(partition) ?? 0, p));
+    }
+    return advanced ? { p, n } : undefined;
   }
 
   async presenceFloor(partition: number): Promise<number> {

@@ -27,21 +27,40 @@ export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome 
   }
 }
 
-/** A page hash's fields (`{counter}\0{dc}` -> "p:n") as a record by counter and data center. */
-export function pageRecord(fields: Readonly<Record<string, string>>): PageRecord {
+/**
+ * A page hash's fields (`{counter}\0{dc}` -> "p:n") as a record by counter and data center: from
+ * HGETALL's object, or from the flat field, value, field, value... list a script returns.
+ */
+export function pageRecord(fields: Readonly<Record<string, string>> | readonly string[]): PageRecord {
   const byCounter = new Map<string, Array<[string, Entry]>>();
-  for (const [field, value] of Object.entries(fields)) {
-    const sep = field.indexOf("\u0000");
-    if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
-    const counter = field.slice(0, sep);
+  for (const [field, value] of fieldPairs(fields)) {
+    const { counter, dc } = splitEntryField(field);
     let entries = byCounter.get(counter);
     if (entries === undefined) byCounter.set(counter, (entries = []));
-    entries.push([field.slice(sep + 1), parseEntry(value)]);
+    entries.push([dc, parseEntry(value)]);
   }
   // fromEntries defines own properties: a counter named "__proto__" stays a counter.
   return Object.fromEntries(
     [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
   );
+}
+
+function* fieldPairs(
+  fields: Readonly<Record<string, string>> | readonly string[],
+): Iterable<readonly [string, string]> {
+  if (!Array.isArray(fields)) {
+    yield* Object.entries(fields);
+    return;
+  }
+  if (fields.length % 2 !== 0) throw new StoreError("malformed page reply from redis: odd field list");
+  for (let i = 0; i < fields.length; i += 2) yield [fields[i]!, fields[i + 1]!];
+}
+
+/** The counter and data center of an entry's field in a page hash. */
+export function splitEntryField(field: string): { counter: string; dc: string } {
+  const sep = field.indexOf("\u0000");
+  if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
+  return { counter: field.slice(0, sep), dc: field.slice(sep + 1) };
 }
 
 export function entryField(counter: string, dc: string): string {

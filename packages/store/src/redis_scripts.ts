@@ -23,12 +23,16 @@ end
 local function format_entry(p, n)
   return string.format("%d:%d", p, n)
 end
--- Digest changes of one script run, by bucket, applied once at the end.
-local digest_changes = {}
+-- Digest changes of one script run, by bucket (two 32-bit lanes), applied once at the end.
+local changed_hi, changed_lo = {}, {}
 local function entry_changed(page, bucket, field, old_value, new_value)
-  local d = entry_hash(page, field, new_value)
-  if old_value then d = xor_digest(d, entry_hash(page, field, old_value)) end
-  digest_changes[bucket] = xor_digest(digest_changes[bucket] or ZERO, d)
+  local hi, lo = entry_lanes(page, field, new_value)
+  if old_value then
+    local old_hi, old_lo = entry_lanes(page, field, old_value)
+    hi, lo = bit.bxor(hi, old_hi), bit.bxor(lo, old_lo)
+  end
+  changed_hi[bucket] = bit.bxor(changed_hi[bucket] or 0, hi)
+  changed_lo[bucket] = bit.bxor(changed_lo[bucket] or 0, lo)
 end
 -- A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter.
 local function page_empty(page_key)
@@ -40,20 +44,53 @@ local function page_empty(page_key)
   return true
 end
 -- Keeps the partition's index of empty pages: since when a page is empty, removed once it is not.
-local function note_emptiness(empty_key, page_key, page, now)
-  if page_empty(page_key) then redis.call("ZADD", empty_key, "NX", now, page)
+-- A page known to hold a durable counter is not empty, without reading it.
+local function note_emptiness(empty_key, page_key, page, now, durable)
+  if not durable and page_empty(page_key) then redis.call("ZADD", empty_key, "NX", now, page)
   else redis.call("ZREM", empty_key, page) end
 end
+local function xor_stored(digest_key, field, hi, lo)
+  local old_hi, old_lo = digest_lanes(redis.call("HGET", digest_key, field) or ZERO)
+  redis.call("HSET", digest_key, field, lanes_digest(bit.bxor(old_hi, hi), bit.bxor(old_lo, lo)))
+end
+-- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
+-- non-zero indexed entries and presence floor (hw_raised) current. KEYS of the caller: 2 pages,
+-- 3 non-zero index, 5 bucket index. Returns the entry as stored if it advanced (else nil), and
+-- whether it existed before.
+local hw_raised = 0
+local function merge_entry(page_key, page, bucket, field, p, n, indexed)
+  local old_p, old_n, existed = read_entry(page_key, field)
+  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
+  local value = nil
+  if p > old_p or n > old_n then
+    value = format_entry(new_p, new_n)
+    redis.call("HSET", page_key, field, value)
+    entry_changed(page, bucket, field, existed and format_entry(old_p, old_n), value)
+    if not existed then
+      redis.call("ZADD", KEYS[2], 0, page)
+      redis.call("ZADD", KEYS[5], bucket, page)
+    end
+  end
+  if indexed then
+    -- The index only changes when the entry becomes zero or stops being zero (or is new).
+    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
+      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
+      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+    end
+    if new_p > hw_raised then hw_raised = new_p end
+  end
+  return value, existed
+end
 local function apply_digests(digest_key)
-  local all = ZERO
-  for bucket, d in pairs(digest_changes) do
-    local f = "b" .. bucket
-    redis.call("HSET", digest_key, f, xor_digest(redis.call("HGET", digest_key, f) or ZERO, d))
-    all = xor_digest(all, d)
+  local all_hi, all_lo = 0, 0
+  for bucket, hi in pairs(changed_hi) do
+    local lo = changed_lo[bucket]
+    if hi ~= 0 or lo ~= 0 then
+      xor_stored(digest_key, "b" .. bucket, hi, lo)
+      all_hi, all_lo = bit.bxor(all_hi, hi), bit.bxor(all_lo, lo)
+    end
   end
-  if all ~= ZERO then
-    redis.call("HSET", digest_key, "all", xor_digest(redis.call("HGET", digest_key, "all") or ZERO, all))
-  end
+  if all_hi ~= 0 or all_lo ~= 0 then xor_stored(digest_key, "all", all_hi, all_lo) end
 end
 `;
 
@@ -98,37 +135,65 @@ return 0`,
   lcWrite: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
-local raised = floor
-local touched = {}
+hw_raised = floor
+local touched, durable = {}, {}
 for i = 7, #KEYS do
   local a = 2 + (i - 7) * 6
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local bucket = ARGV[a + 6]
-  local old_p, old_n, existed = read_entry(KEYS[i], field)
-  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
-  if p > old_p or n > old_n then
-    local value = format_entry(new_p, new_n)
-    redis.call("HSET", KEYS[i], field, value)
-    entry_changed(page, bucket, field, existed and format_entry(old_p, old_n), value)
-    if not existed then
-      redis.call("ZADD", KEYS[2], 0, page)
-      redis.call("ZADD", KEYS[5], bucket, page)
-    end
-  end
-  if ARGV[a + 5] == "1" then
-    -- The index only changes when the entry becomes zero or stops being zero (or is new).
-    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
-      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
-      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
-    end
-    if new_p > raised then raised = new_p end
-  end
+  local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
   touched[KEYS[i]] = page
+  if not is_presence(field) and (existed or p > 0 or n > 0) then durable[KEYS[i]] = true end
 end
 apply_digests(KEYS[4])
-if raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", raised)) end
-for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2]) end
+if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
+for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2], durable[key]) end
 return 1`,
+
+  /**
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index (all of the fence's
+   * partition), then one key per page. ARGV: epoch, now, the indexed field, then per page: page,
+   * bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a list:
+   * per page where an entry advanced, its index (1-based, in KEYS order of pages) and its advanced
+   * fields and values, flat. A page not in the store whose entries are all presence at zero is left
+   * out.
+   */
+  lcMerge: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
+hw_raised = floor
+local advanced = {}
+local a = 3
+for i = 7, #KEYS do
+  local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local first = a + 4
+  a = a + 3 + 3 * count
+  local skip = redis.call("EXISTS", KEYS[i]) == 0
+  for e = first, a, 3 do
+    if not skip then break end
+    if not is_presence(ARGV[e]) or ARGV[e + 1] ~= ARGV[e + 2] then skip = false end
+  end
+  if not skip then
+    local changed, durable = {}, false
+    for e = first, a, 3 do
+      local field = ARGV[e]
+      local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
+      local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, field == ARGV[3])
+      if value then
+        changed[#changed + 1] = field
+        changed[#changed + 1] = value
+      end
+      if not is_presence(field) and (existed or p > 0 or n > 0) then durable = true end
+    end
+    if #changed > 0 then
+      advanced[#advanced + 1] = i - 6
+      advanced[#advanced + 1] = changed
+    end
+    note_emptiness(KEYS[6], KEYS[i], page, ARGV[2], durable)
+  end
+end
+apply_digests(KEYS[4])
+if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
+return advanced`,
 
   /**
    * KEYS: lease, page, idem, pages, digest, bucket index, empty index. ARGV: epoch, now, page, field, counter,
@@ -194,6 +259,15 @@ redis.call("ZREM", KEYS[3], ARGV[3])
 redis.call("ZREM", KEYS[4], ARGV[3])
 redis.call("ZREM", KEYS[5], ARGV[3])
 return 1`,
+
+  /**
+   * KEYS: page keys. Returns each page's fields and values, flat, in KEYS order: one command where a
+   * pipeline of HGETALLs costs the client one command object and one reply per page.
+   */
+  lcLoad: `
+local pages = {}
+for i = 1, #KEYS do pages[i] = redis.call("HGETALL", KEYS[i]) end
+return pages`,
 
   /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
   lcMarkBootstrapped: `${LUA_HELPERS}

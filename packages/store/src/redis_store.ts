@@ -43,9 +43,17 @@ import {
   type Store,
 } from "./store.js";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
-import { entryField, pageRecord, parseOutcome } from "./redis_records.js";
+import { RecordsBuilder, type IndexedEntry } from "./page_merge.js";
+import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
-import { assertIncrements, assertLimit, assertTtl, assertWrites, listStart } from "./validate.js";
+import {
+  assertIncrements,
+  assertLimit,
+  assertRecords,
+  assertTtl,
+  assertWrites,
+  listStart,
+} from "./validate.js";
 
 export interface RedisStoreOptions {
   /** `redis://[user:password@]host:port[/db]`. */
@@ -72,6 +80,16 @@ const MAX_RETRIES_PER_REQUEST = 3;
 const RECONNECT_BASE_MS = 50;
 /** Backoff cap, so the store is usable again within about a second of Redis coming back. */
 const RECONNECT_MAX_MS = 1_000;
+/**
+ * Pages read by one script call in loadMany: a few hundred HGETALLs keep Redis busy well under a
+ * millisecond, so other clients' commands never wait long behind one.
+ */
+const PAGES_PER_LOAD = 256;
+/**
+ * Pages merged by one script call in mergePages: each page is merged atomically, and a script of a
+ * hundred pages keeps Redis busy for about a millisecond, so other clients never wait long.
+ */
+const PAGES_PER_MERGE = 100;
 /** Sorts after every printable ASCII character: the exclusive upper bound of a prefix range. */
 const AFTER_PRINTABLE = "\u007f";
 
@@ -174,9 +192,12 @@ export class RedisStore implements Store {
   async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
     if (pages.length === 0) return [];
     const replies = await this.#run("loadMany", (p) => {
-      for (const page of pages) p.hgetall(this.#pageKey(page));
+      for (let i = 0; i < pages.length; i += PAGES_PER_LOAD) {
+        const keys = pages.slice(i, i + PAGES_PER_LOAD).map((page) => this.#pageKey(page));
+        queueScript(p, "lcLoad", keys, []);
+      }
     });
-    return replies.map((fields) => pageRecord(fields as Record<string, string>));
+    return replies.flatMap((chunk) => (chunk as string[][]).map((flat) => pageRecord(flat)));
   }
 
   async digests(partitions: readonly number[]): Promise<string[]> {
@@ -291,6 +312,57 @@ export class RedisStore implements Store {
       }
     });
     return groups.filter((_, i) => replies[i] !== 1).map((g) => g.fence);
+  }
+
+  async mergePages(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+    indexed: IndexedEntry,
+  ): Promise<Map<string, PageRecord> | null> {
+    assertRecords(pages);
+    this.#assertOpen();
+    if (pages.size === 0) return new Map();
+    const partition = fence.partition;
+    const ids = [...pages.keys()];
+    const partitionKeys = [
+      this.#leaseKey(partition),
+      this.#pagesKey(),
+      this.#nonZeroKey(partition),
+      this.#digestKey(partition),
+      this.#bucketIndexKey(partition),
+      this.#emptyKey(partition),
+    ];
+    const replies = await this.#run("mergePages", (p) => {
+      for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
+        const chunk = ids.slice(from, from + PAGES_PER_MERGE);
+        const args: Arg[] = [fence.epoch, this.#now(), entryField(indexed.counter, indexed.dc)];
+        for (const page of chunk) {
+          args.push(page, bucketOf(page), 0);
+          const countAt = args.length - 1;
+          for (const [counter, byDc] of Object.entries(pages.get(page)!)) {
+            for (const [dc, e] of Object.entries(byDc)) args.push(entryField(counter, dc), e.p, e.n);
+          }
+          args[countAt] = (args.length - countAt - 1) / 3;
+        }
+        const keys = [...partitionKeys, ...chunk.map((page) => this.#pageKey(page))];
+        queueScript(p, "lcMerge", keys, args);
+      }
+    });
+    // Every chunk checks the fence: the lease may run out between two.
+    if (replies.includes(0)) return null;
+    const advanced = new RecordsBuilder();
+    replies.forEach((reply, chunk) => {
+      const flat = reply as Array<number | string[]>;
+      for (let i = 0; i < flat.length; i += 2) {
+        const page = ids[chunk * PAGES_PER_MERGE + (flat[i] as number) - 1]!;
+        const fields = flat[i + 1] as string[];
+        for (let f = 0; f < fields.length; f += 2) {
+          const { counter, dc } = splitEntryField(fields[f]!);
+          advanced.add(page, counter, dc, parseEntry(fields[f + 1]));
+        }
+      }
+    });
+    return advanced.build();
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {

@@ -141,6 +141,20 @@ export interface Store {
    */
   write(groups: readonly FencedWrites[]): Promise<Fence[]>;
   /**
+   * Max-merges another DC's records of pages of the fence's partition (anti-entropy) in one round
+   * trip, each page atomically: every entry that advances what the store holds is written, with
+   * digests and indexes, and returned as now stored, per page (pages where nothing advanced are
+   * absent). A page the store does not hold whose record carries nothing but zero presence is left
+   * out: nothing to learn, and a page removed as empty stays removed. `indexed` names the entry
+   * indexed as `write` does with `indexed` (this DC's presence). Null when the fence is stale (pages
+   * merged before it was found stale stay merged, as with any write under a fence about to expire).
+   */
+  mergePages(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+    indexed: { readonly counter: string; readonly dc: string },
+  ): Promise<Map<string, PageRecord> | null>;
+  /**
    * Applies idempotent increments in order, each atomically (fence check, key check, change and key
    * record in one step), in one round trip. `keyTtlMs`: how long a key is remembered from when it was
    * recorded; a retry after that counts again. Malformed input rejects before anything is applied.

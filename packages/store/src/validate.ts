@@ -3,7 +3,7 @@
  * calls the same way, and the rules for liveness and listing they must agree on.
  */
 import { isEntry } from "@livecount/crdt";
-import { InvalidStoreInputError, type FencedWrites, type IncrementOp } from "./store.js";
+import { InvalidStoreInputError, type FencedWrites, type IncrementOp, type PageRecord } from "./store.js";
 
 /** A lease or idempotency key with this expiry is still live at `now`. */
 export function isLive(expiresAt: number, now: number): boolean {
@@ -21,6 +21,17 @@ export function assertWrites(groups: readonly FencedWrites[]): void {
     for (const w of writes) {
       if (!isEntry(w.entry)) {
         throw new InvalidStoreInputError(`malformed entry for ${w.page}/${w.counter}/${w.dc}`);
+      }
+    }
+  }
+}
+
+/** `assertWrites` for the records of `mergePages`. */
+export function assertRecords(pages: ReadonlyMap<string, PageRecord>): void {
+  for (const [page, record] of pages) {
+    for (const [counter, entries] of Object.entries(record)) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        if (!isEntry(entry)) throw new InvalidStoreInputError(`malformed entry for ${page}/${counter}/${dc}`);
       }
     }
   }

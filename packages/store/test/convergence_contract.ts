@@ -166,6 +166,163 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
       expect(await store.loadMany([pages[0]!, "absent"])).toEqual([{ likes: { dc1: { p: 1, n: 0 } } }, {}]);
     });
 
+    test(`${name} - loadMany reads hundreds of pages in the order asked, absent ones empty, several counters and DCs each`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 5);
+      const pages = Array.from({ length: 700 }, (_, i) => pageIn(5, i));
+      await store.write([
+        {
+          fence,
+          writes: pages.flatMap((page, i) => [
+            { page, counter: "likes", dc: "dc1", entry: { p: i + 1, n: 0 } },
+            { page, counter: "likes", dc: "dc2", entry: { p: 1, n: i } },
+            { page, counter: "reactions:fire", dc: "dc1", entry: { p: 2, n: 1 } },
+          ]),
+        },
+      ]);
+      const asked = [...pages].reverse();
+      asked.splice(300, 0, "absent-1");
+      asked.push("absent-2");
+      const records = await store.loadMany(asked);
+      expect(records).toHaveLength(asked.length);
+      asked.forEach((page, i) => {
+        const n = pages.indexOf(page);
+        expect(records[i], page).toEqual(
+          n < 0
+            ? {}
+            : {
+                likes: { dc1: { p: n + 1, n: 0 }, dc2: { p: 1, n } },
+                "reactions:fire": { dc1: { p: 2, n: 1 } },
+              },
+        );
+      });
+    });
+
+    test(`${name} - mergePages writes what advances, returns it as stored, and ends with the digests of write()`, async () => {
+      const seed = testSeed(`${name} mergePages`);
+      const rnd = mulberry32(seed);
+      const [a, b] = [await fresh(), await fresh()];
+      const fa = await lease(a, 7);
+      const fb = await lease(b, 7);
+      // More pages than one script call takes, each with what this DC held before and what arrives.
+      const pages = Array.from({ length: 260 }, (_, i) => pageIn(7, i));
+      const counters = ["likes", "@viewers", "@del:likes", "__proto__"];
+      const random = (): PageRecord => {
+        const record: Record<string, Record<string, Entry>> = {};
+        for (const counter of counters) {
+          for (const dc of ["dc1", "dc2"]) {
+            if (rnd.int(3) === 0) continue;
+            // fromEntries-like own properties: "__proto__" stays a counter.
+            Object.defineProperty(record, counter, {
+              value: {
+                ...(Object.hasOwn(record, counter) ? record[counter] : {}),
+                [dc]: { p: rnd.int(9) + 1, n: rnd.int(5) },
+              },
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
+          }
+        }
+        return record;
+      };
+      const held = new Map(pages.map((page) => [page, random()]));
+      const incoming = new Map(pages.map((page) => [page, random()]));
+      const writesOf = (records: ReadonlyMap<string, PageRecord>) =>
+        [...records].flatMap(([page, record]) =>
+          Object.entries(record).flatMap(([counter, dcs]) =>
+            Object.entries(dcs).map(([dc, entry]) => ({ page, counter, dc, entry })),
+          ),
+        );
+      for (const store of [a, b]) {
+        await store.write([{ fence: store === a ? fa : fb, writes: writesOf(held) }]);
+      }
+      const indexed = { counter: "@viewers", dc: "dc1" };
+      const advanced = await a.mergePages(fa, incoming, indexed);
+      await b.write([
+        {
+          fence: fb,
+          writes: writesOf(incoming).map((w) => ({
+            ...w,
+            indexed: w.counter === "@viewers" && w.dc === "dc1",
+          })),
+        },
+      ]);
+      expect(advanced, `seed ${seed}`).not.toBeNull();
+      // Both stores hold the max of every entry, with the same digests and indexes.
+      expect(await a.loadMany(pages)).toEqual(await b.loadMany(pages));
+      expect(await a.digests([7])).toEqual(await b.digests([7]));
+      expect(await a.bucketDigests(7)).toEqual(await b.bucketDigests(7));
+      expect(await a.presenceFloor(7)).toBe(await b.presenceFloor(7));
+      const refs = (s: Store) => s.nonZeroEntries(7).then((r) => r.map((x) => JSON.stringify(x)).sort());
+      expect(await refs(a)).toEqual(await refs(b));
+      // Returned: exactly the entries that advanced, as stored now.
+      const stored = await a.loadMany(pages);
+      pages.forEach((page, i) => {
+        const before = held.get(page)!;
+        const expected: Record<string, Record<string, Entry>> = {};
+        for (const [counter, dcs] of Object.entries(incoming.get(page)!)) {
+          for (const [dc, entry] of Object.entries(dcs)) {
+            const old = Object.hasOwn(before, counter) ? before[counter]![dc] : undefined;
+            if (old !== undefined && old.p >= entry.p && old.n >= entry.n) continue;
+            Object.defineProperty(expected, counter, {
+              value: {
+                ...(Object.hasOwn(expected, counter) ? expected[counter] : {}),
+                [dc]: stored[i]![counter]![dc],
+              },
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
+          }
+        }
+        const got = advanced!.get(page);
+        if (Object.keys(expected).length === 0) expect(got, `${page}, seed ${seed}`).toBeUndefined();
+        else expect({ ...got }, `${page}, seed ${seed}`).toEqual(expected);
+      });
+      // Merged again, nothing advances.
+      expect((await a.mergePages(fa, incoming, indexed))!.size).toBe(0);
+    });
+
+    test(`${name} - mergePages leaves out a page it does not hold that brings only zero presence, and refuses a stale fence`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 8);
+      const [absent, held, fresh1] = [pageIn(8, 0), pageIn(8, 1), pageIn(8, 2)];
+      await store.write([
+        { fence, writes: [{ page: held, counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
+      ]);
+      const before = await store.digests([8]);
+      const zero = { "@viewers": { dc2: { p: 4, n: 4 } } };
+      const advanced = await store.mergePages(
+        fence,
+        new Map<string, PageRecord>([
+          [absent, zero],
+          [held, zero],
+          [fresh1, { "@viewers": { dc2: { p: 3, n: 1 } } }],
+        ]),
+        { counter: "@viewers", dc: "dc1" },
+      );
+      expect([...advanced!.keys()].sort()).toEqual([held, fresh1].sort());
+      expect(await store.load(absent)).toEqual({});
+      expect((await store.listPages("", undefined, 10)).pages).not.toContain(absent);
+      expect(await store.load(held)).toEqual({
+        likes: { dc1: { p: 1, n: 0 } },
+        "@viewers": { dc2: { p: 4, n: 4 } },
+      });
+      // Zero presence adds nothing to a digest; the non-zero entry does.
+      expect(await store.digests([8])).not.toEqual(before);
+      const stale = { ...fence, epoch: fence.epoch + 1 };
+      const likes = new Map<string, PageRecord>([[absent, { likes: { dc2: { p: 5, n: 0 } } }]]);
+      expect(await store.mergePages(stale, likes, { counter: "@viewers", dc: "dc1" })).toBeNull();
+      expect(await store.load(absent)).toEqual({});
+      await expect(
+        store.mergePages(fence, new Map([[absent, { likes: { dc2: { p: -1, n: 0.5 } } }]]), {
+          counter: "@viewers",
+          dc: "dc1",
+        }),
+      ).rejects.toThrow();
+    });
+
     test(`${name} - the bootstrap mark is set only under a current fence and stays`, async () => {
       const store = await fresh();
       expect(await store.isBootstrapped(6)).toBe(false);

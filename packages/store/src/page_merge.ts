@@ -1,0 +1,58 @@
+/** What both stores share to merge another DC's records of pages (`Store.mergePages`). */
+import type { Entry } from "@livecount/crdt";
+import { isPresenceCounter } from "./digest.js";
+import type { EntryWrite, PageRecord } from "./store.js";
+
+/** The entry `mergePages` indexes (this DC's presence). */
+export interface IndexedEntry {
+  readonly counter: string;
+  readonly dc: string;
+}
+
+/** Every entry of the pages' records as writes, the indexed one marked. */
+export function pageWrites(pages: ReadonlyMap<string, PageRecord>, indexed: IndexedEntry): EntryWrite[] {
+  const writes: EntryWrite[] = [];
+  for (const [page, record] of pages) {
+    for (const [counter, entries] of Object.entries(record)) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        const isIndexed = counter === indexed.counter && dc === indexed.dc;
+        writes.push({ page, counter, dc, entry, indexed: isIndexed });
+      }
+    }
+  }
+  return writes;
+}
+
+/** A record whose every entry is presence at zero: it says no more than no record. */
+export function onlyZeroPresence(record: PageRecord): boolean {
+  for (const [counter, entries] of Object.entries(record)) {
+    if (!isPresenceCounter(counter)) return false;
+    for (const entry of Object.values(entries)) if (entry.p !== entry.n) return false;
+  }
+  return true;
+}
+
+/** Records of pages built entry by entry (what `mergePages` returns). */
+export class RecordsBuilder {
+  readonly #pages = new Map<string, Map<string, Array<[string, Entry]>>>();
+
+  add(page: string, counter: string, dc: string, entry: Entry): void {
+    let counters = this.#pages.get(page);
+    if (counters === undefined) this.#pages.set(page, (counters = new Map()));
+    let entries = counters.get(counter);
+    if (entries === undefined) counters.set(counter, (entries = []));
+    entries.push([dc, entry]);
+  }
+
+  build(): Map<string, PageRecord> {
+    const records = new Map<string, PageRecord>();
+    for (const [page, counters] of this.#pages) {
+      // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+      const record = Object.fromEntries(
+        [...counters].map(([counter, list]) => [counter, Object.fromEntries(list)]),
+      );
+      records.set(page, record);
+    }
+    return records;
+  }
+}
