@@ -18,7 +18,9 @@ try {
     logger.warn("LIVECOUNT_REDIS_URL is not set: counters live in memory and are lost on exit");
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const bus = await connectBus(config, logger);
+  // A counter node needs nothing it publishes itself (it knows its own membership, and drops its
+  // own page updates): NATS spares it the echo of every update it publishes.
+  const bus = await connectBus(config, logger, { noEcho: true });
   const store = await openStore(config, logger);
   const node = new CounterNode({ config, bus, store, logger, registry });
   await node.start();

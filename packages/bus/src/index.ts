@@ -28,6 +28,7 @@ export {
   antiEntropyPartitionSubject,
   antiEntropySubject,
   assertToken,
+  dcPageSubject,
   gatewaysSubject,
   ID_TOKEN_MAX_LENGTH,
   nodeSubject,

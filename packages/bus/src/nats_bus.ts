@@ -85,6 +85,11 @@ export interface NatsBusOptions {
   drainTimeoutMs?: number;
   /** Times the drain at close; default the system clock. (Request timeouts are nats.js's own.) */
   clock?: Clock;
+  /**
+   * Messages this connection publishes are not delivered to its own subscriptions (NATS `no_echo`).
+   * For a process that never needs what it sends itself; default false.
+   */
+  noEcho?: boolean;
 }
 
 export class NatsBus implements Bus {
@@ -120,6 +125,7 @@ export class NatsBus implements Bus {
         reconnectTimeWait: opts.reconnectTimeWaitMs ?? DEFAULT_RECONNECT_TIME_WAIT_MS,
         pingInterval: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
         maxPingOut: MAX_PINGS_OUT,
+        noEcho: opts.noEcho ?? false,
         // Capturing a stack per request costs more than it tells: errors are mapped here anyway.
         noAsyncTraces: true,
       });

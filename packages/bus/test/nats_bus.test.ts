@@ -41,6 +41,23 @@ describeWithNats("NatsBus", () => {
 
   busContract("NatsBus", async () => ({ sub: await connect("sub"), pub: await connect("pub") }));
 
+  it("with noEcho, a connection gets what others publish on a subject, never what it publishes itself", async () => {
+    const quiet = await NatsBus.connect({ servers: server.url, name: "quiet", noEcho: true });
+    buses.push(quiet);
+    const other = await connect("other");
+    const { got } = record(quiet, "t.echo");
+    const { got: seenByOther } = record(other, "t.echo");
+    await quiet.flush();
+    await other.flush();
+    quiet.publish("t.echo", bytes("mine"));
+    other.publish("t.echo", bytes("theirs"));
+    await waitFor("both messages", () => seenByOther.length === 2 && got.length === 1);
+    await quiet.flush();
+    await other.flush();
+    expect(got).toEqual(["t.echo theirs"]);
+    expect([...seenByOther].sort()).toEqual(["t.echo mine", "t.echo theirs"]);
+  });
+
   it("fails to connect with BusError when no server listens", async () => {
     const stopped = await NatsServer.start();
     const url = stopped.url;

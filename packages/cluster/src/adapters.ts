@@ -3,13 +3,22 @@ import type { Logger } from "@livecount/runtime";
 import { MemoryStore, RedisStore, type Store } from "@livecount/store";
 import type { ClusterConfig } from "./cluster_config.js";
 
-/** NATS when LIVECOUNT_NATS_URL is set, else the in-memory bus (one process only). */
-export async function connectBus(config: ClusterConfig, logger: Logger): Promise<Bus> {
+/**
+ * NATS when LIVECOUNT_NATS_URL is set, else the in-memory bus (one process only). `noEcho`: the
+ * process is never sent what it publishes (a process with one role; never one that runs a gateway
+ * and a counter node on one connection, which talk to each other through it).
+ */
+export async function connectBus(
+  config: ClusterConfig,
+  logger: Logger,
+  options: { readonly noEcho?: boolean } = {},
+): Promise<Bus> {
   if (config.natsUrl === undefined) return new MemoryBus();
   const bus = await NatsBus.connect({
     servers: config.natsUrl.split(",").map((s) => s.trim()),
     name: `livecount-${config.dc}-${config.nodeId}`,
     logger: logger.child({ component: "bus" }),
+    noEcho: options.noEcho ?? false,
   });
   logger.info({ servers: config.natsUrl }, "bus connected to nats");
   return bus;
