@@ -30,16 +30,19 @@ export const SIM_ENV: Readonly<Record<string, string>> = {
 class LinkedBus extends ForwardingBus {
   constructor(
     local: MemoryBus,
-    private readonly peers: () => Iterable<MemoryBus>,
+    private readonly peers: (subject: string, data: Uint8Array) => Iterable<MemoryBus>,
   ) {
     super(local);
   }
 
   override publish(subject: string, data: Uint8Array): void {
     this.local.publish(subject, data);
-    for (const peer of this.peers()) peer.publish(subject, data);
+    for (const peer of this.peers(subject, data)) peer.publish(subject, data);
   }
 }
+
+/** Decides whether a message crossing from one DC to another is lost on the way. */
+export type DropRule = (from: string, to: string, subject: string, data: Uint8Array) => boolean;
 
 export class SimDc {
   readonly bus: LinkedBus;
@@ -51,7 +54,9 @@ export class SimDc {
     private readonly sim: DcSimulation,
     private readonly env: Readonly<Record<string, string>>,
   ) {
-    this.bus = new LinkedBus(new MemoryBus({ clock: sim.clock }), () => sim.linkedBuses(name));
+    this.bus = new LinkedBus(new MemoryBus({ clock: sim.clock }), (subject, data) =>
+      sim.linkedBuses(name, subject, data),
+    );
     this.store = new MemoryStore({ now: () => sim.clock.now() });
   }
 
@@ -154,6 +159,8 @@ export class DcSimulation {
   readonly #dcs = new Map<string, SimDc>();
   /** Pairs of DCs with a live link, as "a|b" with a < b. */
   readonly #links = new Set<string>();
+  /** While set, messages crossing a live link that it picks are lost. */
+  drop: DropRule | undefined;
 
   /** Adds a DC (not started), linked to none. */
   add(name: string, env: Readonly<Record<string, string>> = {}): SimDc {
@@ -177,9 +184,12 @@ export class DcSimulation {
   }
 
   /** The buses a publish in `dc` reaches besides its own. */
-  *linkedBuses(dc: string): Iterable<MemoryBus> {
-    for (const [name, other] of this.#dcs)
-      if (name !== dc && this.#links.has(pair(dc, name))) yield other.bus.local;
+  *linkedBuses(dc: string, subject: string, data: Uint8Array): Iterable<MemoryBus> {
+    for (const [name, other] of this.#dcs) {
+      if (name === dc || !this.#links.has(pair(dc, name))) continue;
+      if (this.drop?.(dc, name, subject, data) === true) continue;
+      yield other.bus.local;
+    }
   }
 
   /** Starts DCs together and waits until every one is ready (DCs that expect each other as peers). */

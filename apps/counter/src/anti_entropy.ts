@@ -48,6 +48,16 @@ const CROSSING_MS = 5_000;
 const CROSSING_FALLBACK_MS = 3_000;
 /** Partitions per summary message (a summary names at most 65,536). */
 const PARTITIONS_PER_SUMMARY = 4096;
+/**
+ * A transfer this node drives that neither sends nor receives anything for this long is lost (a
+ * message dropped on a link coming back, a remote node restarted mid-way): compared again.
+ */
+const TRANSFER_STALL_MS = 10_000;
+/**
+ * After a DC is heard again, the partitions are compared at once and again after these delays: the
+ * first comparison may have left on a direction of the link that was not back yet.
+ */
+const FOLLOW_UP_MS = [1_000, 4_000] as const;
 
 /**
  * Anti-entropy between data centers, from durable state alone: no process remembers what changed.
@@ -63,11 +73,12 @@ const PARTITIONS_PER_SUMMARY = 4096;
  *
  *   X: summary {p: dX}      -> Y   (Y holds p; dY != dX, or X is bootstrapping p)
  *   Y: buckets {p: b0..63}  -> X   (X computes the differing buckets D)
- *   X: entries {D's pages}, pull D -> Y  (Y merges)
- *   Y: entries {D's pages}, done   -> X  (X merges: both hold the max)
+ *   X: pull D               -> Y   (Y starts sending its pages of D)
+ *   X: entries {D's pages}, done -> Y   and   Y: entries {D's pages}, done -> X
  *
- * Messages about one partition are handled in order, one at a time (a pull is answered only after
- * the entries sent before it are merged).
+ * Both send at once, each what its store holds: merged, each side holds max(X, Y) of every entry,
+ * whatever it had merged of the other's when it read its own. Merges of one partition's entries
+ * are handled in order, so a `done` is handled after every entry of its transfer is merged.
  */
 export class AntiEntropy {
   readonly #o: AntiEntropyOptions;
@@ -79,6 +90,14 @@ export class AntiEntropy {
   readonly #answered = new Map<string, number>();
   /** `remote|partition` -> the timer that takes back a crossed comparison left to the remote. */
   readonly #leftToRemote = new Map<string, TimerHandle>();
+  /**
+   * `remote|partition` -> the stall timer of a transfer this node drives (its pull sent, the
+   * remote's `done` not back yet). Meanwhile the partition is neither driven again with
+   * that remote nor offered to it for driving: the transfer in flight brings both to the max.
+   */
+  readonly #driving = new Map<string, TimerHandle>();
+  /** Follow-up comparisons scheduled after a DC was heard again. */
+  readonly #followUps = new Set<TimerHandle>();
   /** Partitions taken in this turn: compared with every live DC together, once. */
   #justHeld = new Set<number>();
   #justHeldScheduled = false;
@@ -95,15 +114,28 @@ export class AntiEntropy {
     this.#running = true;
     this.#summaries = this.#o.bus.subscribe(antiEntropySubject(this.#o.dc), (data) => this.#receive(data));
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
-      if (event.kind !== "down") void this.compare(remote);
+      // Whatever was in flight with that DC may be lost: nothing waits for it any more.
+      this.#forget(remote);
+      if (event.kind === "down") return;
+      void this.compare(remote);
+      for (const delayMs of FOLLOW_UP_MS) {
+        const timer = this.#o.clock.setTimeout(() => {
+          this.#followUps.delete(timer);
+          if (this.#o.liveness.liveRemotes().includes(remote)) void this.compare(remote);
+        }, delayMs);
+        this.#followUps.add(timer);
+      }
     });
     this.#schedule();
   }
 
   stop(): void {
     this.#running = false;
-    for (const timer of this.#leftToRemote.values()) this.#o.clock.clearTimeout(timer);
+    for (const timer of [...this.#leftToRemote.values(), ...this.#driving.values(), ...this.#followUps])
+      this.#o.clock.clearTimeout(timer);
     this.#leftToRemote.clear();
+    this.#driving.clear();
+    this.#followUps.clear();
     this.#summaries?.unsubscribe();
     this.#stopListening?.();
     for (const sub of this.#held.values()) sub.unsubscribe();
@@ -135,6 +167,13 @@ export class AntiEntropy {
     this.#held.get(partition)?.unsubscribe();
     this.#held.delete(partition);
     this.#chains.delete(partition);
+    for (const timers of [this.#driving, this.#leftToRemote]) {
+      for (const [key, timer] of timers) {
+        if (partitionOfKey(key) !== partition) continue;
+        this.#o.clock.clearTimeout(timer);
+        timers.delete(key);
+      }
+    }
   }
 
   /**
@@ -220,16 +259,19 @@ export class AntiEntropy {
     }
     await Promise.all(
       mine.map(async ([partition, theirs], i) => {
-        if (local[i] === theirs && !bootstrap.has(partition)) return;
+        // A partition the other DC is learning is answered even when equal or while a transfer is
+        // in flight; otherwise a transfer this node drives with that DC covers it already.
+        const learning = bootstrap.has(partition);
+        if (!learning && (local[i] === theirs || this.#driving.has(`${msg.from}|${partition}`))) return;
         const digests = await this.#o.store.bucketDigests(partition);
-        if (!bootstrap.has(partition)) this.#answered.set(`${msg.from}|${partition}`, this.#o.clock.now());
+        if (!learning) this.#answered.set(`${msg.from}|${partition}`, this.#o.clock.now());
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
           from: this.#o.dc,
           to: msg.from,
           partition,
           digests,
-          ...(bootstrap.has(partition) ? { bootstrap: true } : {}),
+          ...(learning ? { bootstrap: true } : {}),
         });
         this.#o.metrics.antiEntropy.inc({ step: "buckets" });
       }),
@@ -257,62 +299,119 @@ export class AntiEntropy {
 
   /** Sends the pages of the buckets that differ and asks for the other holder's. */
   async #drive(msg: AeBuckets): Promise<void> {
+    const key = `${msg.from}|${msg.partition}`;
+    // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
+    if (this.#driving.has(key)) return;
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {
       if (msg.bootstrap === true) this.#o.peerSynced(msg.partition, msg.from);
       return;
     }
-    await this.#sendPages(msg.from, msg.partition, differing, { pull: differing });
+    this.#progress(msg.from, msg.partition);
+    // The pull goes first: the other holder reads and sends its pages while this node sends its own.
+    this.#send(antiEntropyPartitionSubject(msg.from, msg.partition), {
+      type: "ae_entries",
+      from: this.#o.dc,
+      to: msg.from,
+      partition: msg.partition,
+      pages: {},
+      pull: differing,
+    });
+    await this.#sendPages(msg.from, msg.partition, differing, { done: true });
+    this.#progress(msg.from, msg.partition);
+  }
+
+  /** A transfer this node drives moved: its stall timer starts again. */
+  #progress(remote: string, partition: number): void {
+    const key = `${remote}|${partition}`;
+    const previous = this.#driving.get(key);
+    if (previous !== undefined) this.#o.clock.clearTimeout(previous);
+    const timer = this.#o.clock.setTimeout(() => {
+      if (this.#driving.get(key) !== timer) return;
+      this.#driving.delete(key);
+      this.#o.metrics.antiEntropyStalls.inc();
+      this.#o.logger.warn({ remote, partition }, "anti-entropy transfer stalled; comparing again");
+      void this.compare(remote, [partition]);
+    }, TRANSFER_STALL_MS);
+    this.#driving.set(key, timer);
+  }
+
+  /** Drops the comparisons and transfers in flight with `remote`. */
+  #forget(remote: string): void {
+    const prefix = `${remote}|`;
+    for (const timers of [this.#driving, this.#leftToRemote]) {
+      for (const [key, timer] of timers) {
+        if (!key.startsWith(prefix)) continue;
+        this.#o.clock.clearTimeout(timer);
+        timers.delete(key);
+      }
+    }
+    for (const key of this.#answered.keys()) if (key.startsWith(prefix)) this.#answered.delete(key);
+  }
+
+  /** The transfer this node drove with `remote` is complete (its `done` arrived). */
+  #transferDone(remote: string, partition: number): void {
+    const key = `${remote}|${partition}`;
+    const timer = this.#driving.get(key);
+    if (timer !== undefined) this.#o.clock.clearTimeout(timer);
+    this.#driving.delete(key);
   }
 
   /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
   async #onEntries(msg: AeEntries): Promise<void> {
-    await this.#merge(msg.partition, msg.pages);
-    this.#o.received(msg.partition);
+    const key = `${msg.from}|${msg.partition}`;
+    if (this.#driving.has(key)) this.#progress(msg.from, msg.partition);
     if (msg.pull !== undefined) {
-      // The other DC drove this comparison: a crossed one left to it is done.
-      const key = `${msg.from}|${msg.partition}`;
+      // The other DC drives this comparison: a crossed one left to it is taken.
       const timer = this.#leftToRemote.get(key);
       if (timer !== undefined) this.#o.clock.clearTimeout(timer);
       this.#leftToRemote.delete(key);
       this.#answered.delete(key);
-      await this.#sendPages(msg.from, msg.partition, msg.pull, { done: true });
+      // Sent while the other's entries arrive and merge, outside this partition's chain.
+      this.#sendPages(msg.from, msg.partition, msg.pull, { done: true }).catch((err: unknown) =>
+        this.#o.logger.warn(
+          { err, partition: msg.partition },
+          "anti-entropy pages not sent; the next comparison retries",
+        ),
+      );
     }
-    // The last message of a transfer (pull or done): every differing bucket of the sender is merged.
-    if (msg.pull !== undefined || msg.done === true) this.#o.peerSynced(msg.partition, msg.from);
+    await this.#merge(msg.partition, msg.pages);
+    this.#o.received(msg.partition);
+    if (msg.done !== true) return;
+    // The last message of a transfer: every page of the sender's differing buckets is merged here.
+    this.#transferDone(msg.from, msg.partition);
+    this.#o.peerSynced(msg.partition, msg.from);
   }
 
   /**
-   * Merges another DC's record of pages: into the actor of a page in memory (it persists and
-   * publishes what advances), else straight into the store, with loads of the partition's pages held
-   * until the write is done.
+   * Merges another DC's record of pages into the store first, in one round trip (what advanced is
+   * published once durable), then into the actors of those pages in memory. Loads of the
+   * partition's pages wait for the write, so an actor either loads what it wrote or is in memory
+   * already and gets what advanced.
    */
   async #merge(partition: number, pages: Readonly<Record<string, PageRecord>>): Promise<void> {
     const fence = this.#o.fenceOf(partition);
     if (fence === undefined) return;
     const { registry } = this.#o;
-    const absent = new Map<string, PageRecord>();
+    const written = this.#o.writer.mergeIntoStore(fence, new Map(Object.entries(pages)));
+    registry.holdLoads(partition, written);
+    const advanced = await written;
     const resident: Array<Promise<void>> = [];
-    for (const [page, record] of Object.entries(pages)) {
-      if (registry.find(page) === undefined) {
-        absent.set(page, record);
-        continue;
-      }
+    for (const [page, record] of advanced) {
+      if (registry.find(page) === undefined) continue;
       resident.push(
         registry
-          .run(page, partition, (actor) => actor.mergeEntries(record))
+          .run(page, partition, (actor) => actor.mergeDurable(record))
           .catch((err: unknown) => {
-            // Closed meanwhile: its partition moved on, and the next holder compares again.
+            // Closed meanwhile: it is in the store, where its next actor loads it from.
             if (!(err instanceof ActorClosedError)) throw err;
           }),
       );
     }
-    const written = this.#o.writer.mergeIntoStore(fence, absent);
-    registry.holdLoads(partition, written);
-    const [changed] = await Promise.all([written, ...resident]);
+    await Promise.all(resident);
     this.#o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
-    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, changed + resident.length);
+    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
   }
 
   /** Every page of `buckets` as the store holds it, in messages of PAGES_PER_MESSAGE; the last carries the flags. */
@@ -349,6 +448,11 @@ export class AntiEntropy {
     this.#o.bus.publish(subject, data);
     this.#o.metrics.antiEntropyBytes.inc(data.byteLength);
   }
+}
+
+/** The partition of a `remote|partition` key. */
+function partitionOfKey(key: string): number {
+  return Number(key.slice(key.lastIndexOf("|") + 1));
 }
 
 function isAntiEntropy(msg: { type: string }): msg is AntiEntropyMessage {

@@ -15,6 +15,7 @@ export class CounterMetrics {
   readonly partitions: Gauge;
   readonly flushSeconds: Histogram;
   readonly antiEntropy: Counter<"step">;
+  readonly antiEntropyStalls: Counter;
   readonly antiEntropyPages: Counter<"direction">;
   readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
@@ -83,6 +84,11 @@ export class CounterMetrics {
       name: "livecount_counter_anti_entropy_steps_total",
       help: "Anti-entropy messages sent, by step (summary, buckets, entries)",
       labelNames: ["step"],
+      registers,
+    });
+    this.antiEntropyStalls = new Counter({
+      name: "livecount_counter_anti_entropy_stalls_total",
+      help: "Anti-entropy transfers driven here that went silent and were compared again",
       registers,
     });
     this.antiEntropyPages = new Counter({

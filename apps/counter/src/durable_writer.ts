@@ -1,4 +1,4 @@
-import type { Bus } from "@livecount/bus";
+import { dcPageSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
 import {
   VIEWERS_COUNTER,
@@ -9,7 +9,6 @@ import {
 } from "@livecount/protocol";
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
 import {
-  isPresenceCounter,
   type EntryWrite,
   type Fence,
   type FencedWrites,
@@ -21,7 +20,6 @@ import {
 import type { CounterMetrics } from "./counter_metrics.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
-import { advancing } from "./record_merge.js";
 import { errorReply, type DurableUpdate } from "./replies.js";
 import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
 
@@ -127,51 +125,44 @@ export class DurableWriter {
   }
 
   /**
-   * Publishes one data center's entries of a page that are durable already: read from the store, or
-   * from an actor with nothing left to write. Everything else is published by `#persist`.
+   * Publishes one data center's entries of a page that are durable already: on the page's subject
+   * (every DC), or with `thisDcOnly` on this DC's own (entries learnt by anti-entropy, which every
+   * other DC holds already). Only `#persist` calls it: nothing is published before it is durable.
    */
-  republishDurable(update: DurableUpdate, ts: number): void {
+  #publish(update: DurableUpdate, ts: number, thisDcOnly: boolean): void {
     const { page, partition, dc, counters } = update;
     const message = encodeMessage({ type: "update", page, dc, counters, ts });
-    this.#o.bus.publish(this.#o.subjectOf(page, partition), message);
+    const subject = thisDcOnly
+      ? dcPageSubject(this.#o.dc, page, partition)
+      : this.#o.subjectOf(page, partition);
+    this.#o.bus.publish(subject, message);
     this.#o.metrics.publishes.inc();
   }
 
   /**
-   * Merges another DC's record of pages that are not in memory straight into the store (under the
-   * partition's fence), then publishes every entry that advanced, so watchers here see what their
-   * DC missed. Resolves with the number of pages that changed. Callers keep actors from loading the
-   * partition's pages meanwhile (`ActorRegistry.holdLoads`).
+   * Merges another DC's record of pages straight into the store (under the partition's fence), in
+   * one round trip, then publishes every entry that advanced, so watchers here see what their DC
+   * missed. Resolves with the entries that advanced, per page, durable: the caller gives them to the
+   * pages' actors in memory, and keeps actors from loading the partition's pages meanwhile
+   * (`ActorRegistry.holdLoads`).
    */
-  async mergeIntoStore(fence: Fence, pages: ReadonlyMap<string, PageRecord>): Promise<number> {
-    const ids = [...pages.keys()];
-    if (ids.length === 0) return 0;
-    const local = await this.#o.store.loadMany(ids);
-    const writes: EntryWrite[] = [];
-    const updates: DurableUpdate[] = [];
-    ids.forEach((page, i) => {
-      const incoming = pages.get(page)!;
-      // A page this store does not hold, with nothing but zero presence: nothing to learn, and
-      // creating it would only bring back a page removed here as empty.
-      if (Object.keys(local[i]!).length === 0 && onlyZeroPresence(incoming)) return;
-      for (const [dc, counters] of advancing(local[i]!, incoming)) {
-        updates.push({ page, partition: fence.partition, dc, counters });
-        for (const [counter, entry] of Object.entries(counters)) {
-          const indexed = counter === VIEWERS_COUNTER && dc === this.#o.dc;
-          writes.push({ page, counter, dc, entry, indexed });
-        }
-      }
-    });
-    if (writes.length === 0) return 0;
-    const stale = await this.#persist(
+  async mergeIntoStore(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+  ): Promise<Map<string, PageRecord>> {
+    if (pages.size === 0) return new Map();
+    const indexed = { counter: VIEWERS_COUNTER, dc: this.#o.dc };
+    const advanced = await this.#persist(
       async () => {
         this.#o.metrics.storeWrites.inc();
-        return this.#o.store.write([{ fence, writes }]);
+        return this.#o.store.mergePages(fence, pages, indexed);
       },
-      (stale) => (stale.length > 0 ? [] : updates),
+      (merged) => (merged === null ? [] : durableUpdates(fence.partition, merged)),
+      { thisDcOnly: true },
     );
-    if (stale.length > 0) this.#o.lost(fence.partition);
-    return new Set(updates.map((u) => u.page)).size;
+    if (advanced !== null) return advanced;
+    this.#o.lost(fence.partition);
+    return new Map();
   }
 
   /**
@@ -225,10 +216,14 @@ export class DurableWriter {
    * The one path from memory to the bus: runs `write`, then publishes exactly the entries that
    * `durable` says the write made durable, then returns. A failed write publishes nothing.
    */
-  async #persist<T>(write: () => Promise<T>, durable: (result: T) => readonly DurableUpdate[]): Promise<T> {
+  async #persist<T>(
+    write: () => Promise<T>,
+    durable: (result: T) => readonly DurableUpdate[],
+    { thisDcOnly = false }: { readonly thisDcOnly?: boolean } = {},
+  ): Promise<T> {
     const result = await write();
     const ts = this.#o.clock.now();
-    for (const update of durable(result)) this.republishDurable(update, ts);
+    for (const update of durable(result)) this.#publish(update, ts, thisDcOnly);
     return result;
   }
 
@@ -377,9 +372,20 @@ function whileQueued(actor: PageActor, resolve: (reply: NodeReply) => void): (re
   };
 }
 
-/** Whether every entry of a record is a zero presence entry. */
-function onlyZeroPresence(record: PageRecord): boolean {
-  return Object.entries(record).every(
-    ([counter, dcs]) => isPresenceCounter(counter) && Object.values(dcs).every((e) => e.p === e.n),
-  );
+/** Merged entries by page, as updates by data center (what is published for each page). */
+function durableUpdates(partition: number, merged: ReadonlyMap<string, PageRecord>): DurableUpdate[] {
+  const updates: DurableUpdate[] = [];
+  for (const [page, record] of merged) {
+    const byDc = new Map<string, Array<[string, Entry]>>();
+    for (const [counter, entries] of Object.entries(record)) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        let list = byDc.get(dc);
+        if (list === undefined) byDc.set(dc, (list = []));
+        list.push([counter, entry]);
+      }
+    }
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    for (const [dc, list] of byDc) updates.push({ page, partition, dc, counters: Object.fromEntries(list) });
+  }
+  return updates;
 }

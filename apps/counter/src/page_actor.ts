@@ -204,27 +204,6 @@ export class PageActor {
    */
   mergeRemote(dc: string, counters: Readonly<Record<string, Entry>>): void {
     if (dc === this.#host.dc) return;
-    this.#merge(dc, counters, false);
-  }
-
-  /**
-   * Merges every data center's entries of the page, this one's included, as another DC's store held
-   * them (anti-entropy): a DC rebuilt from an empty store gets its own entries back this way. What
-   * advances is persisted, then published, since no watcher has seen it.
-   */
-  mergeEntries(record: PageRecord): void {
-    const byDc = new Map<string, Array<[string, Entry]>>();
-    for (const [name, entries] of Object.entries(record)) {
-      for (const [dc, entry] of Object.entries(entries)) {
-        let list = byDc.get(dc);
-        if (list === undefined) byDc.set(dc, (list = []));
-        list.push([name, entry]);
-      }
-    }
-    for (const [dc, list] of byDc) this.#merge(dc, Object.fromEntries(list), true);
-  }
-
-  #merge(dc: string, counters: Readonly<Record<string, Entry>>, publish: boolean): void {
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
       if (this.#counter(name).merge(dc, entry)) {
@@ -232,14 +211,28 @@ export class PageActor {
         changed = true;
       }
     }
-    if (!changed) return;
-    if (publish) this.#unpublished.add(dc);
-    if (dc === this.#host.dc) {
-      // This DC's presence entry moved up under the actor: presence keeps counting on top of it.
-      this.#host.presenceRaised(this.partition, this.ownEntry(VIEWERS_COUNTER).p);
-      this.#syncViewers();
+    if (changed) this.#host.markDirty(this);
+  }
+
+  /**
+   * Installs entries of any data center, this one's included, that this DC's store holds already
+   * (anti-entropy writes them there first and publishes what advanced): nothing to persist or
+   * publish. A DC rebuilt from an empty store gets its own entries back this way.
+   */
+  mergeDurable(record: PageRecord): void {
+    let ownAdvanced = false;
+    for (const [name, entries] of Object.entries(record)) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        if (this.#counter(name).merge(dc, entry) && dc === this.#host.dc) ownAdvanced = true;
+      }
     }
-    this.#host.markDirty(this);
+    if (ownAdvanced) this.#ownRaised();
+  }
+
+  /** This DC's presence entry moved up under the actor: presence keeps counting on top of it. */
+  #ownRaised(): void {
+    this.#host.presenceRaised(this.partition, this.ownEntry(VIEWERS_COUNTER).p);
+    this.#syncViewers();
   }
 
   /**

@@ -2,7 +2,7 @@
  * Convergence across data centers from durable state alone, simulated in one process on one clock
  * (test/support/dc_simulation.ts): real counter nodes and stores, hours of clock time in seconds.
  */
-import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { VIEWERS_COUNTER, decodeMessage } from "@livecount/protocol";
 import { MemoryStore } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation } from "../../../test/support/dc_simulation.js";
@@ -57,6 +57,65 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     await sim.run(10_000);
     await expectEverywhere(["dc1", "dc2"], truth);
   }, 60_000);
+
+  /** Two linked DCs with `pages` pages liked on both sides while apart; resolves with the truth. */
+  async function apartWithLikes(pages: number): Promise<Map<string, number>> {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    sim.add("dc2");
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    sim.cut("dc1", "dc2");
+    const truth = new Map<string, number>();
+    for (let i = 0; i < pages; i++) {
+      await sim.dc("dc1").increment(`lost-${i}`, "likes", 1, `a-${i}`);
+      await sim.dc("dc2").increment(`lost-${i}`, "likes", 2, `b-${i}`);
+      truth.set(`lost-${i}`, 3);
+    }
+    // Past the DC lease (5 s): each side has seen the other go down.
+    await sim.run(8_000);
+    return truth;
+  }
+
+  /** Pages whose likes differ between the two DCs. */
+  async function disagreeing(truth: ReadonlyMap<string, number>): Promise<string[]> {
+    const pages = [];
+    for (const page of truth.keys()) {
+      const [a, b] = [await sim.dc("dc1").value(page, "likes"), await sim.dc("dc2").value(page, "likes")];
+      if (a !== b) pages.push(page);
+    }
+    return pages;
+  }
+
+  test("counter - comparisons lost while a link comes back are made again a second later", async () => {
+    const truth = await apartWithLikes(30);
+    // Every anti-entropy message is lost for the first half second of the link (one direction of a
+    // NATS gateway link may come back before the other).
+    sim.drop = (_from, _to, subject) => subject.startsWith("lc.ae.");
+    sim.link("dc1", "dc2");
+    await sim.run(500);
+    sim.drop = undefined;
+    expect((await disagreeing(truth)).length).toBe(30);
+    await sim.run(2_500);
+    await expectEverywhere(["dc1", "dc2"], truth);
+  });
+
+  test("counter - an exchange whose last messages are lost goes silent, and is compared again once it stalls", async () => {
+    const truth = await apartWithLikes(30);
+    // For 6 s, every message that ends a transfer from dc2 (its pages, then `done`) is lost: the
+    // exchanges dc1 drives never finish, and dc1 drives them again only once they stall (10 s).
+    sim.drop = (from, _to, subject, data) => {
+      if (from !== "dc2" || !subject.startsWith("lc.ae.")) return false;
+      const msg = decodeMessage(data);
+      return msg.type === "ae_entries" && msg.done === true;
+    };
+    sim.link("dc1", "dc2");
+    await sim.run(6_000);
+    sim.drop = undefined;
+    expect((await disagreeing(truth)).length).toBeGreaterThan(0);
+    await sim.run(10_000);
+    await expectEverywhere(["dc1", "dc2"], truth);
+  });
 
   test("counter - a DC rebuilt with an empty store gets its own entries back before it counts new ones", async () => {
     sim = new DcSimulation();

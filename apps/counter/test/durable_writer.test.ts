@@ -5,7 +5,9 @@ import {
   type ResetRequest,
 } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
-import { COALESCE_MS, buildUnits, pageIn, type Units } from "./units.js";
+import { dcPageSubject } from "@livecount/bus";
+import type { PageRecord } from "@livecount/store";
+import { COALESCE_MS, DC, buildUnits, pageIn, type Units } from "./units.js";
 
 /**
  * Every publish in the timeline follows a completed store call that wrote its page, with no other
@@ -160,6 +162,41 @@ describe("counter - durable writer", () => {
     expect(u.lost).toEqual([6]);
     expect(u.published.map((p) => p.page)).toEqual([mine]);
     expect(await u.store.load(stolen)).toEqual({});
+  });
+
+  test("counter - entries learnt by anti-entropy are written first, then published for this DC's watchers only; a stale fence publishes nothing", async () => {
+    u = await buildUnits();
+    const [page, other] = [pageIn(2), pageIn(2, 1)];
+    const fence = await u.acquire(2);
+    await u.store.write([{ fence, writes: [{ page, counter: "likes", dc: "dc2", entry: { p: 3, n: 0 } }] }]);
+    u.timeline.length = 0;
+    const advanced = await u.writer.mergeIntoStore(
+      fence,
+      new Map<string, PageRecord>([
+        [page, { likes: { dc2: { p: 2, n: 0 }, dc3: { p: 5, n: 1 } }, hearts: { dc1: { p: 4, n: 0 } } }],
+        [other, { "@viewers": { dc2: { p: 7, n: 7 } } }],
+      ]),
+    );
+    // dc2's likes were ahead here already; dc3's likes and this DC's own hearts advance.
+    expect(Object.fromEntries(advanced)).toEqual({
+      [page]: { likes: { dc3: { p: 5, n: 1 } }, hearts: { dc1: { p: 4, n: 0 } } },
+    });
+    publishesFollowDurableWrites(u.timeline);
+    expect(u.published.map((m) => [m.dc, m.counters])).toEqual([
+      ["dc3", { likes: { p: 5, n: 1 } }],
+      ["dc1", { hearts: { p: 4, n: 0 } }],
+    ]);
+    expect(new Set(u.publishedOn)).toEqual(new Set([dcPageSubject(DC, page, 2)]));
+
+    u.published.length = 0;
+    const stale = { ...fence, epoch: fence.epoch + 1 };
+    const refused = await u.writer.mergeIntoStore(
+      stale,
+      new Map([[page, { likes: { dc4: { p: 1, n: 0 } } }]]),
+    );
+    expect(refused.size).toBe(0);
+    expect(u.published).toEqual([]);
+    expect(u.lost).toEqual([2]);
   });
 
   test("counter - drain commits queued increments and flushes every dirty page before it resolves", async () => {

@@ -78,6 +78,22 @@ export class FlakyStore extends MemoryStore {
     return stale;
   }
 
+  override async mergePages(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+    indexed: { readonly counter: string; readonly dc: string },
+  ): Promise<Map<string, PageRecord> | null> {
+    this.timeline.push("write:start");
+    if (this.hold !== undefined) await this.hold;
+    if (this.failWrites > 0 && this.failWrites-- > 0) {
+      this.timeline.push("write:failed");
+      throw new StoreError("injected write failure");
+    }
+    const advanced = await super.mergePages(fence, pages, indexed);
+    this.timeline.push(`write:done:${[...pages.keys()].join(",")}`);
+    return advanced;
+  }
+
   override async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
     this.timeline.push("increment:start");
     if (this.holdIncrements !== undefined) await this.holdIncrements;
@@ -95,14 +111,14 @@ export class FlakyStore extends MemoryStore {
 class RecordingBus extends ForwardingBus {
   constructor(
     local: MemoryBus,
-    private readonly onUpdate: (update: PageUpdate) => void,
+    private readonly onUpdate: (update: PageUpdate, subject: string) => void,
   ) {
     super(local);
   }
 
   override publish(subject: string, data: Uint8Array): void {
     const msg = decodeMessage(data);
-    if (msg.type === "update") this.onUpdate(msg);
+    if (msg.type === "update") this.onUpdate(msg, subject);
     this.local.publish(subject, data);
   }
 }
@@ -139,6 +155,8 @@ export interface Units {
   readonly timeline: string[];
   /** Every update published, decoded. */
   readonly published: PageUpdate[];
+  /** The subject of each of `published`. */
+  readonly publishedOn: string[];
   readonly fences: Map<number, Fence>;
   readonly lost: number[];
   readonly registry: ActorRegistry;
@@ -153,10 +171,12 @@ export async function buildUnits(): Promise<Units> {
   const clock = new ManualClock();
   const timeline: string[] = [];
   const published: PageUpdate[] = [];
+  const publishedOn: string[] = [];
   const memoryBus = new MemoryBus({ clock });
-  const bus = new RecordingBus(memoryBus, (update) => {
+  const bus = new RecordingBus(memoryBus, (update, subject) => {
     timeline.push(`publish:${update.page}`);
     published.push(update);
+    publishedOn.push(subject);
   });
   const store = new FlakyStore(() => clock.now(), timeline);
   const fences = new Map<number, Fence>();
@@ -189,6 +209,7 @@ export async function buildUnits(): Promise<Units> {
     store,
     timeline,
     published,
+    publishedOn,
     fences,
     lost,
     registry,

@@ -127,6 +127,7 @@ export class Gateway {
     this.#app = uWS.App();
     const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
     this.#views = new PageViews({
+      dc: config.dc,
       bus,
       owners,
       sink,

@@ -1,4 +1,4 @@
-import { pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { dcPageSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
 import { decodeMessage, type CountFrame } from "@livecount/protocol";
@@ -13,6 +13,8 @@ export interface FrameSink {
 }
 
 export interface PageViewsOptions {
+  /** This gateway's data center: its nodes publish what they learn by anti-entropy to it alone. */
+  readonly dc: string;
   readonly bus: Bus;
   readonly owners: OwnerClient;
   readonly sink: FrameSink;
@@ -35,7 +37,8 @@ class PageView {
   loaded = false;
   /** The last frame sent, to skip unchanged values. */
   sent: CountFrame | undefined;
-  subscription: Subscription | undefined;
+  /** The page's subject (every DC's owners) and this DC's own (what its nodes learn by anti-entropy). */
+  subscriptions: Subscription[] = [];
   readonly backoff: Backoff;
   retryTimer: TimerHandle | undefined;
 
@@ -108,10 +111,12 @@ export class PageViews {
       view = new PageView(new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
       this.#views.set(page, view);
       const v = view;
-      view.subscription = this.#opts.bus.subscribe(
-        pageSubject(page, partitionOf(page, this.#opts.partitions)),
-        (data) => this.#onUpdate(page, v, data),
-      );
+      const partition = partitionOf(page, this.#opts.partitions);
+      const onUpdate = (data: Uint8Array): void => this.#onUpdate(page, v, data);
+      view.subscriptions = [
+        this.#opts.bus.subscribe(pageSubject(page, partition), onUpdate),
+        this.#opts.bus.subscribe(dcPageSubject(this.#opts.dc, page, partition), onUpdate),
+      ];
       void this.#loadSnapshot(page, view);
     }
     view.watchers++;
@@ -123,7 +128,7 @@ export class PageViews {
   unwatch(page: string): void {
     const view = this.#views.get(page);
     if (view === undefined || --view.watchers > 0) return;
-    view.subscription?.unsubscribe();
+    for (const sub of view.subscriptions) sub.unsubscribe();
     if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     this.#views.delete(page);
     this.#dirty.delete(page);
@@ -143,7 +148,7 @@ export class PageViews {
   close(): void {
     this.#coalescer.close();
     for (const view of this.#views.values()) {
-      view.subscription?.unsubscribe();
+      for (const sub of view.subscriptions) sub.unsubscribe();
       if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     }
     this.#views.clear();
