@@ -26,6 +26,13 @@ export const PUBLISHER_KEY = "bench-publisher-key";
 const READY_MS = 120_000;
 /** Partitions of the deployment (LIVECOUNT_PARTITIONS default): digests are read per partition. */
 const PARTITIONS = 256;
+/** ARGV: partitions. Every partition's digest (store key lc:digest:{p}, field all), comma-separated. */
+const DIGESTS_SCRIPT = `
+local out = {}
+for p = 0, tonumber(ARGV[1]) - 1 do
+  out[#out + 1] = redis.call("HGET", "lc:digest:" .. p, "all") or "0000000000000000"
+end
+return table.concat(out, ",")`;
 
 /** Starts a DC's nats-server on its infra/nats config, gateways dialled through the link proxy. */
 async function startNatsDc(dir, dc, ports, all) {
@@ -179,11 +186,14 @@ export class DataCenters {
     await globalThis.fetch(`${this.control}/heal`, { method: "POST" });
   }
 
-  /** Every partition's digest in a DC's Redis (equal in two DCs exactly when they hold the same entries). */
+  /**
+   * Every partition's digest in a DC's Redis (equal in two DCs exactly when they hold the same
+   * entries), in one script call: polled every few ms while a benchmark runs, 256 commands per poll
+   * would load the machine it measures.
+   */
   async digests(dc) {
-    const pipeline = this.dcs[dc].redisClient.pipeline();
-    for (let p = 0; p < PARTITIONS; p++) pipeline.hget(`lc:digest:${p}`, "all");
-    return (await pipeline.exec()).map(([, d]) => d ?? "0000000000000000");
+    const all = await this.dcs[dc].redisClient.eval(DIGESTS_SCRIPT, 0, PARTITIONS);
+    return all.split(",");
   }
 
   /** Whether every partition's digest is the same in both DCs. */
