@@ -146,8 +146,10 @@ export async function bootstrapBench(options = {}, log = console.error) {
     await centers.likeAll("dc1", pages.slice(0, Math.floor(pages.length / 2)), o.batch, "b");
     const started = performance.now();
     log("bootstrap: dc2 starts on an empty Redis with LIVECOUNT_PEER_DCS=dc1");
+    // Polled from the start: startDc resolves only once dc2's gateway is up too.
+    const same = whenSameState(centers, o.timeoutMs);
     const readyMs = await centers.startDc("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
-    const sameAt = await whenSameState(centers, o.timeoutMs);
+    const sameAt = await same;
     const sample = pick(pages, o.sample);
     const expected = (page) => (Number(page.slice("boot-".length)) < pages.length / 2 ? 2 : 1);
     const wrong = [];

@@ -259,10 +259,11 @@ export class AntiEntropy {
     }
     await Promise.all(
       mine.map(async ([partition, theirs], i) => {
-        // A partition the other DC is learning is answered even when equal or while a transfer is
-        // in flight; otherwise a transfer this node drives with that DC covers it already.
+        // A partition the other DC is learning is answered even when equal (its bootstrap waits for
+        // the exchange's `done`). A transfer this node drives with that DC covers it already: its
+        // `done` also ends the other's bootstrap.
         const learning = bootstrap.has(partition);
-        if (!learning && (local[i] === theirs || this.#driving.has(`${msg.from}|${partition}`))) return;
+        if ((!learning && local[i] === theirs) || this.#driving.has(`${msg.from}|${partition}`)) return;
         const digests = await this.#o.store.bucketDigests(partition);
         if (!learning) this.#answered.set(`${msg.from}|${partition}`, this.#o.clock.now());
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
