@@ -176,9 +176,13 @@ export async function multiDcBench(options = {}, log = console.error) {
         if (await centers.linked().catch(() => false)) linkedAt = performance.now();
         else notLinkedAt = polledAt;
       }
-      wrong = w1.wrong(pages, () => 4).length + w2.wrong(pages, () => 4).length;
-      if (linkedAt !== undefined && wrong === 0) break;
-      await sleep(10);
+      // When each page converged is the arrival time of its frame, whenever this loop looks: it
+      // looks at 20,000 pages every 100 ms, not every 10, to leave the CPU to what it measures.
+      if (linkedAt !== undefined) {
+        wrong = w1.wrong(pages, () => 4).length + w2.wrong(pages, () => 4).length;
+        if (wrong === 0) break;
+      }
+      await sleep(linkedAt === undefined ? 10 : 100);
     }
     if (wrong > 0) throw new Error(`${wrong} page views not converged ${o.timeoutMs} ms after the heal`);
     const benchCpu = process.cpuUsage(cpuBefore.bench);

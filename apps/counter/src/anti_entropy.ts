@@ -98,6 +98,8 @@ export class AntiEntropy {
   readonly #driving = new Map<string, TimerHandle>();
   /** Follow-up comparisons scheduled after a DC was heard again. */
   readonly #followUps = new Set<TimerHandle>();
+  /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard again. */
+  readonly #exchanged = new Map<string, Set<number>>();
   /** Partitions taken in this turn: compared with every live DC together, once. */
   #justHeld = new Set<number>();
   #justHeldScheduled = false;
@@ -118,10 +120,17 @@ export class AntiEntropy {
       this.#forget(remote);
       if (event.kind === "down") return;
       void this.compare(remote);
+      this.#exchanged.set(remote, new Set());
       for (const delayMs of FOLLOW_UP_MS) {
         const timer = this.#o.clock.setTimeout(() => {
           this.#followUps.delete(timer);
-          if (this.#o.liveness.liveRemotes().includes(remote)) void this.compare(remote);
+          if (!this.#o.liveness.liveRemotes().includes(remote)) return;
+          // Only what has not been exchanged since: a heal's exchanges may still be under way.
+          const exchanged = this.#exchanged.get(remote) ?? new Set();
+          const pending = [...this.#held.keys()].filter(
+            (p) => !exchanged.has(p) && !this.#driving.has(`${remote}|${p}`),
+          );
+          if (pending.length > 0) void this.compare(remote, pending);
         }, delayMs);
         this.#followUps.add(timer);
       }
@@ -136,6 +145,7 @@ export class AntiEntropy {
     this.#leftToRemote.clear();
     this.#driving.clear();
     this.#followUps.clear();
+    this.#exchanged.clear();
     this.#summaries?.unsubscribe();
     this.#stopListening?.();
     for (const sub of this.#held.values()) sub.unsubscribe();
@@ -349,6 +359,7 @@ export class AntiEntropy {
       }
     }
     for (const key of this.#answered.keys()) if (key.startsWith(prefix)) this.#answered.delete(key);
+    this.#exchanged.delete(remote);
   }
 
   /** The transfer this node drove with `remote` is complete (its `done` arrived). */
@@ -381,6 +392,7 @@ export class AntiEntropy {
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
+    this.#exchanged.get(msg.from)?.add(msg.partition);
     this.#transferDone(msg.from, msg.partition);
     this.#o.peerSynced(msg.partition, msg.from);
   }
