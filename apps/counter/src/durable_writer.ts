@@ -1,4 +1,4 @@
-import { dcPageSubject, type Bus } from "@livecount/bus";
+import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
 import {
   VIEWERS_COUNTER,
@@ -124,18 +124,13 @@ export class DurableWriter {
     });
   }
 
-  /**
-   * Publishes one data center's entries of a page that are durable already: on the page's subject
-   * (every DC), or with `thisDcOnly` on this DC's own (entries learnt by anti-entropy, which every
-   * other DC holds already). Only `#persist` calls it: nothing is published before it is durable.
-   */
-  #publish(update: DurableUpdate, ts: number, thisDcOnly: boolean): void {
+  /** Publishes one data center's entries of a page, durable already, on the page's subject (every DC). */
+  #publishUpdate(update: DurableUpdate, ts: number): void {
     const { page, partition, dc, counters } = update;
-    const message = encodeMessage({ type: "update", page, dc, counters, ts });
-    const subject = thisDcOnly
-      ? dcPageSubject(this.#o.dc, page, partition)
-      : this.#o.subjectOf(page, partition);
-    this.#o.bus.publish(subject, message);
+    this.#o.bus.publish(
+      this.#o.subjectOf(page, partition),
+      encodeMessage({ type: "update", page, dc, counters, ts }),
+    );
     this.#o.metrics.publishes.inc();
   }
 
@@ -157,8 +152,14 @@ export class DurableWriter {
         this.#o.metrics.storeWrites.inc();
         return this.#o.store.mergePages(fence, pages, indexed);
       },
-      (merged) => (merged === null ? [] : durableUpdates(fence.partition, merged)),
-      { thisDcOnly: true },
+      (merged, ts) => {
+        if (merged === null || merged.size === 0) return;
+        // For this DC's gateways only, in one message: every other DC holds these entries already.
+        const { partition } = fence;
+        const message = encodeMessage({ type: "updates", partition, pages: Object.fromEntries(merged), ts });
+        this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), message);
+        this.#o.metrics.publishes.inc();
+      },
     );
     if (advanced !== null) return advanced;
     this.#o.lost(fence.partition);
@@ -213,18 +214,17 @@ export class DurableWriter {
   }
 
   /**
-   * The one path from memory to the bus: runs `write`, then publishes exactly the entries that
-   * `durable` says the write made durable, then returns. A failed write publishes nothing.
+   * The one path from memory to the bus: runs `write`, then lets `publish` publish exactly what the
+   * write made durable, then returns. A failed write publishes nothing.
    */
-  async #persist<T>(
-    write: () => Promise<T>,
-    durable: (result: T) => readonly DurableUpdate[],
-    { thisDcOnly = false }: { readonly thisDcOnly?: boolean } = {},
-  ): Promise<T> {
+  async #persist<T>(write: () => Promise<T>, publish: (result: T, ts: number) => void): Promise<T> {
     const result = await write();
-    const ts = this.#o.clock.now();
-    for (const update of durable(result)) this.#publish(update, ts, thisDcOnly);
+    publish(result, this.#o.clock.now());
     return result;
+  }
+
+  #publishUpdates(updates: readonly DurableUpdate[], ts: number): void {
+    for (const update of updates) this.#publishUpdate(update, ts);
   }
 
   /**
@@ -284,7 +284,7 @@ export class DurableWriter {
           metrics.storeWrites.inc();
           return settle(await store.increment(ops, idempotencyTtlMs));
         },
-        (s) => s.durable,
+        (s, ts) => this.#publishUpdates(s.durable, ts),
       );
     } catch (err) {
       this.#o.logger.error({ err, ops: ops.length }, "publisher changes failed");
@@ -332,17 +332,13 @@ export class DurableWriter {
           metrics.storeWrites.inc();
           return new Set((await store.write([...groups.values()])).map((f) => f.partition));
         },
-        (stale) =>
-          taken.flatMap(({ actor, updates }) =>
-            stale.has(actor.partition)
-              ? []
-              : [...updates].map(([dc, counters]) => ({
-                  page: actor.page,
-                  partition: actor.partition,
-                  dc,
-                  counters,
-                })),
-          ),
+        (stale, ts) => {
+          for (const { actor, updates } of taken) {
+            if (stale.has(actor.partition)) continue;
+            for (const [dc, counters] of updates)
+              this.#publishUpdate({ page: actor.page, partition: actor.partition, dc, counters }, ts);
+          }
+        },
       );
     } catch (err) {
       metrics.flushFailures.inc();
@@ -370,22 +366,4 @@ function whileQueued(actor: PageActor, resolve: (reply: NodeReply) => void): (re
     actor.changeAnswered();
     resolve(reply);
   };
-}
-
-/** Merged entries by page, as updates by data center (what is published for each page). */
-function durableUpdates(partition: number, merged: ReadonlyMap<string, PageRecord>): DurableUpdate[] {
-  const updates: DurableUpdate[] = [];
-  for (const [page, record] of merged) {
-    const byDc = new Map<string, Array<[string, Entry]>>();
-    for (const [counter, entries] of Object.entries(record)) {
-      for (const [dc, entry] of Object.entries(entries)) {
-        let list = byDc.get(dc);
-        if (list === undefined) byDc.set(dc, (list = []));
-        list.push([counter, entry]);
-      }
-    }
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    for (const [dc, list] of byDc) updates.push({ page, partition, dc, counters: Object.fromEntries(list) });
-  }
-  return updates;
 }

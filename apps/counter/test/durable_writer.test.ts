@@ -5,7 +5,7 @@ import {
   type ResetRequest,
 } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
-import { dcPageSubject } from "@livecount/bus";
+import { dcUpdatesSubject } from "@livecount/bus";
 import type { PageRecord } from "@livecount/store";
 import { COALESCE_MS, DC, buildUnits, pageIn, type Units } from "./units.js";
 
@@ -182,20 +182,28 @@ describe("counter - durable writer", () => {
       [page]: { likes: { dc3: { p: 5, n: 1 } }, hearts: { dc1: { p: 4, n: 0 } } },
     });
     publishesFollowDurableWrites(u.timeline);
-    expect(u.published.map((m) => [m.dc, m.counters])).toEqual([
-      ["dc3", { likes: { p: 5, n: 1 } }],
-      ["dc1", { hearts: { p: 4, n: 0 } }],
+    // One message, for this DC's gateways only, with what advanced.
+    expect(u.published).toEqual([]);
+    expect(u.batches).toEqual([
+      {
+        subject: dcUpdatesSubject(DC, 2),
+        updates: {
+          type: "updates",
+          partition: 2,
+          pages: { [page]: { likes: { dc3: { p: 5, n: 1 } }, hearts: { dc1: { p: 4, n: 0 } } } },
+          ts: expect.any(Number),
+        },
+      },
     ]);
-    expect(new Set(u.publishedOn)).toEqual(new Set([dcPageSubject(DC, page, 2)]));
 
-    u.published.length = 0;
+    u.batches.length = 0;
     const stale = { ...fence, epoch: fence.epoch + 1 };
     const refused = await u.writer.mergeIntoStore(
       stale,
       new Map([[page, { likes: { dc4: { p: 1, n: 0 } } }]]),
     );
     expect(refused.size).toBe(0);
-    expect(u.published).toEqual([]);
+    expect(u.batches).toEqual([]);
     expect(u.lost).toEqual([2]);
   });
 

@@ -5,7 +5,7 @@
  * when updates are published.
  */
 import { MemoryBus, type Bus } from "@livecount/bus";
-import { decodeMessage, type PageUpdate, type PresenceBatch } from "@livecount/protocol";
+import { decodeMessage, type PageUpdate, type PageUpdates, type PresenceBatch } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
 import {
@@ -111,14 +111,14 @@ export class FlakyStore extends MemoryStore {
 class RecordingBus extends ForwardingBus {
   constructor(
     local: MemoryBus,
-    private readonly onUpdate: (update: PageUpdate, subject: string) => void,
+    private readonly onUpdate: (update: PageUpdate | PageUpdates, subject: string) => void,
   ) {
     super(local);
   }
 
   override publish(subject: string, data: Uint8Array): void {
     const msg = decodeMessage(data);
-    if (msg.type === "update") this.onUpdate(msg, subject);
+    if (msg.type === "update" || msg.type === "updates") this.onUpdate(msg, subject);
     this.local.publish(subject, data);
   }
 }
@@ -153,10 +153,10 @@ export interface Units {
   readonly store: FlakyStore;
   /** Store calls and publishes, in the order they happened. */
   readonly timeline: string[];
-  /** Every update published, decoded. */
+  /** Every page update published, decoded. */
   readonly published: PageUpdate[];
-  /** The subject of each of `published`. */
-  readonly publishedOn: string[];
+  /** Every batch of updates (anti-entropy, this DC's gateways) published, with its subject. */
+  readonly batches: Array<{ readonly subject: string; readonly updates: PageUpdates }>;
   readonly fences: Map<number, Fence>;
   readonly lost: number[];
   readonly registry: ActorRegistry;
@@ -171,12 +171,16 @@ export async function buildUnits(): Promise<Units> {
   const clock = new ManualClock();
   const timeline: string[] = [];
   const published: PageUpdate[] = [];
-  const publishedOn: string[] = [];
+  const batches: Array<{ subject: string; updates: PageUpdates }> = [];
   const memoryBus = new MemoryBus({ clock });
-  const bus = new RecordingBus(memoryBus, (update, subject) => {
-    timeline.push(`publish:${update.page}`);
-    published.push(update);
-    publishedOn.push(subject);
+  const bus = new RecordingBus(memoryBus, (msg, subject) => {
+    if (msg.type === "updates") {
+      for (const page of Object.keys(msg.pages)) timeline.push(`publish:${page}`);
+      batches.push({ subject, updates: msg });
+      return;
+    }
+    timeline.push(`publish:${msg.page}`);
+    published.push(msg);
   });
   const store = new FlakyStore(() => clock.now(), timeline);
   const fences = new Map<number, Fence>();
@@ -209,7 +213,7 @@ export async function buildUnits(): Promise<Units> {
     store,
     timeline,
     published,
-    publishedOn,
+    batches,
     fences,
     lost,
     registry,

@@ -1,4 +1,4 @@
-import { dcPageSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { dcUpdatesSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
 import { decodeMessage, type CountFrame } from "@livecount/protocol";
@@ -37,12 +37,13 @@ class PageView {
   loaded = false;
   /** The last frame sent, to skip unchanged values. */
   sent: CountFrame | undefined;
-  /** The page's subject (every DC's owners) and this DC's own (what its nodes learn by anti-entropy). */
-  subscriptions: Subscription[] = [];
+  subscription: Subscription | undefined;
+  readonly partition: number;
   readonly backoff: Backoff;
   retryTimer: TimerHandle | undefined;
 
-  constructor(backoff: Backoff) {
+  constructor(partition: number, backoff: Backoff) {
+    this.partition = partition;
     this.backoff = backoff;
   }
 
@@ -52,6 +53,17 @@ class PageView {
       let c = this.counters.get(name);
       if (c === undefined) this.counters.set(name, (c = new PNCounter()));
       changed = c.mergeAll(entries) || changed;
+    }
+    return changed;
+  }
+
+  /** Merges one data center's entry of each counter (a page update). */
+  mergeFrom(dc: string, counters: Readonly<Record<string, { p: number; n: number }>>): boolean {
+    let changed = false;
+    for (const [name, entry] of Object.entries(counters)) {
+      let c = this.counters.get(name);
+      if (c === undefined) this.counters.set(name, (c = new PNCounter()));
+      changed = c.merge(dc, entry) || changed;
     }
     return changed;
   }
@@ -94,6 +106,8 @@ export class PageViews {
   readonly #views = new Map<string, PageView>();
   readonly #dirty = new Set<string>();
   readonly #coalescer: Coalescer;
+  /** Per partition with watched pages: how many, and the subscription to this DC's updates of it. */
+  readonly #partitions = new Map<number, { pages: number; subscription: Subscription }>();
 
   constructor(opts: PageViewsOptions) {
     this.#opts = opts;
@@ -108,15 +122,14 @@ export class PageViews {
   watch(page: string): CountFrame | undefined {
     let view = this.#views.get(page);
     if (view === undefined) {
-      view = new PageView(new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
+      const partition = partitionOf(page, this.#opts.partitions);
+      view = new PageView(partition, new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
       this.#views.set(page, view);
       const v = view;
-      const partition = partitionOf(page, this.#opts.partitions);
-      const onUpdate = (data: Uint8Array): void => this.#onUpdate(page, v, data);
-      view.subscriptions = [
-        this.#opts.bus.subscribe(pageSubject(page, partition), onUpdate),
-        this.#opts.bus.subscribe(dcPageSubject(this.#opts.dc, page, partition), onUpdate),
-      ];
+      view.subscription = this.#opts.bus.subscribe(pageSubject(page, partition), (data) =>
+        this.#onUpdate(page, v, data),
+      );
+      this.#watchPartition(partition);
       void this.#loadSnapshot(page, view);
     }
     view.watchers++;
@@ -128,10 +141,31 @@ export class PageViews {
   unwatch(page: string): void {
     const view = this.#views.get(page);
     if (view === undefined || --view.watchers > 0) return;
-    for (const sub of view.subscriptions) sub.unsubscribe();
+    view.subscription?.unsubscribe();
     if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     this.#views.delete(page);
     this.#dirty.delete(page);
+    this.#unwatchPartition(view.partition);
+  }
+
+  /** A page of `partition` is watched: this DC's anti-entropy updates of the partition are wanted. */
+  #watchPartition(partition: number): void {
+    const held = this.#partitions.get(partition);
+    if (held !== undefined) {
+      held.pages++;
+      return;
+    }
+    const subscription = this.#opts.bus.subscribe(dcUpdatesSubject(this.#opts.dc, partition), (data) =>
+      this.#onUpdates(partition, data),
+    );
+    this.#partitions.set(partition, { pages: 1, subscription });
+  }
+
+  #unwatchPartition(partition: number): void {
+    const held = this.#partitions.get(partition);
+    if (held === undefined || --held.pages > 0) return;
+    held.subscription.unsubscribe();
+    this.#partitions.delete(partition);
   }
 
   /** A data center went down or came back: every value with its entries may change. */
@@ -148,10 +182,28 @@ export class PageViews {
   close(): void {
     this.#coalescer.close();
     for (const view of this.#views.values()) {
-      for (const sub of view.subscriptions) sub.unsubscribe();
+      view.subscription?.unsubscribe();
       if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     }
     this.#views.clear();
+    for (const { subscription } of this.#partitions.values()) subscription.unsubscribe();
+    this.#partitions.clear();
+  }
+
+  /** Many pages' entries this DC's counter nodes learnt by anti-entropy: those watched here merge. */
+  #onUpdates(partition: number, data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+    } catch (err) {
+      this.#opts.logger.warn({ err, partition }, "malformed page updates");
+      return;
+    }
+    if (msg.type !== "updates" || msg.partition !== partition) return;
+    for (const [page, counters] of Object.entries(msg.pages)) {
+      const view = this.#views.get(page);
+      if (view !== undefined && view.merge(counters) && view.loaded) this.#markDirty(page);
+    }
   }
 
   #onUpdate(page: string, view: PageView, data: Uint8Array): void {
@@ -163,10 +215,7 @@ export class PageViews {
       return;
     }
     if (msg.type !== "update" || msg.page !== page) return;
-    const entries = Object.fromEntries(
-      Object.entries(msg.counters).map(([name, entry]) => [name, Object.fromEntries([[msg.dc, entry]])]),
-    );
-    if (view.merge(entries) && view.loaded) this.#markDirty(page);
+    if (view.mergeFrom(msg.dc, msg.counters) && view.loaded) this.#markDirty(page);
   }
 
   async #loadSnapshot(page: string, view: PageView): Promise<void> {

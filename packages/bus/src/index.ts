@@ -28,7 +28,7 @@ export {
   antiEntropyPartitionSubject,
   antiEntropySubject,
   assertToken,
-  dcPageSubject,
+  dcUpdatesSubject,
   gatewaysSubject,
   ID_TOKEN_MAX_LENGTH,
   nodeSubject,

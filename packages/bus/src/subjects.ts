@@ -6,7 +6,7 @@
  * | Subject                | Pattern        | Payload (internal.ts)        | From -> to                                      |
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
- * | `lc.dcpage.<dc>.<part>.<page64>` | publish | PageUpdate               | a counter node of `<dc>` -> watching gateways of `<dc>` |
+ * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
  * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
@@ -24,9 +24,10 @@
  * `<part>` is the page's partition: an owner subscribes to `lc.page.<part>.*` for each partition it
  * owns and so receives other DCs' entries of its pages, with one subscription per partition.
  *
- * `lc.dcpage.<dc>...` carries what a DC learnt by anti-entropy (any DC's entries, merged into its
- * store) to its own watchers: every other DC has those entries already, and only that DC's
- * gateways subscribe to it, so a heal's worth of updates never crosses a NATS gateway link back.
+ * `lc.dcupdates.<dc>.<part>` carries what a DC learnt by anti-entropy (any DC's entries, merged into
+ * its store) to its own gateways, many pages per message: every other DC has those entries already,
+ * and only that DC's gateways subscribe to it, so a heal's worth of updates never crosses a NATS
+ * gateway link back. A gateway subscribes per partition it watches pages of.
  */
 import { InvalidSubjectError } from "./bus.js";
 
@@ -38,7 +39,7 @@ const NODE_PREFIX = `${SUBJECT_ROOT}.node.`;
 const NODES_PREFIX = `${SUBJECT_ROOT}.nodes.`;
 const GATEWAYS_PREFIX = `${SUBJECT_ROOT}.gateways.`;
 const AE_PREFIX = `${SUBJECT_ROOT}.ae.`;
-const DC_PAGE_PREFIX = `${SUBJECT_ROOT}.dcpage.`;
+const DC_UPDATES_PREFIX = `${SUBJECT_ROOT}.dcupdates.`;
 
 /** Longest dc or node id, in characters; the same limit as the config's `readToken`. */
 export const ID_TOKEN_MAX_LENGTH = 64;
@@ -74,14 +75,13 @@ export function pageSubject(page: string, partition: number): string {
 }
 
 /**
- * Page updates of one page for the watchers of one DC only: entries that DC's counter nodes learnt
- * by anti-entropy. Throws InvalidSubjectError for a bad dc, empty page id or bad partition.
+ * Updates of many pages of one partition for the gateways of one DC only: entries that DC's counter
+ * nodes learnt by anti-entropy. Throws InvalidSubjectError for a bad dc or partition.
  */
-export function dcPageSubject(dc: string, page: string, partition: number): string {
+export function dcUpdatesSubject(dc: string, partition: number): string {
   assertToken("dc", dc);
-  if (page.length === 0) throw new InvalidSubjectError("page id must not be empty");
   assertPartition(partition);
-  return `${DC_PAGE_PREFIX}${dc}.${partition}.${Buffer.from(page, "utf8").toString("base64url")}`;
+  return `${DC_UPDATES_PREFIX}${dc}.${partition}`;
 }
 
 /** Every page update of one partition: what the partition's owners subscribe to. */

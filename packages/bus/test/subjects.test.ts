@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   assertToken,
-  dcPageSubject,
+  dcUpdatesSubject,
   gatewaysSubject,
   InvalidSubjectError,
   isSubject,
@@ -84,19 +84,15 @@ describe("subjects - page subjects", () => {
     expect(() => pageSubject("", 7)).toThrow(InvalidSubjectError);
   });
 
-  it("gives a DC's own page subject the page's token, under a prefix no page or partition wildcard matches", () => {
-    for (const page of ["home", ">", "a.*", "lc.page.x"]) {
-      const subject = dcPageSubject("dc-eu_1", page, 7);
-      expect(subject).toBe(`lc.dcpage.dc-eu_1.7.${pageSubject(page, 7).split(".")[3]}`);
-      expect(isSubject(subject)).toBe(true);
-      expect(tokensOf(subject)).toHaveLength(5);
-      // Not a page subject: owners' partition subscriptions (lc.page.<part>.*) never see it.
-      expect(pageFromSubject(subject)).toBeUndefined();
-      expect(patternMatches(tokensOf("lc.page.7.*"), tokensOf(subject))).toBe(false);
-    }
-    expect(() => dcPageSubject("d c", "home", 7)).toThrow(InvalidSubjectError);
-    expect(() => dcPageSubject("dc1", "", 7)).toThrow(InvalidSubjectError);
-    expect(() => dcPageSubject("dc1", "home", -1)).toThrow(InvalidSubjectError);
+  it("gives a DC's own updates of a partition a subject no page or partition subscription matches", () => {
+    const subject = dcUpdatesSubject("dc-eu_1", 7);
+    expect(subject).toBe("lc.dcupdates.dc-eu_1.7");
+    expect(isSubject(subject)).toBe(true);
+    // Not a page subject: owners' partition subscriptions (lc.page.<part>.*) never see it.
+    expect(pageFromSubject(subject)).toBeUndefined();
+    expect(patternMatches(tokensOf("lc.page.7.*"), tokensOf(subject))).toBe(false);
+    expect(() => dcUpdatesSubject("d c", 7)).toThrow(InvalidSubjectError);
+    expect(() => dcUpdatesSubject("dc1", -1)).toThrow(InvalidSubjectError);
   });
 
   it("reads back only subjects the encoder would produce", () => {

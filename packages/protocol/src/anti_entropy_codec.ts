@@ -1,5 +1,6 @@
 /** Decoders of the anti-entropy messages between data centers (internal.ts). */
 import { isInternalId, isPageId } from "./ids.js";
+import type { Entries } from "@livecount/crdt";
 import { MAX_AE_PAGES, type AntiEntropyMessage, type Digest } from "./internal.js";
 import {
   entriesOf,
@@ -37,6 +38,18 @@ function bucketOf(v: unknown): number {
 function optional<T>(m: Fields, key: string, decode: (v: unknown) => T): { [k: string]: T } | undefined {
   const v = m.get(key);
   return v === undefined ? undefined : { [key]: decode(v) };
+}
+
+/** Pages with every DC's entries of each counter (ae_entries, updates), at most MAX_AE_PAGES. */
+export function pagesOf(v: unknown): Record<string, Record<string, Entries>> {
+  const pages = fieldsOf(v, "pages");
+  if (pages.size > MAX_AE_PAGES) malformed(`at most ${MAX_AE_PAGES} pages per message`);
+  return recordOf(
+    pages,
+    isPageId,
+    (record) => recordOf(record, isCounterKey, entriesOf, "counters"),
+    "pages",
+  );
 }
 
 export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AntiEntropyMessage]> = [
@@ -78,29 +91,20 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
   ],
   [
     "ae_entries",
-    (m) => {
-      const pages = fieldsOf(m.get("pages"), "pages");
-      if (pages.size > MAX_AE_PAGES) malformed(`at most ${MAX_AE_PAGES} pages per message`);
-      return {
-        type: "ae_entries",
-        from: field(m, "from", isInternalId),
-        to: field(m, "to", isInternalId),
-        partition: partitionOf(m.get("partition")),
-        pages: recordOf(
-          pages,
-          isPageId,
-          (record) => recordOf(record, isCounterKey, entriesOf, "counters"),
-          "pages",
-        ),
-        ...optional(m, "pull", (v) => {
-          if (Array.isArray(v) && v.length > MAX_BUCKETS) malformed("too many buckets");
-          return listOf(v, bucketOf, "pull");
-        }),
-        ...optional(m, "done", (v) => {
-          if (!isBoolean(v)) malformed("done must be a boolean");
-          return v;
-        }),
-      };
-    },
+    (m) => ({
+      type: "ae_entries",
+      from: field(m, "from", isInternalId),
+      to: field(m, "to", isInternalId),
+      partition: partitionOf(m.get("partition")),
+      pages: pagesOf(m.get("pages")),
+      ...optional(m, "pull", (v) => {
+        if (Array.isArray(v) && v.length > MAX_BUCKETS) malformed("too many buckets");
+        return listOf(v, bucketOf, "pull");
+      }),
+      ...optional(m, "done", (v) => {
+        if (!isBoolean(v)) malformed("done must be a boolean");
+        return v;
+      }),
+    }),
   ],
 ];

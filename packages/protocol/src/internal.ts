@@ -160,6 +160,18 @@ export interface PageUpdate {
   readonly ts: number;
 }
 
+/**
+ * A counter node -> the gateways of its own DC: what anti-entropy brought into its store for pages of
+ * one partition, every DC's entries that advanced, after they are durable. One message for many pages:
+ * a heal moves thousands at once, and only gateways watching pages of the partition subscribe.
+ */
+export interface PageUpdates {
+  readonly type: "updates";
+  readonly partition: number;
+  readonly pages: Readonly<Record<string, Readonly<Record<string, Entries>>>>;
+  readonly ts: number;
+}
+
 /** Gateway heartbeat: while it arrives the gateway's presence contributions are alive. */
 export interface GatewayHeartbeat {
   readonly type: "gateway";
@@ -243,7 +255,8 @@ export const MAX_AE_PAGES = 10_000;
 
 export type AntiEntropyMessage = AeSummary | AeBuckets | AeEntries;
 
-export type Broadcast = PageUpdate | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | AntiEntropyMessage;
+export type Broadcast =
+  PageUpdate | PageUpdates | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | AntiEntropyMessage;
 
 /** Every message on the bus; `type` tells them apart. */
 export type InternalMessage = NodeRequest | NodeReply | Broadcast;

@@ -5,7 +5,7 @@
  * some). Anything malformed throws ProtocolError("bad_frame").
  */
 import { Packr, Unpackr, type Options } from "msgpackr";
-import { ANTI_ENTROPY_DECODERS } from "./anti_entropy_codec.js";
+import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
 import { ProtocolError, isErrorCode } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
@@ -29,6 +29,7 @@ import {
   listOf,
   malformed,
   pageIdOf,
+  partitionOf,
   presenceOpOf,
   recordOf,
   viewerKeysOf,
@@ -177,6 +178,15 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     }),
   ],
   [
+    "updates",
+    (m) => ({
+      type: "updates",
+      partition: partitionOf(m.get("partition")),
+      pages: pagesOf(m.get("pages")),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
+  [
     "gateway",
     (m) => ({
       type: "gateway",
@@ -226,6 +236,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
 ]);
 const BROADCAST_TYPES: ReadonlySet<string> = new Set([
   "update",
+  "updates",
   "gateway",
   "node",
   "dc",

@@ -58,6 +58,7 @@ const TYPES = [
   "presence",
   "snapshot",
   "update",
+  "updates",
   "ack",
 ];
 const STRINGS = [

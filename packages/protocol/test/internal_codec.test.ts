@@ -113,6 +113,18 @@ const MESSAGES: readonly InternalMessage[] = [
     pull: [0, 63],
   },
   { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true },
+  {
+    type: "updates",
+    partition: 9,
+    pages: Object.fromEntries<Readonly<Record<string, Entries>>>([
+      [
+        "home",
+        { likes: { us: { p: 3, n: 1 }, eu: { p: 1, n: 0 } }, [VIEWERS_COUNTER]: { us: { p: 2, n: 2 } } },
+      ],
+      ["__proto__", { likes: { eu: { p: 1, n: 0 } } }],
+    ]),
+    ts: TS,
+  },
 ];
 
 /** Values that are invalid wherever a field of this name appears. */
@@ -230,7 +242,7 @@ const INVALID_AE_PAGES: readonly unknown[] = [
 function invalidValues(msg: InternalMessage, field: string): readonly unknown[] {
   if (field === "digests")
     return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
-  if (field === "pages" && msg.type === "ae_entries") return INVALID_AE_PAGES;
+  if (field === "pages" && (msg.type === "ae_entries" || msg.type === "updates")) return INVALID_AE_PAGES;
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "counters")
     return msg.type === "page_state" ? INVALID_STATE_COUNTERS : INVALID_UPDATE_COUNTERS;
