@@ -24,6 +24,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
+/** As in infra/k8s/counter.yaml: a larger young generation for the counter node (infra/README.md). */
+const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32"];
+
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const runDir = fileURLToPath(new URL("./.run/", import.meta.url));
 const pidFile = `${runDir}pids.json`;
@@ -194,11 +197,16 @@ async function up(args) {
     const prefix = count === 1 ? "" : `${dc.name}-`;
     dc.ports.counters.forEach((port, i) => {
       procs.push(
-        start(`${prefix}counter${i + 1}`, process.execPath, ["apps/counter/dist/main.js"], {
-          ...common,
-          LIVECOUNT_NODE_ID: `${dc.name}-counter${i + 1}`,
-          LIVECOUNT_PORT: String(port),
-        }),
+        start(
+          `${prefix}counter${i + 1}`,
+          process.execPath,
+          [...COUNTER_NODE_FLAGS, "apps/counter/dist/main.js"],
+          {
+            ...common,
+            LIVECOUNT_NODE_ID: `${dc.name}-counter${i + 1}`,
+            LIVECOUNT_PORT: String(port),
+          },
+        ),
       );
     });
     dc.ports.gateways.forEach((port, i) => {

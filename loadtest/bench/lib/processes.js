@@ -185,6 +185,12 @@ export async function startRedis(dir) {
   return { ...proc, port, url: `redis://${LOOPBACK}:${port}` };
 }
 
+/**
+ * Node flags a counter node runs with in every deployment (infra/k8s, infra/compose,
+ * infra/local/cluster.mjs, apps/counter's start script); infra/README.md says why.
+ */
+const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32"];
+
 /** Extra node flags for product processes, e.g. LC_BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/p". */
 function productFlags() {
   return (process.env.LC_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
@@ -199,7 +205,8 @@ export function spawnProduct(name, entry, env, dir, nodeFlags = []) {
   const logPath = join(dir, `${name}.log`);
   const log = openSync(logPath, "a");
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LIVECOUNT_")));
-  const child = spawn(process.execPath, [...productFlags(), ...nodeFlags, join(ROOT, entry)], {
+  const deployed = entry === "apps/counter/dist/main.js" ? COUNTER_NODE_FLAGS : [];
+  const child = spawn(process.execPath, [...deployed, ...productFlags(), ...nodeFlags, join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...base, LIVECOUNT_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", log, log],

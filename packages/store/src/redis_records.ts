@@ -2,10 +2,13 @@
 import type { Entry } from "@livecount/crdt";
 import { StoreError, type IncrementOp, type IncrementOutcome, type PageRecord } from "./store.js";
 
+const ENTRY_VALUE = /^\d+:\d+$/;
+
 export function parseEntry(value: unknown): Entry {
-  const match = typeof value === "string" ? /^(\d+):(\d+)$/.exec(value) : null;
-  if (match === null) throw new StoreError(`malformed entry in redis: ${String(value)}`);
-  return { p: Number(match[1]), n: Number(match[2]) };
+  if (typeof value !== "string" || !ENTRY_VALUE.test(value))
+    throw new StoreError(`malformed entry in redis: ${String(value)}`);
+  const colon = value.indexOf(":");
+  return { p: Number(value.slice(0, colon)), n: Number(value.slice(colon + 1)) };
 }
 
 export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome {
