@@ -13,6 +13,7 @@ import type { Fence, PageRecord, Store } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
+import { Exchanges } from "./exchanges.js";
 import { ActorClosedError } from "./page_actor.js";
 
 export interface AntiEntropyOptions {
@@ -38,21 +39,8 @@ export interface AntiEntropyOptions {
 const PAGES_PER_MESSAGE = 500;
 /** Buckets read from the store at once while sending (all of a partition: two store round trips). */
 const BUCKETS_PER_READ = 64;
-/**
- * Two DCs that hear each other at once both start a comparison of every partition. When bucket
- * digests from a DC arrive for a partition this node answered with its own buckets this recently,
- * the comparisons crossed: only the DC whose name sorts first drives it.
- */
-const CROSSING_MS = 5_000;
-/** The DC that left a crossed comparison to the other takes it back if no entries came by then. */
-const CROSSING_FALLBACK_MS = 3_000;
 /** Partitions per summary message (a summary names at most 65,536). */
 const PARTITIONS_PER_SUMMARY = 4096;
-/**
- * A transfer this node drives that neither sends nor receives anything for this long is lost (a
- * message dropped on a link coming back, a remote node restarted mid-way): compared again.
- */
-const TRANSFER_STALL_MS = 10_000;
 /**
  * After a DC is heard again, the partitions are compared at once and again after these delays: the
  * first comparison may have left on a direction of the link that was not back yet.
@@ -86,20 +74,9 @@ export class AntiEntropy {
   readonly #held = new Map<number, Subscription>();
   /** Per partition, the handling of its messages, in order. */
   readonly #chains = new Map<number, Promise<void>>();
-  /** `remote|partition` -> when this node answered the remote's summary with its bucket digests. */
-  readonly #answered = new Map<string, number>();
-  /** `remote|partition` -> the timer that takes back a crossed comparison left to the remote. */
-  readonly #leftToRemote = new Map<string, TimerHandle>();
-  /**
-   * `remote|partition` -> the stall timer of a transfer this node drives (its pull sent, the
-   * remote's `done` not back yet). Meanwhile the partition is neither driven again with
-   * that remote nor offered to it for driving: the transfer in flight brings both to the max.
-   */
-  readonly #driving = new Map<string, TimerHandle>();
+  readonly #exchanges: Exchanges;
   /** Follow-up comparisons scheduled after a DC was heard again. */
   readonly #followUps = new Set<TimerHandle>();
-  /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard again. */
-  readonly #exchanged = new Map<string, Set<number>>();
   /** Partitions taken in this turn: compared with every live DC together, once. */
   #justHeld = new Set<number>();
   #justHeldScheduled = false;
@@ -110,6 +87,7 @@ export class AntiEntropy {
 
   constructor(options: AntiEntropyOptions) {
     this.#o = options;
+    this.#exchanges = new Exchanges(options.clock);
   }
 
   start(): void {
@@ -117,19 +95,15 @@ export class AntiEntropy {
     this.#summaries = this.#o.bus.subscribe(antiEntropySubject(this.#o.dc), (data) => this.#receive(data));
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
       // Whatever was in flight with that DC may be lost: nothing waits for it any more.
-      this.#forget(remote);
+      this.#exchanges.forget(remote, event.kind !== "down");
       if (event.kind === "down") return;
       void this.compare(remote);
-      this.#exchanged.set(remote, new Set());
       for (const delayMs of FOLLOW_UP_MS) {
         const timer = this.#o.clock.setTimeout(() => {
           this.#followUps.delete(timer);
           if (!this.#o.liveness.liveRemotes().includes(remote)) return;
           // Only what has not been exchanged since: a heal's exchanges may still be under way.
-          const exchanged = this.#exchanged.get(remote) ?? new Set();
-          const pending = [...this.#held.keys()].filter(
-            (p) => !exchanged.has(p) && !this.#driving.has(`${remote}|${p}`),
-          );
+          const pending = this.#exchanges.notExchanged(remote, this.#held.keys());
           if (pending.length > 0) void this.compare(remote, pending);
         }, delayMs);
         this.#followUps.add(timer);
@@ -140,12 +114,9 @@ export class AntiEntropy {
 
   stop(): void {
     this.#running = false;
-    for (const timer of [...this.#leftToRemote.values(), ...this.#driving.values(), ...this.#followUps])
-      this.#o.clock.clearTimeout(timer);
-    this.#leftToRemote.clear();
-    this.#driving.clear();
+    for (const timer of this.#followUps) this.#o.clock.clearTimeout(timer);
     this.#followUps.clear();
-    this.#exchanged.clear();
+    this.#exchanges.clear();
     this.#summaries?.unsubscribe();
     this.#stopListening?.();
     for (const sub of this.#held.values()) sub.unsubscribe();
@@ -177,13 +148,7 @@ export class AntiEntropy {
     this.#held.get(partition)?.unsubscribe();
     this.#held.delete(partition);
     this.#chains.delete(partition);
-    for (const timers of [this.#driving, this.#leftToRemote]) {
-      for (const [key, timer] of timers) {
-        if (partitionOfKey(key) !== partition) continue;
-        this.#o.clock.clearTimeout(timer);
-        timers.delete(key);
-      }
-    }
+    this.#exchanges.dropPartition(partition);
   }
 
   /**
@@ -218,8 +183,7 @@ export class AntiEntropy {
 
   #schedule(): void {
     this.#timer = this.#o.clock.setTimeout(() => {
-      const now = this.#o.clock.now();
-      for (const [key, at] of this.#answered) if (now - at > CROSSING_MS) this.#answered.delete(key);
+      this.#exchanges.prune();
       for (const remote of this.#o.liveness.liveRemotes()) void this.compare(remote);
       if (this.#running) this.#schedule();
     }, this.#o.periodMs);
@@ -273,9 +237,9 @@ export class AntiEntropy {
         // the exchange's `done`). A transfer this node drives with that DC covers it already: its
         // `done` also ends the other's bootstrap.
         const learning = bootstrap.has(partition);
-        if ((!learning && local[i] === theirs) || this.#driving.has(`${msg.from}|${partition}`)) return;
+        if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition)) return;
         const digests = await this.#o.store.bucketDigests(partition);
-        if (!learning) this.#answered.set(`${msg.from}|${partition}`, this.#o.clock.now());
+        if (!learning) this.#exchanges.answered(msg.from, partition);
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
           from: this.#o.dc,
@@ -291,28 +255,19 @@ export class AntiEntropy {
 
   /** The other holder's bucket digests: drive the comparison, unless it crossed one the other DC drives. */
   async #onBuckets(msg: AeBuckets): Promise<void> {
-    const key = `${msg.from}|${msg.partition}`;
-    const answeredAt = this.#answered.get(key);
-    const crossed = answeredAt !== undefined && this.#o.clock.now() - answeredAt < CROSSING_MS;
-    if (msg.bootstrap !== true && crossed && this.#o.dc > msg.from) {
-      // The other DC got our buckets too and drives; should its entries not come, take it back.
-      if (!this.#leftToRemote.has(key)) {
-        const timer = this.#o.clock.setTimeout(() => {
-          this.#leftToRemote.delete(key);
-          if (this.#held.has(msg.partition)) this.#inOrder(msg.partition, () => this.#drive(msg));
-        }, CROSSING_FALLBACK_MS);
-        this.#leftToRemote.set(key, timer);
-      }
+    // Crossed, the other DC got our buckets too and drives; should its entries not come, take it back.
+    const takeBack = (): void => {
+      if (this.#held.has(msg.partition)) this.#inOrder(msg.partition, () => this.#drive(msg));
+    };
+    if (msg.bootstrap !== true && this.#exchanges.leftToRemote(msg.from, msg.partition, this.#o.dc, takeBack))
       return;
-    }
     await this.#drive(msg);
   }
 
   /** Sends the pages of the buckets that differ and asks for the other holder's. */
   async #drive(msg: AeBuckets): Promise<void> {
-    const key = `${msg.from}|${msg.partition}`;
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
-    if (this.#driving.has(key)) return;
+    if (this.#exchanges.isDriving(msg.from, msg.partition)) return;
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {
@@ -333,53 +288,21 @@ export class AntiEntropy {
     this.#progress(msg.from, msg.partition);
   }
 
-  /** A transfer this node drives moved: its stall timer starts again. */
+  /** A transfer this node drives moved: if it goes silent now, it is compared again. */
   #progress(remote: string, partition: number): void {
-    const key = `${remote}|${partition}`;
-    const previous = this.#driving.get(key);
-    if (previous !== undefined) this.#o.clock.clearTimeout(previous);
-    const timer = this.#o.clock.setTimeout(() => {
-      if (this.#driving.get(key) !== timer) return;
-      this.#driving.delete(key);
+    this.#exchanges.progress(remote, partition, () => {
       this.#o.metrics.antiEntropyStalls.inc();
       this.#o.logger.warn({ remote, partition }, "anti-entropy transfer stalled; comparing again");
       void this.compare(remote, [partition]);
-    }, TRANSFER_STALL_MS);
-    this.#driving.set(key, timer);
-  }
-
-  /** Drops the comparisons and transfers in flight with `remote`. */
-  #forget(remote: string): void {
-    const prefix = `${remote}|`;
-    for (const timers of [this.#driving, this.#leftToRemote]) {
-      for (const [key, timer] of timers) {
-        if (!key.startsWith(prefix)) continue;
-        this.#o.clock.clearTimeout(timer);
-        timers.delete(key);
-      }
-    }
-    for (const key of this.#answered.keys()) if (key.startsWith(prefix)) this.#answered.delete(key);
-    this.#exchanged.delete(remote);
-  }
-
-  /** The transfer this node drove with `remote` is complete (its `done` arrived). */
-  #transferDone(remote: string, partition: number): void {
-    const key = `${remote}|${partition}`;
-    const timer = this.#driving.get(key);
-    if (timer !== undefined) this.#o.clock.clearTimeout(timer);
-    this.#driving.delete(key);
+    });
   }
 
   /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
   async #onEntries(msg: AeEntries): Promise<void> {
-    const key = `${msg.from}|${msg.partition}`;
-    if (this.#driving.has(key)) this.#progress(msg.from, msg.partition);
+    if (this.#exchanges.isDriving(msg.from, msg.partition)) this.#progress(msg.from, msg.partition);
     if (msg.pull !== undefined) {
       // The other DC drives this comparison: a crossed one left to it is taken.
-      const timer = this.#leftToRemote.get(key);
-      if (timer !== undefined) this.#o.clock.clearTimeout(timer);
-      this.#leftToRemote.delete(key);
-      this.#answered.delete(key);
+      this.#exchanges.remoteDrives(msg.from, msg.partition);
       // Sent while the other's entries arrive and merge, outside this partition's chain.
       this.#sendPages(msg.from, msg.partition, msg.pull, { done: true }).catch((err: unknown) =>
         this.#o.logger.warn(
@@ -392,8 +315,7 @@ export class AntiEntropy {
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
-    this.#exchanged.get(msg.from)?.add(msg.partition);
-    this.#transferDone(msg.from, msg.partition);
+    this.#exchanges.done(msg.from, msg.partition);
     this.#o.peerSynced(msg.partition, msg.from);
   }
 
@@ -461,11 +383,6 @@ export class AntiEntropy {
     this.#o.bus.publish(subject, data);
     this.#o.metrics.antiEntropyBytes.inc(data.byteLength);
   }
-}
-
-/** The partition of a `remote|partition` key. */
-function partitionOfKey(key: string): number {
-  return Number(key.slice(key.lastIndexOf("|") + 1));
 }
 
 function isAntiEntropy(msg: { type: string }): msg is AntiEntropyMessage {

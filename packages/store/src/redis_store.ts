@@ -1,22 +1,5 @@
 /**
- * The Redis store. Every key starts with `keyPrefix` (default "lc:"):
- *
- * - `lease:{partition}` hash `{node, epoch, expiresAt}`: the partition's owner. Deleted on release.
- * - `epoch:{partition}` integer: last epoch handed out, INCR on every takeover and never deleted,
- *   so an epoch is never reused.
- * - `page:{page}` hash, field `{counter}\0{dc}` (counter names never hold NUL), value `"{p}:{n}"`.
- * - `idem:{len(page)}:{page}:{key}` hash `{counter, delta, payload, expiresAt}` (plus
- *   `fingerprint` when the op has one) with PEXPIRE keyTtlMs. The page's length makes the key
- *   unambiguous whatever the page and key contain.
- * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
- * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
- *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
- * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
- *   (set once the partition is bootstrapped); see digest.ts.
- * - `bidx:{partition}` sorted set of the partition's page ids scored by digest bucket.
- * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
- *
- * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
+ * The Redis store, on the keys redis_keys.ts lists.
  *
  * Time: every script gets the store's `now()` as an argument and stores absolute `expiresAt`
  * values, so leases and keys expire by the same clock as in the memory store. PEXPIRE on
@@ -44,6 +27,7 @@ import {
 } from "./store.js";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RecordsBuilder, type IndexedEntry } from "./page_merge.js";
+import { RedisKeys } from "./redis_keys.js";
 import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import {
@@ -109,13 +93,13 @@ function queueScript(
 
 export class RedisStore implements Store {
   readonly #client: Redis;
-  readonly #prefix: string;
+  readonly #keys: RedisKeys;
   readonly #now: () => number;
   #closed = false;
 
   private constructor(client: Redis, prefix: string, now: () => number) {
     this.#client = client;
-    this.#prefix = prefix;
+    this.#keys = new RedisKeys(prefix);
     this.#now = now;
   }
 
@@ -154,7 +138,7 @@ export class RedisStore implements Store {
       queueScript(
         p,
         "lcAcquire",
-        [this.#leaseKey(partition), this.#epochKey(partition)],
+        [this.#keys.lease(partition), this.#keys.epoch(partition)],
         [node, now, expiresAt, options.reclaimFrom ?? ""],
       ),
     );
@@ -169,7 +153,7 @@ export class RedisStore implements Store {
     const expiresAt = now + ttlMs;
     const replies = await this.#run("renew", (p) => {
       for (const l of leases) {
-        queueScript(p, "lcRenew", [this.#leaseKey(l.partition)], [l.node, l.epoch, now, expiresAt]);
+        queueScript(p, "lcRenew", [this.#keys.lease(l.partition)], [l.node, l.epoch, now, expiresAt]);
       }
     });
     return leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
@@ -177,13 +161,13 @@ export class RedisStore implements Store {
 
   async release(lease: Lease): Promise<void> {
     await this.#run("release", (p) =>
-      queueScript(p, "lcRelease", [this.#leaseKey(lease.partition)], [lease.node, lease.epoch]),
+      queueScript(p, "lcRelease", [this.#keys.lease(lease.partition)], [lease.node, lease.epoch]),
     );
   }
 
   async load(page: string): Promise<PageRecord> {
     this.#assertOpen();
-    const fields = await this.#client.hgetall(this.#pageKey(page)).catch((cause: unknown) => {
+    const fields = await this.#client.hgetall(this.#keys.page(page)).catch((cause: unknown) => {
       throw new StoreError("redis load failed", { cause });
     });
     return pageRecord(fields);
@@ -193,7 +177,7 @@ export class RedisStore implements Store {
     if (pages.length === 0) return [];
     const replies = await this.#run("loadMany", (p) => {
       for (let i = 0; i < pages.length; i += PAGES_PER_LOAD) {
-        const keys = pages.slice(i, i + PAGES_PER_LOAD).map((page) => this.#pageKey(page));
+        const keys = pages.slice(i, i + PAGES_PER_LOAD).map((page) => this.#keys.page(page));
         queueScript(p, "lcLoad", keys, []);
       }
     });
@@ -203,14 +187,16 @@ export class RedisStore implements Store {
   async digests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
     const replies = await this.#run("digests", (p) => {
-      for (const partition of partitions) p.hget(this.#digestKey(partition), "all");
+      for (const partition of partitions) p.hget(this.#keys.digest(partition), "all");
     });
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
   }
 
   async bucketDigests(partition: number): Promise<string[]> {
     const fields = Array.from({ length: DIGEST_BUCKETS }, (_, b) => `b${b}`);
-    const [values] = await this.#run("bucketDigests", (p) => p.hmget(this.#digestKey(partition), ...fields));
+    const [values] = await this.#run("bucketDigests", (p) =>
+      p.hmget(this.#keys.digest(partition), ...fields),
+    );
     return (values as Array<string | null>).map((d) => d ?? ZERO_DIGEST);
   }
 
@@ -220,7 +206,7 @@ export class RedisStore implements Store {
     // One range read of the partition's index, filtered here: one command instead of one per bucket.
     const [scored] = await this.#run("bucketPages", (p) =>
       p.zrangebyscore(
-        this.#bucketIndexKey(partition),
+        this.#keys.bucketIndex(partition),
         Math.min(...wanted),
         Math.max(...wanted),
         "WITHSCORES",
@@ -234,7 +220,7 @@ export class RedisStore implements Store {
   }
 
   async presenceFloor(partition: number): Promise<number> {
-    const [hw] = await this.#run("presenceFloor", (p) => p.hget(this.#digestKey(partition), "hw"));
+    const [hw] = await this.#run("presenceFloor", (p) => p.hget(this.#keys.digest(partition), "hw"));
     return hw === null ? 0 : Number(hw);
   }
 
@@ -242,7 +228,7 @@ export class RedisStore implements Store {
     assertLimit(limit);
     const partition = fence.partition;
     const [candidates] = await this.#run("emptyPages", (p) =>
-      p.zrangebyscore(this.#emptyKey(partition), "-inf", emptySince, "LIMIT", 0, limit),
+      p.zrangebyscore(this.#keys.empty(partition), "-inf", emptySince, "LIMIT", 0, limit),
     );
     const pages = candidates as string[];
     if (pages.length === 0) return [];
@@ -250,11 +236,11 @@ export class RedisStore implements Store {
     const replies = await this.#run("removeEmptyPages", (p) => {
       for (const page of pages) {
         const keys = [
-          this.#leaseKey(partition),
-          this.#pageKey(page),
-          this.#pagesKey(),
-          this.#bucketIndexKey(partition),
-          this.#emptyKey(partition),
+          this.#keys.lease(partition),
+          this.#keys.page(page),
+          this.#keys.pages(),
+          this.#keys.bucketIndex(partition),
+          this.#keys.empty(partition),
         ];
         queueScript(p, "lcRemoveIfEmpty", keys, [fence.epoch, now, page, emptySince]);
       }
@@ -264,7 +250,7 @@ export class RedisStore implements Store {
   }
 
   async isBootstrapped(partition: number): Promise<boolean> {
-    const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#digestKey(partition), "boot"));
+    const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#keys.digest(partition), "boot"));
     return boot === "1";
   }
 
@@ -273,7 +259,7 @@ export class RedisStore implements Store {
       queueScript(
         p,
         "lcMarkBootstrapped",
-        [this.#leaseKey(fence.partition), this.#digestKey(fence.partition)],
+        [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
         [fence.epoch, this.#now()],
       ),
     );
@@ -289,16 +275,16 @@ export class RedisStore implements Store {
       for (const { fence, writes } of groups) {
         const partition = fence.partition;
         const keys = [
-          this.#leaseKey(partition),
-          this.#pagesKey(),
-          this.#nonZeroKey(partition),
-          this.#digestKey(partition),
-          this.#bucketIndexKey(partition),
-          this.#emptyKey(partition),
+          this.#keys.lease(partition),
+          this.#keys.pages(),
+          this.#keys.nonZero(partition),
+          this.#keys.digest(partition),
+          this.#keys.bucketIndex(partition),
+          this.#keys.empty(partition),
         ];
         const args: Arg[] = [fence.epoch, now];
         for (const w of writes) {
-          keys.push(this.#pageKey(w.page));
+          keys.push(this.#keys.page(w.page));
           args.push(
             w.page,
             entryField(w.counter, w.dc),
@@ -325,12 +311,12 @@ export class RedisStore implements Store {
     const partition = fence.partition;
     const ids = [...pages.keys()];
     const partitionKeys = [
-      this.#leaseKey(partition),
-      this.#pagesKey(),
-      this.#nonZeroKey(partition),
-      this.#digestKey(partition),
-      this.#bucketIndexKey(partition),
-      this.#emptyKey(partition),
+      this.#keys.lease(partition),
+      this.#keys.pages(),
+      this.#keys.nonZero(partition),
+      this.#keys.digest(partition),
+      this.#keys.bucketIndex(partition),
+      this.#keys.empty(partition),
     ];
     const replies = await this.#run("mergePages", (p) => {
       for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
@@ -344,7 +330,7 @@ export class RedisStore implements Store {
           }
           args[countAt] = (args.length - countAt - 1) / 3;
         }
-        const keys = [...partitionKeys, ...chunk.map((page) => this.#pageKey(page))];
+        const keys = [...partitionKeys, ...chunk.map((page) => this.#keys.page(page))];
         queueScript(p, "lcMerge", keys, args);
       }
     });
@@ -374,13 +360,13 @@ export class RedisStore implements Store {
     const replies = await this.#run("increment", (p) => {
       for (const op of ops) {
         const keys = [
-          this.#leaseKey(op.fence.partition),
-          this.#pageKey(op.page),
-          this.#idemKey(op.page, op.key),
-          this.#pagesKey(),
-          this.#digestKey(op.fence.partition),
-          this.#bucketIndexKey(op.fence.partition),
-          this.#emptyKey(op.fence.partition),
+          this.#keys.lease(op.fence.partition),
+          this.#keys.page(op.page),
+          this.#keys.idem(op.page, op.key),
+          this.#keys.pages(),
+          this.#keys.digest(op.fence.partition),
+          this.#keys.bucketIndex(op.fence.partition),
+          this.#keys.empty(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [
@@ -405,7 +391,7 @@ export class RedisStore implements Store {
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
     this.#assertOpen();
-    const members = await this.#client.smembers(this.#nonZeroKey(partition)).catch((cause: unknown) => {
+    const members = await this.#client.smembers(this.#keys.nonZero(partition)).catch((cause: unknown) => {
       throw new StoreError("redis nonZeroEntries failed", { cause });
     });
     return members.flatMap((member) => {
@@ -423,7 +409,7 @@ export class RedisStore implements Store {
     const max = `(${prefix}${AFTER_PRINTABLE}`;
     // One more than asked tells whether another page follows.
     const ids = await this.#client
-      .zrangebylex(this.#pagesKey(), min, max, "LIMIT", 0, limit + 1)
+      .zrangebylex(this.#keys.pages(), min, max, "LIMIT", 0, limit + 1)
       .catch((cause: unknown) => {
         throw new StoreError("redis listPages failed", { cause });
       });
@@ -454,41 +440,5 @@ export class RedisStore implements Store {
 
   #assertOpen(): void {
     if (this.#closed) throw new StoreError("store is closed");
-  }
-
-  #leaseKey(partition: number): string {
-    return `${this.#prefix}lease:${partition}`;
-  }
-
-  #epochKey(partition: number): string {
-    return `${this.#prefix}epoch:${partition}`;
-  }
-
-  #pageKey(page: string): string {
-    return `${this.#prefix}page:${page}`;
-  }
-
-  #idemKey(page: string, key: string): string {
-    return `${this.#prefix}idem:${page.length}:${page}:${key}`;
-  }
-
-  #nonZeroKey(partition: number): string {
-    return `${this.#prefix}nonzero:${partition}`;
-  }
-
-  #pagesKey(): string {
-    return `${this.#prefix}pages`;
-  }
-
-  #digestKey(partition: number): string {
-    return `${this.#prefix}digest:${partition}`;
-  }
-
-  #bucketIndexKey(partition: number): string {
-    return `${this.#prefix}bidx:${partition}`;
-  }
-
-  #emptyKey(partition: number): string {
-    return `${this.#prefix}empty:${partition}`;
   }
 }

@@ -1,0 +1,85 @@
+import { describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { Exchanges } from "../src/exchanges.js";
+
+describe("counter - anti-entropy exchanges", () => {
+  function setUp(): { clock: ManualClock; x: Exchanges } {
+    const clock = new ManualClock();
+    return { clock, x: new Exchanges(clock) };
+  }
+
+  test("counter - crossed comparisons: the DC whose name sorts first drives, the other takes it back after 3 s without entries", async () => {
+    const { clock, x } = setUp();
+    let takenBack = 0;
+    // Not answered: no crossing, this node drives.
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(false);
+    x.answered("dc1", 4);
+    // dc1 sorts first: dc2 leaves the crossed comparison to it, once.
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    await clock.advance(2_999);
+    expect(takenBack).toBe(0);
+    await clock.advance(1);
+    expect(takenBack).toBe(1);
+    // dc1 itself drives a crossed comparison with dc2.
+    x.answered("dc2", 4);
+    expect(x.leftToRemote("dc2", 4, "dc1", () => takenBack++)).toBe(false);
+  });
+
+  test("counter - a crossed comparison the other DC drives is not taken back; an old answer crosses nothing", async () => {
+    const { clock, x } = setUp();
+    let takenBack = 0;
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    x.remoteDrives("dc1", 4);
+    await clock.advance(10_000);
+    expect(takenBack).toBe(0);
+    x.answered("dc1", 5);
+    await clock.advance(5_000);
+    x.prune();
+    expect(x.leftToRemote("dc1", 5, "dc2", () => takenBack++)).toBe(false);
+  });
+
+  test("counter - a driven exchange stalls after 10 s without progress, and each progress starts the wait again", async () => {
+    const { clock, x } = setUp();
+    let stalls = 0;
+    x.progress("dc2", 7, () => stalls++);
+    expect(x.isDriving("dc2", 7)).toBe(true);
+    await clock.advance(9_000);
+    x.progress("dc2", 7, () => stalls++);
+    await clock.advance(9_000);
+    expect(stalls).toBe(0);
+    await clock.advance(1_000);
+    expect(stalls).toBe(1);
+    expect(x.isDriving("dc2", 7)).toBe(false);
+  });
+
+  test("counter - done ends a driven exchange and counts as exchanged since the DC was heard; forget drops what was in flight", async () => {
+    const { clock, x } = setUp();
+    let stalls = 0;
+    x.forget("dc2", true);
+    x.progress("dc2", 1, () => stalls++);
+    x.progress("dc2", 2, () => stalls++);
+    x.done("dc2", 1);
+    expect(x.isDriving("dc2", 1)).toBe(false);
+    // 1 is exchanged, 2 is in flight, 3 was never compared.
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([3]);
+    x.forget("dc2", false);
+    await clock.advance(20_000);
+    expect(stalls).toBe(0);
+    expect(x.isDriving("dc2", 2)).toBe(false);
+    // Heard again: nothing exchanged since.
+    x.forget("dc2", true);
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
+  });
+
+  test("counter - a dropped partition stops its timers, other partitions keep theirs", async () => {
+    const { clock, x } = setUp();
+    const stalled: number[] = [];
+    x.progress("dc2", 1, () => stalled.push(1));
+    x.progress("dc2", 11, () => stalled.push(11));
+    x.dropPartition(1);
+    await clock.advance(10_000);
+    expect(stalled).toEqual([11]);
+  });
+});
