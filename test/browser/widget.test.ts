@@ -8,6 +8,7 @@
 import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { signJoinToken } from "@livecount/sdk";
 import { startStandalone } from "@livecount/standalone";
 import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -24,6 +25,9 @@ const CHROMIUM_ARGS = [
   "--no-first-run",
 ];
 const PUBLISHER_KEY = "test-key";
+/** Private pages of this suite's gateway, and the secret their join tokens are signed with. */
+const PRIVATE_PREFIX = "private-";
+const JOIN_SECRET = "widget-test-join-secret-0123456789";
 /** Short grace window so a closed browser stops counting quickly; the default is 3 s. */
 const GRACE_MS = 500;
 /** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
@@ -61,6 +65,8 @@ describe.skipIf(skip)("widget in Chromium", () => {
         LIVECOUNT_PORT: "0",
         LIVECOUNT_PUBLISHER_KEYS: PUBLISHER_KEY,
         LIVECOUNT_GRACE_MS: String(GRACE_MS),
+        LIVECOUNT_PRIVATE_PREFIXES: PRIVATE_PREFIX,
+        LIVECOUNT_JOIN_SECRET: JOIN_SECRET,
       },
     });
     gatewayOrigin = `http://localhost:${gateway.port}`;
@@ -113,7 +119,9 @@ describe.skipIf(skip)("widget in Chromium", () => {
   }
 
   async function viewersOverHttp(page: string): Promise<number> {
-    const res = await fetch(`${gatewayOrigin}/v1/pages/${encodeURIComponent(page)}/counter`);
+    const res = await fetch(`${gatewayOrigin}/v1/pages/${encodeURIComponent(page)}/counter`, {
+      headers: { authorization: `Bearer ${PUBLISHER_KEY}` },
+    });
     expect(res.status).toBe(200);
     return ((await res.json()) as { viewers: number }).viewers;
   }
@@ -255,6 +263,30 @@ describe.skipIf(skip)("widget in Chromium", () => {
     expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
   });
 
+  it("joins a private page with its token attribute, counted as the token's viewer; without one it shows unauthorized", async () => {
+    const page = `${PRIVATE_PREFIX}1`;
+    const token = await signJoinToken({ secret: JOIN_SECRET, viewer: "alice", page });
+    const first = await open(await newBrowser(), page, { token });
+    await waitForText(first, "#viewers", "1");
+    // Another browser with alice's token is alice again: still one viewer.
+    const second = await open(await newBrowser(), page, { token });
+    await waitForText(second, "#viewers", "1");
+    const bob = await open(await newBrowser(), page, {
+      token: await signJoinToken({ secret: JOIN_SECRET, viewer: "bob", prefix: PRIVATE_PREFIX }),
+    });
+    await waitForText(bob, "#viewers", "2");
+    expect(await viewersOverHttp(page)).toBe(2);
+
+    const stranger = await open(await newBrowser(), page);
+    await stranger.waitForFunction(
+      () => document.getElementById("viewers")?.getAttribute("data-error") === "unauthorized",
+      undefined,
+      { timeout: SETTLE_MS },
+    );
+    expect(await stranger.evaluate(() => document.getElementById("viewers")!.textContent)).toBe("");
+    expect(await viewersOverHttp(page)).toBe(2);
+  });
+
   it("serves the demo page, which shows who is watching and counts a like", async () => {
     const tab = await (await newBrowser()).newPage();
     tab.on("pageerror", (err) => pageErrors.push(`demo: ${err.message}`));
@@ -295,7 +327,8 @@ describe.skipIf(skip)("widget in Chromium", () => {
 
 /**
  * The customer's site: a page on another origin that embeds the widget with one script tag.
- * Query: `page` (the page id), `mode` (set on both elements: `watch` makes a watch-only page).
+ * Query: `page` (the page id), `mode` (set on both elements: `watch` makes a watch-only page),
+ * `token` (a join token for a private page, set on both elements).
  */
 function startHost(gatewayOrigin: string): Promise<Server> {
   const server = createServer((req, res) => {
@@ -305,7 +338,9 @@ function startHost(gatewayOrigin: string): Promise<Server> {
       return;
     }
     const page = escapeHtml(query.get("page") ?? "article-1");
-    const mode = query.get("mode") ? ` mode="${escapeHtml(query.get("mode")!)}"` : "";
+    const mode =
+      (query.get("mode") ? ` mode="${escapeHtml(query.get("mode")!)}"` : "") +
+      (query.get("token") ? ` token="${escapeHtml(query.get("token")!)}"` : "");
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(`<!doctype html>
 <html lang="en">
 <head>

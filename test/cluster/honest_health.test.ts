@@ -47,9 +47,9 @@ function readContinuously(http: PublisherHttp, pages: readonly string[]): { stop
     for (let i = offset; running; i += READERS) {
       const page = pages[i % pages.length]!;
       const issuedAt = Date.now();
-      const res = await http.request<PageTotals>("GET", `/v1/pages/${encodeURIComponent(page)}/counter`, {
-        key: null,
-      });
+      // Keyed reads: a publisher key spends no per-address read budget, so what answers is the
+      // cluster, not LIVECOUNT_READ_RATE.
+      const res = await http.request<PageTotals>("GET", `/v1/pages/${encodeURIComponent(page)}/counter`);
       const likes = res.status === 200 ? (res.body.counters.likes ?? 0) : undefined;
       const retryAfter = res.headers.get("retry-after");
       reads.push({ page, issuedAt, ms: Date.now() - issuedAt, status: res.status, retryAfter, likes });

@@ -17,7 +17,7 @@ import { VIEWERS_COUNTER, encodeMessage, type PageUpdate } from "@livecount/prot
 import { partitionOf } from "@livecount/ring";
 import { afterAll, beforeAll, describe, expect, onTestFailed, test } from "vitest";
 import { seededRandom } from "../support/audience.js";
-import { CLUSTER_PUBLISHER_KEY, TIMINGS } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY, OPERATOR_HEADERS, TIMINGS } from "../support/cluster.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { DC_TIMINGS, MultiDc, type TestDc } from "../support/multi_dc.js";
 import { natsServerAvailable } from "../support/nats_server.js";
@@ -166,13 +166,15 @@ class World {
 
 async function readPages(dc: TestDc, pages: readonly string[], raw = false): Promise<Body[]> {
   const query = pages.map((p) => `page=${encodeURIComponent(p)}`).join("&") + (raw ? "&raw=true" : "");
-  const res = await fetch(`${dc.gateways[0]!.url}/v1/counters?${query}`);
+  const res = await fetch(`${dc.gateways[0]!.url}/v1/counters?${query}`, { headers: OPERATOR_HEADERS });
   if (res.status !== 200) throw new Error(`${dc.name}: read answered ${res.status}: ${await res.text()}`);
   return ((await res.json()) as { pages: Body[] }).pages;
 }
 
 async function readRaw(dc: TestDc, page: string): Promise<RawBody> {
-  const res = await fetch(`${dc.gateways[0]!.url}/v1/counters?page=${encodeURIComponent(page)}&raw=true`);
+  const res = await fetch(`${dc.gateways[0]!.url}/v1/counters?page=${encodeURIComponent(page)}&raw=true`, {
+    headers: OPERATOR_HEADERS,
+  });
   if (res.status !== 200) throw new Error(`${dc.name}: raw read answered ${res.status}`);
   return ((await res.json()) as { pages: RawBody[] }).pages[0]!;
 }

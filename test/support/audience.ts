@@ -9,7 +9,7 @@
  * be replayed.
  */
 import type { ClusterProcess, TestCluster } from "./cluster.js";
-import { CLUSTER_PUBLISHER_KEY } from "./cluster.js";
+import { CLUSTER_PUBLISHER_KEY, OPERATOR_HEADERS } from "./cluster.js";
 import { eventually, sleep } from "./eventually.js";
 import { TestClient, type CountFrame } from "./ws_client.js";
 
@@ -283,6 +283,7 @@ const REQUEST_TIMEOUT_MS = 5000;
 
 export async function readCounter(gateway: ClusterProcess, page: string): Promise<CounterRead> {
   const res = await fetch(`${gateway.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
+    headers: OPERATOR_HEADERS,
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
   });
   if (res.status !== 200)

@@ -31,6 +31,15 @@ const ENTRY: Readonly<Record<ProcessKind, string>> = {
 
 /** The publisher key every test cluster accepts. */
 export const CLUSTER_PUBLISHER_KEY = "cluster-test-key-0001";
+/** The admin key of every cluster process: `/metrics` needs it. */
+export const CLUSTER_ADMIN_KEY = "cluster-admin-key-000001";
+/**
+ * Headers of the tests' own truth checks: an operator reading with the admin key, which no
+ * per-address read budget limits (the checks read every page many times a second).
+ */
+export const OPERATOR_HEADERS: Readonly<Record<string, string>> = {
+  authorization: `Bearer ${CLUSTER_ADMIN_KEY}`,
+};
 
 /**
  * Lease and timing settings short enough for a suite that waits them out many times, and the
@@ -52,6 +61,7 @@ const CLUSTER_ENV: Readonly<Record<string, string>> = {
   LIVECOUNT_DC: "dc1",
   LIVECOUNT_HOST: LOOPBACK,
   LIVECOUNT_PUBLISHER_KEYS: CLUSTER_PUBLISHER_KEY,
+  LIVECOUNT_ADMIN_KEY: CLUSTER_ADMIN_KEY,
   LIVECOUNT_NODE_LEASE_MS: String(TIMINGS.nodeLeaseMs),
   LIVECOUNT_GATEWAY_LEASE_MS: String(TIMINGS.gatewayLeaseMs),
   LIVECOUNT_PARTITION_LEASE_MS: String(TIMINGS.partitionLeaseMs),
@@ -222,7 +232,7 @@ export class ClusterProcess {
 
   /** The Prometheus text of /metrics. */
   async metricsText(): Promise<string> {
-    const res = await fetch(`${this.url}/metrics`);
+    const res = await fetch(`${this.url}/metrics`, { headers: OPERATOR_HEADERS });
     if (res.status !== 200) throw new Error(`${this.nodeId} /metrics answered ${res.status}`);
     return res.text();
   }

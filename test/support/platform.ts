@@ -10,6 +10,10 @@ import { TestClient, type ClientOptions } from "./ws_client.js";
 
 /** The publisher key every test platform accepts. */
 export const TEST_PUBLISHER_KEY = "test-publisher-key-0001";
+/** The admin key every test platform accepts (`/metrics`, prefix listings). */
+export const TEST_ADMIN_KEY = "test-admin-key-000000001";
+/** Headers that authorize `/metrics` on a test platform. */
+export const ADMIN_HEADERS: Readonly<Record<string, string>> = { authorization: `Bearer ${TEST_ADMIN_KEY}` };
 
 /**
  * Settings that keep the suite fast. Grace is short where it is not the subject; tests about grace
@@ -21,6 +25,7 @@ export const TEST_ENV: Readonly<Record<string, string>> = {
   LIVECOUNT_GRACE_MS: "300",
   LIVECOUNT_COALESCE_MS: "20",
   LIVECOUNT_PUBLISHER_KEYS: TEST_PUBLISHER_KEY,
+  LIVECOUNT_ADMIN_KEY: TEST_ADMIN_KEY,
   LIVECOUNT_DEMO: "0",
 };
 
@@ -37,8 +42,14 @@ export class TestPlatform {
 
   private constructor(readonly app: Standalone) {}
 
-  /** Starts a platform with TEST_ENV plus `env`, and waits until /readyz says it is ready. */
-  static async start(env: Readonly<Record<string, string>> = {}): Promise<TestPlatform> {
+  /**
+   * Starts a platform with TEST_ENV plus `env`, and waits until /readyz says it is ready. `fetch`
+   * reaches it (one trusting a test's own certificate when it serves TLS).
+   */
+  static async start(
+    env: Readonly<Record<string, string>> = {},
+    fetch: typeof globalThis.fetch = globalThis.fetch,
+  ): Promise<TestPlatform> {
     const app = await startStandalone({ env: { ...TEST_ENV, ...env } });
     const platform = new TestPlatform(app);
     try {
@@ -57,8 +68,9 @@ export class TestPlatform {
     return this.app.url;
   }
 
+  /** ws://, or wss:// when the platform serves TLS. */
   get wsUrl(): string {
-    return `ws://127.0.0.1:${this.app.port}/ws`;
+    return `${this.app.url.startsWith("https:") ? "wss" : "ws"}://127.0.0.1:${this.app.port}/ws`;
   }
 
   /** Opens a client, closed with the platform. */
@@ -93,6 +105,13 @@ export class TestPlatform {
       },
       { timeoutMs },
     );
+  }
+
+  /** The Prometheus text of /metrics (with the admin key). */
+  async metricsText(): Promise<string> {
+    const res = await fetch(`${this.url}/metrics`, { headers: ADMIN_HEADERS });
+    if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+    return res.text();
   }
 
   /** Closes the clients still open, then the platform. */

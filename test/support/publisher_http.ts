@@ -134,11 +134,15 @@ export class PublisherHttp {
     return this.request("DELETE", counterPath(page, counter), options);
   }
 
-  /** GET /v1/counters with a raw query string. */
+  /**
+   * GET /v1/counters with a raw query string, with the client's publisher key (listings need a
+   * key; keyed reads spend no address budget) unless `options.key` says otherwise.
+   */
   read<T = { pages: PageTotals[]; cursor?: string | null } & Partial<ErrorBody>>(
     query: string,
+    options: RequestOptions = {},
   ): Promise<HttpAnswer<T>> {
-    return this.request<T>("GET", `/v1/counters${query === "" ? "" : `?${query}`}`, { key: null });
+    return this.request<T>("GET", `/v1/counters${query === "" ? "" : `?${query}`}`, options);
   }
 
   /** The summed totals of pages, asserting a 200. */

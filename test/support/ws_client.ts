@@ -52,6 +52,12 @@ export interface CloseEvent {
 export interface ClientOptions {
   /** How this client encodes what it sends; default json. */
   readonly encoding?: WireEncoding;
+  /** Loopback source address to connect from (127.0.0.x), to act as another client address. */
+  readonly localAddress?: string;
+  /** Extra upgrade request headers (Origin, X-Forwarded-For). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** For wss://: the PEM certificate to trust (a test's self-signed one). */
+  readonly ca?: string;
 }
 
 /** How long a client waits for something it expects by default. */
@@ -86,7 +92,12 @@ export class TestClient {
 
   /** Opens a socket to `url` (ws://host:port/ws) and resolves once it is open. */
   static async connect(url: string, options: ClientOptions = {}): Promise<TestClient> {
-    const ws = new WebSocket(url);
+    const { localAddress, headers, ca } = options;
+    const ws = new WebSocket(url, {
+      ...(localAddress !== undefined ? { localAddress } : {}),
+      ...(headers !== undefined ? { headers: { ...headers } } : {}),
+      ...(ca !== undefined ? { ca } : {}),
+    });
     const client = new TestClient(ws, options.encoding ?? "json");
     await new Promise<void>((resolve, reject) => {
       ws.once("open", () => resolve());

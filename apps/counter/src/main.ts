@@ -24,7 +24,13 @@ try {
   const store = await openStore(config, logger);
   const node = new CounterNode({ config, bus, store, logger, registry });
   await node.start();
-  const ops = await startOpsServer({ port: config.port, registry, isReady: () => node.ready });
+  const ops = await startOpsServer({
+    port: config.port,
+    registry,
+    isReady: () => node.ready,
+    adminKey: config.adminKey,
+    logger,
+  });
   logger.info({ port: ops.port, node: config.nodeId }, "counter node serving health and metrics");
   // SIGTERM hands partitions over: the node leaves the ring, flushes and releases its leases.
   stopOnSignals(logger, () => node.stop().then(() => Promise.all([ops.close(), store.close(), bus.close()])));

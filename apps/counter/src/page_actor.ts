@@ -120,13 +120,17 @@ export class PageActor {
 
   // --- presence ---------------------------------------------------------------------------------
 
-  /** A batch of one gateway's transitions on this page, in order; the entry moves once for all. */
+  /**
+   * A batch of one gateway's transitions on this page, in order; the entry moves once for all. A
+   * `drop` departure gets no grace (PresenceOp in the protocol package).
+   */
   presenceOps(
     gateway: string,
-    ops: ReadonlyArray<{ readonly viewer: string; readonly present: boolean }>,
+    ops: ReadonlyArray<{ readonly viewer: string; readonly present: boolean; readonly drop?: boolean }>,
   ): void {
     const now = this.#host.now();
-    for (const op of ops) this.#presence.apply(gateway, op.viewer, op.present, now, this.#host.graceMs);
+    for (const op of ops)
+      this.#presence.apply(gateway, op.viewer, op.present, now, op.drop === true ? 0 : this.#host.graceMs);
     this.#syncViewers();
   }
 

@@ -6,7 +6,10 @@
  * - when the last gateway lets it go, it lingers for the grace window, so a reload or a reconnect
  *   to another gateway causes no dip and no duplicate;
  * - when a gateway's lease lapses (the process died), everything it held is dropped at once: its
- *   viewers have had the whole lease to reconnect elsewhere.
+ *   viewers have had the whole lease to reconnect elsewhere;
+ * - a departure without grace (a socket that switched to another viewer id: one socket is at most
+ *   one viewer of a page) ends the viewer at once, lingering or not, unless another gateway still
+ *   holds it.
  *
  * Pure state: time comes in as arguments, the owning actor runs the timers.
  */
@@ -38,9 +41,16 @@ export class PagePresence {
     return undefined;
   }
 
-  /** A gateway now holds (present) or no longer holds the viewer. Idempotent. */
+  /**
+   * A gateway now holds (present) or no longer holds the viewer. Idempotent. A departure with
+   * `graceMs` 0 ends the viewer now, also when it was already lingering.
+   */
   apply(gateway: string, viewer: string, present: boolean, now: number, graceMs: number): void {
     const holders = this.#holders.get(viewer);
+    if (!present && graceMs <= 0 && holders === undefined) {
+      this.#lingering.delete(viewer);
+      return;
+    }
     if (present) {
       if (holders === undefined) {
         this.#lingering.delete(viewer);
@@ -58,7 +68,7 @@ export class PagePresence {
       if (holders.size > 0) return;
     }
     this.#holders.delete(viewer);
-    this.#lingering.set(viewer, now + graceMs);
+    if (graceMs > 0) this.#lingering.set(viewer, now + graceMs);
   }
 
   /**

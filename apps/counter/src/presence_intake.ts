@@ -1,5 +1,11 @@
 import { GatewayLeases } from "@livecount/cluster";
-import type { GatewayHeartbeat, NodeReply, PresenceBatch, PresenceSync } from "@livecount/protocol";
+import type {
+  GatewayHeartbeat,
+  NodeReply,
+  PresenceBatch,
+  PresenceOp,
+  PresenceSync,
+} from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
 import type { ActorRegistry } from "./actor_registry.js";
@@ -19,7 +25,8 @@ export interface PresenceIntakeOptions {
   readonly now: () => number;
 }
 
-type Op = { readonly viewer: string; readonly present: boolean };
+/** One transition of a page's viewer, a `drop` (no grace) included. */
+type Op = Omit<PresenceOp, "page">;
 
 /**
  * Presence as gateways send it to a page's owner: batches of transitions and whole-partition syncs,

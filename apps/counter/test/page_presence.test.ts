@@ -61,6 +61,29 @@ describe("counter - page presence", () => {
     expect(p.nextDeadline()).toBe(T0 + 10 + GRACE_MS);
   });
 
+  test("counter - a departure without grace ends the viewer at once, lingering or not, unless another gateway holds it", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:alice", true, T0, GRACE_MS);
+    p.apply("g1", "v:alice", false, T0 + 10, 0);
+    expect(p.count).toBe(0);
+    expect(p.nextDeadline()).toBeUndefined();
+
+    // Left with grace first (a leave), then dropped (the socket joined as someone else).
+    p.apply("g1", "v:bob", true, T0, GRACE_MS);
+    p.apply("g1", "v:bob", false, T0 + 10, GRACE_MS);
+    expect(p.count).toBe(1);
+    p.apply("g1", "v:bob", false, T0 + 20, 0);
+    expect(p.count).toBe(0);
+    expect(p.nextDeadline()).toBeUndefined();
+
+    // Another gateway still holds carol: she keeps counting.
+    p.apply("g1", "v:carol", true, T0, GRACE_MS);
+    p.apply("g2", "v:carol", true, T0, GRACE_MS);
+    p.apply("g1", "v:carol", false, T0 + 10, 0);
+    expect(p.count).toBe(1);
+    expect(p.heldBy("g2")).toEqual(["v:carol"]);
+  });
+
   test("counter - replace sets what one gateway holds and lets the rest linger", () => {
     const p = new PagePresence();
     for (const v of ["v:a", "v:b"]) p.apply("g1", v, true, T0, GRACE_MS);

@@ -15,6 +15,7 @@ import {
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OwnerClient } from "./owner_client.js";
 import { rawBody, totalsBody, type Liveness } from "./page_reading.js";
+import type { ReadAccess } from "./read_access.js";
 
 /** Largest change one request (or one batch item) may make to a counter. */
 export const MAX_CHANGE = 1_000_000_000;
@@ -148,9 +149,13 @@ export class CountersApi {
     this.#o = options;
   }
 
-  /** `POST /v1/counters/increment`: each item exactly once by its id, answered in order. */
-  async increment(reply: Reply): Promise<void> {
+  /**
+   * `POST /v1/counters/increment`: each item exactly once by its id, answered in order. `charge`
+   * takes the batch's cost (one rate token per item) once it is valid, or throws.
+   */
+  async increment(reply: Reply, charge: (items: number) => void): Promise<void> {
     const items = parseBatch(parseJson(await readBody(reply, MAX_BATCH_BODY_BYTES)));
+    charge(items.length);
     // An id is scoped to its page. The first item with a (page, id) is sent; later ones share its
     // answer when they ask for the same change, and conflict otherwise, whatever the timing.
     const firstOf = new Map<string, number>();
@@ -205,7 +210,7 @@ export class CountersApi {
    * `GET /v1/counters?page=a&page=b` (each page summed, or raw with `raw=true`) or
    * `GET /v1/counters?prefix=p&limit=n&cursor=c` (pages under a prefix in byte order, paginated).
    */
-  async read(reply: Reply, req: RequestInfo): Promise<void> {
+  async read(reply: Reply, req: RequestInfo, access: ReadAccess): Promise<void> {
     const q = new URLSearchParams(req.query);
     const pages = [...new Set(q.getAll("page"))];
     const prefix = q.get("prefix");
@@ -218,8 +223,10 @@ export class CountersApi {
       if (pages.length > MAX_READ_PAGES)
         throw new ProtocolError("invalid_query", `at most ${MAX_READ_PAGES} pages per request`);
       for (const page of pages) if (!isPageId(page)) throw new ProtocolError("invalid_page");
+      await access.admit(pages);
       return reply.json(200, { pages: await this.#readPages(pages, raw) }, NO_STORE);
     }
+    access.requireKey();
     if (!isPagePrefix(prefix))
       throw new ProtocolError("invalid_query", "prefix must be 0..128 printable ASCII characters");
     const limit = limitOf(q.get("limit"));

@@ -3,17 +3,23 @@ import { fileURLToPath } from "node:url";
 import type { Bus } from "@livecount/bus";
 import { DcLiveness, GatewayHeartbeatSender, Membership } from "@livecount/cluster";
 import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
-import { systemClock, type Clock, type Logger } from "@livecount/runtime";
+import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
+import { ClientAddresses } from "./client_address.js";
+import { ConnectionLimits } from "./connection_limits.js";
+import { EdgeGuard } from "./edge_guard.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
 import { HttpApi, type HttpRoute } from "./http_api.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
+import { OriginPolicy } from "./origin_policy.js";
 import { OwnerClient } from "./owner_client.js";
 import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
+import { PrivatePages } from "./private_pages.js";
+import { AddressRateLimiter } from "./rate_limits.js";
 import { SocketRouter, topicOf, type SocketData } from "./socket_router.js";
 
 export interface GatewayOptions {
@@ -51,6 +57,19 @@ function loadAssets(logger: Logger): Map<string, { body: Uint8Array; type: strin
     }
   }
   return assets;
+}
+
+/** uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. */
+function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
+  if (tls === undefined) return uWS.App();
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (err) {
+    throw new ConfigError(
+      `LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE: cannot load ${tls.certFile} and ${tls.keyFile} as a PEM certificate and key`,
+      { cause: err },
+    );
+  }
 }
 
 /**
@@ -124,7 +143,7 @@ export class Gateway {
       onStall: () => this.#forwarder.resyncAll(),
       onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
     });
-    this.#app = uWS.App();
+    this.#app = createApp(config.tls);
     const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
     this.#views = new PageViews({
       dc: config.dc,
@@ -139,6 +158,19 @@ export class Gateway {
       retryMs: RETRY_MS,
       maxRetryMs: MAX_RETRY_MS,
     });
+    const now = (): number => this.#clock.now();
+    const privatePages = new PrivatePages({
+      secret: config.joinSecret,
+      prefixes: config.privatePrefixes,
+      now,
+    });
+    const origins = new OriginPolicy(config.allowedOrigins);
+    const guard = new EdgeGuard({
+      origins,
+      addresses: new ClientAddresses(config.trustedProxies),
+      limits: new ConnectionLimits(config.maxConnectionsPerIp, config.maxConnections),
+      metrics: this.#metrics,
+    });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
@@ -149,6 +181,9 @@ export class Gateway {
       maxPagesPerSocket: config.maxPagesPerSocket,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
+      graceMs: config.graceMs,
+      maxFrameBytes: config.maxFrameBytes,
+      privatePages,
     });
     const api = new HttpApi({
       owners,
@@ -159,7 +194,17 @@ export class Gateway {
       publisherKeys: config.publisherKeys,
       publisherRatePerS: config.publisherRatePerS,
       publisherBurst: config.publisherBurst,
-      now: () => this.#clock.now(),
+      adminKey: config.adminKey,
+      origins,
+      readLimiter: new AddressRateLimiter({
+        ratePerS: config.readRatePerS,
+        burst: config.readBurst,
+        maxAddresses: config.readRateMaxAddresses,
+        now,
+        what: "page reads",
+      }),
+      privatePages,
+      now,
       maxBodyBytes: config.maxBodyBytes,
       isReady: () => this.ready,
       liveness: this.#liveness,
@@ -169,28 +214,38 @@ export class Gateway {
     this.#app
       .ws<SocketData>("/ws", {
         compression: NO_COMPRESSION,
-        maxPayloadLength: config.maxPayloadBytes,
+        maxPayloadLength: config.wireFrameBytes,
         idleTimeout: config.idleTimeoutS,
         sendPingsAutomatically: true,
         maxBackpressure: config.maxBackpressureBytes,
         closeOnBackpressureLimit: true,
         upgrade: (res, req, context) => {
+          const address = guard.admit(res, req);
+          if (address === undefined) return;
           res.upgrade(
-            this.#router.newSocketData(),
+            this.#router.newSocketData(address),
             req.getHeader("sec-websocket-key"),
             req.getHeader("sec-websocket-protocol"),
             req.getHeader("sec-websocket-extensions"),
             context,
           );
         },
-        open: (ws) => this.#router.open(ws),
+        open: (ws) => {
+          guard.opened(ws.getUserData().address);
+          this.#router.open(ws);
+        },
         message: (ws, data, isBinary) => this.#router.message(ws, data, isBinary),
-        close: (ws, code) => this.#router.close(ws, code),
+        close: (ws, code) => {
+          this.#router.close(ws, code);
+          guard.closed(ws.getUserData().address);
+        },
       })
       .any("/*", (res, req) => {
         const reply = new Reply(res);
-        void api.handle(reply, requestInfo(req));
+        void api.handle(reply, requestInfo(req, guard.clientAddress(res, req)));
       });
+    if (config.adminKey === undefined)
+      this.#log.warn("LIVECOUNT_ADMIN_KEY is not set: /metrics and prefix listings answer 401 to everyone");
   }
 
   get port(): number {

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
 import { ConfigError, readInt, readList, type Env } from "@livecount/runtime";
+import { readEdgeConfig, type EdgeConfig } from "./edge_config.js";
 
 /** A gateway's settings; each documented with its variable, default and reason. */
-export interface GatewayConfig extends ClusterConfig {
+export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   /** LIVECOUNT_PORT: WebSocket and HTTP port; 0 picks a free one. Default 8080. */
   readonly port: number;
   /** LIVECOUNT_HOST: address to listen on. Default 0.0.0.0. */
@@ -29,15 +30,23 @@ export interface GatewayConfig extends ClusterConfig {
   readonly maxBackpressureBytes: number;
   /** LIVECOUNT_PRESENCE_BATCH_MS: presence transitions wait this long to share a batch. Default 5. */
   readonly presenceBatchMs: number;
-  /** Fixed by protocol v1: frames over 16 KiB close the socket. */
-  readonly maxPayloadBytes: number;
+  /** Fixed by protocol v1: a frame over 16 KiB closes the socket with 1009 (message too big). */
+  readonly maxFrameBytes: number;
+  /**
+   * uWS's own frame limit (maxPayloadLength). A frame up to this reaches the gateway, which closes
+   * with 1009 past maxFrameBytes; past this uWS drops the connection without a close frame (the
+   * client sees 1006). 64 KiB: what one socket can make uWS buffer is bounded by it, 32 MB for an
+   * address's whole connection quota.
+   */
+  readonly wireFrameBytes: number;
   /** Largest HTTP request body accepted. 64 KiB. */
   readonly maxBodyBytes: number;
   /** Derived: this process's incarnation id; a restart is a new contributor of presence. */
   readonly incarnation: string;
 }
 
-export const MAX_PAYLOAD_BYTES = 16 * 1024;
+export const MAX_FRAME_BYTES = 16 * 1024;
+export const WIRE_FRAME_BYTES = 64 * 1024;
 export const MAX_BODY_BYTES = 64 * 1024;
 const MIN_IDLE_TIMEOUT_S = 8;
 
@@ -51,6 +60,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
   }
   return {
     ...cluster,
+    ...readEdgeConfig(env),
     port: readInt(env, "LIVECOUNT_PORT", 8080, { min: 0, max: 65535 }),
     host: env.LIVECOUNT_HOST?.trim() || "0.0.0.0",
     idleTimeoutS,
@@ -62,7 +72,8 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
     maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
     presenceBatchMs: readInt(env, "LIVECOUNT_PRESENCE_BATCH_MS", 5, { min: 0, max: 1000 }),
-    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    maxFrameBytes: MAX_FRAME_BYTES,
+    wireFrameBytes: WIRE_FRAME_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,
     incarnation: `${cluster.nodeId}-${randomUUID().slice(0, 8)}`,
   };

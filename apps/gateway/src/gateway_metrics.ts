@@ -14,6 +14,7 @@ export class GatewayMetrics {
   readonly httpRequests: Counter<"route" | "status">;
   readonly busSlowConsumers: Counter;
   readonly busReconnects: Counter;
+  readonly upgradesRefused: Counter<"reason">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -79,6 +80,12 @@ export class GatewayMetrics {
     this.busReconnects = new Counter({
       name: "livecount_gateway_bus_reconnects_total",
       help: "Bus reconnections",
+      registers,
+    });
+    this.upgradesRefused = new Counter({
+      name: "livecount_gateway_upgrades_refused_total",
+      help: "WebSocket upgrades refused by reason (origin, per_ip, gateway_full)",
+      labelNames: ["reason"],
       registers,
     });
   }

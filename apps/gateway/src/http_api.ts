@@ -1,14 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livecount/protocol";
 import type { DcLiveness } from "@livecount/cluster";
-import type { Logger } from "@livecount/runtime";
+import { BearerKeys, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
+import type { OriginPolicy } from "./origin_policy.js";
 import type { OwnerClient } from "./owner_client.js";
 import { totalsBody } from "./page_reading.js";
-import { PublisherAuth, RateLimitedError } from "./publisher_auth.js";
+import type { PrivatePages } from "./private_pages.js";
+import { PublisherAuth } from "./publisher_auth.js";
+import { ReadAccess } from "./read_access.js";
+import { RateLimitedError, type AddressRateLimiter } from "./rate_limits.js";
 
 export interface HttpApiOptions {
   readonly owners: OwnerClient;
@@ -21,6 +25,13 @@ export interface HttpApiOptions {
   readonly publisherRatePerS: number;
   /** Requests one publisher key may make at once (LIVECOUNT_PUBLISHER_BURST). */
   readonly publisherBurst: number;
+  /** LIVECOUNT_ADMIN_KEY: `/metrics` and prefix listings; undefined refuses them to everyone. */
+  readonly adminKey: string | undefined;
+  /** Which origins get CORS headers (LIVECOUNT_ALLOWED_ORIGINS). */
+  readonly origins: OriginPolicy;
+  /** Page reads without a key, per client address (LIVECOUNT_READ_RATE). */
+  readonly readLimiter: AddressRateLimiter;
+  readonly privatePages: PrivatePages;
   /** Epoch-ms, for rate limits. */
   readonly now: () => number;
   readonly maxBodyBytes: number;
@@ -37,15 +48,19 @@ export interface HttpApiOptions {
   readonly routes?: ReadonlyMap<string, HttpRoute>;
 }
 
-/** An extra route: gets the request's JSON body (undefined when empty) and answers JSON. */
-export type HttpRoute = (body: unknown) => Promise<{ readonly status: number; readonly body: unknown }>;
+/**
+ * An extra route: gets the request's JSON body (undefined when empty) and the request itself, and
+ * answers JSON.
+ */
+export type HttpRoute = (
+  body: unknown,
+  request: RequestInfo,
+) => Promise<{ readonly status: number; readonly body: unknown }>;
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
 const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
 const NO_STORE = { "cache-control": "no-store" } as const;
-/** Reads are public: any page may show counts fetched from the gateway (widgets, SDK in a browser). */
-const PUBLIC_READ = { "access-control-allow-origin": "*" } as const;
 
 function decodePathSegment(raw: string): string {
   try {
@@ -59,6 +74,7 @@ function decodePathSegment(raw: string): string {
 export class HttpApi {
   readonly #o: HttpApiOptions;
   readonly #auth: PublisherAuth;
+  readonly #admin: BearerKeys;
   readonly #counters: CountersApi;
 
   constructor(options: HttpApiOptions) {
@@ -69,6 +85,7 @@ export class HttpApi {
       burst: options.publisherBurst,
       now: options.now,
     });
+    this.#admin = new BearerKeys(options.adminKey !== undefined ? [options.adminKey] : []);
     this.#counters = new CountersApi({
       owners: options.owners,
       partitions: options.partitions,
@@ -77,7 +94,9 @@ export class HttpApi {
   }
 
   async handle(reply: Reply, req: RequestInfo): Promise<void> {
-    if (req.method === "GET") reply.common = PUBLIC_READ;
+    // Public answers (reads, assets, their errors) carry CORS for the allowed origins.
+    const cors = this.#o.origins.corsHeaders(req.headers.origin ?? "");
+    if (req.method === "GET") reply.common = cors;
     let route = "other";
     let status = 200;
     try {
@@ -87,7 +106,6 @@ export class HttpApi {
         return reply.send(200, asset.body, {
           "content-type": asset.type,
           "cache-control": "public, max-age=300",
-          "access-control-allow-origin": "*",
         });
       }
       switch (req.path) {
@@ -101,6 +119,8 @@ export class HttpApi {
             : reply.json(503, { status: "not_ready" }, NO_STORE);
         case "/metrics":
           route = "metrics";
+          reply.common = {};
+          this.#requireAdmin(req);
           return reply.send(200, await this.#o.registry.metrics(), {
             "content-type": this.#o.registry.contentType,
           });
@@ -110,19 +130,20 @@ export class HttpApi {
         route = "extra";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
         const raw = await readBody(reply, this.#o.maxBodyBytes);
-        const answer = await extra(raw.length === 0 ? undefined : parseJson(raw));
+        const answer = await extra(raw.length === 0 ? undefined : parseJson(raw), req);
         return reply.json(answer.status, answer.body, NO_STORE);
       }
       if (req.path === "/v1/counters/increment") {
         route = "counters_increment";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
-        this.#authorize(req);
-        return await this.#counters.increment(reply);
+        // A batch costs one rate token per item, taken once the body says how many.
+        const key = this.#auth.authenticate(req.headers.authorization);
+        return await this.#counters.increment(reply, (items) => this.#auth.charge(key, items));
       }
       if (req.path === "/v1/counters") {
         route = "counters";
         if (req.method !== "GET") throw methodNotAllowed(req, "GET");
-        return await this.#counters.read(reply, req);
+        return await this.#counters.read(reply, req, this.#readAccess(req));
       }
       const named = NAMED_COUNTER.exec(req.path);
       if (named !== null) {
@@ -139,7 +160,7 @@ export class HttpApi {
         route = "page_counter";
         const page = decodePathSegment(m[1]!);
         if (!isPageId(page)) throw new ProtocolError("invalid_page");
-        if (req.method === "GET") return await this.#read(reply, page);
+        if (req.method === "GET") return await this.#read(reply, page, this.#readAccess(req));
         if (req.method === "PUT") return await this.#change(reply, req, page);
         throw new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use GET or PUT`);
       }
@@ -155,7 +176,8 @@ export class HttpApi {
     }
   }
 
-  async #read(reply: Reply, page: string): Promise<void> {
+  async #read(reply: Reply, page: string, access: ReadAccess): Promise<void> {
+    await access.admit([page]);
     const state = await this.#o.owners.forPage(page, {
       type: "snapshot",
       page,
@@ -180,6 +202,20 @@ export class HttpApi {
   /** A publisher key (compared in constant time) with a token left in its rate limit. */
   #authorize(req: RequestInfo): void {
     this.#auth.authorize(req.headers.authorization);
+  }
+
+  #requireAdmin(req: RequestInfo): void {
+    if (!this.#admin.has(bearerOf(req.headers.authorization)))
+      throw new ProtocolError("unauthorized", "Authorization: Bearer <admin key> is required");
+  }
+
+  /** What a read may see and what it costs (read_access.ts). */
+  #readAccess(req: RequestInfo): ReadAccess {
+    const auth = req.headers.authorization;
+    const privileged = this.#auth.recognizes(auth) || this.#admin.has(bearerOf(auth));
+    const token = new URLSearchParams(req.query).get("token") ?? bearerOf(auth);
+    const { readLimiter: limiter, privatePages } = this.#o;
+    return new ReadAccess({ limiter, privatePages }, privileged, req.address, token);
   }
 }
 

@@ -84,12 +84,22 @@ export interface RequestInfo {
   readonly method: string;
   readonly path: string;
   readonly query: string;
+  /** The headers routes read (WANTED_HEADERS), lowercase; absent ones are missing. */
   readonly headers: Readonly<Record<string, string>>;
+  /** The client's address (after LIVECOUNT_TRUSTED_PROXIES). */
+  readonly address: string;
 }
 
-const WANTED_HEADERS = ["authorization", "idempotency-key", "content-type", "accept-encoding"] as const;
+const WANTED_HEADERS = [
+  "authorization",
+  "idempotency-key",
+  "content-type",
+  "origin",
+  "host",
+  "sec-fetch-site",
+] as const;
 
-export function requestInfo(req: HttpRequest): RequestInfo {
+export function requestInfo(req: HttpRequest, address: string): RequestInfo {
   const headers: Record<string, string> = {};
   for (const h of WANTED_HEADERS) {
     const v = req.getHeader(h);
@@ -100,5 +110,6 @@ export function requestInfo(req: HttpRequest): RequestInfo {
     path: req.getUrl(),
     query: req.getQuery() ?? "",
     headers,
+    address,
   };
 }

@@ -28,6 +28,11 @@ export class LocalPresence {
     return true;
   }
 
+  /** Whether any socket here counts as `viewer` on `page`. */
+  has(page: string, viewer: string): boolean {
+    return this.#pages.get(page)?.has(viewer) === true;
+  }
+
   viewersOf(page: string): string[] {
     return [...(this.#pages.get(page)?.keys() ?? [])];
   }

@@ -55,10 +55,14 @@ export class PresenceForwarder {
     this.#opts = opts;
   }
 
-  /** Queues a viewer's arrival on (present) or departure from a page at this gateway. */
-  enqueue(page: string, viewer: string, present: boolean): void {
+  /**
+   * Queues a viewer's arrival on (present) or departure from a page at this gateway; a departure
+   * with `drop` ends the viewer at the owner without the grace window.
+   */
+  enqueue(page: string, viewer: string, present: boolean, drop = false): void {
     const q = this.#queue(partitionOf(page, this.#opts.partitions));
-    if (!q.sync) q.ops.set(`${page}\u0000${viewer}`, { page, viewer, present });
+    if (!q.sync)
+      q.ops.set(`${page}\u0000${viewer}`, drop ? { page, viewer, present, drop } : { page, viewer, present });
     this.#scheduleFlush();
   }
 

@@ -1,75 +1,63 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import { ProtocolError } from "@livecount/protocol";
-
-/** A publisher key went over its rate: retry after `retryAfterS` seconds (the Retry-After header). */
-export class RateLimitedError extends ProtocolError {
-  override name = "RateLimitedError";
-  constructor(readonly retryAfterS: number) {
-    super("rate_limited", `too many requests for this publisher key; retry in ${retryAfterS} s`);
-  }
-}
+import { BearerKeys, bearerOf, fullBucket, takeTokens, type BucketState } from "@livecount/runtime";
+import { RateLimitedError } from "./rate_limits.js";
 
 export interface PublisherAuthOptions {
   /** LIVECOUNT_PUBLISHER_KEYS. */
   readonly keys: readonly string[];
-  /** Requests per second one key may make, sustained. */
+  /** Tokens per second one key gets, sustained (a request costs one, a batch one per item). */
   readonly ratePerS: number;
-  /** Requests one key may make at once. */
+  /** Tokens one key may spend at once. */
   readonly burst: number;
   /** Epoch-ms. */
   readonly now: () => number;
 }
 
-interface Bucket {
-  tokens: number;
-  refilledAt: number;
-}
-
-const BEARER = /^Bearer ([\x21-\x7e]+)$/;
-
 /**
- * Publisher keys and their rate limits. A key is checked in constant time: the presented key's
- * digest is compared with every configured key's digest, all of them, whatever matched. Each key
- * has a token bucket (`ratePerS` sustained, `burst` at once); every request costs one token,
- * whatever its size. Buckets exist per configured key only, so unknown keys cost no memory.
+ * Publisher keys and their rate limits. A key is checked in constant time (BearerKeys). Each key
+ * has a token bucket (`ratePerS` sustained, `burst` at once): a request costs one token, a batch
+ * one per item, so the work a key can cause is bounded by its rate whatever the request shape.
+ * Buckets exist per configured key only, so unknown keys cost no memory.
  */
 export class PublisherAuth {
   readonly #o: PublisherAuthOptions;
-  readonly #digests: Buffer[];
-  readonly #buckets: Bucket[];
+  readonly #keys: BearerKeys;
+  readonly #buckets: BucketState[];
 
   constructor(options: PublisherAuthOptions) {
     this.#o = options;
-    this.#digests = options.keys.map((k) => createHash("sha256").update(k).digest());
-    this.#buckets = options.keys.map(() => ({ tokens: options.burst, refilledAt: options.now() }));
+    this.#keys = new BearerKeys(options.keys);
+    this.#buckets = options.keys.map(() => fullBucket(options, options.now()));
+  }
+
+  /** Whether an `Authorization` header carries a publisher key (no token taken). */
+  recognizes(header: string | undefined): boolean {
+    return this.#keys.has(bearerOf(header));
   }
 
   /**
-   * Checks an `Authorization` header and takes a token from its key's bucket. Throws
-   * ProtocolError("unauthorized") for a missing or unknown key, RateLimitedError past the rate.
+   * Checks an `Authorization` header and returns its key's index, for `charge`. Throws
+   * ProtocolError("unauthorized") for a missing or unknown key.
    */
-  authorize(header: string | undefined): void {
-    const m = BEARER.exec(header ?? "");
-    if (m === null)
+  authenticate(header: string | undefined): number {
+    const key = bearerOf(header);
+    if (key === undefined)
       throw new ProtocolError("unauthorized", "Authorization: Bearer <publisher key> is required");
-    const digest = createHash("sha256").update(m[1]!).digest();
-    let index = -1;
-    this.#digests.forEach((known, i) => {
-      if (timingSafeEqual(digest, known)) index = i;
-    });
+    const index = this.#keys.indexOf(key);
     if (index < 0) throw new ProtocolError("unauthorized", "unknown publisher key");
-    this.#take(this.#buckets[index]!);
+    return index;
   }
 
-  #take(bucket: Bucket): void {
-    const { ratePerS, burst, now } = this.#o;
-    const at = now();
-    bucket.tokens = Math.min(burst, bucket.tokens + (Math.max(0, at - bucket.refilledAt) / 1000) * ratePerS);
-    bucket.refilledAt = at;
-    if (bucket.tokens >= 1) {
-      bucket.tokens -= 1;
-      return;
-    }
-    throw new RateLimitedError(Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerS)));
+  /** Takes `cost` tokens from key `index`'s bucket, or none and throws RateLimitedError. */
+  charge(index: number, cost: number): void {
+    const retryAfterS = takeTokens(this.#buckets[index]!, cost, this.#o, this.#o.now());
+    if (retryAfterS === 0) return;
+    const what = cost === 1 ? "too many requests" : `not enough rate left for ${cost} changes`;
+    throw new RateLimitedError(retryAfterS, `${what} for this publisher key; retry in ${retryAfterS} s`);
+  }
+
+  /** `authenticate` then `charge` one token. */
+  authorize(header: string | undefined): void {
+    this.charge(this.authenticate(header), 1);
   }
 }

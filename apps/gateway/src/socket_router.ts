@@ -2,17 +2,19 @@ import {
   ProtocolError,
   decodeClientFrame,
   encodeServerFrame,
+  errorFrameOf,
   type ClientFrame,
   type CountFrame,
   type Encoding,
-  type ErrorCode,
 } from "@livecount/protocol";
-import type { Clock } from "@livecount/runtime";
+import { takeTokens, type BucketLimits, type Clock } from "@livecount/runtime";
 import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
+import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
+import type { PrivatePages } from "./private_pages.js";
 
 /** What a socket sees on one page: watching it, and, when joined, counting as `viewer`. */
 interface PageMembership {
@@ -21,10 +23,27 @@ interface PageMembership {
   readonly topic: string;
 }
 
+/** A frame that arrived while a join token of its socket was being verified. */
+interface QueuedFrame {
+  readonly frame: ClientFrame;
+  readonly encoding: Encoding;
+}
+
 /** Per-socket state, kept in uWS user data. */
 export interface SocketData {
   readonly id: number;
+  /** What the socket counts under in the connection limits: its client address (edge_guard.ts). */
+  readonly address: string;
   readonly pages: Map<string, PageMembership>;
+  /** Pages this socket left as a viewer within the grace window (left_viewers.ts). */
+  left: LeftViewers | undefined;
+  /**
+   * While a join token is verified (asynchronously), later frames wait here and are handled in
+   * order after it. At most a burst of the rate limit can arrive meanwhile.
+   */
+  queued: QueuedFrame[] | undefined;
+  /** The socket is closed: a verification finishing late must not touch it. */
+  closed: boolean;
   /** Token bucket for the frame rate limit. */
   tokens: number;
   refilledAt: number;
@@ -45,10 +64,17 @@ export interface SocketRouterOptions {
   readonly maxPagesPerSocket: number;
   readonly ratePerS: number;
   readonly burst: number;
+  /** How long the owner keeps a departed viewer counting (LIVECOUNT_GRACE_MS). */
+  readonly graceMs: number;
+  /** Protocol v1's frame size limit: a larger frame closes the socket with 1009. */
+  readonly maxFrameBytes: number;
+  readonly privatePages: PrivatePages;
 }
 
 /** WebSocket close code for policy violations (RFC 6455). */
 const CLOSE_POLICY_VIOLATION = 1008;
+/** WebSocket close code for a message too big to process (RFC 6455). */
+const CLOSE_MESSAGE_TOO_BIG = 1009;
 /** A socket that keeps sending past its rate limit this many times is closed. */
 const MAX_RATE_VIOLATIONS = 100;
 
@@ -64,16 +90,23 @@ export function topicOf(page: string, encoding: Encoding): string {
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new Set<Socket>();
+  readonly #limits: BucketLimits;
   #nextId = 1;
 
   constructor(options: SocketRouterOptions) {
     this.#o = options;
+    this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
   }
 
-  newSocketData(): SocketData {
+  /** State for a new socket from `address` (its key in the connection limits). */
+  newSocketData(address: string): SocketData {
     return {
       id: this.#nextId++,
+      address,
       pages: new Map(),
+      left: undefined,
+      queued: undefined,
+      closed: false,
       tokens: this.#o.burst,
       refilledAt: this.#o.clock.now(),
       violations: 0,
@@ -89,30 +122,46 @@ export class SocketRouter {
   message(ws: Socket, data: ArrayBuffer, isBinary: boolean): void {
     const state = ws.getUserData();
     const encoding: Encoding = isBinary ? "msgpack" : "json";
+    if (data.byteLength > this.#o.maxFrameBytes) {
+      this.#o.metrics.socketsClosed.inc({ reason: "frame_too_large" });
+      ws.end(CLOSE_MESSAGE_TOO_BIG, "frame too large");
+      return;
+    }
     if (!this.#takeToken(state)) {
       if (++state.violations >= MAX_RATE_VIOLATIONS) {
         this.#o.metrics.socketsClosed.inc({ reason: "rate_limited" });
         ws.end(CLOSE_POLICY_VIOLATION, "rate limit exceeded");
-      } else this.#error(ws, encoding, "rate_limited");
+      } else this.#error(ws, encoding, new ProtocolError("rate_limited"));
       return;
     }
     let frame: ClientFrame;
     try {
       frame = decodeClientFrame(data, encoding);
     } catch (err) {
-      const code = err instanceof ProtocolError ? err.code : "bad_frame";
-      this.#error(ws, encoding, code, err instanceof Error ? err.message : undefined);
+      this.#error(ws, encoding, err);
       return;
     }
     this.#o.metrics.framesIn.inc({ type: frame.type });
+    if (state.queued !== undefined) state.queued.push({ frame, encoding });
+    else this.#route(ws, state, frame, encoding);
+  }
+
+  #route(ws: Socket, state: SocketData, frame: ClientFrame, encoding: Encoding): void {
     switch (frame.type) {
       case "ping":
-        ws.send(encodeServerFrame({ type: "pong" }, encoding), isBinary);
+        ws.send(encodeServerFrame({ type: "pong" }, encoding), encoding === "msgpack");
         return;
       case "join":
-        return this.#join(ws, encoding, frame.page, frame.viewer);
       case "watch":
-        return this.#watch(ws, encoding, frame.page);
+        if (this.#o.privatePages.isPrivate(frame.page)) return this.#admitPrivate(ws, state, frame, encoding);
+        if (frame.type === "watch") return this.#watch(ws, encoding, frame.page);
+        // Client ids and socket ids live in separate namespaces, so no client can claim a socket's id.
+        return this.#join(
+          ws,
+          encoding,
+          frame.page,
+          frame.viewer !== undefined ? `v:${frame.viewer}` : `s:${this.#o.incarnation}:${state.id}`,
+        );
       case "leave":
         return this.#leave(ws, frame.page, true);
       case "unwatch":
@@ -120,12 +169,60 @@ export class SocketRouter {
     }
   }
 
+  /**
+   * A join or watch of a private page: only with a valid join token, whose `sub` is the viewer
+   * counted. Frames arriving meanwhile wait, so the socket's frames still take effect in order.
+   */
+  #admitPrivate(
+    ws: Socket,
+    state: SocketData,
+    frame: Extract<ClientFrame, { type: "join" | "watch" }>,
+    encoding: Encoding,
+  ): void {
+    state.queued = [];
+    const { page } = frame;
+    this.#o.privatePages
+      .verify(frame.token, page)
+      .then(
+        (sub) => {
+          if (state.closed) return;
+          ws.cork(() => {
+            if (frame.type === "join") this.#join(ws, encoding, page, `v:${sub}`);
+            else this.#watch(ws, encoding, page);
+          });
+        },
+        (err: unknown) => {
+          if (!state.closed) ws.cork(() => this.#error(ws, encoding, err));
+        },
+      )
+      .finally(() => this.#drain(ws, state));
+  }
+
+  /** Handles the frames that waited for a verification, until one starts another. */
+  #drain(ws: Socket, state: SocketData): void {
+    const queued = state.queued ?? [];
+    state.queued = undefined;
+    if (state.closed || queued.length === 0) return;
+    ws.cork(() => {
+      for (let i = 0; i < queued.length; i++) {
+        if (state.queued !== undefined) {
+          state.queued.push(...queued.slice(i));
+          return;
+        }
+        this.#route(ws, state, queued[i]!.frame, queued[i]!.encoding);
+      }
+    });
+  }
+
   /** The socket is gone (closed by either side or timed out): everything it held is released. */
   close(ws: Socket, code: number): void {
     this.#open.delete(ws);
     const state = ws.getUserData();
+    state.closed = true;
+    state.queued = undefined;
     for (const [page, m] of state.pages) this.#release(page, m);
     state.pages.clear();
+    state.left = undefined;
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: code === 1000 || code === 1001 ? "normal" : String(code) });
     this.#gauges();
@@ -136,19 +233,22 @@ export class SocketRouter {
     for (const ws of [...this.#open]) ws.end(code, reason);
   }
 
-  #join(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): void {
+  /**
+   * Counts the socket as `key` on `page`. One socket is at most one viewer of a page: joining as
+   * another viewer than the one it counts as, or left as within the grace window, ends the previous
+   * one at once (unless another socket holds it), so cycling viewer ids leaves no ghosts behind.
+   */
+  #join(ws: Socket, encoding: Encoding, page: string, key: string): void {
     const state = ws.getUserData();
-    // Client ids and socket ids live in separate namespaces, so no client can claim a socket's id.
-    const key = viewer !== undefined ? `v:${viewer}` : `s:${this.#o.incarnation}:${state.id}`;
     const existing = state.pages.get(page);
     if (existing !== undefined) {
       if (existing.viewer === key) return;
-      if (existing.viewer !== undefined) this.#removeViewer(page, existing.viewer);
+      if (existing.viewer !== undefined && this.#o.presence.remove(page, existing.viewer))
+        this.#o.forwarder.enqueue(page, existing.viewer, false, true);
       existing.viewer = key;
-      this.#addViewer(page, key);
-      return;
-    }
-    if (!this.#subscribe(ws, encoding, page, key)) return;
+    } else if (!this.#subscribe(ws, encoding, page, key)) return;
+    const left = takeLeft(state.left, page, this.#o.clock.now());
+    if (left !== undefined && left !== key) this.#dropLeft(page, left);
     this.#addViewer(page, key);
   }
 
@@ -165,19 +265,31 @@ export class SocketRouter {
     state.pages.delete(page);
     ws.unsubscribe(m.topic);
     this.#release(page, m);
+    if (m.viewer !== undefined) {
+      const { graceMs, maxPagesPerSocket } = this.#o;
+      rememberLeft(
+        (state.left ??= new Map()),
+        page,
+        m.viewer,
+        this.#o.clock.now(),
+        graceMs,
+        maxPagesPerSocket,
+        (p, v) => this.#dropLeft(p, v),
+      );
+    }
     this.#gauges();
+  }
+
+  /** Ends a viewer this socket left, without grace, unless another socket here still holds it. */
+  #dropLeft(page: string, viewer: string): void {
+    if (!this.#o.presence.has(page, viewer)) this.#o.forwarder.enqueue(page, viewer, false, true);
   }
 
   #subscribe(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): boolean {
     const state = ws.getUserData();
     if (state.pages.size >= this.#o.maxPagesPerSocket) {
-      this.#error(
-        ws,
-        encoding,
-        "too_many_pages",
-        `at most ${this.#o.maxPagesPerSocket} pages per connection`,
-        page,
-      );
+      const message = `at most ${this.#o.maxPagesPerSocket} pages per connection`;
+      this.#error(ws, encoding, new ProtocolError("too_many_pages", message, { page }));
       return false;
     }
     const topic = topicOf(page, encoding);
@@ -206,26 +318,15 @@ export class SocketRouter {
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
-  #error(ws: Socket, encoding: Encoding, code: ErrorCode, message?: string, page?: string): void {
-    this.#o.metrics.frameErrors.inc({ code });
-    const e = new ProtocolError(code, message);
-    const frame =
-      page === undefined
-        ? { type: "error" as const, code, message: e.message }
-        : { type: "error" as const, code, message: e.message, page };
+  /** Answers a failed frame with an error frame (a ProtocolError's code, message and page). */
+  #error(ws: Socket, encoding: Encoding, err: unknown): void {
+    const frame = errorFrameOf(err);
+    this.#o.metrics.frameErrors.inc({ code: frame.code });
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
   #takeToken(state: SocketData): boolean {
-    const now = this.#o.clock.now();
-    state.tokens = Math.min(
-      this.#o.burst,
-      state.tokens + ((now - state.refilledAt) / 1000) * this.#o.ratePerS,
-    );
-    state.refilledAt = now;
-    if (state.tokens < 1) return false;
-    state.tokens -= 1;
-    return true;
+    return takeTokens(state, 1, this.#limits, this.#o.clock.now()) === 0;
   }
 
   #gauges(): void {

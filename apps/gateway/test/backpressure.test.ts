@@ -8,7 +8,7 @@ const PAGES = 16;
 const BATCH = "/v1/counters/increment";
 
 async function metric(platform: TestPlatform, name: string): Promise<number> {
-  const text = await (await fetch(`${platform.url}/metrics`)).text();
+  const text = await platform.metricsText();
   const line = text.split("\n").find((l) => l.startsWith(`${name} `));
   return line === undefined ? NaN : Number(line.split(" ")[1]);
 }
@@ -35,6 +35,8 @@ describe("gateway - slow consumers", () => {
     platform = await TestPlatform.start({
       LIVECOUNT_MAX_BACKPRESSURE_BYTES: "1024",
       LIVECOUNT_IDLE_TIMEOUT_S: "120",
+      // Filling the pages takes 3,200 batch items, each a rate token of the publisher key.
+      LIVECOUNT_PUBLISHER_BURST: "10000",
     });
     // Fill every page with many counters so each count frame is large.
     for (const page of pages) {

@@ -5,13 +5,15 @@ import { within } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import type { TestClient } from "../../../test/support/ws_client.js";
 
-/** Protocol v1: frames over 16 KiB close the socket. */
-const MAX_PAYLOAD_BYTES = 16 * 1024;
+/** Protocol v1: frames over 16 KiB close the socket with 1009 (message too big). */
+const MAX_FRAME_BYTES = 16 * 1024;
+const CLOSE_MESSAGE_TOO_BIG = 1009;
 /**
- * How a client sees an oversize frame's close: uWS drops the connection without a close frame
- * (1006 at the client, "Received too big message" at the server); 1009 is what RFC 6455 names it.
+ * uWS's own limit: past it uWS drops the connection without a close frame, which a client sees
+ * as 1006 (abnormal closure). Nothing on the server can send a close frame there.
  */
-const CLOSED_TOO_BIG = [1006, 1009];
+const WIRE_FRAME_BYTES = 64 * 1024;
+const CLOSE_ABNORMAL = 1006;
 /** RFC 6455: the gateway closes a socket that keeps flooding past its rate limit with this. */
 const CLOSE_POLICY_VIOLATION = 1008;
 const DEFAULT_MAX_PAGES_PER_SOCKET = 64;
@@ -195,7 +197,7 @@ describe("gateway - hostile input", () => {
     expect(platform.app.gateway.localViewers).toBe(baselineLocalViewers);
   });
 
-  test("gateway - closes a socket that sends a frame over 16 KiB and keeps serving the others", async () => {
+  test("gateway - closes a socket that sends a frame over 16 KiB with 1009, up to uWS's 64 KiB; past that 1006; others go on", async () => {
     const page = "hostile-oversize";
     const bystander = await platform.connect();
     bystander.join(page, "bystander");
@@ -205,15 +207,24 @@ describe("gateway - hostile input", () => {
     text.join(page, "text-oversize");
     await text.waitForViewers(page, 2);
     const from = bystander.counts(page).length;
-    text.sendRaw(JSON.stringify({ type: "join", page, pad: "x".repeat(MAX_PAYLOAD_BYTES) }));
-    expect(CLOSED_TOO_BIG).toContain(
-      (await within(text.closed, CLOSE_DEADLINE_MS, "the oversize text sender's close")).code,
-    );
+    // At the limit a frame is answered (payload_too_large past the 4 KiB a frame may decode); one byte more closes.
+    const atLimit = JSON.stringify({ type: "ping", pad: "x".repeat(MAX_FRAME_BYTES - 24) });
+    expect(Buffer.byteLength(atLimit)).toBe(MAX_FRAME_BYTES);
+    expect((await errorFor(text, atLimit)).code).toBe("payload_too_large");
+    text.sendRaw(`${atLimit} `);
+    const textClose = await within(text.closed, CLOSE_DEADLINE_MS, "the oversize text sender's close");
+    expect(textClose).toMatchObject({ code: CLOSE_MESSAGE_TOO_BIG, reason: "frame too large" });
 
     const binary = await platform.connect({ encoding: "msgpack" });
-    binary.sendRaw(randomBytes(MAX_PAYLOAD_BYTES + 1));
-    expect(CLOSED_TOO_BIG).toContain(
-      (await within(binary.closed, CLOSE_DEADLINE_MS, "the oversize binary sender's close")).code,
+    binary.sendRaw(randomBytes(WIRE_FRAME_BYTES));
+    expect((await within(binary.closed, CLOSE_DEADLINE_MS, "the oversize binary sender's close")).code).toBe(
+      CLOSE_MESSAGE_TOO_BIG,
+    );
+
+    const huge = await platform.connect();
+    huge.sendRaw(randomBytes(WIRE_FRAME_BYTES + 1));
+    expect((await within(huge.closed, CLOSE_DEADLINE_MS, "the huge frame sender's close")).code).toBe(
+      CLOSE_ABNORMAL,
     );
 
     // The oversize sender's join is released like any closed socket's; the bystander is untouched.

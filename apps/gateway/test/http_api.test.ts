@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+import { ADMIN_HEADERS, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 
 const MAX_BODY_BYTES = 64 * 1024;
 
@@ -293,7 +293,7 @@ describe("gateway - HTTP API", () => {
     expect(health.status).toBe(200);
     const ready = await fetch(`${platform.url}/readyz`);
     expect(ready.status).toBe(200);
-    const metrics = await fetch(`${platform.url}/metrics`);
+    const metrics = await fetch(`${platform.url}/metrics`, { headers: ADMIN_HEADERS });
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get("content-type")).toMatch(/^text\/plain/);
     const text = await metrics.text();

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { OpenApiDoc } from "../../../test/support/openapi.js";
 import { eventually } from "../../../test/support/eventually.js";
-import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+import { TEST_ADMIN_KEY, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 
 /** Answers a healthy platform cannot be made to give. */
 const NOT_PROVOKED = /^\w+ (500|504)$/;
@@ -28,8 +28,16 @@ describe("gateway - OpenAPI document", () => {
   let limited: TestPlatform;
 
   beforeAll(async () => {
-    platform = await TestPlatform.start();
-    limited = await TestPlatform.start({ LIVECOUNT_PUBLISHER_RATE: "1", LIVECOUNT_PUBLISHER_BURST: "1" });
+    platform = await TestPlatform.start({
+      LIVECOUNT_PRIVATE_PREFIXES: "openapi-private-",
+      LIVECOUNT_JOIN_SECRET: "openapi-join-secret-0123456789abcdef",
+    });
+    limited = await TestPlatform.start({
+      LIVECOUNT_PUBLISHER_RATE: "1",
+      LIVECOUNT_PUBLISHER_BURST: "1",
+      LIVECOUNT_READ_RATE: "1",
+      LIVECOUNT_READ_BURST: "1",
+    });
   });
 
   afterAll(async () => {
@@ -75,7 +83,9 @@ describe("gateway - OpenAPI document", () => {
 
     expect((await call(base, "/healthz")).status).toBe(200);
     expect((await call(base, "/readyz")).status).toBe(200);
-    expect((await call(base, "/metrics")).status).toBe(200);
+    expect((await call(base, "/metrics", { key: TEST_ADMIN_KEY })).status).toBe(200);
+    expect((await call(base, "/metrics", { key: null })).status).toBe(401);
+    expect((await call(base, "/metrics")).status).toBe(401);
 
     // PUT /v1/pages/{page}/counter
     const change = { action: "increment", counter: "likes", by: 3 };
@@ -142,6 +152,10 @@ describe("gateway - OpenAPI document", () => {
     const read = await call(base, `/v1/pages/${p}/counter`);
     expect(read.body).toMatchObject({ viewers: 1, counters: { likes: 3, stock: -1 } });
     expect((await call(base, "/v1/pages/a%20b/counter")).status).toBe(400);
+    expect((await call(base, "/v1/pages/openapi-private-1/counter", { key: null })).status).toBe(401);
+    expect((await call(base, "/v1/pages/openapi-private-1/counter?token=a.b.c", { key: null })).status).toBe(
+      401,
+    );
 
     // DELETE /v1/pages/{page}/counters/{counter}
     const del = await call(base, `/v1/pages/${p}/counters/gone`, {
@@ -226,6 +240,8 @@ describe("gateway - OpenAPI document", () => {
     expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
     const last = await call(base, `/v1/counters?prefix=openapi&limit=1&cursor=${cursor}&raw=true`);
     expect((last.body as { cursor: string | null }).cursor).toBeNull();
+    expect((await call(base, "/v1/counters?prefix=openapi", { key: null })).status).toBe(401);
+    expect((await call(base, "/v1/counters?page=openapi-private-1", { key: null })).status).toBe(401);
     expect((await call(base, "/v1/counters")).status).toBe(400);
     expect((await call(base, "/v1/counters?prefix=a&limit=1000")).status).toBe(400);
 
@@ -242,8 +258,12 @@ describe("gateway - OpenAPI document", () => {
       405,
     );
 
-    // 429 with Retry-After, for every change, from a key over its rate.
+    // 429 with Retry-After, for every change, from a key over its rate, and for reads without a key
+    // from an address over its read budget.
     const lim = limited.url;
+    expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(200);
+    expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(429);
+    expect((await call(lim, `/v1/counters?page=${p}`, { key: null })).status).toBe(429);
     await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change });
     expect((await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change })).status).toBe(429);
     expect((await call(lim, "/v1/counters/increment", { method: "POST", body: batch })).status).toBe(429);

@@ -8,11 +8,17 @@
  *   POST /demo/like     (kept for older copies of the page: one like)
  *
  * Answer: `{"page","counter","value","updated_at"}`; errors are protocol v1 error bodies.
+ *
+ * The routes write without a key, so they guard themselves: only same-origin requests from the
+ * demo page (`Sec-Fetch-Site: same-origin`, or an `Origin` naming this host), only
+ * `content-type: application/json` (a cross-site form or `text/plain` POST cannot send that without
+ * a preflight), and their own small budget (LIVECOUNT_DEMO_RATE / LIVECOUNT_DEMO_BURST), so a
+ * script can spend neither the publisher key's budget nor more than a trickle of writes.
  */
-import type { HttpRoute } from "@livecount/gateway";
+import { RateLimitedError, type HttpRoute, type RequestInfo } from "@livecount/gateway";
 import { ProtocolError, isErrorCode, isIdempotencyKey } from "@livecount/protocol";
-import type { Logger } from "@livecount/runtime";
-import { AuthError, LivecountClient, LivecountError, type CounterValue } from "@livecount/sdk";
+import { fullBucket, takeTokens, type BucketLimits, type BucketState, type Logger } from "@livecount/runtime";
+import { AuthError, LivecountClient, LivecountError, type CounterValue, type FetchFn } from "@livecount/sdk";
 
 export type DemoAction = "increment" | "reset";
 
@@ -30,6 +36,10 @@ export interface DemoRoutesOptions {
   /** The demo page's id: the only page these routes change. */
   readonly page: string;
   readonly logger: Logger;
+  /** The routes' own budget, for all browsers together: changes per second, sustained / at once. */
+  readonly budget: BucketLimits;
+  /** Epoch-ms, for the budget. */
+  readonly now: () => number;
   /** Per-try timeout of the SDK's requests to the gateway, in ms. Default 5000. */
   readonly timeoutMs?: number;
 }
@@ -38,21 +48,27 @@ export interface DemoRoutesOptions {
 export class DemoRoutes {
   readonly routes: ReadonlyMap<string, HttpRoute>;
   readonly #o: DemoRoutesOptions;
+  readonly #bucket: BucketState;
   #client: LivecountClient | undefined;
 
   constructor(options: DemoRoutesOptions) {
     this.#o = options;
+    this.#bucket = fullBucket(options.budget, options.now());
     this.routes = new Map<string, HttpRoute>([
-      ["/demo/counter", (body) => this.#counter(body)],
-      ["/demo/like", () => this.#apply("likes", "increment", undefined)],
+      ["/demo/counter", (body, req) => this.#guarded(req, () => this.#counter(body))],
+      ["/demo/like", (_, req) => this.#guarded(req, () => this.#apply("likes", "increment", undefined))],
     ]);
   }
 
-  /** Points the SDK at the gateway (`http://127.0.0.1:<port>`) with a configured publisher key. */
-  connect(baseUrl: string, publisherKey: string): void {
+  /**
+   * Points the SDK at the gateway (`http://127.0.0.1:<port>`) with a configured publisher key;
+   * `fetch` when the gateway needs one of its own (its TLS certificate).
+   */
+  connect(baseUrl: string, publisherKey: string, fetch?: FetchFn): void {
     this.#client = new LivecountClient({
       baseUrl,
       publisherKey,
+      ...(fetch !== undefined ? { fetch } : {}),
       timeoutMs: this.#o.timeoutMs ?? 5000,
       onError: (err) => this.#o.logger.warn({ err }, "demo client error"),
     });
@@ -64,7 +80,19 @@ export class DemoRoutes {
     await client?.close();
   }
 
-  async #counter(body: unknown): Promise<{ status: number; body: unknown }> {
+  /** Same-origin JSON requests within the demo's budget reach `route`; others are refused. */
+  #guarded(req: RequestInfo, route: () => Promise<DemoAnswer>): Promise<DemoAnswer> {
+    if (!isSameOrigin(req))
+      throw new ProtocolError("forbidden", "the demo routes take same-origin requests only");
+    if (!/^application\/json(;|$)/i.test(req.headers["content-type"] ?? ""))
+      throw new ProtocolError("forbidden", "the demo routes take content-type: application/json only");
+    const retryAfterS = takeTokens(this.#bucket, 1, this.#o.budget, this.#o.now());
+    if (retryAfterS > 0)
+      throw new RateLimitedError(retryAfterS, `the demo is busy; retry in ${retryAfterS} s`);
+    return route();
+  }
+
+  async #counter(body: unknown): Promise<DemoAnswer> {
     if (typeof body !== "object" || body === null || Array.isArray(body))
       throw new ProtocolError("invalid_body", 'body must be {"counter","action"}');
     const { page, counter, action, id } = body as Record<string, unknown>;
@@ -84,11 +112,7 @@ export class DemoRoutes {
   }
 
   /** Applies the change through the SDK: exactly once by `id` (the browser's, so its retries are safe too). */
-  async #apply(
-    counter: string,
-    action: DemoAction,
-    id: string | undefined,
-  ): Promise<{ status: number; body: unknown }> {
+  async #apply(counter: string, action: DemoAction, id: string | undefined): Promise<DemoAnswer> {
     const client = this.#client;
     if (client === undefined) throw new ProtocolError("unavailable", "the demo is starting");
     const options = id !== undefined ? { idempotencyKey: id } : {};
@@ -106,6 +130,21 @@ export class DemoRoutes {
       body: { page: result.page, counter: result.counter, value: result.value, updated_at: result.updatedAt },
     };
   }
+}
+
+type DemoAnswer = { status: number; body: unknown };
+
+/**
+ * A request from a page of this very origin: browsers say so in Sec-Fetch-Site; older ones send an
+ * Origin, which must name the host the request was sent to. A request with neither is refused: it
+ * is not the demo page's.
+ */
+function isSameOrigin(req: RequestInfo): boolean {
+  const site = req.headers["sec-fetch-site"];
+  if (site !== undefined) return site === "same-origin";
+  const origin = req.headers.origin;
+  if (origin === undefined || !URL.canParse(origin)) return false;
+  return new URL(origin).host === req.headers.host;
 }
 
 /**

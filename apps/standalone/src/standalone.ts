@@ -1,10 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { connectBus, openStore } from "@livecount/cluster";
 import { CounterNode, readCounterConfig } from "@livecount/counter";
-import { Gateway, readGatewayConfig } from "@livecount/gateway";
-import { silentLogger, type Env, type Logger } from "@livecount/runtime";
+import { Gateway, readGatewayConfig, type GatewayConfig } from "@livecount/gateway";
+import { readInt, silentLogger, systemClock, type Env, type Logger } from "@livecount/runtime";
+import type { FetchFn } from "@livecount/sdk";
 import type { Store } from "@livecount/store";
 import { Registry, collectDefaultMetrics } from "prom-client";
+import { Agent, fetch as undiciFetch } from "undici";
 import { DemoRoutes } from "./demo_routes.js";
 
 export interface StandaloneOptions {
@@ -21,6 +23,8 @@ export interface Standalone {
   readonly url: string;
   /** The publisher keys in force (a generated development key when none was configured). */
   readonly publisherKeys: readonly string[];
+  /** The admin key in force (a generated development key when none was configured). */
+  readonly adminKey: string;
   readonly gateway: Gateway;
   readonly counter: CounterNode;
   close(): Promise<void>;
@@ -30,10 +34,34 @@ export interface Standalone {
 export const DEMO_PAGE = "demo";
 
 /** The URL this process reaches its own gateway at: loopback when it listens on every address. */
-function selfUrl(host: string, port: number): string {
-  if (host === "0.0.0.0" || host === "") return `http://127.0.0.1:${port}`;
-  if (host === "::") return `http://[::1]:${port}`;
-  return host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`;
+function selfUrl(host: string, port: number, tls: boolean): string {
+  const scheme = tls ? "https" : "http";
+  if (host === "0.0.0.0" || host === "") return `${scheme}://127.0.0.1:${port}`;
+  if (host === "::") return `${scheme}://[::1]:${port}`;
+  return host.includes(":") ? `${scheme}://[${host}]:${port}` : `${scheme}://${host}:${port}`;
+}
+
+/**
+ * The fetch the demo reaches its own gateway with. Over TLS the certificate names the public host,
+ * not the local address the demo dials, so this one connection (to this very process, on a local
+ * address) does not check it; everything else keeps Node's checks.
+ */
+function selfFetch(config: GatewayConfig): FetchFn | undefined {
+  if (config.tls === undefined) return undefined;
+  const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
+  return ((input: string, init?: RequestInit) =>
+    undiciFetch(input, { ...(init as object), dispatcher })) as unknown as FetchFn;
+}
+
+/** Development keys for what was not configured, so `npm start` works at once; each is printed. */
+function withDevKeys(env: Record<string, string | undefined>): Record<string, string> {
+  const generated: Record<string, string> = {};
+  if ((env.LIVECOUNT_PUBLISHER_KEYS ?? "").trim() === "")
+    generated.LIVECOUNT_PUBLISHER_KEYS = `dev-${randomBytes(12).toString("hex")}`;
+  if ((env.LIVECOUNT_ADMIN_KEY ?? "").trim() === "")
+    generated.LIVECOUNT_ADMIN_KEY = `dev-admin-${randomBytes(16).toString("hex")}`;
+  Object.assign(env, generated);
+  return generated;
 }
 
 /**
@@ -43,11 +71,7 @@ function selfUrl(host: string, port: number): string {
 export async function startStandalone(options: StandaloneOptions = {}): Promise<Standalone> {
   const env = { ...(options.env ?? process.env) };
   const logger = options.logger ?? silentLogger;
-  let devKey: string | undefined;
-  if ((env.LIVECOUNT_PUBLISHER_KEYS ?? "").trim() === "") {
-    devKey = `dev-${randomBytes(12).toString("hex")}`;
-    env.LIVECOUNT_PUBLISHER_KEYS = devKey;
-  }
+  const devKeys = withDevKeys(env);
   const gatewayConfig = readGatewayConfig(env);
   const counterConfig = readCounterConfig(env);
   const registry = new Registry();
@@ -61,7 +85,15 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     await bus.close();
     throw err;
   }
-  const demo = env.LIVECOUNT_DEMO !== "0" ? new DemoRoutes({ page: DEMO_PAGE, logger }) : undefined;
+  // The demo's own budget for all browsers together; a trickle, as it writes without a key.
+  const budget = {
+    ratePerS: readInt(env, "LIVECOUNT_DEMO_RATE", 5, { min: 1 }),
+    burst: readInt(env, "LIVECOUNT_DEMO_BURST", 20, { min: 1 }),
+  };
+  const demo =
+    env.LIVECOUNT_DEMO !== "0"
+      ? new DemoRoutes({ page: DEMO_PAGE, logger, budget, now: () => systemClock.now() })
+      : undefined;
   const gateway = new Gateway({
     config: gatewayConfig,
     bus,
@@ -72,17 +104,26 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
   const counter = new CounterNode({ config: counterConfig, bus, store, logger, registry });
   const port = await gateway.start();
   await counter.start();
-  const url = selfUrl(gatewayConfig.host, port);
+  const url = selfUrl(gatewayConfig.host, port, gatewayConfig.tls !== undefined);
   // The demo's buttons go through the SDK with a configured key, as a site's back end would.
-  demo?.connect(url, gatewayConfig.publisherKeys[0]!);
-  if (devKey !== undefined)
-    logger.warn({ publisherKey: devKey }, "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key");
+  demo?.connect(url, gatewayConfig.publisherKeys[0]!, selfFetch(gatewayConfig));
+  if (devKeys.LIVECOUNT_PUBLISHER_KEYS !== undefined)
+    logger.warn(
+      { publisherKey: devKeys.LIVECOUNT_PUBLISHER_KEYS },
+      "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key",
+    );
+  if (devKeys.LIVECOUNT_ADMIN_KEY !== undefined)
+    logger.warn(
+      { adminKey: devKeys.LIVECOUNT_ADMIN_KEY },
+      "no LIVECOUNT_ADMIN_KEY set; generated a development key for /metrics and listings",
+    );
 
   let closed: Promise<void> | undefined;
   return {
     port,
     url,
     publisherKeys: gatewayConfig.publisherKeys,
+    adminKey: gatewayConfig.adminKey!,
     gateway,
     counter,
     close: () =>

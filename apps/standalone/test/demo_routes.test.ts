@@ -1,7 +1,7 @@
 /**
  * The demo page's server-side routes in the all-in-one process: they change the demo page's own
  * counters through the SDK, exactly once per id, and nothing else; the publisher key never leaves
- * the server.
+ * the server. They take same-origin JSON requests only, within their own small budget.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEMO_PAGE } from "../src/index.js";
@@ -18,10 +18,11 @@ describe("standalone - demo routes", () => {
     await platform?.close();
   });
 
+  /** A request as the demo page's own script sends it: same-origin, JSON. */
   function post(path: string, body?: unknown, method = "POST"): Promise<Response> {
     return fetch(`${platform.url}${path}`, {
       method,
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", "sec-fetch-site": "same-origin" },
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
     });
   }
@@ -111,5 +112,71 @@ describe("standalone - demo routes", () => {
     } finally {
       await off.close();
     }
+  });
+});
+
+describe("standalone - demo routes refuse other sites and keep to their own budget", () => {
+  const BURST = 3;
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_DEMO: "1",
+      LIVECOUNT_DEMO_RATE: "1",
+      LIVECOUNT_DEMO_BURST: String(BURST),
+      LIVECOUNT_PUBLISHER_BURST: String(BURST + 2),
+      LIVECOUNT_PUBLISHER_RATE: "1",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  function like(
+    headers: Record<string, string>,
+    body = '{"counter":"likes","action":"increment"}',
+  ): Promise<Response> {
+    return fetch(`${platform.url}/demo/counter`, { method: "POST", headers, body });
+  }
+
+  test("demo - cross-site, origin-less and text/plain requests are 403 and count nothing", async () => {
+    const host = new URL(platform.url).host;
+    const refused: Array<Record<string, string>> = [
+      { "content-type": "application/json", "sec-fetch-site": "cross-site" },
+      { "content-type": "application/json", "sec-fetch-site": "same-site" },
+      { "content-type": "application/json", origin: "https://evil.example" },
+      { "content-type": "application/json" },
+      // What a cross-site form or a no-cors fetch can send without a preflight.
+      { "content-type": "text/plain", "sec-fetch-site": "same-origin" },
+      { "content-type": "text/plain", origin: `http://${host}` },
+    ];
+    for (const headers of refused) {
+      const res = await like(headers);
+      expect(res.status, JSON.stringify(headers)).toBe(403);
+      expect(await res.json()).toMatchObject({ error: { code: "forbidden" } });
+    }
+    expect((await platform.counter(DEMO_PAGE)).counters.likes).toBeUndefined();
+    // An older browser without Sec-Fetch-Site still names its own origin.
+    expect((await like({ "content-type": "application/json", origin: `http://${host}` })).status).toBe(200);
+  });
+
+  test("demo - past its own burst the demo is 429, and the publisher key keeps the rest of its budget", async () => {
+    const sameOrigin = { "content-type": "application/json; charset=utf-8", "sec-fetch-site": "same-origin" };
+    // The previous test spent one of the burst; the rest goes now, then the demo is refused.
+    for (let i = 1; i < BURST; i++) expect((await like(sameOrigin)).status).toBe(200);
+    for (let i = 0; i < 10; i++) {
+      const res = await like(sameOrigin);
+      expect(res.status).toBe(429);
+      expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    }
+    expect((await platform.counter(DEMO_PAGE)).counters.likes).toBe(BURST);
+    // The demo took one publisher token per change it made, none for those it refused.
+    const put = await fetch(`${platform.url}/v1/pages/${DEMO_PAGE}/counter`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${TEST_PUBLISHER_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ action: "increment", counter: "likes" }),
+    });
+    expect(put.status).toBe(200);
   });
 });

@@ -5,6 +5,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
+import { BENCH_ADMIN_KEY } from "./processes.js";
 
 let clockTicks;
 function ticksPerSecond() {
@@ -56,7 +57,8 @@ export function openFds(pid) {
  * labels keeps one key per label set).
  */
 export async function scrape(url) {
-  const res = await globalThis.fetch(url);
+  const res = await globalThis.fetch(url, { headers: { authorization: `Bearer ${BENCH_ADMIN_KEY}` } });
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
   const text = await res.text();
   const values = new Map();
   for (const line of text.split("\n")) {

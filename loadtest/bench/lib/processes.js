@@ -196,6 +196,21 @@ function productFlags() {
   return (process.env.LC_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
 }
 
+/** The admin key of every benchmarked process: scrape() sends it for /metrics. */
+export const BENCH_ADMIN_KEY = "bench-admin-key-0000001";
+
+/**
+ * Settings every benchmarked process gets. The load driver opens thousands of sockets from each
+ * loopback address, far past the per-address default (500) that protects a public gateway.
+ */
+const BENCH_EDGE_ENV = {
+  LIVECOUNT_LOG_LEVEL: "warn",
+  LIVECOUNT_ADMIN_KEY: BENCH_ADMIN_KEY,
+  LIVECOUNT_MAX_CONNECTIONS_PER_IP: "20000",
+  LIVECOUNT_READ_RATE: "100000",
+  LIVECOUNT_READ_BURST: "100000",
+};
+
 /**
  * Spawns a product entry point (e.g. apps/counter/dist/main.js) with `env` on top of a clean
  * environment (no LIVECOUNT_* leaking from the caller's shell). Output goes to `<dir>/<name>.log`.
@@ -208,7 +223,7 @@ export function spawnProduct(name, entry, env, dir, nodeFlags = []) {
   const deployed = entry === "apps/counter/dist/main.js" ? COUNTER_NODE_FLAGS : [];
   const child = spawn(process.execPath, [...deployed, ...productFlags(), ...nodeFlags, join(ROOT, entry)], {
     cwd: ROOT,
-    env: { ...base, LIVECOUNT_LOG_LEVEL: "warn", ...env },
+    env: { ...base, ...BENCH_EDGE_ENV, ...env },
     stdio: ["ignore", log, log],
   });
   return track(child, name, logPath);

@@ -45,6 +45,20 @@ export interface ClusterConfig {
    * "unavailable" (retryable, 503) within half of it rather than let a caller time out. Default 3000.
    */
   readonly requestTimeoutMs: number;
+  /**
+   * LIVECOUNT_ADMIN_KEY: the bearer key for operators' endpoints (`/metrics` on every process,
+   * prefix listings). 16..256 printable ASCII. Absent: those endpoints answer 401 to everyone.
+   */
+  readonly adminKey: string | undefined;
+}
+
+const ADMIN_KEY = /^[\x21-\x7e]{16,256}$/;
+
+function readAdminKey(env: Env): string | undefined {
+  const key = readOptionalString(env, "LIVECOUNT_ADMIN_KEY");
+  if (key !== undefined && !ADMIN_KEY.test(key))
+    throw new ConfigError("LIVECOUNT_ADMIN_KEY must be 16..256 printable ASCII characters");
+  return key;
 }
 
 export function readClusterConfig(env: Env): ClusterConfig {
@@ -64,6 +78,7 @@ export function readClusterConfig(env: Env): ClusterConfig {
     antiEntropyMs: readInt(env, "LIVECOUNT_ANTI_ENTROPY_MS", 10000, { min: 1000 }),
     peerDcs: readPeerDcs(env),
     requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
+    adminKey: readAdminKey(env),
   };
 }
 

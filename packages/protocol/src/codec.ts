@@ -6,7 +6,7 @@
 import { Packr, Unpackr } from "msgpackr";
 import { ProtocolError } from "./errors.js";
 import type { ClientFrame, CountFrame, Encoding, ErrorFrame, ServerFrame } from "./frames.js";
-import { isCounterName, isPageId, isViewerId } from "./ids.js";
+import { TOKEN_MAX_LENGTH, isCounterName, isPageId, isTokenShape, isViewerId } from "./ids.js";
 import { guardMsgpack } from "./msgpack_guard.js";
 
 /**
@@ -105,6 +105,19 @@ function pageOf(frame: RawFrame): string {
   return page;
 }
 
+/** The optional `token` of a join or watch: absent, or a compact JWS of bounded length. */
+function tokenOf(raw: RawFrame, page: string): { token?: string } {
+  const token = raw.token;
+  if (token === undefined) return {};
+  if (!isTokenShape(token))
+    throw new ProtocolError(
+      "unauthorized",
+      `token must be a JWT (compact JWS) of at most ${TOKEN_MAX_LENGTH} characters`,
+      { page },
+    );
+  return { token };
+}
+
 function toClientFrame(frame: unknown): ClientFrame {
   const type = frameType(frame);
   const raw = frame as RawFrame;
@@ -112,12 +125,14 @@ function toClientFrame(frame: unknown): ClientFrame {
     case "join": {
       const page = pageOf(raw);
       const viewer = raw.viewer;
-      if (viewer === undefined) return { type, page };
-      if (!isViewerId(viewer)) throw new ProtocolError("invalid_viewer");
-      return { type, page, viewer };
+      if (viewer !== undefined && !isViewerId(viewer)) throw new ProtocolError("invalid_viewer");
+      return { type, page, ...(viewer !== undefined ? { viewer } : {}), ...tokenOf(raw, page) };
+    }
+    case "watch": {
+      const page = pageOf(raw);
+      return { type, page, ...tokenOf(raw, page) };
     }
     case "leave":
-    case "watch":
     case "unwatch":
       return { type, page: pageOf(raw) };
     case "ping":
@@ -131,7 +146,8 @@ function toClientFrame(frame: unknown): ClientFrame {
  * Decodes and validates one client frame: JSON for `json`, msgpack for `msgpack`. Returns a fresh
  * frame holding only the known fields; unknown fields are ignored. Throws ProtocolError only:
  * payload_too_large, bad_frame (not UTF-8, JSON or msgpack; not an object with a string `type`),
- * unknown_type, invalid_page, invalid_viewer. The input is only read during the call.
+ * unknown_type, invalid_page, invalid_viewer, unauthorized (a `token` that is not a bounded compact
+ * JWS; the error carries the page). The input is only read during the call.
  */
 export function decodeClientFrame(data: ArrayBuffer | Uint8Array | string, encoding: Encoding): ClientFrame {
   return guarded(() => {
@@ -149,13 +165,21 @@ export function encodeClientFrame(frame: ClientFrame, encoding: Encoding): strin
   let canonical: ClientFrame;
   switch (frame.type) {
     case "join":
-      canonical =
-        frame.viewer === undefined
-          ? { type: frame.type, page: frame.page }
-          : { type: frame.type, page: frame.page, viewer: frame.viewer };
+      canonical = {
+        type: frame.type,
+        page: frame.page,
+        ...(frame.viewer !== undefined ? { viewer: frame.viewer } : {}),
+        ...(frame.token !== undefined ? { token: frame.token } : {}),
+      };
+      break;
+    case "watch":
+      canonical = {
+        type: frame.type,
+        page: frame.page,
+        ...(frame.token !== undefined ? { token: frame.token } : {}),
+      };
       break;
     case "leave":
-    case "watch":
     case "unwatch":
       canonical = { type: frame.type, page: frame.page };
       break;

@@ -28,7 +28,7 @@ export const ERROR_CODES = Object.freeze({
     message: "idempotency key must be 1..128 printable ASCII characters",
   },
   invalid_query: { status: 400, retryable: false, message: "query parameters are malformed" },
-  unauthorized: { status: 401, retryable: false, message: "a valid publisher key is required" },
+  unauthorized: { status: 401, retryable: false, message: "a valid key or token is required" },
   forbidden: { status: 403, retryable: false, message: "not allowed" },
   not_found: { status: 404, retryable: false, message: "not found" },
   method_not_allowed: { status: 405, retryable: false, message: "method not allowed" },
@@ -51,14 +51,23 @@ export function isErrorCode(v: unknown): v is ErrorCode {
   return typeof v === "string" && Object.hasOwn(ERROR_CODES, v);
 }
 
-/** An error that crosses a boundary (socket, HTTP, bus) as a stable code. */
+/**
+ * An error that crosses a boundary (socket, HTTP, bus) as a stable code. `page`: the valid page id
+ * the failed request named, if any (error frames carry it).
+ */
 export class ProtocolError extends Error {
   override name = "ProtocolError";
   readonly code: ErrorCode;
+  readonly page: string | undefined;
 
-  constructor(code: ErrorCode, message: string = ERROR_CODES[code].message, options?: { cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string = ERROR_CODES[code].message,
+    options?: { cause?: unknown; page?: string },
+  ) {
     super(message, options);
     this.code = code;
+    this.page = options?.page;
   }
 
   get status(): number {

@@ -1,10 +1,15 @@
 /** Protocol v1 frames. Text frames carry JSON, binary frames carry msgpack of the same shapes. */
 import { ERROR_CODES, ProtocolError, type ErrorCode } from "./errors.js";
 
+/**
+ * `token` (join and watch): an HS256 JWT for a private page (LIVECOUNT_PRIVATE_PREFIXES), signed
+ * with LIVECOUNT_JOIN_SECRET, with claims `page` or `prefix`, `sub` (the viewer id counted; a
+ * `viewer` field is then ignored) and `exp`.
+ */
 export type ClientFrame =
-  | { readonly type: "join"; readonly page: string; readonly viewer?: string }
+  | { readonly type: "join"; readonly page: string; readonly viewer?: string; readonly token?: string }
   | { readonly type: "leave"; readonly page: string }
-  | { readonly type: "watch"; readonly page: string }
+  | { readonly type: "watch"; readonly page: string; readonly token?: string }
   | { readonly type: "unwatch"; readonly page: string }
   | { readonly type: "ping" };
 
@@ -56,6 +61,6 @@ export function errorFrame(
  */
 export function errorFrameOf(err: unknown, page?: string): ErrorFrame {
   return err instanceof ProtocolError
-    ? errorFrame(err.code, err.message, page)
+    ? errorFrame(err.code, err.message, page ?? err.page)
     : errorFrame("internal", undefined, page);
 }

@@ -12,7 +12,15 @@ export const INTERNAL_ID_MAX_LENGTH = 128;
 /** A namespaced viewer key ("v:<viewer id>" or "s:<gateway incarnation>:<socket seq>") on the bus. */
 export const VIEWER_KEY_MAX_LENGTH = 2 + VIEWER_ID_MAX_LENGTH + 1 + INTERNAL_ID_MAX_LENGTH;
 
+/**
+ * Longest join token accepted: a JWT of a 128-character page or prefix and sub, expiry and a few
+ * more claims is under 600 characters; the rest is room, within the 4 KiB frame.
+ */
+export const TOKEN_MAX_LENGTH = 2048;
+
 const PRINTABLE_ASCII = /^[\x21-\x7e]+$/;
+/** A JWS in compact serialization: three base64url parts. */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const COUNTER_NAME = /^[A-Za-z0-9_:.-]+$/;
 
 /**
@@ -54,4 +62,9 @@ export function isCounterName(v: unknown): v is string {
   return (
     typeof v === "string" && v.length >= 1 && v.length <= COUNTER_NAME_MAX_LENGTH && COUNTER_NAME.test(v)
   );
+}
+
+/** A join token's shape (its signature and claims are the gateway's to check): a compact JWS. */
+export function isTokenShape(v: unknown): v is string {
+  return typeof v === "string" && v.length <= TOKEN_MAX_LENGTH && COMPACT_JWS.test(v);
 }

@@ -11,6 +11,12 @@ export interface PresenceOp {
   /** Namespaced viewer key: "v:<client viewer id>" or "s:<gateway incarnation>:<socket seq>". */
   readonly viewer: string;
   readonly present: boolean;
+  /**
+   * With `present: false`: the viewer stops counting at once, without the grace window, unless
+   * another gateway still holds it. Sent when a socket moves to another viewer id of the page: one
+   * socket is at most one viewer, so the id it left must not linger as a ghost.
+   */
+  readonly drop?: boolean;
 }
 
 /** Gateway -> owner: viewer transitions on pages of one partition, in order, one batch in flight. */

@@ -81,11 +81,15 @@ export function entriesOf(v: unknown): Entries {
 
 export function presenceOpOf(v: unknown): PresenceOp {
   const m = fieldsOf(v, "presence op");
-  return {
+  const op = {
     page: field(m, "page", isPageId),
     viewer: field(m, "viewer", isViewerKey),
     present: field(m, "present", isBoolean),
   };
+  const drop = m.get("drop");
+  if (drop === undefined) return op;
+  if (!isBoolean(drop)) malformed("field drop is malformed");
+  return { ...op, drop };
 }
 
 function viewerKeyOf(v: unknown): string {

@@ -2,6 +2,7 @@ import { pack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
   CLIENT_FRAME_MAX_BYTES,
+  TOKEN_MAX_LENGTH,
   ERROR_CODES,
   ProtocolError,
   decodeClientFrame,
@@ -26,6 +27,8 @@ const CLIENT_FRAMES: readonly ClientFrame[] = [
   { type: "join", page: "/news/2024?id=7", viewer: "v-123" },
   { type: "leave", page: "home" },
   { type: "watch", page: "~" },
+  { type: "join", page: "user-7", viewer: "ignored", token: "eyJh.eyJz.c2ln" },
+  { type: "watch", page: "user-7", token: "a.b.c" },
   { type: "unwatch", page: "a".repeat(128) },
   { type: "ping" },
 ];
@@ -156,6 +159,37 @@ describe("client frames", () => {
       }
       // An invalid page is reported before an invalid viewer.
       protocolErrorOf(() => decodeRaw({ type: "join", page: "", viewer: "" }, encoding), "invalid_page");
+    });
+
+    it(`codec - checks the optional token of a ${encoding} join or watch: a compact JWS of bounded length`, () => {
+      const longest = `${"a".repeat(TOKEN_MAX_LENGTH - 4)}.b.c`;
+      for (const type of ["join", "watch"]) {
+        expect(decodeRaw({ type, page: "p", token: longest }, encoding)).toEqual({
+          type,
+          page: "p",
+          token: longest,
+        });
+        for (const token of [
+          null,
+          "",
+          "a.b",
+          "a.b.c.d",
+          "a.b.c ",
+          "a.b=.c",
+          `a${longest}`,
+          7,
+          {},
+          ["a.b.c"],
+        ]) {
+          const e = protocolErrorOf(() => decodeRaw({ type, page: "p", token }, encoding), "unauthorized");
+          expect(e.page).toBe("p");
+        }
+      }
+      // Leave and unwatch need no token: one sent along is ignored like any unknown field.
+      expect(decodeRaw({ type: "leave", page: "p", token: 7 }, encoding)).toEqual({
+        type: "leave",
+        page: "p",
+      });
     });
 
     it(`codec - refuses ${encoding} frames over ${CLIENT_FRAME_MAX_BYTES} bytes as payload_too_large`, () => {

@@ -26,6 +26,7 @@ const MESSAGES: readonly InternalMessage[] = [
     ops: [
       { page: "home", viewer: "v:abc", present: true },
       { page: "home", viewer: "s:gw-1a2b:42", present: false },
+      { page: "home", viewer: "v:old", present: false, drop: true },
     ],
   },
   { type: "presence", gateway: "gw-1a2b", partition: 0, ops: [], hop: 1 },
@@ -152,6 +153,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
     [{ page: "p", viewer: "", present: true }],
     [{ page: "p", viewer: "v:a", present: 1 }],
     [{ page: "p", viewer: "v:a" }],
+    [{ page: "p", viewer: "v:a", present: false, drop: 1 }],
     [["p", "v:a", true]],
   ],
   pages: [

@@ -1,4 +1,5 @@
 export { Backoff, fullJitterMs } from "./backoff.js";
+export { BearerKeys, bearerOf } from "./bearer_keys.js";
 export { sleep, systemClock, yieldTurn, type Clock, type TimerHandle } from "./clock.js";
 export { Coalescer } from "./coalescer.js";
 export {
@@ -12,3 +13,4 @@ export {
 } from "./config.js";
 export { createLogger, silentLogger, type Logger } from "./logger.js";
 export { stopOnSignals } from "./shutdown.js";
+export { fullBucket, takeTokens, type BucketLimits, type BucketState } from "./token_bucket.js";

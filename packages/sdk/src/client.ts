@@ -37,8 +37,9 @@ export interface LivecountClientOptions {
   /** The gateway, e.g. `https://livecount.example.com` (a path prefix is kept; WebSocket at `<baseUrl>/ws`). */
   readonly baseUrl: string;
   /**
-   * Publisher key, sent as `Authorization: Bearer <key>` with every change. Reads and
-   * subscriptions need none. It is a secret: keep it on your servers, never ship it to browsers.
+   * Publisher key, sent as `Authorization: Bearer <key>` with every change and read. Reads need
+   * none, but with it they spend no per-address read budget and see private pages; prefix
+   * listings need it (or the admin key); subscriptions never send it. It is a secret: keep it on your servers, never ship it to browsers.
    */
   readonly publisherKey?: string;
   /** fetch implementation. Default: the global one (Node >= 18, browsers). */
@@ -300,6 +301,7 @@ export class LivecountClient {
     const answer = await this.#transport.send({
       method: "GET",
       path: `/v1/pages/${encodePage(page)}/counter`,
+      auth: true,
       signal: options.signal,
       page,
     });
@@ -346,7 +348,7 @@ export class LivecountClient {
     }
     if (count > 0) paths.push(`/v1/counters?${params}`);
     const answers = await Promise.all(
-      paths.map((path) => this.#transport.send({ method: "GET", path, signal: options.signal })),
+      paths.map((path) => this.#transport.send({ method: "GET", path, auth: true, signal: options.signal })),
     );
     return answers.map((a) => a.body);
   }
@@ -367,6 +369,7 @@ export class LivecountClient {
     const answer = await this.#transport.send({
       method: "GET",
       path: `/v1/counters?${params}`,
+      auth: true,
       signal: options.signal,
     });
     return decodeListing(answer.body);

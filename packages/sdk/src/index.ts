@@ -26,6 +26,7 @@ export {
   type ServerErrorCode,
 } from "./errors.js";
 export { isCounterName, isPageId, newIdempotencyKey } from "./ids.js";
+export { signJoinToken, type JoinTokenOptions } from "./join_token.js";
 export {
   RECONNECT_DEFAULTS,
   type CountListener,

@@ -38,6 +38,11 @@ export interface SubscribeOptions {
    * subscriptions join one page, the socket joins once, as the first one's viewer.
    */
   readonly viewer?: string;
+  /**
+   * A join token for a private page (see `signJoinToken`), sent with the join or watch; with a
+   * token the server counts its `sub` as the viewer, whatever `viewer` says.
+   */
+  readonly token?: string;
   /** Errors the server reports for this page (e.g. `too_many_pages`). Default: the client's `onError`. */
   readonly onError?: (error: LivecountError) => void;
 }
@@ -65,14 +70,15 @@ interface Subscription {
   readonly listener: CountListener;
   readonly mode: "watch" | "join";
   readonly viewer: string | undefined;
+  readonly token: string | undefined;
   readonly onError: ((error: LivecountError) => void) | undefined;
 }
 
 /** What this socket has told the server about a page. */
 type Sent =
   | { readonly kind: "none" }
-  | { readonly kind: "watch" }
-  | { readonly kind: "join"; readonly viewer?: string };
+  | { readonly kind: "watch"; readonly token?: string }
+  | { readonly kind: "join"; readonly viewer?: string; readonly token?: string };
 
 interface PageState {
   readonly subs: Set<Subscription>;
@@ -116,6 +122,7 @@ export class Subscriptions {
       listener,
       mode: options.mode ?? "watch",
       viewer: options.viewer,
+      token: options.token,
       onError: options.onError,
     };
     let state = this.#pages.get(page);
@@ -237,11 +244,11 @@ export class Subscriptions {
       else if (sent.kind === "watch") this.#send({ type: "unwatch", page });
     } else if (want.kind === "watch") {
       if (sent.kind === "join") this.#send({ type: "leave", page });
-      if (sent.kind !== "watch") this.#send({ type: "watch", page });
-    } else if (sent.kind !== "join" || sent.viewer !== want.viewer) {
-      this.#send(
-        want.viewer === undefined ? { type: "join", page } : { type: "join", page, viewer: want.viewer },
-      );
+      if (sent.kind !== "watch" || sent.token !== want.token)
+        this.#send({ type: "watch", page, ...tokenField(want.token) });
+    } else if (sent.kind !== "join" || sent.viewer !== want.viewer || sent.token !== want.token) {
+      const viewer: { viewer?: string } = want.viewer === undefined ? {} : { viewer: want.viewer };
+      this.#send({ type: "join", page, ...viewer, ...tokenField(want.token) });
     }
     state.sent = want;
   }
@@ -304,10 +311,20 @@ export class Subscriptions {
 /** The subscription the server should have for a page: join if any subscriber joins, else watch. */
 function desired(subs: ReadonlySet<Subscription>): Sent {
   if (subs.size === 0) return { kind: "none" };
+  let token: string | undefined;
+  for (const s of subs) token ??= s.token;
   for (const s of subs)
     if (s.mode === "join")
-      return s.viewer === undefined ? { kind: "join" } : { kind: "join", viewer: s.viewer };
-  return { kind: "watch" };
+      return {
+        kind: "join",
+        ...(s.viewer === undefined ? {} : { viewer: s.viewer }),
+        ...tokenField(token),
+      };
+  return { kind: "watch", ...tokenField(token) };
+}
+
+function tokenField(token: string | undefined): { token?: string } {
+  return token === undefined ? {} : { token };
 }
 
 function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {

@@ -15,6 +15,9 @@
  * - `mode="watch"`: show the count without counting as a viewer (`watch` instead of `join`).
  * - `counter="likes"`: show that durable counter instead of the viewers.
  * - `placeholder`: text shown until the first count arrives (default: nothing).
+ * - `token`: a join token for a private page, minted by the site's server (the SDK's
+ *   `signJoinToken`); sent with the join or watch. Without a valid one the server answers
+ *   `unauthorized` and the element gets `data-error="unauthorized"`.
  *
  * Every element on a page shares one socket per server and one join (or watch) per page id.
  * Each update dispatches a bubbling `livecount` CustomEvent with `{ page, viewers, counters }`.
@@ -59,6 +62,8 @@ interface Page {
   e: Set<LiveCount>;
   /** Subscription the server has been sent on the current socket. */
   s: Sub;
+  /** The token sent with it, if any. */
+  k?: string;
   /** Latest count; absent until the first count frame. */
   c?: LiveCountDetail;
   /** Latest error code for this page; cleared by the next count. */
@@ -129,8 +134,8 @@ function conn(server: string | null): Conn {
   return c;
 }
 
-function send(c: Conn, type: string, page: string, viewer?: string): void {
-  c.w!.send(JSON.stringify({ type, page, viewer }));
+function send(c: Conn, type: string, page: string, viewer?: string, token?: string): void {
+  c.w!.send(JSON.stringify({ type, page, viewer, token }));
 }
 
 /**
@@ -150,15 +155,18 @@ function sync(c: Conn): void {
   const open = c.w && c.w.readyState == 1;
   c.p.forEach((p, id) => {
     let want: Sub = NONE;
+    let token: string | undefined;
     p.e.forEach((el) => {
       want = el.getAttribute("mode") == "watch" ? want || WATCH : JOIN;
+      token = token || el.getAttribute("token") || undefined;
     });
     // An invalid id would only earn a page-less error frame from the server: it is not sent.
-    if (open && want != p.s && ID.test(id)) {
+    if (open && (want != p.s || (want && token != p.k)) && ID.test(id)) {
       // join -> watch is a leave then a watch; join already implies watch.
       if (p.s > want) send(c, p.s == JOIN ? "leave" : "unwatch", id);
-      if (want) send(c, want == JOIN ? "join" : "watch", id, want == JOIN ? viewer() : undefined);
+      if (want) send(c, want == JOIN ? "join" : "watch", id, want == JOIN ? viewer() : undefined, token);
       p.s = want;
+      p.k = token;
     }
     if (!want) c.p.delete(id);
   });
@@ -216,7 +224,7 @@ class LiveCount extends HTMLElement {
   declare b?: [Conn, Page];
 
   static get observedAttributes(): string[] {
-    return ["page", "server", "mode", "counter", "placeholder"];
+    return ["page", "server", "mode", "counter", "placeholder", "token"];
   }
 
   connectedCallback(): void {

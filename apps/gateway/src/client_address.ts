@@ -1,0 +1,68 @@
+/**
+ * Who a request comes from. The peer address is the client unless the peer is one of the
+ * operator's trusted proxies (LIVECOUNT_TRUSTED_PROXIES); then `X-Forwarded-For` is read from the
+ * right, each proxy having appended the address it got the request from, and the client is the
+ * rightmost hop that is not a trusted proxy. Hops to its left are whatever the client wrote and are
+ * never believed.
+ */
+import ipaddr from "ipaddr.js";
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+type Range = [Address, number];
+
+/** Bits of an IPv6 address that identify one subscriber: providers hand out a /64 (or shorter). */
+const IPV6_SUBSCRIBER_BITS = 64;
+
+/** An address in canonical form (IPv4-mapped IPv6 as IPv4), or undefined when it is not one. */
+function parse(text: string): Address | undefined {
+  return ipaddr.isValid(text) ? ipaddr.process(text) : undefined;
+}
+
+function rangeOf(text: string): Range {
+  if (ipaddr.isValidCIDR(text)) return ipaddr.parseCIDR(text);
+  const address = ipaddr.process(text);
+  return [address, address.kind() === "ipv4" ? 32 : 128];
+}
+
+export class ClientAddresses {
+  readonly #trusted: readonly Range[];
+
+  constructor(trustedProxies: readonly string[]) {
+    this.#trusted = trustedProxies.map(rangeOf);
+  }
+
+  /**
+   * The client's address, canonical (`203.0.113.7`, `2001:db8::1`), from the peer address uWS
+   * reports and the `X-Forwarded-For` header ("" when absent).
+   */
+  resolve(peer: string, forwardedFor: string): string {
+    let client = parse(peer);
+    if (client === undefined) return peer;
+    if (forwardedFor === "" || !this.#isTrusted(client)) return client.toString();
+    const hops = forwardedFor.split(",");
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = parse(hops[i]!.trim());
+      // Proxies append well-formed addresses: garbage was written by the client, so the last
+      // trusted hop is the best this request can be pinned to.
+      if (hop === undefined) break;
+      client = hop;
+      if (!this.#isTrusted(hop)) break;
+    }
+    return client.toString();
+  }
+
+  #isTrusted(address: Address): boolean {
+    return this.#trusted.some(([base, bits]) => base.kind() === address.kind() && address.match(base, bits));
+  }
+}
+
+/**
+ * The key per-address limits count by: the address itself, or for IPv6 its /64, since one
+ * subscriber can pick any address of their prefix.
+ */
+export function limitKeyOf(address: string): string {
+  const parsed = parse(address);
+  if (parsed === undefined || parsed.kind() === "ipv4") return address;
+  const prefix = ipaddr.IPv6.networkAddressFromCIDR(`${address}/${IPV6_SUBSCRIBER_BITS}`);
+  return `${prefix.toString()}/${IPV6_SUBSCRIBER_BITS}`;
+}

@@ -1,0 +1,122 @@
+/**
+ * What a key buys over HTTP: `/metrics` and prefix listings need the admin key (a publisher key
+ * also lists), a batch costs its publisher key one rate token per item, and reads without a key
+ * spend their address's budget, one token per page, in a map that rotating addresses cannot grow.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { AddressRateLimiter } from "../src/rate_limits.js";
+import { TEST_ADMIN_KEY, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+
+const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` });
+
+describe("gateway - keys over HTTP", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_PUBLISHER_RATE: "1", LIVECOUNT_PUBLISHER_BURST: "1000" });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  test("metrics - 401 without the admin key or with a publisher key, 200 with the admin key", async () => {
+    const url = `${platform.url}/metrics`;
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: bearer(TEST_PUBLISHER_KEY) })).status).toBe(401);
+    expect((await fetch(url, { headers: bearer(`${TEST_ADMIN_KEY}x`) })).status).toBe(401);
+    const ok = await fetch(url, { headers: bearer(TEST_ADMIN_KEY) });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toContain("livecount_gateway_sockets");
+  });
+
+  test("listing - a prefix listing is 401 without a key, 200 with the admin or a publisher key", async () => {
+    const url = `${platform.url}/v1/counters?prefix=`;
+    const anonymous = await fetch(url);
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toMatchObject({ error: { code: "unauthorized" } });
+    expect((await fetch(url, { headers: bearer("not-a-known-key-123") })).status).toBe(401);
+    expect((await fetch(url, { headers: bearer(TEST_ADMIN_KEY) })).status).toBe(200);
+    expect((await fetch(url, { headers: bearer(TEST_PUBLISHER_KEY) })).status).toBe(200);
+    // Reading named pages stays public.
+    expect((await fetch(`${platform.url}/v1/counters?page=listing-public`)).status).toBe(200);
+  });
+
+  test("batch - costs one rate token per item: 1000 items with 999 tokens left is 429 and applies nothing", async () => {
+    const post = (items: unknown[]): Promise<Response> =>
+      fetch(`${platform.url}/v1/counters/increment`, {
+        method: "POST",
+        headers: { ...bearer(TEST_PUBLISHER_KEY), "content-type": "application/json" },
+        body: JSON.stringify(items),
+      });
+    const item = (i: number, page = "batch-cost"): unknown => ({
+      page,
+      counter: "likes",
+      change: 1,
+      id: `bc-${i}`,
+    });
+    // One token spent leaves 999 of the burst of 1000.
+    expect((await post([item(-1, "batch-cost-first")])).status).toBe(200);
+    const refused = await post(Array.from({ length: 1000 }, (_, i) => item(i)));
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(await refused.json()).toMatchObject({ error: { code: "rate_limited" } });
+    expect((await platform.counter("batch-cost")).counters.likes).toBeUndefined();
+    // At the limit: 999 items take exactly the 999 tokens left.
+    const fits = await post(Array.from({ length: 999 }, (_, i) => item(i)));
+    expect(fits.status).toBe(200);
+    expect((await platform.counter("batch-cost")).counters.likes).toBe(999);
+    expect((await post([item(5000)])).status).toBe(429);
+  });
+});
+
+describe("gateway - read budget per address", () => {
+  let platform: TestPlatform;
+  const BURST = 5;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_READ_RATE: "1", LIVECOUNT_READ_BURST: String(BURST) });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  test("reads - an address spends one token per page read; past its burst 429; keyed reads and other addresses go on", async () => {
+    const read = (query: string, headers: Record<string, string> = {}): Promise<Response> =>
+      fetch(`${platform.url}/v1/counters?${query}`, { headers });
+    // Four pages at once cost four tokens, one more read the fifth: the burst, exactly.
+    expect((await read("page=r1&page=r2&page=r3&page=r4")).status).toBe(200);
+    expect((await fetch(`${platform.url}/v1/pages/r5/counter`)).status).toBe(200);
+    const over = await fetch(`${platform.url}/v1/pages/r5/counter`);
+    expect(over.status).toBe(429);
+    expect(over.headers.get("retry-after")).toBe("1");
+    expect(await over.json()).toMatchObject({ error: { code: "rate_limited" } });
+    expect((await read("page=r1", bearer(TEST_PUBLISHER_KEY))).status).toBe(200);
+    expect((await read("page=r1", bearer(TEST_ADMIN_KEY))).status).toBe(200);
+    // Writes are not reads: the publisher's own budget applies to them.
+    const put = await fetch(`${platform.url}/v1/pages/r5/counter`, {
+      method: "PUT",
+      headers: { ...bearer(TEST_PUBLISHER_KEY), "content-type": "application/json" },
+      body: JSON.stringify({ action: "increment", counter: "likes" }),
+    });
+    expect(put.status).toBe(200);
+  });
+
+  test("reads - the per-address map is bounded: rotating addresses evict the least recent, memory stays put", () => {
+    let now = 0;
+    const limiter = new AddressRateLimiter({
+      ratePerS: 1,
+      burst: 2,
+      maxAddresses: 100,
+      now: () => now,
+      what: "reads",
+    });
+    for (let i = 0; i < 10_000; i++) limiter.take(`198.51.${(i >> 8) & 255}.${i & 255}`, 1);
+    expect(limiter.size).toBe(100);
+    limiter.take("203.0.113.7", 2);
+    expect(() => limiter.take("203.0.113.7", 1)).toThrow(/too many reads/);
+    now += 1000;
+    limiter.take("203.0.113.7", 1);
+  });
+});

@@ -1,0 +1,106 @@
+/**
+ * The public-edge settings are validated at start-up, each error naming its variable, and client
+ * addresses resolve the same way whatever form uWS or a proxy writes them in.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError } from "@livecount/runtime";
+import { describe, expect, test } from "vitest";
+import { ClientAddresses, limitKeyOf } from "../src/client_address.js";
+import { readGatewayConfig } from "../src/gateway_config.js";
+
+const SECRET = "a-join-secret-of-at-least-32-bytes!";
+
+function configError(env: Record<string, string>): string {
+  try {
+    readGatewayConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error(`no ConfigError for ${JSON.stringify(env)}`);
+}
+
+describe("gateway - edge settings", () => {
+  test("config - defaults: any origin, 500 sockets per address, 18000 in all, 100/200 reads, no TLS", () => {
+    const c = readGatewayConfig({});
+    expect(c).toMatchObject({
+      allowedOrigins: undefined,
+      maxConnectionsPerIp: 500,
+      maxConnections: 18000,
+      trustedProxies: [],
+      readRatePerS: 100,
+      readBurst: 200,
+      readRateMaxAddresses: 10000,
+      joinSecret: undefined,
+      privatePrefixes: [],
+      tls: undefined,
+      adminKey: undefined,
+    });
+  });
+
+  test("config - each bad edge setting is a ConfigError naming its variable", () => {
+    const cases: ReadonlyArray<[Record<string, string>, string]> = [
+      [{ LIVECOUNT_ALLOWED_ORIGINS: "https://a.example/path" }, "LIVECOUNT_ALLOWED_ORIGINS"],
+      [{ LIVECOUNT_ALLOWED_ORIGINS: "news.example" }, "LIVECOUNT_ALLOWED_ORIGINS"],
+      [{ LIVECOUNT_ALLOWED_ORIGINS: "ftp://a.example" }, "LIVECOUNT_ALLOWED_ORIGINS"],
+      [{ LIVECOUNT_MAX_CONNECTIONS_PER_IP: "0" }, "LIVECOUNT_MAX_CONNECTIONS_PER_IP"],
+      [{ LIVECOUNT_MAX_CONNECTIONS: "many" }, "LIVECOUNT_MAX_CONNECTIONS"],
+      [{ LIVECOUNT_TRUSTED_PROXIES: "10.0.0.0/33" }, "LIVECOUNT_TRUSTED_PROXIES"],
+      [{ LIVECOUNT_TRUSTED_PROXIES: "proxy.internal" }, "LIVECOUNT_TRUSTED_PROXIES"],
+      [{ LIVECOUNT_READ_RATE: "0" }, "LIVECOUNT_READ_RATE"],
+      [{ LIVECOUNT_READ_BURST: "-1" }, "LIVECOUNT_READ_BURST"],
+      [{ LIVECOUNT_READ_RATE_MAX_ADDRESSES: "0" }, "LIVECOUNT_READ_RATE_MAX_ADDRESSES"],
+      [{ LIVECOUNT_JOIN_SECRET: "short" }, "LIVECOUNT_JOIN_SECRET"],
+      [{ LIVECOUNT_PRIVATE_PREFIXES: "user-" }, "LIVECOUNT_PRIVATE_PREFIXES"],
+      [{ LIVECOUNT_PRIVATE_PREFIXES: "a b", LIVECOUNT_JOIN_SECRET: SECRET }, "LIVECOUNT_PRIVATE_PREFIXES"],
+      [{ LIVECOUNT_TLS_CERT_FILE: "/nonexistent/cert.pem" }, "LIVECOUNT_TLS_KEY_FILE"],
+      [
+        { LIVECOUNT_TLS_CERT_FILE: "/nonexistent/cert.pem", LIVECOUNT_TLS_KEY_FILE: "/nonexistent/key.pem" },
+        "LIVECOUNT_TLS_CERT_FILE",
+      ],
+      [{ LIVECOUNT_ADMIN_KEY: "too-short" }, "LIVECOUNT_ADMIN_KEY"],
+    ];
+    for (const [env, variable] of cases) expect(configError(env), JSON.stringify(env)).toContain(variable);
+  });
+
+  test("config - origins are kept as browsers send them; TLS files must be readable", () => {
+    const dir = mkdtempSync(join(tmpdir(), "lc-edge-"));
+    try {
+      const cert = join(dir, "cert.pem");
+      const key = join(dir, "key.pem");
+      writeFileSync(cert, "x");
+      writeFileSync(key, "x");
+      const c = readGatewayConfig({
+        LIVECOUNT_ALLOWED_ORIGINS: "https://News.Example/, http://localhost:8080",
+        LIVECOUNT_TLS_CERT_FILE: cert,
+        LIVECOUNT_TLS_KEY_FILE: key,
+        LIVECOUNT_PRIVATE_PREFIXES: "user-,team-",
+        LIVECOUNT_JOIN_SECRET: SECRET,
+      });
+      expect(c.allowedOrigins).toEqual(["https://news.example", "http://localhost:8080"]);
+      expect(c.tls).toEqual({ certFile: cert, keyFile: key });
+      expect(c.privatePrefixes).toEqual(["user-", "team-"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("addresses - the rightmost untrusted X-Forwarded-For hop, only from trusted proxies, in canonical form", () => {
+    const a = new ClientAddresses(["127.0.0.1", "10.0.0.0/8", "fd00::/8"]);
+    // uWS writes IPv6 in full; IPv4 clients of a dual-stack listener come IPv4-mapped.
+    expect(a.resolve("0000:0000:0000:0000:0000:ffff:cb00:7107", "")).toBe("203.0.113.7");
+    expect(a.resolve("0000:0000:0000:0000:0000:0000:0000:0001", "203.0.113.7")).toBe("::1");
+    expect(a.resolve("198.51.100.1", "203.0.113.7")).toBe("198.51.100.1");
+    expect(a.resolve("127.0.0.1", "203.0.113.7")).toBe("203.0.113.7");
+    expect(a.resolve("127.0.0.1", "1.1.1.1, 203.0.113.7, 10.9.9.9")).toBe("203.0.113.7");
+    expect(a.resolve("127.0.0.1", "10.1.1.1, 10.2.2.2")).toBe("10.1.1.1");
+    expect(a.resolve("127.0.0.1", "garbage, 10.2.2.2")).toBe("10.2.2.2");
+    expect(a.resolve("127.0.0.1", "2001:db8::7, fd00::1")).toBe("2001:db8::7");
+    // Per-address limits count an IPv6 subscriber's whole /64 as one.
+    expect(limitKeyOf("2001:db8:1:2:aaaa::1")).toBe(limitKeyOf("2001:db8:1:2:bbbb::2"));
+    expect(limitKeyOf("2001:db8:1:2::1")).not.toBe(limitKeyOf("2001:db8:1:3::1"));
+    expect(limitKeyOf("203.0.113.7")).toBe("203.0.113.7");
+  });
+});

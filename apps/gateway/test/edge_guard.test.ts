@@ -1,0 +1,164 @@
+/**
+ * Who may open a socket: the Origin list (403), the per-address cap (429), the gateway-wide cap
+ * (503), and which address a connection counts under behind trusted proxies. Real sockets from
+ * several loopback source addresses (127.0.0.x), so one address filling its quota shows that
+ * another is not affected.
+ */
+import { afterEach, describe, expect, test } from "vitest";
+import WebSocket from "ws";
+import { TestPlatform } from "../../../test/support/platform.js";
+
+const ALLOWED = "https://news.example";
+
+/** Tries an upgrade; resolves with 101 when it opened (and closes it), or the refusal's status. */
+async function upgradeStatus(
+  platform: TestPlatform,
+  options: { localAddress?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; retryAfter: string | undefined; body: string }> {
+  const ws = new WebSocket(platform.wsUrl, options);
+  return new Promise((resolve, reject) => {
+    ws.once("open", () => {
+      ws.terminate();
+      resolve({ status: 101, retryAfter: undefined, body: "" });
+    });
+    ws.once("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
+      res.on("end", () => {
+        const retryAfter = res.headers["retry-after"];
+        resolve({
+          status: res.statusCode ?? 0,
+          retryAfter: typeof retryAfter === "string" ? retryAfter : undefined,
+          body,
+        });
+        ws.terminate();
+      });
+    });
+    ws.once("error", reject);
+  });
+}
+
+/** The value of a `livecount_gateway_upgrades_refused_total` sample (0 when absent). */
+async function refused(platform: TestPlatform, reason: string): Promise<number> {
+  const line = (await platform.metricsText())
+    .split("\n")
+    .find((l) => l.startsWith(`livecount_gateway_upgrades_refused_total{reason="${reason}"}`));
+  return line === undefined ? 0 : Number(line.split(" ")[1]);
+}
+
+describe("gateway - who may connect", () => {
+  let platform: TestPlatform | undefined;
+
+  afterEach(async () => {
+    await platform?.close();
+    platform = undefined;
+  });
+
+  test("origins - an upgrade from an origin not in LIVECOUNT_ALLOWED_ORIGINS is 403; a listed one and none at all connect", async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_ALLOWED_ORIGINS: `${ALLOWED}, http://localhost:8080` });
+    const refusedOrigin = await upgradeStatus(platform, { headers: { origin: "https://evil.example" } });
+    expect(refusedOrigin.status).toBe(403);
+    expect(JSON.parse(refusedOrigin.body)).toMatchObject({ error: { code: "forbidden" } });
+    expect((await upgradeStatus(platform, { headers: { origin: ALLOWED } })).status).toBe(101);
+    expect((await upgradeStatus(platform, { headers: { origin: "http://localhost:8080" } })).status).toBe(
+      101,
+    );
+    // No Origin: a server or a tool, not a page in a browser.
+    expect((await upgradeStatus(platform)).status).toBe(101);
+    expect(await refused(platform, "origin")).toBe(1);
+  });
+
+  test("origins - CORS headers on HTTP name only listed origins; unset, any origin reads", async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_ALLOWED_ORIGINS: ALLOWED });
+    const read = (origin: string): Promise<Response> =>
+      fetch(`${platform!.url}/v1/pages/cors/counter`, { headers: { origin } });
+    const allowed = await read(ALLOWED);
+    expect(allowed.status).toBe(200);
+    expect(allowed.headers.get("access-control-allow-origin")).toBe(ALLOWED);
+    expect(allowed.headers.get("vary")).toBe("Origin");
+    const other = await read("https://evil.example");
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    const script = await fetch(`${platform.url}/livecount.js`, {
+      headers: { origin: "https://evil.example" },
+    });
+    expect(script.headers.get("access-control-allow-origin")).toBeNull();
+    await platform.close();
+
+    platform = await TestPlatform.start();
+    const any = await fetch(`${platform.url}/v1/pages/cors/counter`, {
+      headers: { origin: "https://a.example" },
+    });
+    expect(any.headers.get("access-control-allow-origin")).toBe("*");
+    // Metrics are for operators, never for pages in browsers.
+    const metrics = await fetch(`${platform.url}/metrics`, { headers: { origin: "https://a.example" } });
+    expect(metrics.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
+  test("per address - past LIVECOUNT_MAX_CONNECTIONS_PER_IP an address gets 429, another address still connects", async () => {
+    const PER_IP = 3;
+    platform = await TestPlatform.start({ LIVECOUNT_MAX_CONNECTIONS_PER_IP: String(PER_IP) });
+    const held = await Promise.all(
+      Array.from({ length: PER_IP }, () => platform!.connect({ localAddress: "127.0.0.2" })),
+    );
+    const over = await upgradeStatus(platform, { localAddress: "127.0.0.2" });
+    expect(over.status).toBe(429);
+    expect(over.retryAfter).toMatch(/^\d+$/);
+    expect(JSON.parse(over.body)).toMatchObject({ error: { code: "rate_limited" } });
+    expect((await upgradeStatus(platform, { localAddress: "127.0.0.3" })).status).toBe(101);
+    // The held sockets still work, and a closed one frees its place at once.
+    await held[0]!.ping();
+    await held[0]!.close();
+    const again = await platform.connect({ localAddress: "127.0.0.2" });
+    await again.ping();
+    expect(await refused(platform, "per_ip")).toBe(1);
+  });
+
+  test("gateway-wide - past LIVECOUNT_MAX_CONNECTIONS every address gets 503 until a socket closes", async () => {
+    const MAX = 4;
+    platform = await TestPlatform.start({ LIVECOUNT_MAX_CONNECTIONS: String(MAX) });
+    const held = await Promise.all(
+      Array.from({ length: MAX }, (_, i) => platform!.connect({ localAddress: `127.0.0.${10 + i}` })),
+    );
+    const full = await upgradeStatus(platform, { localAddress: "127.0.0.20" });
+    expect(full.status).toBe(503);
+    expect(JSON.parse(full.body)).toMatchObject({ error: { code: "unavailable" } });
+    expect(full.retryAfter).toMatch(/^\d+$/);
+    // HTTP still answers on a full gateway.
+    expect((await fetch(`${platform.url}/readyz`)).status).toBe(200);
+    await held[0]!.close();
+    expect((await upgradeStatus(platform, { localAddress: "127.0.0.20" })).status).toBe(101);
+    expect(await refused(platform, "gateway_full")).toBe(1);
+  });
+
+  test("proxies - X-Forwarded-For counts only from LIVECOUNT_TRUSTED_PROXIES, as the rightmost untrusted hop", async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_MAX_CONNECTIONS_PER_IP: "1",
+      LIVECOUNT_TRUSTED_PROXIES: "127.0.0.2, 10.0.0.0/8",
+    });
+    const viaProxy = (xff: string): { localAddress: string; headers: Record<string, string> } => ({
+      localAddress: "127.0.0.2",
+      headers: { "x-forwarded-for": xff },
+    });
+    // Through the trusted proxy, each forwarded client has its own quota of one.
+    const a = await platform.connect(viaProxy("203.0.113.7"));
+    const b = await platform.connect(viaProxy("198.51.100.9"));
+    expect((await upgradeStatus(platform, viaProxy("203.0.113.7"))).status).toBe(429);
+    // The client wrote the left part; the rightmost hop that is not a trusted proxy is the client.
+    expect((await upgradeStatus(platform, viaProxy("198.51.100.1, 203.0.113.7, 10.1.2.3"))).status).toBe(429);
+    expect((await upgradeStatus(platform, viaProxy("203.0.113.7, 192.0.2.44"))).status).toBe(101);
+    // An untrusted peer's X-Forwarded-For is not believed: it counts as itself.
+    const direct = await platform.connect({
+      localAddress: "127.0.0.3",
+      headers: { "x-forwarded-for": "192.0.2.1" },
+    });
+    expect(
+      (
+        await upgradeStatus(platform, {
+          localAddress: "127.0.0.3",
+          headers: { "x-forwarded-for": "192.0.2.2" },
+        })
+      ).status,
+    ).toBe(429);
+    await Promise.all([a, b, direct].map((c) => c.ping()));
+  });
+});
