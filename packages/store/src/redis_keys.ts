@@ -12,7 +12,8 @@
  * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
  *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
  * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
- *   (set once the partition is bootstrapped); see digest.ts.
+ *   (set once the partition is bootstrapped), `hw` (the presence floor, see Store.presenceFloor);
+ *   see digest.ts.
  * - `bidx:{partition}` sorted set of the partition's page ids scored by digest bucket.
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  *
