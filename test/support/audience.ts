@@ -3,14 +3,17 @@
  * real WebSockets on real gateways (an `Audience`), watchers that record every count frame, and
  * publisher likes retried with their idempotency keys until acknowledged (a `LikeLedger`).
  *
- * A page's expected `viewers` is the number of distinct viewer ids with an open socket joined to it,
- * computed from the clients at the moment of the check; expected likes is the number of distinct
- * idempotency keys sent for the page. Randomness comes from a seeded generator so a failing run can
- * be replayed.
+ * The truth is what the clients did, never what the server did to them: a page's expected `viewers`
+ * is the number of distinct viewer ids the test joined to it and has not made leave (a leave frame,
+ * a close, a dropped connection), on gateways the test has not killed or stopped. A socket the
+ * server closes on its own therefore still counts in the truth, and is reported as an unexpected
+ * close that fails the check; so is a watcher closed under a gateway that kept running. Expected
+ * likes is the number of distinct idempotency keys sent for the page. Randomness comes from a
+ * seeded generator so a failing run can be replayed.
  */
 import type { ClusterProcess, TestCluster } from "./cluster.js";
 import { CLUSTER_PUBLISHER_KEY, OPERATOR_HEADERS } from "./cluster.js";
-import { eventually, sleep } from "./eventually.js";
+import { eventually, Irrecoverable, sleep } from "./eventually.js";
 import { TestClient, type CountFrame } from "./ws_client.js";
 
 /** mulberry32: a small seeded generator of floats in [0, 1). */
@@ -30,14 +33,25 @@ function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)]!;
 }
 
-/** One socket of one viewer joined to one page at one gateway. */
-interface Seat {
+/** A socket the test opened to one incarnation of a gateway. */
+interface Socket {
   readonly client: TestClient;
   readonly gateway: ClusterProcess;
+  /** The gateway's incarnation (`ClusterProcess.starts`) the socket was opened to. */
+  readonly incarnation: number;
+}
+
+/** One socket of one viewer joined to one page at one gateway. */
+interface Seat extends Socket {
   readonly page: string;
   readonly viewer: string;
-  /** The viewer left (leave frame, close or dropped connection). */
+  /** The test made the viewer leave (leave frame, close or dropped connection). */
   left: boolean;
+}
+
+/** Whether the incarnation the socket was opened to has ended: the test killed, stopped or restarted it. */
+function gatewayGone(socket: Pick<Socket, "gateway" | "incarnation">): boolean {
+  return !socket.gateway.running || socket.gateway.starts !== socket.incarnation;
 }
 
 export type LeaveMode = "leave" | "close" | "terminate";
@@ -65,7 +79,7 @@ export class Audience {
   readonly #random: () => number;
   readonly #options: Required<AudienceOptions>;
   readonly #seats = new Set<Seat>();
-  readonly #watchers = new Map<ClusterProcess, TestClient>();
+  readonly #watchers = new Map<ClusterProcess, Socket>();
   readonly #clients = new Set<TestClient>();
 
   constructor(
@@ -83,14 +97,14 @@ export class Audience {
     };
   }
 
-  /** Distinct viewer ids with an open socket joined to `page`. */
+  /** Distinct viewer ids the test joined to `page` and has not made leave, on gateways still up. */
   expected(page: string): number {
     const viewers = new Set<string>();
     for (const seat of this.#seats) if (seat.page === page && this.#present(seat)) viewers.add(seat.viewer);
     return viewers.size;
   }
 
-  /** Open sockets joined to a page, over every page and gateway. */
+  /** Sockets joined to a page that still count, over every page and gateway. */
   get sockets(): number {
     let n = 0;
     for (const seat of this.#seats) if (this.#present(seat)) n++;
@@ -104,19 +118,49 @@ export class Audience {
     return n;
   }
 
-  /** Opens a socket to `gateway` and joins `page` as `viewer`; undefined when the gateway refuses it. */
+  /**
+   * Opens a socket to `gateway` and joins `page` as `viewer`. Undefined when the gateway went down
+   * while the socket opened (the test is killing it); any other refusal fails the test.
+   */
   async join(gateway: ClusterProcess, page: string, viewer: string): Promise<Seat | undefined> {
+    const incarnation = gateway.starts;
     let client: TestClient;
     try {
       client = await TestClient.connect(gateway.wsUrl);
-    } catch {
-      return undefined;
+    } catch (err) {
+      if (gatewayGone({ gateway, incarnation })) return undefined;
+      throw new Error(`${gateway.nodeId} refused a viewer's socket while up: ${String(err)}`);
     }
     this.#clients.add(client);
     client.join(page, viewer);
-    const seat: Seat = { client, gateway, page, viewer, left: false };
+    const seat: Seat = { client, gateway, incarnation, page, viewer, left: false };
     this.#seats.add(seat);
     return seat;
+  }
+
+  /**
+   * Sockets the server closed on its own: a viewer's the test had not made leave, or a watcher's,
+   * while their gateway incarnation kept running. Each is a failure.
+   */
+  unexpectedCloses(): string[] {
+    const out: string[] = [];
+    const closedByServer = (socket: Socket): boolean =>
+      socket.client.closeEvent !== undefined && !gatewayGone(socket);
+    for (const seat of this.#seats) {
+      if (!seat.left && closedByServer(seat)) {
+        const e = seat.client.closeEvent!;
+        out.push(
+          `${seat.gateway.nodeId} closed ${seat.viewer}'s socket on ${seat.page} (${e.code} ${e.reason})`,
+        );
+      }
+    }
+    for (const watcher of this.#watchers.values()) {
+      if (closedByServer(watcher)) {
+        const e = watcher.client.closeEvent!;
+        out.push(`${watcher.gateway.nodeId} closed the watcher (${e.code} ${e.reason})`);
+      }
+    }
+    return out;
   }
 
   /**
@@ -210,9 +254,10 @@ export class Audience {
 
   /** Opens a watcher of every page on `gateway` and waits for its first frame of each. */
   async watch(gateway: ClusterProcess): Promise<TestClient> {
+    const incarnation = gateway.starts;
     const client = await TestClient.connect(gateway.wsUrl);
     this.#clients.add(client);
-    this.#watchers.set(gateway, client);
+    this.#watchers.set(gateway, { client, gateway, incarnation });
     for (const page of this.pages) client.watch(page);
     await eventually(
       () => {
@@ -224,10 +269,13 @@ export class Audience {
     return client;
   }
 
-  /** The open watcher on `gateway`, if any. */
+  /**
+   * The watcher on `gateway`'s current incarnation, if the test opened one. A watcher the server
+   * closed is still returned (its frames stop): `unexpectedCloses()` reports it.
+   */
   watcherOf(gateway: ClusterProcess): TestClient | undefined {
-    const client = this.#watchers.get(gateway);
-    return client?.isOpen ? client : undefined;
+    const watcher = this.#watchers.get(gateway);
+    return watcher === undefined || gatewayGone(watcher) ? undefined : watcher.client;
   }
 
   /** Drops every socket. */
@@ -236,7 +284,7 @@ export class Audience {
   }
 
   #present(seat: Seat): boolean {
-    return !seat.left && seat.client.isOpen;
+    return !seat.left && !gatewayGone(seat);
   }
 
   #joinViewer(page: string, only?: readonly ClusterProcess[]): Array<Promise<unknown>> {
@@ -287,8 +335,19 @@ export async function readCounter(gateway: ClusterProcess, page: string): Promis
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
   });
   if (res.status !== 200)
-    throw new Error(`GET ${page} on ${gateway.nodeId}: ${res.status} ${await res.text()}`);
+    throw new ReadRefused(res.status, `GET ${page} on ${gateway.nodeId}: ${res.status} ${await res.text()}`);
   return (await res.json()) as CounterRead;
+}
+
+/** A read answered with a status other than 200. */
+export class ReadRefused extends Error {
+  override name = "ReadRefused";
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 export interface LikeStats {
@@ -478,6 +537,11 @@ export async function expectExact(options: ExactOptions): Promise<number> {
   const started = Date.now();
   await eventually(
     async () => {
+      const closes = audience.unexpectedCloses();
+      if (closes.length > 0)
+        throw new Irrecoverable(
+          `${when}: ${closes.length} sockets closed by the server: ${closes.slice(0, 8).join("; ")}`,
+        );
       const problems: string[] = [];
       const check = (what: string, got: number | undefined, want: number): void => {
         if (got !== want) problems.push(`${what} ${String(got)}, want ${want}`);
@@ -522,14 +586,19 @@ export async function expectExact(options: ExactOptions): Promise<number> {
 
 /** A background reader; `stop()` resolves with what it found wrong. */
 export interface ReadMonitor {
+  /** Reads answered with a value. */
   readonly reads: number;
+  /** Reads that failed (refused while an owner could not answer, or a connection error), by reason. */
+  readonly failures: Readonly<Record<string, number>>;
   stop(): Promise<string[]>;
 }
 
 /**
  * Reads `pages` through every live gateway in a loop and reports each read that showed fewer likes
  * than were acknowledged before it was sent: an acknowledged like is durable and its owner's, so
- * no owner may serve a value without it (a stale owner would).
+ * no owner may serve a value without it (a stale owner would). A read that fails is counted by
+ * reason, not checked; a monitor that got no value at all reports that, so it cannot pass by
+ * reading nothing.
  */
 export function monitorLikeReads(
   cluster: TestCluster,
@@ -538,6 +607,7 @@ export function monitorLikeReads(
 ): ReadMonitor {
   let stopped = false;
   let reads = 0;
+  const failures: Record<string, number> = {};
   const problems: string[] = [];
   const loop = (async () => {
     while (!stopped) {
@@ -545,8 +615,14 @@ export function monitorLikeReads(
         cluster.liveGateways.flatMap((gateway) =>
           pages.map(async (page) => {
             const floor = likes.acknowledged(page);
-            const read = await readCounter(gateway, page).catch(() => undefined);
-            if (read === undefined) return;
+            let read: CounterRead;
+            try {
+              read = await readCounter(gateway, page);
+            } catch (err) {
+              const reason = err instanceof ReadRefused ? String(err.status) : "connection";
+              failures[reason] = (failures[reason] ?? 0) + 1;
+              return;
+            }
             reads++;
             const value = read.counters[likes.counter] ?? 0;
             if (value < floor)
@@ -563,9 +639,11 @@ export function monitorLikeReads(
     get reads() {
       return reads;
     },
+    failures,
     stop: async () => {
       stopped = true;
       await loop;
+      if (reads === 0) problems.push(`no read answered with a value (failures: ${JSON.stringify(failures)})`);
       return problems;
     },
   };

@@ -137,6 +137,11 @@ export class ClusterProcess {
     return this.#child?.pid;
   }
 
+  /** Incarnations started so far: what runs now is incarnation number `starts`. */
+  get starts(): number {
+    return this.#starts;
+  }
+
   /** Resolves when the current incarnation exits (at once when none runs). */
   get exited(): Promise<ExitStatus> {
     return this.#exited;

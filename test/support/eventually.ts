@@ -12,6 +12,11 @@ export interface EventuallyOptions {
   readonly message?: string;
 }
 
+/** A failure no later attempt can undo (a socket the server closed): `eventually` rethrows it at once. */
+export class Irrecoverable extends Error {
+  override name = "Irrecoverable";
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Resolves with `fn`'s first result that does not throw; rejects with its last error after `timeoutMs`. */
@@ -22,6 +27,7 @@ export async function eventually<T>(fn: () => T | Promise<T>, options: Eventuall
     try {
       return await fn();
     } catch (err) {
+      if (err instanceof Irrecoverable) throw err;
       if (Date.now() >= deadline) {
         const reason = err instanceof Error ? err.message : String(err);
         const prefix = message !== undefined ? `${message}: ` : "";
