@@ -25,6 +25,9 @@ export interface BootstrapOptions {
   readonly serving: (partition: number) => void;
 }
 
+/** Quiet time after the last partition became ready before "every partition held is bootstrapped" is logged. */
+const REPORT_AFTER_MS = 1000;
+
 /**
  * A DC that joins or is rebuilt starts silent (seed 000's New Server Problem): a partition whose
  * store was never bootstrapped learns its full state from every live peer before it serves, so this
@@ -52,6 +55,9 @@ export class Bootstrap {
   readonly #requests = new Map<string, Set<number>>();
   readonly #waiters = new Map<number, Array<() => void>>();
   #timer: TimerHandle | undefined;
+  #reportTimer: TimerHandle | undefined;
+  /** Partitions held and bootstrapped when that was last logged. */
+  #reported = 0;
 
   constructor(options: BootstrapOptions) {
     this.#o = options;
@@ -64,7 +70,9 @@ export class Bootstrap {
 
   stop(): void {
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    if (this.#reportTimer !== undefined) this.#o.clock.clearTimeout(this.#reportTimer);
     this.#timer = undefined;
+    this.#reportTimer = undefined;
   }
 
   isReady(partition: number): boolean {
@@ -216,10 +224,23 @@ export class Bootstrap {
     this.#o.serving(partition);
     for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
     this.#waiters.delete(partition);
-    const { ready, held } = this.progress;
-    if (ready === held) this.#o.logger.info({ partitions: held }, "every partition held is bootstrapped");
-    else if (this.#o.logger.isLevelEnabled("debug"))
-      this.#o.logger.debug({ ready, held }, "partition bootstrapped");
+    if (this.#o.logger.isLevelEnabled("debug")) this.#o.logger.debug(this.progress, "partition bootstrapped");
+    this.#reportSoon();
+  }
+
+  /**
+   * Logs once partitions stop arriving with every one held bootstrapped: a node takes its partitions
+   * one by one, and a line per partition would say nothing.
+   */
+  #reportSoon(): void {
+    if (this.#reportTimer !== undefined) return;
+    this.#reportTimer = this.#o.clock.setTimeout(() => {
+      this.#reportTimer = undefined;
+      const { ready, held } = this.progress;
+      if (ready !== held || ready === this.#reported) return;
+      this.#reported = ready;
+      this.#o.logger.info({ partitions: held }, "every partition held is bootstrapped");
+    }, REPORT_AFTER_MS);
   }
 
   /** Asks again where no answer came for a while, and ends discovery for partitions nobody can teach. */
