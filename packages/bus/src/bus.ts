@@ -54,7 +54,8 @@ export interface Bus {
   serve(subject: string, responder: BusResponder, opts?: { queue?: string }): Subscription;
   /**
    * Sends a request and resolves with the reply; rejects with BusTimeoutError, NoRespondersError (no
-   * subscription at all matches the subject), ResponderError (the responder threw) or BusClosedError.
+   * subscription at all matches the subject), ResponderError (the responder threw), BusClosedError or
+   * BusDisconnectedError (the broker connection is down, or dropped while the request was in flight).
    * A subject with subscribers but no responder times out, as on NATS.
    */
   request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array>;
@@ -81,6 +82,15 @@ export class NoRespondersError extends BusError {
 
 export class BusClosedError extends BusError {
   override name = "BusClosedError";
+}
+
+/**
+ * The connection to the broker is down: a request made meanwhile is refused at once, and one in
+ * flight when it dropped is failed then, since its reply may never come. Retryable: once the bus
+ * reconnects, the same request goes through.
+ */
+export class BusDisconnectedError extends BusError {
+  override name = "BusDisconnectedError";
 }
 
 /** The responder of a request threw or rejected; see BusResponder. */

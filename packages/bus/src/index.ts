@@ -1,5 +1,6 @@
 export {
   BusClosedError,
+  BusDisconnectedError,
   BusError,
   BusTimeoutError,
   DEFAULT_REQUEST_TIMEOUT_MS,

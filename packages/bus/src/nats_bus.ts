@@ -24,6 +24,7 @@ import {
 } from "nats";
 import {
   BusClosedError,
+  BusDisconnectedError,
   BusError,
   BusTimeoutError,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -167,6 +168,10 @@ export class NatsBus implements Bus {
   async request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array> {
     this.#assertOpen();
     assertSubject(subject);
+    // nats.js would buffer it until the connection is back, and the caller would wait its whole
+    // timeout for an answer it can have at once: not now, try again.
+    if (this.#status === "reconnecting")
+      throw new BusDisconnectedError(`request on ${subject}: the bus is disconnected`);
     const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const reply = await new Promise<Msg>((resolve, reject) => {
       this.#requests.add(reject);
@@ -205,7 +210,7 @@ export class NatsBus implements Bus {
   }
 
   async #close(): Promise<void> {
-    this.#failRequests();
+    this.#failRequests(new BusClosedError("bus closed"));
     if (!this.#nc.isClosed()) {
       let timer: TimerHandle | undefined;
       const drained = this.#nc.drain().then(
@@ -227,12 +232,6 @@ export class NatsBus implements Bus {
 
   #assertOpen(): void {
     if (this.#closing !== undefined || this.#nc.isClosed()) throw new BusClosedError("bus is closed");
-  }
-
-  #failRequests(): void {
-    const closed = new BusClosedError("bus closed");
-    for (const reject of [...this.#requests]) reject(closed);
-    this.#requests.clear();
   }
 
   #subscribe(subject: string, queue: string | undefined, onMessage: (msg: Msg) => void): Subscription {
@@ -306,6 +305,12 @@ export class NatsBus implements Bus {
     }
   }
 
+  /** Rejects every request in flight with `err`. */
+  #failRequests(err: BusError): void {
+    for (const reject of [...this.#requests]) reject(err);
+    this.#requests.clear();
+  }
+
   async #watchStatus(): Promise<void> {
     try {
       for await (const s of this.#nc.status()) {
@@ -313,6 +318,9 @@ export class NatsBus implements Bus {
           case Events.Disconnect:
             if (this.#status === "connected") this.#status = "reconnecting";
             this.#log?.warn({ server: s.data }, "bus disconnected");
+            this.#failRequests(
+              new BusDisconnectedError("the bus disconnected while the request was in flight"),
+            );
             break;
           case DebugEvents.Reconnecting:
             if (this.#status === "connected") this.#status = "reconnecting";
@@ -339,7 +347,7 @@ export class NatsBus implements Bus {
 
   #onClosed(err: void | Error): void {
     this.#status = "closed";
-    this.#failRequests();
+    this.#failRequests(new BusClosedError("bus closed"));
     if (err !== undefined) this.#log?.error({ err }, "bus connection closed by error");
   }
 }

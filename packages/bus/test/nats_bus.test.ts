@@ -3,7 +3,14 @@ import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { describeWithNats, NatsServer } from "../../../test/support/nats_server.js";
 import { freePorts, LOOPBACK } from "../../../test/support/ports.js";
-import { BusError, BusTimeoutError, NatsBus, pageSubject, type Bus } from "../src/index.js";
+import {
+  BusDisconnectedError,
+  BusError,
+  BusTimeoutError,
+  NatsBus,
+  pageSubject,
+  type Bus,
+} from "../src/index.js";
 import { busContract, bytes, record, text, waitFor } from "./bus_contract.js";
 
 const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
@@ -85,6 +92,34 @@ describeWithNats("NatsBus", () => {
     await waitFor("the message", () => got.length === 1);
     expect(got).toEqual(["t.a after"]);
     expect(text(await pub.request("svc.echo", bytes("ok")))).toBe("ok");
+  });
+
+  it("refuses a request at once while disconnected, and fails one in flight when the connection drops, instead of timing out", async () => {
+    const sub = await connect("sub");
+    const pub = await connect("pub");
+    // A responder that never answers: the request stays in flight until something fails it.
+    sub.serve("svc.never", () => new Promise<Uint8Array>(() => {}));
+    sub.serve("svc.echo", (data) => data);
+    await sub.flush();
+    const timeoutMs = 10_000;
+    const inFlight = pub.request("svc.never", bytes("x"), { timeoutMs });
+    const inFlightFailed = expect(inFlight).rejects.toThrow(BusDisconnectedError);
+    const sentAt = Date.now();
+
+    await server.kill();
+    await inFlightFailed;
+    await waitFor("the outage to be noticed", () => pub.status === "reconnecting");
+    const refusedAt = Date.now();
+    await expect(pub.request("svc.echo", bytes("y"), { timeoutMs })).rejects.toThrow(BusDisconnectedError);
+    expect(Date.now() - refusedAt, "refused at once, ms").toBeLessThan(1000);
+    expect(refusedAt - sentAt, "the in-flight request failed long before its timeout, ms").toBeLessThan(
+      timeoutMs / 2,
+    );
+
+    await server.restart();
+    await waitFor("the reconnect", () => pub.status === "connected" && sub.status === "connected");
+    await sub.flush();
+    expect(text(await pub.request("svc.echo", bytes("again")))).toBe("again");
   });
 
   it("times requests out while the server is paused and serves them again once it resumes", async () => {
