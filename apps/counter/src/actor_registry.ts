@@ -52,6 +52,8 @@ export class ActorRegistry implements ActorHost {
   readonly #deadlines = new Map<PageActor, number>();
   /** partition -> until when pages loaded there hold their stored viewers (after a takeover). */
   readonly #settleUntil = new Map<number, number>();
+  /** Over the cap with every actor busy, the size at which making room is tried again (0: at once). */
+  #nextRoomScanAt = 0;
   /** partition -> a store merge loads of its pages must wait for (see `holdLoads`). */
   readonly #loadBarriers = new Map<number, Promise<void>>();
   /** partition -> its presence floor: what the store says, raised by every own presence write since. */
@@ -98,7 +100,7 @@ export class ActorRegistry implements ActorHost {
     const settleUntil = this.#settleUntil.get(partition) ?? 0;
     const actor = new PageActor(this, page, partition, settleUntil > this.now() ? settleUntil : 0);
     this.#actors.set(page, actor);
-    if (this.#actors.size > this.#o.maxActors) this.#makeRoom();
+    if (this.#actors.size > this.#o.maxActors && this.#actors.size >= this.#nextRoomScanAt) this.#makeRoom();
     this.#o.metrics.actors.set(this.#actors.size);
     const barrier = this.#loadBarriers.get(partition);
     (barrier === undefined ? this.#o.store.load(page) : barrier.then(() => this.#o.store.load(page))).then(
@@ -216,6 +218,7 @@ export class ActorRegistry implements ActorHost {
     for (const actor of [...this.#actors.values()]) {
       if (actor.isIdle && now - actor.lastActive >= this.#o.passivateMs) this.#teardown(actor, "passivated");
     }
+    if (this.#actors.size <= this.#o.maxActors) this.#nextRoomScanAt = 0;
   }
 
   /**
@@ -223,6 +226,7 @@ export class ActorRegistry implements ActorHost {
    * next few thousand pages do not each pay for a scan.
    */
   #makeRoom(): void {
+    this.#nextRoomScanAt = 0;
     const target = Math.floor(this.#o.maxActors * CAP_HEADROOM);
     const idle = [...this.#actors.values()]
       .filter((a) => a.isIdle)
@@ -232,6 +236,10 @@ export class ActorRegistry implements ActorHost {
       this.#teardown(actor, "evicted");
     }
     if (this.#actors.size > this.#o.maxActors) {
+      // Every actor is busy (pages with viewers always stay): scanning again for each new page
+      // would cost O(actors) per page and stall the node. The next scan waits for a tenth of the
+      // cap more, or for passivation to bring the count down.
+      this.#nextRoomScanAt = this.#actors.size + Math.ceil(this.#o.maxActors * (1 - CAP_HEADROOM));
       if (!this.#overCapLogged)
         this.#o.logger.warn(
           { actors: this.#actors.size, max: this.#o.maxActors },

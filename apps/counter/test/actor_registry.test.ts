@@ -218,6 +218,33 @@ describe("counter - actor registry", () => {
     expect(u.registry.find(pageIn(2, 20))).toBeUndefined();
   });
 
+  test("counter - with every actor busy past the cap, room is looked for again only after a tenth of the cap more, not for every new page", async () => {
+    u = await buildUnits();
+    await u.acquire(2);
+    // One page more than the cap, every one with a viewer: nothing can leave.
+    const viewed = Array.from({ length: MAX_ACTORS + 1 }, (_, i) => pageIn(2, i));
+    await u.intake.batch(
+      presenceBatch(
+        2,
+        "gw",
+        viewed.map((p) => [p, "v:1", true] as const),
+      ),
+    );
+    expect(u.registry.size).toBe(MAX_ACTORS + 1);
+    // Idle pages arrive. Looking for room for each would scan every actor per page (quadratic, a
+    // stalled node at scale): they are let in until the registry has grown by a tenth of the cap.
+    const step = Math.ceil(MAX_ACTORS / 10);
+    const idle = Array.from({ length: step }, (_, i) => pageIn(2, MAX_ACTORS + 1 + i));
+    for (const page of idle.slice(0, -1)) await u.registry.run(page, 2, () => undefined);
+    expect(u.registry.size).toBe(MAX_ACTORS + step);
+    for (const page of idle.slice(0, -1)) expect(u.registry.find(page), page).toBeDefined();
+    // The next one triggers the scan: every idle actor leaves, no page with a viewer does.
+    await u.registry.run(idle.at(-1)!, 2, () => undefined);
+    for (const page of idle.slice(0, -1)) expect(u.registry.find(page), page).toBeUndefined();
+    for (const page of viewed) expect(u.registry.find(page), page).toBeDefined();
+    expect(u.registry.size).toBe(MAX_ACTORS + 2);
+  });
+
   test("counter - a page whose own presence entry is gone starts it at the partition's presence floor", async () => {
     u = await buildUnits();
     const [first, again] = [pageIn(3, 0), pageIn(3, 1)];
