@@ -1,21 +1,35 @@
 /**
  * How many sockets each client address holds here, and in all, against LIVECOUNT_MAX_CONNECTIONS_PER_IP
- * and LIVECOUNT_MAX_CONNECTIONS. The map holds only addresses with an open socket, so it is bounded
- * by the gateway-wide cap.
+ * and LIVECOUNT_MAX_CONNECTIONS.
+ *
+ * A closed socket keeps its address's slot for `holdMs` (the grace window): its viewer keeps
+ * counting that long, so an address that closed and reopened sockets as fast as it could would
+ * otherwise show far more viewers than the sockets it may hold. With the slot held, what one
+ * address shows is at most its cap, however fast it churns. The gateway-wide total counts open
+ * sockets only: it protects file descriptors, which a closed socket no longer holds.
+ *
+ * The map holds only addresses with an open or held slot; held slots are released in the order
+ * they were taken (one FIFO, since every hold is as long), lazily on the next call.
  */
 export type ConnectionRefusal = "per_ip" | "gateway_full";
 
 export class ConnectionLimits {
   readonly #byAddress = new Map<string, number>();
+  /** Slots of closed sockets, oldest first: released at `until`. */
+  readonly #held: Array<{ readonly key: string; readonly until: number }> = [];
+  #heldHead = 0;
   #total = 0;
 
   constructor(
     readonly maxPerAddress: number,
     readonly maxTotal: number,
+    readonly holdMs: number,
+    readonly now: () => number,
   ) {}
 
   /** Why a new socket from `key` must be refused, or undefined when it may open. */
   refusal(key: string): ConnectionRefusal | undefined {
+    this.#releaseHeld();
     if (this.#total >= this.maxTotal) return "gateway_full";
     if ((this.#byAddress.get(key) ?? 0) >= this.maxPerAddress) return "per_ip";
     return undefined;
@@ -27,14 +41,40 @@ export class ConnectionLimits {
   }
 
   closed(key: string): void {
-    const n = this.#byAddress.get(key);
-    if (n === undefined) return;
+    if (!this.#byAddress.has(key)) return;
     this.#total--;
-    if (n > 1) this.#byAddress.set(key, n - 1);
-    else this.#byAddress.delete(key);
+    if (this.holdMs > 0) this.#held.push({ key, until: this.now() + this.holdMs });
+    else this.#release(key);
   }
 
+  /** Open sockets. */
   get total(): number {
     return this.#total;
+  }
+
+  /** Slots `key` holds: open sockets and sockets closed within the hold. */
+  slotsOf(key: string): number {
+    this.#releaseHeld();
+    return this.#byAddress.get(key) ?? 0;
+  }
+
+  #releaseHeld(): void {
+    const now = this.now();
+    while (this.#heldHead < this.#held.length && this.#held[this.#heldHead]!.until <= now) {
+      this.#release(this.#held[this.#heldHead]!.key);
+      this.#heldHead++;
+    }
+    // Compact once the released prefix is most of the array.
+    if (this.#heldHead > 1024 && this.#heldHead * 2 > this.#held.length) {
+      this.#held.splice(0, this.#heldHead);
+      this.#heldHead = 0;
+    }
+  }
+
+  #release(key: string): void {
+    const n = this.#byAddress.get(key);
+    if (n === undefined) return;
+    if (n > 1) this.#byAddress.set(key, n - 1);
+    else this.#byAddress.delete(key);
   }
 }

@@ -41,6 +41,13 @@ const RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 /** How long shutdown waits for queued presence to reach the owners. */
 const SHUTDOWN_DRAIN_MS = 2000;
+/**
+ * A closed socket keeps its address's slot this long past the grace window: the owner drops the
+ * lingering viewer at its sweep after the grace (at most 250 ms later), once the leave has reached
+ * it, and the watchers see it a coalesce window after that. Released earlier, a churning address
+ * could show more viewers than its cap for that moment.
+ */
+const SLOT_HOLD_SLACK_MS = 1000;
 
 /** Loads the widget bundle and the demo page from the widget package, if it was built. */
 function loadAssets(logger: Logger): Map<string, { body: Uint8Array; type: string }> {
@@ -168,7 +175,12 @@ export class Gateway {
     const guard = new EdgeGuard({
       origins,
       addresses: new ClientAddresses(config.trustedProxies),
-      limits: new ConnectionLimits(config.maxConnectionsPerIp, config.maxConnections),
+      limits: new ConnectionLimits(
+        config.maxConnectionsPerIp,
+        config.maxConnections,
+        config.graceMs + SLOT_HOLD_SLACK_MS,
+        now,
+      ),
       metrics: this.#metrics,
     });
     this.#router = new SocketRouter({

@@ -6,7 +6,13 @@
  */
 import { afterEach, describe, expect, test } from "vitest";
 import WebSocket from "ws";
+import { sleep } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
+
+/** TEST_ENV's grace window (test/support/platform.ts). */
+const GRACE_MS = 300;
+/** How long past the grace a closed socket keeps its address's slot (gateway.ts). */
+const SLOT_HOLD_SLACK_MS = 1000;
 
 const ALLOWED = "https://news.example";
 
@@ -105,12 +111,49 @@ describe("gateway - who may connect", () => {
     expect(over.retryAfter).toMatch(/^\d+$/);
     expect(JSON.parse(over.body)).toMatchObject({ error: { code: "rate_limited" } });
     expect((await upgradeStatus(platform, { localAddress: "127.0.0.3" })).status).toBe(101);
-    // The held sockets still work, and a closed one frees its place at once.
+    // The held sockets still work. A closed one frees its place once its viewer can no longer
+    // count (the grace window and the owner's sweep), not before.
     await held[0]!.ping();
-    await held[0]!.close();
+    const closed = await held[0]!.close();
+    expect((await upgradeStatus(platform, { localAddress: "127.0.0.2" })).status).toBe(429);
+    await sleep(Math.max(0, closed.at + GRACE_MS + SLOT_HOLD_SLACK_MS - Date.now()));
     const again = await platform.connect({ localAddress: "127.0.0.2" });
     await again.ping();
-    expect(await refused(platform, "per_ip")).toBe(1);
+    expect(await refused(platform, "per_ip")).toBe(2);
+  });
+
+  test("per address - an address that closes and reopens sockets as fast as it can shows no more viewers than its cap", async () => {
+    const PER_IP = 3;
+    platform = await TestPlatform.start({ LIVECOUNT_MAX_CONNECTIONS_PER_IP: String(PER_IP) });
+    const page = "churned";
+    const watcher = await platform.connect({ localAddress: "127.0.0.9" });
+    watcher.watch(page);
+    // For twice the grace window, each of PER_IP loops opens a socket, joins as a new viewer, closes
+    // it and starts over; every viewer it closed lingers for the grace window.
+    const until = Date.now() + 2 * GRACE_MS;
+    let opened = 0;
+    let seq = 0;
+    const loop = async (): Promise<void> => {
+      while (Date.now() < until) {
+        // Refused (429) while the address's slots are taken or held: try again at once.
+        const client = await platform!.connect({ localAddress: "127.0.0.2" }).catch(() => undefined);
+        if (client === undefined) {
+          await sleep(5);
+          continue;
+        }
+        opened++;
+        client.join(page, `ghost-${seq++}`);
+        await sleep(20);
+        await client.close();
+      }
+    };
+    await Promise.all(Array.from({ length: PER_IP }, loop));
+    await watcher.ping();
+    expect(opened, "sockets the churn opened").toBeGreaterThan(0);
+    expect(
+      Math.max(0, ...watcher.viewerHistory(page)),
+      "most viewers the page ever showed",
+    ).toBeLessThanOrEqual(PER_IP);
   });
 
   test("gateway-wide - past LIVECOUNT_MAX_CONNECTIONS every address gets 503 until a socket closes", async () => {
