@@ -52,12 +52,6 @@ export class ConnectionLimits {
     return this.#total;
   }
 
-  /** Slots `key` holds: open sockets and sockets closed within the hold. */
-  slotsOf(key: string): number {
-    this.#releaseHeld();
-    return this.#byAddress.get(key) ?? 0;
-  }
-
   #releaseHeld(): void {
     const now = this.now();
     while (this.#heldHead < this.#held.length && this.#held[this.#heldHead]!.until <= now) {

@@ -57,4 +57,18 @@ export class RedisKeys {
   empty(partition: number): string {
     return `${this.prefix}empty:${partition}`;
   }
+  /**
+   * The partition's keys the write and merge scripts take first, in their order: lease, pages,
+   * non-zero index, digest, bucket index, empty index (redis_scripts.ts, lcWrite and lcMerge).
+   */
+  entryScriptKeys(partition: number): string[] {
+    return [
+      this.lease(partition),
+      this.pages(),
+      this.nonZero(partition),
+      this.digest(partition),
+      this.bucketIndex(partition),
+      this.empty(partition),
+    ];
+  }
 }

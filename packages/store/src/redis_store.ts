@@ -274,14 +274,7 @@ export class RedisStore implements Store {
     const replies = await this.#run("write", (p) => {
       for (const { fence, writes } of groups) {
         const partition = fence.partition;
-        const keys = [
-          this.#keys.lease(partition),
-          this.#keys.pages(),
-          this.#keys.nonZero(partition),
-          this.#keys.digest(partition),
-          this.#keys.bucketIndex(partition),
-          this.#keys.empty(partition),
-        ];
+        const keys = this.#keys.entryScriptKeys(partition);
         const args: Arg[] = [fence.epoch, now];
         for (const w of writes) {
           keys.push(this.#keys.page(w.page));
@@ -310,14 +303,7 @@ export class RedisStore implements Store {
     if (pages.size === 0) return new Map();
     const partition = fence.partition;
     const ids = [...pages.keys()];
-    const partitionKeys = [
-      this.#keys.lease(partition),
-      this.#keys.pages(),
-      this.#keys.nonZero(partition),
-      this.#keys.digest(partition),
-      this.#keys.bucketIndex(partition),
-      this.#keys.empty(partition),
-    ];
+    const partitionKeys = this.#keys.entryScriptKeys(partition);
     const replies = await this.#run("mergePages", (p) => {
       for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
         const chunk = ids.slice(from, from + PAGES_PER_MERGE);
