@@ -40,6 +40,10 @@ function pendingIncrement(
   return { actor: a, request, resolve: (r) => replies.push(r), replies };
 }
 
+const OWNER_CHANGED = "the page's owner changed; retry";
+/** The wire message of idempotency_conflict. */
+const CONFLICT = "idempotency key was used for a different request";
+
 const fenceOf = (partition: number): Fence | undefined => (partition === 3 ? FENCE : undefined);
 
 describe("counter - group commit of increments", () => {
@@ -119,6 +123,57 @@ describe("counter - group commit of increments", () => {
     const plan = planIncrements([pendingIncrement(a, "k")], "dc1", NOW, fenceOf);
     const settled = answerIncrements(plan, [{ kind: "duplicate", payload: "{not json" }]);
     expect(settled.answers[0]?.reply).toMatchObject({ type: "error", code: "internal" });
+    // A stored answer missing a field is as unreadable.
+    const partial = answerIncrements(plan, [{ kind: "duplicate", payload: JSON.stringify({ value: 3 }) }]);
+    expect(partial.answers[0]?.reply).toMatchObject({ type: "error", code: "internal" });
+  });
+
+  test("counter - each counter of each page runs its own value through the batch", () => {
+    const p = actor("p", 10);
+    const q = actor("q", 100);
+    const batch = [
+      pendingIncrement(p, "k1", 2),
+      pendingIncrement(p, "k2", 3, "stars"),
+      pendingIncrement(q, "k3", 1),
+      pendingIncrement(p, "k4", 5),
+    ];
+    const plan = planIncrements(batch, "dc1", NOW, fenceOf);
+    expect(plan.ops.map((o) => [o.page, o.counter, JSON.parse(o.payload)])).toEqual([
+      ["p", "likes", { value: 12, updatedAt: NOW }],
+      ["p", "stars", { value: 3, updatedAt: NOW }],
+      ["q", "likes", { value: 101, updatedAt: NOW }],
+      ["p", "likes", { value: 17, updatedAt: NOW }],
+    ]);
+  });
+
+  test("counter - a repeat of a request whose op failed gets the same failure, and every request one answer", () => {
+    const a = actor("p", 10);
+    const batch = [pendingIncrement(a, "k", 1), pendingIncrement(a, "k", 1), pendingIncrement(a, "other", 1)];
+    const plan = planIncrements(batch, "dc1", NOW, fenceOf);
+    const settled = answerIncrements(plan, [
+      { kind: "conflict" },
+      { kind: "applied", entry: { p: 11, n: 0 } },
+    ]);
+    expect(settled.answers).toHaveLength(batch.length);
+    expect(settled.answers.map((x) => [x.pending.request.key, x.reply])).toEqual([
+      ["k", { type: "error", code: "idempotency_conflict", message: CONFLICT }],
+      ["other", expect.objectContaining({ type: "incremented", duplicate: false })],
+      ["k", { type: "error", code: "idempotency_conflict", message: CONFLICT }],
+    ]);
+    expect(settled.outcomes).toEqual(["conflict", "applied"]);
+    expect(a.ownEntry("likes")).toEqual({ p: 11, n: 0 });
+  });
+
+  test("counter - an op the store gave no outcome for counts as stale: unavailable, and its partition lost", () => {
+    const a = actor("p", 10);
+    const plan = planIncrements([pendingIncrement(a, "k")], "dc1", NOW, fenceOf);
+    const settled = answerIncrements(plan, []);
+    expect(settled.answers.map((x) => x.reply)).toEqual([
+      { type: "error", code: "unavailable", message: "the page's owner changed; retry" },
+    ]);
+    expect(settled.outcomes).toEqual(["stale"]);
+    expect(settled.lost).toEqual(new Set([3]));
+    expect(settled.durable).toEqual([]);
   });
 });
 
@@ -185,5 +240,100 @@ describe("counter - observed resets", () => {
       { kind: "delete", outcome: "applied" },
       { kind: "reset", outcome: "stale" },
     ]);
+  });
+
+  test("counter - a reset stores the value it observed and when, to answer a retry with them", () => {
+    const a = actor("p", 9);
+    const { op } = observedResetOp(a, pendingReset(a, "r").request, FENCE, "dc1", NOW);
+    expect(op).toMatchObject({ fence: FENCE, page: "p", counter: "likes", dc: "dc1", key: "r" });
+    expect(JSON.parse(op.payload)).toEqual({ previous: 9, updatedAt: NOW });
+  });
+
+  test("counter - a second delete raises the tombstone only by what changed since the first", () => {
+    const a = actor("p", 9);
+    // The first delete: activity 9 + 9 = 18 after its reset, recorded in the tombstone.
+    a.applied("likes", { p: 9, n: 9 });
+    a.applied("@del:likes", { p: 18, n: 0 });
+    // Then 4 more likes: activity 22; a delete now adds 4 to n: 26.
+    a.applied("likes", { p: 13, n: 9 });
+    const del = observedResetOp(a, pendingReset(a, "d2", true).request, FENCE, "dc1", NOW);
+    expect(del.op.delta).toBe(-4);
+    expect(del.op.also).toEqual([{ counter: "@del:likes", delta: 8 }]);
+  });
+
+  test("counter - a reset whose partition is not held or whose actor closed is refused as unavailable", () => {
+    const closed = actor("c");
+    closed.close();
+    const foreign = new PageActor(host, "f", 4, 0);
+    foreign.loaded({});
+    const plan = planResets([pendingReset(closed, "k"), pendingReset(foreign, "k")], "dc1", NOW, fenceOf);
+    expect(plan.sent).toEqual([]);
+    expect(plan.refused.map((r) => [r.pending.actor.page, r.reply])).toEqual([
+      ["c", { type: "error", code: "unavailable", message: OWNER_CHANGED }],
+      ["f", { type: "error", code: "unavailable", message: OWNER_CHANGED }],
+    ]);
+  });
+
+  test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made", () => {
+    const a = actor("p", 5);
+    a.applied("likes", { p: 5, n: 5 });
+    a.applied("@del:likes", { p: 10, n: 0 });
+    const b = actor("q", 3);
+    const round = [pendingReset(a, "d", true), pendingReset(b, "r")];
+    const plan = planResets(round, "dc1", NOW, fenceOf);
+    const settled = answerResets(plan, [
+      { kind: "duplicate", payload: JSON.stringify({ previous: 5, updatedAt: 7 }) },
+      { kind: "duplicate", payload: JSON.stringify({ previous: 3, updatedAt: 8 }) },
+    ]);
+    expect(settled.answers.map((x) => x.reply)).toEqual([
+      { type: "counter_reset", page: "p", counter: "likes", previous: 5, updatedAt: 7, duplicate: true },
+      { type: "counter_reset", page: "q", counter: "likes", previous: 3, updatedAt: 8, duplicate: true },
+    ]);
+    expect(settled.durable).toEqual([
+      {
+        page: "p",
+        partition: 3,
+        dc: "dc1",
+        counters: { likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } },
+      },
+      { page: "q", partition: 3, dc: "dc1", counters: { likes: { p: 3, n: 0 } } },
+    ]);
+    expect(settled.outcomes).toEqual([
+      { kind: "delete", outcome: "duplicate" },
+      { kind: "reset", outcome: "duplicate" },
+    ]);
+  });
+
+  test("counter - a retried reset whose stored answer is unreadable answers internal", () => {
+    const a = actor("p", 5);
+    const plan = planResets([pendingReset(a, "r"), pendingReset(actor("q"), "s")], "dc1", NOW, fenceOf);
+    const settled = answerResets(plan, [
+      { kind: "duplicate", payload: "{not json" },
+      { kind: "duplicate", payload: JSON.stringify({ previous: 5 }) },
+    ]);
+    expect(settled.answers.map((x) => x.reply)).toMatchObject([
+      { type: "error", code: "internal" },
+      { type: "error", code: "internal" },
+    ]);
+  });
+
+  test("counter - a reset conflicting with its key's first use, or with no outcome from the store, is refused", () => {
+    const plan = planResets(
+      [pendingReset(actor("p", 5), "r"), pendingReset(actor("q"), "s")],
+      "dc1",
+      NOW,
+      fenceOf,
+    );
+    const settled = answerResets(plan, [{ kind: "conflict" }]);
+    expect(settled.answers.map((x) => x.reply)).toEqual([
+      { type: "error", code: "idempotency_conflict", message: CONFLICT },
+      { type: "error", code: "unavailable", message: OWNER_CHANGED },
+    ]);
+    expect(settled.outcomes).toEqual([
+      { kind: "reset", outcome: "conflict" },
+      { kind: "reset", outcome: "stale" },
+    ]);
+    expect(settled.lost).toEqual(new Set([3]));
+    expect(settled.durable).toEqual([]);
   });
 });

@@ -82,4 +82,70 @@ describe("counter - anti-entropy exchanges", () => {
     await clock.advance(10_000);
     expect(stalled).toEqual([11]);
   });
+
+  test("counter - an answer crosses the remote's digests for 5 s, not a moment longer", async () => {
+    const { clock, x } = setUp();
+    x.answered("dc1", 1);
+    x.answered("dc1", 2);
+    await clock.advance(4_999);
+    expect(x.leftToRemote("dc1", 1, "dc2", () => {})).toBe(true);
+    await clock.advance(1);
+    expect(x.leftToRemote("dc1", 2, "dc2", () => {})).toBe(false);
+  });
+
+  test("counter - pruning keeps the answers that can still cross", () => {
+    const { x } = setUp();
+    x.answered("dc1", 4);
+    x.prune();
+    expect(x.leftToRemote("dc1", 4, "dc2", () => {})).toBe(true);
+  });
+
+  test("counter - forgetting a DC drops its answers and timers only, not another DC's", async () => {
+    const { clock, x } = setUp();
+    const fired: string[] = [];
+    for (const remote of ["dc1", "dc3"]) {
+      x.answered(remote, 4);
+      x.answered(remote, 5);
+      x.progress(remote, 4, () => fired.push(`stalled ${remote}`));
+    }
+    expect(x.leftToRemote("dc3", 4, "dc4", () => fired.push("taken back dc3"))).toBe(true);
+    x.forget("dc1", false);
+    expect(x.isDriving("dc1", 4)).toBe(false);
+    expect(x.isDriving("dc3", 4)).toBe(true);
+    // dc1's answer went with it: nothing crosses any more.
+    expect(x.leftToRemote("dc1", 4, "dc2", () => fired.push("taken back dc1"))).toBe(false);
+    // dc3's answers still cross.
+    expect(x.leftToRemote("dc3", 5, "dc4", () => {})).toBe(true);
+    await clock.advance(10_000);
+    expect(fired.sort()).toEqual(["stalled dc3", "taken back dc3"]);
+  });
+
+  test("counter - while a DC is down, a late done from it counts as no exchange", () => {
+    const { x } = setUp();
+    x.forget("dc2", true);
+    x.forget("dc2", false);
+    x.done("dc2", 1);
+    expect(x.notExchanged("dc2", [1, 2])).toEqual([1, 2]);
+    // A done from a DC never heard is as harmless.
+    x.done("dc9", 1);
+    expect(x.notExchanged("dc9", [1])).toEqual([1]);
+  });
+
+  test("counter - clear stops every timer and forgets every exchange", async () => {
+    const { clock, x } = setUp();
+    const fired: string[] = [];
+    x.forget("dc2", true);
+    x.progress("dc2", 1, () => fired.push("stalled"));
+    x.done("dc2", 3);
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => fired.push("taken back"))).toBe(true);
+    x.clear();
+    await clock.advance(20_000);
+    expect(fired).toEqual([]);
+    expect(x.isDriving("dc2", 1)).toBe(false);
+    expect(x.notExchanged("dc2", [1, 3])).toEqual([1, 3]);
+    x.answered("dc1", 5);
+    x.clear();
+    expect(x.leftToRemote("dc1", 5, "dc2", () => {})).toBe(false);
+  });
 });

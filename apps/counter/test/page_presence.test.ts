@@ -135,4 +135,16 @@ describe("counter - page presence", () => {
     expect(p.count).toBe(1);
     expect(p.nextDeadline()).toBe(T0 + 2000 + GRACE_MS);
   });
+
+  test("counter - a resync that lists what the gateway already holds leaves those viewers untouched", () => {
+    const p = new PagePresence();
+    for (const v of ["v:1", "v:2", "v:3"]) p.apply("g1", v, true, T0, GRACE_MS);
+    p.apply("g2", "v:other", true, T0, GRACE_MS);
+    p.replace("g1", ["v:3", "v:2", "v:1"], T0 + 10, GRACE_MS);
+    // Not let go and taken again: no grace started, and each keeps its place.
+    expect(p.heldBy("g1")).toEqual(["v:1", "v:2", "v:3"]);
+    expect(p.heldBy("g2")).toEqual(["v:other"]);
+    expect(p.nextDeadline()).toBeUndefined();
+    expect(p.count).toBe(4);
+  });
 });

@@ -4,6 +4,7 @@ import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { GatewayHeartbeatSender, listenToGateways } from "../src/gateway_heartbeat.js";
+import { WARN, logLines } from "./log_lines.js";
 
 const LEASE_MS = 9_000;
 
@@ -58,8 +59,11 @@ describe("cluster - gateway heartbeat", () => {
     sender.stop();
   });
 
-  test("cluster - malformed and foreign messages on the gateway subject are ignored", async () => {
+  test("cluster - malformed and foreign messages on the gateway subject are ignored, the malformed ones logged", async () => {
     const { beats } = setUp();
+    const { logger, lines } = logLines();
+    const logged: GatewayHeartbeat[] = [];
+    listenToGateways(bus, "dc1", logger, (beat) => logged.push(beat));
     bus.publish(gatewaysSubject("dc1"), new Uint8Array([0xc1]));
     bus.publish(
       gatewaysSubject("dc1"),
@@ -67,5 +71,51 @@ describe("cluster - gateway heartbeat", () => {
     );
     await bus.flush();
     expect(beats).toEqual([]);
+    expect(logged).toEqual([]);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: WARN,
+        msg: "malformed gateway heartbeat",
+        err: expect.objectContaining({ type: "ProtocolError" }),
+      }),
+    ]);
+  });
+
+  test("cluster - a stall is a heartbeat more than two thirds of a lease after the previous one", async () => {
+    const clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    const { logger, lines } = logLines();
+    const stalls: number[] = [];
+    let beats = 0;
+    const sender = new GatewayHeartbeatSender({
+      bus,
+      clock,
+      logger,
+      dc: "dc1",
+      gateway: "gw-1",
+      leaseMs: LEASE_MS,
+      onStall: (ms) => stalls.push(ms),
+      onBeat: () => beats++,
+    });
+    sender.start();
+    expect(beats).toBe(1);
+    // The next beat is due a third of a lease later; it goes out a third later still: not a stall.
+    clock.jump((2 * LEASE_MS) / 3);
+    await clock.advance(0);
+    expect(stalls).toEqual([]);
+    expect(beats).toBe(2);
+    clock.jump((2 * LEASE_MS) / 3 + 1);
+    await clock.advance(0);
+    expect(stalls).toEqual([(2 * LEASE_MS) / 3 + 1]);
+    expect(lines.at(-1)).toMatchObject({
+      level: WARN,
+      msg: "gateway stalled; resyncing presence",
+      silentMs: (2 * LEASE_MS) / 3 + 1,
+    });
+    // Going down after a long silence is no stall: nobody is left to resync.
+    clock.jump(LEASE_MS);
+    sender.stop();
+    expect(stalls).toHaveLength(1);
+    expect(beats).toBe(4);
   });
 });

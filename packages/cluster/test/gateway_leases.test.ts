@@ -73,4 +73,12 @@ describe("cluster - gateway leases", () => {
     expect(leases.anyHolds("p1")).toBe(false);
     expect(leases.size).toBe(0);
   });
+
+  test("cluster - a heartbeat's lease replaces the default assumed for a gateway first heard by a request", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0);
+    leases.touch("gw-a", T0, 3_000);
+    expect(leases.expire(T0 + 2_999)).toEqual([]);
+    expect(leases.expire(T0 + 3_000).map((l) => l.gateway)).toEqual(["gw-a"]);
+  });
 });

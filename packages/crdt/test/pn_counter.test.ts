@@ -182,6 +182,44 @@ describe("entry helpers", () => {
     expect(mergeEntry(a, b)).toEqual({ p: 3, n: 5 });
     expect(mergeEntry(a, { p: 1, n: 1 })).toBe(a);
     expect(mergeEntry({ p: 1, n: 0 }, a)).toBe(a);
+    // A tie on one field still dominates on the other.
+    expect(mergeEntry(a, { p: 3, n: 0 })).toBe(a);
+    expect(mergeEntry({ p: 3, n: 0 }, a)).toBe(a);
+    expect(mergeEntry({ p: 0, n: 1 }, a)).toBe(a);
+  });
+
+  it("crdt - an amount of zero is allowed and changes nothing", () => {
+    const c = PNCounter.from({ dc1: { p: 2, n: 1 } });
+    expect(c.increment("dc1", 0)).toEqual({ p: 2, n: 1 });
+    expect(c.decrement("dc1", 0)).toEqual({ p: 2, n: 1 });
+    expect(c.add("dc1", 0)).toEqual({ p: 2, n: 1 });
+    expect(c.value()).toBe(1);
+  });
+
+  it("crdt - errors are InvalidEntryErrors that say what was wrong", () => {
+    const c = PNCounter.from({ dc1: { p: MAX, n: 0 } });
+    const errorOf = (f: () => unknown): Error => {
+      try {
+        f();
+      } catch (err) {
+        return err as Error;
+      }
+      throw new Error("expected a throw");
+    };
+    const negative = errorOf(() => c.increment("dc1", -2));
+    expect(negative).toBeInstanceOf(InvalidEntryError);
+    expect(negative.name).toBe("InvalidEntryError");
+    expect(negative.message).toBe("amount must be a non-negative safe integer, got -2");
+    expect(errorOf(() => c.increment("dc1", 1)).message).toBe(`entry would overflow: ${MAX} + 1`);
+    expect(errorOf(() => c.merge("dc7", { p: -1, n: 0 })).message).toBe("malformed entry for dc7");
+  });
+
+  it("crdt - mergeAll says whether anything changed, whichever entry changed it", () => {
+    const c = PNCounter.from({ dc1: { p: 2, n: 0 }, dc2: { p: 5, n: 0 } });
+    expect(c.mergeAll({ dc1: { p: 3, n: 0 }, dc2: { p: 5, n: 0 } })).toBe(true);
+    expect(c.mergeAll({ dc1: { p: 3, n: 0 }, dc2: { p: 5, n: 0 } })).toBe(false);
+    expect(c.mergeAll({ dc1: { p: 1, n: 0 }, dc3: { p: 1, n: 0 } })).toBe(true);
+    expect(c.mergeAll({})).toBe(false);
   });
 
   it("crdt - entryAdvances says whether an entry holds something unseen", () => {

@@ -9,6 +9,7 @@ import {
   decodeNodeRequest,
   encodeMessage,
   isBroadcast,
+  isDigest,
   isNodeReply,
   isNodeRequest,
   type InternalMessage,
@@ -387,5 +388,12 @@ describe("internal codec", () => {
     for (let i = 0; i < 2000; i++) encodeMessage(MESSAGES[8]!);
     expect(Uint8Array.from(first)).toEqual(copy);
     expect(decodeMessage(first)).toEqual(MESSAGES[0]);
+  });
+
+  it("internal - a digest is exactly 16 lowercase hex digits", () => {
+    expect(isDigest("0123456789abcdef")).toBe(true);
+    for (const bad of ["0123456789abcde", "x0123456789abcdef", "0123456789abcdefx", "0123456789ABCDEF", 16]) {
+      expect(isDigest(bad)).toBe(false);
+    }
   });
 });

@@ -24,5 +24,6 @@ describe("protocol - typed node replies", () => {
     }
     expect(err).toBeInstanceOf(ProtocolError);
     expect((err as ProtocolError).code).toBe("internal");
+    expect((err as ProtocolError).message).toBe("a snapshot request got a ack reply");
   });
 });

@@ -93,4 +93,21 @@ describe("visibility", () => {
     );
     expect(inspected.sort()).toEqual(["L", "T"]);
   });
+
+  it("visibility - only a string can be a tombstone counter", () => {
+    for (const v of [5, null, undefined, ["@del:likes"]]) expect(isTombstoneCounter(v)).toBe(false);
+  });
+
+  it("visibility - an internal counter that is not a tombstone hides nothing", () => {
+    const viewers: Entries = { dc1: { p: 50, n: 0 } };
+    const ers: Entries = { dc1: { p: 1, n: 0 } };
+    const shown = visibleCounters(
+      [
+        ["ers", ers],
+        ["@viewers", viewers],
+      ],
+      (e) => e,
+    );
+    expect(shown.map(([name]) => name)).toEqual(["ers"]);
+  });
 });

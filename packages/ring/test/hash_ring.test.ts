@@ -3,6 +3,8 @@ import {
   DEFAULT_PARTITIONS,
   DEFAULT_VNODES,
   HashRing,
+  MAX_PARTITIONS,
+  MAX_VNODES,
   RingError,
   murmur3,
   murmur3Bytes,
@@ -196,6 +198,73 @@ describe("HashRing", () => {
     const ring = new HashRing(["a"], { partitions: 8 });
     for (const bad of [-1, 8, 0.5, Number.NaN]) expect(() => ring.ownerOf(bad)).toThrow(RingError);
     expect(() => ring.changedPartitions(new HashRing(["a"]))).toThrow(RingError);
+  });
+
+  it("ring - says which parameter or id is wrong, with the allowed range", () => {
+    const messageOf = (f: () => unknown): string => {
+      try {
+        f();
+      } catch (err) {
+        expect(err).toBeInstanceOf(RingError);
+        expect((err as Error).name).toBe("RingError");
+        return (err as Error).message;
+      }
+      throw new Error("expected a RingError");
+    };
+    expect(messageOf(() => new HashRing([], { vnodes: 0 }))).toBe(
+      "vnodes must be an integer in 1..4096, got 0",
+    );
+    expect(messageOf(() => new HashRing([], { partitions: 65_537 }))).toBe(
+      "partitions must be an integer in 1..65536, got 65537",
+    );
+    expect(messageOf(() => new HashRing([""]))).toBe("node ids must be non-empty strings");
+    expect(messageOf(() => new HashRing(["a"], { partitions: 8 }).ownerOf(8))).toBe(
+      "partition must be an integer in 0..7, got 8",
+    );
+    expect(
+      messageOf(() => new HashRing(["a"], { partitions: 8 }).changedPartitions(new HashRing(["a"]))),
+    ).toBe("partition counts differ: 8 vs 256");
+  });
+
+  it("ring - accepts vnodes and partitions from 1 to their maximum, and nothing past it", () => {
+    const smallest = new HashRing(["a"], { vnodes: 1, partitions: 1 });
+    expect(smallest.ownerOf(0)).toBe("a");
+    expect(new HashRing(["a"], { vnodes: MAX_VNODES, partitions: MAX_PARTITIONS }).partitionCount).toBe(
+      MAX_PARTITIONS,
+    );
+    expect(() => new HashRing([], { vnodes: MAX_VNODES + 1 })).toThrow(RingError);
+    expect(() => new HashRing([], { partitions: MAX_PARTITIONS + 1 })).toThrow(RingError);
+  });
+
+  it("ring - rejects node ids that are not strings", () => {
+    expect(() => new HashRing([42 as unknown as string])).toThrow("node ids must be non-empty strings");
+  });
+
+  it("ring - a point exactly on a partition's position owns that partition", () => {
+    // node-35699's second point is at 13443 * 2^16: exactly where partition 13443 of 65536 sits.
+    expect(murmur3("node-35699#1")).toBe(13_443 * 65_536);
+    const ring = new HashRing(["node-35699", "node-b"], { vnodes: 2, partitions: 65_536 });
+    expect(ring.ownerOf(13_443)).toBe("node-35699");
+    expect(ring.ownerOf(13_444)).toBe("node-b");
+  });
+
+  it("ring - points on the same position go to the smaller node id", () => {
+    // A murmur3 collision: both nodes' only point is at the same position.
+    expect(murmur3("n16724#0")).toBe(murmur3("n100940#0"));
+    for (const nodes of [
+      ["n16724", "n100940"],
+      ["n100940", "n16724"],
+    ]) {
+      const ring = new HashRing(nodes, { vnodes: 1, partitions: 4 });
+      expect(owners(ring)).toEqual(["n100940", "n100940", "n100940", "n100940"]);
+    }
+  });
+
+  it("ring - a ring grown or shrunk keeps its vnodes and partition count", () => {
+    const ring = new HashRing(["a", "b"], { vnodes: 8, partitions: 32 });
+    for (const other of [ring.withNode("c"), ring.withoutNode("a")]) {
+      expect([other.vnodes, other.partitionCount]).toEqual([8, 32]);
+    }
   });
 
   it("ring - is immutable: withNode and withoutNode return new rings", () => {

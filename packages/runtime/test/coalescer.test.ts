@@ -149,4 +149,61 @@ describe("runtime - coalescer", () => {
     expect(runs).toBe(2);
     expect(errors).toHaveLength(1);
   });
+
+  test("runtime - draining with nothing asked for flushes nothing", async () => {
+    const clock = new ManualClock();
+    let n = 0;
+    const c = new Coalescer(clock, 10, () => void n++);
+    await c.drain();
+    await clock.advance(100);
+    expect(n).toBe(0);
+  });
+
+  test("runtime - drain starts what is pending before it returns", async () => {
+    const clock = new ManualClock();
+    let n = 0;
+    const c = new Coalescer(clock, 1_000, () => void n++);
+    c.request();
+    const drained = c.drain();
+    expect(n).toBe(1);
+    await drained;
+  });
+
+  test("runtime - closing cancels the trailing flush of a burst", async () => {
+    const clock = new ManualClock();
+    let n = 0;
+    const c = new Coalescer(clock, 50, () => void n++);
+    c.request();
+    await clock.advance(0);
+    c.request();
+    c.request();
+    c.close();
+    await clock.advance(200);
+    expect(n).toBe(1);
+  });
+
+  test("runtime - a request made inside a flush that outlasts the window never overlaps it", async () => {
+    const clock = new ManualClock();
+    let running = 0;
+    let overlapped = false;
+    let calls = 0;
+    let release!: () => void;
+    const c: Coalescer = new Coalescer(clock, 50, async () => {
+      calls++;
+      overlapped ||= running > 0;
+      running++;
+      if (calls === 1) {
+        c.request();
+        await new Promise<void>((r) => (release = r));
+      }
+      running--;
+    });
+    c.request();
+    await clock.advance(200);
+    expect(calls).toBe(1);
+    release();
+    await clock.advance(200);
+    expect(calls).toBe(2);
+    expect(overlapped).toBe(false);
+  });
 });

@@ -1,0 +1,241 @@
+import { DCS_SUBJECT, MemoryBus } from "@livecount/bus";
+import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
+import type { Clock } from "@livecount/runtime";
+import { afterEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { DcLiveness, type DcEvent } from "../src/dc_liveness.js";
+import { ERROR, INFO, WARN, logLines } from "./log_lines.js";
+
+const HEARTBEAT_MS = 100;
+const LEASE_MS = 1_000;
+
+describe("cluster - data center liveness", () => {
+  let bus: MemoryBus;
+  let liveness: DcLiveness;
+  afterEach(async () => {
+    liveness.stop();
+    await bus.close();
+  });
+
+  function setUp(options: { announceAs?: string; clock?: Clock } = {}) {
+    const manual = new ManualClock();
+    const clock = options.clock ?? manual;
+    bus = new MemoryBus({ clock: manual });
+    const { logger, lines } = logLines();
+    liveness = new DcLiveness({
+      bus,
+      clock,
+      logger,
+      dc: "dc1",
+      leaseMs: 5_000,
+      heartbeatMs: HEARTBEAT_MS,
+      ...(options.announceAs !== undefined ? { announceAs: options.announceAs } : {}),
+    });
+    const events: Array<[string, DcEvent["kind"]]> = [];
+    liveness.onChange((dc, event) => events.push([dc, event.kind]));
+    liveness.start();
+    /** A heartbeat of a remote DC's node, delivered. */
+    const hear = async (dc: string, node: string, seq: number, leaseMs = LEASE_MS): Promise<void> => {
+      bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc, node, seq, leaseMs }));
+      await bus.flush();
+    };
+    return { clock: manual, events, lines, hear };
+  }
+
+  test("cluster - only this DC is live before any other is heard", () => {
+    setUp();
+    expect(liveness.localDc).toBe("dc1");
+    expect(liveness.isLive("dc1")).toBe(true);
+    expect(liveness.isLive("dc2")).toBe(false);
+    expect(liveness.hasRemotes).toBe(false);
+    expect(liveness.liveRemotes()).toEqual([]);
+    expect(liveness.lagMs("dc1")).toBe(0);
+    expect(liveness.lagMs("dc2")).toBe(Infinity);
+  });
+
+  test("cluster - a DC heard is up; silent for longer than the lease it announced, down; heard again, up", async () => {
+    const { clock, events, lines, hear } = setUp();
+    await hear("dc2", "n1", 1);
+    expect(events).toEqual([["dc2", "up"]]);
+    expect(liveness.isLive("dc2")).toBe(true);
+    expect(liveness.hasRemotes).toBe(true);
+    expect(liveness.liveRemotes()).toEqual(["dc2"]);
+    expect(lines.at(-1)).toMatchObject({ level: INFO, msg: "data center up", dc: "dc2" });
+
+    // Exactly a lease of silence is still within it.
+    await clock.advance(LEASE_MS);
+    expect(liveness.lagMs("dc2")).toBe(LEASE_MS);
+    expect(liveness.isLive("dc2")).toBe(true);
+    await clock.advance(HEARTBEAT_MS);
+    expect(liveness.isLive("dc2")).toBe(false);
+    expect(liveness.liveRemotes()).toEqual([]);
+    expect(liveness.hasRemotes).toBe(true);
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc2", "down"],
+    ]);
+    expect(lines.at(-1)).toMatchObject({ level: WARN, msg: "data center down", dc: "dc2", silentMs: 1_100 });
+
+    // Down is reported once, however long the silence.
+    await clock.advance(10 * LEASE_MS);
+    expect(events).toHaveLength(2);
+
+    await hear("dc2", "n1", 2);
+    expect(liveness.isLive("dc2")).toBe(true);
+    expect(liveness.lagMs("dc2")).toBe(0);
+    expect(events.at(-1)).toEqual(["dc2", "up"]);
+    expect(lines.at(-1)).toMatchObject({ level: INFO, msg: "data center up again", dc: "dc2" });
+  });
+
+  test("cluster - a DC's lease is the one its latest heartbeat announced", async () => {
+    const { clock, hear } = setUp();
+    await hear("dc2", "n1", 1, 10 * LEASE_MS);
+    await clock.advance(5 * LEASE_MS);
+    expect(liveness.isLive("dc2")).toBe(true);
+    await hear("dc2", "n1", 2, LEASE_MS);
+    await clock.advance(LEASE_MS + HEARTBEAT_MS);
+    expect(liveness.isLive("dc2")).toBe(false);
+  });
+
+  test("cluster - a skipped heartbeat number from a live DC is a gap; a restarted node's fresh numbers are not", async () => {
+    const { events, lines, hear } = setUp();
+    await hear("dc2", "n1", 1);
+    await hear("dc2", "n1", 2);
+    expect(events).toEqual([["dc2", "up"]]);
+    await hear("dc2", "n1", 5);
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc2", "gap"],
+    ]);
+    expect(lines.at(-1)).toMatchObject({
+      level: WARN,
+      msg: "heartbeats from data center lost",
+      dc: "dc2",
+      node: "n1",
+      missed: 2,
+    });
+    // The number in a DC's very first heartbeat counts.
+    await hear("dc3", "n1", 1);
+    await hear("dc3", "n1", 3);
+    expect(events.slice(2)).toEqual([
+      ["dc3", "up"],
+      ["dc3", "gap"],
+    ]);
+    events.splice(2);
+    // So does the first number heard from another node of a known DC.
+    await hear("dc2", "n3", 1);
+    await hear("dc2", "n3", 3);
+    expect(events.at(-1)).toEqual(["dc2", "gap"]);
+    events.splice(2);
+    // n1 restarted: it counts from 1 again.
+    await hear("dc2", "n1", 1);
+    await hear("dc2", "n1", 2);
+    // Another node of the same DC has numbers of its own.
+    await hear("dc2", "n2", 40);
+    await hear("dc2", "n2", 41);
+    expect(events).toHaveLength(2);
+    await hear("dc2", "n2", 43);
+    expect(events.at(-1)).toEqual(["dc2", "gap"]);
+  });
+
+  test("cluster - this DC's own heartbeats, other messages and garbage change nothing", async () => {
+    const { events, lines, hear } = setUp();
+    await hear("dc1", "n9", 1);
+    bus.publish(
+      DCS_SUBJECT,
+      encodeMessage({ type: "node", node: "n", incarnation: "i", leaseMs: 1, state: "up" }),
+    );
+    bus.publish(DCS_SUBJECT, new Uint8Array([0xc1]));
+    await bus.flush();
+    expect(events).toEqual([]);
+    expect(liveness.hasRemotes).toBe(false);
+    expect(lines.at(-1)).toMatchObject({
+      level: WARN,
+      msg: "malformed dc message",
+      err: expect.objectContaining({ type: "ProtocolError" }),
+    });
+  });
+
+  test("cluster - a counter node announces its DC every heartbeat period with growing numbers; a gateway does not", async () => {
+    const { clock } = setUp({ announceAs: "n1" });
+    const beats: DcHeartbeat[] = [];
+    bus.subscribe(DCS_SUBJECT, (data) => {
+      const msg = decodeMessage(data);
+      if (msg.type === "dc") beats.push(msg);
+    });
+    await clock.advance(3 * HEARTBEAT_MS);
+    // Beat 1 went out on start, before this subscription.
+    expect(beats).toEqual(
+      [2, 3, 4].map((seq) => ({ type: "dc", dc: "dc1", node: "n1", seq, leaseMs: 5_000 })),
+    );
+    liveness.stop();
+    await clock.advance(3 * HEARTBEAT_MS);
+    expect(beats).toHaveLength(3);
+
+    const quiet = new DcLiveness({
+      bus,
+      clock,
+      logger: logLines().logger,
+      dc: "dc1",
+      leaseMs: 5_000,
+      heartbeatMs: HEARTBEAT_MS,
+    });
+    quiet.start();
+    await clock.advance(3 * HEARTBEAT_MS);
+    quiet.stop();
+    expect(beats).toHaveLength(3);
+  });
+
+  test("cluster - a stopped liveness neither hears nor expires anyone", async () => {
+    const { clock, events, hear } = setUp();
+    await hear("dc2", "n1", 1);
+    liveness.stop();
+    await clock.advance(10 * LEASE_MS);
+    await hear("dc3", "n1", 1);
+    expect(events).toEqual([["dc2", "up"]]);
+    expect(liveness.isLive("dc2")).toBe(true);
+  });
+
+  test("cluster - a listener that throws is logged and the others still hear; one that left hears nothing", async () => {
+    const { lines, hear } = setUp();
+    liveness.onChange(() => {
+      throw new Error("listener broke");
+    });
+    const late: string[] = [];
+    const leave = liveness.onChange((dc) => late.push(dc));
+    await hear("dc2", "n1", 1);
+    expect(late).toEqual(["dc2"]);
+    expect(lines.find((l) => l.level === ERROR)).toMatchObject({ msg: "dc listener failed", dc: "dc2" });
+    leave();
+    await hear("dc3", "n1", 1);
+    expect(late).toEqual(["dc2"]);
+  });
+
+  test("cluster - a lag is never negative, even when the clock steps back", async () => {
+    let skewMs = 0;
+    const manual = new ManualClock();
+    const skewed: Clock = {
+      now: () => manual.now() + skewMs,
+      setTimeout: (fn, ms) => manual.setTimeout(fn, ms),
+      clearTimeout: (handle) => manual.clearTimeout(handle),
+      defer: (fn) => manual.defer(fn),
+    };
+    const { hear } = setUp({ clock: skewed });
+    await hear("dc2", "n1", 1);
+    skewMs = -5_000;
+    expect(liveness.lagMs("dc2")).toBe(0);
+  });
+
+  test("cluster - stopping a liveness that never started is harmless", () => {
+    bus = new MemoryBus({ clock: new ManualClock() });
+    liveness = new DcLiveness({
+      bus,
+      clock: new ManualClock(),
+      logger: logLines().logger,
+      dc: "dc1",
+      leaseMs: 5_000,
+      heartbeatMs: HEARTBEAT_MS,
+    });
+    expect(() => liveness.stop()).not.toThrow();
+  });
+});

@@ -1,0 +1,264 @@
+import { MemoryBus, nodesSubject } from "@livecount/bus";
+import { decodeMessage, encodeMessage, type NodeHeartbeat } from "@livecount/protocol";
+import { HashRing } from "@livecount/ring";
+import { afterEach, describe, expect, test } from "vitest";
+import { ForwardingBus } from "../../../test/support/forwarding_bus.js";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { Membership } from "../src/membership.js";
+import { INFO, WARN, logLines } from "./log_lines.js";
+
+const LEASE_MS = 3_000;
+/** Heartbeats go out every third of the lease. */
+const BEAT_MS = LEASE_MS / 3;
+const PARTITIONS = 16;
+const VNODES = 8;
+
+interface Change {
+  readonly nodes: readonly string[];
+  readonly previous: readonly string[];
+  readonly restarted: readonly string[];
+}
+
+describe("cluster - membership", () => {
+  let bus: MemoryBus;
+  const started: Membership[] = [];
+  afterEach(async () => {
+    for (const m of started.splice(0)) m.stop();
+    await bus.close();
+  });
+
+  function setUp() {
+    const clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    const { logger, lines } = logLines();
+    const join = (self?: string) => {
+      const m = new Membership({
+        bus,
+        clock,
+        logger,
+        dc: "dc1",
+        partitions: PARTITIONS,
+        vnodes: VNODES,
+        leaseMs: LEASE_MS,
+        ...(self !== undefined ? { self } : {}),
+      });
+      const changes: Change[] = [];
+      m.onChange((ring, previous, restarted) =>
+        changes.push({ nodes: ring.nodes, previous: previous.nodes, restarted: [...restarted] }),
+      );
+      m.start();
+      started.push(m);
+      return { m, changes };
+    };
+    const beats: NodeHeartbeat[] = [];
+    /** Every message on the subject, well-formed or not. */
+    const sent: Uint8Array[] = [];
+    bus.subscribe(nodesSubject("dc1"), (data) => {
+      sent.push(data);
+      const msg = decodeMessage(data);
+      if (msg.type === "node") beats.push(msg);
+    });
+    /** A heartbeat from a node, delivered. */
+    const hear = async (node: string, incarnation: string, state: "up" | "leaving" = "up") => {
+      bus.publish(
+        nodesSubject("dc1"),
+        encodeMessage({ type: "node", node, incarnation, leaseMs: LEASE_MS, state }),
+      );
+      await bus.flush();
+    };
+    return { clock, lines, join, beats, sent, hear };
+  }
+
+  test("cluster - every process builds the same ring from the counter nodes' heartbeats", async () => {
+    const { clock, join } = setUp();
+    const a = join("n-a");
+    const b = join("n-b");
+    const gateway = join();
+    // Each hears the others at their next beat.
+    await clock.advance(BEAT_MS);
+    const expected = new HashRing(["n-a", "n-b"], { partitions: PARTITIONS, vnodes: VNODES });
+    for (const { m } of [a, b, gateway]) {
+      expect(m.ring.equals(expected)).toBe(true);
+      expect(m.ring.partitionCount).toBe(PARTITIONS);
+      expect(m.ring.vnodes).toBe(VNODES);
+    }
+  });
+
+  test("cluster - a node is on its own ring from the start; a gateway's ring starts empty", () => {
+    const { join } = setUp();
+    const node = join("n-a");
+    expect(node.m.ring.nodes).toEqual(["n-a"]);
+    expect(node.changes).toEqual([{ nodes: ["n-a"], previous: [], restarted: [] }]);
+    const gateway = join();
+    expect(gateway.m.ring.nodes).toEqual([]);
+    expect(gateway.changes).toEqual([]);
+  });
+
+  test("cluster - a counter node beats every third of its lease with its incarnation; a gateway never beats", async () => {
+    const { clock, join, beats, sent } = setUp();
+    join();
+    await clock.advance(LEASE_MS);
+    expect(sent).toEqual([]);
+    const { m } = join("n-a");
+    await clock.advance(BEAT_MS - 1);
+    expect(beats).toEqual([
+      { type: "node", node: "n-a", incarnation: m.incarnation, leaseMs: LEASE_MS, state: "up" },
+    ]);
+    await clock.advance(1);
+    expect(beats).toHaveLength(2);
+    m.stop();
+    await clock.advance(LEASE_MS);
+    expect(beats).toHaveLength(2);
+  });
+
+  test("cluster - a silent node leaves the ring once its lease has passed, never before", async () => {
+    const { clock, join, hear } = setUp();
+    const { m, changes } = join("n-a");
+    await hear("n-b", "b1");
+    expect(m.ring.nodes).toEqual(["n-a", "n-b"]);
+    // Sweeps run every BEAT_MS; the one at exactly LEASE_MS finds n-b just within its lease.
+    await clock.advance(LEASE_MS);
+    expect(m.ring.nodes).toEqual(["n-a", "n-b"]);
+    await clock.advance(BEAT_MS);
+    expect(m.ring.nodes).toEqual(["n-a"]);
+    expect(changes.at(-1)).toEqual({ nodes: ["n-a"], previous: ["n-a", "n-b"], restarted: [] });
+    // The node itself never expires from its own ring, however long it runs.
+    await clock.advance(10 * LEASE_MS);
+    expect(m.ring.nodes).toEqual(["n-a"]);
+  });
+
+  test("cluster - a node heard under a new incarnation restarted: listeners hear it even though the ring is the same", async () => {
+    const { join, hear, lines } = setUp();
+    const { m, changes } = join("n-a");
+    await hear("n-b", "b1");
+    const before = changes.length;
+    await hear("n-b", "b1");
+    expect(changes).toHaveLength(before);
+    await hear("n-b", "b2");
+    expect(changes).toHaveLength(before + 1);
+    expect(changes.at(-1)).toEqual({ nodes: ["n-a", "n-b"], previous: ["n-a", "n-b"], restarted: ["n-b"] });
+    expect(m.ring.nodes).toEqual(["n-a", "n-b"]);
+    expect(lines.at(-1)).toMatchObject({
+      level: INFO,
+      msg: "ring changed",
+      nodes: ["n-a", "n-b"],
+      restarted: ["n-b"],
+    });
+  });
+
+  test("cluster - a node that says it is leaving is dropped at once, and comes back as new", async () => {
+    const { join, hear } = setUp();
+    const { m, changes } = join("n-a");
+    await hear("n-b", "b1");
+    await hear("n-b", "b1", "leaving");
+    expect(m.ring.nodes).toEqual(["n-a"]);
+    // Its incarnation was forgotten with it: coming back is a join, not a restart.
+    await hear("n-b", "b2");
+    expect(changes.at(-1)).toEqual({ nodes: ["n-a", "n-b"], previous: ["n-a"], restarted: [] });
+  });
+
+  test("cluster - a leaving node announces it, leaves its own ring and ignores its own late heartbeats", async () => {
+    const { clock, join, beats, hear } = setUp();
+    const a = join("n-a");
+    const b = join("n-b");
+    await clock.advance(BEAT_MS);
+    expect(b.m.ring.nodes).toEqual(["n-a", "n-b"]);
+    a.m.leave();
+    expect(a.m.ring.nodes).toEqual(["n-b"]);
+    await bus.flush();
+    const lastOfA = () => beats.filter((beat) => beat.node === "n-a").at(-1);
+    expect(lastOfA()).toMatchObject({ state: "leaving" });
+    expect(b.m.ring.nodes).toEqual(["n-b"]);
+    await hear("n-a", a.m.incarnation);
+    expect(a.m.ring.nodes).toEqual(["n-b"]);
+    // Until it stops, its beats keep saying it is leaving.
+    await clock.advance(BEAT_MS);
+    expect(lastOfA()).toMatchObject({ state: "leaving" });
+    expect(b.m.ring.nodes).toEqual(["n-b"]);
+  });
+
+  test("cluster - a renewed incarnation is announced at once and looks like a restart to peers", async () => {
+    const { clock, join, beats } = setUp();
+    const a = join("n-a");
+    const b = join("n-b");
+    await clock.advance(BEAT_MS);
+    const first = a.m.incarnation;
+    a.m.renewIncarnation();
+    expect(a.m.incarnation).not.toBe(first);
+    await bus.flush();
+    expect(beats.at(-1)).toMatchObject({ node: "n-a", incarnation: a.m.incarnation, state: "up" });
+    expect(b.changes.at(-1)).toEqual({ nodes: ["n-a", "n-b"], previous: ["n-a", "n-b"], restarted: ["n-a"] });
+  });
+
+  test("cluster - garbage and other messages on the nodes subject change nothing", async () => {
+    const { join, lines } = setUp();
+    const { m, changes } = join("n-a");
+    const before = changes.length;
+    bus.publish(nodesSubject("dc1"), new Uint8Array([0xc1]));
+    bus.publish(nodesSubject("dc1"), encodeMessage({ type: "dc", dc: "dc2", node: "x", seq: 1, leaseMs: 1 }));
+    await bus.flush();
+    expect(changes).toHaveLength(before);
+    expect(m.ring.nodes).toEqual(["n-a"]);
+    expect(lines.find((l) => l.level === WARN)).toMatchObject({
+      msg: "malformed node heartbeat",
+      err: expect.objectContaining({ type: "ProtocolError" }),
+    });
+  });
+
+  test("cluster - a listener that unsubscribed hears no more changes", async () => {
+    const { join, hear } = setUp();
+    const { m } = join("n-a");
+    const heard: string[][] = [];
+    const leave = m.onChange((ring) => heard.push([...ring.nodes]));
+    await hear("n-b", "b1");
+    leave();
+    await hear("n-c", "c1");
+    expect(heard).toEqual([["n-a", "n-b"]]);
+    expect(m.ring.nodes).toEqual(["n-a", "n-b", "n-c"]);
+  });
+
+  test("cluster - a leaving node still follows the others' heartbeats while it hands over", async () => {
+    const { join, hear } = setUp();
+    const { m } = join("n-a");
+    m.leave();
+    await hear("n-b", "b1");
+    expect(m.ring.nodes).toEqual(["n-b"]);
+  });
+
+  test("cluster - a node that never hears its own heartbeats (NATS noEcho) stays on its own ring", async () => {
+    const clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    // Its heartbeats go out and never come back to it.
+    const noEcho = new (class extends ForwardingBus {
+      override publish(): void {}
+    })(bus);
+    const m = new Membership({
+      bus: noEcho,
+      clock,
+      logger: logLines().logger,
+      dc: "dc1",
+      partitions: PARTITIONS,
+      vnodes: VNODES,
+      leaseMs: LEASE_MS,
+      self: "n-a",
+    });
+    m.start();
+    started.push(m);
+    await clock.advance(10 * LEASE_MS);
+    expect(m.ring.nodes).toEqual(["n-a"]);
+  });
+
+  test("cluster - stopping a membership that never started is harmless", () => {
+    bus = new MemoryBus({ clock: new ManualClock() });
+    const m = new Membership({
+      bus,
+      clock: new ManualClock(),
+      logger: logLines().logger,
+      dc: "dc1",
+      partitions: PARTITIONS,
+      vnodes: VNODES,
+      leaseMs: LEASE_MS,
+    });
+    expect(() => m.stop()).not.toThrow();
+  });
+});
