@@ -1,5 +1,5 @@
 import { VIEWERS_COUNTER } from "@livecount/protocol";
-import { sleep, type Clock, type Logger } from "@livecount/runtime";
+import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
 import type { PageRecord, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
@@ -47,6 +47,8 @@ export class ActorRegistry implements ActorHost {
   readonly dc: string;
   readonly graceMs: number;
   readonly #o: ActorRegistryOptions;
+  /** Lines that can repeat per request or message, throttled (LogThrottle). */
+  readonly #logs = new LogThrottle();
   readonly #actors = new Map<string, PageActor>();
   /** actor -> when it must be ticked: the earliest end of a lingering viewer's grace or of its settle window. */
   readonly #deadlines = new Map<PageActor, number>();
@@ -106,7 +108,7 @@ export class ActorRegistry implements ActorHost {
     (barrier === undefined ? this.#o.store.load(page) : barrier.then(() => this.#o.store.load(page))).then(
       (record) => actor.loaded(record),
       (err: unknown) => {
-        this.#o.logger.error({ err, page }, "page load failed");
+        this.#logs.log(this.#o.logger, "error", { err, page }, "page load failed");
         this.#teardown(actor, "load_failed", err);
       },
     );

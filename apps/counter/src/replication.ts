@@ -1,6 +1,6 @@
 import { pageFromSubject, partitionPagesSubject, type Bus, type Subscription } from "@livecount/bus";
 import { decodeMessage } from "@livecount/protocol";
-import type { Logger } from "@livecount/runtime";
+import { LogThrottle, type Logger } from "@livecount/runtime";
 import type { Fence } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { DurableWriter } from "./durable_writer.js";
@@ -24,6 +24,8 @@ export interface ReplicationOptions {
  */
 export class Replication {
   readonly #o: ReplicationOptions;
+  /** Lines that can repeat per request or message, throttled (LogThrottle). */
+  readonly #logs = new LogThrottle();
   /** Per held partition, the subscription that brings other DCs' entries of its pages. */
   readonly #subs = new Map<number, Subscription>();
 
@@ -55,7 +57,7 @@ export class Replication {
     try {
       msg = decodeMessage(data);
     } catch (err) {
-      this.#o.logger.warn({ err, subject }, "malformed page update");
+      this.#logs.log(this.#o.logger, "warn", { err, subject }, "malformed page update");
       return;
     }
     if (msg.type !== "update" || msg.dc === this.#o.dc || pageFromSubject(subject) !== msg.page) return;
@@ -73,7 +75,8 @@ export class Replication {
       .run(page, partition, (actor) => actor.mergeRemote(dc, counters))
       .catch((err: unknown) => {
         // An actor closed meanwhile (the partition was lost): anti-entropy brings it to the next holder.
-        if (!(err instanceof ActorClosedError)) this.#o.logger.error({ err, page }, "remote update failed");
+        if (!(err instanceof ActorClosedError))
+          this.#logs.log(this.#o.logger, "error", { err, page }, "remote update failed");
       });
   }
 }

@@ -9,7 +9,7 @@ import {
   type NodeRequest,
 } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
-import type { Logger } from "@livecount/runtime";
+import { LogThrottle, type Logger } from "@livecount/runtime";
 import { StoreError, type Fence, type Store } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -49,6 +49,8 @@ const MAX_HOPS = 1;
  */
 export class RequestRouter {
   readonly #o: RequestRouterOptions;
+  /** Lines that can repeat per request or message, throttled (LogThrottle). */
+  readonly #logs = new LogThrottle();
 
   constructor(options: RequestRouterOptions) {
     this.#o = options;
@@ -66,7 +68,7 @@ export class RequestRouter {
         throw new ProtocolError("bad_frame", `partition ${request.partition} is out of range`);
       }
     } catch (err) {
-      this.#o.logger.warn({ err }, "malformed request");
+      this.#logs.log(this.#o.logger, "warn", { err }, "malformed request");
       const code = err instanceof ProtocolError ? err.code : "bad_frame";
       return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
     }
@@ -78,7 +80,7 @@ export class RequestRouter {
       if (err instanceof ActorClosedError) return encodeMessage(errorReply("unavailable", err.message));
       if (err instanceof StoreError)
         return encodeMessage(errorReply("unavailable", "the store did not answer; retry"));
-      this.#o.logger.error({ err, type: request.type }, "request failed");
+      this.#logs.log(this.#o.logger, "error", { err, type: request.type }, "request failed");
       return encodeMessage(errorReply(err instanceof ProtocolError ? err.code : "internal"));
     }
   }

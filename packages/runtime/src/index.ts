@@ -12,5 +12,6 @@ export {
   type Env,
 } from "./config.js";
 export { createLogger, silentLogger, type Logger } from "./logger.js";
+export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
 export { stopOnSignals } from "./shutdown.js";
 export { fullBucket, takeTokens, type BucketLimits, type BucketState } from "./token_bucket.js";
