@@ -263,6 +263,40 @@ describe.skipIf(skip)("widget in Chromium", () => {
     expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
   });
 
+  it("asks again for pages the gateway refused as too many new pages from this address, until every one shows its count", async () => {
+    const strict = await startStandalone({
+      env: {
+        LIVECOUNT_PORT: "0",
+        LIVECOUNT_PUBLISHER_KEYS: PUBLISHER_KEY,
+        LIVECOUNT_NEW_PAGE_RATE: "1",
+        LIVECOUNT_NEW_PAGE_BURST: "2",
+      },
+    });
+    try {
+      const tab = await (await newBrowser()).newPage();
+      tab.on("pageerror", (err) => pageErrors.push(`strict: ${err.message}`));
+      const pages = Array.from({ length: 5 }, (_, i) => `strict-${i}`);
+      await tab.setContent(
+        `<script src="http://localhost:${strict.port}/livecount.js"></script>` +
+          pages.map((p) => `<live-count id="${p}" page="${p}"></live-count>`).join(""),
+      );
+      // Two go through at once, three are refused (rate_limited) and asked for again.
+      await tab.waitForFunction(
+        () =>
+          [...document.querySelectorAll("live-count")].some(
+            (e) => e.getAttribute("data-error") === "rate_limited",
+          ),
+        undefined,
+        { timeout: SETTLE_MS },
+      );
+      for (const page of pages) await waitForText(tab, `#${page}`, "1");
+      expect(await tab.evaluate(() => document.querySelectorAll("live-count[data-error]").length)).toBe(0);
+      expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+    } finally {
+      await strict.close();
+    }
+  });
+
   it("joins a private page with its token attribute, counted as the token's viewer; without one it shows unauthorized", async () => {
     const page = `${PRIVATE_PREFIX}1`;
     const token = await signJoinToken({ secret: JOIN_SECRET, viewer: "alice", page });

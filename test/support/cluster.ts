@@ -69,6 +69,11 @@ const CLUSTER_ENV: Readonly<Record<string, string>> = {
   LIVECOUNT_COALESCE_MS: String(TIMINGS.coalesceMs),
   LIVECOUNT_PARTITIONS: String(TIMINGS.partitions),
   LIVECOUNT_VNODES: String(TIMINGS.vnodes),
+  // Tests drive thousands of pages from one loopback address to load the counter nodes and the
+  // store; the per-address page limits have tests of their own (apps/gateway/test/address_page_limits).
+  LIVECOUNT_MAX_PAGES_PER_IP: "1000000",
+  LIVECOUNT_NEW_PAGE_RATE: "1000000",
+  LIVECOUNT_NEW_PAGE_BURST: "1000000",
   // Warnings say what went wrong in a failed test without flooding the log; set
   // LIVECOUNT_TEST_LOG_LEVEL=info (or debug) to follow a run step by step.
   LIVECOUNT_LOG_LEVEL: process.env.LIVECOUNT_TEST_LOG_LEVEL ?? "warn",

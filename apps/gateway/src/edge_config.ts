@@ -29,6 +29,24 @@ export interface EdgeConfig {
    */
   readonly maxConnections: number;
   /**
+   * LIVECOUNT_MAX_PAGES_PER_IP: pages one client address may have joined or watched here at once,
+   * over all its sockets; past it a join or watch is answered `too_many_pages`. Every such page holds
+   * state here and on its owner, so this bounds what one address can make the platform remember
+   * whatever it invents. Default 4096: 500 sockets behind one NAT address with eight widgets each.
+   */
+  readonly maxPagesPerIp: number;
+  /**
+   * LIVECOUNT_NEW_PAGE_RATE / LIVECOUNT_NEW_PAGE_BURST: joins and watches per second one client
+   * address may make of pages no socket here has, sustained / at once; past it the frame is answered
+   * `rate_limited`. A page a viewer joins is stored until it has been empty for
+   * LIVECOUNT_EMPTY_PAGE_TTL_S, so this bounds what one address can make the store keep: at most rate
+   * × TTL pages. Joins of pages someone here already has are free. Default 20 / 200: an office behind
+   * one NAT address opening a new page every 25 s each, while a script inventing page ids leaves at
+   * most 72,000 pages an hour.
+   */
+  readonly newPageRatePerS: number;
+  readonly newPageBurst: number;
+  /**
    * LIVECOUNT_TRUSTED_PROXIES: addresses or CIDRs (`10.0.0.0/8`) of the load balancers in front.
    * Only a connection from one of them has its `X-Forwarded-For` believed, and then the client is
    * the rightmost hop that is not a trusted proxy. Default: none (the peer address is the client).
@@ -75,6 +93,9 @@ export function readEdgeConfig(env: Env): EdgeConfig {
     allowedOrigins: origins.length > 0 ? origins : undefined,
     maxConnectionsPerIp: readInt(env, "LIVECOUNT_MAX_CONNECTIONS_PER_IP", 500, { min: 1 }),
     maxConnections: readInt(env, "LIVECOUNT_MAX_CONNECTIONS", 18000, { min: 1 }),
+    maxPagesPerIp: readInt(env, "LIVECOUNT_MAX_PAGES_PER_IP", 4096, { min: 1 }),
+    newPageRatePerS: readInt(env, "LIVECOUNT_NEW_PAGE_RATE", 20, { min: 1 }),
+    newPageBurst: readInt(env, "LIVECOUNT_NEW_PAGE_BURST", 200, { min: 1 }),
     trustedProxies: readList(env, "LIVECOUNT_TRUSTED_PROXIES").map(checkProxy),
     readRatePerS: readInt(env, "LIVECOUNT_READ_RATE", 100, { min: 1 }),
     readBurst: readInt(env, "LIVECOUNT_READ_BURST", 200, { min: 1 }),

@@ -42,10 +42,11 @@ const MAX_RETRY_MS = 5000;
 /** How long shutdown waits for queued presence to reach the owners. */
 const SHUTDOWN_DRAIN_MS = 2000;
 /**
- * A closed socket keeps its address's slot this long past the grace window: the owner drops the
- * lingering viewer at its sweep after the grace (at most 250 ms later), once the leave has reached
- * it, and the watchers see it a coalesce window after that. Released earlier, a churning address
- * could show more viewers than its cap for that moment.
+ * A closed socket keeps its address's slot, and a socket remembers a viewer id it left, this long
+ * past the grace window: the owner drops the lingering viewer at its sweep after the grace (at most
+ * 250 ms later), once the leave has reached it, and the watchers see it a coalesce window after
+ * that. Released earlier, a churning address could show more viewers than its cap, or a socket
+ * rejoining as another id two viewers, for that moment.
  */
 const SLOT_HOLD_SLACK_MS = 1000;
 
@@ -191,9 +192,18 @@ export class Gateway {
       clock: this.#clock,
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
+      maxPagesPerAddress: config.maxPagesPerIp,
+      newPages: new AddressRateLimiter({
+        ratePerS: config.newPageRatePerS,
+        burst: config.newPageBurst,
+        // An address with no open socket cannot join: at most one bucket per socket is needed.
+        maxAddresses: config.maxConnections,
+        now,
+        what: "new pages",
+      }),
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
-      graceMs: config.graceMs,
+      leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,
       maxFrameBytes: config.maxFrameBytes,
       privatePages,
     });
@@ -253,8 +263,8 @@ export class Gateway {
         },
       })
       .any("/*", (res, req) => {
-        const reply = new Reply(res);
-        void api.handle(reply, requestInfo(req, guard.clientAddress(res, req)));
+        const info = requestInfo(req, guard.clientAddress(res, req));
+        void api.handle(new Reply(res, info.head), info);
       });
     if (config.adminKey === undefined)
       this.#log.warn("LIVECOUNT_ADMIN_KEY is not set: /metrics and prefix listings answer 401 to everyone");

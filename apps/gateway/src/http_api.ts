@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livecount/protocol";
 import type { DcLiveness } from "@livecount/cluster";
-import { BearerKeys, bearerOf, type Logger } from "@livecount/runtime";
+import { BearerKeys, LogThrottle, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
@@ -49,12 +49,14 @@ export interface HttpApiOptions {
 }
 
 /**
- * An extra route: gets the request's JSON body (undefined when empty) and the request itself, and
- * answers JSON.
+ * An extra route: gets the request and a reader of its JSON body (undefined when empty), and answers
+ * JSON. The body is read only when the route asks, so a route can refuse a request by its headers
+ * before spending anything on the body. A route that reads it must call `body()` before its first
+ * await (uWS hands over the body only to a reader registered in time).
  */
 export type HttpRoute = (
-  body: unknown,
   request: RequestInfo,
+  body: () => Promise<unknown>,
 ) => Promise<{ readonly status: number; readonly body: unknown }>;
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
@@ -73,6 +75,8 @@ function decodePathSegment(raw: string): string {
 /** The public HTTP API of protocol v1, plus health, readiness, metrics and static assets. */
 export class HttpApi {
   readonly #o: HttpApiOptions;
+  /** Lines that can repeat per request or message, throttled (LogThrottle). */
+  readonly #logs = new LogThrottle();
   readonly #auth: PublisherAuth;
   readonly #admin: BearerKeys;
   readonly #counters: CountersApi;
@@ -129,8 +133,10 @@ export class HttpApi {
       if (extra !== undefined) {
         route = "extra";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
-        const raw = await readBody(reply, this.#o.maxBodyBytes);
-        const answer = await extra(raw.length === 0 ? undefined : parseJson(raw), req);
+        const answer = await extra(req, async () => {
+          const raw = await readBody(reply, this.#o.maxBodyBytes);
+          return raw.length === 0 ? undefined : parseJson(raw);
+        });
         return reply.json(answer.status, answer.body, NO_STORE);
       }
       if (req.path === "/v1/counters/increment") {
@@ -167,7 +173,8 @@ export class HttpApi {
       throw new ProtocolError("not_found", `no route for ${req.method} ${req.path}`);
     } catch (err) {
       const e = err instanceof ProtocolError ? err : new ProtocolError("internal", undefined, { cause: err });
-      if (e.code === "internal") this.#o.logger.error({ err, path: req.path }, "http request failed");
+      if (e.code === "internal")
+        this.#logs.log(this.#o.logger, "error", { err, path: req.path }, "http request failed");
       status = e.status;
       const retryAfterS = e instanceof RateLimitedError ? e.retryAfterS : 1;
       reply.error(e, e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE);

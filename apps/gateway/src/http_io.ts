@@ -9,7 +9,11 @@ export class Reply {
   aborted = false;
   /** Added to whatever this reply sends (e.g. CORS for public reads). */
   common: Readonly<Record<string, string>> = {};
-  constructor(readonly res: HttpResponse) {
+  /** `head`: the request was HEAD; replies carry the status and headers of a GET, and no body. */
+  constructor(
+    readonly res: HttpResponse,
+    readonly head = false,
+  ) {
     res.onAborted(() => {
       this.aborted = true;
     });
@@ -28,7 +32,15 @@ export class Reply {
     this.res.cork(() => {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
       for (const [k, v] of Object.entries({ ...this.common, ...headers })) this.res.writeHeader(k, v);
-      this.res.end(body);
+      if (!this.head) {
+        this.res.end(body);
+        return;
+      }
+      // The length the GET would carry, written by hand: uWS's endWithoutBody(length) leaves the
+      // response unfinished in this build (and the process aborts); endWithoutBody() does not.
+      const length = typeof body === "string" ? Buffer.byteLength(body) : body.byteLength;
+      this.res.writeHeader("content-length", String(length));
+      this.res.endWithoutBody();
     });
   }
 }
@@ -81,7 +93,10 @@ export function parseJson(body: Buffer): unknown {
 
 /** Everything a route needs from the request, read synchronously (uWS requests die at the first await). */
 export interface RequestInfo {
+  /** Upper case; HEAD is routed as GET (see `head`). */
   readonly method: string;
+  /** The request was HEAD: answered as a GET without its body. */
+  readonly head: boolean;
   readonly path: string;
   readonly query: string;
   /** The headers routes read (WANTED_HEADERS), lowercase; absent ones are missing. */
@@ -105,8 +120,10 @@ export function requestInfo(req: HttpRequest, address: string): RequestInfo {
     const v = req.getHeader(h);
     if (v !== "") headers[h] = v;
   }
+  const method = req.getCaseSensitiveMethod().toUpperCase();
   return {
-    method: req.getCaseSensitiveMethod().toUpperCase(),
+    method: method === "HEAD" ? "GET" : method,
+    head: method === "HEAD",
     path: req.getUrl(),
     query: req.getQuery() ?? "",
     headers,

@@ -3,7 +3,14 @@ import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
 import { decodeMessage, type CountFrame } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
-import { Backoff, Coalescer, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
+import {
+  Backoff,
+  Coalescer,
+  LogThrottle,
+  type Clock,
+  type Logger,
+  type TimerHandle,
+} from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
 import { totalsOf } from "./page_reading.js";
 
@@ -103,6 +110,8 @@ function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
  */
 export class PageViews {
   readonly #opts: PageViewsOptions;
+  /** Lines that can repeat per request or message, throttled (LogThrottle). */
+  readonly #logs = new LogThrottle();
   readonly #views = new Map<string, PageView>();
   readonly #dirty = new Set<string>();
   readonly #coalescer: Coalescer;
@@ -116,6 +125,11 @@ export class PageViews {
 
   get size(): number {
     return this.#views.size;
+  }
+
+  /** Whether some socket here watches `page`. */
+  has(page: string): boolean {
+    return this.#views.has(page);
   }
 
   /** Adds a watcher; returns the current frame when the page's value is already known. */
@@ -196,7 +210,7 @@ export class PageViews {
     try {
       msg = decodeMessage(data);
     } catch (err) {
-      this.#opts.logger.warn({ err, partition }, "malformed page updates");
+      this.#logs.log(this.#opts.logger, "warn", { err, partition }, "malformed page updates");
       return;
     }
     if (msg.type !== "updates" || msg.partition !== partition) return;
@@ -211,7 +225,7 @@ export class PageViews {
     try {
       msg = decodeMessage(data);
     } catch (err) {
-      this.#opts.logger.warn({ err, page }, "malformed page update");
+      this.#logs.log(this.#opts.logger, "warn", { err, page }, "malformed page update");
       return;
     }
     if (msg.type !== "update" || msg.page !== page) return;
@@ -237,7 +251,7 @@ export class PageViews {
     } catch (err) {
       if (this.#views.get(page) !== view) return;
       const delay = view.backoff.next();
-      this.#opts.logger.warn({ err, page, retryInMs: delay }, "snapshot failed; retrying");
+      this.#logs.log(this.#opts.logger, "warn", { err, page, retryInMs: delay }, "snapshot failed; retrying");
       view.retryTimer = this.#opts.clock.setTimeout(() => {
         view.retryTimer = undefined;
         if (this.#views.get(page) === view) void this.#loadSnapshot(page, view);

@@ -9,7 +9,7 @@
  * Verification is jose's (signature, algorithm pinned to HS256, expiry with the injected clock);
  * the claims are checked here. Every failure is ProtocolError("unauthorized") carrying the page.
  */
-import { ProtocolError, isViewerId } from "@livecount/protocol";
+import { ProtocolError, isTokenShape, isViewerId, TOKEN_MAX_LENGTH } from "@livecount/protocol";
 import { jwtVerify } from "jose";
 
 export interface PrivatePagesOptions {
@@ -42,6 +42,9 @@ export class PrivatePages {
   async verify(token: string | undefined, page: string): Promise<string> {
     if (token === undefined || this.#key === undefined)
       throw unauthorized(page, "this page needs a join token");
+    // The same bound as protocol v1's frames, for tokens that come over HTTP.
+    if (!isTokenShape(token))
+      throw unauthorized(page, `the join token must be a JWT of at most ${TOKEN_MAX_LENGTH} characters`);
     let claims: Record<string, unknown>;
     try {
       ({ payload: claims } = await jwtVerify(token, this.#key, {

@@ -38,15 +38,23 @@ export class AddressRateLimiter {
 
   /** Takes `cost` tokens from `address`'s bucket; throws RateLimitedError when it holds fewer. */
   take(address: string, cost: number): void {
-    const now = this.#o.now();
-    let bucket = this.#buckets.get(address);
-    if (bucket === undefined) this.#buckets.set(address, (bucket = fullBucket(this.#o, now)));
-    const retryAfterS = takeTokens(bucket, cost, this.#o, now);
+    const retryAfterS = this.tryTake(address, cost);
     if (retryAfterS > 0)
       throw new RateLimitedError(
         retryAfterS,
         `too many ${this.#o.what} from this address; retry in ${retryAfterS} s`,
       );
+  }
+
+  /**
+   * Takes `cost` tokens from `address`'s bucket and returns 0, or, when it holds fewer, takes
+   * nothing and returns the seconds until it will hold them.
+   */
+  tryTake(address: string, cost: number): number {
+    const now = this.#o.now();
+    let bucket = this.#buckets.get(address);
+    if (bucket === undefined) this.#buckets.set(address, (bucket = fullBucket(this.#o, now)));
+    return takeTokens(bucket, cost, this.#o, now);
   }
 
   /** Addresses holding a bucket (for tests and diagnostics). */

@@ -15,6 +15,7 @@ import type { LocalPresence } from "./local_presence.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { PrivatePages } from "./private_pages.js";
+import type { AddressRateLimiter } from "./rate_limits.js";
 
 /** What a socket sees on one page: watching it, and, when joined, counting as `viewer`. */
 interface PageMembership {
@@ -62,10 +63,19 @@ export interface SocketRouterOptions {
   /** This gateway's incarnation, part of the viewer key of sockets that name no viewer. */
   readonly incarnation: string;
   readonly maxPagesPerSocket: number;
+  /** Pages one client address may have joined or watched at once, over its sockets (LIVECOUNT_MAX_PAGES_PER_IP). */
+  readonly maxPagesPerAddress: number;
+  /** Joins and watches of pages no socket here has, per client address (LIVECOUNT_NEW_PAGE_RATE). */
+  readonly newPages: AddressRateLimiter;
   readonly ratePerS: number;
   readonly burst: number;
-  /** How long the owner keeps a departed viewer counting (LIVECOUNT_GRACE_MS). */
-  readonly graceMs: number;
+  /**
+   * How long a viewer id a socket left stays remembered, to be ended at once if the socket joins the
+   * page again as another id: the grace window (LIVECOUNT_GRACE_MS) plus the time the owner may
+   * count it past that (its grace starts when the leave reaches it; its sweep runs every 250 ms).
+   * Ending an id the owner has already dropped changes nothing.
+   */
+  readonly leftViewerHoldMs: number;
   /** Protocol v1's frame size limit: a larger frame closes the socket with 1009. */
   readonly maxFrameBytes: number;
   readonly privatePages: PrivatePages;
@@ -90,6 +100,8 @@ export function topicOf(page: string, encoding: Encoding): string {
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new Set<Socket>();
+  /** Pages joined or watched per client address, over all its open sockets; only addresses holding some. */
+  readonly #pagesByAddress = new Map<string, number>();
   readonly #limits: BucketLimits;
   #nextId = 1;
 
@@ -220,7 +232,7 @@ export class SocketRouter {
     const state = ws.getUserData();
     state.closed = true;
     state.queued = undefined;
-    for (const [page, m] of state.pages) this.#release(page, m);
+    for (const [page, m] of state.pages) this.#release(state, page, m);
     state.pages.clear();
     state.left = undefined;
     this.#o.metrics.sockets.dec();
@@ -264,15 +276,15 @@ export class SocketRouter {
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
     state.pages.delete(page);
     ws.unsubscribe(m.topic);
-    this.#release(page, m);
+    this.#release(state, page, m);
     if (m.viewer !== undefined) {
-      const { graceMs, maxPagesPerSocket } = this.#o;
+      const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
       rememberLeft(
         (state.left ??= new Map()),
         page,
         m.viewer,
         this.#o.clock.now(),
-        graceMs,
+        leftViewerHoldMs,
         maxPagesPerSocket,
         (p, v) => this.#dropLeft(p, v),
       );
@@ -287,11 +299,12 @@ export class SocketRouter {
 
   #subscribe(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): boolean {
     const state = ws.getUserData();
-    if (state.pages.size >= this.#o.maxPagesPerSocket) {
-      const message = `at most ${this.#o.maxPagesPerSocket} pages per connection`;
-      this.#error(ws, encoding, new ProtocolError("too_many_pages", message, { page }));
+    const refusal = this.#refusal(state, page);
+    if (refusal !== undefined) {
+      this.#error(ws, encoding, refusal);
       return false;
     }
+    this.#pagesByAddress.set(state.address, (this.#pagesByAddress.get(state.address) ?? 0) + 1);
     const topic = topicOf(page, encoding);
     state.pages.set(page, { viewer, topic });
     ws.subscribe(topic);
@@ -301,9 +314,33 @@ export class SocketRouter {
     return true;
   }
 
-  #release(page: string, m: PageMembership): void {
+  /**
+   * Why the socket may not take `page` on, if it may not: its own page cap, its address's page cap,
+   * or, for a page no socket here has, its address's rate of new pages (each may end up stored).
+   */
+  #refusal(state: SocketData, page: string): ProtocolError | undefined {
+    const { maxPagesPerSocket, maxPagesPerAddress } = this.#o;
+    if (state.pages.size >= maxPagesPerSocket)
+      return new ProtocolError("too_many_pages", `at most ${maxPagesPerSocket} pages per connection`, {
+        page,
+      });
+    if ((this.#pagesByAddress.get(state.address) ?? 0) >= maxPagesPerAddress)
+      return new ProtocolError("too_many_pages", `at most ${maxPagesPerAddress} pages per client address`, {
+        page,
+      });
+    if (this.#o.views.has(page)) return undefined;
+    const retryAfterS = this.#o.newPages.tryTake(state.address, 1);
+    if (retryAfterS === 0) return undefined;
+    const message = `too many new pages from this address; retry in ${retryAfterS} s`;
+    return new ProtocolError("rate_limited", message, { page });
+  }
+
+  #release(state: SocketData, page: string, m: PageMembership): void {
     if (m.viewer !== undefined) this.#removeViewer(page, m.viewer);
     this.#o.views.unwatch(page);
+    const held = this.#pagesByAddress.get(state.address) ?? 0;
+    if (held > 1) this.#pagesByAddress.set(state.address, held - 1);
+    else this.#pagesByAddress.delete(state.address);
   }
 
   #addViewer(page: string, viewer: string): void {

@@ -23,12 +23,15 @@ function configError(env: Record<string, string>): string {
 }
 
 describe("gateway - edge settings", () => {
-  test("config - defaults: any origin, 500 sockets per address, 18000 in all, 100/200 reads, no TLS", () => {
+  test("config - defaults: any origin, 500 sockets and 4096 pages per address, 20/200 new pages, 18000 sockets in all, 100/200 reads, no TLS", () => {
     const c = readGatewayConfig({});
     expect(c).toMatchObject({
       allowedOrigins: undefined,
       maxConnectionsPerIp: 500,
       maxConnections: 18000,
+      maxPagesPerIp: 4096,
+      newPageRatePerS: 20,
+      newPageBurst: 200,
       trustedProxies: [],
       readRatePerS: 100,
       readBurst: 200,
@@ -47,6 +50,9 @@ describe("gateway - edge settings", () => {
       [{ LIVECOUNT_ALLOWED_ORIGINS: "ftp://a.example" }, "LIVECOUNT_ALLOWED_ORIGINS"],
       [{ LIVECOUNT_MAX_CONNECTIONS_PER_IP: "0" }, "LIVECOUNT_MAX_CONNECTIONS_PER_IP"],
       [{ LIVECOUNT_MAX_CONNECTIONS: "many" }, "LIVECOUNT_MAX_CONNECTIONS"],
+      [{ LIVECOUNT_MAX_PAGES_PER_IP: "0" }, "LIVECOUNT_MAX_PAGES_PER_IP"],
+      [{ LIVECOUNT_NEW_PAGE_RATE: "0" }, "LIVECOUNT_NEW_PAGE_RATE"],
+      [{ LIVECOUNT_NEW_PAGE_BURST: "1.5" }, "LIVECOUNT_NEW_PAGE_BURST"],
       [{ LIVECOUNT_TRUSTED_PROXIES: "10.0.0.0/33" }, "LIVECOUNT_TRUSTED_PROXIES"],
       [{ LIVECOUNT_TRUSTED_PROXIES: "proxy.internal" }, "LIVECOUNT_TRUSTED_PROXIES"],
       [{ LIVECOUNT_READ_RATE: "0" }, "LIVECOUNT_READ_RATE"],

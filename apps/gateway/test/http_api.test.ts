@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ADMIN_HEADERS, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 
@@ -307,6 +308,30 @@ describe("gateway - HTTP API", () => {
     expect(text).toMatch(/^livecount_counter_\w+/m);
   });
 
+  test("gateway - HEAD answers as GET would, status and headers, with no body: a request after it on the same connection reads right", async () => {
+    const get = await fetch(`${platform.url}/healthz`);
+    const getBody = await get.text();
+    const missing = await fetch(`${platform.url}/v1/nothing-here`);
+    const missingBody = await missing.text();
+    // Two requests on one connection: a HEAD whose answer carried a body would corrupt the second.
+    const raw = await rawHttp(
+      platform.app.port,
+      "HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n" +
+        "HEAD /v1/nothing-here HTTP/1.1\r\nHost: t\r\n\r\n" +
+        "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    const [head, headMissing, after] = raw.split(/(?=HTTP\/1\.1 )/);
+    expect(head).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(head).toMatch(new RegExp(`\r\ncontent-length: ${Buffer.byteLength(getBody)}\r\n`, "i"));
+    expect(head).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+    expect(head!.endsWith("\r\n\r\n")).toBe(true);
+    expect(headMissing).toMatch(/^HTTP\/1\.1 404 Not Found\r\n/);
+    expect(headMissing).toMatch(new RegExp(`\r\ncontent-length: ${Buffer.byteLength(missingBody)}\r\n`, "i"));
+    expect(headMissing!.endsWith("\r\n\r\n")).toBe(true);
+    expect(after).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(after!.endsWith(`\r\n\r\n${getBody}`)).toBe(true);
+  });
+
   test("gateway - unknown routes get 404 and other methods on a counter 405", async () => {
     const missing = await fetch(`${platform.url}/v1/nothing-here`);
     expect(missing.status).toBe(404);
@@ -319,3 +344,14 @@ describe("gateway - HTTP API", () => {
     expect(await errorCode(method)).toBe("method_not_allowed");
   });
 });
+
+/** Sends `request` bytes as they are on one TCP connection and resolves with everything answered until it closes. */
+function rawHttp(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1", () => socket.write(request));
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    socket.on("end", () => resolve(Buffer.concat(chunks).toString("latin1")));
+    socket.on("error", reject);
+  });
+}

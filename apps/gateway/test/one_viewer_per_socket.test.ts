@@ -54,6 +54,27 @@ describe("gateway - one socket is at most one viewer", () => {
     },
   );
 
+  test("gateway - a socket that leaves and joins as another id around the end of the grace window never shows two viewers", async () => {
+    // The owner's grace starts when the leave reaches it and ends at its next sweep (every 250 ms):
+    // a socket's memory of the id it left must outlast that, not just the gateway's own clock.
+    const offsetsMs = [-100, -20, 0, 20, 100, 250, 500];
+    await Promise.all(
+      offsetsMs.map(async (offset, i) => {
+        const page = `ghosts-edge-${i}`;
+        const watcher = await platform.watcher(page);
+        const socket = await platform.connect();
+        socket.join(page, `edge-a-${i}`);
+        await watcher.waitForViewers(page, 1);
+        socket.leave(page);
+        await sleep(GRACE_MS + offset);
+        socket.join(page, `edge-b-${i}`);
+        await sleep(1500);
+        expect(Math.max(...watcher.viewerHistory(page)), `rejoined ${offset} ms after the grace`).toBe(1);
+        expect((await platform.counter(page)).viewers).toBe(1);
+      }),
+    );
+  });
+
   test("gateway - 20 sockets cycling viewer ids never show more than 20 viewers", async () => {
     const page = "ghosts-twenty";
     const watcher = await platform.watcher(page);

@@ -160,6 +160,15 @@ describe("gateway - private pages", () => {
     expect((await fetch(`${url}?token=${forged}`)).status).toBe(401);
     const otherPage = await signJoinToken({ secret: SECRET, viewer: "dave", page: `${PREFIX}other` });
     expect((await fetch(`${url}?token=${otherPage}`)).status).toBe(401);
+    // Protocol v1's bound on tokens holds over HTTP as over WebSocket: 2048 characters.
+    const [header, payload, signature] = token.split(".");
+    const padded = `${header}.${payload}${"A".repeat(2049 - token.length)}.${signature}`;
+    expect(padded.length).toBe(2049);
+    const long = await fetch(url, { headers: { authorization: `Bearer ${padded}` } });
+    expect(long.status).toBe(401);
+    expect(await long.json()).toMatchObject({
+      error: { code: "unauthorized", message: expect.stringContaining("at most 2048 characters") },
+    });
     // Several pages at once: the token must cover every private one.
     const many = `${platform.url}/v1/counters?page=${page}&page=public-x`;
     expect((await fetch(many)).status).toBe(401);

@@ -55,8 +55,8 @@ export class DemoRoutes {
     this.#o = options;
     this.#bucket = fullBucket(options.budget, options.now());
     this.routes = new Map<string, HttpRoute>([
-      ["/demo/counter", (body, req) => this.#guarded(req, () => this.#counter(body))],
-      ["/demo/like", (_, req) => this.#guarded(req, () => this.#apply("likes", "increment", undefined))],
+      ["/demo/counter", (req, body) => this.#guarded(req, async () => this.#counter(await body()))],
+      ["/demo/like", (req) => this.#guarded(req, () => this.#apply("likes", "increment", undefined))],
     ]);
   }
 
@@ -80,15 +80,15 @@ export class DemoRoutes {
     await client?.close();
   }
 
-  /** Same-origin JSON requests within the demo's budget reach `route`; others are refused. */
+  /**
+   * Same-origin JSON requests reach `route`; others are refused by their headers alone, before
+   * their body is read. The budget is spent by the change itself (#apply), once it is valid.
+   */
   #guarded(req: RequestInfo, route: () => Promise<DemoAnswer>): Promise<DemoAnswer> {
     if (!isSameOrigin(req))
       throw new ProtocolError("forbidden", "the demo routes take same-origin requests only");
     if (!/^application\/json(;|$)/i.test(req.headers["content-type"] ?? ""))
       throw new ProtocolError("forbidden", "the demo routes take content-type: application/json only");
-    const retryAfterS = takeTokens(this.#bucket, 1, this.#o.budget, this.#o.now());
-    if (retryAfterS > 0)
-      throw new RateLimitedError(retryAfterS, `the demo is busy; retry in ${retryAfterS} s`);
     return route();
   }
 
@@ -111,10 +111,16 @@ export class DemoRoutes {
     return this.#apply(counter as string, action, id);
   }
 
-  /** Applies the change through the SDK: exactly once by `id` (the browser's, so its retries are safe too). */
+  /**
+   * Applies the change through the SDK, within the demo's budget: exactly once by `id` (the
+   * browser's, so its retries are safe too).
+   */
   async #apply(counter: string, action: DemoAction, id: string | undefined): Promise<DemoAnswer> {
     const client = this.#client;
     if (client === undefined) throw new ProtocolError("unavailable", "the demo is starting");
+    const retryAfterS = takeTokens(this.#bucket, 1, this.#o.budget, this.#o.now());
+    if (retryAfterS > 0)
+      throw new RateLimitedError(retryAfterS, `the demo is busy; retry in ${retryAfterS} s`);
     const options = id !== undefined ? { idempotencyKey: id } : {};
     let result: CounterValue;
     try {

@@ -155,8 +155,17 @@ describe("standalone - demo routes refuse other sites and keep to their own budg
       const res = await like(headers);
       expect(res.status, JSON.stringify(headers)).toBe(403);
       expect(await res.json()).toMatchObject({ error: { code: "forbidden" } });
+      // Refused by its headers before its body is read: what the body holds does not matter.
+      const garbage = await like(headers, "{not json");
+      expect(garbage.status, JSON.stringify(headers)).toBe(403);
+      expect(await garbage.json()).toMatchObject({ error: { code: "forbidden" } });
     }
     expect((await platform.counter(DEMO_PAGE)).counters.likes).toBeUndefined();
+    // A same-origin request with a bad body is answered for its body.
+    const sameOrigin = { "content-type": "application/json", "sec-fetch-site": "same-origin" };
+    const bad = await like(sameOrigin, "{not json");
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { code: "invalid_body" } });
     // An older browser without Sec-Fetch-Site still names its own origin.
     expect((await like({ "content-type": "application/json", origin: `http://${host}` })).status).toBe(200);
   });

@@ -9,7 +9,8 @@
  * Attributes (all observed; changing one rebinds the element):
  * - `page`: the page id (protocol v1: 1..128 printable ASCII). An invalid id is never sent: the
  *   element gets `data-error="invalid_page"`. Errors the server sends for a page (e.g.
- *   `too_many_pages`) set `data-error` to their code the same way.
+ *   `too_many_pages`) set `data-error` to their code the same way; a page refused as
+ *   `rate_limited` (too many new pages from one address) is asked for again after a few seconds.
  * - `server`: origin of the gateway (`https://eu.example.com`); default: the origin that served
  *   this script. One WebSocket per server, at `/ws`.
  * - `mode="watch"`: show the count without counting as a viewer (`watch` instead of `join`).
@@ -51,6 +52,11 @@ const BACKOFF_BASE_MS = 500;
 const BACKOFF_CAP_MS = 30_000;
 /** A connection that stayed open this long was healthy: the next drop starts the backoff over. */
 const STABLE_MS = 10_000;
+/**
+ * A page refused as `rate_limited` (too many new pages from this address) is asked for again after
+ * 1 to 4 s, spread so that the widgets of one office behind a NAT address do not come back together.
+ */
+const RETRY_MS = 1_000;
 
 const VIEWER_KEY = "livecount:viewer";
 /** Protocol v1 page and viewer ids: 1..128 printable ASCII characters. */
@@ -214,8 +220,14 @@ function receive(c: Conn, data: unknown): void {
   if (f.type == "count") {
     p.c = { page: f.page, viewers: f.viewers, counters: f.counters || {} };
     p.x = undefined;
-  } else if (f.type == "error") p.x = f.code;
-  else return;
+  } else if (f.type == "error") {
+    p.x = f.code;
+    // Refused for now (too many new pages from this address): not subscribed, ask again later.
+    if (f.code == "rate_limited") {
+      p.s = NONE;
+      setTimeout(queue, RETRY_MS + Math.random() * RETRY_MS * 3, c);
+    }
+  } else return;
   p.e.forEach((el) => el.r());
 }
 
