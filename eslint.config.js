@@ -28,6 +28,26 @@ export default tseslint.config(
     },
   },
   {
+    // The operators' console: a plain browser script, with uPlot loaded before it.
+    files: ["apps/gateway/console/**/*.js"],
+    languageOptions: {
+      sourceType: "script",
+      globals: {
+        document: "readonly",
+        window: "readonly",
+        location: "readonly",
+        sessionStorage: "readonly",
+        fetch: "readonly",
+        WebSocket: "readonly",
+        URLSearchParams: "readonly",
+        Node: "readonly",
+        crypto: "readonly",
+        confirm: "readonly",
+        uPlot: "readonly",
+      },
+    },
+  },
+  {
     files: ["loadtest/k6/**/*.js"],
     languageOptions: { globals: { __ENV: "readonly", __VU: "readonly", __ITER: "readonly" } },
   },

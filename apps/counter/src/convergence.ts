@@ -59,6 +59,7 @@ export class Convergence {
       bus: o.bus,
       logger: o.logger,
       registry: o.registry,
+      metrics: o.metrics,
       writer: o.writer,
       fenceOf: o.fenceOf,
     });

@@ -20,6 +20,7 @@ export class CounterMetrics {
   readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
   readonly emptyPagesRemoved: Counter;
+  readonly replicationLag: Gauge<"dc">;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
   constructor(registry: Registry, sources: { partitionsOwned(): number; partitionsBootstrapped(): number }) {
@@ -114,6 +115,12 @@ export class CounterMetrics {
       collect() {
         this.set(sources.partitionsBootstrapped());
       },
+    });
+    this.replicationLag = new Gauge({
+      name: "livecount_counter_replication_lag_seconds",
+      help: "Age of the latest page update from a remote data center when it arrived (its owner's clock to ours)",
+      labelNames: ["dc"],
+      registers,
     });
     this.flushSeconds = new Histogram({
       name: "livecount_counter_flush_seconds",

@@ -1,5 +1,5 @@
 import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
-import { DcLiveness, Membership, listenToGateways } from "@livecount/cluster";
+import { DcLiveness, Membership, listenToGateways, registerDcMetrics } from "@livecount/cluster";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import type { Registry } from "prom-client";
@@ -116,6 +116,7 @@ export class CounterNode {
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
     });
+    registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now());
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
     ({
       registry: this.#registry,
@@ -186,6 +187,17 @@ export class CounterNode {
       intake: this.#intake,
       writer: this.#writer,
       isRunning: () => this.#status === "running",
+      nodeInfo: () => ({
+        type: "node_info",
+        node: config.nodeId,
+        incarnation: this.#membership.incarnation,
+        ready: this.ready,
+        partitions: this.#ownership.held(),
+        actors: this.#registry.size,
+        dirty: this.#writer.dirtyCount,
+        bootstrapped: this.#convergence.bootstrapped,
+        ts: clock.now(),
+      }),
     });
   }
 

@@ -67,6 +67,13 @@ export class PartitionOwnership {
     return this.#held.size;
   }
 
+  /** The partitions whose lease this node holds, with their epochs, in partition order. */
+  held(): Array<[partition: number, epoch: number]> {
+    return [...this.#held.values()]
+      .map((l): [number, number] => [l.partition, l.epoch])
+      .sort((a, b) => a[0] - b[0]);
+  }
+
   /** Resolves with the fence once the partition is held, or undefined if it stops being wanted or time runs out. */
   whenHeld(partition: number, timeoutMs: number): Promise<Fence | undefined> {
     const held = this.fenceOf(partition);

@@ -2,6 +2,7 @@ import { pageFromSubject, partitionPagesSubject, type Bus, type Subscription } f
 import { decodeMessage } from "@livecount/protocol";
 import { LogThrottle, type Logger } from "@livecount/runtime";
 import type { Fence } from "@livecount/store";
+import type { CounterMetrics } from "./counter_metrics.js";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { ActorClosedError } from "./page_actor.js";
@@ -11,6 +12,7 @@ export interface ReplicationOptions {
   readonly bus: Bus;
   readonly logger: Logger;
   readonly registry: ActorRegistry;
+  readonly metrics: CounterMetrics;
   readonly writer: DurableWriter;
   readonly fenceOf: (partition: number) => Fence | undefined;
 }
@@ -64,6 +66,7 @@ export class Replication {
     const fence = this.#o.fenceOf(partition);
     if (fence === undefined) return;
     const { page, dc, counters } = msg;
+    this.#o.metrics.replicationLag.set({ dc }, Math.max(0, this.#o.registry.now() - msg.ts) / 1000);
     const { registry } = this.#o;
     if (registry.find(page) === undefined) {
       // Not in memory: straight into the store, no actor (remote traffic costs this node no state).

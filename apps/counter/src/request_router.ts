@@ -5,6 +5,7 @@ import {
   decodeNodeRequest,
   encodeMessage,
   type ListPagesRequest,
+  type NodeInfoReply,
   type NodeReply,
   type NodeRequest,
 } from "@livecount/protocol";
@@ -37,6 +38,8 @@ export interface RequestRouterOptions {
   readonly intake: PresenceIntake;
   readonly writer: DurableWriter;
   readonly isRunning: () => boolean;
+  /** This node's own state, for the status API (any node answers for itself). */
+  readonly nodeInfo: () => NodeInfoReply;
 }
 
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
@@ -89,6 +92,7 @@ export class RequestRouter {
     if (!this.#o.isRunning()) return errorReply("unavailable", "counter node is stopping");
     // Any node answers a listing: it reads the data center's store, not a partition's actors.
     if (request.type === "list_pages") return listPages(this.#o.store, request);
+    if (request.type === "node_status") return this.#o.nodeInfo();
     const partition =
       request.type === "presence" || request.type === "presence_sync"
         ? request.partition

@@ -2,6 +2,8 @@ import { pageSubject } from "@livecount/bus";
 import { encodeMessage, type PageUpdate } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
+import { Registry } from "prom-client";
+import { CounterMetrics } from "../src/counter_metrics.js";
 import { Replication } from "../src/replication.js";
 import { DC, buildUnits, pageIn, type Units } from "./units.js";
 
@@ -13,20 +15,28 @@ describe("counter - replication", () => {
   async function setUp(p: number) {
     u = await buildUnits();
     await u.acquire(p);
+    const metrics = new CounterMetrics(new Registry(), {
+      partitionsOwned: () => 1,
+      partitionsBootstrapped: () => 1,
+    });
     const replication = new Replication({
       dc: DC,
       bus: u.bus,
       logger: silentLogger,
       registry: u.registry,
+      metrics,
       writer: u.writer,
       fenceOf: (partition) => u.fences.get(partition),
     });
     replication.partitionHeld(p);
     const send = async (update: Omit<PageUpdate, "type" | "ts">): Promise<void> => {
-      u.bus.publish(pageSubject(update.page, p), encodeMessage({ type: "update", ts: 1, ...update }));
+      u.bus.publish(
+        pageSubject(update.page, p),
+        encodeMessage({ type: "update", ts: u.clock.now() - 1500, ...update }),
+      );
       await u.clock.advance(0);
     };
-    return { replication, send };
+    return { replication, send, metrics };
   }
 
   test("counter - another DC's entries of a page not in memory are written to the store, without an actor", async () => {
@@ -35,6 +45,12 @@ describe("counter - replication", () => {
     await send({ page, dc: "dc2", counters: { likes: { p: 4, n: 1 } } });
     expect(await u.store.load(page)).toEqual({ likes: { dc2: { p: 4, n: 1 } } });
     expect(u.registry.find(page)).toBeUndefined();
+  });
+
+  test("counter - the age of the latest update from each DC is its replication lag", async () => {
+    const { send, metrics } = await setUp(3);
+    await send({ page: pageIn(3), dc: "dc2", counters: { likes: { p: 1, n: 0 } } });
+    expect((await metrics.replicationLag.get()).values).toEqual([{ labels: { dc: "dc2" }, value: 1.5 }]);
   });
 
   test("counter - this DC's own entries on the page subject are not written again", async () => {

@@ -3,6 +3,7 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
+  type NodeInfoReply,
   type NodeReply,
   type NodeRequest,
 } from "@livecount/protocol";
@@ -13,6 +14,21 @@ import { afterEach, describe, expect, test } from "vitest";
 import { CounterMetrics } from "../src/counter_metrics.js";
 import { RequestRouter } from "../src/request_router.js";
 import { DC, PARTITIONS, buildUnits, pageIn, type Units } from "./units.js";
+
+const NODE_INFO: NodeInfoReply = {
+  type: "node_info",
+  node: "me",
+  incarnation: "inc-1",
+  ready: true,
+  partitions: [
+    [3, 7],
+    [9, 1],
+  ],
+  actors: 0,
+  dirty: 2,
+  bootstrapped: 2,
+  ts: 1_000,
+};
 
 describe("counter - request router", () => {
   let u: Units;
@@ -58,6 +74,7 @@ describe("counter - request router", () => {
       intake: u.intake,
       writer: u.writer,
       isRunning: () => running,
+      nodeInfo: () => ({ ...NODE_INFO, actors: u.registry.size }),
     });
     return { router, mine, theirs, forwarded };
   }
@@ -75,6 +92,13 @@ describe("counter - request router", () => {
     });
     const outOfRange = { type: "presence", gateway: "g", partition: PARTITIONS, ops: [] } as const;
     expect(await ask(router, outOfRange)).toMatchObject({ type: "error", code: "bad_frame" });
+  });
+
+  test("counter - a node_status request is answered by the node itself, never forwarded, through the codec", async () => {
+    const { router, forwarded } = await setUp();
+    const reply = await ask(router, { type: "node_status" });
+    expect(reply).toEqual({ ...NODE_INFO, actors: u.registry.size });
+    expect(forwarded).toEqual([]);
   });
 
   test("counter - presence for another node's partition is refused, never forwarded", async () => {

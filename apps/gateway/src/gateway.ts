@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Bus } from "@livecount/bus";
-import { DcLiveness, GatewayHeartbeatSender, Membership } from "@livecount/cluster";
+import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
 import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
@@ -11,7 +11,8 @@ import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
-import { HttpApi, type HttpRoute } from "./http_api.js";
+import { AdminApi } from "./admin_api.js";
+import { HttpApi, type Asset, type HttpRoute } from "./http_api.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
@@ -50,16 +51,41 @@ const SHUTDOWN_DRAIN_MS = 2000;
  */
 const SLOT_HOLD_SLACK_MS = 1000;
 
-/** Loads the widget bundle and the demo page from the widget package, if it was built. */
-function loadAssets(logger: Logger): Map<string, { body: Uint8Array; type: string }> {
-  const assets = new Map<string, { body: Uint8Array; type: string }>();
-  const files = [
-    ["/livecount.js", "@livecount/widget/livecount.js", "text/javascript; charset=utf-8"],
-    ["/", "@livecount/widget/demo.html", "text/html; charset=utf-8"],
-  ] as const;
-  for (const [path, specifier, type] of files) {
+/** The console's pages must not be framed by another site (its Delete buttons). */
+const CONSOLE_HEADERS = {
+  "x-frame-options": "DENY",
+  "content-security-policy": "frame-ancestors 'none'",
+  "cache-control": "no-cache",
+} as const;
+
+/**
+ * Loads the widget bundle and the demo page from the widget package (if it was built), and the
+ * operators' console (apps/gateway/console, with uPlot for its chart).
+ */
+function loadAssets(logger: Logger): Map<string, Asset> {
+  const assets = new Map<string, Asset>();
+  const consoleFile = (name: string): string => new URL(`../console/${name}`, import.meta.url).href;
+  const files: ReadonlyArray<readonly [string, string, string, Asset["headers"]?]> = [
+    [
+      "/livecount.js",
+      import.meta.resolve("@livecount/widget/livecount.js"),
+      "text/javascript; charset=utf-8",
+    ],
+    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
+    ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/console.js", consoleFile("console.js"), "text/javascript; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/console.css", consoleFile("console.css"), "text/css; charset=utf-8", CONSOLE_HEADERS],
+    [
+      "/admin/uplot.js",
+      import.meta.resolve("uplot/dist/uPlot.iife.min.js"),
+      "text/javascript; charset=utf-8",
+    ],
+    ["/admin/uplot.css", import.meta.resolve("uplot/dist/uPlot.min.css"), "text/css; charset=utf-8"],
+  ];
+  for (const [path, url, type, headers] of files) {
     try {
-      assets.set(path, { body: readFileSync(fileURLToPath(import.meta.resolve(specifier))), type });
+      assets.set(path, { body: readFileSync(fileURLToPath(url)), type, ...(headers ? { headers } : {}) });
     } catch (err) {
       logger.warn({ err, path }, "asset missing; run npm run build");
     }
@@ -93,6 +119,7 @@ export class Gateway {
   readonly #metrics: GatewayMetrics;
   readonly #membership: Membership;
   readonly #liveness: DcLiveness;
+  readonly #admin: AdminApi;
   readonly #presence = new LocalPresence();
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
@@ -127,6 +154,7 @@ export class Gateway {
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
     });
+    registerDcMetrics(options.registry, "livecount_gateway", this.#liveness, () => this.#clock.now());
     const owners = new OwnerClient(bus, this.#membership, config.dc, config.requestTimeoutMs);
     this.#forwarder = new PresenceForwarder({
       owners,
@@ -150,6 +178,7 @@ export class Gateway {
       // Owners may have let our lease lapse and dropped our viewers: give them everything again.
       onStall: () => this.#forwarder.resyncAll(),
       onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
+      stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });
     this.#app = createApp(config.tls);
     const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
@@ -207,7 +236,24 @@ export class Gateway {
       maxFrameBytes: config.maxFrameBytes,
       privatePages,
     });
+    this.#admin = new AdminApi({
+      bus,
+      dc: config.dc,
+      membership: this.#membership,
+      liveness: this.#liveness,
+      owners,
+      clock: this.#clock,
+      logger: this.#log,
+      timeoutMs: config.requestTimeoutMs,
+      self: () => ({
+        id: config.incarnation,
+        sockets: this.#router.openSockets,
+        viewers: this.#presence.size,
+        last_heard: this.#clock.now(),
+      }),
+    });
     const api = new HttpApi({
+      admin: this.#admin,
       owners,
       metrics: this.#metrics,
       registry: options.registry,
@@ -257,6 +303,7 @@ export class Gateway {
           this.#router.open(ws);
         },
         message: (ws, data, isBinary) => this.#router.message(ws, data, isBinary),
+        dropped: (ws) => this.#router.dropped(ws),
         close: (ws, code) => {
           this.#router.close(ws, code);
           guard.closed(ws.getUserData().address);
@@ -292,6 +339,7 @@ export class Gateway {
     this.#membership.start();
     this.#liveness.onChange(() => this.#views.liveDcsChanged());
     this.#liveness.start();
+    this.#admin.start();
     this.#unsubscribers.push(
       bus.on("reconnected", () => {
         this.#metrics.busReconnects.inc();
@@ -331,6 +379,7 @@ export class Gateway {
     this.#views.close();
     this.#membership.stop();
     this.#liveness.stop();
+    this.#admin.stop();
     for (const off of this.#unsubscribers) off();
     this.#status = "stopped";
     this.#log.info("gateway stopped");

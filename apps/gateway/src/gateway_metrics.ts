@@ -15,6 +15,7 @@ export class GatewayMetrics {
   readonly busSlowConsumers: Counter;
   readonly busReconnects: Counter;
   readonly upgradesRefused: Counter<"reason">;
+  readonly framesDropped: Counter;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -86,6 +87,11 @@ export class GatewayMetrics {
       name: "livecount_gateway_upgrades_refused_total",
       help: "WebSocket upgrades refused by reason (origin, per_ip, gateway_full)",
       labelNames: ["reason"],
+      registers,
+    });
+    this.framesDropped = new Counter({
+      name: "livecount_gateway_frames_dropped_total",
+      help: "Frames not sent to a slow consumer (over LIVECOUNT_MAX_BACKPRESSURE_BYTES unsent); the socket is closed",
       registers,
     });
   }

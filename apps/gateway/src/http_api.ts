@@ -3,6 +3,7 @@ import { ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livec
 import type { DcLiveness } from "@livecount/cluster";
 import { BearerKeys, LogThrottle, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
+import type { AdminApi } from "./admin_api.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
@@ -37,15 +38,24 @@ export interface HttpApiOptions {
   readonly maxBodyBytes: number;
   /** Which data centers are live: only their viewers count. */
   readonly liveness: DcLiveness;
+  /** The operators' status API (admin_api.ts). */
+  readonly admin: AdminApi;
   /** Readiness: the gateway can reach an owner for every partition. */
   readonly isReady: () => boolean;
-  /** Static assets served as-is (the widget, the demo page). */
-  readonly assets: ReadonlyMap<string, { readonly body: Uint8Array; readonly type: string }>;
+  /** Static assets served as-is (the widget, the demo page, the console). */
+  readonly assets: ReadonlyMap<string, Asset>;
   /**
    * Extra `POST` routes by exact path, added by the embedding process: the demo page's buttons in
    * `npm start` (apps/standalone/src/demo_routes.ts). Errors they throw answer like any route's.
    */
   readonly routes?: ReadonlyMap<string, HttpRoute>;
+}
+
+/** A static file the gateway serves, with its content type and any headers of its own. */
+export interface Asset {
+  readonly body: Uint8Array;
+  readonly type: string;
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -60,6 +70,7 @@ export type HttpRoute = (
 ) => Promise<{ readonly status: number; readonly body: unknown }>;
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
+const ADMIN_PAGE = /^\/v1\/admin\/pages\/([^/]+)$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
 const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
 const NO_STORE = { "cache-control": "no-store" } as const;
@@ -110,6 +121,7 @@ export class HttpApi {
         return reply.send(200, asset.body, {
           "content-type": asset.type,
           "cache-control": "public, max-age=300",
+          ...asset.headers,
         });
       }
       switch (req.path) {
@@ -146,6 +158,29 @@ export class HttpApi {
         const key = this.#auth.authenticate(req.headers.authorization);
         return await this.#counters.increment(reply, (items) => this.#auth.charge(key, items));
       }
+      if (req.path === "/v1/admin/status") {
+        route = "admin_status";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        this.#requireAdmin(req);
+        return reply.json(200, await this.#o.admin.status(), NO_STORE);
+      }
+      if (req.path === "/v1/admin/pages") {
+        route = "admin_pages";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        this.#requireAdmin(req);
+        const q = new URLSearchParams(req.query);
+        if (!q.has("prefix")) q.set("prefix", "");
+        return await this.#counters.read(reply, { ...req, query: q.toString() }, this.#readAccess(req));
+      }
+      const adminPage = ADMIN_PAGE.exec(req.path);
+      if (adminPage !== null) {
+        route = "admin_page";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        this.#requireAdmin(req);
+        const page = decodePathSegment(adminPage[1]!);
+        if (!isPageId(page)) throw new ProtocolError("invalid_page");
+        return reply.json(200, await this.#o.admin.page(page), NO_STORE);
+      }
       if (req.path === "/v1/counters") {
         route = "counters";
         if (req.method !== "GET") throw methodNotAllowed(req, "GET");
@@ -158,7 +193,8 @@ export class HttpApi {
         const { page, counter } = counterPath(named[1]!, named[2]!);
         if (req.method !== (reset ? "POST" : "DELETE"))
           throw methodNotAllowed(req, reset ? "POST" : "DELETE");
-        this.#authorize(req);
+        // Operators delete counters from the console with the admin key; publishers with theirs.
+        if (!this.#isAdmin(req)) this.#authorize(req);
         return await this.#counters.reset(reply, req, page, counter, !reset);
       }
       const m = PAGE_COUNTER.exec(req.path);
@@ -211,8 +247,12 @@ export class HttpApi {
     this.#auth.authorize(req.headers.authorization);
   }
 
+  #isAdmin(req: RequestInfo): boolean {
+    return this.#admin.has(bearerOf(req.headers.authorization));
+  }
+
   #requireAdmin(req: RequestInfo): void {
-    if (!this.#admin.has(bearerOf(req.headers.authorization)))
+    if (!this.#isAdmin(req))
       throw new ProtocolError("unauthorized", "Authorization: Bearer <admin key> is required");
   }
 

@@ -50,6 +50,8 @@ export interface SocketData {
   refilledAt: number;
   /** Frames dropped for the rate limit; past a limit the socket is closed. */
   violations: number;
+  /** A frame to it was dropped for backpressure (it does not read): it is being closed as a slow consumer. */
+  slow: boolean;
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -88,6 +90,17 @@ const CLOSE_MESSAGE_TOO_BIG = 1009;
 /** A socket that keeps sending past its rate limit this many times is closed. */
 const MAX_RATE_VIOLATIONS = 100;
 
+/**
+ * Why a socket closed, for `livecount_gateway_sockets_closed_total{reason}`: "normal" (1000, 1001),
+ * "slow_consumer" (it held more unsent bytes than LIVECOUNT_MAX_BACKPRESSURE_BYTES: uWS dropped a
+ * frame and closed it), or the close code.
+ */
+function closeReason(state: SocketData, code: number): string {
+  if (state.slow) return "slow_consumer";
+  if (code === 1000 || code === 1001) return "normal";
+  return String(code);
+}
+
 /** The topic count frames of `page` are published on for sockets speaking `encoding`. */
 export function topicOf(page: string, encoding: Encoding): string {
   return (encoding === "json" ? "j:" : "m:") + page;
@@ -122,7 +135,13 @@ export class SocketRouter {
       tokens: this.#o.burst,
       refilledAt: this.#o.clock.now(),
       violations: 0,
+      slow: false,
     };
+  }
+
+  /** Sockets open now. */
+  get openSockets(): number {
+    return this.#open.size;
   }
 
   open(ws: Socket): void {
@@ -226,6 +245,15 @@ export class SocketRouter {
     });
   }
 
+  /**
+   * uWS dropped a frame to this socket: it holds more unsent bytes than LIVECOUNT_MAX_BACKPRESSURE_BYTES
+   * (closeOnBackpressureLimit closes it next).
+   */
+  dropped(ws: Socket): void {
+    ws.getUserData().slow = true;
+    this.#o.metrics.framesDropped.inc();
+  }
+
   /** The socket is gone (closed by either side or timed out): everything it held is released. */
   close(ws: Socket, code: number): void {
     this.#open.delete(ws);
@@ -236,7 +264,7 @@ export class SocketRouter {
     state.pages.clear();
     state.left = undefined;
     this.#o.metrics.sockets.dec();
-    this.#o.metrics.socketsClosed.inc({ reason: code === 1000 || code === 1001 ? "normal" : String(code) });
+    this.#o.metrics.socketsClosed.inc({ reason: closeReason(state, code) });
     this.#gauges();
   }
 

@@ -68,6 +68,7 @@ describe("gateway - slow consumers", () => {
       { timeoutMs: 10_000, intervalMs: 25 },
     );
 
+    expect(await closedAs(platform, "slow_consumer")).toBe(1);
     // The healthy socket is untouched and still gets every change.
     expect(healthy.isOpen).toBe(true);
     const likesBefore = healthy.lastCount(pages[0]!)?.counters.likes ?? 0;
@@ -75,3 +76,11 @@ describe("gateway - slow consumers", () => {
     await eventually(() => expect(healthy.lastCount(pages[0]!)?.counters.likes).toBe(likesBefore + 1));
   });
 });
+
+/** `livecount_gateway_sockets_closed_total{reason=...}` (0 when absent). */
+async function closedAs(platform: TestPlatform, reason: string): Promise<number> {
+  const line = (await platform.metricsText())
+    .split("\n")
+    .find((l) => l.startsWith(`livecount_gateway_sockets_closed_total{reason="${reason}"}`));
+  return line === undefined ? 0 : Number(line.split(" ")[1]);
+}

@@ -245,6 +245,42 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, "/v1/counters")).status).toBe(400);
     expect((await call(base, "/v1/counters?prefix=a&limit=1000")).status).toBe(400);
 
+    // The status API (admin key only): the DC, one page with raw entries and tombstones, listings.
+    const status = await call(base, "/v1/admin/status", { key: TEST_ADMIN_KEY });
+    expect(status.status).toBe(200);
+    expect(status.body).toMatchObject({
+      dc: "dc1",
+      nodes: [{ ready: true, partitions: expect.any(Array) }],
+      gateways: [{ sockets: expect.any(Number) }],
+      dcs: [{ dc: "dc1", local: true, live: true }],
+    });
+    expect((await call(base, "/v1/admin/status")).status).toBe(401);
+    const adminPages = await call(base, "/v1/admin/pages?prefix=openapi%2F&limit=1", { key: TEST_ADMIN_KEY });
+    expect(adminPages.body).toMatchObject({ pages: [{ page }] });
+    expect((await call(base, "/v1/admin/pages?limit=1000", { key: TEST_ADMIN_KEY })).status).toBe(400);
+    expect((await call(base, "/v1/admin/pages", { key: null })).status).toBe(401);
+    const adminPage = await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY });
+    expect(adminPage.body).toMatchObject({
+      page,
+      viewers_by_dc: { dc1: { p: 1, n: 0, live: true } },
+      counters: expect.arrayContaining([
+        expect.objectContaining({
+          name: "gone",
+          deleted: true,
+          value: 0,
+          tombstone: { dc1: expect.anything() },
+        }),
+      ]),
+    });
+    expect((await call(base, "/v1/admin/pages/a%20b", { key: TEST_ADMIN_KEY })).status).toBe(400);
+    expect((await call(base, `/v1/admin/pages/${p}`)).status).toBe(401);
+    // The console deletes with the admin key.
+    const adminDelete = await call(base, `/v1/pages/${p}/counters/stock`, {
+      method: "DELETE",
+      key: TEST_ADMIN_KEY,
+    });
+    expect(adminDelete.body).toMatchObject({ page, counter: "stock", deleted: true });
+
     // Routes and methods that do not exist.
     expect((await call(base, "/v1/nothing", { fallback: "NotFound" })).status).toBe(404);
     expect((await call(base, "/v1/counters", { method: "POST", fallback: "MethodNotAllowed" })).status).toBe(
@@ -281,6 +317,10 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(503);
     expect((await call(base, `/v1/counters?page=${p}`)).status).toBe(503);
     expect((await call(base, "/v1/counters?prefix=openapi")).status).toBe(503);
+    expect((await call(base, "/v1/admin/pages?prefix=openapi", { key: TEST_ADMIN_KEY })).status).toBe(503);
+    expect((await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY })).status).toBe(503);
+    // With no counter node, the status still answers: it is most needed when something is down.
+    expect((await call(base, "/v1/admin/status", { key: TEST_ADMIN_KEY })).body).toMatchObject({ nodes: [] });
     const unavailable = await call(base, "/v1/counters/increment", { method: "POST", body: batch });
     expect(unavailable.body).toMatchObject({ results: [{ error: { code: "unavailable" } }, {}, {}, {}] });
 

@@ -89,6 +89,13 @@ export class DcLiveness {
   }
 
   /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
+  /** Every remote DC heard since this process started: live or down, and when it was last heard (epoch-ms). */
+  remotes(): Array<{ readonly dc: string; readonly live: boolean; readonly lastHeard: number }> {
+    return [...this.#remotes]
+      .map(([dc, r]) => ({ dc, live: r.live, lastHeard: r.lastHeard }))
+      .sort((a, b) => (a.dc < b.dc ? -1 : 1));
+  }
+
   lagMs(dc: string): number {
     if (dc === this.#o.dc) return 0;
     const remote = this.#remotes.get(dc);

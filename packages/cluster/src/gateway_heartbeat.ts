@@ -23,6 +23,8 @@ export interface GatewayHeartbeatOptions {
   readonly onStall: (silentMs: number) => void;
   /** After every heartbeat (metrics). */
   readonly onBeat?: () => void;
+  /** What the heartbeat reports of the gateway (the status API shows it). */
+  readonly stats?: () => { readonly sockets: number; readonly viewers: number };
 }
 
 /** A heartbeat later than this share of the lease means owners may have expired the gateway. */
@@ -60,7 +62,7 @@ export class GatewayHeartbeatSender {
       this.#o.onStall(silentMs);
     }
     this.#lastBeatAt = now;
-    const beat: GatewayHeartbeat = { type: "gateway", gateway, leaseMs, state };
+    const beat: GatewayHeartbeat = { type: "gateway", gateway, leaseMs, state, ...this.#o.stats?.() };
     bus.publish(gatewaysSubject(dc), encodeMessage(beat));
     this.#o.onBeat?.();
     if (state === "up") this.#timer = clock.setTimeout(() => this.#beat("up"), this.#intervalMs);

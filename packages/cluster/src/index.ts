@@ -1,6 +1,7 @@
 export { connectBus, openStore } from "./adapters.js";
 export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
 export { DcLiveness, type DcEvent, type DcListener, type DcLivenessOptions } from "./dc_liveness.js";
+export { registerDcMetrics } from "./dc_metrics.js";
 export {
   GatewayHeartbeatSender,
   listenToGateways,

@@ -79,6 +79,11 @@ export interface ListPagesRequest {
   readonly limit: number;
 }
 
+/** Gateway -> one counter node: what it holds, for the operators' status API. Never forwarded. */
+export interface NodeStatusRequest {
+  readonly type: "node_status";
+}
+
 /** The most page ids one list_pages request may ask for. */
 export const MAX_LIST_PAGES = 1000;
 
@@ -88,7 +93,13 @@ export interface Forwardable {
 }
 
 export type NodeRequest = (
-  PresenceBatch | PresenceSync | SnapshotRequest | IncrementRequest | ResetRequest | ListPagesRequest
+  | PresenceBatch
+  | PresenceSync
+  | SnapshotRequest
+  | IncrementRequest
+  | ResetRequest
+  | ListPagesRequest
+  | NodeStatusRequest
 ) &
   Forwardable;
 
@@ -133,13 +144,33 @@ export interface PageListReply {
   readonly cursor?: string;
 }
 
+/** A counter node's own state (GET /v1/admin/status). */
+export interface NodeInfoReply {
+  readonly type: "node_info";
+  readonly node: string;
+  /** New at every start, and when the node lost presence state without restarting. */
+  readonly incarnation: string;
+  /** Holds and serves every partition the ring gives it. */
+  readonly ready: boolean;
+  /** Partitions whose lease it holds, with the lease's epoch (its fence), in order. */
+  readonly partitions: readonly (readonly [partition: number, epoch: number])[];
+  /** Page actors in memory. */
+  readonly actors: number;
+  /** Pages with changes waiting for the next flush to the store. */
+  readonly dirty: number;
+  /** Held partitions that have learnt every peer DC's state (bootstrap, docs/architecture.md). */
+  readonly bootstrapped: number;
+  readonly ts: number;
+}
+
 export interface ErrorReply {
   readonly type: "error";
   readonly code: ErrorCode;
   readonly message: string;
 }
 
-export type NodeReply = AckReply | PageStateReply | IncrementReply | ResetReply | PageListReply | ErrorReply;
+export type NodeReply =
+  AckReply | PageStateReply | IncrementReply | ResetReply | PageListReply | NodeInfoReply | ErrorReply;
 
 /** The reply each kind of request gets when it succeeds. */
 export interface RepliesByRequest {
@@ -149,6 +180,7 @@ export interface RepliesByRequest {
   readonly increment: IncrementReply;
   readonly reset: ResetReply;
   readonly list_pages: PageListReply;
+  readonly node_status: NodeInfoReply;
 }
 
 /** The successful reply to `T`: a snapshot request gets a PageStateReply, not the whole union. */
@@ -184,6 +216,9 @@ export interface GatewayHeartbeat {
   readonly gateway: string;
   readonly leaseMs: number;
   readonly state: "up" | "down";
+  /** Open sockets and distinct local viewers when it beat, for the status API (absent from older gateways). */
+  readonly sockets?: number;
+  readonly viewers?: number;
 }
 
 /** Counter node heartbeat: membership of the ring. "leaving" hands partitions over before exit. */

@@ -37,6 +37,25 @@ import {
 } from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
 
+/** A held partition and its lease's epoch: `[partition, epoch]`. */
+function fenceOf(v: unknown): readonly [number, number] {
+  if (!Array.isArray(v) || v.length !== 2 || !isNatural(v[0]) || !isNatural(v[1]))
+    malformed("a partition entry is not [partition, epoch]");
+  return [v[0] as number, v[1] as number];
+}
+
+/** The named fields that are present, each a natural number. */
+function optionalNaturals(m: Fields, ...names: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const v = m.get(name);
+    if (v === undefined) continue;
+    if (!isNatural(v)) malformed(`field ${name} is malformed`);
+    out[name] = v;
+  }
+  return out;
+}
+
 const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
 const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
 const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
@@ -119,6 +138,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       });
     },
   ],
+  ["node_status", () => ({ type: "node_status" })],
   ["ack", () => ({ type: "ack" })],
   [
     "page_state",
@@ -164,6 +184,20 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     },
   ],
   [
+    "node_info",
+    (m) => ({
+      type: "node_info",
+      node: field(m, "node", isInternalId),
+      incarnation: field(m, "incarnation", isInternalId),
+      ready: field(m, "ready", isBoolean),
+      partitions: listOf(m.get("partitions"), fenceOf, "partitions"),
+      actors: field(m, "actors", isNatural),
+      dirty: field(m, "dirty", isNatural),
+      bootstrapped: field(m, "bootstrapped", isNatural),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
+  [
     "error",
     (m) => ({ type: "error", code: field(m, "code", isErrorCode), message: field(m, "message", isString) }),
   ],
@@ -193,6 +227,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       gateway: field(m, "gateway", isInternalId),
       leaseMs: field(m, "leaseMs", isPositive),
       state: field(m, "state", isGatewayState),
+      ...optionalNaturals(m, "sockets", "viewers"),
     }),
   ],
   [
@@ -225,6 +260,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "increment",
   "reset",
   "list_pages",
+  "node_status",
 ]);
 const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
@@ -232,6 +268,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "incremented",
   "counter_reset",
   "page_list",
+  "node_info",
   "error",
 ]);
 const BROADCAST_TYPES: ReadonlySet<string> = new Set([

@@ -9,6 +9,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   increment: "incremented",
   reset: "counter_reset",
   list_pages: "page_list",
+  node_status: "node_info",
 };
 
 /**

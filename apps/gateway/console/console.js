@@ -1,0 +1,421 @@
+/*
+ * The operators' console, served by every gateway at /admin. Plain DOM, no framework; the chart is
+ * uPlot. Everything it shows comes from the status API (GET /v1/admin/...) with the admin key, kept
+ * in sessionStorage for the tab's life; the live chart watches the page over the gateway's WebSocket
+ * (a watch does not count as a viewer).
+ *
+ * Routes (the URL hash): #/pages?prefix=…, #/page/<page id>, #/cluster.
+ */
+"use strict";
+
+(() => {
+  const KEY_STORAGE = "livecount:admin-key";
+  const PAGE_SIZE = 25;
+  /** How often the cluster view and the page view reload (ms). */
+  const REFRESH_MS = 2000;
+  /** How much of the viewers history the chart keeps (s). */
+  const CHART_WINDOW_S = 300;
+
+  const $ = (id) => document.getElementById(id);
+  const sections = ["sign-in", "pages", "page", "cluster"];
+  let refreshTimer;
+  let socket;
+  let chart;
+  let tick;
+  let chartData = [[], []];
+  /** Cursors of the listing pages shown so far: the first is "" (no cursor). */
+  let cursors = [""];
+
+  function key() {
+    return sessionStorage.getItem(KEY_STORAGE) ?? "";
+  }
+
+  class HttpError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(path, init = {}) {
+    const res = await fetch(path, {
+      ...init,
+      headers: { authorization: `Bearer ${key()}`, ...(init.headers ?? {}) },
+    });
+    const body = await res.json().catch(() => ({}));
+    if (res.status === 401) {
+      signOut("The admin key was refused.");
+      throw new HttpError(401, "unauthorized", "signed out");
+    }
+    if (!res.ok)
+      throw new HttpError(res.status, body?.error?.code ?? "error", body?.error?.message ?? res.statusText);
+    return body;
+  }
+
+  function show(id) {
+    for (const s of sections) $(s).hidden = s !== id;
+    $("nav").hidden = id === "sign-in";
+    for (const a of $("nav").querySelectorAll("a")) {
+      const current = (id === "page" ? "pages" : id) === a.getAttribute("href").slice(2);
+      if (current) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+  }
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const c of children) node.append(c instanceof Node ? c : String(c));
+    return node;
+  }
+
+  function table(id, headers, rows) {
+    const t = $(id);
+    t.replaceChildren(
+      el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((c) => el("td", {}, c))))),
+    );
+  }
+
+  function ago(ts) {
+    const s = Math.max(0, Math.round((Date.now() - ts) / 1000));
+    return s < 1 ? "now" : `${s} s ago`;
+  }
+
+  function stop() {
+    clearTimeout(refreshTimer);
+    refreshTimer = undefined;
+    if (socket) {
+      socket.onclose = null;
+      socket.close();
+      socket = undefined;
+    }
+    clearInterval(tick);
+    tick = undefined;
+    if (chart) {
+      chart.destroy();
+      chart = undefined;
+    }
+  }
+
+  function signOut(message = "") {
+    sessionStorage.removeItem(KEY_STORAGE);
+    stop();
+    $("sign-in-error").textContent = message;
+    show("sign-in");
+    $("admin-key").focus();
+  }
+
+  // --- pages ------------------------------------------------------------------------------------
+
+  async function showPages(prefix, index) {
+    show("pages");
+    $("prefix").value = prefix;
+    const cursor = cursors[index] ?? "";
+    const q = new URLSearchParams({ prefix, limit: String(PAGE_SIZE) });
+    if (cursor) q.set("cursor", cursor);
+    $("pages-status").textContent = "Loading…";
+    let body;
+    try {
+      body = await api(`/v1/admin/pages?${q}`);
+    } catch (err) {
+      $("pages-status").textContent = `Could not list pages: ${err.message}`;
+      return;
+    }
+    cursors = cursors.slice(0, index + 1);
+    if (body.cursor) cursors.push(body.cursor);
+    $("page-list").replaceChildren(
+      ...body.pages.map((p) => {
+        const counters = Object.entries(p.counters)
+          .map(([name, value]) => `${name} ${value}`)
+          .join(", ");
+        return el(
+          "li",
+          {},
+          el("a", { href: `#/page/${encodeURIComponent(p.page)}` }, p.page),
+          el("span", {}, `${p.viewers} viewers${counters ? ` · ${counters}` : ""}`),
+        );
+      }),
+    );
+    const from = index * PAGE_SIZE + 1;
+    $("pages-status").textContent =
+      body.pages.length === 0
+        ? `No pages${prefix ? ` starting with "${prefix}"` : ""}.`
+        : `Pages ${from}–${from + body.pages.length - 1}${prefix ? ` starting with "${prefix}"` : ""}.`;
+    $("first-page").disabled = index === 0;
+    $("next-page").disabled = !body.cursor;
+    $("next-page").onclick = () => showPages(prefix, index + 1);
+    $("first-page").onclick = () => showPages(prefix, 0);
+  }
+
+  // --- one page ---------------------------------------------------------------------------------
+
+  function entry(e) {
+    return e ? `p ${e.p} · n ${e.n}` : "–";
+  }
+
+  async function loadPage(page) {
+    const body = await api(`/v1/admin/pages/${encodeURIComponent(page)}`);
+    $("page-viewers").textContent = String(body.viewers);
+    table(
+      "viewers-table",
+      ["Data center", "Entry", "Viewers", "Counts now"],
+      Object.entries(body.viewers_by_dc).map(([dc, e]) => [
+        dc,
+        entry(e),
+        e.p - e.n,
+        e.live ? "yes" : "no (down)",
+      ]),
+    );
+    const dcs = [
+      ...new Set(body.counters.flatMap((c) => [...Object.keys(c.entries), ...Object.keys(c.tombstone)])),
+    ].sort();
+    table(
+      "counters-table",
+      ["Counter", "Value", ...dcs.map((dc) => `${dc} entry`), "Tombstone", ""],
+      body.counters.map((c) => [
+        c.name,
+        c.deleted ? "deleted" : String(c.value),
+        ...dcs.map((dc) => entry(c.entries[dc])),
+        Object.keys(c.tombstone).length
+          ? Object.entries(c.tombstone)
+              .map(([dc, e]) => `${dc}: ${e.p}`)
+              .join(", ")
+          : "–",
+        c.deleted
+          ? ""
+          : el(
+              "button",
+              { type: "button", class: "danger", onclick: () => deleteCounter(page, c.name) },
+              `Delete ${c.name}`,
+            ),
+      ]),
+    );
+    if (body.counters.length === 0) $("page-status").textContent = "No counters on this page.";
+  }
+
+  async function deleteCounter(page, counter) {
+    if (
+      !confirm(
+        `Delete counter "${counter}" of page "${page}"? Readers stop seeing it at once, in every data center.`,
+      )
+    )
+      return;
+    try {
+      await api(`/v1/pages/${encodeURIComponent(page)}/counters/${encodeURIComponent(counter)}`, {
+        method: "DELETE",
+        headers: { "idempotency-key": crypto.randomUUID() },
+      });
+      $("page-status").textContent = `Deleted ${counter}.`;
+      await loadPage(page);
+    } catch (err) {
+      $("page-status").textContent = `Could not delete ${counter}: ${err.message}`;
+    }
+  }
+
+  /** Adds a point to the chart now and forgets what left its window. */
+  function plot(viewers) {
+    const now = Date.now() / 1000;
+    chartData[0].push(now);
+    chartData[1].push(viewers);
+    while (chartData[0].length > 2 && chartData[0][0] < now - CHART_WINDOW_S) {
+      chartData[0].shift();
+      chartData[1].shift();
+    }
+    chart.setData(chartData);
+  }
+
+  function startChart(page) {
+    chartData = [[], []];
+    const width = Math.max(280, $("chart").clientWidth || 600);
+    chart = new uPlot(
+      {
+        width,
+        height: 200,
+        scales: {
+          // Always the last CHART_WINDOW_S seconds, whatever the data holds.
+          x: { time: true, range: () => [Date.now() / 1000 - CHART_WINDOW_S, Date.now() / 1000] },
+          y: { range: (_u, _min, max) => [0, Math.max(1, max + 1)] },
+        },
+        series: [
+          {},
+          {
+            label: "viewers",
+            stroke: "#33415c",
+            width: 2,
+            fill: "rgba(51,65,92,0.08)",
+            paths: uPlot.paths.stepped({ align: 1 }),
+          },
+        ],
+        axes: [{}, { label: "viewers" }],
+        legend: { show: false },
+      },
+      chartData,
+      $("chart"),
+    );
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+    socket = new WebSocket(url);
+    socket.onopen = () => socket.send(JSON.stringify({ type: "watch", page }));
+    socket.onmessage = (m) => {
+      let frame;
+      try {
+        frame = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      if (frame.type !== "count" || frame.page !== page) return;
+      plot(frame.viewers);
+      $("page-viewers").textContent = String(frame.viewers);
+    };
+    // Count frames come only on changes: the line is carried forward every second.
+    tick = setInterval(() => {
+      const last = chartData[1].at(-1);
+      if (last !== undefined) plot(last);
+    }, 1000);
+    // A dropped socket comes back: the chart keeps its history.
+    socket.onclose = () => {
+      setTimeout(() => {
+        if (chart) {
+          socket = new WebSocket(url);
+          socket.onopen = () => socket.send(JSON.stringify({ type: "watch", page }));
+        }
+      }, 1000);
+    };
+  }
+
+  async function showPage(page) {
+    show("page");
+    $("page-title").textContent = page;
+    $("page-status").textContent = "";
+    $("page-viewers").textContent = "–";
+    startChart(page);
+    const refresh = async () => {
+      try {
+        await loadPage(page);
+      } catch (err) {
+        $("page-status").textContent = `Could not read the page: ${err.message}`;
+      }
+      refreshTimer = setTimeout(refresh, REFRESH_MS * 5);
+    };
+    await refresh();
+  }
+
+  // --- cluster ----------------------------------------------------------------------------------
+
+  async function loadCluster() {
+    const s = await api("/v1/admin/status");
+    $("cluster-status").textContent =
+      `Data center ${s.dc}: ${s.nodes.length} counter node(s), ${s.gateways.length} gateway(s), ${s.ring.partitions} partitions. Updated ${new Date(s.ts).toLocaleTimeString()}.`;
+    table(
+      "dcs-table",
+      ["Data center", "Status", "Lag", "Last heard"],
+      s.dcs.map((d) => [
+        d.local ? `${d.dc} (this one)` : d.dc,
+        el("span", { class: d.live ? "up" : "down" }, d.live ? "live" : "down"),
+        `${d.lag_ms} ms`,
+        ago(d.last_heard),
+      ]),
+    );
+    table(
+      "nodes-table",
+      [
+        "Node",
+        "Status",
+        "Partitions held",
+        "Epochs",
+        "Actors",
+        "Waiting to flush",
+        "Bootstrapped",
+        "Incarnation",
+      ],
+      s.nodes.map((n) =>
+        n.error
+          ? [n.id, el("span", { class: "error" }, `not answering (${n.error})`), "", "", "", "", "", ""]
+          : [
+              n.id,
+              el("span", { class: n.ready ? "up" : "down" }, n.ready ? "ready" : "not ready"),
+              `${n.partitions.length} of ${s.ring.assigned[n.id] ?? 0} assigned`,
+              epochRange(n.partitions),
+              n.actors,
+              n.dirty,
+              n.bootstrapped,
+              n.incarnation.slice(0, 8),
+            ],
+      ),
+    );
+    table(
+      "gateways-table",
+      ["Gateway", "Sockets", "Viewers", "Last heard"],
+      s.gateways.map((g) => [
+        g.id === s.gateway ? `${g.id} (this one)` : g.id,
+        g.sockets,
+        g.viewers,
+        ago(g.last_heard),
+      ]),
+    );
+  }
+
+  function epochRange(partitions) {
+    if (partitions.length === 0) return "–";
+    const epochs = partitions.map((p) => p.epoch);
+    const lo = Math.min(...epochs);
+    const hi = Math.max(...epochs);
+    return lo === hi ? String(lo) : `${lo}–${hi}`;
+  }
+
+  async function showCluster() {
+    show("cluster");
+    const refresh = async () => {
+      try {
+        await loadCluster();
+      } catch (err) {
+        $("cluster-status").textContent = `Could not read the status: ${err.message}`;
+      }
+      refreshTimer = setTimeout(refresh, REFRESH_MS);
+    };
+    await refresh();
+  }
+
+  // --- routing ----------------------------------------------------------------------------------
+
+  function route() {
+    stop();
+    if (!key()) return signOut();
+    const hash = location.hash || "#/pages";
+    if (hash.startsWith("#/page/")) return showPage(decodeURIComponent(hash.slice("#/page/".length)));
+    if (hash === "#/cluster") return showCluster();
+    const prefix = new URLSearchParams(hash.split("?")[1] ?? "").get("prefix") ?? "";
+    cursors = [""];
+    return showPages(prefix, 0);
+  }
+
+  $("sign-in").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const candidate = $("admin-key").value.trim();
+    const res = await fetch("/v1/admin/status", { headers: { authorization: `Bearer ${candidate}` } });
+    if (res.status !== 200) {
+      $("sign-in-error").textContent =
+        res.status === 401 ? "That is not the admin key." : `The gateway answered ${res.status}.`;
+      return;
+    }
+    sessionStorage.setItem(KEY_STORAGE, candidate);
+    $("admin-key").value = "";
+    $("sign-in-error").textContent = "";
+    route();
+  });
+  $("search").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const prefix = $("prefix").value;
+    const target = `#/pages?${new URLSearchParams({ prefix })}`;
+    if (location.hash === target) route();
+    else location.hash = target;
+  });
+  $("sign-out").addEventListener("click", () => signOut());
+  window.addEventListener("hashchange", route);
+  route();
+})();

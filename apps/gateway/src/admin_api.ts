@@ -1,0 +1,237 @@
+/**
+ * The operators' status API (admin key), what the console at /admin shows:
+ *
+ * - `GET /v1/admin/status`: this DC's counter nodes (each asked for its own state over the bus:
+ *   partitions held with their epochs, actors, pages waiting for a flush, bootstrap), its gateways
+ *   (from their heartbeats: sockets, viewers, when last heard), every DC heard (live or down, lag)
+ *   and the ring.
+ * - `GET /v1/admin/pages/{page}`: every counter of a page with each DC's raw `{p, n}`, deleted
+ *   counters and their tombstones included, and viewers per DC.
+ *
+ * A node that does not answer in time is listed with its error instead of failing the whole status:
+ * a status page is most needed when something is down.
+ */
+import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
+import { listenToGateways, type DcLiveness, type Membership } from "@livecount/cluster";
+import type { Entry } from "@livecount/crdt";
+import {
+  ProtocolError,
+  VIEWERS_COUNTER,
+  decodeNodeReply,
+  encodeMessage,
+  isInternalCounter,
+  replyTo,
+  tombstoneOf,
+  valueOf,
+  visibleCounters,
+  type NodeInfoReply,
+  type NodeStatusRequest,
+} from "@livecount/protocol";
+import type { Clock, Logger } from "@livecount/runtime";
+import type { OwnerClient } from "./owner_client.js";
+import { totalsOf } from "./page_reading.js";
+
+export interface AdminApiOptions {
+  readonly bus: Bus;
+  readonly dc: string;
+  readonly membership: Membership;
+  readonly liveness: DcLiveness;
+  readonly owners: OwnerClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** How long a counter node may take to answer for itself. */
+  readonly timeoutMs: number;
+  /** This gateway, as its heartbeat would report it. */
+  readonly self: () => GatewayStatus;
+}
+
+export interface GatewayStatus {
+  readonly id: string;
+  readonly sockets: number;
+  readonly viewers: number;
+  /** Epoch-ms. */
+  readonly last_heard: number;
+}
+
+export interface NodeStatus {
+  readonly id: string;
+  readonly incarnation?: string;
+  readonly ready?: boolean;
+  readonly partitions?: ReadonlyArray<{ readonly partition: number; readonly epoch: number }>;
+  readonly actors?: number;
+  readonly dirty?: number;
+  readonly bootstrapped?: number;
+  /** Set instead of the rest when the node did not answer. */
+  readonly error?: string;
+}
+
+export interface DcStatus {
+  readonly dc: string;
+  readonly local: boolean;
+  readonly live: boolean;
+  /** How long ago it was last heard (0 for this DC). */
+  readonly lag_ms: number;
+  /** Epoch-ms. */
+  readonly last_heard: number;
+}
+
+export interface StatusBody {
+  readonly dc: string;
+  readonly ts: number;
+  /** The gateway that answered. */
+  readonly gateway: string;
+  readonly nodes: NodeStatus[];
+  readonly gateways: GatewayStatus[];
+  readonly dcs: DcStatus[];
+  readonly ring: {
+    readonly partitions: number;
+    readonly nodes: string[];
+    /** Partitions the ring gives each node. */
+    readonly assigned: Record<string, number>;
+  };
+}
+
+/** A counter of a page as the console shows it: summed value, every DC's entry, deletion. */
+export interface AdminCounter {
+  readonly name: string;
+  readonly value: number;
+  /** Hidden from readers by a delete no later change has outdone. */
+  readonly deleted: boolean;
+  readonly entries: Record<string, Entry>;
+  /** Each DC's entry of the counter's tombstone (`@del:<name>`); empty when it was never deleted. */
+  readonly tombstone: Record<string, Entry>;
+}
+
+export interface AdminPageBody {
+  readonly page: string;
+  /** Viewers now (live DCs). */
+  readonly viewers: number;
+  /** Each DC's presence entry, and whether that DC counts now. */
+  readonly viewers_by_dc: Record<string, Entry & { readonly live: boolean }>;
+  readonly counters: AdminCounter[];
+  readonly updated_at: number;
+}
+
+export class AdminApi {
+  readonly #o: AdminApiOptions;
+  /** Other gateways of this DC, by incarnation, from their heartbeats. */
+  readonly #gateways = new Map<string, GatewayStatus & { leaseMs: number }>();
+  #sub: Subscription | undefined;
+
+  constructor(options: AdminApiOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    this.#sub = listenToGateways(this.#o.bus, this.#o.dc, this.#o.logger, (beat) => {
+      if (beat.state === "down") {
+        this.#gateways.delete(beat.gateway);
+        return;
+      }
+      this.#gateways.set(beat.gateway, {
+        id: beat.gateway,
+        sockets: beat.sockets ?? 0,
+        viewers: beat.viewers ?? 0,
+        last_heard: this.#o.clock.now(),
+        leaseMs: beat.leaseMs,
+      });
+    });
+  }
+
+  stop(): void {
+    this.#sub?.unsubscribe();
+    this.#sub = undefined;
+  }
+
+  async status(): Promise<StatusBody> {
+    const { membership, liveness, clock, dc } = this.#o;
+    const now = clock.now();
+    const ring = membership.ring;
+    const nodes = await Promise.all(ring.nodes.map((node) => this.#nodeStatus(node)));
+    const self = this.#o.self();
+    for (const [id, g] of this.#gateways) if (now - g.last_heard > g.leaseMs) this.#gateways.delete(id);
+    const others = [...this.#gateways.values()]
+      .filter((g) => g.id !== self.id)
+      .map(({ leaseMs: _, ...g }) => g);
+    const dcs: DcStatus[] = [
+      { dc, local: true, live: true, lag_ms: 0, last_heard: now },
+      ...liveness.remotes().map((r) => ({
+        dc: r.dc,
+        local: false,
+        live: r.live,
+        lag_ms: Math.max(0, now - r.lastHeard),
+        last_heard: r.lastHeard,
+      })),
+    ];
+    return {
+      dc,
+      ts: now,
+      gateway: self.id,
+      nodes,
+      gateways: [self, ...others].sort((a, b) => (a.id < b.id ? -1 : 1)),
+      dcs,
+      ring: {
+        partitions: ring.partitionCount,
+        nodes: [...ring.nodes],
+        assigned: Object.fromEntries(ring.nodes.map((n) => [n, ring.partitionsOf(n).length])),
+      },
+    };
+  }
+
+  async page(page: string): Promise<AdminPageBody> {
+    const { liveness } = this.#o;
+    const state = await this.#o.owners.forPage(page, { type: "snapshot", page });
+    const totals = totalsOf(state.counters, liveness);
+    const presence = Object.hasOwn(state.counters, VIEWERS_COUNTER) ? state.counters[VIEWERS_COUNTER]! : {};
+    const shown = new Set(visibleCounters(Object.entries(state.counters), (e) => e).map(([name]) => name));
+    const counters: AdminCounter[] = [];
+    for (const [name, entries] of Object.entries(state.counters)) {
+      if (isInternalCounter(name)) continue;
+      const tomb = state.counters[tombstoneOf(name)];
+      counters.push({
+        name,
+        value: shown.has(name) ? valueOf(entries) : 0,
+        deleted: !shown.has(name),
+        entries: copyEntries(entries),
+        tombstone: tomb !== undefined ? copyEntries(tomb) : {},
+      });
+    }
+    counters.sort((a, b) => (a.name < b.name ? -1 : 1));
+    return {
+      page,
+      viewers: totals.viewers,
+      viewers_by_dc: Object.fromEntries(
+        Object.entries(presence).map(([dc, e]) => [dc, { p: e.p, n: e.n, live: liveness.isLive(dc) }]),
+      ),
+      counters,
+      updated_at: state.ts,
+    };
+  }
+
+  async #nodeStatus(node: string): Promise<NodeStatus> {
+    const request: NodeStatusRequest = { type: "node_status" };
+    let info: NodeInfoReply;
+    try {
+      const raw = await this.#o.bus.request(nodeSubject(this.#o.dc, node), encodeMessage(request), {
+        timeoutMs: this.#o.timeoutMs,
+      });
+      info = replyTo(request, decodeNodeReply(raw));
+    } catch (err) {
+      const code = err instanceof ProtocolError ? err.code : "unavailable";
+      return { id: node, error: err instanceof Error && code === "unavailable" ? err.message : code };
+    }
+    return {
+      id: info.node,
+      incarnation: info.incarnation,
+      ready: info.ready,
+      partitions: info.partitions.map(([partition, epoch]) => ({ partition, epoch })),
+      actors: info.actors,
+      dirty: info.dirty,
+      bootstrapped: info.bootstrapped,
+    };
+  }
+}
+
+function copyEntries(entries: Readonly<Record<string, Entry>>): Record<string, Entry> {
+  return Object.fromEntries(Object.entries(entries).map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
+}

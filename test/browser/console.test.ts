@@ -1,0 +1,211 @@
+/**
+ * The operators' console (/admin) in real headless Chromium, against a real deployment: nats-server,
+ * redis-server, two counter nodes and a gateway from the built output. An operator signs in with the
+ * admin key, searches pages by prefix, opens one and reads each data center's raw entries, deletes a
+ * counter, and watches a second counter node join in the cluster view; all of it by keyboard where a
+ * person would, at desktop and phone widths, with no page errors. Screenshots of each view are kept
+ * in `.tmp/screenshots/console-*.png` for a person to look at.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { CLUSTER_ADMIN_KEY, CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
+import { natsServerAvailable } from "../support/nats_server.js";
+import { redisServerAvailable } from "../support/redis_server.js";
+import { TestClient } from "../support/ws_client.js";
+
+const CHROMIUM_PATH = "/usr/bin/chromium";
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"];
+const SCREENSHOTS = join(process.cwd(), ".tmp", "screenshots");
+/** How long a change may take to show: the console refreshes every 2 s, a node joins in a few. */
+const SETTLE_MS = 20_000;
+
+const available = existsSync(CHROMIUM_PATH) && natsServerAvailable() && redisServerAvailable();
+if (!available) {
+  if (process.env.CI) throw new Error("chromium, nats-server and redis-server are required under CI");
+  console.warn("\n!!! SKIPPED: the console tests need chromium, nats-server and redis-server\n");
+}
+
+describe.skipIf(!available)("console in Chromium against two counter nodes", () => {
+  let cluster: TestCluster;
+  let browser: Browser;
+  let viewer: TestClient;
+  const pageErrors: string[] = [];
+  const contexts: BrowserContext[] = [];
+
+  async function publish(page: string, counter: string, by: number): Promise<void> {
+    const res = await fetch(`${cluster.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ action: "increment", counter, by }),
+    });
+    expect(res.status).toBe(200);
+  }
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    cluster = await TestCluster.start({ counters: 2, gateways: 1 });
+    // The second node is started again later, to be seen joining.
+    await cluster.counters[1]!.kill();
+    await cluster.waitBalanced();
+    await publish("console-a", "likes", 3);
+    await publish("console-a", "shares", 2);
+    await publish("console-b", "likes", 1);
+    await publish("other-x", "likes", 9);
+    viewer = await TestClient.connect(cluster.gateways[0]!.wsUrl);
+    viewer.join("console-a", "someone");
+    await viewer.waitForViewers("console-a", 1);
+    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+  }, 60_000);
+
+  afterEach(async () => {
+    await Promise.all(contexts.splice(0).map((c) => c.close()));
+    pageErrors.splice(0);
+  });
+
+  afterAll(async () => {
+    await viewer?.terminate();
+    await browser?.close();
+    await cluster?.stop();
+  });
+
+  async function open(width: number, height: number): Promise<Page> {
+    const context = await browser.newContext({ viewport: { width, height } });
+    const tab = await context.newPage();
+    tab.on("pageerror", (err) => pageErrors.push(err.message));
+    // The browser logs a refused sign-in (401) as a failed resource: that one is expected.
+    tab.on("console", (m) => {
+      if (m.type() === "error" && !m.text().includes("status of 401")) pageErrors.push(m.text());
+    });
+    contexts.push(context);
+    await tab.goto(`${cluster.gateways[0]!.url}/admin`);
+    return tab;
+  }
+
+  /** Signs in by keyboard: focus the key field, type, Enter. */
+  async function signIn(tab: Page, key: string): Promise<void> {
+    await tab.getByLabel("Admin key").focus();
+    await tab.keyboard.type(key);
+    await tab.keyboard.press("Enter");
+  }
+
+  /** Tabs forward until the focused element has `name`, and returns how many presses it took. */
+  async function tabTo(tab: Page, name: string): Promise<number> {
+    for (let i = 1; i <= 40; i++) {
+      await tab.keyboard.press("Tab");
+      const focused = await tab.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
+      if (focused === name) return i;
+    }
+    throw new Error(`could not reach "${name}" with Tab`);
+  }
+
+  test("console - sign in, search by prefix, open a page, read per-DC raw entries, delete a counter; by keyboard, no page errors", async () => {
+    const tab = await open(1280, 900);
+    await expect.poll(() => tab.locator("input[type=password]").isVisible()).toBe(true);
+
+    await signIn(tab, "not-the-admin-key-000");
+    await expect.poll(() => tab.locator("#sign-in-error").textContent()).toContain("not the admin key");
+    await tab.getByLabel("Admin key").fill("");
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await expect
+      .poll(() => tab.locator("#page-list li").count(), { timeout: SETTLE_MS })
+      .toBeGreaterThanOrEqual(3);
+    expect(await tab.evaluate(() => sessionStorage.getItem("livecount:admin-key"))).toBe(CLUSTER_ADMIN_KEY);
+
+    // Search: only the pages under the prefix, each a link with its totals.
+    await tab.locator("input[type=search]").focus();
+    await tab.keyboard.type("console-");
+    await tab.keyboard.press("Enter");
+    await expect
+      .poll(() => tab.locator("#page-list a").allTextContents(), { timeout: SETTLE_MS })
+      .toEqual(["console-a", "console-b"]);
+    expect(await tab.locator("#page-list li").first().textContent()).toContain(
+      "1 viewers · likes 3, shares 2",
+    );
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-pages-desktop.png"), fullPage: true });
+
+    // Open the page by keyboard.
+    await tabTo(tab, "console-a");
+    await tab.keyboard.press("Enter");
+    await expect.poll(() => tab.locator("#page-title").textContent()).toBe("console-a");
+    await expect.poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(2);
+    const rows = await tab.locator("#counters-table tbody tr").allInnerTexts();
+    expect(rows[0]).toMatch(/^likes\t3\tp 3 · n 0\t–/);
+    expect(rows[1]).toMatch(/^shares\t2\tp 2 · n 0\t–/);
+    expect(await tab.locator("#viewers-table tbody tr").allInnerTexts()).toEqual(["dc1\tp 1 · n 0\t1\tyes"]);
+    // The live chart is drawn from count frames over the WebSocket.
+    await expect.poll(() => tab.locator("#chart canvas").count(), { timeout: SETTLE_MS }).toBe(1);
+    await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("1");
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-page-desktop.png"), fullPage: true });
+
+    // Delete "shares" with its button, confirming.
+    tab.once("dialog", (d) => void d.accept());
+    await tabTo(tab, "Delete shares");
+    await tab.keyboard.press("Enter");
+    await expect
+      .poll(() => tab.locator("#counters-table tbody tr").allInnerTexts(), { timeout: SETTLE_MS })
+      .toEqual([
+        expect.stringMatching(/^likes\t3\t/),
+        expect.stringMatching(/^shares\tdeleted\tp 2 · n 2\tdc1: 4/),
+      ]);
+    const read = await fetch(`${cluster.gateways[0]!.url}/v1/pages/console-a/counter`);
+    expect(((await read.json()) as { counters: Record<string, number> }).counters).toEqual({ likes: 3 });
+    // A dismissed confirm deletes nothing.
+    tab.once("dialog", (d) => void d.dismiss());
+    await tab.getByRole("button", { name: "Delete likes" }).click();
+    await tab.waitForTimeout(500);
+    const again = await fetch(`${cluster.gateways[0]!.url}/v1/pages/console-a/counter`);
+    expect(((await again.json()) as { counters: Record<string, number> }).counters).toEqual({ likes: 3 });
+
+    expect(pageErrors).toEqual([]);
+  });
+
+  test("console - the cluster view shows the node, the gateway and the DC, and a second counter node appearing", async () => {
+    const tab = await open(1280, 900);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.getByRole("link", { name: "Cluster" }).click();
+    await expect.poll(() => tab.locator("#nodes-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(1);
+    expect(await tab.locator("#nodes-table tbody tr").first().innerText()).toMatch(
+      /^counter-1\tready\t64 of 64 assigned/,
+    );
+    expect(await tab.locator("#dcs-table tbody tr").allInnerTexts()).toEqual([
+      expect.stringMatching(/^dc1 \(this one\)\tlive\t0 ms/),
+    ]);
+    expect(await tab.locator("#gateways-table tbody tr").first().innerText()).toMatch(/\(this one\)\t1\t1\t/);
+
+    await cluster.counters[1]!.start();
+    await expect
+      .poll(() => tab.locator("#nodes-table tbody tr").allInnerTexts(), { timeout: SETTLE_MS })
+      .toEqual([
+        expect.stringMatching(/^counter-1\tready\t\d+ of \d+ assigned/),
+        expect.stringMatching(/^counter-2\tready\t\d+ of \d+ assigned/),
+      ]);
+    const held = (await tab.locator("#nodes-table tbody tr td:nth-child(3)").allTextContents()).map((t) =>
+      Number(t.split(" ")[0]),
+    );
+    expect(held.reduce((a, b) => a + b, 0)).toBe(64);
+    expect(Math.min(...held)).toBeGreaterThan(0);
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-cluster-desktop.png"), fullPage: true });
+    expect(pageErrors).toEqual([]);
+  });
+
+  test("console - at 375 px wide every view fits the screen (tables scroll inside their box)", async () => {
+    const tab = await open(375, 740);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await expect.poll(() => tab.locator("#page-list li").count(), { timeout: SETTLE_MS }).toBeGreaterThan(0);
+    const fits = (): Promise<boolean> =>
+      tab.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
+    expect(await fits()).toBe(true);
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-pages-phone.png"), fullPage: true });
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
+    await expect.poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(2);
+    expect(await fits()).toBe(true);
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-page-phone.png"), fullPage: true });
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/cluster`);
+    await expect.poll(() => tab.locator("#nodes-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(2);
+    expect(await fits()).toBe(true);
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-cluster-phone.png"), fullPage: true });
+    expect(pageErrors).toEqual([]);
+  });
+});
