@@ -1,30 +1,37 @@
 /**
  * Group commit of publisher increments, as pure steps: `planIncrements` turns the increments that
- * queued in one turn into store ops (each op's answer computed before sending, so a retry under the
- * same key gets the very same answer), and `answerIncrements` turns the store's outcomes into
- * replies, the entries that became durable, and the partitions found lost.
+ * queued in one turn into store ops, and `answerIncrements` turns the store's outcomes into replies,
+ * the entries that became durable, and the partitions found lost.
+ *
+ * An answer is the counter's value over all data centers right after the change: the other data
+ * centers' entries as this owner holds them when it plans (`base`), plus this data center's entry as
+ * the store returns it after the op. The store, not the plan, knows the latter: an earlier op of the
+ * same batch may be a retry the store answers as a duplicate, which does not move the entry. The
+ * answer kept with the key for retries is written the same way, by the store (OWN_VALUE).
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
-import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
+import { OWN_VALUE, type Fence, type IncrementOp, type IncrementOutcome } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 
-/** An increment waiting for the next group commit. */
 export interface PendingIncrement {
   readonly actor: PageActor;
   readonly request: IncrementRequest;
   readonly resolve: (reply: NodeReply) => void;
 }
 
-/** What the store answered for one op is the value and time of the first answer, kept with its key. */
+/** The value and time of an answer, as a reply carries them. */
 interface AnswerPayload {
   readonly value: number;
   readonly updatedAt: number;
 }
 
-/** An increment of the batch: sent as op `op` with its precomputed value, or the same request as an earlier one. */
+/**
+ * An increment of the batch: sent as op `op`, answered with `base` (the other data centers' entries)
+ * plus this data center's entry after the op; or the same request as an earlier one.
+ */
 type Planned =
-  | { readonly pending: PendingIncrement; readonly op: number; readonly value: number }
+  | { readonly pending: PendingIncrement; readonly op: number; readonly base: number }
   | { readonly pending: PendingIncrement; readonly sameAs: number };
 
 export interface IncrementPlan {
@@ -48,9 +55,7 @@ export function planIncrements(
   now: number,
   fenceOf: (partition: number) => Fence | undefined,
 ): IncrementPlan {
-  const running = new Map<string, number>();
   const opByRequest = new Map<string, number>();
-  const keysInBatch = new Set<string>();
   const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
   for (const pending of batch) {
     const { actor, request } = pending;
@@ -66,14 +71,10 @@ export function planIncrements(
       plan.planned.push({ pending, sameAs: same });
       continue;
     }
-    const counterId = `${request.page}\u0000${request.counter}`;
-    const value = (running.get(counterId) ?? actor.value(request.counter)) + request.delta;
-    // A later change under a key already in this batch never applies, so it does not move the value.
-    if (!keysInBatch.has(keyId)) running.set(counterId, value);
-    keysInBatch.add(keyId);
+    const own = actor.ownEntry(request.counter);
+    const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
-    const payload: AnswerPayload = { value, updatedAt: now };
-    plan.planned.push({ pending, op: plan.ops.length, value });
+    plan.planned.push({ pending, op: plan.ops.length, base });
     plan.ops.push({
       fence,
       page: request.page,
@@ -81,7 +82,8 @@ export function planIncrements(
       dc,
       delta: request.delta,
       key: request.key,
-      payload: JSON.stringify(payload),
+      // {"base":B,"own":<entry value after the op, written by the store>,"updatedAt":T}
+      payload: `{"base":${base},"own":${OWN_VALUE},"updatedAt":${now}}`,
     });
   }
   return plan;
@@ -119,13 +121,15 @@ export function answerIncrements(
     const op = plan.ops[item.op]!;
     let reply: NodeReply;
     switch (outcome?.kind) {
-      case "applied":
+      case "applied": {
         actor.applied(request.counter, outcome.entry);
         durable.add(actor, op.dc, request.counter, outcome.entry);
-        reply = incremented(request, { value: item.value, updatedAt: plan.now }, false);
+        const value = item.base + outcome.entry.p - outcome.entry.n;
+        reply = incremented(request, { value, updatedAt: plan.now }, false);
         break;
+      }
       case "duplicate": {
-        const answer = parsePayload(outcome.payload, ["value", "updatedAt"]);
+        const answer = storedAnswer(outcome.payload);
         reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
         durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter));
         break;
@@ -164,4 +168,15 @@ function incremented(request: IncrementRequest, answer: AnswerPayload, duplicate
     updatedAt: answer.updatedAt,
     duplicate,
   };
+}
+
+/**
+ * The answer kept with a key: `{"base","own","updatedAt"}` (value = base + own), or the
+ * `{"value","updatedAt"}` that owners wrote before answers were completed by the store (kept for a
+ * day, the keys' TTL, so both are read).
+ */
+function storedAnswer(payload: string): AnswerPayload | undefined {
+  const split = parsePayload(payload, ["base", "own", "updatedAt"]);
+  if (split !== undefined) return { value: split.base + split.own, updatedAt: split.updatedAt };
+  return parsePayload(payload, ["value", "updatedAt"]);
 }

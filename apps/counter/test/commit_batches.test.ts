@@ -1,5 +1,5 @@
 import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
-import type { Fence, IncrementOutcome } from "@livecount/store";
+import { OWN_VALUE, type Fence, type IncrementOutcome } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { planIncrements, answerIncrements, type PendingIncrement } from "../src/increment_batch.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
@@ -23,9 +23,14 @@ const host: ActorHost = {
   presenceRaised: () => {},
 };
 
-function actor(page = "p", likes = 0): PageActor {
+/** An actor of `page` holding `likes` in this DC (dc1) and `remote` in dc2. */
+function actor(page = "p", likes = 0, remote = 0): PageActor {
   const a = new PageActor(host, page, 3, 0);
-  a.loaded(likes > 0 ? { likes: { dc1: { p: likes, n: 0 } } } : {});
+  const entries = {
+    ...(likes > 0 ? { dc1: { p: likes, n: 0 } } : {}),
+    ...(remote > 0 ? { dc2: { p: remote, n: 0 } } : {}),
+  };
+  a.loaded(likes > 0 || remote > 0 ? { likes: entries } : {});
   return a;
 }
 
@@ -47,8 +52,8 @@ const CONFLICT = "idempotency key was used for a different request";
 const fenceOf = (partition: number): Fence | undefined => (partition === 3 ? FENCE : undefined);
 
 describe("counter - group commit of increments", () => {
-  test("counter - one op per distinct change; a repeat shares it, another change under the same key does not move the value", () => {
-    const a = actor("p", 10);
+  test("counter - one op per distinct change, a repeat shares it; each op's kept answer leaves this DC's entry to the store", () => {
+    const a = actor("p", 10, 4);
     const batch = [
       pendingIncrement(a, "k1", 2),
       pendingIncrement(a, "k1", 2),
@@ -56,10 +61,12 @@ describe("counter - group commit of increments", () => {
       pendingIncrement(a, "k2", 3),
     ];
     const plan = planIncrements(batch, "dc1", NOW, fenceOf);
-    expect(plan.ops.map((o) => [o.key, o.delta, JSON.parse(o.payload).value])).toEqual([
-      ["k1", 2, 12],
-      ["k1", 5, 17],
-      ["k2", 3, 15],
+    // base: the other DCs' entries (dc2's 4); own: written by the store after the op.
+    const kept = `{"base":4,"own":${OWN_VALUE},"updatedAt":${NOW}}`;
+    expect(plan.ops.map((o) => [o.key, o.delta, o.payload])).toEqual([
+      ["k1", 2, kept],
+      ["k1", 5, kept],
+      ["k2", 3, kept],
     ]);
     expect(plan.ops.every((o) => o.fence === FENCE && o.dc === "dc1")).toBe(true);
     expect(plan.refused).toEqual([]);
@@ -128,22 +135,47 @@ describe("counter - group commit of increments", () => {
     expect(partial.answers[0]?.reply).toMatchObject({ type: "error", code: "internal" });
   });
 
-  test("counter - each counter of each page runs its own value through the batch", () => {
-    const p = actor("p", 10);
-    const q = actor("q", 100);
+  test("counter - answers are the other DCs' entries plus this DC's entry as the store returns it: a retried key earlier in the batch does not inflate later answers", () => {
+    // dc1 holds 5 from an earlier batch whose answer was lost (k1); dc2 holds 4.
+    const a = actor("p", 5, 4);
     const batch = [
-      pendingIncrement(p, "k1", 2),
-      pendingIncrement(p, "k2", 3, "stars"),
-      pendingIncrement(q, "k3", 1),
-      pendingIncrement(p, "k4", 5),
+      pendingIncrement(a, "k1", 5),
+      pendingIncrement(a, "k2", 5),
+      pendingIncrement(a, "k3", 1, "stars"),
     ];
     const plan = planIncrements(batch, "dc1", NOW, fenceOf);
-    expect(plan.ops.map((o) => [o.page, o.counter, JSON.parse(o.payload)])).toEqual([
-      ["p", "likes", { value: 12, updatedAt: NOW }],
-      ["p", "stars", { value: 3, updatedAt: NOW }],
-      ["q", "likes", { value: 101, updatedAt: NOW }],
-      ["p", "likes", { value: 17, updatedAt: NOW }],
+    const settled = answerIncrements(plan, [
+      { kind: "duplicate", payload: `{"base":4,"own":5,"updatedAt":1000}` },
+      { kind: "applied", entry: { p: 10, n: 0 } },
+      { kind: "applied", entry: { p: 1, n: 0 } },
     ]);
+    expect(settled.answers.map((x) => x.reply)).toMatchObject([
+      { type: "incremented", counter: "likes", value: 9, updatedAt: 1000, duplicate: true },
+      { type: "incremented", counter: "likes", value: 14, updatedAt: NOW, duplicate: false },
+      { type: "incremented", counter: "stars", value: 1, updatedAt: NOW, duplicate: false },
+    ]);
+    // A retry of k2 gets the answer the store kept (its {own} filled in), equal to the first.
+    const kept = plan.ops[1]!.payload.replaceAll(OWN_VALUE, "10");
+    const retry = planIncrements([pendingIncrement(a, "k2", 5)], "dc1", NOW + 1, fenceOf);
+    const again = answerIncrements(retry, [{ kind: "duplicate", payload: kept }]);
+    expect(again.answers[0]?.reply).toMatchObject({ value: 14, updatedAt: NOW, duplicate: true });
+  });
+
+  test("counter - decrements: base and answers are p - n of every entry", () => {
+    const a = new PageActor(host, "p", 3, 0);
+    a.loaded({ likes: { dc1: { p: 10, n: 3 }, dc2: { p: 4, n: 1 } } });
+    const plan = planIncrements([pendingIncrement(a, "d", -2)], "dc1", NOW, fenceOf);
+    expect(plan.ops[0]!.payload).toBe(`{"base":3,"own":${OWN_VALUE},"updatedAt":${NOW}}`);
+    const settled = answerIncrements(plan, [{ kind: "applied", entry: { p: 10, n: 5 } }]);
+    expect(settled.answers[0]?.reply).toMatchObject({ value: 8, duplicate: false });
+  });
+
+  test("counter - a key answered before answers were completed by the store ({value, updatedAt}) is still read", () => {
+    const plan = planIncrements([pendingIncrement(actor(), "old")], "dc1", NOW, fenceOf);
+    const settled = answerIncrements(plan, [
+      { kind: "duplicate", payload: JSON.stringify({ value: 42, updatedAt: 7 }) },
+    ]);
+    expect(settled.answers[0]?.reply).toMatchObject({ value: 42, updatedAt: 7, duplicate: true });
   });
 
   test("counter - a repeat of a request whose op failed gets the same failure, and every request one answer", () => {

@@ -2,6 +2,7 @@ export {
   StoreError,
   InvalidStoreInputError,
   StaleFenceError,
+  OWN_VALUE,
   type Store,
   type AcquireOptions,
   type Fence,

@@ -5,6 +5,7 @@
 import type { Entry } from "@livecount/crdt";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, isPresenceCounter, xorDigest } from "./digest.js";
 import {
+  OWN_VALUE,
   StaleFenceError,
   StoreError,
   type AcquireOptions,
@@ -346,7 +347,7 @@ export class MemoryStore implements Store {
       counter: op.counter,
       delta: op.delta,
       fingerprint: op.fingerprint,
-      payload: op.payload,
+      payload: op.payload.replaceAll(OWN_VALUE, String(entry.p - entry.n)),
       expiresAt: now + keyTtlMs,
     });
     return also === undefined ? { kind: "applied", entry } : { kind: "applied", entry, also };

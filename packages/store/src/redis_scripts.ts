@@ -228,6 +228,8 @@ local function change(field, delta)
   result[#result + 1] = string.format("%d", n)
 end
 change(ARGV[4], tonumber(ARGV[6]))
+-- The payload's {own} placeholders become this entry's value right after the op (store.ts).
+local payload = string.gsub(ARGV[7], "{own}", string.format("%d", tonumber(result[2]) - tonumber(result[3])))
 for i = 12, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1])) end
 if created then
   redis.call("ZADD", KEYS[4], 0, ARGV[3])
@@ -236,7 +238,7 @@ end
 apply_digests(KEYS[5])
 -- A durable counter: the page is not empty any more, whatever its value.
 redis.call("ZREM", KEYS[7], ARGV[3])
-redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", ARGV[7], "expiresAt", ARGV[8])
+redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", payload, "expiresAt", ARGV[8])
 if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
 redis.call("PEXPIRE", KEYS[3], ARGV[9])
 return result`,

@@ -62,6 +62,9 @@ export interface CounterChange {
   readonly delta: number;
 }
 
+/** In an IncrementOp's payload: replaced by the value of the op's entry right after it applied. */
+export const OWN_VALUE = "{own}";
+
 export interface IncrementOp {
   readonly fence: Fence;
   readonly page: string;
@@ -71,7 +74,12 @@ export interface IncrementOp {
   readonly delta: number;
   /** Idempotency key, scoped to the page. */
   readonly key: string;
-  /** Kept for the caller and returned as-is on a duplicate (e.g. the value and time of the first answer). */
+  /**
+   * Kept for the caller and returned on a duplicate (e.g. the value and time of the first answer).
+   * Every `{own}` in it is replaced, when the op applies, by the value (p - n) of the data center's
+   * entry of `counter` right after it: the one part of an answer that only the store knows, since an
+   * earlier op of the same call may turn out to be a duplicate and not move the entry.
+   */
   readonly payload: string;
   /**
    * Changes to other counters of the same page and data center, applied atomically with `delta`

@@ -299,6 +299,32 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
       });
 
+      test(`${name} - {own} in a payload is stored as the entry's value right after the op; a duplicate earlier in the call does not move it`, async () => {
+        const fence = await lease();
+        await store.increment([op(fence, { key: "k1", delta: 5 })], KEY_TTL_MS);
+        const outcomes = await store.increment(
+          [
+            op(fence, { key: "k1", delta: 5, payload: "retry {own}" }),
+            op(fence, { key: "k2", delta: 5, payload: "v={own}, again {own}" }),
+            op(fence, { key: "k3", delta: -2, payload: "v={own}" }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([
+          { kind: "duplicate", payload: "first" },
+          { kind: "applied", entry: { p: 10, n: 0 } },
+          { kind: "applied", entry: { p: 10, n: 2 } },
+        ]);
+        const retries = await store.increment(
+          [op(fence, { key: "k2", delta: 5 }), op(fence, { key: "k3", delta: -2 })],
+          KEY_TTL_MS,
+        );
+        expect(retries).toEqual([
+          { kind: "duplicate", payload: "v=10, again 10" },
+          { kind: "duplicate", payload: "v=8" },
+        ]);
+      });
+
       test(`${name} - the same key twice in one call applies once`, async () => {
         const fence = await lease();
         const outcomes = await store.increment([op(fence), op(fence, { payload: "other" })], KEY_TTL_MS);
