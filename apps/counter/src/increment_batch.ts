@@ -71,7 +71,8 @@ export function planIncrements(
       plan.planned.push({ pending, sameAs: same });
       continue;
     }
-    const own = actor.ownEntry(request.counter);
+    // Read without creating the counter: a refused increment must leave no trace in the actor.
+    const own = actor.entries(request.counter)[dc] ?? { p: 0, n: 0 };
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
     plan.planned.push({ pending, op: plan.ops.length, base });

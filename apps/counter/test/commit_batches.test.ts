@@ -70,6 +70,9 @@ describe("counter - group commit of increments", () => {
     ]);
     expect(plan.ops.every((o) => o.fence === FENCE && o.dc === "dc1")).toBe(true);
     expect(plan.refused).toEqual([]);
+    // Planning reads the actor without creating counters: a refused increment leaves no trace.
+    planIncrements([pendingIncrement(a, "k9", 1, "shares")], "dc1", NOW, fenceOf);
+    expect(a.snapshot()).not.toHaveProperty("shares");
   });
 
   test("counter - an increment whose partition is not held or whose actor closed is refused as unavailable", () => {
