@@ -61,6 +61,16 @@ export interface EdgeConfig {
   readonly readRatePerS: number;
   readonly readBurst: number;
   /**
+   * LIVECOUNT_HTTP_RATE / LIVECOUNT_HTTP_BURST: HTTP requests of any kind per second one client
+   * address may make without a publisher or admin key, sustained / at once; past it 429 with
+   * Retry-After, and the connection is closed. A keep-alive connection must carry a request every
+   * 10 s (uWS's idle timeout) to stay open, so this also bounds the connections one address holds
+   * to about rate × 10 s. Default 100 / 200: the read budget's rate, so reads meet their own limit
+   * first; one address holds at most ~1,000 connections, half the files a full gateway keeps for HTTP.
+   */
+  readonly httpRatePerS: number;
+  readonly httpBurst: number;
+  /**
    * LIVECOUNT_READ_RATE_MAX_ADDRESSES: addresses whose read budget is remembered at once; the least
    * recently seen is forgotten past it. Default 10000 (about 1.5 MB): rotating addresses cannot
    * grow memory, and an evicted address only gets a full bucket back.
@@ -99,6 +109,8 @@ export function readEdgeConfig(env: Env): EdgeConfig {
     trustedProxies: readList(env, "LIVECOUNT_TRUSTED_PROXIES").map(checkProxy),
     readRatePerS: readInt(env, "LIVECOUNT_READ_RATE", 100, { min: 1 }),
     readBurst: readInt(env, "LIVECOUNT_READ_BURST", 200, { min: 1 }),
+    httpRatePerS: readInt(env, "LIVECOUNT_HTTP_RATE", 100, { min: 1 }),
+    httpBurst: readInt(env, "LIVECOUNT_HTTP_BURST", 200, { min: 1 }),
     readRateMaxAddresses: readInt(env, "LIVECOUNT_READ_RATE_MAX_ADDRESSES", 10000, { min: 1 }),
     ...readPrivatePages(env),
     tls: readTls(env),

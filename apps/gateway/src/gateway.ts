@@ -271,6 +271,13 @@ export class Gateway {
         now,
         what: "page reads",
       }),
+      httpLimiter: new AddressRateLimiter({
+        ratePerS: config.httpRatePerS,
+        burst: config.httpBurst,
+        maxAddresses: config.readRateMaxAddresses,
+        now,
+        what: "requests",
+      }),
       privatePages,
       now,
       maxBodyBytes: config.maxBodyBytes,

@@ -4,6 +4,7 @@ import type { DcLiveness } from "@livecount/cluster";
 import { BearerKeys, LogThrottle, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import type { AdminApi } from "./admin_api.js";
+import { limitKeyOf } from "./client_address.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
@@ -32,6 +33,8 @@ export interface HttpApiOptions {
   readonly origins: OriginPolicy;
   /** Page reads without a key, per client address (LIVECOUNT_READ_RATE). */
   readonly readLimiter: AddressRateLimiter;
+  /** Requests of any kind without a key, per client address (LIVECOUNT_HTTP_RATE). */
+  readonly httpLimiter: AddressRateLimiter;
   readonly privatePages: PrivatePages;
   /** Epoch-ms, for rate limits. */
   readonly now: () => number;
@@ -115,6 +118,7 @@ export class HttpApi {
     let route = "other";
     let status = 200;
     try {
+      this.#admitRequest(reply, req);
       const asset = req.method === "GET" ? this.#o.assets.get(req.path) : undefined;
       if (asset !== undefined) {
         route = "asset";
@@ -240,6 +244,19 @@ export class HttpApi {
       { page, counter, value: result.value, updated_at: result.updatedAt },
       result.duplicate ? { ...NO_STORE, "idempotent-replayed": "true" } : NO_STORE,
     );
+  }
+
+  /**
+   * A request without a publisher or admin key takes a token from its address's HTTP budget; past
+   * it the answer closes the connection, so keep-alive connections cannot pile up past the budget.
+   */
+  #admitRequest(reply: Reply, req: RequestInfo): void {
+    const auth = req.headers.authorization;
+    if (this.#auth.recognizes(auth) || this.#admin.has(bearerOf(auth))) return;
+    const retryAfterS = this.#o.httpLimiter.tryTake(limitKeyOf(req.address), 1);
+    if (retryAfterS === 0) return;
+    reply.closeConnection = true;
+    throw new RateLimitedError(retryAfterS, `too many requests from this address; retry in ${retryAfterS} s`);
   }
 
   /** A publisher key (compared in constant time) with a token left in its rate limit. */

@@ -9,6 +9,8 @@ export class Reply {
   aborted = false;
   /** Added to whatever this reply sends (e.g. CORS for public reads). */
   common: Readonly<Record<string, string>> = {};
+  /** Close the connection after this reply (a client over its request budget). */
+  closeConnection = false;
   /** `head`: the request was HEAD; replies carry the status and headers of a GET, and no body. */
   constructor(
     readonly res: HttpResponse,
@@ -33,14 +35,17 @@ export class Reply {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
       for (const [k, v] of Object.entries({ ...this.common, ...headers })) this.res.writeHeader(k, v);
       if (!this.head) {
-        this.res.end(body);
+        this.res.end(body, this.closeConnection);
         return;
       }
       // The length the GET would carry, written by hand: uWS's endWithoutBody(length) leaves the
       // response unfinished in this build (and the process aborts); endWithoutBody() does not.
       const length = typeof body === "string" ? Buffer.byteLength(body) : body.byteLength;
       this.res.writeHeader("content-length", String(length));
-      this.res.endWithoutBody();
+      // endWithoutBody with arguments aborts the process in this uWS build: a HEAD that must close
+      // its connection is closed without an answer instead.
+      if (this.closeConnection) this.res.close();
+      else this.res.endWithoutBody();
     });
   }
 }

@@ -1,0 +1,94 @@
+/**
+ * LIVECOUNT_HTTP_RATE / LIVECOUNT_HTTP_BURST: every HTTP request without a key takes a token from its
+ * address's budget, and one past it is answered 429 and its connection closed, so one address cannot
+ * hold more keep-alive connections than its budget keeps alive (each must carry a request every
+ * 10 s). Raw TCP connections from several loopback source addresses, as an attacker would open them.
+ */
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+
+const BURST = 10;
+
+/** A keep-alive connection from `localAddress`; `closed` resolves when the server ends it. */
+async function open(
+  port: number,
+  localAddress: string,
+): Promise<{ socket: Socket; received: () => string; closed: Promise<void> }> {
+  const socket = connect({ port, host: "127.0.0.1", localAddress });
+  let text = "";
+  socket.on("data", (c: Buffer) => (text += c.toString("latin1")));
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  socket.on("error", () => {});
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  return { socket, received: () => text, closed };
+}
+
+function request(path: string, headers = ""): string {
+  return `GET ${path} HTTP/1.1\r\nHost: t\r\n${headers}\r\n`;
+}
+
+/** Status codes of the responses in `text`, in order. */
+function statuses(text: string): number[] {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+}
+
+describe("gateway - HTTP requests per client address", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_HTTP_RATE: "1",
+      LIVECOUNT_HTTP_BURST: String(BURST),
+      LIVECOUNT_READ_RATE: "1000",
+      LIVECOUNT_READ_BURST: "1000",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  test("LIVECOUNT_HTTP_BURST - past its budget an address gets 429 with Retry-After and the connection closed; keyed requests and other addresses are not limited", async () => {
+    const conn = await open(platform.app.port, "127.0.0.2");
+    conn.socket.write(Array.from({ length: BURST + 2 }, () => request("/healthz")).join(""));
+    await conn.closed;
+    const text = conn.received();
+    // The burst is answered, the rest refused (uWS answers what it already read) and the connection closed.
+    expect(statuses(text)).toEqual([...Array<number>(BURST).fill(200), 429, 429]);
+    const refusal = text.slice(text.lastIndexOf("HTTP/1.1 429"));
+    expect(refusal).toMatch(/\r\nretry-after: \d+\r\n/i);
+    expect(refusal).toContain('{"error":{"code":"rate_limited"');
+
+    // A publisher's back end behind the same address is limited by its key, not by the address.
+    const keyed = await fetch(`${platform.url}/v1/pages/budget/counter`, {
+      headers: { authorization: `Bearer ${TEST_PUBLISHER_KEY}` },
+    });
+    expect(keyed.status).toBe(200);
+    // Another address has its own budget.
+    const other = await open(platform.app.port, "127.0.0.3");
+    other.socket.write(request("/healthz", "Connection: close\r\n"));
+    await other.closed;
+    expect(statuses(other.received())).toEqual([200]);
+  });
+
+  test("LIVECOUNT_HTTP_RATE - an address cannot keep more connections than its budget: the refused ones are closed by the gateway", async () => {
+    const conns = await Promise.all(
+      Array.from({ length: 3 * BURST }, () => open(platform.app.port, "127.0.0.4")),
+    );
+    for (const c of conns) c.socket.write(request("/healthz"));
+    // Every connection gets one answer; those past the budget are closed by the gateway.
+    await expect
+      .poll(() => conns.filter((c) => statuses(c.received()).length === 1).length)
+      .toBe(conns.length);
+    const refused = conns.filter((c) => statuses(c.received())[0] === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(2 * BURST - 1);
+    await Promise.all(refused.map((c) => c.closed));
+    const open200 = conns.filter((c) => statuses(c.received())[0] === 200);
+    expect(open200.length).toBeLessThanOrEqual(BURST + 1);
+    for (const c of conns) c.socket.destroy();
+  });
+});
