@@ -148,8 +148,10 @@
         ? `No pages${prefix ? ` starting with "${prefix}"` : ""}.`
         : `Pages ${from}–${from + body.pages.length - 1}${prefix ? ` starting with "${prefix}"` : ""}.`;
     $("first-page").disabled = index === 0;
+    $("previous-page").disabled = index === 0;
     $("next-page").disabled = !body.cursor;
     $("next-page").onclick = () => showPages(prefix, index + 1);
+    $("previous-page").onclick = () => showPages(prefix, index - 1);
     $("first-page").onclick = () => showPages(prefix, 0);
   }
 

@@ -11,7 +11,7 @@
  * A node that does not answer in time is listed with its error instead of failing the whole status:
  * a status page is most needed when something is down.
  */
-import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
+import { BusTimeoutError, nodeSubject, type Bus, type Subscription } from "@livecount/bus";
 import { listenToGateways, type DcLiveness, type Membership } from "@livecount/cluster";
 import type { Entry } from "@livecount/crdt";
 import {
@@ -217,8 +217,10 @@ export class AdminApi {
       });
       info = replyTo(request, decodeNodeReply(raw));
     } catch (err) {
-      const code = err instanceof ProtocolError ? err.code : "unavailable";
-      return { id: node, error: err instanceof Error && code === "unavailable" ? err.message : code };
+      // The node's own error code, "timeout" when it did not answer in time, "unavailable" otherwise.
+      const error =
+        err instanceof ProtocolError ? err.code : err instanceof BusTimeoutError ? "timeout" : "unavailable";
+      return { id: node, error };
     }
     return {
       id: info.node,

@@ -1,0 +1,162 @@
+/**
+ * The status API's view of a data center, built from what the bus carries: counter nodes answer
+ * for themselves (one that does not answer is listed with its error, not dropped, and does not
+ * fail the status), gateways are known from their heartbeats until they go down or their lease
+ * runs out, remote DCs from their heartbeats. On an in-memory bus and a manual clock.
+ */
+import { DCS_SUBJECT, MemoryBus, gatewaysSubject, nodeSubject } from "@livecount/bus";
+import { DcLiveness, Membership } from "@livecount/cluster";
+import { encodeMessage, type NodeInfoReply } from "@livecount/protocol";
+import { silentLogger } from "@livecount/runtime";
+import { afterEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { AdminApi } from "../src/admin_api.js";
+import { OwnerClient } from "../src/owner_client.js";
+
+const LEASE_MS = 3_000;
+const TIMEOUT_MS = 500;
+
+describe("gateway - status API", () => {
+  const stops: Array<() => void> = [];
+  afterEach(() => {
+    for (const stop of stops.splice(0)) stop();
+  });
+
+  async function setUp() {
+    const clock = new ManualClock(1_000_000);
+    const bus = new MemoryBus({ clock });
+    const member = (self?: string): Membership => {
+      const m = new Membership({
+        bus,
+        clock,
+        logger: silentLogger,
+        dc: "dc1",
+        partitions: 8,
+        vnodes: 8,
+        leaseMs: LEASE_MS,
+        ...(self !== undefined ? { self } : {}),
+      });
+      m.start();
+      stops.push(() => m.stop());
+      return m;
+    };
+    const nodeA = member("node-a");
+    member("node-b");
+    const membership = member();
+    const liveness = new DcLiveness({
+      bus,
+      clock,
+      logger: silentLogger,
+      dc: "dc1",
+      leaseMs: LEASE_MS,
+      heartbeatMs: 100,
+    });
+    liveness.start();
+    stops.push(() => liveness.stop());
+    // node-a answers for itself; node-b is on the ring but never answers (frozen).
+    const info: NodeInfoReply = {
+      type: "node_info",
+      node: "node-a",
+      incarnation: nodeA.incarnation,
+      ready: true,
+      partitions: [
+        [1, 4],
+        [5, 2],
+      ],
+      actors: 12,
+      dirty: 3,
+      bootstrapped: 2,
+      ts: clock.now(),
+    };
+    bus.serve(nodeSubject("dc1", "node-a"), async () => encodeMessage(info));
+    bus.serve(nodeSubject("dc1", "node-b"), () => new Promise<Uint8Array>(() => {}));
+    const admin = new AdminApi({
+      bus,
+      dc: "dc1",
+      membership,
+      liveness,
+      owners: new OwnerClient(bus, membership, "dc1", TIMEOUT_MS),
+      clock,
+      logger: silentLogger,
+      timeoutMs: TIMEOUT_MS,
+      self: () => ({ id: "gw-self", sockets: 2, viewers: 1, last_heard: clock.now() }),
+    });
+    admin.start();
+    stops.push(() => admin.stop());
+    // The nodes' next heartbeats put them on the gateway's ring.
+    await clock.advance(LEASE_MS / 3);
+    return { clock, bus, admin };
+  }
+
+  /** The status, with the clock run past the nodes' answer timeout. */
+  async function status(clock: ManualClock, admin: AdminApi) {
+    const pending = admin.status();
+    await clock.advance(TIMEOUT_MS);
+    return pending;
+  }
+
+  test("status - a node that answers shows its partitions and epochs; a frozen one is listed as timeout; the ring counts both", async () => {
+    const { clock, admin } = await setUp();
+    const s = await status(clock, admin);
+    expect(s.nodes).toEqual([
+      {
+        id: "node-a",
+        incarnation: expect.any(String),
+        ready: true,
+        partitions: [
+          { partition: 1, epoch: 4 },
+          { partition: 5, epoch: 2 },
+        ],
+        actors: 12,
+        dirty: 3,
+        bootstrapped: 2,
+      },
+      { id: "node-b", error: "timeout" },
+    ]);
+    expect(s.ring.nodes).toEqual(["node-a", "node-b"]);
+    expect(s.ring.assigned["node-a"]! + s.ring.assigned["node-b"]!).toBe(8);
+    expect(s.dcs).toEqual([
+      { dc: "dc1", local: true, live: true, lag_ms: 0, last_heard: clock.now() - TIMEOUT_MS },
+    ]);
+  });
+
+  test("status - gateways come from their heartbeats with sockets and viewers, and leave on down or a lapsed lease; remote DCs from theirs", async () => {
+    const { clock, bus, admin } = await setUp();
+    const beat = (gateway: string, state: "up" | "down", sockets = 0, viewers = 0): void =>
+      bus.publish(
+        gatewaysSubject("dc1"),
+        encodeMessage({ type: "gateway", gateway, leaseMs: LEASE_MS, state, sockets, viewers }),
+      );
+    beat("gw-2", "up", 7, 5);
+    beat("gw-3", "up", 1, 1);
+    bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc: "dc2", node: "n1", seq: 1, leaseMs: LEASE_MS }));
+    await clock.advance(0);
+    const heardAt = clock.now();
+    await clock.advance(200);
+    let s = await status(clock, admin);
+    expect(s.gateway).toBe("gw-self");
+    expect(s.gateways.map((g) => [g.id, g.sockets, g.viewers])).toEqual([
+      ["gw-2", 7, 5],
+      ["gw-3", 1, 1],
+      ["gw-self", 2, 1],
+    ]);
+    expect(s.dcs[1]).toEqual({
+      dc: "dc2",
+      local: false,
+      live: true,
+      lag_ms: 200,
+      last_heard: heardAt,
+    });
+
+    beat("gw-3", "down");
+    await clock.advance(0);
+    s = await status(clock, admin);
+    expect(s.gateways.map((g) => g.id)).toEqual(["gw-2", "gw-self"]);
+
+    // gw-2 falls silent: gone once its lease has run out; dc2 likewise goes down.
+    await clock.advance(LEASE_MS);
+    s = await status(clock, admin);
+    expect(s.gateways.map((g) => g.id)).toEqual(["gw-self"]);
+    expect(s.dcs[1]).toMatchObject({ dc: "dc2", live: false });
+  });
+});
