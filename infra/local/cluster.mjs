@@ -38,6 +38,8 @@ const LOOPBACK = "127.0.0.1";
 const LINK_CONTROL_PORT = Number(env.LINK_CONTROL_PORT ?? 17900);
 const MAX_DCS = 2;
 const publisherKeys = env.LIVECOUNT_PUBLISHER_KEYS ?? "local-dev-key";
+// For /metrics on every process and the console at /admin on the gateways (16 characters at least).
+const adminKey = env.LIVECOUNT_ADMIN_KEY ?? "local-dev-admin-key";
 
 /** The ports of data center `n` (1-based). */
 function portsOf(n) {
@@ -192,6 +194,7 @@ async function up(args) {
       LIVECOUNT_NATS_URL: `nats://${LOOPBACK}:${dc.ports.nats}`,
       LIVECOUNT_REDIS_URL: `redis://${LOOPBACK}:${dc.ports.redis}`,
       LIVECOUNT_PUBLISHER_KEYS: publisherKeys,
+      LIVECOUNT_ADMIN_KEY: adminKey,
     };
     // Keep dc1's process names as they were with one DC.
     const prefix = count === 1 ? "" : `${dc.name}-`;
@@ -236,6 +239,7 @@ async function up(args) {
     );
   }
   console.log(`publisher key: ${publisherKeys}`);
+  console.log(`admin key: ${adminKey} (console: http://${LOOPBACK}:${dcs[0].ports.gateways[0]}/admin)`);
   if (count > 1)
     console.log("cut the link between the DCs: node infra/local/cluster.mjs cut (heal: ... heal)");
 }

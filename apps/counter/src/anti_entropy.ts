@@ -124,6 +124,11 @@ export class AntiEntropy {
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
   }
 
+  /** Per remote DC, partitions whose transfer this node drives right now (a resync under way). */
+  get resyncing(): Record<string, number> {
+    return this.#exchanges.inFlight();
+  }
+
   /** This node holds the partition now: it takes part in comparisons of it. */
   partitionHeld(partition: number): void {
     if (this.#held.has(partition)) return;

@@ -141,6 +141,11 @@ export class Convergence {
   }
 
   /** Partitions held that serve. */
+  /** Per remote DC, partitions with a resync transfer under way (anti-entropy). */
+  get resyncing(): Record<string, number> {
+    return this.#antiEntropy.resyncing;
+  }
+
   get bootstrapped(): number {
     return this.#bootstrap.progress.ready;
   }

@@ -196,6 +196,7 @@ export class CounterNode {
         actors: this.#registry.size,
         dirty: this.#writer.dirtyCount,
         bootstrapped: this.#convergence.bootstrapped,
+        resyncing: this.#convergence.resyncing,
         ts: clock.now(),
       }),
     });

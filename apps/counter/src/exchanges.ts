@@ -107,6 +107,16 @@ export class Exchanges {
     else this.#exchanged.delete(remote);
   }
 
+  /** Per remote DC with transfers this node drives in flight, how many partitions they are. */
+  inFlight(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const k of this.#driving.keys()) {
+      const remote = k.slice(0, k.lastIndexOf("|"));
+      out[remote] = (out[remote] ?? 0) + 1;
+    }
+    return out;
+  }
+
   /** The partition is not held here any more. */
   dropPartition(partition: number): void {
     const suffix = `|${partition}`;

@@ -64,7 +64,12 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.isDriving("dc2", 1)).toBe(false);
     // 1 is exchanged, 2 is in flight, 3 was never compared.
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([3]);
+    x.progress("dc-3", 5, () => stalls++);
+    expect(x.inFlight()).toEqual({ dc2: 1, "dc-3": 1 });
     x.forget("dc2", false);
+    expect(x.inFlight()).toEqual({ "dc-3": 1 });
+    x.done("dc-3", 5);
+    expect(x.inFlight()).toEqual({});
     await clock.advance(20_000);
     expect(stalls).toBe(0);
     expect(x.isDriving("dc2", 2)).toBe(false);

@@ -27,6 +27,7 @@ const NODE_INFO: NodeInfoReply = {
   actors: 0,
   dirty: 2,
   bootstrapped: 2,
+  resyncing: { dc2: 1 },
   ts: 1_000,
 };
 

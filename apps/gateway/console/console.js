@@ -333,11 +333,12 @@
         "Actors",
         "Waiting to flush",
         "Bootstrapped",
+        "Resyncing",
         "Incarnation",
       ],
       s.nodes.map((n) =>
         n.error
-          ? [n.id, el("span", { class: "error" }, `not answering (${n.error})`), "", "", "", "", "", ""]
+          ? [n.id, el("span", { class: "error" }, `not answering (${n.error})`), "", "", "", "", "", "", ""]
           : [
               n.id,
               el("span", { class: n.ready ? "up" : "down" }, n.ready ? "ready" : "not ready"),
@@ -346,6 +347,7 @@
               n.actors,
               n.dirty,
               n.bootstrapped,
+              resyncText(n.resyncing),
               n.incarnation.slice(0, 8),
             ],
       ),
@@ -360,6 +362,12 @@
         ago(g.last_heard),
       ]),
     );
+  }
+
+  /** "dc2: 3 partitions" per remote DC with anti-entropy transfers under way, or "–". */
+  function resyncText(resyncing) {
+    const busy = Object.entries(resyncing ?? {}).filter(([, n]) => n > 0);
+    return busy.length ? busy.map(([dc, n]) => `${dc}: ${n} partition${n === 1 ? "" : "s"}`).join(", ") : "–";
   }
 
   function epochRange(partitions) {

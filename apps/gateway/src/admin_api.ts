@@ -61,6 +61,8 @@ export interface NodeStatus {
   readonly actors?: number;
   readonly dirty?: number;
   readonly bootstrapped?: number;
+  /** Per remote DC, partitions with a resync (anti-entropy transfer) under way. */
+  readonly resyncing?: Readonly<Record<string, number>>;
   /** Set instead of the rest when the node did not answer. */
   readonly error?: string;
 }
@@ -230,6 +232,7 @@ export class AdminApi {
       actors: info.actors,
       dirty: info.dirty,
       bootstrapped: info.bootstrapped,
+      resyncing: info.resyncing,
     };
   }
 }

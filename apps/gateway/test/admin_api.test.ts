@@ -66,6 +66,7 @@ describe("gateway - status API", () => {
       actors: 12,
       dirty: 3,
       bootstrapped: 2,
+      resyncing: { dc2: 1, dc3: 0 },
       ts: clock.now(),
     };
     bus.serve(nodeSubject("dc1", "node-a"), async () => encodeMessage(info));
@@ -110,6 +111,7 @@ describe("gateway - status API", () => {
         actors: 12,
         dirty: 3,
         bootstrapped: 2,
+        resyncing: { dc2: 1, dc3: 0 },
       },
       { id: "node-b", error: "timeout" },
     ]);

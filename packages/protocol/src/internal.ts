@@ -160,6 +160,8 @@ export interface NodeInfoReply {
   readonly dirty: number;
   /** Held partitions that have learnt every peer DC's state (bootstrap, docs/architecture.md). */
   readonly bootstrapped: number;
+  /** Per remote DC, partitions whose anti-entropy transfer this node drives right now. */
+  readonly resyncing: Readonly<Record<string, number>>;
   readonly ts: number;
 }
 

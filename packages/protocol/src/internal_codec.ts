@@ -37,6 +37,11 @@ import {
 } from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
 
+function naturalOf(v: unknown): number {
+  if (!isNatural(v)) malformed("a count is not a natural number");
+  return v;
+}
+
 /** A held partition and its lease's epoch: `[partition, epoch]`. */
 function fenceOf(v: unknown): readonly [number, number] {
   if (!Array.isArray(v) || v.length !== 2 || !isNatural(v[0]) || !isNatural(v[1]))
@@ -194,6 +199,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       actors: field(m, "actors", isNatural),
       dirty: field(m, "dirty", isNatural),
       bootstrapped: field(m, "bootstrapped", isNatural),
+      resyncing: recordOf(m.get("resyncing"), isInternalId, naturalOf, "resyncing"),
       ts: field(m, "ts", isNatural),
     }),
   ],
