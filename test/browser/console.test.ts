@@ -136,7 +136,7 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
       .poll(() => tab.locator("#page-list a").allTextContents(), { timeout: SETTLE_MS })
       .toEqual(["console-a", "console-b"]);
     expect(await tab.locator("#page-list li").first().textContent()).toContain(
-      "1 viewers · likes 3, shares 2",
+      "1 viewer · likes 3, shares 2",
     );
     await tab.screenshot({ path: join(SCREENSHOTS, "console-pages-desktop.png"), fullPage: true });
 

@@ -138,7 +138,7 @@
           "li",
           {},
           el("a", { href: `#/page/${encodeURIComponent(p.page)}` }, p.page),
-          el("span", {}, `${p.viewers} viewers${counters ? ` · ${counters}` : ""}`),
+          el("span", {}, `${plural(p.viewers, "viewer")}${counters ? ` · ${counters}` : ""}`),
         );
       }),
     );
@@ -156,6 +156,10 @@
   }
 
   // --- one page ---------------------------------------------------------------------------------
+
+  function plural(n, noun) {
+    return `${n} ${noun}${n === 1 ? "" : "s"}`;
+  }
 
   function entry(e) {
     return e ? `p ${e.p} · n ${e.n}` : "–";
