@@ -220,6 +220,14 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(held.reduce((a, b) => a + b, 0)).toBe(64);
     expect(Math.min(...held)).toBeGreaterThan(0);
     await tab.screenshot({ path: join(SCREENSHOTS, "console-cluster-desktop.png"), fullPage: true });
+    // Leaving the view stops its refreshes, also one in flight when the operator navigated.
+    const statusRequests: string[] = [];
+    tab.on("request", (r) => {
+      if (r.url().includes("/v1/admin/status")) statusRequests.push(r.url());
+    });
+    await tab.getByRole("link", { name: "Pages" }).click();
+    await tab.waitForTimeout(4_500);
+    expect(statusRequests.length).toBeLessThanOrEqual(1);
     expect(pageErrors).toEqual([]);
   });
 

@@ -140,12 +140,12 @@ export class Convergence {
     return this.servingFence(partition);
   }
 
-  /** Partitions held that serve. */
   /** Per remote DC, partitions with a resync transfer under way (anti-entropy). */
   get resyncing(): Record<string, number> {
     return this.#antiEntropy.resyncing;
   }
 
+  /** Partitions held that serve. */
   get bootstrapped(): number {
     return this.#bootstrap.progress.ready;
   }

@@ -116,7 +116,7 @@ export class CounterNode {
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
     });
-    registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now());
+    registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now(), config.peerDcs);
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
     ({
       registry: this.#registry,

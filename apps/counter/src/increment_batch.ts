@@ -83,8 +83,10 @@ export function planIncrements(
       dc,
       delta: request.delta,
       key: request.key,
-      // {"base":B,"own":<entry value after the op, written by the store>,"updatedAt":T}
-      payload: `{"base":${base},"own":${OWN_VALUE},"updatedAt":${now}}`,
+      // {"value":V,"base":B,"own":<entry value after the op, written by the store>,"updatedAt":T}.
+      // `value`, the planner's estimate, is for owners of the previous release (a rolling upgrade or
+      // a rollback shares the store): they read only value and updatedAt. Readers here use base + own.
+      payload: `{"value":${actor.value(request.counter) + request.delta},"base":${base},"own":${OWN_VALUE},"updatedAt":${now}}`,
     });
   }
   return plan;

@@ -61,12 +61,14 @@ describe("counter - group commit of increments", () => {
       pendingIncrement(a, "k2", 3),
     ];
     const plan = planIncrements(batch, "dc1", NOW, fenceOf);
-    // base: the other DCs' entries (dc2's 4); own: written by the store after the op.
-    const kept = `{"base":4,"own":${OWN_VALUE},"updatedAt":${NOW}}`;
+    // base: the other DCs' entries (dc2's 4); own: written by the store after the op; value: the
+    // estimate owners of the previous release read (14 + delta).
+    const kept = (value: number): string =>
+      `{"value":${value},"base":4,"own":${OWN_VALUE},"updatedAt":${NOW}}`;
     expect(plan.ops.map((o) => [o.key, o.delta, o.payload])).toEqual([
-      ["k1", 2, kept],
-      ["k1", 5, kept],
-      ["k2", 3, kept],
+      ["k1", 2, kept(16)],
+      ["k1", 5, kept(19)],
+      ["k2", 3, kept(17)],
     ]);
     expect(plan.ops.every((o) => o.fence === FENCE && o.dc === "dc1")).toBe(true);
     expect(plan.refused).toEqual([]);
@@ -168,9 +170,19 @@ describe("counter - group commit of increments", () => {
     const a = new PageActor(host, "p", 3, 0);
     a.loaded({ likes: { dc1: { p: 10, n: 3 }, dc2: { p: 4, n: 1 } } });
     const plan = planIncrements([pendingIncrement(a, "d", -2)], "dc1", NOW, fenceOf);
-    expect(plan.ops[0]!.payload).toBe(`{"base":3,"own":${OWN_VALUE},"updatedAt":${NOW}}`);
+    expect(plan.ops[0]!.payload).toBe(`{"value":8,"base":3,"own":${OWN_VALUE},"updatedAt":${NOW}}`);
     const settled = answerIncrements(plan, [{ kind: "applied", entry: { p: 10, n: 5 } }]);
     expect(settled.answers[0]?.reply).toMatchObject({ value: 8, duplicate: false });
+  });
+
+  test("counter - the kept answer is readable by owners of the previous release (value, updatedAt), and here base + own wins over value", () => {
+    const a = actor("p", 5, 4);
+    const plan = planIncrements([pendingIncrement(a, "k", 5)], "dc1", NOW, fenceOf);
+    const stored = plan.ops[0]!.payload.replaceAll(OWN_VALUE, "7");
+    // What the previous release parses: its own fields only.
+    expect(JSON.parse(stored)).toMatchObject({ value: 14, updatedAt: NOW });
+    const again = answerIncrements(plan, [{ kind: "duplicate", payload: stored }]);
+    expect(again.answers[0]?.reply).toMatchObject({ value: 11, updatedAt: NOW, duplicate: true });
   });
 
   test("counter - a key answered before answers were completed by the store ({value, updatedAt}) is still read", () => {

@@ -19,6 +19,12 @@
   const $ = (id) => document.getElementById(id);
   const sections = ["sign-in", "pages", "page", "cluster"];
   let refreshTimer;
+  let reconnectTimer;
+  /**
+   * Bumped by every navigation (stop): a load or a socket of an earlier view that finishes late
+   * sees it changed and neither writes into the page nor schedules anything.
+   */
+  let view = 0;
   let socket;
   let chart;
   let tick;
@@ -88,8 +94,11 @@
   }
 
   function stop() {
+    view++;
     clearTimeout(refreshTimer);
     refreshTimer = undefined;
+    clearTimeout(reconnectTimer);
+    reconnectTimer = undefined;
     if (socket) {
       socket.onclose = null;
       socket.close();
@@ -120,13 +129,16 @@
     const q = new URLSearchParams({ prefix, limit: String(PAGE_SIZE) });
     if (cursor) q.set("cursor", cursor);
     $("pages-status").textContent = "Loading…";
+    // A newer listing (another click) or another view wins over this one if it answers late.
+    const mine = ++view;
     let body;
     try {
       body = await api(`/v1/admin/pages?${q}`);
     } catch (err) {
-      $("pages-status").textContent = `Could not list pages: ${err.message}`;
+      if (mine === view) $("pages-status").textContent = `Could not list pages: ${err.message}`;
       return;
     }
+    if (mine !== view) return;
     cursors = cursors.slice(0, index + 1);
     if (body.cursor) cursors.push(body.cursor);
     $("page-list").replaceChildren(
@@ -165,8 +177,9 @@
     return e ? `p ${e.p} · n ${e.n}` : "–";
   }
 
-  async function loadPage(page) {
+  async function loadPage(page, mine = view) {
     const body = await api(`/v1/admin/pages/${encodeURIComponent(page)}`);
+    if (mine !== view) return;
     $("page-viewers").textContent = String(body.viewers);
     table(
       "viewers-table",
@@ -265,33 +278,32 @@
       $("chart"),
     );
     const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
-    socket = new WebSocket(url);
-    socket.onopen = () => socket.send(JSON.stringify({ type: "watch", page }));
-    socket.onmessage = (m) => {
-      let frame;
-      try {
-        frame = JSON.parse(m.data);
-      } catch {
-        return;
-      }
-      if (frame.type !== "count" || frame.page !== page) return;
-      plot(frame.viewers);
-      $("page-viewers").textContent = String(frame.viewers);
+    const mine = view;
+    const connect = () => {
+      const ws = (socket = new WebSocket(url));
+      ws.onopen = () => ws.send(JSON.stringify({ type: "watch", page }));
+      ws.onmessage = (m) => {
+        let frame;
+        try {
+          frame = JSON.parse(m.data);
+        } catch {
+          return;
+        }
+        if (mine !== view || frame.type !== "count" || frame.page !== page) return;
+        plot(frame.viewers);
+        $("page-viewers").textContent = String(frame.viewers);
+      };
+      // A dropped socket comes back (the chart keeps its history), while this view is shown.
+      ws.onclose = () => {
+        if (mine === view) reconnectTimer = setTimeout(connect, 1000);
+      };
     };
+    connect();
     // Count frames come only on changes: the line is carried forward every second.
     tick = setInterval(() => {
       const last = chartData[1].at(-1);
       if (last !== undefined) plot(last);
     }, 1000);
-    // A dropped socket comes back: the chart keeps its history.
-    socket.onclose = () => {
-      setTimeout(() => {
-        if (chart) {
-          socket = new WebSocket(url);
-          socket.onopen = () => socket.send(JSON.stringify({ type: "watch", page }));
-        }
-      }, 1000);
-    };
   }
 
   async function showPage(page) {
@@ -300,21 +312,23 @@
     $("page-status").textContent = "";
     $("page-viewers").textContent = "–";
     startChart(page);
+    const mine = view;
     const refresh = async () => {
       try {
-        await loadPage(page);
+        await loadPage(page, mine);
       } catch (err) {
-        $("page-status").textContent = `Could not read the page: ${err.message}`;
+        if (mine === view) $("page-status").textContent = `Could not read the page: ${err.message}`;
       }
-      refreshTimer = setTimeout(refresh, REFRESH_MS * 5);
+      if (mine === view) refreshTimer = setTimeout(refresh, REFRESH_MS * 5);
     };
     await refresh();
   }
 
   // --- cluster ----------------------------------------------------------------------------------
 
-  async function loadCluster() {
+  async function loadCluster(mine = view) {
     const s = await api("/v1/admin/status");
+    if (mine !== view) return;
     $("cluster-status").textContent =
       `Data center ${s.dc}: ${s.nodes.length} counter node(s), ${s.gateways.length} gateway(s), ${s.ring.partitions} partitions. Updated ${new Date(s.ts).toLocaleTimeString()}.`;
     table(
@@ -384,13 +398,14 @@
 
   async function showCluster() {
     show("cluster");
+    const mine = view;
     const refresh = async () => {
       try {
-        await loadCluster();
+        await loadCluster(mine);
       } catch (err) {
-        $("cluster-status").textContent = `Could not read the status: ${err.message}`;
+        if (mine === view) $("cluster-status").textContent = `Could not read the status: ${err.message}`;
       }
-      refreshTimer = setTimeout(refresh, REFRESH_MS);
+      if (mine === view) refreshTimer = setTimeout(refresh, REFRESH_MS);
     };
     await refresh();
   }

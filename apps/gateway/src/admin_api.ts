@@ -130,13 +130,17 @@ export class AdminApi {
         this.#gateways.delete(beat.gateway);
         return;
       }
+      const now = this.#o.clock.now();
       this.#gateways.set(beat.gateway, {
         id: beat.gateway,
         sockets: beat.sockets ?? 0,
         viewers: beat.viewers ?? 0,
-        last_heard: this.#o.clock.now(),
+        last_heard: now,
         leaseMs: beat.leaseMs,
       });
+      // A gateway killed without saying down (each restart is a new incarnation) is forgotten here
+      // too, not only when someone asks for the status.
+      this.#forgetSilent(now);
     });
   }
 
@@ -151,7 +155,7 @@ export class AdminApi {
     const ring = membership.ring;
     const nodes = await Promise.all(ring.nodes.map((node) => this.#nodeStatus(node)));
     const self = this.#o.self();
-    for (const [id, g] of this.#gateways) if (now - g.last_heard > g.leaseMs) this.#gateways.delete(id);
+    this.#forgetSilent(now);
     const others = [...this.#gateways.values()]
       .filter((g) => g.id !== self.id)
       .map(({ leaseMs: _, ...g }) => g);
@@ -178,6 +182,10 @@ export class AdminApi {
         assigned: Object.fromEntries(ring.nodes.map((n) => [n, ring.partitionsOf(n).length])),
       },
     };
+  }
+
+  #forgetSilent(now: number): void {
+    for (const [id, g] of this.#gateways) if (now - g.last_heard > g.leaseMs) this.#gateways.delete(id);
   }
 
   async page(page: string): Promise<AdminPageBody> {

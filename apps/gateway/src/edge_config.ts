@@ -40,9 +40,11 @@ export interface EdgeConfig {
    * address may make of pages no socket here has, sustained / at once; past it the frame is answered
    * `rate_limited`. A page a viewer joins is stored until it has been empty for
    * LIVECOUNT_EMPTY_PAGE_TTL_S, so this bounds what one address can make the store keep: at most rate
-   * × TTL pages. Joins of pages someone here already has are free. Default 20 / 200: an office behind
-   * one NAT address opening a new page every 25 s each, while a script inventing page ids leaves at
-   * most 72,000 pages an hour.
+   * × TTL pages per gateway. Joins of pages someone here already has are free. A refused page is
+   * asked for again by the widget and the SDK a few seconds later. Default 20 / 1000: an office behind
+   * one NAT address opening a new page every 25 s each, and all its open pages coming back at once
+   * when a gateway restarts (up to 1,000 not held here), while a script inventing page ids leaves at
+   * most 72,000 pages an hour on each gateway it reaches.
    */
   readonly newPageRatePerS: number;
   readonly newPageBurst: number;
@@ -65,8 +67,9 @@ export interface EdgeConfig {
    * address may make without a publisher or admin key, sustained / at once; past it 429 with
    * Retry-After, and the connection is closed. A keep-alive connection must carry a request every
    * 10 s (uWS's idle timeout) to stay open, so this also bounds the connections one address holds
-   * to about rate × 10 s. Default 100 / 200: the read budget's rate, so reads meet their own limit
-   * first; one address holds at most ~1,000 connections, half the files a full gateway keeps for HTTP.
+   * to about rate × 10 s. Default 100 / 200, the read budget's (a one-page read takes a token from
+   * each, and this budget is checked first): one address holds at most ~1,000 connections, half the
+   * files a full gateway keeps for HTTP.
    */
   readonly httpRatePerS: number;
   readonly httpBurst: number;
@@ -105,7 +108,7 @@ export function readEdgeConfig(env: Env): EdgeConfig {
     maxConnections: readInt(env, "LIVECOUNT_MAX_CONNECTIONS", 18000, { min: 1 }),
     maxPagesPerIp: readInt(env, "LIVECOUNT_MAX_PAGES_PER_IP", 4096, { min: 1 }),
     newPageRatePerS: readInt(env, "LIVECOUNT_NEW_PAGE_RATE", 20, { min: 1 }),
-    newPageBurst: readInt(env, "LIVECOUNT_NEW_PAGE_BURST", 200, { min: 1 }),
+    newPageBurst: readInt(env, "LIVECOUNT_NEW_PAGE_BURST", 1000, { min: 1 }),
     trustedProxies: readList(env, "LIVECOUNT_TRUSTED_PROXIES").map(checkProxy),
     readRatePerS: readInt(env, "LIVECOUNT_READ_RATE", 100, { min: 1 }),
     readBurst: readInt(env, "LIVECOUNT_READ_BURST", 200, { min: 1 }),

@@ -23,7 +23,7 @@ function configError(env: Record<string, string>): string {
 }
 
 describe("gateway - edge settings", () => {
-  test("config - defaults: any origin, 500 sockets and 4096 pages per address, 20/200 new pages, 18000 sockets in all, 100/200 reads, no TLS", () => {
+  test("config - defaults: any origin, 500 sockets and 4096 pages per address, 20/1000 new pages, 18000 sockets in all, 100/200 reads, no TLS", () => {
     const c = readGatewayConfig({});
     expect(c).toMatchObject({
       allowedOrigins: undefined,
@@ -31,7 +31,7 @@ describe("gateway - edge settings", () => {
       maxConnections: 18000,
       maxPagesPerIp: 4096,
       newPageRatePerS: 20,
-      newPageBurst: 200,
+      newPageBurst: 1000,
       trustedProxies: [],
       readRatePerS: 100,
       readBurst: 200,

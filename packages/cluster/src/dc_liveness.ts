@@ -88,7 +88,6 @@ export class DcLiveness {
     return [...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc);
   }
 
-  /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
   /** Every remote DC heard since this process started: live or down, and when it was last heard (epoch-ms). */
   remotes(): Array<{ readonly dc: string; readonly live: boolean; readonly lastHeard: number }> {
     return [...this.#remotes]
@@ -96,6 +95,7 @@ export class DcLiveness {
       .sort((a, b) => (a.dc < b.dc ? -1 : 1));
   }
 
+  /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
   lagMs(dc: string): number {
     if (dc === this.#o.dc) return 0;
     const remote = this.#remotes.get(dc);

@@ -11,6 +11,11 @@ export function registerDcMetrics(
   prefix: string,
   liveness: DcLiveness,
   now: () => number,
+  /**
+   * DCs this process expects to hear (LIVECOUNT_PEER_DCS): one not heard since the process started
+   * is reported down, so an alert on it fires even when every process restarted while it was down.
+   */
+  expected: readonly string[] = [],
 ): void {
   new Gauge({
     name: `${prefix}_dc_up`,
@@ -18,7 +23,9 @@ export function registerDcMetrics(
     labelNames: ["dc"],
     registers: [registry],
     collect() {
-      for (const r of liveness.remotes()) this.set({ dc: r.dc }, r.live ? 1 : 0);
+      const heard = liveness.remotes();
+      for (const r of heard) this.set({ dc: r.dc }, r.live ? 1 : 0);
+      for (const dc of expected) if (!heard.some((r) => r.dc === dc)) this.set({ dc }, 0);
     },
   });
   new Gauge({

@@ -12,6 +12,9 @@ import type { CountUpdate } from "./types.js";
 type Handler<E> = { bivarianceHack(event: E): void }["bivarianceHack"];
 
 /** What the SDK needs of a WebSocket: the browser's, Node 22's global, or the `ws` package's. */
+/** How long a page refused as `rate_limited` waits at least before it is asked for again. */
+const RETRY_REFUSED_MS = 1_000;
+
 export interface WebSocketLike {
   readonly readyState: number;
   onopen: Handler<unknown> | null;
@@ -101,6 +104,8 @@ export class Subscriptions {
   #failures = 0;
   #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
+  /** Pages refused as `rate_limited` (too many new pages from this address), asked for again soon. */
+  readonly #retries = new Set<ReturnType<typeof setTimeout>>();
   /** A ping was sent and nothing has arrived since. */
   #awaitingPong = false;
   #closed = false;
@@ -147,6 +152,8 @@ export class Subscriptions {
   /** Closes the socket for good; listeners hear nothing more. */
   close(): void {
     this.#closed = true;
+    for (const timer of this.#retries) clearTimeout(timer);
+    this.#retries.clear();
     this.#pages.clear();
     this.#disconnect();
   }
@@ -282,7 +289,21 @@ export class Subscriptions {
       const error = errorFromCode(f.code, typeof f.message === "string" ? f.message : f.code, {
         ...(page !== undefined ? { page } : {}),
       });
-      const subs = page !== undefined ? this.#pages.get(page)?.subs : undefined;
+      const state = page !== undefined ? this.#pages.get(page) : undefined;
+      // Refused for now, not for good: the server did not take the join or watch; ask again in
+      // 1 to 4 s (spread, so clients behind one address do not come back together).
+      if (state !== undefined && f.code === "rate_limited") {
+        state.sent = { kind: "none" };
+        const timer = setTimeout(
+          () => {
+            this.#retries.delete(timer);
+            if (!this.#closed) this.#sync(page!);
+          },
+          RETRY_REFUSED_MS * (1 + Math.random() * 3),
+        );
+        this.#retries.add(timer);
+      }
+      const subs = state?.subs;
       const handlers =
         subs !== undefined ? [...subs].map((s) => s.onError).filter((h) => h !== undefined) : [];
       if (handlers.length > 0) for (const h of new Set(handlers)) safely(() => h(error));

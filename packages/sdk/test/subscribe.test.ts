@@ -6,7 +6,7 @@ import WebSocket from "ws";
 import { describe, expect, test } from "vitest";
 import { LivecountClient, type CountUpdate, type LivecountError } from "../src/index.js";
 import { eventually, sleep } from "../../../test/support/eventually.js";
-import { TEST_ENV } from "../../../test/support/platform.js";
+import { TEST_ENV, TestPlatform } from "../../../test/support/platform.js";
 import type { FaultProxy } from "./fault_proxy.js";
 import { uniquePage, useGateway } from "./support.js";
 
@@ -122,6 +122,21 @@ describe("sdk - subscribe", () => {
     expect(errors[0]).toMatchObject({ retryable: false });
     expect(errors[0]!.page).toMatch(/^sdk-many-/);
     for (const off of offs) off();
+  });
+
+  test("sdk - pages refused as rate_limited (too many new pages from this address) are asked for again until each counts", async () => {
+    const strict = await TestPlatform.start({ LIVECOUNT_NEW_PAGE_RATE: "1", LIVECOUNT_NEW_PAGE_BURST: "2" });
+    try {
+      const { client: c } = client(strict.url);
+      const pages = Array.from({ length: 5 }, (_, i) => uniquePage(`refused-${i}`));
+      const errors: LivecountError[] = [];
+      for (const page of pages)
+        c.subscribe(page, () => {}, { mode: "join", viewer: "sdk-v", onError: (e) => errors.push(e) });
+      await eventually(() => expect(errors.map((e) => e.code)).toContain("rate_limited"));
+      for (const page of pages) await strict.waitForViewers(page, 1, 15_000);
+    } finally {
+      await strict.close();
+    }
   });
 
   test("sdk - subscribe needs a WebSocket implementation on Node 20", () => {
