@@ -195,6 +195,7 @@ export class CounterNode {
         partitions: this.#ownership.held(),
         actors: this.#registry.size,
         dirty: this.#writer.dirtyCount,
+        flushLagMs: this.#writer.flushLagMs,
         bootstrapped: this.#convergence.bootstrapped,
         resyncing: this.#convergence.resyncing,
         ts: clock.now(),

@@ -67,6 +67,8 @@ export interface DurableWriterOptions {
 export class DurableWriter {
   readonly #o: DurableWriterOptions;
   readonly #dirty = new Set<PageActor>();
+  /** When the oldest change not yet taken by a flush was made; undefined when there is none. */
+  #dirtySince: number | undefined;
   readonly #flusher: Coalescer;
   /** Increment batches and reset rounds run one after the other on this chain. */
   #tail: Promise<void> = Promise.resolve();
@@ -89,6 +91,7 @@ export class DurableWriter {
   /** The actor has entries to persist and publish. */
   markDirty(actor: PageActor): void {
     this.#dirty.add(actor);
+    this.#dirtySince ??= this.#o.clock.now();
     this.#flusher.request();
   }
 
@@ -100,6 +103,14 @@ export class DurableWriter {
   /** Actors waiting for the next flush (diagnostics and tests). */
   get dirtyCount(): number {
     return this.#dirty.size;
+  }
+
+  /**
+   * How long the oldest change not yet durable has waited, in ms (0 when none waits): a window at
+   * most while the store answers, growing while it fails. The status API's flush lag.
+   */
+  get flushLagMs(): number {
+    return this.#dirtySince === undefined ? 0 : Math.max(0, this.#o.clock.now() - this.#dirtySince);
   }
 
   /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
@@ -301,6 +312,8 @@ export class DurableWriter {
   async #flush(): Promise<void> {
     const actors = [...this.#dirty];
     this.#dirty.clear();
+    const since = this.#dirtySince;
+    this.#dirtySince = undefined;
     const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
     const taken: Array<{
       actor: PageActor;
@@ -347,6 +360,8 @@ export class DurableWriter {
         // An actor torn down during the round trip was forgotten: it must not come back.
         if (actor.status === "active") this.#dirty.add(actor);
       }
+      // Still waiting since the first of them, not since this failure.
+      if (since !== undefined) this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
       // Retried on the next window; nothing is published ahead of the store.
       this.#flusher.request();
       throw err;

@@ -62,6 +62,27 @@ describe("counter - durable writer", () => {
     publishesFollowDurableWrites(u.timeline);
   });
 
+  test("counter - the flush lag is the age of the oldest change not yet durable: 0 when none waits, growing while writes fail", async () => {
+    u = await buildUnits();
+    const page = pageIn(1);
+    await u.acquire(1);
+    expect(u.writer.flushLagMs).toBe(0);
+    u.store.failWrites = 2;
+    await u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 1,
+      ops: [{ page, viewer: "v:1", present: true }],
+    });
+    // Two failed flushes, a window apart: still waiting since the change.
+    await u.clock.advance(0);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.writer.flushLagMs).toBe(COALESCE_MS);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.at(-2)).toBe(`write:done:${page}`);
+    expect(u.writer.flushLagMs).toBe(0);
+  });
+
   test("counter - an increment is acknowledged only after it is durable and published; a failed store answers unavailable and publishes nothing", async () => {
     u = await buildUnits();
     const page = pageIn(2);

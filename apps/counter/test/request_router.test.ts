@@ -26,6 +26,7 @@ const NODE_INFO: NodeInfoReply = {
   ],
   actors: 0,
   dirty: 2,
+  flushLagMs: 40,
   bootstrapped: 2,
   resyncing: { dc2: 1 },
   ts: 1_000,

@@ -350,13 +350,25 @@
         "Epochs",
         "Actors",
         "Waiting to flush",
+        "Flush lag",
         "Bootstrapped",
         "Resyncing",
         "Incarnation",
       ],
       s.nodes.map((n) =>
         n.error
-          ? [n.id, el("span", { class: "error" }, `not answering (${n.error})`), "", "", "", "", "", "", ""]
+          ? [
+              n.id,
+              el("span", { class: "error" }, `not answering (${n.error})`),
+              "",
+              "",
+              "",
+              "",
+              "",
+              "",
+              "",
+              "",
+            ]
           : [
               n.id,
               el("span", { class: n.ready ? "up" : "down" }, n.ready ? "ready" : "not ready"),
@@ -364,6 +376,7 @@
               epochRange(n.partitions),
               n.actors,
               n.dirty,
+              `${n.flush_lag_ms} ms`,
               n.bootstrapped,
               resyncText(n.resyncing),
               n.incarnation.slice(0, 8),

@@ -60,6 +60,8 @@ export interface NodeStatus {
   readonly partitions?: ReadonlyArray<{ readonly partition: number; readonly epoch: number }>;
   readonly actors?: number;
   readonly dirty?: number;
+  /** How long the oldest change not yet durable has waited, in ms. */
+  readonly flush_lag_ms?: number;
   readonly bootstrapped?: number;
   /** Per remote DC, partitions with a resync (anti-entropy transfer) under way. */
   readonly resyncing?: Readonly<Record<string, number>>;
@@ -239,6 +241,7 @@ export class AdminApi {
       partitions: info.partitions.map(([partition, epoch]) => ({ partition, epoch })),
       actors: info.actors,
       dirty: info.dirty,
+      flush_lag_ms: info.flushLagMs,
       bootstrapped: info.bootstrapped,
       resyncing: info.resyncing,
     };

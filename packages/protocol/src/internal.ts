@@ -158,6 +158,8 @@ export interface NodeInfoReply {
   readonly actors: number;
   /** Pages with changes waiting for the next flush to the store. */
   readonly dirty: number;
+  /** How long the oldest change not yet durable has waited, in ms (0 when none waits). */
+  readonly flushLagMs: number;
   /** Held partitions that have learnt every peer DC's state (bootstrap, docs/architecture.md). */
   readonly bootstrapped: number;
   /** Per remote DC, partitions whose anti-entropy transfer this node drives right now. */

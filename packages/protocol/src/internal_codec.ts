@@ -198,6 +198,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       partitions: listOf(m.get("partitions"), fenceOf, "partitions"),
       actors: field(m, "actors", isNatural),
       dirty: field(m, "dirty", isNatural),
+      flushLagMs: field(m, "flushLagMs", isNatural),
       bootstrapped: field(m, "bootstrapped", isNatural),
       resyncing: recordOf(m.get("resyncing"), isInternalId, naturalOf, "resyncing"),
       ts: field(m, "ts", isNatural),
