@@ -5,7 +5,7 @@ const logger = createLogger({ name: "livecount", level: process.env.LIVECOUNT_LO
 
 try {
   const app = await startStandalone({ logger, processMetrics: true });
-  logger.info({ url: app.url, demo: `${app.url}/` }, "livecount is running");
+  logger.info({ url: app.url, demo: `${app.url}/`, console: `${app.url}/admin` }, "livecount is running");
   stopOnSignals(logger, () => app.close());
 } catch (err) {
   logger.fatal({ err }, "livecount failed to start");

@@ -115,7 +115,7 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
   if (devKeys.LIVECOUNT_ADMIN_KEY !== undefined)
     logger.warn(
       { adminKey: devKeys.LIVECOUNT_ADMIN_KEY },
-      "no LIVECOUNT_ADMIN_KEY set; generated a development key for /metrics and listings",
+      "no LIVECOUNT_ADMIN_KEY set; generated a development key for /metrics, listings and the console at /admin",
     );
 
   let closed: Promise<void> | undefined;
