@@ -11,6 +11,7 @@ import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
+import { AddressPages } from "./address_pages.js";
 import { AdminApi } from "./admin_api.js";
 import { HttpApi, type Asset, type HttpRoute } from "./http_api.js";
 import { Reply, requestInfo } from "./http_io.js";
@@ -221,15 +222,17 @@ export class Gateway {
       clock: this.#clock,
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
-      maxPagesPerAddress: config.maxPagesPerIp,
-      newPages: new AddressRateLimiter({
-        ratePerS: config.newPageRatePerS,
-        burst: config.newPageBurst,
-        // An address with no open socket cannot join: at most one bucket per socket is needed.
-        maxAddresses: config.maxConnections,
-        now,
-        what: "new pages",
-      }),
+      addressPages: new AddressPages(
+        config.maxPagesPerIp,
+        new AddressRateLimiter({
+          ratePerS: config.newPageRatePerS,
+          burst: config.newPageBurst,
+          // An address with no open socket cannot join: at most one bucket per socket is needed.
+          maxAddresses: config.maxConnections,
+          now,
+          what: "new pages",
+        }),
+      ),
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,

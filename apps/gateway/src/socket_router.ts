@@ -14,8 +14,8 @@ import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
+import type { AddressPages } from "./address_pages.js";
 import type { PrivatePages } from "./private_pages.js";
-import type { AddressRateLimiter } from "./rate_limits.js";
 
 /** What a socket sees on one page: watching it, and, when joined, counting as `viewer`. */
 interface PageMembership {
@@ -65,10 +65,8 @@ export interface SocketRouterOptions {
   /** This gateway's incarnation, part of the viewer key of sockets that name no viewer. */
   readonly incarnation: string;
   readonly maxPagesPerSocket: number;
-  /** Pages one client address may have joined or watched at once, over its sockets (LIVECOUNT_MAX_PAGES_PER_IP). */
-  readonly maxPagesPerAddress: number;
-  /** Joins and watches of pages no socket here has, per client address (LIVECOUNT_NEW_PAGE_RATE). */
-  readonly newPages: AddressRateLimiter;
+  /** Pages per client address, over its sockets: how many at once and how fast new ones (address_pages.ts). */
+  readonly addressPages: AddressPages;
   readonly ratePerS: number;
   readonly burst: number;
   /**
@@ -113,8 +111,6 @@ export function topicOf(page: string, encoding: Encoding): string {
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new Set<Socket>();
-  /** Pages joined or watched per client address, over all its open sockets; only addresses holding some. */
-  readonly #pagesByAddress = new Map<string, number>();
   readonly #limits: BucketLimits;
   #nextId = 1;
 
@@ -327,12 +323,15 @@ export class SocketRouter {
 
   #subscribe(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): boolean {
     const state = ws.getUserData();
-    const refusal = this.#refusal(state, page);
+    const { maxPagesPerSocket } = this.#o;
+    const refusal =
+      state.pages.size >= maxPagesPerSocket
+        ? new ProtocolError("too_many_pages", `at most ${maxPagesPerSocket} pages per connection`, { page })
+        : this.#o.addressPages.take(state.address, page, !this.#o.views.has(page));
     if (refusal !== undefined) {
       this.#error(ws, encoding, refusal);
       return false;
     }
-    this.#pagesByAddress.set(state.address, (this.#pagesByAddress.get(state.address) ?? 0) + 1);
     const topic = topicOf(page, encoding);
     state.pages.set(page, { viewer, topic });
     ws.subscribe(topic);
@@ -342,33 +341,10 @@ export class SocketRouter {
     return true;
   }
 
-  /**
-   * Why the socket may not take `page` on, if it may not: its own page cap, its address's page cap,
-   * or, for a page no socket here has, its address's rate of new pages (each may end up stored).
-   */
-  #refusal(state: SocketData, page: string): ProtocolError | undefined {
-    const { maxPagesPerSocket, maxPagesPerAddress } = this.#o;
-    if (state.pages.size >= maxPagesPerSocket)
-      return new ProtocolError("too_many_pages", `at most ${maxPagesPerSocket} pages per connection`, {
-        page,
-      });
-    if ((this.#pagesByAddress.get(state.address) ?? 0) >= maxPagesPerAddress)
-      return new ProtocolError("too_many_pages", `at most ${maxPagesPerAddress} pages per client address`, {
-        page,
-      });
-    if (this.#o.views.has(page)) return undefined;
-    const retryAfterS = this.#o.newPages.tryTake(state.address, 1);
-    if (retryAfterS === 0) return undefined;
-    const message = `too many new pages from this address; retry in ${retryAfterS} s`;
-    return new ProtocolError("rate_limited", message, { page });
-  }
-
   #release(state: SocketData, page: string, m: PageMembership): void {
     if (m.viewer !== undefined) this.#removeViewer(page, m.viewer);
     this.#o.views.unwatch(page);
-    const held = this.#pagesByAddress.get(state.address) ?? 0;
-    if (held > 1) this.#pagesByAddress.set(state.address, held - 1);
-    else this.#pagesByAddress.delete(state.address);
+    this.#o.addressPages.release(state.address);
   }
 
   #addViewer(page: string, viewer: string): void {
