@@ -29,7 +29,7 @@ import {
 } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
-import { totalsOf } from "./page_reading.js";
+import { copyEntries, totalsOf } from "./page_reading.js";
 
 export interface AdminApiOptions {
   readonly bus: Bus;
@@ -204,8 +204,8 @@ export class AdminApi {
         name,
         value: shown.has(name) ? valueOf(entries) : 0,
         deleted: !shown.has(name),
-        entries: copyEntries(entries),
-        tombstone: tomb !== undefined ? copyEntries(tomb) : {},
+        entries: copyEntries(Object.entries(entries)),
+        tombstone: tomb !== undefined ? copyEntries(Object.entries(tomb)) : {},
       });
     }
     counters.sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -246,8 +246,4 @@ export class AdminApi {
       resyncing: info.resyncing,
     };
   }
-}
-
-function copyEntries(entries: Readonly<Record<string, Entry>>): Record<string, Entry> {
-  return Object.fromEntries(Object.entries(entries).map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
 }

@@ -251,8 +251,7 @@ export class HttpApi {
    * it the answer closes the connection, so keep-alive connections cannot pile up past the budget.
    */
   #admitRequest(reply: Reply, req: RequestInfo): void {
-    const auth = req.headers.authorization;
-    if (this.#auth.recognizes(auth) || this.#admin.has(bearerOf(auth))) return;
+    if (this.#isKeyed(req)) return;
     const retryAfterS = this.#o.httpLimiter.tryTake(limitKeyOf(req.address), 1);
     if (retryAfterS === 0) return;
     reply.closeConnection = true;
@@ -262,6 +261,11 @@ export class HttpApi {
   /** A publisher key (compared in constant time) with a token left in its rate limit. */
   #authorize(req: RequestInfo): void {
     this.#auth.authorize(req.headers.authorization);
+  }
+
+  /** The request carries a publisher or the admin key: it is charged to the key, not its address. */
+  #isKeyed(req: RequestInfo): boolean {
+    return this.#auth.recognizes(req.headers.authorization) || this.#isAdmin(req);
   }
 
   #isAdmin(req: RequestInfo): boolean {
@@ -275,11 +279,9 @@ export class HttpApi {
 
   /** What a read may see and what it costs (read_access.ts). */
   #readAccess(req: RequestInfo): ReadAccess {
-    const auth = req.headers.authorization;
-    const privileged = this.#auth.recognizes(auth) || this.#admin.has(bearerOf(auth));
-    const token = new URLSearchParams(req.query).get("token") ?? bearerOf(auth);
+    const token = new URLSearchParams(req.query).get("token") ?? bearerOf(req.headers.authorization);
     const { readLimiter: limiter, privatePages } = this.#o;
-    return new ReadAccess({ limiter, privatePages }, privileged, req.address, token);
+    return new ReadAccess({ limiter, privatePages }, this.#isKeyed(req), req.address, token);
   }
 }
 

@@ -98,17 +98,20 @@ export function totalsBody(page: string, state: PageStateReply, liveness: Livene
   };
 }
 
+/** Each DC's `{p, n}` as plain objects, nothing else an entry may carry. */
+export function copyEntries(entries: Iterable<readonly [string, Entry]>): Record<string, Entry> {
+  return Object.fromEntries([...entries].map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
+}
+
 /** Every DC's `{p, n}` of the visible counters; their sum per counter is the summed value. */
 export function rawBody(page: string, state: PageStateReply, liveness: Liveness): PageRawBody {
-  const copy = (entries: Iterable<readonly [string, Entry]>): Record<string, Entry> =>
-    Object.fromEntries([...entries].map(([dc, e]) => [dc, { p: e.p, n: e.n }]));
   return {
     page,
-    viewers: copy(liveViewerEntries(state.counters, liveness)),
+    viewers: copyEntries(liveViewerEntries(state.counters, liveness)),
     counters: Object.fromEntries(
       visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [
         name,
-        copy(Object.entries(e)),
+        copyEntries(Object.entries(e)),
       ]),
     ),
     updated_at: state.ts,
