@@ -33,6 +33,16 @@ describe("counter - durable writer", () => {
     return u.registry.run(page, partition, (actor) => u.writer.increment(actor, request));
   }
 
+  /** A gateway's presence batch: viewer v:1 joined `page` (in partition 1). */
+  function joinOne(page: string): Promise<unknown> {
+    return u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition: 1,
+      ops: [{ page, viewer: "v:1", present: true }],
+    });
+  }
+
   function reset(page: string, partition: number, key: string, tombstone = false): Promise<NodeReply> {
     const request: ResetRequest = { type: "reset", page, counter: "likes", key, tombstone };
     return u.registry.run(page, partition, (actor) => u.writer.reset(actor, request));
@@ -43,12 +53,7 @@ describe("counter - durable writer", () => {
     const page = pageIn(1);
     await u.acquire(1);
     u.store.failWrites = 2;
-    await u.intake.batch({
-      type: "presence",
-      gateway: "gw",
-      partition: 1,
-      ops: [{ page, viewer: "v:1", present: true }],
-    });
+    await joinOne(page);
     await u.clock.advance(0);
     expect(u.timeline).toEqual(["write:start", "write:failed"]);
     expect(u.published).toEqual([]);
@@ -68,12 +73,7 @@ describe("counter - durable writer", () => {
     await u.acquire(1);
     expect(u.writer.flushLagMs).toBe(0);
     u.store.failWrites = 2;
-    await u.intake.batch({
-      type: "presence",
-      gateway: "gw",
-      partition: 1,
-      ops: [{ page, viewer: "v:1", present: true }],
-    });
+    await joinOne(page);
     // Two failed flushes, a window apart: still waiting since the change.
     await u.clock.advance(0);
     await u.clock.advance(COALESCE_MS);
