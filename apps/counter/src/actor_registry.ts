@@ -60,6 +60,8 @@ export class ActorRegistry implements ActorHost {
   readonly #loadBarriers = new Map<number, Promise<void>>();
   /** partition -> its presence floor: what the store says, raised by every own presence write since. */
   readonly #floors = new Map<number, number>();
+  /** partition -> its purge floor (Store.purgeFloor), loaded with the presence floor. */
+  readonly #purgeFloors = new Map<number, number>();
   /** The cap was hit with nothing idle to let go: logged once per crossing. */
   #overCapLogged = false;
 
@@ -85,6 +87,15 @@ export class ActorRegistry implements ActorHost {
 
   presenceRaised(partition: number, p: number): void {
     if (p > (this.#floors.get(partition) ?? 0)) this.#floors.set(partition, p);
+  }
+
+  purgeFloor(partition: number): number {
+    return this.#purgeFloors.get(partition) ?? 0;
+  }
+
+  /** A purge raised the partition's purge floor (the store's answer). */
+  purgeRaised(partition: number, floor: number): void {
+    if (floor > (this.#purgeFloors.get(partition) ?? 0)) this.#purgeFloors.set(partition, floor);
   }
 
   wakeAt(actor: PageActor, at: number): void {
@@ -184,11 +195,17 @@ export class ActorRegistry implements ActorHost {
   async #loadFloor(partition: number): Promise<void> {
     for (let retryMs = FLOOR_RETRY_MS; ; retryMs = Math.min(retryMs * 2, FLOOR_RETRY_MAX_MS)) {
       try {
-        this.presenceRaised(partition, await this.#o.store.presenceFloor(partition));
+        const { store } = this.#o;
+        const [presence, purge] = await Promise.all([
+          store.presenceFloor(partition),
+          store.purgeFloor(partition),
+        ]);
+        this.presenceRaised(partition, presence);
+        this.purgeRaised(partition, purge);
         return;
       } catch (err) {
         if (!this.#o.isHeld(partition)) return;
-        this.#o.logger.warn({ err, partition, retryMs }, "presence floor unreadable; pages wait for it");
+        this.#o.logger.warn({ err, partition, retryMs }, "floors unreadable; pages wait for them");
         await sleep(this.#o.clock, retryMs);
       }
     }

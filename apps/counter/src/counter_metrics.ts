@@ -20,6 +20,7 @@ export class CounterMetrics {
   readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
   readonly emptyPagesRemoved: Counter;
+  readonly tombstonesPurged: Counter;
   readonly replicationLag: Gauge<"dc">;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
@@ -106,6 +107,11 @@ export class CounterMetrics {
     this.emptyPagesRemoved = new Counter({
       name: "livecount_counter_empty_pages_removed_total",
       help: "Pages removed after being empty (no viewer anywhere, no durable counter) for the TTL",
+      registers,
+    });
+    this.tombstonesPurged = new Counter({
+      name: "livecount_counter_tombstones_purged_total",
+      help: "Deleted counters purged with their tombstones (POST /v1/admin/purge, in any DC)",
       registers,
     });
     this.partitionsBootstrapped = new Gauge({

@@ -12,6 +12,7 @@ import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
 import { Convergence } from "./convergence.js";
 import { EmptyPages } from "./empty_pages.js";
+import { TombstonePurge } from "./tombstone_purge.js";
 import { RequestRouter } from "./request_router.js";
 
 export interface CounterNodeOptions {
@@ -61,6 +62,7 @@ export class CounterNode {
   readonly #intake: PresenceIntake;
   readonly #convergence: Convergence;
   readonly #emptyPages: EmptyPages;
+  readonly #purge: TombstonePurge;
   readonly #router: RequestRouter;
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
@@ -115,6 +117,7 @@ export class CounterNode {
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
+      purgeBefore: () => this.#purge.before,
     });
     registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now(), config.peerDcs);
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
@@ -167,6 +170,19 @@ export class CounterNode {
       partitions: () => this.#membership.ring.partitionsOf(config.nodeId),
       servingFence: (partition) => this.#convergence.servingFence(partition),
     });
+    this.#purge = new TombstonePurge({
+      nodeId: config.nodeId,
+      store,
+      clock,
+      logger,
+      metrics,
+      partitions: () => this.#membership.ring.partitionsOf(config.nodeId),
+      servingFence: (partition) => this.#convergence.servingFence(partition),
+      onCommitChain: (step) => this.#writer.serialized(step),
+      actorOf: (page) => this.#registry.find(page),
+      floorRaised: (partition, floor) => this.#registry.purgeRaised(partition, floor),
+    });
+    this.#liveness.onPurgeAsked((before) => this.#purge.heard(before));
     // Answered (or refused as retryable) before a caller's own timeout runs out, never after: a
     // gateway waits the whole request timeout, a node forwarding for it half, the owner a quarter.
     const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);
@@ -200,6 +216,7 @@ export class CounterNode {
         resyncing: this.#convergence.resyncing,
         ts: clock.now(),
       }),
+      purge: (olderThanMs) => this.#purge.request(olderThanMs),
     });
   }
 

@@ -135,6 +135,16 @@ export class DurableWriter {
     });
   }
 
+  /**
+   * Runs `step` on the commit chain, between increment batches and reset rounds, and settles with
+   * it: for work that changes entries publisher changes are planned from (a purge).
+   */
+  serialized<T>(step: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#tail = this.#tail.then(() => step().then(resolve, reject));
+    });
+  }
+
   /** Publishes one data center's entries of a page, durable already, on the page's subject (every DC). */
   #publishUpdate(update: DurableUpdate, ts: number): void {
     const { page, partition, dc, counters } = update;

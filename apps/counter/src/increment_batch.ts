@@ -76,7 +76,9 @@ export function planIncrements(
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
     plan.planned.push({ pending, op: plan.ops.length, base });
+    const startAt = actor.startAt(request.counter);
     plan.ops.push({
+      ...(startAt > 0 ? { startAt } : {}),
       fence,
       page: request.page,
       counter: request.counter,

@@ -1,6 +1,6 @@
 import { pageSubject } from "@livecount/bus";
 import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
-import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { VIEWERS_COUNTER, tombstoneOf } from "@livecount/protocol";
 import type { EntryWrite, PageRecord } from "@livecount/store";
 import { PagePresence } from "./page_presence.js";
 
@@ -33,6 +33,11 @@ export interface ActorHost {
   presenceFloor(partition: number): number;
   /** This DC's presence entry of a page on the partition reached `p`. */
   presenceRaised(partition: number, p: number): void;
+  /**
+   * Where this DC's entry of a durable counter starts when the store holds none: the partition's
+   * purge floor (Store.purgeFloor), above every entry of a counter purged from it.
+   */
+  purgeFloor(partition: number): number;
 }
 
 /**
@@ -169,6 +174,22 @@ export class PageActor {
   /** A counter's value over every data center. */
   value(counter: string): number {
     return this.#counters.get(counter)?.value() ?? 0;
+  }
+
+  /**
+   * Where this DC's entry of `counter` starts in the store (`IncrementOp.startAt`): the purge floor
+   * while the actor holds no own entry of it, since the store then holds none either.
+   */
+  startAt(counter: string): number {
+    return Object.hasOwn(this.entries(counter), this.#host.dc) ? 0 : this.#host.purgeFloor(this.partition);
+  }
+
+  /** Purged counters (each with its tombstone) left the store: they leave memory too. */
+  purged(counters: readonly string[]): void {
+    for (const name of counters.flatMap((c) => [c, tombstoneOf(c)])) {
+      this.#counters.delete(name);
+      this.#unwritten.delete(name);
+    }
   }
 
   /** Installs this data center's entry as the store returned it after a durable increment. */

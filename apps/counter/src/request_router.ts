@@ -8,6 +8,7 @@ import {
   type NodeInfoReply,
   type NodeReply,
   type NodeRequest,
+  type PurgedReply,
 } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { LogThrottle, type Logger } from "@livecount/runtime";
@@ -40,6 +41,8 @@ export interface RequestRouterOptions {
   readonly isRunning: () => boolean;
   /** This node's own state, for the status API (any node answers for itself). */
   readonly nodeInfo: () => NodeInfoReply;
+  /** Purges this node's partitions (tombstone_purge.ts); any node answers for itself. */
+  readonly purge: (olderThanMs: number) => Promise<PurgedReply>;
 }
 
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
@@ -93,6 +96,7 @@ export class RequestRouter {
     // Any node answers a listing: it reads the data center's store, not a partition's actors.
     if (request.type === "list_pages") return listPages(this.#o.store, request);
     if (request.type === "node_status") return this.#o.nodeInfo();
+    if (request.type === "purge") return this.#o.purge(request.olderThanMs);
     const partition =
       request.type === "presence" || request.type === "presence_sync"
         ? request.partition

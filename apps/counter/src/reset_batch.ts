@@ -49,7 +49,10 @@ export function observedResetOp(
 ): { op: IncrementOp; previous: number } {
   const previous = actor.value(request.counter);
   const payload: ResetPayload = { previous, updatedAt: now };
+  // A counter with no entry here since a purge: the store starts this DC's entry at the purge floor.
+  const startAt = actor.startAt(request.counter);
   const base = {
+    ...(startAt > 0 ? { startAt } : {}),
     fence,
     page: request.page,
     counter: request.counter,
@@ -60,8 +63,9 @@ export function observedResetOp(
     fingerprint: resetFingerprint(request),
   };
   if (!request.tombstone) return { op: base, previous };
-  // The activity right after the reset: it adds |previous| to this DC's p or n.
-  const activity = activityOf(actor.entries(request.counter)) + Math.abs(previous);
+  // The activity right after the reset: it adds |previous| to this DC's p or n (which start at the
+  // floor when absent).
+  const activity = activityOf(actor.entries(request.counter)) + 2 * startAt + Math.abs(previous);
   const tombstone = tombstoneOf(request.counter);
   const tombstoneDelta = Math.max(0, activity - actor.ownEntry(tombstone).p);
   return { op: { ...base, also: [{ counter: tombstone, delta: tombstoneDelta }] }, previous };

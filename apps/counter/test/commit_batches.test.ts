@@ -21,7 +21,10 @@ const host: ActorHost = {
   wakeAt: () => {},
   presenceFloor: () => 0,
   presenceRaised: () => {},
+  purgeFloor: () => purgeFloor,
 };
+/** The partition's purge floor the actors see; 0 but in the tests of a purged partition. */
+let purgeFloor = 0;
 
 /** An actor of `page` holding `likes` in this DC (dc1) and `remote` in dc2. */
 function actor(page = "p", likes = 0, remote = 0): PageActor {
@@ -260,6 +263,30 @@ describe("counter - observed resets", () => {
       "delete:likes",
       [{ counter: "@del:likes", delta: 18 }],
     ]);
+  });
+
+  test("counter - after a purge, a counter with no entry here starts at the purge floor, and a delete counts it in the activity", () => {
+    purgeFloor = 50;
+    try {
+      // dc2 holds 4 of `likes`; this DC none (purged, or never written).
+      const a = actor("p", 0, 4);
+      const [inc] = planIncrements([pendingIncrement(a, "k1", 2)], "dc1", NOW, fenceOf).ops;
+      expect(inc!.startAt).toBe(50);
+      const del = observedResetOp(a, pendingReset(a, "d", true).request, FENCE, "dc1", NOW);
+      // The store starts dc1's entry at {50, 50}, then the reset adds 4 to n: 4 + 100 + 4 after it.
+      expect([del.op.startAt, del.op.delta, del.op.also]).toEqual([
+        50,
+        -4,
+        [{ counter: "@del:likes", delta: 108 }],
+      ]);
+      // This DC has an entry: the store holds it too, no start needed.
+      const held = actor("p", 3, 4);
+      expect(
+        planIncrements([pendingIncrement(held, "k2", 1)], "dc1", NOW, fenceOf).ops[0]!.startAt,
+      ).toBeUndefined();
+    } finally {
+      purgeFloor = 0;
+    }
   });
 
   test("counter - reset outcomes become replies and durable entries, the tombstone with its counter", () => {

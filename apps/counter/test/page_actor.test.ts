@@ -37,6 +37,10 @@ class FakeHost implements ActorHost {
   presenceRaised(_partition: number, p: number): void {
     this.floor = Math.max(this.floor, p);
   }
+
+  purgeFloor(): number {
+    return 0;
+  }
 }
 
 function activeActor(

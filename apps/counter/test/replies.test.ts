@@ -10,6 +10,7 @@ const host: ActorHost = {
   wakeAt: () => {},
   presenceFloor: () => 0,
   presenceRaised: () => {},
+  purgeFloor: () => 0,
 };
 
 describe("counter - replies", () => {

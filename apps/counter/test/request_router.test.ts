@@ -77,6 +77,15 @@ describe("counter - request router", () => {
       writer: u.writer,
       isRunning: () => running,
       nodeInfo: () => ({ ...NODE_INFO, actors: u.registry.size }),
+      purge: async (olderThanMs) => ({
+        type: "purged",
+        node: "me",
+        before: 1_000_000 - olderThanMs,
+        pages: 1,
+        counters: 2,
+        kept: 3,
+        failed: 0,
+      }),
     });
     return { router, mine, theirs, forwarded };
   }
@@ -100,6 +109,21 @@ describe("counter - request router", () => {
     const { router, forwarded } = await setUp();
     const reply = await ask(router, { type: "node_status" });
     expect(reply).toEqual({ ...NODE_INFO, actors: u.registry.size });
+    expect(forwarded).toEqual([]);
+  });
+
+  test("counter - a purge request is answered by the node itself, never forwarded, through the codec", async () => {
+    const { router, forwarded } = await setUp();
+    const reply = await ask(router, { type: "purge", olderThanMs: 60_000 });
+    expect(reply).toEqual({
+      type: "purged",
+      node: "me",
+      before: 940_000,
+      pages: 1,
+      counters: 2,
+      kept: 3,
+      failed: 0,
+    });
     expect(forwarded).toEqual([]);
   });
 

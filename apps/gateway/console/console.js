@@ -423,6 +423,33 @@
     await refresh();
   }
 
+  async function purge(days) {
+    if (
+      !confirm(
+        `Purge deleted counters whose tombstones are older than ${days} days, in every data center? ` +
+          "Their raw entries leave the store; readers see no change.",
+      )
+    )
+      return;
+    $("purge-status").textContent = "Purging…";
+    try {
+      const body = await api("/v1/admin/purge", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ older_than_s: days * 86_400 }),
+      });
+      const silent = body.nodes.filter((n) => n.error !== undefined).map((n) => `${n.id} (${n.error})`);
+      $("purge-status").textContent =
+        `Purged ${plural(body.counters, "counter")} on ${plural(body.pages, "page")} in ${body.dc}; ` +
+        `kept ${body.kept} (written in several data centers, or changed since the delete).` +
+        (body.failed > 0 ? ` ${plural(body.failed, "partition")} failed; purge again.` : "") +
+        (silent.length > 0 ? ` Not answered yet: ${silent.join(", ")}.` : "") +
+        " Other data centers purge as they hear of it.";
+    } catch (err) {
+      $("purge-status").textContent = `Could not purge: ${err.message}`;
+    }
+  }
+
   // --- routing ----------------------------------------------------------------------------------
 
   function route() {
@@ -456,6 +483,10 @@
     const target = `#/pages?${new URLSearchParams({ prefix })}`;
     if (location.hash === target) route();
     else location.hash = target;
+  });
+  $("purge").addEventListener("submit", (e) => {
+    e.preventDefault();
+    void purge(Number($("purge-days").value));
   });
   $("sign-out").addEventListener("click", () => signOut());
   window.addEventListener("hashchange", route);

@@ -7,6 +7,9 @@
  *   and the ring.
  * - `GET /v1/admin/pages/{page}`: every counter of a page with each DC's raw `{p, n}`, deleted
  *   counters and their tombstones included, and viewers per DC.
+ * - `POST /v1/admin/purge`: every counter node of this DC purges the tombstones older than the age
+ *   given in the partitions it serves, and asks every DC for the same in its heartbeats
+ *   (tombstone_purge.ts in the counter app).
  *
  * A node that does not answer in time is listed with its error instead of failing the whole status:
  * a status page is most needed when something is down.
@@ -24,8 +27,9 @@ import {
   tombstoneOf,
   valueOf,
   visibleCounters,
-  type NodeInfoReply,
   type NodeStatusRequest,
+  type PurgeRequest,
+  type ReplyTo,
 } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { OwnerClient } from "./owner_client.js";
@@ -115,6 +119,37 @@ export interface AdminPageBody {
   readonly counters: AdminCounter[];
   readonly updated_at: number;
 }
+
+/** What one counter node purged, or why it did not say. */
+export interface NodePurge {
+  readonly id: string;
+  readonly pages?: number;
+  readonly counters?: number;
+  readonly kept?: number;
+  readonly failed?: number;
+  /** Set instead of the rest when the node did not answer (it may still be purging). */
+  readonly error?: string;
+}
+
+export interface PurgeBody {
+  readonly dc: string;
+  readonly older_than_s: number;
+  /** Epoch-ms: tombstones that last changed at this time or earlier were purged where they could be. */
+  readonly before: number;
+  /** Sums over the nodes that answered. */
+  readonly pages: number;
+  readonly counters: number;
+  readonly kept: number;
+  readonly failed: number;
+  readonly nodes: NodePurge[];
+}
+
+/**
+ * How long a counter node may take to purge its partitions and answer: a purge reads every page with
+ * a tombstone old enough, 200 per store call. A node that takes longer goes on and is listed with
+ * "timeout".
+ */
+const PURGE_TIMEOUT_MS = 30_000;
 
 export class AdminApi {
   readonly #o: AdminApiOptions;
@@ -220,20 +255,54 @@ export class AdminApi {
     };
   }
 
-  async #nodeStatus(node: string): Promise<NodeStatus> {
-    const request: NodeStatusRequest = { type: "node_status" };
-    let info: NodeInfoReply;
+  async purge(olderThanS: number): Promise<PurgeBody> {
+    const { membership, clock, dc } = this.#o;
+    const request: PurgeRequest = { type: "purge", olderThanMs: olderThanS * 1000 };
+    const nodes = await Promise.all(
+      membership.ring.nodes.map(async (node): Promise<NodePurge> => {
+        const reply = await this.#ask(node, request, PURGE_TIMEOUT_MS);
+        if ("error" in reply) return reply;
+        const { pages, counters, kept, failed } = reply;
+        return { id: node, pages, counters, kept, failed };
+      }),
+    );
+    const replied = nodes.filter((n) => n.error === undefined);
+    const sum = (f: (n: NodePurge) => number | undefined): number =>
+      replied.reduce((a, n) => a + (f(n) ?? 0), 0);
+    return {
+      dc,
+      older_than_s: olderThanS,
+      before: clock.now() - olderThanS * 1000,
+      pages: sum((n) => n.pages),
+      counters: sum((n) => n.counters),
+      kept: sum((n) => n.kept),
+      failed: sum((n) => n.failed),
+      nodes,
+    };
+  }
+
+  /** Asks one counter node of this DC; a node that fails is `{id, error}` with a stable code. */
+  async #ask<T extends NodeStatusRequest | PurgeRequest>(
+    node: string,
+    request: T,
+    timeoutMs: number,
+  ): Promise<ReplyTo<T> | { id: string; error: string }> {
     try {
       const raw = await this.#o.bus.request(nodeSubject(this.#o.dc, node), encodeMessage(request), {
-        timeoutMs: this.#o.timeoutMs,
+        timeoutMs,
       });
-      info = replyTo(request, decodeNodeReply(raw));
+      return replyTo(request, decodeNodeReply(raw));
     } catch (err) {
       // The node's own error code, "timeout" when it did not answer in time, "unavailable" otherwise.
       const error =
         err instanceof ProtocolError ? err.code : err instanceof BusTimeoutError ? "timeout" : "unavailable";
       return { id: node, error };
     }
+  }
+
+  async #nodeStatus(node: string): Promise<NodeStatus> {
+    const info = await this.#ask(node, { type: "node_status" }, this.#o.timeoutMs);
+    if ("error" in info) return info;
     return {
       id: info.node,
       incarnation: info.incarnation,

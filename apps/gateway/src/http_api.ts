@@ -176,6 +176,13 @@ export class HttpApi {
         if (!q.has("prefix")) q.set("prefix", "");
         return await this.#counters.read(reply, { ...req, query: q.toString() }, this.#readAccess(req));
       }
+      if (req.path === "/v1/admin/purge") {
+        route = "admin_purge";
+        if (req.method !== "POST") throw methodNotAllowed(req, "POST");
+        this.#requireAdmin(req);
+        const olderThanS = parsePurge(parseJson(await readBody(reply, this.#o.maxBodyBytes)));
+        return reply.json(200, await this.#o.admin.purge(olderThanS), NO_STORE);
+      }
       const adminPage = ADMIN_PAGE.exec(req.path);
       if (adminPage !== null) {
         route = "admin_page";
@@ -287,6 +294,22 @@ export class HttpApi {
 
 function methodNotAllowed(req: RequestInfo, allowed: string): ProtocolError {
   return new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use ${allowed}`);
+}
+
+/** The oldest a purge may ask for: ten years, in seconds. */
+export const MAX_PURGE_AGE_S = 10 * 365 * 86_400;
+
+/** Validates a purge body: `{"older_than_s": N}`, 0..MAX_PURGE_AGE_S. */
+export function parsePurge(body: unknown): number {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new ProtocolError("invalid_body", "body must be a JSON object");
+  const { older_than_s: age } = body as Record<string, unknown>;
+  if (typeof age !== "number" || !Number.isSafeInteger(age) || age < 0 || age > MAX_PURGE_AGE_S)
+    throw new ProtocolError(
+      "invalid_body",
+      `older_than_s must be an integer of seconds, 0..${MAX_PURGE_AGE_S}`,
+    );
+  return age;
 }
 
 /** Validates a PUT body: `{"action":"increment"|"decrement","counter":"likes","by":1}`. */

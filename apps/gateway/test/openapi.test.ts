@@ -280,6 +280,26 @@ describe("gateway - OpenAPI document", () => {
       key: TEST_ADMIN_KEY,
     });
     expect(adminDelete.body).toMatchObject({ page, counter: "stock", deleted: true });
+    // Purging: the counter just deleted goes (its only entry nets to zero), and the console no longer lists it.
+    const purge = await call(base, "/v1/admin/purge", {
+      method: "POST",
+      key: TEST_ADMIN_KEY,
+      body: { older_than_s: 0 },
+    });
+    expect(purge.status).toBe(200);
+    expect(purge.body).toMatchObject({ older_than_s: 0, failed: 0 });
+    expect((purge.body as { counters: number }).counters).toBeGreaterThanOrEqual(1);
+    const purgedPage = await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY });
+    expect(
+      (purgedPage.body as { counters: Array<{ name: string }> }).counters.map((c) => c.name),
+    ).not.toContain("stock");
+    for (const body of [{}, { older_than_s: -1 }, { older_than_s: 1.5 }, { older_than_s: 315_360_001 }, []])
+      expect(
+        (await call(base, "/v1/admin/purge", { method: "POST", key: TEST_ADMIN_KEY, body })).status,
+      ).toBe(400);
+    expect((await call(base, "/v1/admin/purge", { method: "POST", body: { older_than_s: 0 } })).status).toBe(
+      401,
+    );
 
     // Routes and methods that do not exist.
     expect((await call(base, "/v1/nothing", { fallback: "NotFound" })).status).toBe(404);

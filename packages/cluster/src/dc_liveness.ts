@@ -14,6 +14,8 @@ export interface DcLivenessOptions {
   readonly heartbeatMs: number;
   /** Counter nodes announce their DC under their node id; gateways only listen. */
   readonly announceAs?: string;
+  /** What an announcing node says in its heartbeats about purging (DcHeartbeat.purgeBefore; 0: nothing). */
+  readonly purgeBefore?: () => number;
 }
 
 /**
@@ -45,6 +47,7 @@ export class DcLiveness {
   readonly #o: DcLivenessOptions;
   readonly #remotes = new Map<string, RemoteDc>();
   readonly #listeners = new Set<DcListener>();
+  readonly #purgeListeners = new Set<(before: number) => void>();
   #seq = 0;
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
@@ -67,6 +70,12 @@ export class DcLiveness {
   onChange(listener: DcListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Heartbeats asking to purge tombstones older than a time, from any node of any DC (this one's too). */
+  onPurgeAsked(listener: (before: number) => void): () => void {
+    this.#purgeListeners.add(listener);
+    return () => this.#purgeListeners.delete(listener);
   }
 
   isLive(dc: string): boolean {
@@ -105,13 +114,15 @@ export class DcLiveness {
   #tick(): void {
     const { announceAs, bus, dc, leaseMs, clock } = this.#o;
     if (announceAs !== undefined) {
-      const beat: DcHeartbeat = {
+      let beat: DcHeartbeat = {
         type: "dc",
         dc,
         node: announceAs,
         seq: ++this.#seq,
         leaseMs,
       };
+      const purgeBefore = this.#o.purgeBefore?.() ?? 0;
+      if (purgeBefore > 0) beat = { ...beat, purgeBefore };
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
     }
     const now = clock.now();
@@ -133,7 +144,9 @@ export class DcLiveness {
       this.#o.logger.warn({ err }, "malformed dc message");
       return;
     }
-    if (msg.type !== "dc" || msg.dc === this.#o.dc) return;
+    if (msg.type !== "dc") return;
+    if (msg.purgeBefore !== undefined) for (const listener of this.#purgeListeners) listener(msg.purgeBefore);
+    if (msg.dc === this.#o.dc) return;
     const now = this.#o.clock.now();
     let remote = this.#remotes.get(msg.dc);
     if (remote === undefined) {

@@ -84,6 +84,16 @@ export interface NodeStatusRequest {
   readonly type: "node_status";
 }
 
+/**
+ * Gateway -> one counter node of its DC: purge tombstones (deleted counters) that changed in this
+ * DC's store more than `olderThanMs` ago, in every partition the node serves. The node then asks
+ * every DC for the same in its heartbeats (`DcHeartbeat.purgeBefore`). Never forwarded.
+ */
+export interface PurgeRequest {
+  readonly type: "purge";
+  readonly olderThanMs: number;
+}
+
 /** The most page ids one list_pages request may ask for. */
 export const MAX_LIST_PAGES = 1000;
 
@@ -100,6 +110,7 @@ export type NodeRequest = (
   | ResetRequest
   | ListPagesRequest
   | NodeStatusRequest
+  | PurgeRequest
 ) &
   Forwardable;
 
@@ -167,6 +178,22 @@ export interface NodeInfoReply {
   readonly ts: number;
 }
 
+/** What one counter node purged (POST /v1/admin/purge). */
+export interface PurgedReply {
+  readonly type: "purged";
+  readonly node: string;
+  /** Epoch-ms: tombstones that changed at this time or earlier were looked at. */
+  readonly before: number;
+  /** Pages that lost deleted counters. */
+  readonly pages: number;
+  /** Deleted counters purged, with their tombstones. */
+  readonly counters: number;
+  /** Deleted counters old enough that had to stay (docs/architecture.md, "Purging tombstones"). */
+  readonly kept: number;
+  /** Partitions the node could not purge now (store errors); a later purge goes on with them. */
+  readonly failed: number;
+}
+
 export interface ErrorReply {
   readonly type: "error";
   readonly code: ErrorCode;
@@ -174,7 +201,14 @@ export interface ErrorReply {
 }
 
 export type NodeReply =
-  AckReply | PageStateReply | IncrementReply | ResetReply | PageListReply | NodeInfoReply | ErrorReply;
+  | AckReply
+  | PageStateReply
+  | IncrementReply
+  | ResetReply
+  | PageListReply
+  | NodeInfoReply
+  | PurgedReply
+  | ErrorReply;
 
 /** The reply each kind of request gets when it succeeds. */
 export interface RepliesByRequest {
@@ -185,6 +219,7 @@ export interface RepliesByRequest {
   readonly reset: ResetReply;
   readonly list_pages: PageListReply;
   readonly node_status: NodeInfoReply;
+  readonly purge: PurgedReply;
 }
 
 /** The successful reply to `T`: a snapshot request gets a PageStateReply, not the whole union. */
@@ -246,6 +281,12 @@ export interface DcHeartbeat {
   readonly node: string;
   readonly seq: number;
   readonly leaseMs: number;
+  /**
+   * Epoch-ms: an operator asked to purge tombstones that changed before this (a PurgeRequest in the
+   * sender's DC). Every counter node that hears it, in any DC, purges the partitions it serves up to
+   * it. Absent when nobody asked since the sender started.
+   */
+  readonly purgeBefore?: number;
 }
 
 /** A digest of stored entries: 16 lowercase hex digits (XOR of 64-bit entry hashes; see the store). */

@@ -144,6 +144,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     },
   ],
   ["node_status", () => ({ type: "node_status" })],
+  ["purge", (m) => withHop(m, { type: "purge", olderThanMs: field(m, "olderThanMs", isNatural) })],
   ["ack", () => ({ type: "ack" })],
   [
     "page_state",
@@ -205,6 +206,18 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     }),
   ],
   [
+    "purged",
+    (m) => ({
+      type: "purged",
+      node: field(m, "node", isInternalId),
+      before: field(m, "before", isNatural),
+      pages: field(m, "pages", isNatural),
+      counters: field(m, "counters", isNatural),
+      kept: field(m, "kept", isNatural),
+      failed: field(m, "failed", isNatural),
+    }),
+  ],
+  [
     "error",
     (m) => ({ type: "error", code: field(m, "code", isErrorCode), message: field(m, "message", isString) }),
   ],
@@ -255,6 +268,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       node: field(m, "node", isInternalId),
       seq: field(m, "seq", isNatural),
       leaseMs: field(m, "leaseMs", isPositive),
+      ...optionalNaturals(m, "purgeBefore"),
     }),
   ],
   ...ANTI_ENTROPY_DECODERS,
@@ -268,6 +282,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "reset",
   "list_pages",
   "node_status",
+  "purge",
 ]);
 const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
@@ -276,6 +291,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "counter_reset",
   "page_list",
   "node_info",
+  "purged",
   "error",
 ]);
 const BROADCAST_TYPES: ReadonlySet<string> = new Set([

@@ -10,6 +10,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   reset: "counter_reset",
   list_pages: "page_list",
   node_status: "node_info",
+  purge: "purged",
 };
 
 /**

@@ -79,6 +79,10 @@ const MESSAGES: readonly InternalMessage[] = [
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "up" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
   { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000 },
+  { type: "dc", dc: "eu", node: "n-1", seq: 43, leaseMs: 15_000, purgeBefore: TS },
+  { type: "purge", olderThanMs: 0 },
+  { type: "purge", olderThanMs: 86_400_000 },
+  { type: "purged", node: "n-1", before: TS, pages: 2, counters: 3, kept: 1, failed: 0 },
   {
     type: "ae_summary",
     from: "us",
@@ -179,6 +183,11 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   code: [undefined, "nope", "", 1, "constructor"],
   message: [undefined, 1, null],
   leaseMs: [undefined, 0, -1, 1.5, "1"],
+  purgeBefore: [null, -1, 1.5, "1"],
+  olderThanMs: [undefined, -1, 1.5, "1", null],
+  before: [undefined, -1, 1.5, "1"],
+  kept: [undefined, -1, 1.5, "1"],
+  failed: [undefined, -1, 1.5, "1"],
   state: [undefined, "UP", "", 1, "down-ish"],
 };
 
@@ -246,6 +255,7 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
   if (field === "digests")
     return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
   if (field === "pages" && (msg.type === "ae_entries" || msg.type === "updates")) return INVALID_AE_PAGES;
+  if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "counters")
     return msg.type === "page_state" ? INVALID_STATE_COUNTERS : INVALID_UPDATE_COUNTERS;

@@ -15,6 +15,7 @@ export {
   type CounterChange,
   type IncrementOp,
   type IncrementOutcome,
+  type PurgeResult,
 } from "./store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./memory_store.js";
 export { RedisStore, type RedisStoreOptions } from "./redis_store.js";

@@ -17,10 +17,19 @@ import {
   type Lease,
   type PageList,
   type PageRecord,
+  type PurgeResult,
   type Store,
   type EntryWrite,
 } from "./store.js";
-import { RecordsBuilder, onlyZeroPresence, pageWrites, type IndexedEntry } from "./page_merge.js";
+import {
+  RecordsBuilder,
+  isTombstone,
+  onlyZeroPresence,
+  pageWrites,
+  purgeableAt,
+  purgedRemains,
+  type IndexedEntry,
+} from "./page_merge.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites, isLive, listStart } from "./validate.js";
 
 export interface MemoryStoreOptions {
@@ -71,6 +80,10 @@ export class MemoryStore implements Store {
   readonly #floors = new Map<number, number>();
   /** partition -> empty page -> since when. */
   readonly #empty = new Map<number, Map<string, number>>();
+  /** partition -> its purge floor (see Store.purgeFloor). */
+  readonly #purgeFloors = new Map<number, number>();
+  /** partition -> page with a tombstone -> when a tombstone of it last changed. */
+  readonly #tombs = new Map<number, Map<string, number>>();
   #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
   #lastSweep: number;
   #closed = false;
@@ -212,11 +225,17 @@ export class MemoryStore implements Store {
     if (!this.#isCurrent(fence, now)) return null;
     const advanced = new RecordsBuilder();
     const touched = new Set<string>();
+    const floor = this.#purgeFloors.get(fence.partition) ?? 0;
+    let remains = new Set<string>();
     for (const write of writes) {
       if (!touched.has(write.page)) {
-        if (!this.#pages.has(write.page) && onlyZeroPresence(pages.get(write.page)!)) continue;
+        const record = pages.get(write.page)!;
+        const held = this.#pages.get(write.page);
+        if (held === undefined && onlyZeroPresence(record)) continue;
         touched.add(write.page);
+        remains = purgedRemains(record, (c) => held?.has(c) === true, floor);
       }
+      if (remains.has(write.counter)) continue;
       const merged = this.#mergeEntry(fence.partition, write);
       if (merged !== undefined) advanced.add(write.page, write.counter, write.dc, merged);
     }
@@ -262,6 +281,77 @@ export class MemoryStore implements Store {
       removed.push(page);
     }
     return removed;
+  }
+
+  async purgeFloor(partition: number): Promise<number> {
+    this.#assertOpen();
+    return this.#purgeFloors.get(partition) ?? 0;
+  }
+
+  async purgeTombstones(
+    fence: Fence,
+    deletedBefore: number,
+    offset: number,
+    limit: number,
+  ): Promise<PurgeResult> {
+    this.#assertOpen();
+    assertLimit(limit);
+    const { partition } = fence;
+    if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    const tombs = this.#tombs.get(partition);
+    const due = [...(tombs ?? [])]
+      .filter(([, at]) => at <= deletedBefore)
+      .sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1));
+    const taken = due.slice(offset, offset + limit);
+    let floor = this.#purgeFloors.get(partition) ?? 0;
+    let kept = 0;
+    let stay = 0;
+    const purged: Array<{ page: string; counters: string[] }> = [];
+    for (const [page] of taken) {
+      const counters = this.#pages.get(page)!;
+      const gone: string[] = [];
+      let left = false;
+      for (const [name, tomb] of [...counters]) {
+        if (!isTombstone(name)) continue;
+        const counter = name.slice("@del:".length);
+        const at = purgeableAt(counters.get(counter)?.values() ?? [], tomb.values());
+        if (at === undefined) {
+          kept++;
+          left = true;
+          continue;
+        }
+        floor = Math.max(floor, at);
+        for (const c of [counter, name]) {
+          for (const dc of [...(counters.get(c)?.keys() ?? [])]) this.#removeEntry(partition, page, c, dc);
+        }
+        gone.push(counter);
+      }
+      if (left) stay++;
+      else tombs!.delete(page);
+      if (gone.length > 0) purged.push({ page, counters: gone });
+      if (this.#pages.has(page)) this.#noteEmptiness(partition, page, this.#now());
+    }
+    this.#purgeFloors.set(partition, floor);
+    const next = offset + limit < due.length ? offset + stay : undefined;
+    return { purged, kept, floor, next };
+  }
+
+  /** Removes one entry, keeping the digests current; the page goes with its last entry. */
+  #removeEntry(partition: number, page: string, counter: string, dc: string): void {
+    const counters = this.#pages.get(page)!;
+    const dcs = counters.get(counter)!;
+    const old = dcs.get(dc)!;
+    const bucket = bucketOf(page);
+    const digests = this.#digests.get(partition)!;
+    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, entryHash(page, counter, dc, old));
+    dcs.delete(dc);
+    if (dcs.size > 0) return;
+    counters.delete(counter);
+    if (counters.size > 0) return;
+    this.#pages.delete(page);
+    this.#pageIds.splice(lowerBound(this.#pageIds, page), 1);
+    this.#buckets.get(partition)?.get(bucket)?.delete(page);
+    this.#empty.get(partition)?.delete(page);
   }
 
   /** A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter. */
@@ -339,7 +429,7 @@ export class MemoryStore implements Store {
       return same ? { kind: "duplicate", payload: seen.payload } : { kind: "conflict" };
     }
     const partition = op.fence.partition;
-    const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta);
+    const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta, op.startAt ?? 0);
     const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
     // A durable counter: the page is not empty any more, whatever its value.
     this.#empty.get(partition)?.delete(op.page);
@@ -354,8 +444,9 @@ export class MemoryStore implements Store {
   }
 
   /** Adds a signed delta to an entry (p for > 0, n for < 0) and returns a copy of the result. */
-  #change(partition: number, page: string, counter: string, dc: string, delta: number): Entry {
-    const held = this.#entry(page, counter, dc) ?? { p: 0, n: 0 };
+  #change(partition: number, page: string, counter: string, dc: string, delta: number, startAt = 0): Entry {
+    const stored = this.#entry(page, counter, dc);
+    const held = stored ?? { p: startAt, n: startAt };
     let entry = held;
     if (delta !== 0) {
       entry = delta > 0 ? { p: held.p + delta, n: held.n } : { p: held.p, n: held.n - delta };
@@ -399,6 +490,11 @@ export class MemoryStore implements Store {
     if (digests === undefined) this.#digests.set(partition, (digests = []));
     digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, change);
     dcs.set(dc, { p: entry.p, n: entry.n });
+    if (isTombstone(counter)) {
+      let tombs = this.#tombs.get(partition);
+      if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));
+      tombs.set(page, this.#now());
+    }
   }
 
   /**

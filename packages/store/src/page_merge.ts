@@ -32,6 +32,52 @@ export function onlyZeroPresence(record: PageRecord): boolean {
   return true;
 }
 
+/** Tombstones are the counters `@del:<counter>` (visibility.ts in the protocol package). */
+const TOMBSTONE_PREFIX = "@del:";
+
+/**
+ * Whether a deleted counter may be purged: still hidden (its activity, the sum of p + n, not above
+ * the tombstone's largest p) and every entry zero. Returns the tombstone's activity (what the purge
+ * floor must reach) or undefined when it must stay.
+ */
+export function purgeableAt(entries: Iterable<Entry>, tombstone: Iterable<Entry>): number | undefined {
+  let deletedAt = 0;
+  for (const e of tombstone) deletedAt = Math.max(deletedAt, e.p);
+  let activity = 0;
+  for (const e of entries) {
+    if (e.p !== e.n) return undefined;
+    activity += e.p + e.n;
+  }
+  return activity <= deletedAt ? deletedAt : undefined;
+}
+
+/**
+ * The counters (each with its tombstone) of a record that `mergePages` leaves out as a purged
+ * counter's remains: deleted, held in no form by the store (`holds`), purgeable in the record, and
+ * with a tombstone activity not above the partition's purge floor.
+ */
+export function purgedRemains(
+  record: PageRecord,
+  holds: (counter: string) => boolean,
+  floor: number,
+): Set<string> {
+  const left = new Set<string>();
+  for (const [name, tomb] of Object.entries(record)) {
+    if (!name.startsWith(TOMBSTONE_PREFIX)) continue;
+    const counter = name.slice(TOMBSTONE_PREFIX.length);
+    if (holds(counter) || holds(name)) continue;
+    const entries = Object.hasOwn(record, counter) ? Object.values(record[counter]!) : [];
+    const at = purgeableAt(entries, Object.values(tomb));
+    if (at !== undefined && at <= floor) left.add(counter).add(name);
+  }
+  return left;
+}
+
+/** True for a tombstone counter's name. */
+export function isTombstone(counter: string): boolean {
+  return counter.startsWith(TOMBSTONE_PREFIX);
+}
+
 /** Records of pages built entry by entry (what `mergePages` returns). */
 export class RecordsBuilder {
   readonly #pages = new Map<string, Map<string, Array<[string, Entry]>>>();

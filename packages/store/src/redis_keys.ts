@@ -12,10 +12,12 @@
  * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
  *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
  * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
- *   (set once the partition is bootstrapped), `hw` (the presence floor, see Store.presenceFloor);
- *   see digest.ts.
+ *   (set once the partition is bootstrapped), `hw` (the presence floor, see Store.presenceFloor),
+ *   `pf` (the purge floor, see Store.purgeFloor); see digest.ts.
  * - `bidx:{partition}` sorted set of the partition's page ids scored by digest bucket.
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
+ * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
+ *   last changed (the purge's candidates).
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  */
@@ -57,9 +59,14 @@ export class RedisKeys {
   empty(partition: number): string {
     return `${this.prefix}empty:${partition}`;
   }
+
+  tombs(partition: number): string {
+    return `${this.prefix}tombs:${partition}`;
+  }
   /**
    * The partition's keys the write and merge scripts take first, in their order: lease, pages,
-   * non-zero index, digest, bucket index, empty index (redis_scripts.ts, lcWrite and lcMerge).
+   * non-zero index, digest, bucket index, empty index, tombstone index (redis_scripts.ts, lcWrite,
+   * lcMerge and lcPurge).
    */
   entryScriptKeys(partition: number): string[] {
     return [
@@ -69,6 +76,7 @@ export class RedisKeys {
       this.digest(partition),
       this.bucketIndex(partition),
       this.empty(partition),
+      this.tombs(partition),
     ];
   }
 }

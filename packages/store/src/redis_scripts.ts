@@ -23,10 +23,15 @@ end
 local function format_entry(p, n)
   return string.format("%d:%d", p, n)
 end
+local function is_tombstone(field)
+  return string.sub(field, 1, 5) == "@del:"
+end
 -- Digest changes of one script run, by bucket (two 32-bit lanes), applied once at the end.
 local changed_hi, changed_lo = {}, {}
+-- A nil new_value: the entry was removed.
 local function entry_changed(page, bucket, field, old_value, new_value)
-  local hi, lo = entry_lanes(page, field, new_value)
+  local hi, lo = 0, 0
+  if new_value then hi, lo = entry_lanes(page, field, new_value) end
   if old_value then
     local old_hi, old_lo = entry_lanes(page, field, old_value)
     hi, lo = bit.bxor(hi, old_hi), bit.bxor(lo, old_lo)
@@ -54,9 +59,9 @@ local function xor_stored(digest_key, field, hi, lo)
   redis.call("HSET", digest_key, field, lanes_digest(bit.bxor(old_hi, hi), bit.bxor(old_lo, lo)))
 end
 -- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
--- non-zero indexed entries and presence floor (hw_raised) current. KEYS of the caller: 2 pages,
--- 3 non-zero index, 5 bucket index. Returns the entry as stored if it advanced (else nil), and
--- whether it existed before.
+-- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
+-- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
+-- entry as stored if it advanced (else nil), and whether it existed before.
 local hw_raised = 0
 local function merge_entry(page_key, page, bucket, field, p, n, indexed)
   local old_p, old_n, existed = read_entry(page_key, field)
@@ -70,6 +75,7 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
       redis.call("ZADD", KEYS[2], 0, page)
       redis.call("ZADD", KEYS[5], bucket, page)
     end
+    if is_tombstone(field) then redis.call("ZADD", KEYS[7], ARGV[2], page) end
   end
   if indexed then
     -- The index only changes when the entry becomes zero or stops being zero (or is new).
@@ -80,6 +86,54 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
     if new_p > hw_raised then hw_raised = new_p end
   end
   return value, existed
+end
+-- The counter of a page hash field "{counter}\0{dc}".
+local function counter_of(field)
+  return string.sub(field, 1, string.find(field, "\0", 1, true) - 1)
+end
+-- Whether a deleted counter may be purged (page_merge.ts, purgeableAt): from its entries' and its
+-- tombstone's values ("p:n"), the tombstone's activity, or nil when it must stay.
+local function purgeable_at(values, tomb_values)
+  local deleted_at, activity = 0, 0
+  for _, v in ipairs(tomb_values) do
+    local p = tonumber(string.match(v, "^(%d+):"))
+    if p > deleted_at then deleted_at = p end
+  end
+  for _, v in ipairs(values) do
+    local p, n = string.match(v, "^(%d+):(%d+)$")
+    if p ~= n then return nil end
+    activity = activity + tonumber(p) + tonumber(n)
+  end
+  if activity <= deleted_at then return deleted_at end
+  return nil
+end
+-- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
+-- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
+local function purged_remains(page_key, first, last, floor)
+  local remains, values, has_tomb = {}, {}, false
+  for e = first, last, 3 do
+    local counter = counter_of(ARGV[e])
+    if is_tombstone(counter) then has_tomb = true end
+    values[counter] = values[counter] or {}
+    table.insert(values[counter], ARGV[e + 1] .. ":" .. ARGV[e + 2])
+  end
+  if not has_tomb then return remains end
+  local held = {}
+  local fields = redis.call("HKEYS", page_key)
+  for _, field in ipairs(fields) do held[counter_of(field)] = true end
+  for name, tomb in pairs(values) do
+    if is_tombstone(name) then
+      local counter = string.sub(name, 6)
+      if not held[counter] and not held[name] then
+        local at = purgeable_at(values[counter] or {}, tomb)
+        if at and at <= floor then
+          remains[counter] = true
+          remains[name] = true
+        end
+      end
+    end
+  end
+  return remains
 end
 local function apply_digests(digest_key)
   local all_hi, all_lo = 0, 0
@@ -128,8 +182,8 @@ if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) e
 return 0`,
 
   /**
-   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index (all of the fence's
-   * partition), then one page key per write. ARGV: epoch, now, then per write: page, field, p, n,
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index (all of the
+   * fence's partition), then one page key per write. ARGV: epoch, now, then per write: page, field, p, n,
    * indexed ("1" or "0"), bucket. Returns 1 if applied, 0 if the fence is stale.
    */
   lcWrite: `${LUA_HELPERS}
@@ -137,8 +191,8 @@ if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 local touched, durable = {}, {}
-for i = 7, #KEYS do
-  local a = 2 + (i - 7) * 6
+for i = 8, #KEYS do
+  local a = 2 + (i - 8) * 6
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
   touched[KEYS[i]] = page
@@ -150,20 +204,21 @@ for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2], d
 return 1`,
 
   /**
-   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index (all of the fence's
-   * partition), then one key per page. ARGV: epoch, now, the indexed field, then per page: page,
-   * bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a list:
-   * per page where an entry advanced, its index (1-based, in KEYS order of pages) and its advanced
-   * fields and values, flat. A page not in the store whose entries are all presence at zero is left
-   * out.
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index (all of the
+   * fence's partition), then one key per page. ARGV: epoch, now, the indexed field, then per page:
+   * page, bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
+   * list: per page where an entry advanced, its index (1-based, in KEYS order of pages) and its
+   * advanced fields and values, flat. A page not in the store whose entries are all presence at zero
+   * is left out, and so are a purged counter's remains (page_merge.ts, purgedRemains).
    */
   lcMerge: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
+local purge_floor = tonumber(redis.call("HGET", KEYS[4], "pf") or "0")
 local advanced = {}
 local a = 3
-for i = 7, #KEYS do
+for i = 8, #KEYS do
   local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local first = a + 4
   a = a + 3 + 3 * count
@@ -173,19 +228,22 @@ for i = 7, #KEYS do
     if not is_presence(ARGV[e]) or ARGV[e + 1] ~= ARGV[e + 2] then skip = false end
   end
   if not skip then
+    local remains = purged_remains(KEYS[i], first, a, purge_floor)
     local changed, durable = {}, false
     for e = first, a, 3 do
       local field = ARGV[e]
-      local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
-      local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, field == ARGV[3])
-      if value then
-        changed[#changed + 1] = field
-        changed[#changed + 1] = value
+      if not remains[counter_of(field)] then
+        local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
+        local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, field == ARGV[3])
+        if value then
+          changed[#changed + 1] = field
+          changed[#changed + 1] = value
+        end
+        if not is_presence(field) and (existed or p > 0 or n > 0) then durable = true end
       end
-      if not is_presence(field) and (existed or p > 0 or n > 0) then durable = true end
     end
     if #changed > 0 then
-      advanced[#advanced + 1] = i - 6
+      advanced[#advanced + 1] = i - 7
       advanced[#advanced + 1] = changed
     end
     note_emptiness(KEYS[6], KEYS[i], page, ARGV[2], durable)
@@ -196,9 +254,10 @@ if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", 
 return advanced`,
 
   /**
-   * KEYS: lease, page, idem, pages, digest, bucket index, empty index. ARGV: epoch, now, page, field, counter,
-   * delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket, then a field and a delta
-   * per further change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
+   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index. ARGV: epoch,
+   * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
+   * startAt (where the entry of `field` starts when absent), then a field and a delta per further
+   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
    * {"conflict"} | {"stale"}.
    */
   lcIncrement: `${LUA_HELPERS}
@@ -214,8 +273,9 @@ if seen[1] and now < tonumber(seen[4]) then
 end
 local result = {"applied"}
 local created = false
-local function change(field, delta)
+local function change(field, delta, start)
   local p, n, existed = read_entry(KEYS[2], field)
+  if not existed then p, n = start, start end
   if delta ~= 0 then
     local old = existed and format_entry(p, n)
     if delta > 0 then p = p + delta else n = n - delta end
@@ -223,14 +283,15 @@ local function change(field, delta)
     redis.call("HSET", KEYS[2], field, value)
     entry_changed(ARGV[3], ARGV[11], field, old, value)
     if not existed then created = true end
+    if is_tombstone(field) then redis.call("ZADD", KEYS[8], now, ARGV[3]) end
   end
   result[#result + 1] = string.format("%d", p)
   result[#result + 1] = string.format("%d", n)
 end
-change(ARGV[4], tonumber(ARGV[6]))
+change(ARGV[4], tonumber(ARGV[6]), tonumber(ARGV[12]))
 -- The payload's {own} placeholders become this entry's value right after the op (store.ts).
 local payload = string.gsub(ARGV[7], "{own}", string.format("%d", tonumber(result[2]) - tonumber(result[3])))
-for i = 12, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1])) end
+for i = 13, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1]), 0) end
 if created then
   redis.call("ZADD", KEYS[4], 0, ARGV[3])
   redis.call("ZADD", KEYS[6], ARGV[11], ARGV[3])
@@ -261,6 +322,72 @@ redis.call("ZREM", KEYS[3], ARGV[3])
 redis.call("ZREM", KEYS[4], ARGV[3])
 redis.call("ZREM", KEYS[5], ARGV[3])
 return 1`,
+
+  /**
+   * KEYS: lease, pages, digest, bucket index, empty index, tombstone index (all of the fence's
+   * partition), then one key per page. ARGV: epoch, now, deletedBefore, then per page: page, bucket.
+   * Purges the page's deleted counters that may go (Store.purgeTombstones) if its tombstones last
+   * changed at deletedBefore or earlier. Returns -1 if the fence is stale, else {floor, kept, stay,
+   * then per page that lost counters its index (1-based, in KEYS order of pages) and their names}.
+   */
+  lcPurge: `${LUA_HELPERS}
+local now = ARGV[2]
+if not fence_current(KEYS[1], ARGV[1], tonumber(now)) then return -1 end
+local floor = tonumber(redis.call("HGET", KEYS[3], "pf") or "0")
+local kept, stay, out = 0, 0, {}
+for i = 7, #KEYS do
+  local page, bucket = ARGV[2 + (i - 6) * 2], ARGV[3 + (i - 6) * 2]
+  local since = redis.call("ZSCORE", KEYS[6], page)
+  if since and tonumber(since) <= tonumber(ARGV[3]) then
+    local fields = redis.call("HGETALL", KEYS[i])
+    local values, names = {}, {}
+    for f = 1, #fields, 2 do
+      local counter = counter_of(fields[f])
+      if not values[counter] then
+        values[counter], names[counter] = {}, {}
+      end
+      table.insert(values[counter], fields[f + 1])
+      table.insert(names[counter], fields[f])
+    end
+    local gone, left = {}, false
+    for name, tomb in pairs(values) do
+      if is_tombstone(name) then
+        local counter = string.sub(name, 6)
+        local at = purgeable_at(values[counter] or {}, tomb)
+        if at then
+          if at > floor then floor = at end
+          for _, c in ipairs({counter, name}) do
+            for k, field in ipairs(names[c] or {}) do
+              redis.call("HDEL", KEYS[i], field)
+              entry_changed(page, bucket, field, values[c][k], nil)
+            end
+          end
+          gone[#gone + 1] = counter
+        else
+          kept = kept + 1
+          left = true
+        end
+      end
+    end
+    if left then stay = stay + 1 else redis.call("ZREM", KEYS[6], page) end
+    if redis.call("EXISTS", KEYS[i]) == 0 then
+      redis.call("ZREM", KEYS[2], page)
+      redis.call("ZREM", KEYS[4], page)
+      redis.call("ZREM", KEYS[5], page)
+    else
+      note_emptiness(KEYS[5], KEYS[i], page, now, false)
+    end
+    if #gone > 0 then
+      out[#out + 1] = i - 6
+      out[#out + 1] = gone
+    end
+  end
+end
+apply_digests(KEYS[3])
+redis.call("HSET", KEYS[3], "pf", string.format("%d", floor))
+local reply = {string.format("%d", floor), kept, stay}
+for _, v in ipairs(out) do reply[#reply + 1] = v end
+return reply`,
 
   /**
    * KEYS: page keys. Returns each page's fields and values, flat, in KEYS order: one command where a

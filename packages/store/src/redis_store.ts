@@ -23,6 +23,7 @@ import {
   type Lease,
   type PageList,
   type PageRecord,
+  type PurgeResult,
   type Store,
 } from "./store.js";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
@@ -249,6 +250,50 @@ export class RedisStore implements Store {
     return pages.filter((_, i) => replies[i] === 1);
   }
 
+  async purgeFloor(partition: number): Promise<number> {
+    const [pf] = await this.#run("purgeFloor", (p) => p.hget(this.#keys.digest(partition), "pf"));
+    return pf === null ? 0 : Number(pf);
+  }
+
+  async purgeTombstones(
+    fence: Fence,
+    deletedBefore: number,
+    offset: number,
+    limit: number,
+  ): Promise<PurgeResult> {
+    assertLimit(limit);
+    const { partition } = fence;
+    const [candidates] = await this.#run("tombstonePages", (p) =>
+      p.zrangebyscore(this.#keys.tombs(partition), "-inf", deletedBefore, "LIMIT", offset, limit + 1),
+    );
+    const more = (candidates as string[]).length > limit;
+    const pages = (candidates as string[]).slice(0, limit);
+    const keys = [
+      this.#keys.lease(partition),
+      this.#keys.pages(),
+      this.#keys.digest(partition),
+      this.#keys.bucketIndex(partition),
+      this.#keys.empty(partition),
+      this.#keys.tombs(partition),
+      ...pages.map((page) => this.#keys.page(page)),
+    ];
+    const args: Arg[] = [fence.epoch, this.#now(), deletedBefore];
+    for (const page of pages) args.push(page, bucketOf(page));
+    const [reply] = await this.#run("purgeTombstones", (p) => queueScript(p, "lcPurge", keys, args));
+    if (reply === -1) throw new StaleFenceError(fence);
+    const [floor, kept, stay, ...rest] = reply as Array<string | number | string[]>;
+    const purged: Array<{ page: string; counters: string[] }> = [];
+    for (let i = 0; i < rest.length; i += 2) {
+      purged.push({ page: pages[(rest[i] as number) - 1]!, counters: rest[i + 1] as string[] });
+    }
+    return {
+      purged,
+      kept: Number(kept),
+      floor: Number(floor),
+      next: more ? offset + Number(stay) : undefined,
+    };
+  }
+
   async isBootstrapped(partition: number): Promise<boolean> {
     const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#keys.digest(partition), "boot"));
     return boot === "1";
@@ -353,6 +398,7 @@ export class RedisStore implements Store {
           this.#keys.digest(op.fence.partition),
           this.#keys.bucketIndex(op.fence.partition),
           this.#keys.empty(op.fence.partition),
+          this.#keys.tombs(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [
@@ -367,6 +413,7 @@ export class RedisStore implements Store {
           keyTtlMs,
           op.fingerprint ?? "",
           bucketOf(op.page),
+          op.startAt ?? 0,
         ];
         for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
         queueScript(p, "lcIncrement", keys, args);

@@ -45,6 +45,11 @@ export function assertIncrements(ops: readonly IncrementOp[]): void {
     if (op.fingerprint !== undefined && (typeof op.fingerprint !== "string" || op.fingerprint === "")) {
       throw new InvalidStoreInputError(`fingerprint must be a non-empty string for ${op.page}`);
     }
+    if (op.startAt !== undefined && (!Number.isSafeInteger(op.startAt) || op.startAt < 0)) {
+      throw new InvalidStoreInputError(
+        `startAt must be a non-negative safe integer, got ${op.startAt} for ${op.page}`,
+      );
+    }
     const counters = new Set([op.counter]);
     for (const change of op.also ?? []) {
       if (!Number.isSafeInteger(change.delta)) {

@@ -23,10 +23,10 @@ import type { OpenStore } from "./store_contract.js";
 const START_MS = 1_700_000_000_000;
 const LEASE_MS = 10_000;
 const KEY_TTL_MS = 60_000;
-const PARTITIONS = 16;
+export const PARTITIONS = 16;
 
 /** A page id of `partition` (of PARTITIONS), distinct for each `n`. */
-function pageIn(partition: number, n: number): string {
+export function pageIn(partition: number, n: number): string {
   for (let i = 0, found = 0; ; i++) {
     const page = `conv-${i}`;
     if (partitionOf(page, PARTITIONS) === partition && found++ === n) return page;

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { RedisStore, StoreError, type IncrementOp, type Lease } from "@livecount/store";
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
+import { describePurgeContract } from "./purge_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 
 const LEASE_MS = 60_000;
@@ -104,6 +105,9 @@ describeWithRedis("redis store", () => {
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
   describeConvergenceContract("redis store", (now) =>
+    RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
+  );
+  describePurgeContract("redis store", (now) =>
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
 

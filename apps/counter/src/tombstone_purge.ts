@@ -1,0 +1,120 @@
+import type { PurgedReply } from "@livecount/protocol";
+import type { Clock, Logger } from "@livecount/runtime";
+import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
+import type { CounterMetrics } from "./counter_metrics.js";
+import type { PageActor } from "./page_actor.js";
+
+export interface TombstonePurgeOptions {
+  readonly nodeId: string;
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: CounterMetrics;
+  /** The partitions this node may hold. */
+  readonly partitions: () => readonly number[];
+  /** The fence of a partition this node holds and serves, or undefined. */
+  readonly servingFence: (partition: number) => Fence | undefined;
+  /** Runs a step on the durable writer's commit chain (DurableWriter.serialized). */
+  readonly onCommitChain: <T>(step: () => Promise<T>) => Promise<T>;
+  /** The page's actor in memory, if any. */
+  readonly actorOf: (page: string) => PageActor | undefined;
+  /** The store raised the partition's purge floor (ActorRegistry.purgeRaised). */
+  readonly floorRaised: (partition: number, floor: number) => void;
+}
+
+/** Pages looked at per store call; a partition with more goes on in the same sweep. */
+const PAGES_PER_CALL = 200;
+
+type Totals = Omit<PurgedReply, "type" | "node" | "before">;
+
+/**
+ * Purges tombstones: deleted counters, with their tombstones, whose tombstones last changed in this
+ * DC's store before a time an operator asked for (POST /v1/admin/purge, `request`), in every
+ * partition this node serves. The time travels in this node's DC heartbeats, so every counter node
+ * of every DC that hears it purges its own partitions up to it as well (`heard`): each DC purges on
+ * its own, which the purge floor makes safe (docs/architecture.md, "Purging tombstones").
+ *
+ * Each store call runs on the commit chain, between increment batches and resets, so no change is
+ * planned from entries that are leaving; actors in memory forget the purged counters in mailbox
+ * order (after their load, if one is under way).
+ */
+export class TombstonePurge {
+  readonly #o: TombstonePurgeOptions;
+  #before = 0;
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(options: TombstonePurgeOptions) {
+    this.#o = options;
+  }
+
+  /** Epoch-ms: tombstones that changed before this are purged here (0: nobody asked). */
+  get before(): number {
+    return this.#before;
+  }
+
+  /** An operator asked: purges tombstones older than `olderThanMs` here, and asks every DC to. */
+  async request(olderThanMs: number): Promise<PurgedReply> {
+    this.#before = Math.max(this.#before, this.#o.clock.now() - olderThanMs);
+    const before = this.#before;
+    const totals = await this.#queue(before);
+    return { type: "purged", node: this.#o.nodeId, before, ...totals };
+  }
+
+  /** Another node (of any DC) asked, in its heartbeat: purges here up to `before` if that is news. */
+  heard(before: number): void {
+    if (before <= this.#before) return;
+    this.#before = before;
+    void this.#queue(before);
+  }
+
+  /** Sweeps run one after the other; a request made during one gets a sweep of its own after it. */
+  #queue(before: number): Promise<Totals> {
+    const sweep = this.#tail.then(() => this.#sweep(before));
+    this.#tail = sweep.catch(() => undefined);
+    return sweep;
+  }
+
+  async #sweep(before: number): Promise<Totals> {
+    const totals = { pages: 0, counters: 0, kept: 0, failed: 0 };
+    for (const partition of this.#o.partitions()) {
+      let offset: number | undefined = 0;
+      while (offset !== undefined) {
+        const fence = this.#o.servingFence(partition);
+        if (fence === undefined) break;
+        let result: PurgeResult;
+        try {
+          result = await this.#o.onCommitChain(() => this.#purgeSome(fence, before, offset!));
+        } catch (err) {
+          // A stale fence: the partition moved on, and its new owner purges it when asked again.
+          if (!(err instanceof StaleFenceError)) {
+            totals.failed++;
+            this.#o.logger.warn({ err, partition }, "tombstones not purged; purge again to go on");
+          }
+          break;
+        }
+        totals.pages += result.purged.length;
+        for (const { counters } of result.purged) totals.counters += counters.length;
+        totals.kept += result.kept;
+        offset = result.next;
+      }
+    }
+    if (totals.counters > 0) {
+      this.#o.metrics.tombstonesPurged.inc(totals.counters);
+      this.#o.logger.info({ ...totals, before }, "tombstones purged");
+    }
+    return totals;
+  }
+
+  async #purgeSome(fence: Fence, before: number, offset: number): Promise<PurgeResult> {
+    const result = await this.#o.store.purgeTombstones(fence, before, offset, PAGES_PER_CALL);
+    this.#o.floorRaised(fence.partition, result.floor);
+    for (const { page, counters } of result.purged) {
+      const actor = this.#o.actorOf(page);
+      // A loading actor may have read the counters before they left: it forgets them once loaded.
+      actor?.run((failure) => {
+        if (failure === undefined) actor.purged(counters);
+      });
+    }
+    return result;
+  }
+}
