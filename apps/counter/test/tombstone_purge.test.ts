@@ -1,0 +1,135 @@
+/**
+ * The purge on a counter node: it runs on the commit chain, actors in memory (loaded, or loading
+ * while it runs) forget the purged counters, and a change after it starts this DC's entry at the
+ * purge floor, so the answer and the stored entry are exact. On the memory store and a manual clock.
+ */
+import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
+import { silentLogger } from "@livecount/runtime";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, test } from "vitest";
+import { CounterMetrics } from "../src/counter_metrics.js";
+import { TombstonePurge } from "../src/tombstone_purge.js";
+import { buildUnits, pageIn, type Units } from "./units.js";
+
+const PARTITION = 2;
+
+describe("counter - tombstone purge", () => {
+  let u: Units;
+  afterEach(async () => u.close());
+
+  async function settle<T>(work: Promise<T>): Promise<T> {
+    await u.clock.advance(0);
+    return work;
+  }
+
+  function change(page: string, key: string, delta: number): Promise<NodeReply> {
+    const request: IncrementRequest = { type: "increment", page, counter: "likes", delta, key };
+    return settle(u.registry.run(page, PARTITION, (actor) => u.writer.increment(actor, request)));
+  }
+
+  function remove(page: string, key: string): Promise<NodeReply> {
+    const request: ResetRequest = { type: "reset", page, counter: "likes", key, tombstone: true };
+    return settle(u.registry.run(page, PARTITION, (actor) => u.writer.reset(actor, request)));
+  }
+
+  async function setUp(): Promise<TombstonePurge> {
+    u = await buildUnits();
+    await u.acquire(PARTITION);
+    return new TombstonePurge({
+      nodeId: "me",
+      store: u.store,
+      clock: u.clock,
+      logger: silentLogger,
+      metrics: new CounterMetrics(new Registry(), {
+        partitionsOwned: () => 1,
+        partitionsBootstrapped: () => 1,
+      }),
+      partitions: () => [PARTITION],
+      servingFence: (p) => u.fences.get(p),
+      onCommitChain: (step) => u.writer.serialized(step),
+      actorOf: (page) => u.registry.find(page),
+      floorRaised: (p, floor) => u.registry.purgeRaised(p, floor),
+    });
+  }
+
+  test("counter - a purged counter leaves the actor in memory too, and a like after it counts once from the floor", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 4);
+    await remove(page, "d1");
+    // Activity after the delete: p 4 + n 4 = 8, the tombstone's p.
+    expect(await u.registry.read(page, PARTITION)).toMatchObject({ "@del:likes": { dc1: { p: 8, n: 0 } } });
+    const reply = await settle(purge.request(0));
+    expect(reply).toEqual({
+      type: "purged",
+      node: "me",
+      before: u.clock.now(),
+      pages: 1,
+      counters: 1,
+      kept: 0,
+      failed: 0,
+    });
+    expect(Object.keys(await u.registry.read(page, PARTITION))).toEqual(["@viewers"]);
+    expect(await u.store.load(page)).toEqual({});
+    // The actor stayed in memory; the like starts at the floor (8) and answers exactly.
+    expect(await change(page, "k2", 1)).toMatchObject({ type: "incremented", value: 1 });
+    expect((await u.store.load(page)).likes).toEqual({ dc1: { p: 9, n: 8 } });
+    expect((await u.registry.read(page, PARTITION)).likes).toEqual({ dc1: { p: 9, n: 8 } });
+    // A delete of the new counter hides it again: the tombstone counts the floor in the activity.
+    expect(await remove(page, "d2")).toMatchObject({ type: "counter_reset", previous: 1 });
+    expect((await u.store.load(page))["@del:likes"]).toEqual({ dc1: { p: 18, n: 0 } });
+  });
+
+  test("counter - an actor loading while the purge runs forgets the purged counters once loaded", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 2);
+    await remove(page, "d1");
+    // The page leaves memory; a like loads it again, and the load reads the store before the purge
+    // but only arrives after it.
+    u.registry.dropPartition(PARTITION, "partition_released");
+    await u.acquire(PARTITION);
+    const read = u.store.load.bind(u.store);
+    let arrive!: () => void;
+    const late = new Promise<void>((resolve) => (arrive = resolve));
+    let reads = 0;
+    u.store.load = async (p) => {
+      const record = await read(p);
+      reads++;
+      await late;
+      return record;
+    };
+    const like = change(page, "k2", 5);
+    await u.clock.advance(0);
+    expect(reads).toBe(1);
+    expect(await settle(purge.request(0))).toMatchObject({ counters: 1 });
+    arrive();
+    // The like was planned after the actor forgot the counter: it starts at the floor (4).
+    expect(await settle(like)).toMatchObject({ value: 5 });
+    expect((await u.store.load(page)).likes).toEqual({ dc1: { p: 9, n: 4 } });
+    expect(await u.registry.read(page, PARTITION)).toEqual({
+      "@viewers": {},
+      likes: { dc1: { p: 9, n: 4 } },
+    });
+  });
+
+  test("counter - a purge heard from another DC runs once per new time; an older one changes nothing", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 1);
+    await remove(page, "d1");
+    const deletedAt = u.clock.now();
+    purge.heard(deletedAt - 1);
+    await u.clock.advance(0);
+    await u.writer.drain();
+    expect(Object.keys(await u.store.load(page))).toContain("likes");
+    purge.heard(deletedAt);
+    await u.clock.advance(0);
+    await u.writer.drain();
+    await u.clock.advance(0);
+    expect(await u.store.load(page)).toEqual({});
+    expect(purge.before).toBe(deletedAt);
+    purge.heard(deletedAt - 10);
+    expect(purge.before).toBe(deletedAt);
+  });
+});
