@@ -142,6 +142,11 @@ export class ActorRegistry implements ActorHost {
     return this.#actors.get(page);
   }
 
+  /** The actors of a partition in memory (loading or active). */
+  actorsIn(partition: number): PageActor[] {
+    return [...this.#actors.values()].filter((a) => a.partition === partition);
+  }
+
   /** Runs `work` in the page's actor, in mailbox order, and resolves with its (awaited) result. */
   run<T>(page: string, partition: number, work: (actor: PageActor) => T | Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {

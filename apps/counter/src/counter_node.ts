@@ -180,6 +180,7 @@ export class CounterNode {
       servingFence: (partition) => this.#convergence.servingFence(partition),
       onCommitChain: (step) => this.#writer.serialized(step),
       actorOf: (page) => this.#registry.find(page),
+      actorsIn: (partition) => this.#registry.actorsIn(partition),
       floorRaised: (partition, floor) => this.#registry.purgeRaised(partition, floor),
     });
     this.#liveness.onPurgeAsked((before) => this.#purge.heard(before));

@@ -1,6 +1,13 @@
 import { pageSubject } from "@livecount/bus";
 import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
-import { VIEWERS_COUNTER, tombstoneOf } from "@livecount/protocol";
+import {
+  TOMBSTONE_PREFIX,
+  VIEWERS_COUNTER,
+  activityOf,
+  deletedAt,
+  isTombstoneCounter,
+  tombstoneOf,
+} from "@livecount/protocol";
 import type { EntryWrite, PageRecord } from "@livecount/store";
 import { PagePresence } from "./page_presence.js";
 
@@ -184,11 +191,34 @@ export class PageActor {
     return Object.hasOwn(this.entries(counter), this.#host.dc) ? 0 : this.#host.purgeFloor(this.partition);
   }
 
-  /** Purged counters (each with its tombstone) left the store: they leave memory too. */
+  /** A deleted counter still hidden, whose entry of `dc` is zero. */
+  #settledDelete(counter: string, dc: string): boolean {
+    const tomb = this.#counters.get(tombstoneOf(counter));
+    if (tomb === undefined) return false;
+    const c = this.#counters.get(counter);
+    const e = c?.entry(dc) ?? { p: 0, n: 0 };
+    return e.p === e.n && activityOf(c?.entries() ?? {}) <= deletedAt(tomb.entries());
+  }
+
+  /**
+   * Purged counters (each with its tombstone) left the store: they leave memory too. Another DC's
+   * non-zero entry that arrived since the store looked (a like after the delete) is news, not a
+   * remain: it stays and is written again.
+   */
   purged(counters: readonly string[]): void {
-    for (const name of counters.flatMap((c) => [c, tombstoneOf(c)])) {
-      this.#counters.delete(name);
-      this.#unwritten.delete(name);
+    for (const counter of counters) {
+      const news = Object.entries(this.entries(counter)).filter(
+        ([dc, e]) => dc !== this.#host.dc && e.p !== e.n,
+      );
+      for (const name of [counter, tombstoneOf(counter)]) {
+        this.#counters.delete(name);
+        this.#unwritten.delete(name);
+      }
+      for (const [dc, entry] of news) {
+        this.#counter(counter).merge(dc, entry);
+        this.#markUnwritten(counter, dc);
+      }
+      if (news.length > 0) this.#host.markDirty(this);
     }
   }
 
@@ -211,12 +241,20 @@ export class PageActor {
     return this.entriesOf(this.#host.dc);
   }
 
-  /** One data center's entry of every counter it has one of (this DC's of every counter). */
+  /**
+   * One data center's entry of every counter it has one of (this DC's of every counter), but for
+   * deleted counters whose entry here is zero and that stay hidden, and their tombstones: the delete
+   * published those once, and sending them again with every presence change would bring a counter
+   * another DC purged back there (docs/architecture.md, "Purging tombstones").
+   */
   entriesOf(dc: string): Record<string, Entry> {
     const entries: Array<[string, Entry]> = [];
     for (const [name, counter] of this.#counters) {
       const e = counter.entry(dc);
-      if (dc === this.#host.dc || e.p > 0 || e.n > 0) entries.push([name, e]);
+      if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
+      const deleted = isTombstoneCounter(name) ? name.slice(TOMBSTONE_PREFIX.length) : name;
+      if (this.#settledDelete(deleted, dc)) continue;
+      entries.push([name, e]);
     }
     // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
     return Object.fromEntries(entries);

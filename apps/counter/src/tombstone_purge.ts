@@ -1,4 +1,4 @@
-import type { PurgedReply } from "@livecount/protocol";
+import { TOMBSTONE_PREFIX, isTombstoneCounter, type PurgedReply } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
 import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -18,12 +18,17 @@ export interface TombstonePurgeOptions {
   readonly onCommitChain: <T>(step: () => Promise<T>) => Promise<T>;
   /** The page's actor in memory, if any. */
   readonly actorOf: (page: string) => PageActor | undefined;
+  /** The actors of a partition in memory. */
+  readonly actorsIn: (partition: number) => readonly PageActor[];
   /** The store raised the partition's purge floor (ActorRegistry.purgeRaised). */
   readonly floorRaised: (partition: number, floor: number) => void;
 }
 
 /** Pages looked at per store call; a partition with more goes on in the same sweep. */
 const PAGES_PER_CALL = 200;
+/** First wait before memory is checked against the store again after a purge call failed; doubles up to the max. */
+const RECONCILE_RETRY_MS = 500;
+const RECONCILE_RETRY_MAX_MS = 30_000;
 
 type Totals = Omit<PurgedReply, "type" | "node" | "before">;
 
@@ -89,6 +94,8 @@ export class TombstonePurge {
           if (!(err instanceof StaleFenceError)) {
             totals.failed++;
             this.#o.logger.warn({ err, partition }, "tombstones not purged; purge again to go on");
+            // The store may have purged before the answer was lost: memory must learn what it holds.
+            void this.#reconcile(partition, RECONCILE_RETRY_MS);
           }
           break;
         }
@@ -105,15 +112,46 @@ export class TombstonePurge {
     return totals;
   }
 
+  /**
+   * After a purge call whose outcome is unknown: the partition's floor is read again, and actors in
+   * memory forget deleted counters the store no longer holds, on the commit chain so no change is
+   * planned meanwhile. Retried until it succeeds or the partition is no longer served here.
+   */
+  async #reconcile(partition: number, retryMs: number): Promise<void> {
+    const { store, clock, logger } = this.#o;
+    if (this.#o.servingFence(partition) === undefined) return;
+    try {
+      await this.#o.onCommitChain(async () => {
+        this.#o.floorRaised(partition, await store.purgeFloor(partition));
+        for (const actor of this.#o.actorsIn(partition)) {
+          const deleted = Object.keys(actor.snapshot()).filter(isTombstoneCounter);
+          if (deleted.length === 0) continue;
+          const stored = await store.load(actor.page);
+          const gone = deleted
+            .filter((t) => !Object.hasOwn(stored, t))
+            .map((t) => t.slice(TOMBSTONE_PREFIX.length));
+          if (gone.length > 0) actor.run((failure) => failure === undefined && actor.purged(gone));
+        }
+      });
+    } catch (err) {
+      logger.warn(
+        { err, partition, retryMs },
+        "memory not yet checked against the store after a failed purge",
+      );
+      clock.setTimeout(
+        () => void this.#reconcile(partition, Math.min(retryMs * 2, RECONCILE_RETRY_MAX_MS)),
+        retryMs,
+      );
+    }
+  }
+
   async #purgeSome(fence: Fence, before: number, offset: number): Promise<PurgeResult> {
     const result = await this.#o.store.purgeTombstones(fence, before, offset, PAGES_PER_CALL);
     this.#o.floorRaised(fence.partition, result.floor);
     for (const { page, counters } of result.purged) {
       const actor = this.#o.actorOf(page);
       // A loading actor may have read the counters before they left: it forgets them once loaded.
-      actor?.run((failure) => {
-        if (failure === undefined) actor.purged(counters);
-      });
+      actor?.run((failure) => failure === undefined && actor.purged(counters));
     }
     return result;
   }

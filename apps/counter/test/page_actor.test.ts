@@ -124,6 +124,26 @@ describe("counter - page actor", () => {
     expect(actor.ownEntries()).toEqual({ [VIEWERS_COUNTER]: { p: 1, n: 0 }, likes: { p: 0, n: 0 } });
   });
 
+  test("counter - a deleted counter still hidden with its entry here at zero is not published again, until it changes", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, {
+      likes: { dc1: { p: 3, n: 3 } },
+      "@del:likes": { dc1: { p: 6, n: 0 } },
+      shares: { dc1: { p: 2, n: 0 } },
+    });
+    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    // What a presence flush publishes: another DC that purged `likes` must not get it back.
+    expect(Object.keys(actor.ownEntries()).sort()).toEqual([VIEWERS_COUNTER, "shares"]);
+    // Changed since the delete (a like from dc2): visible again, published with the rest.
+    actor.mergeRemote("dc2", { likes: { p: 1, n: 0 } });
+    expect(Object.keys(actor.ownEntries()).sort()).toEqual([
+      "@del:likes",
+      VIEWERS_COUNTER,
+      "likes",
+      "shares",
+    ]);
+  });
+
   test("counter - presence that arrives while the page loads is applied after it", () => {
     const host = new FakeHost();
     const actor = new PageActor(host, "page", 7, 0);

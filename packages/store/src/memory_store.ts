@@ -448,7 +448,8 @@ export class MemoryStore implements Store {
     const stored = this.#entry(page, counter, dc);
     const held = stored ?? { p: startAt, n: startAt };
     let entry = held;
-    if (delta !== 0) {
+    // An entry started at the floor is stored even when nothing is added, as the op reports it.
+    if (delta !== 0 || (stored === undefined && startAt > 0)) {
       entry = delta > 0 ? { p: held.p + delta, n: held.n } : { p: held.p, n: held.n - delta };
       this.#setEntry(partition, page, counter, dc, entry);
     }

@@ -36,25 +36,26 @@ export function onlyZeroPresence(record: PageRecord): boolean {
 const TOMBSTONE_PREFIX = "@del:";
 
 /**
- * Whether a deleted counter may be purged: still hidden (its activity, the sum of p + n, not above
- * the tombstone's largest p) and every entry zero. Returns the tombstone's activity (what the purge
- * floor must reach) or undefined when it must stay.
+ * Whether a deleted counter may be purged: written in one data center at most, that entry zero
+ * (`{z, z}`), and its activity (`2z`) exactly the tombstone's (the largest p): no change since the
+ * delete, and no entry the delete saw missing here. Returns `z`, what the purge floor must reach, or
+ * undefined when it must stay (docs/architecture.md, "Purging tombstones").
  */
 export function purgeableAt(entries: Iterable<Entry>, tombstone: Iterable<Entry>): number | undefined {
   let deletedAt = 0;
   for (const e of tombstone) deletedAt = Math.max(deletedAt, e.p);
-  let activity = 0;
+  let z: number | undefined;
   for (const e of entries) {
-    if (e.p !== e.n) return undefined;
-    activity += e.p + e.n;
+    if (z !== undefined || e.p !== e.n) return undefined;
+    z = e.p;
   }
-  return activity <= deletedAt ? deletedAt : undefined;
+  return 2 * (z ?? 0) === deletedAt ? (z ?? 0) : undefined;
 }
 
 /**
  * The counters (each with its tombstone) of a record that `mergePages` leaves out as a purged
  * counter's remains: deleted, held in no form by the store (`holds`), purgeable in the record, and
- * with a tombstone activity not above the partition's purge floor.
+ * with its entry not above the partition's purge floor.
  */
 export function purgedRemains(
   record: PageRecord,

@@ -89,22 +89,24 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
 end
 -- The counter of a page hash field "{counter}\0{dc}".
 local function counter_of(field)
-  return string.sub(field, 1, string.find(field, "\0", 1, true) - 1)
+  return string.sub(field, 1, string.find(field, "\\0", 1, true) - 1)
 end
 -- Whether a deleted counter may be purged (page_merge.ts, purgeableAt): from its entries' and its
--- tombstone's values ("p:n"), the tombstone's activity, or nil when it must stay.
+-- tombstone's values ("p:n"), the one entry's z, or nil when it must stay.
 local function purgeable_at(values, tomb_values)
-  local deleted_at, activity = 0, 0
+  local deleted_at = 0
   for _, v in ipairs(tomb_values) do
     local p = tonumber(string.match(v, "^(%d+):"))
     if p > deleted_at then deleted_at = p end
   end
-  for _, v in ipairs(values) do
-    local p, n = string.match(v, "^(%d+):(%d+)$")
+  if #values > 1 then return nil end
+  local z = 0
+  if #values == 1 then
+    local p, n = string.match(values[1], "^(%d+):(%d+)$")
     if p ~= n then return nil end
-    activity = activity + tonumber(p) + tonumber(n)
+    z = tonumber(p)
   end
-  if activity <= deleted_at then return deleted_at end
+  if 2 * z == deleted_at then return z end
   return nil
 end
 -- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
@@ -276,7 +278,8 @@ local created = false
 local function change(field, delta, start)
   local p, n, existed = read_entry(KEYS[2], field)
   if not existed then p, n = start, start end
-  if delta ~= 0 then
+  -- An entry started at the floor is stored even when nothing is added, as the op reports it.
+  if delta ~= 0 or (not existed and start > 0) then
     local old = existed and format_entry(p, n)
     if delta > 0 then p = p + delta else n = n - delta end
     local value = format_entry(p, n)

@@ -96,7 +96,7 @@ export interface IncrementOp {
   readonly fingerprint?: string;
   /**
    * Where the data center's entry of `counter` starts when the store holds none: `{p: startAt,
-   * n: startAt}` (value 0), then the change. The owner passes its partition's purge floor, so an
+   * n: startAt}` (value 0), then the change; stored even when the change is 0, as the outcome reports it. The owner passes its partition's purge floor, so an
    * entry that restarts after its counter was purged lies above every copy of the old one that
    * another DC may still send (see {@link Store.purgeTombstones}). Default 0.
    */
@@ -121,8 +121,8 @@ export interface PurgeResult {
   /** Pages that lost deleted counters, with the (public) names of the counters purged from each. */
   readonly purged: ReadonlyArray<{ readonly page: string; readonly counters: readonly string[] }>;
   /**
-   * Deleted counters of the pages looked at that had to stay: one of their entries does not net to
-   * zero (the delete cancelled other DCs' values in its own entry), or they changed since the delete.
+   * Deleted counters of the pages looked at that had to stay: written in several data centers, or
+   * changed since the delete.
    */
   readonly kept: number;
   /** The partition's purge floor after the call (see {@link Store.purgeFloor}). */
@@ -177,8 +177,8 @@ export interface Store {
    * absent). A page the store does not hold whose record carries nothing but zero presence is left
    * out: nothing to learn, and a page removed as empty stays removed. `indexed` names the entry
    * indexed as `write` does with `indexed` (this DC's presence). A purged counter's remains are left
-   * out too: a deleted counter the store holds nothing of, still hidden in the record, every entry zero
-   * and its tombstone's activity not above the purge floor (what another DC still holds of a counter
+   * out too: a deleted counter the store holds nothing of, purgeable in the record, with its entry
+   * not above the purge floor (what another DC still holds of a counter
    * purged here; see {@link Store.purgeTombstones}). Null when the fence is stale (pages
    * merged before it was found stale stay merged, as with any write under a fence about to expire).
    */
@@ -234,8 +234,7 @@ export interface Store {
    */
   removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]>;
   /**
-   * Not below the deletion activity (the tombstone's largest `p`) of any counter purged from the
-   * partition's pages, and never lowered. The owner starts this DC's entry of a counter the store
+   * Not below the `p` of any entry of a counter purged from the partition's pages, and never lowered. The owner starts this DC's entry of a counter the store
    * holds none of at `{p: floor, n: floor}` (`IncrementOp.startAt`).
    */
   purgeFloor(partition: number): Promise<number>;
@@ -243,8 +242,9 @@ export interface Store {
    * Purges, under the fence, deleted counters of the partition's pages whose tombstone last changed
    * in this store at `deletedBefore` or earlier: the counter's entries and its tombstone leave the
    * page (and the page, the listings and the indexes when nothing else is left), and the purge floor
-   * rises to the tombstone's activity. Only counters that are still hidden (no change since the
-   * delete) and whose every entry is zero (`p == n`) go; the rest are counted in `kept`. Pages are
+   * rises to the counter's entry. Only counters written in one data center at most, whose entry is
+   * zero (`p == n`) and whose activity is exactly the tombstone's (no change since the delete, none
+   * missing here) go; the rest are counted in `kept`. Pages are
    * taken in the order their tombstones last changed, from `offset`, at most `limit` (>= 1) per call.
    * Rejects with StaleFenceError when the fence is stale. Why this is safe without asking other
    * DCs: docs/architecture.md, "Purging tombstones".

@@ -101,15 +101,15 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       await store.increment([change(page, "hearts", 2), change(other, "hearts", 1)], KEY_TTL_MS);
       nowMs += 1_000;
       const result = await store.purgeTombstones(fence, nowMs - 500, 0, 100);
-      expect(result).toEqual({ purged: [{ page, counters: ["likes"] }], kept: 0, floor: 6, next: undefined });
+      expect(result).toEqual({ purged: [{ page, counters: ["likes"] }], kept: 0, floor: 3, next: undefined });
       expect(await store.load(page)).toEqual({ hearts: { dc1: { p: 2, n: 0 } } });
-      expect(await store.purgeFloor(PARTITION)).toBe(6);
+      expect(await store.purgeFloor(PARTITION)).toBe(3);
       expect(await store.digests([PARTITION])).toEqual([await digestOf(store, [page, other])]);
       // Nothing left to look at: the page left the tombstone index.
       expect(await store.purgeTombstones(fence, nowMs, 0, 100)).toEqual({
         purged: [],
         kept: 0,
-        floor: 6,
+        floor: 3,
         next: undefined,
       });
     });
@@ -158,6 +158,35 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       expect(await store.load(page)).toEqual(before);
     });
 
+    test(`${name} - a counter written in several DCs stays, even with every entry zero`, async () => {
+      const page = pageOf(0);
+      // dc2 went +2 and -2 on its own; the delete here saw it: both entries zero, activity 2 + 4 + 4.
+      await likedThenDeleted(page, 2, { dc2: { p: 2, n: 2 } });
+      nowMs += 10;
+      expect((await store.load(page)).likes).toEqual({ dc1: { p: 2, n: 2 }, dc2: { p: 2, n: 2 } });
+      expect(await store.purgeTombstones(fence, nowMs, 0, 100)).toMatchObject({
+        purged: [],
+        kept: 1,
+        floor: 0,
+      });
+    });
+
+    test(`${name} - a counter whose delete saw an entry this store lacks stays`, async () => {
+      const page = pageOf(0);
+      // Learnt from another DC: the tombstone (activity 10) came, dc3's entry it counted did not yet.
+      await store.write([
+        {
+          fence,
+          writes: [
+            { page, counter: "likes", dc: "dc2", entry: { p: 3, n: 3 } },
+            { page, counter: TOMB, dc: "dc2", entry: { p: 10, n: 0 } },
+          ],
+        },
+      ]);
+      nowMs += 10;
+      expect(await store.purgeTombstones(fence, nowMs, 0, 100)).toMatchObject({ purged: [], kept: 1 });
+    });
+
     test(`${name} - a counter changed since its delete is visible again and stays`, async () => {
       const page = pageOf(0);
       await likedThenDeleted(page, 2);
@@ -185,7 +214,7 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       expect((await store.purgeTombstones(fence, learnt, 0, 100)).purged).toEqual([
         { page, counters: ["likes"] },
       ]);
-      expect(await store.purgeFloor(PARTITION)).toBe(10);
+      expect(await store.purgeFloor(PARTITION)).toBe(5);
     });
 
     test(`${name} - pages are taken in turn, kept ones skipped by the offset`, async () => {
@@ -232,12 +261,16 @@ export function describePurgeContract(name: string, open: OpenStore): void {
         await expect(
           store.increment([change(page, "likes", 1, { startAt: -1 })], KEY_TTL_MS),
         ).rejects.toBeInstanceOf(InvalidStoreInputError);
+        // A change of 0 (a reset of a counter at 0) still stores the entry it reports.
+        const [zero] = await store.increment([change(page, "shares", 0, { startAt: 3 })], KEY_TTL_MS);
+        expect(zero).toEqual({ kind: "applied", entry: { p: 3, n: 3 } });
+        expect((await store.load(page)).shares).toEqual({ dc1: { p: 3, n: 3 } });
       });
 
       test(`${name} - another DC's copy of the purged counter is left out of a merge`, async () => {
         // What a DC that has not purged yet still holds: zero entries and the tombstone (activity 6).
         const remains: PageRecord = {
-          likes: { dc1: { p: 3, n: 3 }, dc2: { p: 0, n: 0 } },
+          likes: { dc1: { p: 3, n: 3 } },
           [TOMB]: { dc1: { p: 6, n: 0 } },
           hearts: { dc2: { p: 1, n: 0 } },
         };
@@ -258,7 +291,7 @@ export function describePurgeContract(name: string, open: OpenStore): void {
         };
         await store.mergePages(fence, new Map([[page, revived]]), { counter: "@viewers", dc: "dc1" });
         expect((await store.load(page)).likes).toEqual({ dc1: { p: 3, n: 3 }, dc2: { p: 1, n: 0 } });
-        // A later delete's tombstone lies above the floor: it is news, not remains.
+        // An entry above the floor (floor 3 here) is news, not remains.
         const other = pageOf(1);
         const later: PageRecord = { likes: { dc2: { p: 4, n: 4 } }, [TOMB]: { dc2: { p: 8, n: 0 } } };
         await store.mergePages(fence, new Map([[other, later]]), { counter: "@viewers", dc: "dc1" });
