@@ -1,6 +1,7 @@
 /**
  * Purging tombstones (POST /v1/admin/purge) on real processes in two DCs, with the link between
- * them cut while one DC purges, so the other still holds the purged counters when they meet again:
+ * them cut while one DC purges, so the other still holds the purged counters when they meet again
+ * (anti-entropy every second, so DCs confirm what they hold in common quickly):
  * - dc1 purges a deleted counter whose entries are all zero (written in one DC only); dc2, cut off,
  *   still holds it. After the heal neither DC holds anything of it and their digests agree: dc2
  *   purges on hearing dc1's heartbeats. (Which comes first after the heal, that or anti-entropy
@@ -8,13 +9,17 @@
  *   contract, packages/store/test/purge_contract.ts.)
  * - a deleted counter whose delete cancelled the other DC's value in its own entry stays (kept),
  *   hidden in both DCs.
+ * - a counter deleted while the link was cut waits (dc2 never got the delete, and would send it
+ *   back as it was): dc1 purges it on its own once anti-entropy shows dc2 holds the tombstone; dc2,
+ *   which learnt it after the cutoff, keeps it until the next purge. Their digests agree meanwhile
+ *   (a settled delete counts nothing), and the counter never shows again in either DC.
  * - a like after the purge counts exactly once in both DCs, from whichever DC.
  */
 import { Redis } from "ioredis";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { CLUSTER_ADMIN_KEY, CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
-import { eventually } from "../support/eventually.js";
+import { eventually, sleep } from "../support/eventually.js";
 import { startDataCenters, type TestDc } from "../support/multi_dc.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { PublisherHttp } from "../support/publisher_http.js";
@@ -25,6 +30,10 @@ const CONVERGE_MS = 15_000;
 
 const SOLO = "purge/solo";
 const BOTH = "purge/both";
+const MISSED = "purge/missed";
+/** Anti-entropy rounds for this test, and how long to let a few of them run. */
+const ANTI_ENTROPY_MS = 1000;
+const A_FEW_ROUNDS_MS = 3 * ANTI_ENTROPY_MS;
 
 interface PurgeBody {
   dc: string;
@@ -32,6 +41,7 @@ interface PurgeBody {
   counters: number;
   kept: number;
   failed: number;
+  waiting: number;
   nodes: Array<{ id: string; counters?: number; error?: string }>;
 }
 
@@ -51,116 +61,119 @@ describeWithBinary(
   "multi-dc - purging tombstones",
   () => {
     test(
-      "multi-dc - a purge in one DC reaches the other after a cut, keeps what must stay, and a later like counts once",
+      "multi-dc - a purge reaches the other DC after a cut, keeps what must stay, waits for a delete the other DC missed, and likes after it count once",
       async () => {
-        const multi = await startDataCenters({ counters: 2 });
+        const multi = await startDataCenters({
+          counters: 2,
+          env: { LIVECOUNT_ANTI_ENTROPY_MS: String(ANTI_ENTROPY_MS) },
+        });
         const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
         const redis = new Map(multi.dcs.map((dc) => [dc.name, new Redis(dc.redis.url)]));
         onTestFinished(() => {
           for (const r of redis.values()) r.disconnect();
         });
+        const stored = (dc: TestDc, page: string): Promise<string[]> =>
+          storedCounters(redis.get(dc.name)!, page);
+        const counters = async (dc: TestDc, ...pages: string[]): Promise<Array<Record<string, number>>> =>
+          (await publisher(dc).totals(...pages)).map((t) => ({ ...t.counters }));
+        const digests = async (dc: TestDc): Promise<string[]> => {
+          const r = redis.get(dc.name)!;
+          const keys = (await r.keys("lc:digest:*")).sort();
+          return Promise.all(keys.map(async (k) => `${k}=${await r.hget(k, "all")}`));
+        };
+        const purge = () =>
+          admin(dc1).request<PurgeBody>("POST", "/v1/admin/purge", { body: { older_than_s: 0 } });
 
-        // --- deleted counters: one written in dc1 only, one written in both ------------------------------
-        expect(
-          (
-            await publisher(dc1).batch([
-              { page: SOLO, counter: "likes", change: 5, id: "solo-likes" },
-              { page: SOLO, counter: "shares", change: 2, id: "solo-shares" },
-              { page: BOTH, counter: "likes", change: 3, id: "both-1" },
-            ])
-          ).status,
-        ).toBe(200);
+        // --- likes: SOLO and MISSED written in dc1 only, BOTH in both --------------------------------------
+        const seeded = await publisher(dc1).batch([
+          { page: SOLO, counter: "likes", change: 5, id: "solo-likes" },
+          { page: SOLO, counter: "shares", change: 2, id: "solo-shares" },
+          { page: BOTH, counter: "likes", change: 3, id: "both-1" },
+          { page: MISSED, counter: "likes", change: 6, id: "missed-likes" },
+        ]);
+        expect(seeded.status).toBe(200);
         expect(
           (await publisher(dc2).batch([{ page: BOTH, counter: "likes", change: 4, id: "both-2" }])).status,
         ).toBe(200);
         for (const dc of multi.dcs)
           await eventually(
             async () =>
-              expect((await publisher(dc).totals(SOLO, BOTH)).map((t) => t.counters)).toEqual([
+              expect(await counters(dc, SOLO, BOTH, MISSED)).toEqual([
                 { likes: 5, shares: 2 },
                 { likes: 7 },
+                { likes: 6 },
               ]),
             { timeoutMs: CONVERGE_MS, message: `${dc.name} sees the likes` },
           );
+
+        // --- SOLO and BOTH deleted while linked; both DCs hold the tombstones ------------------------------
         for (const page of [SOLO, BOTH])
           expect((await publisher(dc1).remove(page, "likes")).status).toBe(200);
         for (const dc of multi.dcs)
           await eventually(
-            async () =>
-              expect((await publisher(dc).totals(SOLO, BOTH)).map((t) => t.counters)).toEqual([
-                { shares: 2 },
-                {},
-              ]),
-            { timeoutMs: CONVERGE_MS, message: `${dc.name} hides the deleted counters` },
-          );
-        for (const dc of multi.dcs)
-          await eventually(
-            async () =>
-              expect(await storedCounters(redis.get(dc.name)!, SOLO)).toEqual([
-                "@del:likes",
-                "likes",
-                "shares",
-              ]),
-            {
-              timeoutMs: CONVERGE_MS,
-              message: `${dc.name} stores the tombstone`,
+            async () => {
+              expect(await counters(dc, SOLO, BOTH)).toEqual([{ shares: 2 }, {}]);
+              expect(await stored(dc, SOLO)).toEqual(["@del:likes", "likes", "shares"]);
             },
+            { timeoutMs: CONVERGE_MS, message: `${dc.name} holds the deletes` },
           );
+        await sleep(A_FEW_ROUNDS_MS);
 
-        // --- dc1 purges while cut off from dc2 ------------------------------------------------------------
+        // --- cut: MISSED deleted where dc2 cannot hear it, then dc1 purges -----------------------------------
         multi.cut();
-        const purge = await admin(dc1).request<PurgeBody>("POST", "/v1/admin/purge", {
-          body: { older_than_s: 0 },
-        });
-        expect(purge.status).toBe(200);
-        expect(purge.body).toMatchObject({ dc: "dc1", pages: 1, counters: 1, kept: 1, failed: 0 });
-        expect(purge.body.nodes.map((n) => n.error)).toEqual([undefined, undefined]);
-        expect(await storedCounters(redis.get("dc1")!, SOLO)).toEqual(["shares"]);
-        expect(await storedCounters(redis.get("dc1")!, BOTH)).toEqual(["@del:likes", "likes"]);
-        expect(await storedCounters(redis.get("dc2")!, SOLO)).toEqual(["@del:likes", "likes", "shares"]);
+        expect((await publisher(dc1).remove(MISSED, "likes")).status).toBe(200);
+        const first = await purge();
+        expect(first.status).toBe(200);
+        expect(first.body).toMatchObject({ dc: "dc1", pages: 1, counters: 1, kept: 1, failed: 0 });
+        expect(first.body.waiting).toBeGreaterThan(0);
+        expect(first.body.nodes.map((n) => n.error)).toEqual([undefined, undefined]);
+        expect(await stored(dc1, SOLO)).toEqual(["shares"]);
+        expect(await stored(dc1, BOTH)).toEqual(["@del:likes", "likes"]);
+        expect(await stored(dc1, MISSED)).toEqual(["@del:likes", "likes"]);
+        expect(await stored(dc2, SOLO)).toEqual(["@del:likes", "likes", "shares"]);
         const consoleView = await admin(dc1).request<{ counters: Array<{ name: string }> }>(
           "GET",
           `/v1/admin/pages/${encodeURIComponent(SOLO)}`,
         );
         expect(consoleView.body.counters.map((c) => c.name)).toEqual(["shares"]);
 
-        // --- healed: dc2 hears the purge, and its copy does not come back into dc1 -----------------------------
+        // --- healed: dc2 purges SOLO on hearing dc1; dc1 purges MISSED once dc2 holds its tombstone ------------
         multi.heal();
         await multi.waitLinked();
-        for (const dc of multi.dcs)
-          await eventually(
-            async () => expect(await storedCounters(redis.get(dc.name)!, SOLO)).toEqual(["shares"]),
-            {
-              timeoutMs: CONVERGE_MS,
-              message: `${dc.name} holds nothing of the purged counter`,
-            },
-          );
-        const digests = async (dc: TestDc): Promise<string[]> => {
-          const r = redis.get(dc.name)!;
-          const keys = (await r.keys("lc:digest:*")).sort();
-          return Promise.all(keys.map(async (k) => `${k}=${await r.hget(k, "all")}`));
-        };
+        await eventually(
+          async () => {
+            expect(await stored(dc2, SOLO)).toEqual(["shares"]);
+            expect(await stored(dc1, MISSED)).toEqual([]);
+          },
+          { timeoutMs: CONVERGE_MS, message: "dc2 purged SOLO, dc1 purged MISSED" },
+        );
+        // dc2 learnt MISSED's delete after the cutoff: it keeps it, hidden, and the digests agree anyway.
+        expect(await stored(dc2, MISSED)).toEqual(["@del:likes", "likes"]);
         await eventually(async () => expect(await digests(dc1)).toEqual(await digests(dc2)), {
           timeoutMs: CONVERGE_MS,
-          message: "both DCs hold the same entries",
+          message: "both DCs' digests agree",
         });
-        // The counter that had to stay is still hidden in both.
         for (const dc of multi.dcs) {
-          expect(await storedCounters(redis.get(dc.name)!, BOTH)).toEqual(["@del:likes", "likes"]);
-          expect((await publisher(dc).totals(BOTH))[0]!.counters).toEqual({});
+          expect(await counters(dc, SOLO, BOTH, MISSED)).toEqual([{ shares: 2 }, {}, {}]);
+          expect(await stored(dc, BOTH)).toEqual(["@del:likes", "likes"]);
         }
+        // The next purge reaches dc2's copy too.
+        await sleep(A_FEW_ROUNDS_MS);
+        expect((await purge()).status).toBe(200);
+        await eventually(async () => expect(await stored(dc2, MISSED)).toEqual([]), {
+          timeoutMs: CONVERGE_MS,
+          message: "dc2 purged MISSED",
+        });
 
         // --- likes after the purge count exactly once, in both DCs ------------------------------------------
         expect((await publisher(dc2).change(SOLO, "likes", 1, "after-1")).status).toBe(200);
         expect((await publisher(dc1).change(SOLO, "likes", 2, "after-2")).status).toBe(200);
+        expect((await publisher(dc2).change(MISSED, "likes", 1, "after-3")).status).toBe(200);
         for (const dc of multi.dcs)
           await eventually(
             async () =>
-              expect((await publisher(dc).totals(SOLO))[0]!.counters).toEqual({ likes: 3, shares: 2 }),
-            {
-              timeoutMs: CONVERGE_MS,
-              message: `${dc.name} counts the likes after the purge`,
-            },
+              expect(await counters(dc, SOLO, MISSED)).toEqual([{ likes: 3, shares: 2 }, { likes: 1 }]),
+            { timeoutMs: CONVERGE_MS, message: `${dc.name} counts the likes after the purge` },
           );
       },
       TEST_TIMEOUT_MS,

@@ -33,6 +33,11 @@ export interface AntiEntropyOptions {
   readonly received: (partition: number) => void;
   /** A transfer that answered this node's bootstrap request for `partition` from `peer` is merged. */
   readonly peerSynced: (partition: number, peer: string) => void;
+  /**
+   * `remote` held exactly what this DC's store held of `partition` as of `at` (their digests were
+   * equal): every entry stored here by then was in its store too.
+   */
+  readonly digestsAgreed?: (partition: number, remote: string, at: number) => void;
 }
 
 /** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
@@ -226,6 +231,8 @@ export class AntiEntropy {
     const mine = msg.digests.filter(([p]) => this.#held.has(p));
     if (mine.length === 0) return;
     const bootstrap = new Set(msg.bootstrap ?? []);
+    // Taken before the read: what the store held by then is in the digests read.
+    const at = this.#o.clock.now();
     let local: string[];
     try {
       local = await this.#o.store.digests(mine.map(([p]) => p));
@@ -242,6 +249,7 @@ export class AntiEntropy {
         // the exchange's `done`). A transfer this node drives with that DC covers it already: its
         // `done` also ends the other's bootstrap.
         const learning = bootstrap.has(partition);
+        if (local[i] === theirs) this.#o.digestsAgreed?.(partition, msg.from, at);
         if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition)) return;
         const digests = await this.#o.store.bucketDigests(partition);
         if (!learning) this.#exchanges.answered(msg.from, partition);

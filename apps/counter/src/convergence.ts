@@ -51,6 +51,9 @@ export class Convergence {
   readonly #bootstrap: Bootstrap;
   readonly #o: ConvergenceOptions;
   #stopListening: (() => void) | undefined;
+  /** partition -> remote DC -> the latest time their digests were found equal (anti-entropy). */
+  readonly #agreed = new Map<number, Map<string, number>>();
+  readonly #agreedListeners = new Set<(partition: number) => void>();
 
   constructor(o: ConvergenceOptions) {
     this.#o = o;
@@ -77,6 +80,7 @@ export class Convergence {
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
       peerSynced: (partition, peer) => this.#bootstrap.peerSynced(partition, peer),
+      digestsAgreed: (partition, remote, at) => this.#digestsAgreed(partition, remote, at),
     });
     this.#bootstrap = new Bootstrap({
       store: o.store,
@@ -138,6 +142,34 @@ export class Convergence {
     const left = Math.max(0, deadline - this.#o.clock.now());
     if (!(await this.#bootstrap.whenReady(partition, left))) return undefined;
     return this.servingFence(partition);
+  }
+
+  /**
+   * Up to when every other DC is known to hold what this DC's store held of the partition: the
+   * earliest, over every DC expected (LIVECOUNT_PEER_DCS) or ever heard, of the last time their
+   * digests were found equal. Infinity when no other DC can exist or none is expected or heard; 0
+   * while some DC was never found equal since this node started.
+   */
+  confirmedUntil(partition: number): number {
+    const peers = new Set([...this.#o.peerDcs, ...this.#o.liveness.remotes().map((r) => r.dc)]);
+    peers.delete(this.#o.dc);
+    if (this.#o.alone || peers.size === 0) return Infinity;
+    const agreed = this.#agreed.get(partition);
+    let until = Infinity;
+    for (const dc of peers) until = Math.min(until, agreed?.get(dc) ?? 0);
+    return until;
+  }
+
+  /** Anti-entropy found the partition's digests equal with another DC. */
+  onDigestsAgreed(listener: (partition: number) => void): void {
+    this.#agreedListeners.add(listener);
+  }
+
+  #digestsAgreed(partition: number, remote: string, at: number): void {
+    let agreed = this.#agreed.get(partition);
+    if (agreed === undefined) this.#agreed.set(partition, (agreed = new Map()));
+    agreed.set(remote, Math.max(agreed.get(remote) ?? 0, at));
+    for (const listener of this.#agreedListeners) listener(partition);
   }
 
   /** Per remote DC, partitions with a resync transfer under way (anti-entropy). */

@@ -182,8 +182,10 @@ export class CounterNode {
       actorOf: (page) => this.#registry.find(page),
       actorsIn: (partition) => this.#registry.actorsIn(partition),
       floorRaised: (partition, floor) => this.#registry.purgeRaised(partition, floor),
+      confirmedUntil: (partition) => this.#convergence.confirmedUntil(partition),
     });
     this.#liveness.onPurgeAsked((before) => this.#purge.heard(before));
+    this.#convergence.onDigestsAgreed((partition) => this.#purge.digestsAgreed(partition));
     // Answered (or refused as retryable) before a caller's own timeout runs out, never after: a
     // gateway waits the whole request timeout, a node forwarding for it half, the owner a quarter.
     const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);

@@ -8,7 +8,7 @@ import {
   isTombstoneCounter,
   tombstoneOf,
 } from "@livecount/protocol";
-import type { EntryWrite, PageRecord } from "@livecount/store";
+import { purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
 import { PagePresence } from "./page_presence.js";
 
 export type ActorStatus = "loading" | "active" | "closed";
@@ -201,25 +201,40 @@ export class PageActor {
   }
 
   /**
-   * Purged counters (each with its tombstone) left the store: they leave memory too. Another DC's
-   * non-zero entry that arrived since the store looked (a like after the delete) is news, not a
-   * remain: it stays and is written again.
+   * Purged counters (each with its tombstone) left the store: they leave memory too, this DC's
+   * entries at least (the store starts them again at the purge floor). When memory no longer holds a
+   * purgeable copy, another DC's entries arrived since the store looked (a like, or a new delete,
+   * after the delete): they are news, stay, and are written again.
    */
   purged(counters: readonly string[]): void {
     for (const counter of counters) {
-      const news = Object.entries(this.entries(counter)).filter(
-        ([dc, e]) => dc !== this.#host.dc && e.p !== e.n,
-      );
-      for (const name of [counter, tombstoneOf(counter)]) {
+      const tomb = tombstoneOf(counter);
+      const news = this.purgeable(counter)
+        ? []
+        : [counter, tomb].flatMap((name) =>
+            Object.entries(this.entries(name))
+              .filter(([dc]) => dc !== this.#host.dc)
+              .map(([dc, entry]) => ({ name, dc, entry })),
+          );
+      for (const name of [counter, tomb]) {
         this.#counters.delete(name);
         this.#unwritten.delete(name);
       }
-      for (const [dc, entry] of news) {
-        this.#counter(counter).merge(dc, entry);
-        this.#markUnwritten(counter, dc);
+      for (const { name, dc, entry } of news) {
+        this.#counter(name).merge(dc, entry);
+        this.#markUnwritten(name, dc);
       }
       if (news.length > 0) this.#host.markDirty(this);
     }
+  }
+
+  /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
+  purgeable(counter: string): boolean {
+    const tomb = this.#counters.get(tombstoneOf(counter));
+    return (
+      tomb !== undefined &&
+      purgeableAt(Object.values(this.entries(counter)), Object.values(tomb.entries())) !== undefined
+    );
   }
 
   /** Installs this data center's entry as the store returned it after a durable increment. */

@@ -50,7 +50,8 @@ export function observedResetOp(
   const previous = actor.value(request.counter);
   const payload: ResetPayload = { previous, updatedAt: now };
   // A counter with no entry here since a purge: the store starts this DC's entry at the purge floor.
-  const startAt = actor.startAt(request.counter);
+  // A reset that changes nothing (the counter is at 0) writes no entry: it must not make one appear.
+  const startAt = previous !== 0 ? actor.startAt(request.counter) : 0;
   const base = {
     ...(startAt > 0 ? { startAt } : {}),
     fence,

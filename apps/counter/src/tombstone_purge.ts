@@ -1,4 +1,4 @@
-import { TOMBSTONE_PREFIX, isTombstoneCounter, type PurgedReply } from "@livecount/protocol";
+import { TOMBSTONE_PREFIX, isTombstoneCounter, tombstoneOf, type PurgedReply } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
 import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -22,6 +22,11 @@ export interface TombstonePurgeOptions {
   readonly actorsIn: (partition: number) => readonly PageActor[];
   /** The store raised the partition's purge floor (ActorRegistry.purgeRaised). */
   readonly floorRaised: (partition: number, floor: number) => void;
+  /**
+   * Up to when every other DC is known to hold what this DC's store held of the partition
+   * (Convergence.confirmedUntil): only tombstones every DC holds are purged.
+   */
+  readonly confirmedUntil: (partition: number) => number;
 }
 
 /** Pages looked at per store call; a partition with more goes on in the same sweep. */
@@ -31,6 +36,7 @@ const RECONCILE_RETRY_MS = 500;
 const RECONCILE_RETRY_MAX_MS = 30_000;
 
 type Totals = Omit<PurgedReply, "type" | "node" | "before">;
+type MutableTotals = { -readonly [K in keyof Totals]: Totals[K] };
 
 /**
  * Purges tombstones: deleted counters, with their tombstones, whose tombstones last changed in this
@@ -38,6 +44,11 @@ type Totals = Omit<PurgedReply, "type" | "node" | "before">;
  * partition this node serves. The time travels in this node's DC heartbeats, so every counter node
  * of every DC that hears it purges its own partitions up to it as well (`heard`): each DC purges on
  * its own, which the purge floor makes safe (docs/architecture.md, "Purging tombstones").
+ *
+ * A tombstone is purged only once every other DC is known to hold it (their digests of the
+ * partition were equal since it last changed here): a DC that never got the delete would otherwise
+ * send the counter back as it was before it. Partitions where some old enough tombstone waits for
+ * that are swept again when anti-entropy next finds them equal (`digestsAgreed`).
  *
  * Each store call runs on the commit chain, between increment batches and resets, so no change is
  * planned from entries that are leaving; actors in memory forget the purged counters in mailbox
@@ -47,6 +58,8 @@ export class TombstonePurge {
   readonly #o: TombstonePurgeOptions;
   #before = 0;
   #tail: Promise<unknown> = Promise.resolve();
+  /** Partitions swept with a cutoff below `before`: some tombstones wait for every DC to confirm. */
+  readonly #waiting = new Set<number>();
 
   constructor(options: TombstonePurgeOptions) {
     this.#o = options;
@@ -61,7 +74,7 @@ export class TombstonePurge {
   async request(olderThanMs: number): Promise<PurgedReply> {
     this.#before = Math.max(this.#before, this.#o.clock.now() - olderThanMs);
     const before = this.#before;
-    const totals = await this.#queue(before);
+    const totals = await this.#queue(before, this.#o.partitions());
     return { type: "purged", node: this.#o.nodeId, before, ...totals };
   }
 
@@ -69,26 +82,38 @@ export class TombstonePurge {
   heard(before: number): void {
     if (before <= this.#before) return;
     this.#before = before;
-    void this.#queue(before);
+    void this.#queue(before, this.#o.partitions());
+  }
+
+  /** Anti-entropy found the partition equal with another DC: tombstones waiting for it may go now. */
+  digestsAgreed(partition: number): void {
+    if (!this.#waiting.has(partition)) return;
+    this.#waiting.delete(partition);
+    void this.#queue(this.#before, [partition]);
   }
 
   /** Sweeps run one after the other; a request made during one gets a sweep of its own after it. */
-  #queue(before: number): Promise<Totals> {
-    const sweep = this.#tail.then(() => this.#sweep(before));
+  #queue(before: number, partitions: readonly number[]): Promise<Totals> {
+    const sweep = this.#tail.then(() => this.#sweep(before, partitions));
     this.#tail = sweep.catch(() => undefined);
     return sweep;
   }
 
-  async #sweep(before: number): Promise<Totals> {
-    const totals = { pages: 0, counters: 0, kept: 0, failed: 0 };
-    for (const partition of this.#o.partitions()) {
+  async #sweep(before: number, partitions: readonly number[]): Promise<Totals> {
+    const totals: MutableTotals = { pages: 0, counters: 0, kept: 0, failed: 0, waiting: 0 };
+    for (const partition of partitions) {
+      const cutoff = Math.min(before, this.#o.confirmedUntil(partition));
+      if (cutoff < before && this.#o.servingFence(partition) !== undefined) {
+        this.#waiting.add(partition);
+        totals.waiting++;
+      }
       let offset: number | undefined = 0;
       while (offset !== undefined) {
         const fence = this.#o.servingFence(partition);
         if (fence === undefined) break;
         let result: PurgeResult;
         try {
-          result = await this.#o.onCommitChain(() => this.#purgeSome(fence, before, offset!));
+          result = await this.#o.onCommitChain(() => this.#purgeSome(fence, cutoff, offset!));
         } catch (err) {
           // A stale fence: the partition moved on, and its new owner purges it when asked again.
           if (!(err instanceof StaleFenceError)) {
@@ -114,8 +139,11 @@ export class TombstonePurge {
 
   /**
    * After a purge call whose outcome is unknown: the partition's floor is read again, and actors in
-   * memory forget deleted counters the store no longer holds, on the commit chain so no change is
-   * planned meanwhile. Retried until it succeeds or the partition is no longer served here.
+   * memory (once loaded) forget the deleted counters they hold a purgeable copy of that the store no
+   * longer holds, on the commit chain so no change is planned meanwhile. A tombstone in memory the
+   * store lacks for another reason (another DC's delete not flushed yet) is no purgeable copy: its
+   * counter still has the entry the delete cancelled. Retried until it succeeds or the partition is no
+   * longer served here.
    */
   async #reconcile(partition: number, retryMs: number): Promise<void> {
     const { store, clock, logger } = this.#o;
@@ -124,13 +152,14 @@ export class TombstonePurge {
       await this.#o.onCommitChain(async () => {
         this.#o.floorRaised(partition, await store.purgeFloor(partition));
         for (const actor of this.#o.actorsIn(partition)) {
-          const deleted = Object.keys(actor.snapshot()).filter(isTombstoneCounter);
-          if (deleted.length === 0) continue;
+          const candidates = await purgeableIn(actor);
+          if (candidates.length === 0) continue;
           const stored = await store.load(actor.page);
-          const gone = deleted
-            .filter((t) => !Object.hasOwn(stored, t))
-            .map((t) => t.slice(TOMBSTONE_PREFIX.length));
-          if (gone.length > 0) actor.run((failure) => failure === undefined && actor.purged(gone));
+          const gone = candidates.filter((c) => !Object.hasOwn(stored, tombstoneOf(c)));
+          if (gone.length > 0)
+            actor.run(
+              (failure) => failure === undefined && actor.purged(gone.filter((c) => actor.purgeable(c))),
+            );
         }
       });
     } catch (err) {
@@ -155,4 +184,20 @@ export class TombstonePurge {
     }
     return result;
   }
+}
+
+/** The deleted counters an actor holds a purgeable copy of, once it is loaded (none if it closed). */
+function purgeableIn(actor: PageActor): Promise<string[]> {
+  return new Promise((resolve) =>
+    actor.run((failure) =>
+      resolve(
+        failure !== undefined
+          ? []
+          : Object.keys(actor.snapshot())
+              .filter(isTombstoneCounter)
+              .map((t) => t.slice(TOMBSTONE_PREFIX.length))
+              .filter((c) => actor.purgeable(c)),
+      ),
+    ),
+  );
 }

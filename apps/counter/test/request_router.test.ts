@@ -85,6 +85,7 @@ describe("counter - request router", () => {
         counters: 2,
         kept: 3,
         failed: 0,
+        waiting: 4,
       }),
     });
     return { router, mine, theirs, forwarded };
@@ -123,6 +124,7 @@ describe("counter - request router", () => {
       counters: 2,
       kept: 3,
       failed: 0,
+      waiting: 4,
     });
     expect(forwarded).toEqual([]);
   });

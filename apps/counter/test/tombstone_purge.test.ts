@@ -16,6 +16,8 @@ const PARTITION = 2;
 
 describe("counter - tombstone purge", () => {
   let u: Units;
+  /** Up to when every other DC is known to hold this DC's entries (Infinity: no other DC). */
+  let confirmedUntil = Infinity;
   afterEach(async () => u.close());
 
   async function settle<T>(work: Promise<T>): Promise<T> {
@@ -35,6 +37,7 @@ describe("counter - tombstone purge", () => {
 
   async function setUp(): Promise<TombstonePurge> {
     u = await buildUnits();
+    confirmedUntil = Infinity;
     await u.acquire(PARTITION);
     return new TombstonePurge({
       nodeId: "me",
@@ -50,6 +53,7 @@ describe("counter - tombstone purge", () => {
       onCommitChain: (step) => u.writer.serialized(step),
       actorOf: (page) => u.registry.find(page),
       actorsIn: (partition) => u.registry.actorsIn(partition),
+      confirmedUntil: () => confirmedUntil,
       floorRaised: (p, floor) => u.registry.purgeRaised(p, floor),
     });
   }
@@ -70,6 +74,7 @@ describe("counter - tombstone purge", () => {
       counters: 1,
       kept: 0,
       failed: 0,
+      waiting: 0,
     });
     expect(Object.keys(await u.registry.read(page, PARTITION))).toEqual(["@viewers"]);
     expect(await u.store.load(page)).toEqual({});
@@ -146,6 +151,55 @@ describe("counter - tombstone purge", () => {
     // The floor (3) was read back: the like starts above the purged entry.
     expect(await change(page, "k2", 1)).toMatchObject({ value: 1 });
     expect((await u.store.load(page)).likes).toEqual({ dc1: { p: 4, n: 3 } });
+  });
+
+  test("counter - a tombstone not yet confirmed held by every DC waits, and goes when anti-entropy confirms it", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 2);
+    const confirmedBefore = u.clock.now();
+    await u.clock.advance(10);
+    await remove(page, "d1");
+    confirmedUntil = confirmedBefore;
+    expect(await settle(purge.request(0))).toMatchObject({ counters: 0, waiting: 1 });
+    expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
+    // Another partition agreeing changes nothing; this one agreeing after the delete purges it.
+    confirmedUntil = u.clock.now();
+    purge.digestsAgreed(PARTITION + 1);
+    await u.clock.advance(0);
+    await u.writer.drain();
+    expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
+    purge.digestsAgreed(PARTITION);
+    await u.clock.advance(0);
+    await u.writer.drain();
+    await u.clock.advance(0);
+    expect(await u.store.load(page)).toEqual({});
+  });
+
+  test("counter - reconciling after a lost answer leaves alone a tombstone another DC's delete brought that is not written yet", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    const other = pageIn(PARTITION, 1);
+    await change(page, "k1", 5);
+    await change(other, "k2", 1);
+    await remove(other, "d2");
+    // dc2 deletes `likes` of `page`: its entries reach memory, not yet the store (the flush waits).
+    await u.registry.run(page, PARTITION, (actor) =>
+      actor.mergeRemote("dc2", { likes: { p: 0, n: 5 }, "@del:likes": { p: 10, n: 0 } }),
+    );
+    const applyThenFail = u.store.purgeTombstones.bind(u.store);
+    u.store.purgeTombstones = async (...args) => {
+      await applyThenFail(...args);
+      throw new StoreError("connection lost before the answer");
+    };
+    await settle(purge.request(0));
+    await u.clock.advance(0);
+    await u.writer.drain();
+    // `other` was purged and forgotten; `page` keeps its entries: hidden, value 0 (not -5).
+    expect(Object.keys(await u.registry.read(other, PARTITION))).toEqual(["@viewers"]);
+    const held = await u.registry.read(page, PARTITION);
+    expect(held.likes).toEqual({ dc1: { p: 5, n: 0 }, dc2: { p: 0, n: 5 } });
+    expect(held["@del:likes"]).toEqual({ dc2: { p: 10, n: 0 } });
   });
 
   test("counter - a purge heard from another DC runs once per new time; an older one changes nothing", async () => {

@@ -443,6 +443,9 @@
         `Purged ${plural(body.counters, "counter")} on ${plural(body.pages, "page")} in ${body.dc}; ` +
         `kept ${body.kept} (written in several data centers, or changed since the delete).` +
         (body.failed > 0 ? ` ${plural(body.failed, "partition")} failed; purge again.` : "") +
+        (body.waiting > 0
+          ? ` ${plural(body.waiting, "partition")} wait until every data center is known to hold their tombstones; they go then.`
+          : "") +
         (silent.length > 0 ? ` Not answered yet: ${silent.join(", ")}.` : "") +
         " Other data centers purge as they hear of it.";
     } catch (err) {

@@ -127,6 +127,7 @@ export interface NodePurge {
   readonly counters?: number;
   readonly kept?: number;
   readonly failed?: number;
+  readonly waiting?: number;
   /** Set instead of the rest when the node did not answer (it may still be purging). */
   readonly error?: string;
 }
@@ -141,6 +142,7 @@ export interface PurgeBody {
   readonly counters: number;
   readonly kept: number;
   readonly failed: number;
+  readonly waiting: number;
   readonly nodes: NodePurge[];
 }
 
@@ -262,8 +264,8 @@ export class AdminApi {
       membership.ring.nodes.map(async (node): Promise<NodePurge> => {
         const reply = await this.#ask(node, request, PURGE_TIMEOUT_MS);
         if ("error" in reply) return reply;
-        const { pages, counters, kept, failed } = reply;
-        return { id: node, pages, counters, kept, failed };
+        const { pages, counters, kept, failed, waiting } = reply;
+        return { id: node, pages, counters, kept, failed, waiting };
       }),
     );
     const replied = nodes.filter((n) => n.error === undefined);
@@ -277,6 +279,7 @@ export class AdminApi {
       counters: sum((n) => n.counters),
       kept: sum((n) => n.kept),
       failed: sum((n) => n.failed),
+      waiting: sum((n) => n.waiting),
       nodes,
     };
   }

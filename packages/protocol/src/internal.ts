@@ -192,6 +192,11 @@ export interface PurgedReply {
   readonly kept: number;
   /** Partitions the node could not purge now (store errors); a later purge goes on with them. */
   readonly failed: number;
+  /**
+   * Partitions where tombstones old enough wait until every other DC is known to hold them
+   * (anti-entropy finds the partition equal); they go then, without asking again.
+   */
+  readonly waiting: number;
 }
 
 export interface ErrorReply {

@@ -215,6 +215,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       counters: field(m, "counters", isNatural),
       kept: field(m, "kept", isNatural),
       failed: field(m, "failed", isNatural),
+      waiting: field(m, "waiting", isNatural),
     }),
   ],
   [

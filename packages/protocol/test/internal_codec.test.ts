@@ -82,7 +82,7 @@ const MESSAGES: readonly InternalMessage[] = [
   { type: "dc", dc: "eu", node: "n-1", seq: 43, leaseMs: 15_000, purgeBefore: TS },
   { type: "purge", olderThanMs: 0 },
   { type: "purge", olderThanMs: 86_400_000 },
-  { type: "purged", node: "n-1", before: TS, pages: 2, counters: 3, kept: 1, failed: 0 },
+  { type: "purged", node: "n-1", before: TS, pages: 2, counters: 3, kept: 1, failed: 0, waiting: 5 },
   {
     type: "ae_summary",
     from: "us",
@@ -188,6 +188,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   before: [undefined, -1, 1.5, "1"],
   kept: [undefined, -1, 1.5, "1"],
   failed: [undefined, -1, 1.5, "1"],
+  waiting: [undefined, -1, 1.5, "1"],
   state: [undefined, "UP", "", 1, "down-ish"],
 };
 

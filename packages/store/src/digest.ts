@@ -12,6 +12,14 @@
  * as entries change: a changed entry XORs out its old hash and XORs in its new one. Two DCs holding
  * the same entries hold the same digests; a differing bucket pinpoints which pages to transfer.
  *
+ * A settled delete counts as nothing too: a deleted counter a purge may remove (`purgeableAt`: one
+ * entry `{z, z}`, the tombstone's activity exactly `2z`), its entry and its tombstone's. It says no
+ * more than its absence: a DC that purged it and a DC that did not yet hold the same digests, so
+ * anti-entropy neither sends it back nor sees a difference that never goes away. A store keeps this
+ * current by XORing the counter's and its tombstone's entries out when a change settles the delete,
+ * and in again when one unsettles it (`pageDigest` is the definition; the Redis store applies it to
+ * pages in its tombstone index, which every tombstone written since this rule existed puts there).
+ *
  * Pages spread over a partition's buckets by a hash of the page id (`bucketOf`), the same in every
  * process. A digest is 16 lowercase hex digits, two 32-bit lanes (Lua's `bit` library works on 32
  * bits).
@@ -40,6 +48,48 @@ export function bucketOf(page: string): number {
  */
 export function isPresenceCounter(counter: string): boolean {
   return counter.startsWith("@") && !counter.startsWith("@del:");
+}
+
+/**
+ * Whether a deleted counter may be purged: written in one data center at most, that entry zero
+ * (`{z, z}`), and its activity (`2z`) exactly the tombstone's (the largest p): no change since the
+ * delete, and no entry the delete saw missing here. Returns `z`, what the purge floor must reach, or
+ * undefined when it must stay (docs/architecture.md, "Purging tombstones").
+ */
+export function purgeableAt(entries: Iterable<Entry>, tombstone: Iterable<Entry>): number | undefined {
+  let deletedAt = 0;
+  for (const e of tombstone) deletedAt = Math.max(deletedAt, e.p);
+  let z: number | undefined;
+  for (const e of entries) {
+    if (z !== undefined || e.p !== e.n) return undefined;
+    z = e.p;
+  }
+  return 2 * (z ?? 0) === deletedAt ? (z ?? 0) : undefined;
+}
+
+/** Tombstones are the counters `@del:<counter>` (visibility.ts in the protocol package). */
+export const TOMBSTONE_PREFIX = "@del:";
+
+/**
+ * What a page's entries add to its bucket's digest, by definition: every entry's hash, but for zero
+ * presence entries and settled deletes.
+ */
+export function pageDigest(
+  page: string,
+  record: Readonly<Record<string, Readonly<Record<string, Entry>>>>,
+): string {
+  let d = ZERO_DIGEST;
+  for (const [counter, entries] of Object.entries(record)) {
+    const deleted = counter.startsWith(TOMBSTONE_PREFIX) ? counter.slice(TOMBSTONE_PREFIX.length) : counter;
+    const tomb = record[`${TOMBSTONE_PREFIX}${deleted}`];
+    if (
+      tomb !== undefined &&
+      purgeableAt(Object.values(record[deleted] ?? {}), Object.values(tomb)) !== undefined
+    )
+      continue;
+    for (const [dc, entry] of Object.entries(entries)) d = xorDigest(d, entryHash(page, counter, dc, entry));
+  }
+  return d;
 }
 
 /** What one stored entry adds to its bucket's digest: its 64-bit hash, or nothing for zero presence. */

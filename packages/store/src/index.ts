@@ -18,5 +18,15 @@ export {
   type PurgeResult,
 } from "./store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./memory_store.js";
+
 export { RedisStore, type RedisStoreOptions } from "./redis_store.js";
-export { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, isPresenceCounter, xorDigest } from "./digest.js";
+export {
+  DIGEST_BUCKETS,
+  ZERO_DIGEST,
+  bucketOf,
+  entryHash,
+  isPresenceCounter,
+  pageDigest,
+  purgeableAt,
+  xorDigest,
+} from "./digest.js";

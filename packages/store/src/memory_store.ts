@@ -3,7 +3,16 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf, entryHash, isPresenceCounter, xorDigest } from "./digest.js";
+import {
+  DIGEST_BUCKETS,
+  TOMBSTONE_PREFIX,
+  ZERO_DIGEST,
+  bucketOf,
+  entryHash,
+  isPresenceCounter,
+  purgeableAt,
+  xorDigest,
+} from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -26,7 +35,6 @@ import {
   isTombstone,
   onlyZeroPresence,
   pageWrites,
-  purgeableAt,
   purgedRemains,
   type IndexedEntry,
 } from "./page_merge.js";
@@ -336,14 +344,14 @@ export class MemoryStore implements Store {
     return { purged, kept, floor, next };
   }
 
-  /** Removes one entry, keeping the digests current; the page goes with its last entry. */
+  /**
+   * Removes one entry of a settled delete (which digests leave out, so they do not change); the page
+   * goes with its last entry.
+   */
   #removeEntry(partition: number, page: string, counter: string, dc: string): void {
     const counters = this.#pages.get(page)!;
     const dcs = counters.get(counter)!;
-    const old = dcs.get(dc)!;
     const bucket = bucketOf(page);
-    const digests = this.#digests.get(partition)!;
-    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, entryHash(page, counter, dc, old));
     dcs.delete(dc);
     if (dcs.size > 0) return;
     counters.delete(counter);
@@ -485,17 +493,45 @@ export class MemoryStore implements Store {
       counters.set(counter, dcs);
     }
     const old = dcs.get(dc);
+    // A settled delete counts nothing: counted while the entry changes, left out again if still settled.
+    const deleted = isPresenceCounter(counter)
+      ? undefined
+      : counter.startsWith(TOMBSTONE_PREFIX)
+        ? counter.slice(TOMBSTONE_PREFIX.length)
+        : counter;
+    if (deleted !== undefined) this.#toggleSettled(partition, page, deleted);
     let change = entryHash(page, counter, dc, entry);
     if (old !== undefined) change = xorDigest(change, entryHash(page, counter, dc, old));
-    let digests = this.#digests.get(partition);
-    if (digests === undefined) this.#digests.set(partition, (digests = []));
-    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, change);
+    this.#xorDigest(partition, bucket, change);
     dcs.set(dc, { p: entry.p, n: entry.n });
+    if (deleted !== undefined) this.#toggleSettled(partition, page, deleted);
     if (isTombstone(counter)) {
       let tombs = this.#tombs.get(partition);
       if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));
       tombs.set(page, this.#now());
     }
+  }
+
+  /** XORs a settled delete's entries (counter and tombstone) into the digest; nothing when not settled. */
+  #toggleSettled(partition: number, page: string, counter: string): void {
+    const counters = this.#pages.get(page);
+    const tomb = counters?.get(`${TOMBSTONE_PREFIX}${counter}`);
+    if (
+      tomb === undefined ||
+      purgeableAt(counters!.get(counter)?.values() ?? [], tomb.values()) === undefined
+    )
+      return;
+    let change = ZERO_DIGEST;
+    for (const name of [counter, `${TOMBSTONE_PREFIX}${counter}`])
+      for (const [dc, e] of counters!.get(name) ?? [])
+        change = xorDigest(change, entryHash(page, name, dc, e));
+    this.#xorDigest(partition, bucketOf(page), change);
+  }
+
+  #xorDigest(partition: number, bucket: number, change: string): void {
+    let digests = this.#digests.get(partition);
+    if (digests === undefined) this.#digests.set(partition, (digests = []));
+    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, change);
   }
 
   /**

@@ -1,6 +1,6 @@
 /** What both stores share to merge another DC's records of pages (`Store.mergePages`). */
 import type { Entry } from "@livecount/crdt";
-import { isPresenceCounter } from "./digest.js";
+import { TOMBSTONE_PREFIX, isPresenceCounter, purgeableAt } from "./digest.js";
 import type { EntryWrite, PageRecord } from "./store.js";
 
 /** The entry `mergePages` indexes (this DC's presence). */
@@ -30,26 +30,6 @@ export function onlyZeroPresence(record: PageRecord): boolean {
     for (const entry of Object.values(entries)) if (entry.p !== entry.n) return false;
   }
   return true;
-}
-
-/** Tombstones are the counters `@del:<counter>` (visibility.ts in the protocol package). */
-const TOMBSTONE_PREFIX = "@del:";
-
-/**
- * Whether a deleted counter may be purged: written in one data center at most, that entry zero
- * (`{z, z}`), and its activity (`2z`) exactly the tombstone's (the largest p): no change since the
- * delete, and no entry the delete saw missing here. Returns `z`, what the purge floor must reach, or
- * undefined when it must stay (docs/architecture.md, "Purging tombstones").
- */
-export function purgeableAt(entries: Iterable<Entry>, tombstone: Iterable<Entry>): number | undefined {
-  let deletedAt = 0;
-  for (const e of tombstone) deletedAt = Math.max(deletedAt, e.p);
-  let z: number | undefined;
-  for (const e of entries) {
-    if (z !== undefined || e.p !== e.n) return undefined;
-    z = e.p;
-  }
-  return 2 * (z ?? 0) === deletedAt ? (z ?? 0) : undefined;
 }
 
 /**

@@ -58,36 +58,7 @@ local function xor_stored(digest_key, field, hi, lo)
   local old_hi, old_lo = digest_lanes(redis.call("HGET", digest_key, field) or ZERO)
   redis.call("HSET", digest_key, field, lanes_digest(bit.bxor(old_hi, hi), bit.bxor(old_lo, lo)))
 end
--- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
--- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
--- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
--- entry as stored if it advanced (else nil), and whether it existed before.
-local hw_raised = 0
-local function merge_entry(page_key, page, bucket, field, p, n, indexed)
-  local old_p, old_n, existed = read_entry(page_key, field)
-  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
-  local value = nil
-  if p > old_p or n > old_n then
-    value = format_entry(new_p, new_n)
-    redis.call("HSET", page_key, field, value)
-    entry_changed(page, bucket, field, existed and format_entry(old_p, old_n), value)
-    if not existed then
-      redis.call("ZADD", KEYS[2], 0, page)
-      redis.call("ZADD", KEYS[5], bucket, page)
-    end
-    if is_tombstone(field) then redis.call("ZADD", KEYS[7], ARGV[2], page) end
-  end
-  if indexed then
-    -- The index only changes when the entry becomes zero or stops being zero (or is new).
-    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
-      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
-      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
-    end
-    if new_p > hw_raised then hw_raised = new_p end
-  end
-  return value, existed
-end
--- The counter of a page hash field "{counter}\0{dc}".
+-- The counter of a page hash field "{counter}\\0{dc}".
 local function counter_of(field)
   return string.sub(field, 1, string.find(field, "\\0", 1, true) - 1)
 end
@@ -108,6 +79,88 @@ local function purgeable_at(values, tomb_values)
   end
   if 2 * z == deleted_at then return z end
   return nil
+end
+-- A settled delete (digest.ts) counts nothing in digests. Digests follow that rule on pages in the
+-- tombstone index (every page a tombstone was written to by this release): XORs the entries of the
+-- counter and its tombstone into this run's digest changes when the delete of the counter is settled,
+-- nothing otherwise. Called around a change of one of them: before (count it while it changes) and
+-- after (leave it out again if still settled).
+local function toggle_settled(page_key, page, bucket, counter)
+  local tomb = "@del:" .. counter
+  local fields = redis.call("HGETALL", page_key)
+  local cvalues, tvalues, group = {}, {}, {}
+  for i = 1, #fields, 2 do
+    local c = counter_of(fields[i])
+    if c == counter then cvalues[#cvalues + 1] = fields[i + 1] end
+    if c == tomb then tvalues[#tvalues + 1] = fields[i + 1] end
+    if c == counter or c == tomb then group[#group + 1] = i end
+  end
+  if #tvalues == 0 or not purgeable_at(cvalues, tvalues) then return end
+  for _, i in ipairs(group) do entry_changed(page, bucket, fields[i], nil, fields[i + 1]) end
+end
+-- A page enters the tombstone index: every settled delete it holds leaves its digests (it was
+-- counted before, as on any page outside the index).
+local function settle_page(page_key, page, bucket)
+  local seen = {}
+  for _, field in ipairs(redis.call("HKEYS", page_key)) do
+    local c = counter_of(field)
+    if is_tombstone(c) and not seen[c] then
+      seen[c] = true
+      toggle_settled(page_key, page, bucket, string.sub(c, 6))
+    end
+  end
+end
+-- The deleted counter whose settled state a change of the field may change: its own counter or, for
+-- a tombstone, the one it deletes; nil for presence.
+local function delete_group(field)
+  if is_presence(field) then return nil end
+  local c = counter_of(field)
+  if is_tombstone(c) then return string.sub(c, 6) end
+  return c
+end
+-- Sets a field of a page hash, keeping digests (settled deletes included) and the tombstone index
+-- (tombs_key, scored now) current. old is the value it replaces (false when new).
+local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)
+  local group = delete_group(field)
+  local indexed_page = group and redis.call("ZSCORE", tombs_key, page)
+  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+  redis.call("HSET", page_key, field, value)
+  entry_changed(page, bucket, field, old, value)
+  if is_tombstone(field) then
+    redis.call("ZADD", tombs_key, now, page)
+    if not indexed_page then
+      settle_page(page_key, page, bucket)
+      return
+    end
+  end
+  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+end
+-- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
+-- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
+-- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
+-- entry as stored if it advanced (else nil), and whether it existed before.
+local hw_raised = 0
+local function merge_entry(page_key, page, bucket, field, p, n, indexed)
+  local old_p, old_n, existed = read_entry(page_key, field)
+  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
+  local value = nil
+  if p > old_p or n > old_n then
+    value = format_entry(new_p, new_n)
+    set_field(page_key, page, bucket, field, existed and format_entry(old_p, old_n), value, KEYS[7], ARGV[2])
+    if not existed then
+      redis.call("ZADD", KEYS[2], 0, page)
+      redis.call("ZADD", KEYS[5], bucket, page)
+    end
+  end
+  if indexed then
+    -- The index only changes when the entry becomes zero or stops being zero (or is new).
+    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
+      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
+      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+    end
+    if new_p > hw_raised then hw_raised = new_p end
+  end
+  return value, existed
 end
 -- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
 -- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
@@ -282,11 +335,8 @@ local function change(field, delta, start)
   if delta ~= 0 or (not existed and start > 0) then
     local old = existed and format_entry(p, n)
     if delta > 0 then p = p + delta else n = n - delta end
-    local value = format_entry(p, n)
-    redis.call("HSET", KEYS[2], field, value)
-    entry_changed(ARGV[3], ARGV[11], field, old, value)
+    set_field(KEYS[2], ARGV[3], ARGV[11], field, old, format_entry(p, n), KEYS[8], now)
     if not existed then created = true end
-    if is_tombstone(field) then redis.call("ZADD", KEYS[8], now, ARGV[3]) end
   end
   result[#result + 1] = string.format("%d", p)
   result[#result + 1] = string.format("%d", n)
@@ -360,10 +410,8 @@ for i = 7, #KEYS do
         if at then
           if at > floor then floor = at end
           for _, c in ipairs({counter, name}) do
-            for k, field in ipairs(names[c] or {}) do
-              redis.call("HDEL", KEYS[i], field)
-              entry_changed(page, bucket, field, values[c][k], nil)
-            end
+            -- A settled delete: digests left it out already.
+            for _, field in ipairs(names[c] or {}) do redis.call("HDEL", KEYS[i], field) end
           end
           gone[#gone + 1] = counter
         else

@@ -10,7 +10,7 @@ import {
   InvalidStoreInputError,
   StaleFenceError,
   ZERO_DIGEST,
-  entryHash,
+  pageDigest,
   xorDigest,
   type IncrementOp,
   type Lease,
@@ -32,10 +32,7 @@ const pageOf = (n: number): string => pageIn(PARTITION, n);
 /** The digest of what `store` holds of `pages`, computed from the definition. */
 async function digestOf(store: Store, pages: readonly string[]): Promise<string> {
   let d = ZERO_DIGEST;
-  for (const page of pages) {
-    for (const [counter, dcs] of Object.entries(await store.load(page)))
-      for (const [dc, entry] of Object.entries(dcs)) d = xorDigest(d, entryHash(page, counter, dc, entry));
-  }
+  for (const page of pages) d = xorDigest(d, pageDigest(page, await store.load(page)));
   return d;
 }
 
@@ -112,6 +109,25 @@ export function describePurgeContract(name: string, open: OpenStore): void {
         floor: 3,
         next: undefined,
       });
+    });
+
+    test(`${name} - a settled delete counts nothing in digests, and counts again once it changes`, async () => {
+      const page = pageOf(0);
+      const other = pageOf(1);
+      await store.increment([change(other, "hearts", 1)], KEY_TTL_MS);
+      const without = await store.digests([PARTITION]);
+      await likedThenDeleted(page, 3);
+      // Settled: a DC that purged it and this one agree.
+      expect(await store.digests([PARTITION])).toEqual(without);
+      expect(await store.digests([PARTITION])).toEqual([await digestOf(store, [page, other])]);
+      // Another DC's like revives it: every entry counts again.
+      await store.write([{ fence, writes: [{ page, counter: "likes", dc: "dc2", entry: { p: 1, n: 0 } }] }]);
+      const revived = await store.digests([PARTITION]);
+      expect(revived).not.toEqual(without);
+      expect(revived).toEqual([await digestOf(store, [page, other])]);
+      // Deleted again from here: settled? No, two entries now; still counted, as defined.
+      await store.increment([change(page, "likes", -1, { also: [{ counter: TOMB, delta: 2 }] })], KEY_TTL_MS);
+      expect(await store.digests([PARTITION])).toEqual([await digestOf(store, [page, other])]);
     });
 
     test(`${name} - a page left with nothing leaves the listing, the buckets and the digests`, async () => {
