@@ -33,7 +33,12 @@ const BOTH = "purge/both";
 const MISSED = "purge/missed";
 /** Anti-entropy rounds for this test, and how long to let a few of them run. */
 const ANTI_ENTROPY_MS = 1000;
-const A_FEW_ROUNDS_MS = 3 * ANTI_ENTROPY_MS;
+/**
+ * How long every other DC must have held a tombstone before it may be purged: two anti-entropy
+ * periods and the DC lease (2 s in these tests); waited out with two rounds more.
+ */
+const PURGE_GRACE_MS = 2 * ANTI_ENTROPY_MS + 2_000;
+const A_FEW_ROUNDS_MS = PURGE_GRACE_MS + 2 * ANTI_ENTROPY_MS;
 
 interface PurgeBody {
   dc: string;

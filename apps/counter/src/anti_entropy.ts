@@ -34,10 +34,10 @@ export interface AntiEntropyOptions {
   /** A transfer that answered this node's bootstrap request for `partition` from `peer` is merged. */
   readonly peerSynced: (partition: number, peer: string) => void;
   /**
-   * `remote` held exactly what this DC's store held of `partition` as of `at` (their digests were
-   * equal): every entry stored here by then was in its store too.
+   * `remote` held every tombstone this DC's store held of `partition` as of `at` (their tombstone
+   * digests were equal; `at` was taken before this store's was read).
    */
-  readonly digestsAgreed?: (partition: number, remote: string, at: number) => void;
+  readonly tombsAgreed?: (partition: number, remote: string, at: number) => void;
 }
 
 /** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
@@ -175,13 +175,17 @@ export class AntiEntropy {
     try {
       for (let i = 0; i < held.length; i += PARTITIONS_PER_SUMMARY) {
         const chunk = held.slice(i, i + PARTITIONS_PER_SUMMARY);
-        const digests = await this.#o.store.digests(chunk);
+        const [digests, tombs] = await Promise.all([
+          this.#o.store.digests(chunk),
+          this.#o.store.tombDigests(chunk),
+        ]);
         const boot = bootstrap.filter((p) => chunk.includes(p));
         this.#send(antiEntropySubject(remote), {
           type: "ae_summary",
           from: this.#o.dc,
           to: remote,
           digests: chunk.map((p, j) => [p, digests[j]!] as const),
+          tombs,
           ...(boot.length > 0 ? { bootstrap: boot } : {}),
         });
       }
@@ -230,9 +234,8 @@ export class AntiEntropy {
   async #onSummary(msg: AeSummary): Promise<void> {
     const mine = msg.digests.filter(([p]) => this.#held.has(p));
     if (mine.length === 0) return;
+    if (msg.tombs !== undefined) void this.#compareTombs(msg);
     const bootstrap = new Set(msg.bootstrap ?? []);
-    // Taken before the read: what the store held by then is in the digests read.
-    const at = this.#o.clock.now();
     let local: string[];
     try {
       local = await this.#o.store.digests(mine.map(([p]) => p));
@@ -249,7 +252,6 @@ export class AntiEntropy {
         // the exchange's `done`). A transfer this node drives with that DC covers it already: its
         // `done` also ends the other's bootstrap.
         const learning = bootstrap.has(partition);
-        if (local[i] === theirs) this.#o.digestsAgreed?.(partition, msg.from, at);
         if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition)) return;
         const digests = await this.#o.store.bucketDigests(partition);
         if (!learning) this.#exchanges.answered(msg.from, partition);
@@ -264,6 +266,26 @@ export class AntiEntropy {
         this.#o.metrics.antiEntropy.inc({ step: "buckets" });
       }),
     );
+  }
+
+  /** Notes the held partitions whose tombstone digests equal the sender's (a purge waits for that). */
+  async #compareTombs(msg: AeSummary): Promise<void> {
+    const { tombsAgreed } = this.#o;
+    if (tombsAgreed === undefined) return;
+    const pairs = msg.digests
+      .map(([p], i) => [p, msg.tombs![i]!] as const)
+      .filter(([p]) => this.#held.has(p));
+    // Taken before the read: what the store held by then is in the digests read.
+    const at = this.#o.clock.now();
+    let local: string[];
+    try {
+      local = await this.#o.store.tombDigests(pairs.map(([p]) => p));
+    } catch {
+      return; // the next summary compares again
+    }
+    pairs.forEach(([partition, theirs], i) => {
+      if (local[i] === theirs) tombsAgreed(partition, msg.from, at);
+    });
   }
 
   /** The other holder's bucket digests: drive the comparison, unless it crossed one the other DC drives. */

@@ -8,6 +8,7 @@ import { Bootstrap } from "./bootstrap.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Replication } from "./replication.js";
+import { TombAgreements } from "./tomb_agreements.js";
 
 export interface ConvergenceOptions {
   readonly dc: string;
@@ -30,6 +31,8 @@ export interface ConvergenceOptions {
   readonly alone: boolean;
   /** LIVECOUNT_DC_HEARTBEAT_MS: a live peer is heard within a few of these. */
   readonly dcHeartbeatMs: number;
+  /** How long every other DC must have held a tombstone before it may be purged (TombAgreements). */
+  readonly purgeGraceMs: number;
 }
 
 /** Heartbeats a new DC listens for before it decides it is the first of its deployment. */
@@ -51,12 +54,11 @@ export class Convergence {
   readonly #bootstrap: Bootstrap;
   readonly #o: ConvergenceOptions;
   #stopListening: (() => void) | undefined;
-  /** partition -> remote DC -> the latest time their digests were found equal (anti-entropy). */
-  readonly #agreed = new Map<number, Map<string, number>>();
-  readonly #agreedListeners = new Set<(partition: number) => void>();
+  readonly #tombs: TombAgreements;
 
   constructor(o: ConvergenceOptions) {
     this.#o = o;
+    this.#tombs = new TombAgreements(o.purgeGraceMs);
     this.#replication = new Replication({
       dc: o.dc,
       bus: o.bus,
@@ -80,7 +82,7 @@ export class Convergence {
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
       peerSynced: (partition, peer) => this.#bootstrap.peerSynced(partition, peer),
-      digestsAgreed: (partition, remote, at) => this.#digestsAgreed(partition, remote, at),
+      tombsAgreed: (partition, remote, at) => this.#tombs.agreed(partition, remote, at),
     });
     this.#bootstrap = new Bootstrap({
       store: o.store,
@@ -123,6 +125,7 @@ export class Convergence {
     this.#replication.partitionDropped(partition);
     this.#antiEntropy.partitionDropped(partition);
     this.#bootstrap.partitionDropped(partition);
+    this.#tombs.forget(partition);
   }
 
   /** The partition's fence, when this node holds it and it serves (bootstrapped). */
@@ -145,31 +148,19 @@ export class Convergence {
   }
 
   /**
-   * Up to when every other DC is known to hold what this DC's store held of the partition: the
-   * earliest, over every DC expected (LIVECOUNT_PEER_DCS) or ever heard, of the last time their
-   * digests were found equal. Infinity when no other DC can exist or none is expected or heard; 0
-   * while some DC was never found equal since this node started.
+   * Tombstones of the partition that last changed here at or before this time are held by every
+   * other DC (expected in LIVECOUNT_PEER_DCS or ever heard), and have been for the purge grace
+   * (TombAgreements). Infinity when no other DC can exist or none is expected or heard; 0 while some
+   * DC was not found to hold them long enough since this node holds the partition.
    */
   confirmedUntil(partition: number): number {
     const peers = new Set([...this.#o.peerDcs, ...this.#o.liveness.remotes().map((r) => r.dc)]);
     peers.delete(this.#o.dc);
     if (this.#o.alone || peers.size === 0) return Infinity;
-    const agreed = this.#agreed.get(partition);
+    const now = this.#o.clock.now();
     let until = Infinity;
-    for (const dc of peers) until = Math.min(until, agreed?.get(dc) ?? 0);
+    for (const dc of peers) until = Math.min(until, this.#tombs.heldUntil(partition, dc, now));
     return until;
-  }
-
-  /** Anti-entropy found the partition's digests equal with another DC. */
-  onDigestsAgreed(listener: (partition: number) => void): void {
-    this.#agreedListeners.add(listener);
-  }
-
-  #digestsAgreed(partition: number, remote: string, at: number): void {
-    let agreed = this.#agreed.get(partition);
-    if (agreed === undefined) this.#agreed.set(partition, (agreed = new Map()));
-    agreed.set(remote, Math.max(agreed.get(remote) ?? 0, at));
-    for (const listener of this.#agreedListeners) listener(partition);
   }
 
   /** Per remote DC, partitions with a resync transfer under way (anti-entropy). */

@@ -160,6 +160,8 @@ export class CounterNode {
       peerDcs: config.peerDcs,
       alone: opts.alone ?? config.natsUrl === undefined,
       dcHeartbeatMs: config.dcHeartbeatMs,
+      // Two anti-entropy periods and a DC lease: longer than a transfer in flight takes to arrive.
+      purgeGraceMs: 2 * config.antiEntropyMs + config.dcLeaseMs,
     });
     this.#emptyPages = new EmptyPages({
       store,
@@ -183,9 +185,10 @@ export class CounterNode {
       actorsIn: (partition) => this.#registry.actorsIn(partition),
       floorRaised: (partition, floor) => this.#registry.purgeRaised(partition, floor),
       confirmedUntil: (partition) => this.#convergence.confirmedUntil(partition),
+      recheckMs: config.antiEntropyMs,
     });
     this.#liveness.onPurgeAsked((before) => this.#purge.heard(before));
-    this.#convergence.onDigestsAgreed((partition) => this.#purge.digestsAgreed(partition));
+
     // Answered (or refused as retryable) before a caller's own timeout runs out, never after: a
     // gateway waits the whole request timeout, a node forwarding for it half, the owner a quarter.
     const answerWithinMs = Math.floor(config.requestTimeoutMs / 2);
@@ -264,6 +267,7 @@ export class CounterNode {
     this.#liveness.stop();
     this.#convergence.stop();
     this.#emptyPages.stop();
+    this.#purge.stop();
     for (const sub of this.#subs) sub.unsubscribe();
     this.#writer.close();
     this.#registry.close();

@@ -228,6 +228,11 @@ export class PageActor {
     }
   }
 
+  /** Whether an entry of the counter or its tombstone waits for a flush (the store lacks it yet). */
+  hasUnwritten(counter: string): boolean {
+    return this.#unwritten.has(counter) || this.#unwritten.has(tombstoneOf(counter));
+  }
+
   /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
   purgeable(counter: string): boolean {
     const tomb = this.#counters.get(tombstoneOf(counter));

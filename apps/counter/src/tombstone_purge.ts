@@ -1,5 +1,5 @@
 import { TOMBSTONE_PREFIX, isTombstoneCounter, tombstoneOf, type PurgedReply } from "@livecount/protocol";
-import type { Clock, Logger } from "@livecount/runtime";
+import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { PageActor } from "./page_actor.js";
@@ -27,6 +27,8 @@ export interface TombstonePurgeOptions {
    * (Convergence.confirmedUntil): only tombstones every DC holds are purged.
    */
   readonly confirmedUntil: (partition: number) => number;
+  /** How often partitions whose tombstones wait for that are looked at again. */
+  readonly recheckMs: number;
 }
 
 /** Pages looked at per store call; a partition with more goes on in the same sweep. */
@@ -46,9 +48,10 @@ type MutableTotals = { -readonly [K in keyof Totals]: Totals[K] };
  * its own, which the purge floor makes safe (docs/architecture.md, "Purging tombstones").
  *
  * A tombstone is purged only once every other DC is known to hold it (their digests of the
- * partition were equal since it last changed here): a DC that never got the delete would otherwise
- * send the counter back as it was before it. Partitions where some old enough tombstone waits for
- * that are swept again when anti-entropy next finds them equal (`digestsAgreed`).
+ * partition's tombstone digests were equal since it last changed here, a grace ago: TombAgreements):
+ * a DC that never got the delete would otherwise send the counter back as it was before it.
+ * Partitions where some old enough tombstone waits for that are swept again, every `recheckMs`,
+ * once the confirmation has moved on.
  *
  * Each store call runs on the commit chain, between increment batches and resets, so no change is
  * planned from entries that are leaving; actors in memory forget the purged counters in mailbox
@@ -58,8 +61,12 @@ export class TombstonePurge {
   readonly #o: TombstonePurgeOptions;
   #before = 0;
   #tail: Promise<unknown> = Promise.resolve();
-  /** Partitions swept with a cutoff below `before`: some tombstones wait for every DC to confirm. */
-  readonly #waiting = new Set<number>();
+  /**
+   * Partitions swept with a cutoff below `before` (some tombstones wait until every DC is known to
+   * hold them), with that cutoff: swept again once the confirmation moves past it.
+   */
+  readonly #waiting = new Map<number, number>();
+  #recheck: TimerHandle | undefined;
 
   constructor(options: TombstonePurgeOptions) {
     this.#o = options;
@@ -85,11 +92,28 @@ export class TombstonePurge {
     void this.#queue(before, this.#o.partitions());
   }
 
-  /** Anti-entropy found the partition equal with another DC: tombstones waiting for it may go now. */
-  digestsAgreed(partition: number): void {
-    if (!this.#waiting.has(partition)) return;
-    this.#waiting.delete(partition);
-    void this.#queue(this.#before, [partition]);
+  stop(): void {
+    if (this.#recheck !== undefined) this.#o.clock.clearTimeout(this.#recheck);
+    this.#recheck = undefined;
+    this.#waiting.clear();
+  }
+
+  /** Looks again, every `recheckMs` while any wait, at partitions whose confirmation moved on. */
+  #scheduleRecheck(): void {
+    if (this.#recheck !== undefined || this.#waiting.size === 0) return;
+    this.#recheck = this.#o.clock.setTimeout(() => {
+      this.#recheck = undefined;
+      const due: number[] = [];
+      for (const [partition, cutoff] of this.#waiting) {
+        if (this.#o.servingFence(partition) === undefined) this.#waiting.delete(partition);
+        else if (Math.min(this.#before, this.#o.confirmedUntil(partition)) > cutoff) {
+          this.#waiting.delete(partition);
+          due.push(partition);
+        }
+      }
+      const swept = due.length > 0 ? this.#queue(this.#before, due) : Promise.resolve();
+      void swept.finally(() => this.#scheduleRecheck());
+    }, this.#o.recheckMs);
   }
 
   /** Sweeps run one after the other; a request made during one gets a sweep of its own after it. */
@@ -104,7 +128,7 @@ export class TombstonePurge {
     for (const partition of partitions) {
       const cutoff = Math.min(before, this.#o.confirmedUntil(partition));
       if (cutoff < before && this.#o.servingFence(partition) !== undefined) {
-        this.#waiting.add(partition);
+        this.#waiting.set(partition, cutoff);
         totals.waiting++;
       }
       let offset: number | undefined = 0;
@@ -130,6 +154,7 @@ export class TombstonePurge {
         offset = result.next;
       }
     }
+    this.#scheduleRecheck();
     if (totals.counters > 0) {
       this.#o.metrics.tombstonesPurged.inc(totals.counters);
       this.#o.logger.info({ ...totals, before }, "tombstones purged");
@@ -158,7 +183,7 @@ export class TombstonePurge {
           const gone = candidates.filter((c) => !Object.hasOwn(stored, tombstoneOf(c)));
           if (gone.length > 0)
             actor.run(
-              (failure) => failure === undefined && actor.purged(gone.filter((c) => actor.purgeable(c))),
+              (failure) => failure === undefined && actor.purged(gone.filter((c) => settledHere(actor, c))),
             );
         }
       });
@@ -196,8 +221,16 @@ function purgeableIn(actor: PageActor): Promise<string[]> {
           : Object.keys(actor.snapshot())
               .filter(isTombstoneCounter)
               .map((t) => t.slice(TOMBSTONE_PREFIX.length))
-              .filter((c) => actor.purgeable(c)),
+              .filter((c) => settledHere(actor, c)),
       ),
     ),
   );
+}
+
+/**
+ * A settled delete in memory that the store holds as memory does: nothing of it waits for a flush
+ * (another DC's delete merged but not written yet is not the store's to have purged).
+ */
+function settledHere(actor: PageActor, counter: string): boolean {
+  return actor.purgeable(counter) && !actor.hasUnwritten(counter);
 }

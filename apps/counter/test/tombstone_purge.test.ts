@@ -13,6 +13,7 @@ import { TombstonePurge } from "../src/tombstone_purge.js";
 import { COALESCE_MS, buildUnits, pageIn, type Units } from "./units.js";
 
 const PARTITION = 2;
+const RECHECK_MS = 1_000;
 
 describe("counter - tombstone purge", () => {
   let u: Units;
@@ -54,6 +55,7 @@ describe("counter - tombstone purge", () => {
       actorOf: (page) => u.registry.find(page),
       actorsIn: (partition) => u.registry.actorsIn(partition),
       confirmedUntil: () => confirmedUntil,
+      recheckMs: RECHECK_MS,
       floorRaised: (p, floor) => u.registry.purgeRaised(p, floor),
     });
   }
@@ -163,14 +165,13 @@ describe("counter - tombstone purge", () => {
     confirmedUntil = confirmedBefore;
     expect(await settle(purge.request(0))).toMatchObject({ counters: 0, waiting: 1 });
     expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
-    // Another partition agreeing changes nothing; this one agreeing after the delete purges it.
-    confirmedUntil = u.clock.now();
-    purge.digestsAgreed(PARTITION + 1);
-    await u.clock.advance(0);
+    // Not looked at again while the confirmation stays where it was.
+    await u.clock.advance(RECHECK_MS);
     await u.writer.drain();
     expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
-    purge.digestsAgreed(PARTITION);
-    await u.clock.advance(0);
+    // Every DC is now known to hold it: the next look purges it without anyone asking again.
+    confirmedUntil = u.clock.now();
+    await u.clock.advance(RECHECK_MS);
     await u.writer.drain();
     await u.clock.advance(0);
     expect(await u.store.load(page)).toEqual({});
@@ -200,6 +201,34 @@ describe("counter - tombstone purge", () => {
     const held = await u.registry.read(page, PARTITION);
     expect(held.likes).toEqual({ dc1: { p: 5, n: 0 }, dc2: { p: 0, n: 5 } });
     expect(held["@del:likes"]).toEqual({ dc2: { p: 10, n: 0 } });
+  });
+
+  test("counter - reconciling leaves alone another DC's unwritten delete of a counter at 0, settled in memory", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    const other = pageIn(PARTITION, 1);
+    await change(page, "k1", 2);
+    await change(page, "k2", -2);
+    await change(other, "k3", 1);
+    await remove(other, "d3");
+    // dc2 deletes `likes` of `page` at 0: only its tombstone (2 + 2), not written here yet.
+    await u.registry.run(page, PARTITION, (actor) =>
+      actor.mergeRemote("dc2", { "@del:likes": { p: 4, n: 0 } }),
+    );
+    const applyThenFail = u.store.purgeTombstones.bind(u.store);
+    u.store.purgeTombstones = async (...args) => {
+      await applyThenFail(...args);
+      throw new StoreError("connection lost before the answer");
+    };
+    await settle(purge.request(0));
+    await u.clock.advance(0);
+    await u.writer.drain();
+    await u.clock.advance(COALESCE_MS);
+    // The delete is kept in memory and reaches the store; this DC's entry too.
+    expect(await u.store.load(page)).toEqual({
+      likes: { dc1: { p: 2, n: 2 } },
+      "@del:likes": { dc2: { p: 4, n: 0 } },
+    });
   });
 
   test("counter - a purge heard from another DC runs once per new time; an older one changes nothing", async () => {

@@ -55,11 +55,8 @@ export function pagesOf(v: unknown): Record<string, Record<string, Entries>> {
 export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AntiEntropyMessage]> = [
   [
     "ae_summary",
-    (m) => ({
-      type: "ae_summary",
-      from: field(m, "from", isInternalId),
-      to: field(m, "to", isInternalId),
-      digests: listOf(
+    (m) => {
+      const digests = listOf(
         m.get("digests"),
         (pair) => {
           if (!Array.isArray(pair) || pair.length !== 2)
@@ -67,9 +64,19 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
           return [partitionOf(pair[0]), digestOf(pair[1])] as const;
         },
         "digests",
-      ),
-      ...optional(m, "bootstrap", partitionListOf),
-    }),
+      );
+      const tombs = optional(m, "tombs", (v) => listOf(v, digestOf, "tombs"));
+      if (tombs !== undefined && tombs.tombs!.length !== digests.length)
+        malformed("tombs must have one digest per partition of digests");
+      return {
+        type: "ae_summary",
+        from: field(m, "from", isInternalId),
+        to: field(m, "to", isInternalId),
+        digests,
+        ...tombs,
+        ...optional(m, "bootstrap", partitionListOf),
+      };
+    },
   ],
   [
     "ae_buckets",

@@ -308,6 +308,12 @@ export interface AeSummary {
   readonly from: string;
   readonly to: string;
   readonly digests: ReadonlyArray<readonly [partition: number, digest: Digest]>;
+  /**
+   * The tombstone digest of each partition of `digests`, in the same order (Store.tombDigests): equal
+   * ones tell the receiver the sender holds the same tombstones (a purge waits for that). Absent from
+   * senders of an earlier release.
+   */
+  readonly tombs?: readonly Digest[];
   /** Partitions the sender is bootstrapping: compare them even when the digests are equal. */
   readonly bootstrap?: readonly number[];
 }

@@ -94,6 +94,16 @@ const MESSAGES: readonly InternalMessage[] = [
   },
   { type: "ae_summary", from: "us", to: "eu", digests: [], bootstrap: [3, 7] },
   {
+    type: "ae_summary",
+    from: "us",
+    to: "eu",
+    digests: [
+      [0, "0123456789abcdef"],
+      [9, "0000000000000000"],
+    ],
+    tombs: ["fedcba9876543210", "0000000000000000"],
+  },
+  {
     type: "ae_buckets",
     from: "eu",
     to: "us",
@@ -189,6 +199,8 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   kept: [undefined, -1, 1.5, "1"],
   failed: [undefined, -1, 1.5, "1"],
   waiting: [undefined, -1, 1.5, "1"],
+  // One digest per partition of `digests` (two in the message listed), each a digest.
+  tombs: [null, "0123456789abcdef", ["0123456789abcdef"], ["0123456789ABCDEF", "0000000000000000"]],
   state: [undefined, "UP", "", 1, "down-ish"],
 };
 

@@ -90,6 +90,8 @@ export class MemoryStore implements Store {
   readonly #empty = new Map<number, Map<string, number>>();
   /** partition -> its purge floor (see Store.purgeFloor). */
   readonly #purgeFloors = new Map<number, number>();
+  /** partition -> its tombstone digest (see Store.tombDigests). */
+  readonly #tombDigests = new Map<number, string>();
   /** partition -> page with a tombstone -> when a tombstone of it last changed. */
   readonly #tombs = new Map<number, Map<string, number>>();
   #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
@@ -352,6 +354,7 @@ export class MemoryStore implements Store {
     const counters = this.#pages.get(page)!;
     const dcs = counters.get(counter)!;
     const bucket = bucketOf(page);
+    if (isTombstone(counter)) this.#tombChanged(partition, entryHash(page, counter, dc, dcs.get(dc)!));
     dcs.delete(dc);
     if (dcs.size > 0) return;
     counters.delete(counter);
@@ -506,6 +509,7 @@ export class MemoryStore implements Store {
     dcs.set(dc, { p: entry.p, n: entry.n });
     if (deleted !== undefined) this.#toggleSettled(partition, page, deleted);
     if (isTombstone(counter)) {
+      this.#tombChanged(partition, change);
       let tombs = this.#tombs.get(partition);
       if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));
       tombs.set(page, this.#now());
@@ -526,6 +530,15 @@ export class MemoryStore implements Store {
       for (const [dc, e] of counters!.get(name) ?? [])
         change = xorDigest(change, entryHash(page, name, dc, e));
     this.#xorDigest(partition, bucketOf(page), change);
+  }
+
+  #tombChanged(partition: number, change: string): void {
+    this.#tombDigests.set(partition, xorDigest(this.#tombDigests.get(partition) ?? ZERO_DIGEST, change));
+  }
+
+  async tombDigests(partitions: readonly number[]): Promise<string[]> {
+    this.#assertOpen();
+    return partitions.map((p) => this.#tombDigests.get(p) ?? ZERO_DIGEST);
   }
 
   #xorDigest(partition: number, bucket: number, change: string): void {

@@ -39,6 +39,17 @@ local function entry_changed(page, bucket, field, old_value, new_value)
   changed_hi[bucket] = bit.bxor(changed_hi[bucket] or 0, hi)
   changed_lo[bucket] = bit.bxor(changed_lo[bucket] or 0, lo)
 end
+-- Every tombstone entry, settled or not, in the partition's tombstone digest ("t" in the digest
+-- hash): what two DCs compare to know they hold the same tombstones (a purge waits for that).
+local tomb_hi, tomb_lo = 0, 0
+local function tomb_changed(page, field, old_value, new_value)
+  for _, v in ipairs({old_value or false, new_value or false}) do
+    if v then
+      local hi, lo = entry_lanes(page, field, v)
+      tomb_hi, tomb_lo = bit.bxor(tomb_hi, hi), bit.bxor(tomb_lo, lo)
+    end
+  end
+end
 -- A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter.
 local function page_empty(page_key)
   local fields = redis.call("HGETALL", page_key)
@@ -127,6 +138,7 @@ local function set_field(page_key, page, bucket, field, old, value, tombs_key, n
   redis.call("HSET", page_key, field, value)
   entry_changed(page, bucket, field, old, value)
   if is_tombstone(field) then
+    tomb_changed(page, field, old, value)
     redis.call("ZADD", tombs_key, now, page)
     if not indexed_page then
       settle_page(page_key, page, bucket)
@@ -200,6 +212,7 @@ local function apply_digests(digest_key)
     end
   end
   if all_hi ~= 0 or all_lo ~= 0 then xor_stored(digest_key, "all", all_hi, all_lo) end
+  if tomb_hi ~= 0 or tomb_lo ~= 0 then xor_stored(digest_key, "t", tomb_hi, tomb_lo) end
 end
 `;
 
@@ -410,8 +423,11 @@ for i = 7, #KEYS do
         if at then
           if at > floor then floor = at end
           for _, c in ipairs({counter, name}) do
-            -- A settled delete: digests left it out already.
-            for _, field in ipairs(names[c] or {}) do redis.call("HDEL", KEYS[i], field) end
+            -- A settled delete: digests left it out already; the tombstone digest did not.
+            for k, field in ipairs(names[c] or {}) do
+              redis.call("HDEL", KEYS[i], field)
+              if c == name then tomb_changed(page, field, values[c][k], nil) end
+            end
           end
           gone[#gone + 1] = counter
         else

@@ -193,6 +193,14 @@ export class RedisStore implements Store {
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
   }
 
+  async tombDigests(partitions: readonly number[]): Promise<string[]> {
+    if (partitions.length === 0) return [];
+    const replies = await this.#run("tombDigests", (p) => {
+      for (const partition of partitions) p.hget(this.#keys.digest(partition), "t");
+    });
+    return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
+  }
+
   async bucketDigests(partition: number): Promise<string[]> {
     const fields = Array.from({ length: DIGEST_BUCKETS }, (_, b) => `b${b}`);
     const [values] = await this.#run("bucketDigests", (p) =>

@@ -210,6 +210,12 @@ export interface Store {
    * write and increment, atomically with them.
    */
   digests(partitions: readonly number[]): Promise<string[]>;
+  /**
+   * Each partition's tombstone digest, in the order given: the XOR of the hashes (digest.ts) of every
+   * tombstone entry it holds, settled deletes included. Equal in two DCs exactly when they hold the
+   * same tombstones (up to a 2^-64 chance): what a purge waits for (docs/architecture.md).
+   */
+  tombDigests(partitions: readonly number[]): Promise<string[]>;
   /** The digests of a partition's DIGEST_BUCKETS buckets, bucket 0 first. */
   bucketDigests(partition: number): Promise<string[]>;
   /** Every page of the given buckets of a partition, with all its entries. */

@@ -10,6 +10,7 @@ import {
   InvalidStoreInputError,
   StaleFenceError,
   ZERO_DIGEST,
+  entryHash,
   pageDigest,
   xorDigest,
   type IncrementOp,
@@ -28,6 +29,16 @@ const TOMB = "@del:likes";
 
 /** A page id of PARTITION, distinct for each `n`. */
 const pageOf = (n: number): string => pageIn(PARTITION, n);
+
+/** The tombstone digest of what `store` holds of `pages`, computed from the definition. */
+async function tombDigestOf(store: Store, pages: readonly string[]): Promise<string> {
+  let d = ZERO_DIGEST;
+  for (const page of pages)
+    for (const [counter, dcs] of Object.entries(await store.load(page)))
+      if (counter.startsWith("@del:"))
+        for (const [dc, entry] of Object.entries(dcs)) d = xorDigest(d, entryHash(page, counter, dc, entry));
+  return d;
+}
 
 /** The digest of what `store` holds of `pages`, computed from the definition. */
 async function digestOf(store: Store, pages: readonly string[]): Promise<string> {
@@ -102,6 +113,7 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       expect(await store.load(page)).toEqual({ hearts: { dc1: { p: 2, n: 0 } } });
       expect(await store.purgeFloor(PARTITION)).toBe(3);
       expect(await store.digests([PARTITION])).toEqual([await digestOf(store, [page, other])]);
+      expect(await store.tombDigests([PARTITION])).toEqual([ZERO_DIGEST]);
       // Nothing left to look at: the page left the tombstone index.
       expect(await store.purgeTombstones(fence, nowMs, 0, 100)).toEqual({
         purged: [],
@@ -128,6 +140,12 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       // Deleted again from here: settled? No, two entries now; still counted, as defined.
       await store.increment([change(page, "likes", -1, { also: [{ counter: TOMB, delta: 2 }] })], KEY_TTL_MS);
       expect(await store.digests([PARTITION])).toEqual([await digestOf(store, [page, other])]);
+      // The tombstone digest counts every tombstone entry, settled or not.
+      await store.write([
+        { fence, writes: [{ page: other, counter: TOMB, dc: "dc3", entry: { p: 4, n: 0 } }] },
+      ]);
+      expect(await store.tombDigests([PARTITION])).toEqual([await tombDigestOf(store, [page, other])]);
+      expect(await store.tombDigests([PARTITION])).not.toEqual([ZERO_DIGEST]);
     });
 
     test(`${name} - a page left with nothing leaves the listing, the buckets and the digests`, async () => {
