@@ -349,9 +349,27 @@ export class AntiEntropy {
     await this.#merge(msg.partition, msg.pages);
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
+    if (msg.floor !== undefined) await this.#raiseFloor(msg.partition, msg.floor);
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
     this.#o.peerSynced(msg.partition, msg.from);
+  }
+
+  /**
+   * Raises the partition's purge floor to a peer's, on the commit chain (no change is planned from
+   * the lower one meanwhile): entries that restart here then start above any entry a DC purged.
+   */
+  async #raiseFloor(partition: number, floor: number): Promise<void> {
+    const fence = this.#o.fenceOf(partition);
+    const { registry, store, writer, logger } = this.#o;
+    if (fence === undefined || floor <= registry.purgeFloor(partition)) return;
+    try {
+      await writer.serialized(async () => {
+        if (await store.raisePurgeFloor(fence, floor)) registry.purgeRaised(partition, floor);
+      });
+    } catch (err) {
+      logger.warn({ err, partition }, "purge floor not raised; the next transfer tries again");
+    }
   }
 
   /**
@@ -406,8 +424,15 @@ export class AntiEntropy {
         batch.push(entry);
       }
     }
+    // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor).
+    const floor = flags.done === true ? await this.#o.store.purgeFloor(partition) : 0;
     // fromEntries defines own properties: a page named "__proto__" stays a page.
-    this.#send(subject, { ...base, pages: Object.fromEntries(batch), ...flags });
+    this.#send(subject, {
+      ...base,
+      pages: Object.fromEntries(batch),
+      ...flags,
+      ...(floor > 0 ? { floor } : {}),
+    });
     sent += batch.length;
     this.#o.metrics.antiEntropy.inc({ step: "entries" });
     this.#o.metrics.antiEntropyPages.inc({ direction: "sent" }, sent);

@@ -55,6 +55,7 @@ export class Convergence {
   readonly #o: ConvergenceOptions;
   #stopListening: (() => void) | undefined;
   readonly #tombs: TombAgreements;
+  #startedAt = 0;
 
   constructor(o: ConvergenceOptions) {
     this.#o = o;
@@ -100,6 +101,7 @@ export class Convergence {
   }
 
   start(): void {
+    this.#startedAt = this.#o.clock.now();
     this.#antiEntropy.start();
     this.#bootstrap.start();
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
@@ -150,13 +152,19 @@ export class Convergence {
   /**
    * Tombstones of the partition that last changed here at or before this time are held by every
    * other DC (expected in LIVECOUNT_PEER_DCS or ever heard), and have been for the purge grace
-   * (TombAgreements). Infinity when no other DC can exist or none is expected or heard; 0 while some
-   * DC was not found to hold them long enough since this node holds the partition.
+   * (TombAgreements). Infinity when no other DC can exist, or none is listed and none was heard in
+   * the discovery window since start (a deployment of several DCs lists them in LIVECOUNT_PEER_DCS);
+   * 0 while some DC was not found to hold them long enough since this node holds the partition.
    */
   confirmedUntil(partition: number): number {
     const peers = new Set([...this.#o.peerDcs, ...this.#o.liveness.remotes().map((r) => r.dc)]);
     peers.delete(this.#o.dc);
-    if (this.#o.alone || peers.size === 0) return Infinity;
+    if (this.#o.alone) return Infinity;
+    // No peer listed nor heard yet: alone once the discovery window has passed (as for bootstrap).
+    if (peers.size === 0)
+      return this.#o.clock.now() - this.#startedAt >= DISCOVERY_HEARTBEATS * this.#o.dcHeartbeatMs
+        ? Infinity
+        : 0;
     const now = this.#o.clock.now();
     let until = Infinity;
     for (const dc of peers) until = Math.min(until, this.#tombs.heldUntil(partition, dc, now));

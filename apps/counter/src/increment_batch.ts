@@ -136,7 +136,10 @@ export function answerIncrements(
       case "duplicate": {
         const answer = storedAnswer(outcome.payload);
         reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
-        durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter));
+        // The first try may never have been published (its owner crashed): publish it again, unless
+        // it is a settled delete another DC may have purged.
+        if (actor.republishable(request.counter))
+          durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter));
         break;
       }
       case "conflict":

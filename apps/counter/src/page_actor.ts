@@ -191,6 +191,16 @@ export class PageActor {
     return Object.hasOwn(this.entries(counter), this.#host.dc) ? 0 : this.#host.purgeFloor(this.partition);
   }
 
+  /**
+   * Whether a retried change may publish this DC's entries of the counter (and its tombstone) again:
+   * it has one, and it is no settled delete (which another DC may have purged; see `entriesOf`).
+   */
+  republishable(counter: string): boolean {
+    return (
+      Object.hasOwn(this.entries(counter), this.#host.dc) && !this.#settledDelete(counter, this.#host.dc)
+    );
+  }
+
   /** A deleted counter still hidden, whose entry of `dc` is zero. */
   #settledDelete(counter: string, dc: string): boolean {
     const tomb = this.#counters.get(tombstoneOf(counter));

@@ -149,9 +149,11 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
-        // The first try may have become durable and never been published (its owner crashed).
-        for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
-          durable.add(actor, s.op.dc, counter, actor.ownEntry(counter));
+        // The first try may have become durable and never been published (its owner crashed); a
+        // settled delete is not published again (another DC may have purged it).
+        if (actor.republishable(request.counter))
+          for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
+            durable.add(actor, s.op.dc, counter, actor.ownEntry(counter));
         const answer = parsePayload(outcome.payload, ["previous", "updatedAt"]);
         reply = answer !== undefined ? resetReply(request, answer, true) : errorReply("internal");
         break;

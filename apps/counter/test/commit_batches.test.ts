@@ -125,10 +125,8 @@ describe("counter - group commit of increments", () => {
       { type: "error", code: "unavailable" },
     ]);
     expect(a.ownEntry("likes")).toEqual({ p: 11, n: 0 });
-    expect(settled.durable.map((u) => [u.page, u.dc])).toEqual([
-      ["p", "dc1"],
-      ["q", "dc1"],
-    ]);
+    // q holds no entry of likes here (the counter was purged since): nothing to publish again.
+    expect(settled.durable.map((u) => [u.page, u.dc])).toEqual([["p", "dc1"]]);
     expect(settled.lost).toEqual(new Set([3]));
     expect(settled.outcomes).toEqual(["applied", "duplicate", "conflict", "stale"]);
   });
@@ -348,33 +346,41 @@ describe("counter - observed resets", () => {
     ]);
   });
 
-  test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made", () => {
-    const a = actor("p", 5);
-    a.applied("likes", { p: 5, n: 5 });
-    a.applied("@del:likes", { p: 10, n: 0 });
+  test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made, but a settled delete's", () => {
+    // p: likes 5 here and 2 in dc2, deleted here (dc1's entry cancels both).
+    const a = actor("p", 5, 2);
+    a.applied("likes", { p: 5, n: 12 });
+    a.applied("@del:likes", { p: 19, n: 0 });
     const b = actor("q", 3);
-    const round = [pendingReset(a, "d", true), pendingReset(b, "r")];
+    // s: written here only and deleted: settled, and maybe purged in another DC already.
+    const c = actor("s", 4);
+    c.applied("likes", { p: 4, n: 4 });
+    c.applied("@del:likes", { p: 8, n: 0 });
+    const round = [pendingReset(a, "d", true), pendingReset(b, "r"), pendingReset(c, "d", true)];
     const plan = planResets(round, "dc1", NOW, fenceOf);
     const settled = answerResets(plan, [
-      { kind: "duplicate", payload: JSON.stringify({ previous: 5, updatedAt: 7 }) },
+      { kind: "duplicate", payload: JSON.stringify({ previous: 7, updatedAt: 7 }) },
       { kind: "duplicate", payload: JSON.stringify({ previous: 3, updatedAt: 8 }) },
+      { kind: "duplicate", payload: JSON.stringify({ previous: 4, updatedAt: 9 }) },
     ]);
     expect(settled.answers.map((x) => x.reply)).toEqual([
-      { type: "counter_reset", page: "p", counter: "likes", previous: 5, updatedAt: 7, duplicate: true },
+      { type: "counter_reset", page: "p", counter: "likes", previous: 7, updatedAt: 7, duplicate: true },
       { type: "counter_reset", page: "q", counter: "likes", previous: 3, updatedAt: 8, duplicate: true },
+      { type: "counter_reset", page: "s", counter: "likes", previous: 4, updatedAt: 9, duplicate: true },
     ]);
     expect(settled.durable).toEqual([
       {
         page: "p",
         partition: 3,
         dc: "dc1",
-        counters: { likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } },
+        counters: { likes: { p: 5, n: 12 }, "@del:likes": { p: 19, n: 0 } },
       },
       { page: "q", partition: 3, dc: "dc1", counters: { likes: { p: 3, n: 0 } } },
     ]);
     expect(settled.outcomes).toEqual([
       { kind: "delete", outcome: "duplicate" },
       { kind: "reset", outcome: "duplicate" },
+      { kind: "delete", outcome: "duplicate" },
     ]);
   });
 

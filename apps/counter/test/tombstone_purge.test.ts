@@ -36,6 +36,15 @@ describe("counter - tombstone purge", () => {
     return settle(u.registry.run(page, PARTITION, (actor) => u.writer.reset(actor, request)));
   }
 
+  /** The store applies every purge call, then the answer is lost. */
+  function loseAnswersAfterPurging(): void {
+    const applyThenFail = u.store.purgeTombstones.bind(u.store);
+    u.store.purgeTombstones = async (...args) => {
+      await applyThenFail(...args);
+      throw new StoreError("connection lost before the answer");
+    };
+  }
+
   async function setUp(): Promise<TombstonePurge> {
     u = await buildUnits();
     confirmedUntil = Infinity;
@@ -140,11 +149,7 @@ describe("counter - tombstone purge", () => {
     const page = pageIn(PARTITION);
     await change(page, "k1", 3);
     await remove(page, "d1");
-    const applyThenFail = u.store.purgeTombstones.bind(u.store);
-    u.store.purgeTombstones = async (...args) => {
-      await applyThenFail(...args);
-      throw new StoreError("connection lost before the answer");
-    };
+    loseAnswersAfterPurging();
     expect(await settle(purge.request(0))).toMatchObject({ counters: 0, failed: 1 });
     expect(await u.store.load(page)).toEqual({});
     await u.clock.advance(0);
@@ -188,11 +193,7 @@ describe("counter - tombstone purge", () => {
     await u.registry.run(page, PARTITION, (actor) =>
       actor.mergeRemote("dc2", { likes: { p: 0, n: 5 }, "@del:likes": { p: 10, n: 0 } }),
     );
-    const applyThenFail = u.store.purgeTombstones.bind(u.store);
-    u.store.purgeTombstones = async (...args) => {
-      await applyThenFail(...args);
-      throw new StoreError("connection lost before the answer");
-    };
+    loseAnswersAfterPurging();
     await settle(purge.request(0));
     await u.clock.advance(0);
     await u.writer.drain();
@@ -215,11 +216,7 @@ describe("counter - tombstone purge", () => {
     await u.registry.run(page, PARTITION, (actor) =>
       actor.mergeRemote("dc2", { "@del:likes": { p: 4, n: 0 } }),
     );
-    const applyThenFail = u.store.purgeTombstones.bind(u.store);
-    u.store.purgeTombstones = async (...args) => {
-      await applyThenFail(...args);
-      throw new StoreError("connection lost before the answer");
-    };
+    loseAnswersAfterPurging();
     await settle(purge.request(0));
     await u.clock.advance(0);
     await u.writer.drain();

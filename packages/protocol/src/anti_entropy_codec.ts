@@ -112,6 +112,10 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         if (!isBoolean(v)) malformed("done must be a boolean");
         return v;
       }),
+      ...optional(m, "floor", (v) => {
+        if (!Number.isSafeInteger(v) || (v as number) < 0) malformed("floor must be a natural number");
+        return v as number;
+      }),
     }),
   ],
 ];

@@ -343,6 +343,11 @@ export interface AeEntries {
   readonly pages: Readonly<Record<string, Readonly<Record<string, Entries>>>>;
   readonly pull?: readonly number[];
   readonly done?: boolean;
+  /**
+   * With `done`: the sender's purge floor of the partition (Store.purgeFloor). A DC that learns the
+   * partition from peers (a rebuilt one) starts its entries above every entry any DC purged.
+   */
+  readonly floor?: number;
 }
 
 /** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */

@@ -129,6 +129,7 @@ const MESSAGES: readonly InternalMessage[] = [
     pull: [0, 63],
   },
   { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true },
+  { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true, floor: 1_234 },
   {
     type: "updates",
     partition: 9,
@@ -199,6 +200,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   kept: [undefined, -1, 1.5, "1"],
   failed: [undefined, -1, 1.5, "1"],
   waiting: [undefined, -1, 1.5, "1"],
+  floor: [null, -1, 1.5, "1"],
   // One digest per partition of `digests` (two in the message listed), each a digest.
   tombs: [null, "0123456789abcdef", ["0123456789abcdef"], ["0123456789ABCDEF", "0000000000000000"]],
   state: [undefined, "UP", "", 1, "down-ish"],

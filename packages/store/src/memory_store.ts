@@ -298,6 +298,13 @@ export class MemoryStore implements Store {
     return this.#purgeFloors.get(partition) ?? 0;
   }
 
+  async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
+    this.#assertOpen();
+    if (!this.#isCurrent(fence, this.#now())) return false;
+    this.#purgeFloors.set(fence.partition, Math.max(this.#purgeFloors.get(fence.partition) ?? 0, floor));
+    return true;
+  }
+
   async purgeTombstones(
     fence: Fence,
     deletedBefore: number,

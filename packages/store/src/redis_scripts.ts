@@ -465,6 +465,14 @@ local pages = {}
 for i = 1, #KEYS do pages[i] = redis.call("HGETALL", KEYS[i]) end
 return pages`,
 
+  /** KEYS: lease, digest. ARGV: epoch, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
+  lcRaisePurgeFloor: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+if tonumber(ARGV[3]) > tonumber(redis.call("HGET", KEYS[2], "pf") or "0") then
+  redis.call("HSET", KEYS[2], "pf", ARGV[3])
+end
+return 1`,
+
   /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
   lcMarkBootstrapped: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end

@@ -263,6 +263,18 @@ export class RedisStore implements Store {
     return pf === null ? 0 : Number(pf);
   }
 
+  async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
+    const [raised] = await this.#run("raisePurgeFloor", (p) =>
+      queueScript(
+        p,
+        "lcRaisePurgeFloor",
+        [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
+        [fence.epoch, this.#now(), floor],
+      ),
+    );
+    return raised === 1;
+  }
+
   async purgeTombstones(
     fence: Fence,
     deletedBefore: number,

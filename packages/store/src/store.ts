@@ -245,6 +245,11 @@ export interface Store {
    */
   purgeFloor(partition: number): Promise<number>;
   /**
+   * Raises the partition's purge floor to `floor` if it is lower, under the fence: a DC learning the
+   * partition from a peer takes the peer's. False (nothing raised) when the fence is stale.
+   */
+  raisePurgeFloor(fence: Fence, floor: number): Promise<boolean>;
+  /**
    * Purges, under the fence, deleted counters of the partition's pages whose tombstone last changed
    * in this store at `deletedBefore` or earlier: the counter's entries and its tombstone leave the
    * page (and the page, the listings and the indexes when nothing else is left), and the purge floor

@@ -270,6 +270,14 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       expect(third.next).toBeUndefined();
     });
 
+    test(`${name} - a peer's purge floor raises this one's, never lowers it, under the fence`, async () => {
+      expect(await store.raisePurgeFloor(fence, 40)).toBe(true);
+      expect(await store.raisePurgeFloor(fence, 7)).toBe(true);
+      expect(await store.purgeFloor(PARTITION)).toBe(40);
+      expect(await store.raisePurgeFloor({ ...fence, epoch: fence.epoch + 1 }, 90)).toBe(false);
+      expect(await store.purgeFloor(PARTITION)).toBe(40);
+    });
+
     test(`${name} - purging needs a current fence`, async () => {
       await likedThenDeleted(pageOf(0), 1);
       await expect(
