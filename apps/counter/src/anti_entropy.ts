@@ -254,6 +254,8 @@ export class AntiEntropy {
         const learning = bootstrap.has(partition);
         if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition)) return;
         const digests = await this.#o.store.bucketDigests(partition);
+        // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
+        const floor = learning ? await this.#o.store.purgeFloor(partition) : 0;
         if (!learning) this.#exchanges.answered(msg.from, partition);
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
@@ -261,6 +263,7 @@ export class AntiEntropy {
           to: msg.from,
           partition,
           digests,
+          ...(floor > 0 ? { floor } : {}),
           ...(learning ? { bootstrap: true } : {}),
         });
         this.#o.metrics.antiEntropy.inc({ step: "buckets" });
@@ -303,6 +306,7 @@ export class AntiEntropy {
   async #drive(msg: AeBuckets): Promise<void> {
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
     if (this.#exchanges.isDriving(msg.from, msg.partition)) return;
+    if (msg.floor !== undefined) await this.#raiseFloor(msg.partition, msg.floor);
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {

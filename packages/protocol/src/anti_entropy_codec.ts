@@ -35,6 +35,11 @@ function bucketOf(v: unknown): number {
   return v as number;
 }
 
+function floorOf(v: unknown): number {
+  if (!Number.isSafeInteger(v) || (v as number) < 0) malformed("floor must be a natural number");
+  return v as number;
+}
+
 function optional<T>(m: Fields, key: string, decode: (v: unknown) => T): { [k: string]: T } | undefined {
   const v = m.get(key);
   return v === undefined ? undefined : { [key]: decode(v) };
@@ -89,6 +94,7 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         to: field(m, "to", isInternalId),
         partition: partitionOf(m.get("partition")),
         digests: listOf(digests, digestOf, "digests"),
+        ...optional(m, "floor", floorOf),
         ...optional(m, "bootstrap", (v) => {
           if (!isBoolean(v)) malformed("bootstrap must be a boolean");
           return v;
@@ -112,10 +118,7 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         if (!isBoolean(v)) malformed("done must be a boolean");
         return v;
       }),
-      ...optional(m, "floor", (v) => {
-        if (!Number.isSafeInteger(v) || (v as number) < 0) malformed("floor must be a natural number");
-        return v as number;
-      }),
+      ...optional(m, "floor", floorOf),
     }),
   ],
 ];

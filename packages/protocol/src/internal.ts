@@ -325,6 +325,8 @@ export interface AeBuckets {
   readonly to: string;
   readonly partition: number;
   readonly digests: readonly Digest[];
+  /** With `bootstrap`: the sender's purge floor of the partition (as AeEntries.floor). */
+  readonly floor?: number;
   /** The receiver asked for this comparison to bootstrap the partition. */
   readonly bootstrap?: boolean;
 }

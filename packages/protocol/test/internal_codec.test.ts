@@ -111,6 +111,7 @@ const MESSAGES: readonly InternalMessage[] = [
     digests: ["ffffffffffffffff", "0000000000000001"],
   },
   { type: "ae_buckets", from: "eu", to: "us", partition: 3, digests: [], bootstrap: true },
+  { type: "ae_buckets", from: "eu", to: "us", partition: 3, digests: [], floor: 77, bootstrap: true },
   {
     type: "ae_entries",
     from: "us",
