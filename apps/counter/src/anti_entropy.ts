@@ -306,7 +306,7 @@ export class AntiEntropy {
   async #drive(msg: AeBuckets): Promise<void> {
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
     if (this.#exchanges.isDriving(msg.from, msg.partition)) return;
-    if (msg.floor !== undefined) await this.#raiseFloor(msg.partition, msg.floor);
+    if (msg.floor !== undefined && !(await this.#raiseFloor(msg.partition, msg.floor))) return;
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {
@@ -353,26 +353,31 @@ export class AntiEntropy {
     await this.#merge(msg.partition, msg.pages);
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
-    if (msg.floor !== undefined) await this.#raiseFloor(msg.partition, msg.floor);
+    const floored = msg.floor === undefined || (await this.#raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
-    this.#o.peerSynced(msg.partition, msg.from);
+    if (floored) this.#o.peerSynced(msg.partition, msg.from);
   }
 
   /**
    * Raises the partition's purge floor to a peer's, on the commit chain (no change is planned from
    * the lower one meanwhile): entries that restart here then start above any entry a DC purged.
+   * False when it could not: a bootstrap must not end then (it asks again).
    */
-  async #raiseFloor(partition: number, floor: number): Promise<void> {
+  async #raiseFloor(partition: number, floor: number): Promise<boolean> {
     const fence = this.#o.fenceOf(partition);
     const { registry, store, writer, logger } = this.#o;
-    if (fence === undefined || floor <= registry.purgeFloor(partition)) return;
+    if (fence === undefined) return false;
+    if (floor <= registry.purgeFloor(partition)) return true;
     try {
-      await writer.serialized(async () => {
-        if (await store.raisePurgeFloor(fence, floor)) registry.purgeRaised(partition, floor);
+      return await writer.serialized(async () => {
+        if (!(await store.raisePurgeFloor(fence, floor))) return false;
+        registry.purgeRaised(partition, floor);
+        return true;
       });
     } catch (err) {
-      logger.warn({ err, partition }, "purge floor not raised; the next transfer tries again");
+      logger.warn({ err, partition }, "purge floor not raised; the bootstrap asks again");
+      return false;
     }
   }
 

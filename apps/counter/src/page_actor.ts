@@ -192,13 +192,13 @@ export class PageActor {
   }
 
   /**
-   * Whether a retried change may publish this DC's entries of the counter (and its tombstone) again:
-   * it has one, and it is no settled delete (which another DC may have purged; see `entriesOf`).
+   * Whether a retried change may publish this DC's entries of the counter again: it has one, and,
+   * unless the tombstone goes with it (a retried delete), it is no settled delete: another DC may have
+   * purged that, and the entry alone would show the counter there again at 0 (see `entriesOf`).
    */
-  republishable(counter: string): boolean {
-    return (
-      Object.hasOwn(this.entries(counter), this.#host.dc) && !this.#settledDelete(counter, this.#host.dc)
-    );
+  republishable(counter: string, withTombstone = false): boolean {
+    if (!Object.hasOwn(this.entries(counter), this.#host.dc)) return false;
+    return withTombstone || !this.#settledDelete(counter, this.#host.dc);
   }
 
   /** A deleted counter still hidden, whose entry of `dc` is zero. */

@@ -149,9 +149,10 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
-        // The first try may have become durable and never been published (its owner crashed); a
-        // settled delete is not published again (another DC may have purged it).
-        if (actor.republishable(request.counter))
+        // The first try may have become durable and never been published (its owner crashed). A
+        // reset of a settled delete is not published again (another DC may have purged it); a
+        // delete is, with its tombstone, which keeps the counter hidden wherever it arrives.
+        if (actor.republishable(request.counter, request.tombstone))
           for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
             durable.add(actor, s.op.dc, counter, actor.ownEntry(counter));
         const answer = parsePayload(outcome.payload, ["previous", "updatedAt"]);

@@ -62,11 +62,13 @@ export class TombstonePurge {
   #before = 0;
   #tail: Promise<unknown> = Promise.resolve();
   /**
-   * Partitions swept with a cutoff below `before` (some tombstones wait until every DC is known to
-   * hold them), with that cutoff: swept again once the confirmation moves past it.
+   * Partition -> the cutoff it was last swept up to here. A partition is swept again when its cutoff
+   * (`before`, or less while some DC is not yet known to hold its tombstones) moves past it, which
+   * also covers partitions that came to this node since (a handover).
    */
-  readonly #waiting = new Map<number, number>();
+  readonly #sweptTo = new Map<number, number>();
   #recheck: TimerHandle | undefined;
+  #stopped = false;
 
   constructor(options: TombstonePurgeOptions) {
     this.#o = options;
@@ -93,24 +95,26 @@ export class TombstonePurge {
   }
 
   stop(): void {
+    this.#stopped = true;
     if (this.#recheck !== undefined) this.#o.clock.clearTimeout(this.#recheck);
     this.#recheck = undefined;
-    this.#waiting.clear();
   }
 
-  /** Looks again, every `recheckMs` while any wait, at partitions whose confirmation moved on. */
+  /**
+   * Once anyone asked, looks every `recheckMs` at the partitions served here whose cutoff moved past
+   * what they were swept up to: a confirmation came, or the partition is new here.
+   */
   #scheduleRecheck(): void {
-    if (this.#recheck !== undefined || this.#waiting.size === 0) return;
+    if (this.#recheck !== undefined || this.#stopped || this.#before === 0) return;
     this.#recheck = this.#o.clock.setTimeout(() => {
       this.#recheck = undefined;
-      const due: number[] = [];
-      for (const [partition, cutoff] of this.#waiting) {
-        if (this.#o.servingFence(partition) === undefined) this.#waiting.delete(partition);
-        else if (Math.min(this.#before, this.#o.confirmedUntil(partition)) > cutoff) {
-          this.#waiting.delete(partition);
-          due.push(partition);
-        }
-      }
+      const due = this.#o
+        .partitions()
+        .filter(
+          (p) =>
+            this.#o.servingFence(p) !== undefined &&
+            Math.min(this.#before, this.#o.confirmedUntil(p)) > (this.#sweptTo.get(p) ?? -1),
+        );
       const swept = due.length > 0 ? this.#queue(this.#before, due) : Promise.resolve();
       void swept.finally(() => this.#scheduleRecheck());
     }, this.#o.recheckMs);
@@ -127,10 +131,9 @@ export class TombstonePurge {
     const totals: MutableTotals = { pages: 0, counters: 0, kept: 0, failed: 0, waiting: 0 };
     for (const partition of partitions) {
       const cutoff = Math.min(before, this.#o.confirmedUntil(partition));
-      if (cutoff < before && this.#o.servingFence(partition) !== undefined) {
-        this.#waiting.set(partition, cutoff);
-        totals.waiting++;
-      }
+      if (this.#o.servingFence(partition) === undefined) continue;
+      if (cutoff < before) totals.waiting++;
+      this.#sweptTo.set(partition, cutoff);
       let offset: number | undefined = 0;
       while (offset !== undefined) {
         const fence = this.#o.servingFence(partition);

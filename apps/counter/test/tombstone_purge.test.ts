@@ -19,6 +19,8 @@ describe("counter - tombstone purge", () => {
   let u: Units;
   /** Up to when every other DC is known to hold this DC's entries (Infinity: no other DC). */
   let confirmedUntil = Infinity;
+  /** Whether this node serves the partition (false: it is another node's, or on its way here). */
+  let served = true;
   afterEach(async () => u.close());
 
   async function settle<T>(work: Promise<T>): Promise<T> {
@@ -48,6 +50,7 @@ describe("counter - tombstone purge", () => {
   async function setUp(): Promise<TombstonePurge> {
     u = await buildUnits();
     confirmedUntil = Infinity;
+    served = true;
     await u.acquire(PARTITION);
     return new TombstonePurge({
       nodeId: "me",
@@ -59,7 +62,7 @@ describe("counter - tombstone purge", () => {
         partitionsBootstrapped: () => 1,
       }),
       partitions: () => [PARTITION],
-      servingFence: (p) => u.fences.get(p),
+      servingFence: (p) => (served ? u.fences.get(p) : undefined),
       onCommitChain: (step) => u.writer.serialized(step),
       actorOf: (page) => u.registry.find(page),
       actorsIn: (partition) => u.registry.actorsIn(partition),
@@ -226,6 +229,20 @@ describe("counter - tombstone purge", () => {
       likes: { dc1: { p: 2, n: 2 } },
       "@del:likes": { dc2: { p: 4, n: 0 } },
     });
+  });
+
+  test("counter - a partition that comes to this node after a purge was asked is purged here without asking again", async () => {
+    const purge = await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 1);
+    await remove(page, "d1");
+    served = false;
+    expect(await settle(purge.request(0))).toMatchObject({ counters: 0 });
+    served = true;
+    await u.clock.advance(RECHECK_MS);
+    await u.writer.drain();
+    await u.clock.advance(0);
+    expect(await u.store.load(page)).toEqual({});
   });
 
   test("counter - a purge heard from another DC runs once per new time; an older one changes nothing", async () => {

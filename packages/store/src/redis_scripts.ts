@@ -142,6 +142,11 @@ local function set_field(page_key, page, bucket, field, old, value, tombs_key, n
     redis.call("ZADD", tombs_key, now, page)
     if not indexed_page then
       settle_page(page_key, page, bucket)
+      -- Tombstones the page held from before it entered the index join the tombstone digest now.
+      local fields = redis.call("HGETALL", page_key)
+      for i = 1, #fields, 2 do
+        if fields[i] ~= field and is_tombstone(fields[i]) then tomb_changed(page, fields[i], false, fields[i + 1]) end
+      end
       return
     end
   end

@@ -1,7 +1,15 @@
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { RedisStore, StoreError, type IncrementOp, type Lease } from "@livecount/store";
+import {
+  RedisStore,
+  StoreError,
+  ZERO_DIGEST,
+  entryHash,
+  xorDigest,
+  type IncrementOp,
+  type Lease,
+} from "@livecount/store";
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
@@ -123,6 +131,27 @@ describeWithRedis("redis store", () => {
       cleanups.push(() => store.close());
       return store;
     }
+
+    test("redis store - tombstones a page held from an earlier release join the tombstone digest when the page gets its first new one", async () => {
+      const prefix = uniquePrefix();
+      const store = await connect(server.url, prefix);
+      const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
+      // What an earlier release left: a deleted counter and its tombstone, in no index.
+      const raw = new Redis(server.url);
+      cleanups.push(() => raw.quit());
+      await raw.hset(`${prefix}page:p1`, "old\u0000dc2", "3:3", "@del:old\u0000dc2", "6:0");
+      expect(await store.tombDigests([0])).toEqual([ZERO_DIGEST]);
+      // A delete today: the page enters the index, and both tombstones count.
+      await store.increment(
+        [op(fence, "k1", { counter: "likes", delta: 0, also: [{ counter: "@del:likes", delta: 2 }] })],
+        KEY_TTL_MS,
+      );
+      const expected = xorDigest(
+        entryHash("p1", "@del:old", "dc2", { p: 6, n: 0 }),
+        entryHash("p1", "@del:likes", "dc1", { p: 2, n: 0 }),
+      );
+      expect(await store.tombDigests([0])).toEqual([expected]);
+    });
 
     test("redis store - every call is one round trip, however many groups or ops it carries", async () => {
       const recorder = await TrafficRecorder.start(server.port);
