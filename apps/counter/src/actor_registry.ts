@@ -218,6 +218,8 @@ export class ActorRegistry implements ActorHost {
 
   /** Drops every actor of the partition: it was handed over (after a flush) or its lease was lost. */
   dropPartition(partition: number, reason: "partition_lost" | "partition_released"): void {
+    // Read again from the store when the partition is served here again (partitionServing).
+    this.#purgeFloors.delete(partition);
     for (const actor of [...this.#actors.values()]) {
       if (actor.partition === partition) this.#teardown(actor, reason);
     }

@@ -145,9 +145,19 @@ export class DurableWriter {
     });
   }
 
-  /** Publishes one data center's entries of a page, durable already, on the page's subject (every DC). */
+  /**
+   * Publishes one data center's entries of a page, durable already, on the page's subject (every
+   * DC), or, for a `local` update, on this DC's updates subject (its gateways only).
+   */
   #publishUpdate(update: DurableUpdate, ts: number): void {
     const { page, partition, dc, counters } = update;
+    if (update.local === true) {
+      const entries = Object.fromEntries(Object.entries(counters).map(([name, e]) => [name, { [dc]: e }]));
+      const message = encodeMessage({ type: "updates", partition, pages: { [page]: entries }, ts });
+      this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), message);
+      this.#o.metrics.publishes.inc();
+      return;
+    }
     this.#o.bus.publish(
       this.#o.subjectOf(page, partition),
       encodeMessage({ type: "update", page, dc, counters, ts }),

@@ -136,10 +136,11 @@ export function answerIncrements(
       case "duplicate": {
         const answer = storedAnswer(outcome.payload);
         reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
-        // The first try may never have been published (its owner crashed): publish it again, unless
-        // it is a settled delete another DC may have purged.
-        if (actor.republishable(request.counter))
-          durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter));
+        // The first try may never have been published (its owner crashed): publish it again, to this
+        // DC's gateways only for a settled delete (PageActor.republishTo).
+        const to = actor.republishTo(request.counter);
+        if (to !== "none")
+          durable.add(actor, op.dc, request.counter, actor.ownEntry(request.counter), to === "local");
         break;
       }
       case "conflict":

@@ -192,13 +192,14 @@ export class PageActor {
   }
 
   /**
-   * Whether a retried change may publish this DC's entries of the counter again: it has one, and,
-   * unless the tombstone goes with it (a retried delete), it is no settled delete: another DC may have
-   * purged that, and the entry alone would show the counter there again at 0 (see `entriesOf`).
+   * Where a retried change may publish this DC's entries of the counter again: everywhere, if it has
+   * one and it is no settled delete; for this DC's gateways only ("local") if it is one: another DC
+   * may have purged it, where the copy would come back (the entry alone even shown at 0; see
+   * `entriesOf`); nowhere if it has none.
    */
-  republishable(counter: string, withTombstone = false): boolean {
-    if (!Object.hasOwn(this.entries(counter), this.#host.dc)) return false;
-    return withTombstone || !this.#settledDelete(counter, this.#host.dc);
+  republishTo(counter: string): "all" | "local" | "none" {
+    if (!Object.hasOwn(this.entries(counter), this.#host.dc)) return "none";
+    return this.#settledDelete(counter, this.#host.dc) ? "local" : "all";
   }
 
   /** A deleted counter still hidden, whose entry of `dc` is zero. */

@@ -12,6 +12,8 @@ export interface DurableUpdate {
   readonly partition: number;
   readonly dc: string;
   readonly counters: Readonly<Record<string, Entry>>;
+  /** For this DC's gateways only (its updates subject), not every DC's page subject. */
+  readonly local?: boolean;
 }
 
 export function errorReply(code: ErrorCode, message?: string): ErrorReply {
@@ -23,16 +25,23 @@ export function errorReply(code: ErrorCode, message?: string): ErrorReply {
 export class DurableEntries {
   readonly #updates = new Map<
     string,
-    { page: string; partition: number; dc: string; counters: Map<string, Entry> }
+    { page: string; partition: number; dc: string; counters: Map<string, Entry>; local?: boolean }
   >();
 
-  add(actor: PageActor, dc: string, counter: string, entry: Entry): void {
-    const id = `${actor.page}\u0000${dc}`;
+  /** `local`: for this DC's gateways only (DurableUpdate.local). */
+  add(actor: PageActor, dc: string, counter: string, entry: Entry, local = false): void {
+    const id = `${actor.page}\u0000${dc}\u0000${local ? "local" : "all"}`;
     let update = this.#updates.get(id);
     if (update === undefined)
       this.#updates.set(
         id,
-        (update = { page: actor.page, partition: actor.partition, dc, counters: new Map() }),
+        (update = {
+          page: actor.page,
+          partition: actor.partition,
+          dc,
+          counters: new Map(),
+          ...(local ? { local } : {}),
+        }),
       );
     update.counters.set(counter, entry);
   }

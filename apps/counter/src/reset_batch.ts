@@ -149,12 +149,12 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
-        // The first try may have become durable and never been published (its owner crashed). A
-        // reset of a settled delete is not published again (another DC may have purged it); a
-        // delete is, with its tombstone, which keeps the counter hidden wherever it arrives.
-        if (actor.republishable(request.counter, request.tombstone))
+        // The first try may have become durable and never been published (its owner crashed): its
+        // entries go out again, to this DC's gateways only for a settled delete (PageActor.republishTo).
+        const to = actor.republishTo(request.counter);
+        if (to !== "none")
           for (const counter of request.tombstone ? [request.counter, tombstone] : [request.counter])
-            durable.add(actor, s.op.dc, counter, actor.ownEntry(counter));
+            durable.add(actor, s.op.dc, counter, actor.ownEntry(counter), to === "local");
         const answer = parsePayload(outcome.payload, ["previous", "updatedAt"]);
         reply = answer !== undefined ? resetReply(request, answer, true) : errorReply("internal");
         break;

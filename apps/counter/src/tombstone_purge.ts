@@ -108,6 +108,9 @@ export class TombstonePurge {
     if (this.#recheck !== undefined || this.#stopped || this.#before === 0) return;
     this.#recheck = this.#o.clock.setTimeout(() => {
       this.#recheck = undefined;
+      // A partition no longer served here is swept again in full should it come back.
+      for (const p of this.#sweptTo.keys())
+        if (this.#o.servingFence(p) === undefined) this.#sweptTo.delete(p);
       const due = this.#o
         .partitions()
         .filter(
@@ -133,7 +136,6 @@ export class TombstonePurge {
       const cutoff = Math.min(before, this.#o.confirmedUntil(partition));
       if (this.#o.servingFence(partition) === undefined) continue;
       if (cutoff < before) totals.waiting++;
-      this.#sweptTo.set(partition, cutoff);
       let offset: number | undefined = 0;
       while (offset !== undefined) {
         const fence = this.#o.servingFence(partition);
@@ -155,6 +157,8 @@ export class TombstonePurge {
         for (const { counters } of result.purged) totals.counters += counters.length;
         totals.kept += result.kept;
         offset = result.next;
+        // Swept through: looked at again only once its cutoff moves past this one.
+        if (offset === undefined) this.#sweptTo.set(partition, cutoff);
       }
     }
     this.#scheduleRecheck();

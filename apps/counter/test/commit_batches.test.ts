@@ -346,15 +346,14 @@ describe("counter - observed resets", () => {
     ]);
   });
 
-  test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made; a reset not those of a settled delete", () => {
+  test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made; a settled delete's to this DC only", () => {
     // p: likes 5 here and 2 in dc2, deleted here (dc1's entry cancels both).
     const a = actor("p", 5, 2);
     a.applied("likes", { p: 5, n: 12 });
     a.applied("@del:likes", { p: 19, n: 0 });
     const b = actor("q", 3);
-    // s and t: written here only and deleted: settled, and maybe purged in another DC already. A
-    // retried delete publishes the entry with its tombstone (hidden wherever it arrives); a retried
-    // reset would publish the entry alone, which would show the counter again at 0 there.
+    // s and t: written here only and deleted: settled, and maybe purged in another DC already, where
+    // a copy would come back: what a retry publishes again goes to this DC's gateways only.
     const settledActor = (page: string): PageActor => {
       const x = actor(page, 4);
       x.applied("likes", { p: 4, n: 4 });
@@ -393,7 +392,9 @@ describe("counter - observed resets", () => {
         partition: 3,
         dc: "dc1",
         counters: { likes: { p: 4, n: 4 }, "@del:likes": { p: 8, n: 0 } },
+        local: true,
       },
+      { page: "t", partition: 3, dc: "dc1", counters: { likes: { p: 4, n: 4 } }, local: true },
     ]);
     expect(settled.outcomes.map((o) => o.outcome)).toEqual([
       "duplicate",

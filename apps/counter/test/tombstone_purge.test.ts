@@ -3,6 +3,7 @@
  * while it runs) forget the purged counters, and a change after it starts this DC's entry at the
  * purge floor, so the answer and the stored entry are exact. On the memory store and a manual clock.
  */
+import { dcUpdatesSubject } from "@livecount/bus";
 import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { StoreError } from "@livecount/store";
@@ -243,6 +244,24 @@ describe("counter - tombstone purge", () => {
     await u.writer.drain();
     await u.clock.advance(0);
     expect(await u.store.load(page)).toEqual({});
+  });
+
+  test("counter - a retried delete of a settled delete goes out again to this DC's gateways only", async () => {
+    await setUp();
+    const page = pageIn(PARTITION);
+    await change(page, "k1", 2);
+    await remove(page, "d1");
+    u.published.length = 0;
+    u.batches.length = 0;
+    // The retry (its owner may have crashed before publishing): another DC may have purged it.
+    await remove(page, "d1");
+    expect(u.published.filter((p) => p.page === page)).toEqual([]);
+    expect(u.batches.map((b) => [b.subject, b.updates.pages[page]])).toEqual([
+      [
+        dcUpdatesSubject("dc1", PARTITION),
+        { likes: { dc1: { p: 2, n: 2 } }, "@del:likes": { dc1: { p: 4, n: 0 } } },
+      ],
+    ]);
   });
 
   test("counter - a purge heard from another DC runs once per new time; an older one changes nothing", async () => {

@@ -138,7 +138,8 @@ local function set_field(page_key, page, bucket, field, old, value, tombs_key, n
   redis.call("HSET", page_key, field, value)
   entry_changed(page, bucket, field, old, value)
   if is_tombstone(field) then
-    tomb_changed(page, field, old, value)
+    -- On a page entering the index, the value replaced was never in the tombstone digest.
+    tomb_changed(page, field, (indexed_page and old) or false, value)
     redis.call("ZADD", tombs_key, now, page)
     if not indexed_page then
       settle_page(page_key, page, bucket)

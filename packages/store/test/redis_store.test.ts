@@ -139,16 +139,20 @@ describeWithRedis("redis store", () => {
       // What an earlier release left: a deleted counter and its tombstone, in no index.
       const raw = new Redis(server.url);
       cleanups.push(() => raw.quit());
-      await raw.hset(`${prefix}page:p1`, "old\u0000dc2", "3:3", "@del:old\u0000dc2", "6:0");
+      await raw.hset(
+        `${prefix}page:p1`,
+        ...["old\u0000dc2", "3:3", "@del:old\u0000dc2", "6:0", "@del:likes\u0000dc1", "2:0"],
+      );
       expect(await store.tombDigests([0])).toEqual([ZERO_DIGEST]);
-      // A delete today: the page enters the index, and both tombstones count.
+      // A delete today (the second of likes): the page enters the index, and both tombstones count,
+      // each at its value now.
       await store.increment(
         [op(fence, "k1", { counter: "likes", delta: 0, also: [{ counter: "@del:likes", delta: 2 }] })],
         KEY_TTL_MS,
       );
       const expected = xorDigest(
         entryHash("p1", "@del:old", "dc2", { p: 6, n: 0 }),
-        entryHash("p1", "@del:likes", "dc1", { p: 2, n: 0 }),
+        entryHash("p1", "@del:likes", "dc1", { p: 4, n: 0 }),
       );
       expect(await store.tombDigests([0])).toEqual([expected]);
     });
