@@ -135,7 +135,7 @@ export class TombstonePurge {
     for (const partition of partitions) {
       const cutoff = Math.min(before, this.#o.confirmedUntil(partition));
       if (this.#o.servingFence(partition) === undefined) continue;
-      if (cutoff < before) totals.waiting++;
+      if (cutoff < before && (await this.#heldBack(partition, cutoff, before))) totals.waiting++;
       let offset: number | undefined = 0;
       while (offset !== undefined) {
         const fence = this.#o.servingFence(partition);
@@ -203,6 +203,15 @@ export class TombstonePurge {
         () => void this.#reconcile(partition, Math.min(retryMs * 2, RECONCILE_RETRY_MAX_MS)),
         retryMs,
       );
+    }
+  }
+
+  /** Whether tombstones old enough wait for every DC to be known to hold them (the store's say). */
+  async #heldBack(partition: number, cutoff: number, before: number): Promise<boolean> {
+    try {
+      return (await this.#o.store.countTombstonePages(partition, Math.max(-1, cutoff), before)) > 0;
+    } catch {
+      return true; // unknown: counted as waiting
     }
   }
 

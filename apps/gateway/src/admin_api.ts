@@ -128,6 +128,8 @@ export interface NodePurge {
   readonly kept?: number;
   readonly failed?: number;
   readonly waiting?: number;
+  /** Epoch-ms: the cutoff the node purged up to. */
+  readonly before?: number;
   /** Set instead of the rest when the node did not answer (it may still be purging). */
   readonly error?: string;
 }
@@ -264,17 +266,19 @@ export class AdminApi {
       membership.ring.nodes.map(async (node): Promise<NodePurge> => {
         const reply = await this.#ask(node, request, PURGE_TIMEOUT_MS);
         if ("error" in reply) return reply;
-        const { pages, counters, kept, failed, waiting } = reply;
-        return { id: node, pages, counters, kept, failed, waiting };
+        const { pages, counters, kept, failed, waiting, before } = reply;
+        return { id: node, pages, counters, kept, failed, waiting, before };
       }),
     );
     const replied = nodes.filter((n) => n.error === undefined);
+    const befores = nodes.flatMap((n) => (n.before !== undefined ? [n.before] : []));
     const sum = (f: (n: NodePurge) => number | undefined): number =>
       replied.reduce((a, n) => a + (f(n) ?? 0), 0);
     return {
       dc,
       older_than_s: olderThanS,
-      before: clock.now() - olderThanS * 1000,
+      // The cutoff the nodes used (an earlier, later one stands); this gateway's clock if none answered.
+      before: befores.length > 0 ? Math.max(...befores) : clock.now() - olderThanS * 1000,
       pages: sum((n) => n.pages),
       counters: sum((n) => n.counters),
       kept: sum((n) => n.kept),

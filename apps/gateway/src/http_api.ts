@@ -303,7 +303,9 @@ export const MAX_PURGE_AGE_S = 10 * 365 * 86_400;
 export function parsePurge(body: unknown): number {
   if (typeof body !== "object" || body === null || Array.isArray(body))
     throw new ProtocolError("invalid_body", "body must be a JSON object");
-  const { older_than_s: age } = body as Record<string, unknown>;
+  const { older_than_s: age, ...rest } = body as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new ProtocolError("invalid_body", `unknown field ${unknown[0]}`);
   if (typeof age !== "number" || !Number.isSafeInteger(age) || age < 0 || age > MAX_PURGE_AGE_S)
     throw new ProtocolError(
       "invalid_body",

@@ -293,7 +293,14 @@ describe("gateway - OpenAPI document", () => {
     expect(
       (purgedPage.body as { counters: Array<{ name: string }> }).counters.map((c) => c.name),
     ).not.toContain("stock");
-    for (const body of [{}, { older_than_s: -1 }, { older_than_s: 1.5 }, { older_than_s: 315_360_001 }, []])
+    for (const body of [
+      {},
+      { older_than_s: -1 },
+      { older_than_s: 1.5 },
+      { older_than_s: 315_360_001 },
+      { older_than_s: 0, age: 1 },
+      [],
+    ])
       expect(
         (await call(base, "/v1/admin/purge", { method: "POST", key: TEST_ADMIN_KEY, body })).status,
       ).toBe(400);

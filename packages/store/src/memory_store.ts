@@ -298,6 +298,13 @@ export class MemoryStore implements Store {
     return this.#purgeFloors.get(partition) ?? 0;
   }
 
+  async countTombstonePages(partition: number, after: number, upTo: number): Promise<number> {
+    this.#assertOpen();
+    let n = 0;
+    for (const at of this.#tombs.get(partition)?.values() ?? []) if (at > after && at <= upTo) n++;
+    return n;
+  }
+
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
     this.#assertOpen();
     if (!this.#isCurrent(fence, this.#now())) return false;

@@ -263,6 +263,13 @@ export class RedisStore implements Store {
     return pf === null ? 0 : Number(pf);
   }
 
+  async countTombstonePages(partition: number, after: number, upTo: number): Promise<number> {
+    const [n] = await this.#run("countTombstonePages", (p) =>
+      p.zcount(this.#keys.tombs(partition), `(${after}`, upTo),
+    );
+    return Number(n);
+  }
+
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
     const [raised] = await this.#run("raisePurgeFloor", (p) =>
       queueScript(

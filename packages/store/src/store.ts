@@ -261,6 +261,8 @@ export interface Store {
    * DCs: docs/architecture.md, "Purging tombstones".
    */
   purgeTombstones(fence: Fence, deletedBefore: number, offset: number, limit: number): Promise<PurgeResult>;
+  /** How many of the partition's pages hold a tombstone that last changed after `after`, up to `upTo`. */
+  countTombstonePages(partition: number, after: number, upTo: number): Promise<number>;
   /** Releases connections; later calls reject with a {@link StoreError}. */
   close(): Promise<void>;
 }

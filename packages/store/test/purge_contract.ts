@@ -170,6 +170,8 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       const page = pageOf(0);
       await likedThenDeleted(page, 1);
       const deletedAt = nowMs;
+      expect(await store.countTombstonePages(PARTITION, deletedAt - 1, deletedAt)).toBe(1);
+      expect(await store.countTombstonePages(PARTITION, deletedAt, deletedAt + 10)).toBe(0);
       expect((await store.purgeTombstones(fence, deletedAt - 1, 0, 100)).purged).toEqual([]);
       expect(Object.keys(await store.load(page))).toContain(TOMB);
       expect((await store.purgeTombstones(fence, deletedAt, 0, 100)).purged).toEqual([
