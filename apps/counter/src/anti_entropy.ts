@@ -15,6 +15,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
 import { ActorClosedError } from "./page_actor.js";
+import { PurgeExchange } from "./purge_exchange.js";
 
 export interface AntiEntropyOptions {
   readonly dc: string;
@@ -33,11 +34,8 @@ export interface AntiEntropyOptions {
   readonly received: (partition: number) => void;
   /** A transfer that answered this node's bootstrap request for `partition` from `peer` is merged. */
   readonly peerSynced: (partition: number, peer: string) => void;
-  /**
-   * `remote` held every tombstone this DC's store held of `partition` as of `at` (their tombstone
-   * digests were equal; `at` was taken before this store's was read).
-   */
-  readonly tombsAgreed?: (partition: number, remote: string, at: number) => void;
+  /** Another DC held every tombstone of `partition` this store held as of `at` (PurgeExchange). */
+  readonly tombsAgreed: (partition: number, remote: string, at: number) => void;
 }
 
 /** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
@@ -75,6 +73,7 @@ const FOLLOW_UP_MS = [1_000, 4_000] as const;
  */
 export class AntiEntropy {
   readonly #o: AntiEntropyOptions;
+  readonly #purge: PurgeExchange;
   /** Per held partition, the subscription to its buckets and entries. */
   readonly #held = new Map<number, Subscription>();
   /** Per partition, the handling of its messages, in order. */
@@ -93,6 +92,7 @@ export class AntiEntropy {
   constructor(options: AntiEntropyOptions) {
     this.#o = options;
     this.#exchanges = new Exchanges(options.clock);
+    this.#purge = new PurgeExchange(options);
   }
 
   start(): void {
@@ -234,7 +234,7 @@ export class AntiEntropy {
   async #onSummary(msg: AeSummary): Promise<void> {
     const mine = msg.digests.filter(([p]) => this.#held.has(p));
     if (mine.length === 0) return;
-    if (msg.tombs !== undefined) void this.#compareTombs(msg);
+    void this.#purge.compareTombs(msg, (p) => this.#held.has(p));
     const bootstrap = new Set(msg.bootstrap ?? []);
     let local: string[];
     try {
@@ -271,26 +271,6 @@ export class AntiEntropy {
     );
   }
 
-  /** Notes the held partitions whose tombstone digests equal the sender's (a purge waits for that). */
-  async #compareTombs(msg: AeSummary): Promise<void> {
-    const { tombsAgreed } = this.#o;
-    if (tombsAgreed === undefined) return;
-    const pairs = msg.digests
-      .map(([p], i) => [p, msg.tombs![i]!] as const)
-      .filter(([p]) => this.#held.has(p));
-    // Taken before the read: what the store held by then is in the digests read.
-    const at = this.#o.clock.now();
-    let local: string[];
-    try {
-      local = await this.#o.store.tombDigests(pairs.map(([p]) => p));
-    } catch {
-      return; // the next summary compares again
-    }
-    pairs.forEach(([partition, theirs], i) => {
-      if (local[i] === theirs) tombsAgreed(partition, msg.from, at);
-    });
-  }
-
   /** The other holder's bucket digests: drive the comparison, unless it crossed one the other DC drives. */
   async #onBuckets(msg: AeBuckets): Promise<void> {
     // Crossed, the other DC got our buckets too and drives; should its entries not come, take it back.
@@ -306,7 +286,7 @@ export class AntiEntropy {
   async #drive(msg: AeBuckets): Promise<void> {
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
     if (this.#exchanges.isDriving(msg.from, msg.partition)) return;
-    if (msg.floor !== undefined && !(await this.#raiseFloor(msg.partition, msg.floor))) return;
+    if (msg.floor !== undefined && !(await this.#purge.raiseFloor(msg.partition, msg.floor))) return;
     const mine = await this.#o.store.bucketDigests(msg.partition);
     const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
     if (differing.length === 0) {
@@ -353,32 +333,10 @@ export class AntiEntropy {
     await this.#merge(msg.partition, msg.pages);
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
-    const floored = msg.floor === undefined || (await this.#raiseFloor(msg.partition, msg.floor));
+    const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
     if (floored) this.#o.peerSynced(msg.partition, msg.from);
-  }
-
-  /**
-   * Raises the partition's purge floor to a peer's, on the commit chain (no change is planned from
-   * the lower one meanwhile): entries that restart here then start above any entry a DC purged.
-   * False when it could not: a bootstrap must not end then (it asks again).
-   */
-  async #raiseFloor(partition: number, floor: number): Promise<boolean> {
-    const fence = this.#o.fenceOf(partition);
-    const { registry, store, writer, logger } = this.#o;
-    if (fence === undefined) return false;
-    if (floor <= registry.purgeFloor(partition)) return true;
-    try {
-      return await writer.serialized(async () => {
-        if (!(await store.raisePurgeFloor(fence, floor))) return false;
-        registry.purgeRaised(partition, floor);
-        return true;
-      });
-    } catch (err) {
-      logger.warn({ err, partition }, "purge floor not raised; the bootstrap asks again");
-      return false;
-    }
   }
 
   /**

@@ -3,16 +3,7 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import {
-  DIGEST_BUCKETS,
-  TOMBSTONE_PREFIX,
-  ZERO_DIGEST,
-  bucketOf,
-  entryHash,
-  isPresenceCounter,
-  purgeableAt,
-  xorDigest,
-} from "./digest.js";
+import { bucketOf, purgeableAt } from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -38,69 +29,43 @@ import {
   purgedRemains,
   type IndexedEntry,
 } from "./page_merge.js";
-import { assertIncrements, assertLimit, assertTtl, assertWrites, isLive, listStart } from "./validate.js";
+import { MemoryDigests, type PageEntries } from "./memory_digests.js";
+import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
+import { MemoryKeys } from "./memory_keys.js";
+import { SortedPageIds } from "./memory_page_ids.js";
+import { MemoryLeases } from "./memory_leases.js";
+import { assertIncrements, assertLimit, assertTtl, assertWrites } from "./validate.js";
 
 export interface MemoryStoreOptions {
   /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
   readonly now?: () => number;
 }
 
-interface LeaseRecord {
-  readonly node: string;
-  readonly epoch: number;
-  expiresAt: number;
-}
-
-interface KeyRecord {
-  readonly counter: string;
-  readonly delta: number;
-  readonly fingerprint: string | undefined;
-  readonly payload: string;
-  readonly expiresAt: number;
-}
-
-/** Counter name -> data center -> entry. */
-type PageEntries = Map<string, Map<string, Entry>>;
-
-/** Sweeps are not worth running below this many remembered keys. */
-const MIN_KEYS_BEFORE_SWEEP = 1024;
-/** Sweeps at least this often (store time) while increments arrive, so idle keys do not linger. */
-const SWEEP_INTERVAL_MS = 60_000;
-
 export class MemoryStore implements Store {
   readonly #now: () => number;
-  readonly #leases = new Map<number, LeaseRecord>();
-  /** Last epoch handed out per partition; kept after release so epochs are never reused. */
-  readonly #epochs = new Map<number, number>();
+  readonly #leases = new MemoryLeases();
   /** partition -> indexed non-zero entries, by "page\0counter\0dc". */
   readonly #nonZero = new Map<number, Map<string, EntryRef>>();
   readonly #pages = new Map<string, PageEntries>();
   /** Ids of pages with at least one entry, sorted, for prefix listing. */
-  readonly #pageIds: string[] = [];
-  /** Idempotency records by `${page}\0${key}`; page ids are printable ASCII, so never ambiguous. */
-  readonly #keys = new Map<string, KeyRecord>();
-  /** partition -> its buckets' digests (see digest.ts); absent: all zero. */
-  readonly #digests = new Map<number, string[]>();
+  readonly #pageIds = new SortedPageIds();
+  readonly #keys: MemoryKeys;
+  readonly #digests = new MemoryDigests();
   /** partition -> bucket -> page ids. */
   readonly #buckets = new Map<number, Map<number, Set<string>>>();
   readonly #bootstrapped = new Set<number>();
   /** partition -> its presence floor (see Store.presenceFloor). */
   readonly #floors = new Map<number, number>();
-  /** partition -> empty page -> since when. */
-  readonly #empty = new Map<number, Map<string, number>>();
+  readonly #empty = new EmptyPages();
   /** partition -> its purge floor (see Store.purgeFloor). */
   readonly #purgeFloors = new Map<number, number>();
-  /** partition -> its tombstone digest (see Store.tombDigests). */
-  readonly #tombDigests = new Map<number, string>();
   /** partition -> page with a tombstone -> when a tombstone of it last changed. */
   readonly #tombs = new Map<number, Map<string, number>>();
-  #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
-  #lastSweep: number;
   #closed = false;
 
   constructor(options: MemoryStoreOptions = {}) {
     this.#now = options.now ?? Date.now;
-    this.#lastSweep = this.#now();
+    this.#keys = new MemoryKeys(this.#now());
   }
 
   /** Idempotency keys currently remembered, expired ones not yet swept included (for metrics). */
@@ -116,43 +81,18 @@ export class MemoryStore implements Store {
   ): Promise<Lease | null> {
     this.#assertOpen();
     assertTtl("lease ttl", ttlMs);
-    const now = this.#now();
-    const held = this.#leases.get(partition);
-    if (held !== undefined && isLive(held.expiresAt, now)) {
-      if (held.node === node) {
-        held.expiresAt = now + ttlMs;
-        return { partition, node, epoch: held.epoch, expiresAt: held.expiresAt };
-      }
-      const { reclaimFrom } = options;
-      if (reclaimFrom === undefined || reclaimFrom === "" || !held.node.startsWith(reclaimFrom)) return null;
-    }
-    const epoch = (this.#epochs.get(partition) ?? 0) + 1;
-    this.#epochs.set(partition, epoch);
-    this.#leases.set(partition, { node, epoch, expiresAt: now + ttlMs });
-    return { partition, node, epoch, expiresAt: now + ttlMs };
+    return this.#leases.acquire(partition, node, ttlMs, this.#now(), options);
   }
 
   async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
     this.#assertOpen();
     assertTtl("lease ttl", ttlMs);
-    const now = this.#now();
-    const renewed: Lease[] = [];
-    for (const lease of leases) {
-      const held = this.#leases.get(lease.partition);
-      if (held === undefined || held.node !== lease.node || held.epoch !== lease.epoch) continue;
-      if (!isLive(held.expiresAt, now)) continue;
-      held.expiresAt = now + ttlMs;
-      renewed.push({ ...lease, expiresAt: held.expiresAt });
-    }
-    return renewed;
+    return this.#leases.renew(leases, ttlMs, this.#now());
   }
 
   async release(lease: Lease): Promise<void> {
     this.#assertOpen();
-    const held = this.#leases.get(lease.partition);
-    if (held !== undefined && held.node === lease.node && held.epoch === lease.epoch) {
-      this.#leases.delete(lease.partition);
-    }
+    this.#leases.release(lease);
   }
 
   async load(page: string): Promise<PageRecord> {
@@ -173,13 +113,12 @@ export class MemoryStore implements Store {
 
   async digests(partitions: readonly number[]): Promise<string[]> {
     this.#assertOpen();
-    return partitions.map((p) => (this.#digests.get(p) ?? []).reduce(xorDigest, ZERO_DIGEST));
+    return this.#digests.digests(partitions);
   }
 
   async bucketDigests(partition: number): Promise<string[]> {
     this.#assertOpen();
-    const digests = this.#digests.get(partition);
-    return Array.from({ length: DIGEST_BUCKETS }, (_, b) => digests?.[b] ?? ZERO_DIGEST);
+    return this.#digests.bucketDigests(partition);
   }
 
   async bucketPages(partition: number, buckets: readonly number[]): Promise<Map<string, PageRecord>> {
@@ -276,17 +215,11 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertLimit(limit);
     if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
-    const empty = this.#empty.get(fence.partition);
-    const due = [...(empty ?? [])]
-      .filter(([, since]) => since <= emptySince)
-      .sort((a, b) => a[1] - b[1])
-      .slice(0, limit);
     const removed: string[] = [];
-    for (const [page] of due) {
-      empty!.delete(page);
-      if (!this.#isEmpty(page)) continue;
+    for (const page of this.#empty.take(fence.partition, emptySince, limit)) {
+      if (!isEmpty(this.#pages.get(page))) continue;
       this.#pages.delete(page);
-      this.#pageIds.splice(lowerBound(this.#pageIds, page), 1);
+      this.#pageIds.remove(page);
       this.#buckets.get(fence.partition)?.get(bucketOf(page))?.delete(page);
       removed.push(page);
     }
@@ -368,34 +301,19 @@ export class MemoryStore implements Store {
     const counters = this.#pages.get(page)!;
     const dcs = counters.get(counter)!;
     const bucket = bucketOf(page);
-    if (isTombstone(counter)) this.#tombChanged(partition, entryHash(page, counter, dc, dcs.get(dc)!));
+    this.#digests.removed(partition, page, counter, dc, dcs.get(dc)!);
     dcs.delete(dc);
     if (dcs.size > 0) return;
     counters.delete(counter);
     if (counters.size > 0) return;
     this.#pages.delete(page);
-    this.#pageIds.splice(lowerBound(this.#pageIds, page), 1);
+    this.#pageIds.remove(page);
     this.#buckets.get(partition)?.get(bucket)?.delete(page);
-    this.#empty.get(partition)?.delete(page);
-  }
-
-  /** A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter. */
-  #isEmpty(page: string): boolean {
-    const counters = this.#pages.get(page);
-    if (counters === undefined) return false;
-    for (const [counter, dcs] of counters) {
-      if (!isPresenceCounter(counter)) return false;
-      for (const e of dcs.values()) if (e.p !== e.n) return false;
-    }
-    return true;
+    this.#empty.forget(partition, page);
   }
 
   #noteEmptiness(partition: number, page: string, now: number): void {
-    let empty = this.#empty.get(partition);
-    if (this.#isEmpty(page)) {
-      if (empty === undefined) this.#empty.set(partition, (empty = new Map()));
-      if (!empty.has(page)) empty.set(page, now);
-    } else empty?.delete(page);
+    this.#empty.note(partition, page, this.#pages.get(page), now);
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
@@ -403,7 +321,7 @@ export class MemoryStore implements Store {
     assertTtl("key ttl", keyTtlMs);
     assertIncrements(ops);
     const now = this.#now();
-    this.#maybeSweep(now);
+    this.#keys.maybeSweep(now);
     return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
   }
 
@@ -424,18 +342,7 @@ export class MemoryStore implements Store {
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
     this.#assertOpen();
     assertLimit(limit);
-    const { from, exclusive } = listStart(prefix, cursor);
-    const ids = this.#pageIds;
-    let i = lowerBound(ids, from);
-    if (exclusive && ids[i] === from) i++;
-    const pages: string[] = [];
-    for (; i < ids.length && pages.length < limit; i++) {
-      const id = ids[i]!;
-      if (!id.startsWith(prefix)) break;
-      pages.push(id);
-    }
-    const more = i < ids.length && ids[i]!.startsWith(prefix);
-    return { pages, cursor: more ? pages.at(-1) : undefined };
+    return this.#pageIds.list(prefix, cursor, limit);
   }
 
   async close(): Promise<void> {
@@ -444,9 +351,8 @@ export class MemoryStore implements Store {
 
   #incrementOne(op: IncrementOp, now: number, keyTtlMs: number): IncrementOutcome {
     if (!this.#isCurrent(op.fence, now)) return { kind: "stale" };
-    const id = `${op.page}\u0000${op.key}`;
-    const seen = this.#keys.get(id);
-    if (seen !== undefined && isLive(seen.expiresAt, now)) {
+    const seen = this.#keys.live(op.page, op.key, now);
+    if (seen !== undefined) {
       const same =
         op.fingerprint !== undefined
           ? seen.fingerprint === op.fingerprint
@@ -457,8 +363,8 @@ export class MemoryStore implements Store {
     const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta, op.startAt ?? 0);
     const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
     // A durable counter: the page is not empty any more, whatever its value.
-    this.#empty.get(partition)?.delete(op.page);
-    this.#keys.set(id, {
+    this.#empty.forget(partition, op.page);
+    this.#keys.set(op.page, op.key, {
       counter: op.counter,
       delta: op.delta,
       fingerprint: op.fingerprint,
@@ -482,8 +388,7 @@ export class MemoryStore implements Store {
   }
 
   #isCurrent(fence: Fence, now: number): boolean {
-    const held = this.#leases.get(fence.partition);
-    return held !== undefined && held.epoch === fence.epoch && isLive(held.expiresAt, now);
+    return this.#leases.isCurrent(fence, now);
   }
 
   #entry(page: string, counter: string, dc: string): Entry | undefined {
@@ -497,7 +402,7 @@ export class MemoryStore implements Store {
     if (counters === undefined) {
       counters = new Map();
       this.#pages.set(page, counters);
-      this.#pageIds.splice(lowerBound(this.#pageIds, page), 0, page);
+      this.#pageIds.add(page);
       let buckets = this.#buckets.get(partition);
       if (buckets === undefined) this.#buckets.set(partition, (buckets = new Map()));
       let pages = buckets.get(bucket);
@@ -509,83 +414,23 @@ export class MemoryStore implements Store {
       dcs = new Map();
       counters.set(counter, dcs);
     }
-    const old = dcs.get(dc);
-    // A settled delete counts nothing: counted while the entry changes, left out again if still settled.
-    const deleted = isPresenceCounter(counter)
-      ? undefined
-      : counter.startsWith(TOMBSTONE_PREFIX)
-        ? counter.slice(TOMBSTONE_PREFIX.length)
-        : counter;
-    if (deleted !== undefined) this.#toggleSettled(partition, page, deleted);
-    let change = entryHash(page, counter, dc, entry);
-    if (old !== undefined) change = xorDigest(change, entryHash(page, counter, dc, old));
-    this.#xorDigest(partition, bucket, change);
-    dcs.set(dc, { p: entry.p, n: entry.n });
-    if (deleted !== undefined) this.#toggleSettled(partition, page, deleted);
+    const set = dcs;
+    this.#digests.changed(partition, page, counters, counter, dc, dcs.get(dc), entry, () =>
+      set.set(dc, { p: entry.p, n: entry.n }),
+    );
     if (isTombstone(counter)) {
-      this.#tombChanged(partition, change);
       let tombs = this.#tombs.get(partition);
       if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));
       tombs.set(page, this.#now());
     }
   }
 
-  /** XORs a settled delete's entries (counter and tombstone) into the digest; nothing when not settled. */
-  #toggleSettled(partition: number, page: string, counter: string): void {
-    const counters = this.#pages.get(page);
-    const tomb = counters?.get(`${TOMBSTONE_PREFIX}${counter}`);
-    if (
-      tomb === undefined ||
-      purgeableAt(counters!.get(counter)?.values() ?? [], tomb.values()) === undefined
-    )
-      return;
-    let change = ZERO_DIGEST;
-    for (const name of [counter, `${TOMBSTONE_PREFIX}${counter}`])
-      for (const [dc, e] of counters!.get(name) ?? [])
-        change = xorDigest(change, entryHash(page, name, dc, e));
-    this.#xorDigest(partition, bucketOf(page), change);
-  }
-
-  #tombChanged(partition: number, change: string): void {
-    this.#tombDigests.set(partition, xorDigest(this.#tombDigests.get(partition) ?? ZERO_DIGEST, change));
-  }
-
   async tombDigests(partitions: readonly number[]): Promise<string[]> {
     this.#assertOpen();
-    return partitions.map((p) => this.#tombDigests.get(p) ?? ZERO_DIGEST);
-  }
-
-  #xorDigest(partition: number, bucket: number, change: string): void {
-    let digests = this.#digests.get(partition);
-    if (digests === undefined) this.#digests.set(partition, (digests = []));
-    digests[bucket] = xorDigest(digests[bucket] ?? ZERO_DIGEST, change);
-  }
-
-  /**
-   * Drops expired keys, amortised: a full pass runs only once the map doubled since the last pass
-   * (or a sweep interval passed), so memory stays within twice the live keys plus a constant and
-   * each increment pays O(1) on average.
-   */
-  #maybeSweep(now: number): void {
-    if (this.#keys.size < this.#sweepAtSize && now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
-    for (const [id, record] of this.#keys) if (!isLive(record.expiresAt, now)) this.#keys.delete(id);
-    this.#sweepAtSize = Math.max(MIN_KEYS_BEFORE_SWEEP, 2 * this.#keys.size);
-    this.#lastSweep = now;
+    return this.#digests.tombDigests(partitions);
   }
 
   #assertOpen(): void {
     if (this.#closed) throw new StoreError("store is closed");
   }
-}
-
-/** Index of the first id not less than `id` in the sorted `ids`. */
-function lowerBound(ids: readonly string[], id: string): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ids[mid]! < id) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -10,7 +10,6 @@
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
  * applied. That is safe to retry: writes are max-merges and increments are idempotent by key.
  */
-import { Redis, type ChainableCommander } from "ioredis";
 import {
   StaleFenceError,
   StoreError,
@@ -30,7 +29,7 @@ import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RecordsBuilder, type IndexedEntry } from "./page_merge.js";
 import { RedisKeys } from "./redis_keys.js";
 import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
-import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
+import { RedisConnection, queueScript, type Arg, type RedisConnectionOptions } from "./redis_connection.js";
 import {
   assertIncrements,
   assertLimit,
@@ -40,31 +39,14 @@ import {
   listStart,
 } from "./validate.js";
 
-export interface RedisStoreOptions {
-  /** `redis://[user:password@]host:port[/db]`. */
-  readonly url: string;
+export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
   readonly keyPrefix?: string;
   /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
   readonly now?: () => number;
-  /** A call rejects when Redis has not answered within this many ms. Default 5000. */
-  readonly commandTimeoutMs?: number;
-  /** Connection errors while reconnecting (calls themselves reject); for logging. */
-  readonly onError?: (err: Error) => void;
 }
 
 const DEFAULT_KEY_PREFIX = "lc:";
-const DEFAULT_COMMAND_TIMEOUT_MS = 5_000;
-const CONNECT_TIMEOUT_MS = 5_000;
-/**
- * Reconnect attempts a call caught in flight by a disconnect waits through before it rejects. New
- * calls while disconnected reject at once (no offline queue): the caller decides (retry, shed,
- * report not ready) instead of stalling its mailbox behind a dead connection.
- */
-const MAX_RETRIES_PER_REQUEST = 3;
-const RECONNECT_BASE_MS = 50;
-/** Backoff cap, so the store is usable again within about a second of Redis coming back. */
-const RECONNECT_MAX_MS = 1_000;
 /**
  * Pages read by one script call in loadMany: a few hundred HGETALLs keep Redis busy well under a
  * millisecond, so other clients' commands never wait long behind one.
@@ -78,52 +60,21 @@ const PAGES_PER_MERGE = 100;
 /** Sorts after every printable ASCII character: the exclusive upper bound of a prefix range. */
 const AFTER_PRINTABLE = "\u007f";
 
-type Arg = string | number;
-
-/** Queues a script defined with `defineCommand` (as EVALSHA, or EVAL on a fresh connection). */
-function queueScript(
-  pipeline: ChainableCommander,
-  name: ScriptName,
-  keys: readonly string[],
-  args: readonly Arg[],
-) {
-  // defineCommand adds the script as a method at runtime, which the typings cannot know.
-  const commands = pipeline as unknown as Record<ScriptName, (...a: Arg[]) => ChainableCommander>;
-  commands[name](keys.length, ...keys, ...args);
-}
-
 export class RedisStore implements Store {
-  readonly #client: Redis;
+  readonly #conn: RedisConnection;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
-  #closed = false;
 
-  private constructor(client: Redis, prefix: string, now: () => number) {
-    this.#client = client;
+  private constructor(conn: RedisConnection, prefix: string, now: () => number) {
+    this.#conn = conn;
     this.#keys = new RedisKeys(prefix);
     this.#now = now;
   }
 
   /** Connects and waits until Redis is ready (AOF loaded); rejects with a StoreError if it cannot. */
   static async connect(options: RedisStoreOptions): Promise<RedisStore> {
-    const client = new Redis(options.url, {
-      lazyConnect: true,
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      commandTimeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
-      maxRetriesPerRequest: MAX_RETRIES_PER_REQUEST,
-      enableOfflineQueue: false,
-      retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
-    });
-    // With a listener ioredis reports connection errors here instead of treating them as unhandled.
-    client.on("error", (err: Error) => options.onError?.(err));
-    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua });
-    try {
-      await client.connect();
-    } catch (cause) {
-      client.disconnect();
-      throw new StoreError("cannot connect to redis", { cause });
-    }
-    return new RedisStore(client, options.keyPrefix ?? DEFAULT_KEY_PREFIX, options.now ?? Date.now);
+    const conn = await RedisConnection.open(options);
+    return new RedisStore(conn, options.keyPrefix ?? DEFAULT_KEY_PREFIX, options.now ?? Date.now);
   }
 
   async acquire(
@@ -135,7 +86,7 @@ export class RedisStore implements Store {
     assertTtl("lease ttl", ttlMs);
     const now = this.#now();
     const expiresAt = now + ttlMs;
-    const [epoch] = await this.#run("acquire", (p) =>
+    const [epoch] = await this.#conn.run("acquire", (p) =>
       queueScript(
         p,
         "lcAcquire",
@@ -148,11 +99,11 @@ export class RedisStore implements Store {
 
   async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
     assertTtl("lease ttl", ttlMs);
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (leases.length === 0) return [];
     const now = this.#now();
     const expiresAt = now + ttlMs;
-    const replies = await this.#run("renew", (p) => {
+    const replies = await this.#conn.run("renew", (p) => {
       for (const l of leases) {
         queueScript(p, "lcRenew", [this.#keys.lease(l.partition)], [l.node, l.epoch, now, expiresAt]);
       }
@@ -161,14 +112,14 @@ export class RedisStore implements Store {
   }
 
   async release(lease: Lease): Promise<void> {
-    await this.#run("release", (p) =>
+    await this.#conn.run("release", (p) =>
       queueScript(p, "lcRelease", [this.#keys.lease(lease.partition)], [lease.node, lease.epoch]),
     );
   }
 
   async load(page: string): Promise<PageRecord> {
-    this.#assertOpen();
-    const fields = await this.#client.hgetall(this.#keys.page(page)).catch((cause: unknown) => {
+    this.#conn.assertOpen();
+    const fields = await this.#conn.client.hgetall(this.#keys.page(page)).catch((cause: unknown) => {
       throw new StoreError("redis load failed", { cause });
     });
     return pageRecord(fields);
@@ -176,7 +127,7 @@ export class RedisStore implements Store {
 
   async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
     if (pages.length === 0) return [];
-    const replies = await this.#run("loadMany", (p) => {
+    const replies = await this.#conn.run("loadMany", (p) => {
       for (let i = 0; i < pages.length; i += PAGES_PER_LOAD) {
         const keys = pages.slice(i, i + PAGES_PER_LOAD).map((page) => this.#keys.page(page));
         queueScript(p, "lcLoad", keys, []);
@@ -187,7 +138,7 @@ export class RedisStore implements Store {
 
   async digests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
-    const replies = await this.#run("digests", (p) => {
+    const replies = await this.#conn.run("digests", (p) => {
       for (const partition of partitions) p.hget(this.#keys.digest(partition), "all");
     });
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
@@ -195,7 +146,7 @@ export class RedisStore implements Store {
 
   async tombDigests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
-    const replies = await this.#run("tombDigests", (p) => {
+    const replies = await this.#conn.run("tombDigests", (p) => {
       for (const partition of partitions) p.hget(this.#keys.digest(partition), "t");
     });
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
@@ -203,7 +154,7 @@ export class RedisStore implements Store {
 
   async bucketDigests(partition: number): Promise<string[]> {
     const fields = Array.from({ length: DIGEST_BUCKETS }, (_, b) => `b${b}`);
-    const [values] = await this.#run("bucketDigests", (p) =>
+    const [values] = await this.#conn.run("bucketDigests", (p) =>
       p.hmget(this.#keys.digest(partition), ...fields),
     );
     return (values as Array<string | null>).map((d) => d ?? ZERO_DIGEST);
@@ -213,7 +164,7 @@ export class RedisStore implements Store {
     if (buckets.length === 0) return new Map();
     const wanted = new Set(buckets);
     // One range read of the partition's index, filtered here: one command instead of one per bucket.
-    const [scored] = await this.#run("bucketPages", (p) =>
+    const [scored] = await this.#conn.run("bucketPages", (p) =>
       p.zrangebyscore(
         this.#keys.bucketIndex(partition),
         Math.min(...wanted),
@@ -229,20 +180,20 @@ export class RedisStore implements Store {
   }
 
   async presenceFloor(partition: number): Promise<number> {
-    const [hw] = await this.#run("presenceFloor", (p) => p.hget(this.#keys.digest(partition), "hw"));
+    const [hw] = await this.#conn.run("presenceFloor", (p) => p.hget(this.#keys.digest(partition), "hw"));
     return hw === null ? 0 : Number(hw);
   }
 
   async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
     assertLimit(limit);
     const partition = fence.partition;
-    const [candidates] = await this.#run("emptyPages", (p) =>
+    const [candidates] = await this.#conn.run("emptyPages", (p) =>
       p.zrangebyscore(this.#keys.empty(partition), "-inf", emptySince, "LIMIT", 0, limit),
     );
     const pages = candidates as string[];
     if (pages.length === 0) return [];
     const now = this.#now();
-    const replies = await this.#run("removeEmptyPages", (p) => {
+    const replies = await this.#conn.run("removeEmptyPages", (p) => {
       for (const page of pages) {
         const keys = [
           this.#keys.lease(partition),
@@ -259,19 +210,19 @@ export class RedisStore implements Store {
   }
 
   async purgeFloor(partition: number): Promise<number> {
-    const [pf] = await this.#run("purgeFloor", (p) => p.hget(this.#keys.digest(partition), "pf"));
+    const [pf] = await this.#conn.run("purgeFloor", (p) => p.hget(this.#keys.digest(partition), "pf"));
     return pf === null ? 0 : Number(pf);
   }
 
   async countTombstonePages(partition: number, after: number, upTo: number): Promise<number> {
-    const [n] = await this.#run("countTombstonePages", (p) =>
+    const [n] = await this.#conn.run("countTombstonePages", (p) =>
       p.zcount(this.#keys.tombs(partition), `(${after}`, upTo),
     );
     return Number(n);
   }
 
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
-    const [raised] = await this.#run("raisePurgeFloor", (p) =>
+    const [raised] = await this.#conn.run("raisePurgeFloor", (p) =>
       queueScript(
         p,
         "lcRaisePurgeFloor",
@@ -290,7 +241,7 @@ export class RedisStore implements Store {
   ): Promise<PurgeResult> {
     assertLimit(limit);
     const { partition } = fence;
-    const [candidates] = await this.#run("tombstonePages", (p) =>
+    const [candidates] = await this.#conn.run("tombstonePages", (p) =>
       p.zrangebyscore(this.#keys.tombs(partition), "-inf", deletedBefore, "LIMIT", offset, limit + 1),
     );
     const more = (candidates as string[]).length > limit;
@@ -306,7 +257,7 @@ export class RedisStore implements Store {
     ];
     const args: Arg[] = [fence.epoch, this.#now(), deletedBefore];
     for (const page of pages) args.push(page, bucketOf(page));
-    const [reply] = await this.#run("purgeTombstones", (p) => queueScript(p, "lcPurge", keys, args));
+    const [reply] = await this.#conn.run("purgeTombstones", (p) => queueScript(p, "lcPurge", keys, args));
     if (reply === -1) throw new StaleFenceError(fence);
     const [floor, kept, stay, ...rest] = reply as Array<string | number | string[]>;
     const purged: Array<{ page: string; counters: string[] }> = [];
@@ -322,12 +273,14 @@ export class RedisStore implements Store {
   }
 
   async isBootstrapped(partition: number): Promise<boolean> {
-    const [boot] = await this.#run("isBootstrapped", (p) => p.hget(this.#keys.digest(partition), "boot"));
+    const [boot] = await this.#conn.run("isBootstrapped", (p) =>
+      p.hget(this.#keys.digest(partition), "boot"),
+    );
     return boot === "1";
   }
 
   async markBootstrapped(fence: Fence): Promise<boolean> {
-    const [marked] = await this.#run("markBootstrapped", (p) =>
+    const [marked] = await this.#conn.run("markBootstrapped", (p) =>
       queueScript(
         p,
         "lcMarkBootstrapped",
@@ -340,10 +293,10 @@ export class RedisStore implements Store {
 
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
     assertWrites(groups);
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (groups.length === 0) return [];
     const now = this.#now();
-    const replies = await this.#run("write", (p) => {
+    const replies = await this.#conn.run("write", (p) => {
       for (const { fence, writes } of groups) {
         const partition = fence.partition;
         const keys = this.#keys.entryScriptKeys(partition);
@@ -371,12 +324,12 @@ export class RedisStore implements Store {
     indexed: IndexedEntry,
   ): Promise<Map<string, PageRecord> | null> {
     assertRecords(pages);
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (pages.size === 0) return new Map();
     const partition = fence.partition;
     const ids = [...pages.keys()];
     const partitionKeys = this.#keys.entryScriptKeys(partition);
-    const replies = await this.#run("mergePages", (p) => {
+    const replies = await this.#conn.run("mergePages", (p) => {
       for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
         const chunk = ids.slice(from, from + PAGES_PER_MERGE);
         const args: Arg[] = [fence.epoch, this.#now(), entryField(indexed.counter, indexed.dc)];
@@ -412,10 +365,10 @@ export class RedisStore implements Store {
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
     assertTtl("key ttl", keyTtlMs);
     assertIncrements(ops);
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (ops.length === 0) return [];
     const now = this.#now();
-    const replies = await this.#run("increment", (p) => {
+    const replies = await this.#conn.run("increment", (p) => {
       for (const op of ops) {
         const keys = [
           this.#keys.lease(op.fence.partition),
@@ -450,10 +403,12 @@ export class RedisStore implements Store {
   }
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
-    this.#assertOpen();
-    const members = await this.#client.smembers(this.#keys.nonZero(partition)).catch((cause: unknown) => {
-      throw new StoreError("redis nonZeroEntries failed", { cause });
-    });
+    this.#conn.assertOpen();
+    const members = await this.#conn.client
+      .smembers(this.#keys.nonZero(partition))
+      .catch((cause: unknown) => {
+        throw new StoreError("redis nonZeroEntries failed", { cause });
+      });
     return members.flatMap((member) => {
       // Page ids, counter names and DC ids never hold NUL, so the split is unambiguous.
       const [page, counter, dc] = member.split("\u0000");
@@ -463,12 +418,12 @@ export class RedisStore implements Store {
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
     assertLimit(limit);
-    this.#assertOpen();
+    this.#conn.assertOpen();
     const { from, exclusive } = listStart(prefix, cursor);
     const min = `${exclusive ? "(" : "["}${from}`;
     const max = `(${prefix}${AFTER_PRINTABLE}`;
     // One more than asked tells whether another page follows.
-    const ids = await this.#client
+    const ids = await this.#conn.client
       .zrangebylex(this.#keys.pages(), min, max, "LIMIT", 0, limit + 1)
       .catch((cause: unknown) => {
         throw new StoreError("redis listPages failed", { cause });
@@ -478,27 +433,6 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#client.quit().catch(() => this.#client.disconnect());
-  }
-
-  /** Sends the scripts queued by `queue` as one pipeline; any failed script rejects the call. */
-  async #run(operation: string, queue: (pipeline: ChainableCommander) => void): Promise<unknown[]> {
-    this.#assertOpen();
-    const pipeline = this.#client.pipeline();
-    queue(pipeline);
-    const results = await pipeline.exec().catch((cause: unknown) => {
-      throw new StoreError(`redis ${operation} failed`, { cause });
-    });
-    if (results === null) throw new StoreError(`redis ${operation} failed: no reply`);
-    return results.map(([err, reply]) => {
-      if (err !== null) throw new StoreError(`redis ${operation} failed`, { cause: err });
-      return reply;
-    });
-  }
-
-  #assertOpen(): void {
-    if (this.#closed) throw new StoreError("store is closed");
+    await this.#conn.close();
   }
 }

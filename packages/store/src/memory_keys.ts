@@ -1,0 +1,55 @@
+/**
+ * The memory store's idempotency records (Store.increment): one per page and key, live until its
+ * `expiresAt`, dropped in amortised sweeps so memory stays within twice the live keys.
+ */
+import { isLive } from "./validate.js";
+
+export interface KeyRecord {
+  readonly counter: string;
+  readonly delta: number;
+  readonly fingerprint: string | undefined;
+  readonly payload: string;
+  readonly expiresAt: number;
+}
+
+/** Sweeps are not worth running below this many remembered keys. */
+const MIN_KEYS_BEFORE_SWEEP = 1024;
+/** Sweeps at least this often (store time) while increments arrive, so idle keys do not linger. */
+const SWEEP_INTERVAL_MS = 60_000;
+
+export class MemoryKeys {
+  /** By `${page}\0${key}`; page ids are printable ASCII, so never ambiguous. */
+  readonly #keys = new Map<string, KeyRecord>();
+  #sweepAtSize = MIN_KEYS_BEFORE_SWEEP;
+  #lastSweep: number;
+
+  constructor(now: number) {
+    this.#lastSweep = now;
+  }
+
+  /** Keys remembered, expired ones not yet swept included. */
+  get size(): number {
+    return this.#keys.size;
+  }
+
+  /** The page's record of `key`, while it is live. */
+  live(page: string, key: string, now: number): KeyRecord | undefined {
+    const record = this.#keys.get(`${page}\u0000${key}`);
+    return record !== undefined && isLive(record.expiresAt, now) ? record : undefined;
+  }
+
+  set(page: string, key: string, record: KeyRecord): void {
+    this.#keys.set(`${page}\u0000${key}`, record);
+  }
+
+  /**
+   * Drops expired keys, amortised: a full pass runs only once the map doubled since the last pass
+   * (or a sweep interval passed), so each increment pays O(1) on average.
+   */
+  maybeSweep(now: number): void {
+    if (this.#keys.size < this.#sweepAtSize && now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    for (const [id, record] of this.#keys) if (!isLive(record.expiresAt, now)) this.#keys.delete(id);
+    this.#sweepAtSize = Math.max(MIN_KEYS_BEFORE_SWEEP, 2 * this.#keys.size);
+    this.#lastSweep = now;
+  }
+}

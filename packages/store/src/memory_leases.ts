@@ -1,0 +1,65 @@
+/**
+ * The memory store's partition leases (Store.acquire, renew, release) and fence checks: the same
+ * rules as the Redis store's lease scripts, judged against the store's clock.
+ */
+import type { AcquireOptions, Fence, Lease } from "./store.js";
+import { isLive } from "./validate.js";
+
+interface LeaseRecord {
+  readonly node: string;
+  readonly epoch: number;
+  expiresAt: number;
+}
+
+export class MemoryLeases {
+  readonly #leases = new Map<number, LeaseRecord>();
+  /** Last epoch handed out per partition; kept after release so epochs are never reused. */
+  readonly #epochs = new Map<number, number>();
+
+  acquire(
+    partition: number,
+    node: string,
+    ttlMs: number,
+    now: number,
+    options: AcquireOptions,
+  ): Lease | null {
+    const held = this.#leases.get(partition);
+    if (held !== undefined && isLive(held.expiresAt, now)) {
+      if (held.node === node) {
+        held.expiresAt = now + ttlMs;
+        return { partition, node, epoch: held.epoch, expiresAt: held.expiresAt };
+      }
+      const { reclaimFrom } = options;
+      if (reclaimFrom === undefined || reclaimFrom === "" || !held.node.startsWith(reclaimFrom)) return null;
+    }
+    const epoch = (this.#epochs.get(partition) ?? 0) + 1;
+    this.#epochs.set(partition, epoch);
+    this.#leases.set(partition, { node, epoch, expiresAt: now + ttlMs });
+    return { partition, node, epoch, expiresAt: now + ttlMs };
+  }
+
+  renew(leases: readonly Lease[], ttlMs: number, now: number): Lease[] {
+    const renewed: Lease[] = [];
+    for (const lease of leases) {
+      const held = this.#leases.get(lease.partition);
+      if (held === undefined || held.node !== lease.node || held.epoch !== lease.epoch) continue;
+      if (!isLive(held.expiresAt, now)) continue;
+      held.expiresAt = now + ttlMs;
+      renewed.push({ ...lease, expiresAt: held.expiresAt });
+    }
+    return renewed;
+  }
+
+  release(lease: Lease): void {
+    const held = this.#leases.get(lease.partition);
+    if (held !== undefined && held.node === lease.node && held.epoch === lease.epoch) {
+      this.#leases.delete(lease.partition);
+    }
+  }
+
+  /** The fence is current: its partition's lease has its epoch and has not expired. */
+  isCurrent(fence: Fence, now: number): boolean {
+    const held = this.#leases.get(fence.partition);
+    return held !== undefined && held.epoch === fence.epoch && isLive(held.expiresAt, now);
+  }
+}

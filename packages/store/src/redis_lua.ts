@@ -1,0 +1,222 @@
+/**
+ * The Lua the Redis store's entry scripts share (redis_scripts.ts): fence checks, reading and writing
+ * entries, digest bookkeeping (digest.ts), the index of empty pages, settled deletes and the
+ * tombstone digest (docs/architecture.md, "Purging tombstones"). Each script that uses them runs
+ * atomically; the digest changes of one run are applied once at its end (`apply_digests`).
+ */
+import { LUA_DIGEST, ZERO_DIGEST } from "./digest.js";
+
+/** Lua shared by the scripts that change entries. */
+export const LUA_HELPERS = `${LUA_DIGEST}
+local ZERO = "${ZERO_DIGEST}"
+local function fence_current(lease_key, epoch, now)
+  local lease = redis.call("HMGET", lease_key, "epoch", "expiresAt")
+  return lease[1] == epoch and now < tonumber(lease[2])
+end
+local function read_entry(page_key, field)
+  local v = redis.call("HGET", page_key, field)
+  if not v then return 0, 0, false end
+  local p, n = string.match(v, "^(%d+):(%d+)$")
+  return tonumber(p), tonumber(n), true
+end
+local function format_entry(p, n)
+  return string.format("%d:%d", p, n)
+end
+local function is_tombstone(field)
+  return string.sub(field, 1, 5) == "@del:"
+end
+-- Digest changes of one script run, by bucket (two 32-bit lanes), applied once at the end.
+local changed_hi, changed_lo = {}, {}
+-- A nil new_value: the entry was removed.
+local function entry_changed(page, bucket, field, old_value, new_value)
+  local hi, lo = 0, 0
+  if new_value then hi, lo = entry_lanes(page, field, new_value) end
+  if old_value then
+    local old_hi, old_lo = entry_lanes(page, field, old_value)
+    hi, lo = bit.bxor(hi, old_hi), bit.bxor(lo, old_lo)
+  end
+  changed_hi[bucket] = bit.bxor(changed_hi[bucket] or 0, hi)
+  changed_lo[bucket] = bit.bxor(changed_lo[bucket] or 0, lo)
+end
+-- Every tombstone entry, settled or not, in the partition's tombstone digest ("t" in the digest
+-- hash): what two DCs compare to know they hold the same tombstones (a purge waits for that).
+local tomb_hi, tomb_lo = 0, 0
+local function tomb_changed(page, field, old_value, new_value)
+  for _, v in ipairs({old_value or false, new_value or false}) do
+    if v then
+      local hi, lo = entry_lanes(page, field, v)
+      tomb_hi, tomb_lo = bit.bxor(tomb_hi, hi), bit.bxor(tomb_lo, lo)
+    end
+  end
+end
+-- A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter.
+local function page_empty(page_key)
+  local fields = redis.call("HGETALL", page_key)
+  if #fields == 0 then return false end
+  for i = 1, #fields, 2 do
+    if not (is_presence(fields[i]) and is_zero(fields[i + 1])) then return false end
+  end
+  return true
+end
+-- Keeps the partition's index of empty pages: since when a page is empty, removed once it is not.
+-- A page known to hold a durable counter is not empty, without reading it.
+local function note_emptiness(empty_key, page_key, page, now, durable)
+  if not durable and page_empty(page_key) then redis.call("ZADD", empty_key, "NX", now, page)
+  else redis.call("ZREM", empty_key, page) end
+end
+local function xor_stored(digest_key, field, hi, lo)
+  local old_hi, old_lo = digest_lanes(redis.call("HGET", digest_key, field) or ZERO)
+  redis.call("HSET", digest_key, field, lanes_digest(bit.bxor(old_hi, hi), bit.bxor(old_lo, lo)))
+end
+-- The counter of a page hash field "{counter}\\0{dc}".
+local function counter_of(field)
+  return string.sub(field, 1, string.find(field, "\\0", 1, true) - 1)
+end
+-- Whether a deleted counter may be purged (page_merge.ts, purgeableAt): from its entries' and its
+-- tombstone's values ("p:n"), the one entry's z, or nil when it must stay.
+local function purgeable_at(values, tomb_values)
+  local deleted_at = 0
+  for _, v in ipairs(tomb_values) do
+    local p = tonumber(string.match(v, "^(%d+):"))
+    if p > deleted_at then deleted_at = p end
+  end
+  if #values > 1 then return nil end
+  local z = 0
+  if #values == 1 then
+    local p, n = string.match(values[1], "^(%d+):(%d+)$")
+    if p ~= n then return nil end
+    z = tonumber(p)
+  end
+  if 2 * z == deleted_at then return z end
+  return nil
+end
+-- A settled delete (digest.ts) counts nothing in digests. Digests follow that rule on pages in the
+-- tombstone index (every page a tombstone was written to by this release): XORs the entries of the
+-- counter and its tombstone into this run's digest changes when the delete of the counter is settled,
+-- nothing otherwise. Called around a change of one of them: before (count it while it changes) and
+-- after (leave it out again if still settled).
+local function toggle_settled(page_key, page, bucket, counter)
+  local tomb = "@del:" .. counter
+  local fields = redis.call("HGETALL", page_key)
+  local cvalues, tvalues, group = {}, {}, {}
+  for i = 1, #fields, 2 do
+    local c = counter_of(fields[i])
+    if c == counter then cvalues[#cvalues + 1] = fields[i + 1] end
+    if c == tomb then tvalues[#tvalues + 1] = fields[i + 1] end
+    if c == counter or c == tomb then group[#group + 1] = i end
+  end
+  if #tvalues == 0 or not purgeable_at(cvalues, tvalues) then return end
+  for _, i in ipairs(group) do entry_changed(page, bucket, fields[i], nil, fields[i + 1]) end
+end
+-- A page enters the tombstone index: every settled delete it holds leaves its digests (it was
+-- counted before, as on any page outside the index).
+local function settle_page(page_key, page, bucket)
+  local seen = {}
+  for _, field in ipairs(redis.call("HKEYS", page_key)) do
+    local c = counter_of(field)
+    if is_tombstone(c) and not seen[c] then
+      seen[c] = true
+      toggle_settled(page_key, page, bucket, string.sub(c, 6))
+    end
+  end
+end
+-- The deleted counter whose settled state a change of the field may change: its own counter or, for
+-- a tombstone, the one it deletes; nil for presence.
+local function delete_group(field)
+  if is_presence(field) then return nil end
+  local c = counter_of(field)
+  if is_tombstone(c) then return string.sub(c, 6) end
+  return c
+end
+-- Sets a field of a page hash, keeping digests (settled deletes included) and the tombstone index
+-- (tombs_key, scored now) current. old is the value it replaces (false when new).
+local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)
+  local group = delete_group(field)
+  local indexed_page = group and redis.call("ZSCORE", tombs_key, page)
+  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+  redis.call("HSET", page_key, field, value)
+  entry_changed(page, bucket, field, old, value)
+  if is_tombstone(field) then
+    -- On a page entering the index, the value replaced was never in the tombstone digest.
+    tomb_changed(page, field, (indexed_page and old) or false, value)
+    redis.call("ZADD", tombs_key, now, page)
+    if not indexed_page then
+      settle_page(page_key, page, bucket)
+      -- Tombstones the page held from before it entered the index join the tombstone digest now.
+      local fields = redis.call("HGETALL", page_key)
+      for i = 1, #fields, 2 do
+        if fields[i] ~= field and is_tombstone(fields[i]) then tomb_changed(page, fields[i], false, fields[i + 1]) end
+      end
+      return
+    end
+  end
+  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+end
+-- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
+-- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
+-- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
+-- entry as stored if it advanced (else nil), and whether it existed before.
+local hw_raised = 0
+local function merge_entry(page_key, page, bucket, field, p, n, indexed)
+  local old_p, old_n, existed = read_entry(page_key, field)
+  local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
+  local value = nil
+  if p > old_p or n > old_n then
+    value = format_entry(new_p, new_n)
+    set_field(page_key, page, bucket, field, existed and format_entry(old_p, old_n), value, KEYS[7], ARGV[2])
+    if not existed then
+      redis.call("ZADD", KEYS[2], 0, page)
+      redis.call("ZADD", KEYS[5], bucket, page)
+    end
+  end
+  if indexed then
+    -- The index only changes when the entry becomes zero or stops being zero (or is new).
+    if not existed or (old_p ~= old_n) ~= (new_p ~= new_n) then
+      if new_p ~= new_n then redis.call("SADD", KEYS[3], page .. "\\0" .. field)
+      else redis.call("SREM", KEYS[3], page .. "\\0" .. field) end
+    end
+    if new_p > hw_raised then hw_raised = new_p end
+  end
+  return value, existed
+end
+-- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
+-- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
+local function purged_remains(page_key, first, last, floor)
+  local remains, values, has_tomb = {}, {}, false
+  for e = first, last, 3 do
+    local counter = counter_of(ARGV[e])
+    if is_tombstone(counter) then has_tomb = true end
+    values[counter] = values[counter] or {}
+    table.insert(values[counter], ARGV[e + 1] .. ":" .. ARGV[e + 2])
+  end
+  if not has_tomb then return remains end
+  local held = {}
+  local fields = redis.call("HKEYS", page_key)
+  for _, field in ipairs(fields) do held[counter_of(field)] = true end
+  for name, tomb in pairs(values) do
+    if is_tombstone(name) then
+      local counter = string.sub(name, 6)
+      if not held[counter] and not held[name] then
+        local at = purgeable_at(values[counter] or {}, tomb)
+        if at and at <= floor then
+          remains[counter] = true
+          remains[name] = true
+        end
+      end
+    end
+  end
+  return remains
+end
+local function apply_digests(digest_key)
+  local all_hi, all_lo = 0, 0
+  for bucket, hi in pairs(changed_hi) do
+    local lo = changed_lo[bucket]
+    if hi ~= 0 or lo ~= 0 then
+      xor_stored(digest_key, "b" .. bucket, hi, lo)
+      all_hi, all_lo = bit.bxor(all_hi, hi), bit.bxor(all_lo, lo)
+    end
+  end
+  if all_hi ~= 0 or all_lo ~= 0 then xor_stored(digest_key, "all", all_hi, all_lo) end
+  if tomb_hi ~= 0 or tomb_lo ~= 0 then xor_stored(digest_key, "t", tomb_hi, tomb_lo) end
+end
+`;
