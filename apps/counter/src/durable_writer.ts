@@ -153,14 +153,21 @@ export class DurableWriter {
     const { page, partition, dc, counters } = update;
     if (update.local === true) {
       const entries = Object.fromEntries(Object.entries(counters).map(([name, e]) => [name, { [dc]: e }]));
-      const message = encodeMessage({ type: "updates", partition, pages: { [page]: entries }, ts });
-      this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), message);
-      this.#o.metrics.publishes.inc();
+      this.#publishLocal(partition, { [page]: entries }, ts);
       return;
     }
     this.#o.bus.publish(
       this.#o.subjectOf(page, partition),
       encodeMessage({ type: "update", page, dc, counters, ts }),
+    );
+    this.#o.metrics.publishes.inc();
+  }
+
+  /** Publishes pages' entries on this DC's updates subject: for its own gateways only. */
+  #publishLocal(partition: number, pages: Record<string, PageRecord>, ts: number): void {
+    this.#o.bus.publish(
+      dcUpdatesSubject(this.#o.dc, partition),
+      encodeMessage({ type: "updates", partition, pages, ts }),
     );
     this.#o.metrics.publishes.inc();
   }
@@ -186,10 +193,7 @@ export class DurableWriter {
       (merged, ts) => {
         if (merged === null || merged.size === 0) return;
         // For this DC's gateways only, in one message: every other DC holds these entries already.
-        const { partition } = fence;
-        const message = encodeMessage({ type: "updates", partition, pages: Object.fromEntries(merged), ts });
-        this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), message);
-        this.#o.metrics.publishes.inc();
+        this.#publishLocal(fence.partition, Object.fromEntries(merged), ts);
       },
     );
     if (advanced !== null) return advanced;

@@ -1,13 +1,6 @@
 import { pageSubject } from "@livecount/bus";
 import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
-import {
-  TOMBSTONE_PREFIX,
-  VIEWERS_COUNTER,
-  activityOf,
-  deletedAt,
-  isTombstoneCounter,
-  tombstoneOf,
-} from "@livecount/protocol";
+import { VIEWERS_COUNTER, activityOf, deletedAt, deletedCounterOf, tombstoneOf } from "@livecount/protocol";
 import { purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
 import { PagePresence } from "./page_presence.js";
 
@@ -283,7 +276,7 @@ export class PageActor {
     for (const [name, counter] of this.#counters) {
       const e = counter.entry(dc);
       if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
-      const deleted = isTombstoneCounter(name) ? name.slice(TOMBSTONE_PREFIX.length) : name;
+      const deleted = deletedCounterOf(name) ?? name;
       if (this.#settledDelete(deleted, dc)) continue;
       entries.push([name, e]);
     }

@@ -1,4 +1,4 @@
-import { TOMBSTONE_PREFIX, isTombstoneCounter, tombstoneOf, type PurgedReply } from "@livecount/protocol";
+import { deletedCounterOf, tombstoneOf, type PurgedReply } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -235,8 +235,7 @@ function purgeableIn(actor: PageActor): Promise<string[]> {
         failure !== undefined
           ? []
           : Object.keys(actor.snapshot())
-              .filter(isTombstoneCounter)
-              .map((t) => t.slice(TOMBSTONE_PREFIX.length))
+              .flatMap((name) => deletedCounterOf(name) ?? [])
               .filter((c) => settledHere(actor, c)),
       ),
     ),

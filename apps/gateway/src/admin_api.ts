@@ -14,16 +14,13 @@
  * A node that does not answer in time is listed with its error instead of failing the whole status:
  * a status page is most needed when something is down.
  */
-import { BusTimeoutError, nodeSubject, type Bus, type Subscription } from "@livecount/bus";
+import type { Bus, Subscription } from "@livecount/bus";
 import { listenToGateways, type DcLiveness, type Membership } from "@livecount/cluster";
 import type { Entry } from "@livecount/crdt";
 import {
   ProtocolError,
   VIEWERS_COUNTER,
-  decodeNodeReply,
-  encodeMessage,
   isInternalCounter,
-  replyTo,
   tombstoneOf,
   valueOf,
   visibleCounters,
@@ -295,15 +292,10 @@ export class AdminApi {
     timeoutMs: number,
   ): Promise<ReplyTo<T> | { id: string; error: string }> {
     try {
-      const raw = await this.#o.bus.request(nodeSubject(this.#o.dc, node), encodeMessage(request), {
-        timeoutMs,
-      });
-      return replyTo(request, decodeNodeReply(raw));
+      return await this.#o.owners.toNode(node, request, timeoutMs);
     } catch (err) {
       // The node's own error code, "timeout" when it did not answer in time, "unavailable" otherwise.
-      const error =
-        err instanceof ProtocolError ? err.code : err instanceof BusTimeoutError ? "timeout" : "unavailable";
-      return { id: node, error };
+      return { id: node, error: err instanceof ProtocolError ? err.code : "unavailable" };
     }
   }
 

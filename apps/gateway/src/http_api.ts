@@ -297,10 +297,10 @@ function methodNotAllowed(req: RequestInfo, allowed: string): ProtocolError {
 }
 
 /** The oldest a purge may ask for: ten years, in seconds. */
-export const MAX_PURGE_AGE_S = 10 * 365 * 86_400;
+const MAX_PURGE_AGE_S = 10 * 365 * 86_400;
 
 /** Validates a purge body: `{"older_than_s": N}`, 0..MAX_PURGE_AGE_S. */
-export function parsePurge(body: unknown): number {
+function parsePurge(body: unknown): number {
   if (typeof body !== "object" || body === null || Array.isArray(body))
     throw new ProtocolError("invalid_body", "body must be a JSON object");
   const { older_than_s: age, ...rest } = body as Record<string, unknown>;

@@ -31,11 +31,18 @@ export class OwnerClient {
   async request<T extends NodeRequest>(partition: number, request: T): Promise<ReplyTo<T>> {
     const owner = this.membership.ring.ownerOf(partition);
     if (owner === undefined) throw new ProtocolError("unavailable", "no counter node is live");
+    return this.toNode(owner, request);
+  }
+
+  /** Sends a request to one counter node of this DC (by default within the client's timeout). */
+  async toNode<T extends NodeRequest>(
+    node: string,
+    request: T,
+    timeoutMs = this.timeoutMs,
+  ): Promise<ReplyTo<T>> {
     let raw: Uint8Array;
     try {
-      raw = await this.bus.request(nodeSubject(this.dc, owner), encodeMessage(request), {
-        timeoutMs: this.timeoutMs,
-      });
+      raw = await this.bus.request(nodeSubject(this.dc, node), encodeMessage(request), { timeoutMs });
     } catch (err) {
       throw new ProtocolError(err instanceof BusTimeoutError ? "timeout" : "unavailable", undefined, {
         cause: err,

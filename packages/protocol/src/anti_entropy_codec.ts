@@ -10,6 +10,7 @@ import {
   isCounterKey,
   listOf,
   malformed,
+  naturalOf,
   partitionListOf,
   partitionOf,
   recordOf,
@@ -32,11 +33,6 @@ function digestOf(v: unknown): Digest {
 function bucketOf(v: unknown): number {
   if (!Number.isSafeInteger(v) || (v as number) < 0 || (v as number) >= MAX_BUCKETS)
     malformed("bucket is malformed");
-  return v as number;
-}
-
-function floorOf(v: unknown): number {
-  if (!Number.isSafeInteger(v) || (v as number) < 0) malformed("floor must be a natural number");
   return v as number;
 }
 
@@ -94,7 +90,7 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         to: field(m, "to", isInternalId),
         partition: partitionOf(m.get("partition")),
         digests: listOf(digests, digestOf, "digests"),
-        ...optional(m, "floor", floorOf),
+        ...optional(m, "floor", naturalOf),
         ...optional(m, "bootstrap", (v) => {
           if (!isBoolean(v)) malformed("bootstrap must be a boolean");
           return v;
@@ -118,7 +114,7 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         if (!isBoolean(v)) malformed("done must be a boolean");
         return v;
       }),
-      ...optional(m, "floor", floorOf),
+      ...optional(m, "floor", naturalOf),
     }),
   ],
 ];

@@ -33,14 +33,10 @@ import {
   presenceOpOf,
   recordOf,
   viewerKeysOf,
+  naturalOf,
   type Fields,
 } from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
-
-function naturalOf(v: unknown): number {
-  if (!isNatural(v)) malformed("a count is not a natural number");
-  return v;
-}
 
 /** A held partition and its lease's epoch: `[partition, epoch]`. */
 function fenceOf(v: unknown): readonly [number, number] {

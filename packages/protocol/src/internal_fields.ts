@@ -34,6 +34,12 @@ export const isBoolean = (v: unknown): v is boolean => typeof v === "boolean";
 export const isSafeInteger = (v: unknown): v is number => Number.isSafeInteger(v);
 /** Counts, partitions, hops and millisecond timestamps: non-negative safe integers. */
 export const isNatural = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** A natural number field's value, or malformed. */
+export function naturalOf(v: unknown): number {
+  if (!isNatural(v)) malformed("a count is not a natural number");
+  return v;
+}
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
 /** Counter names inside the system: a public name, the presence counter, or a tombstone. */
 export const isCounterKey = (v: unknown): v is string =>

@@ -35,6 +35,11 @@ export function isTombstoneCounter(v: unknown): v is string {
   );
 }
 
+/** The counter a tombstone deletes, or undefined for any other counter. */
+export function deletedCounterOf(name: string): string | undefined {
+  return isTombstoneCounter(name) ? name.slice(TOMBSTONE_PREFIX.length) : undefined;
+}
+
 /** Internal counters (presence, tombstones) are never shown as counters. */
 export function isInternalCounter(name: string): boolean {
   return name.startsWith("@");

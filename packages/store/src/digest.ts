@@ -67,8 +67,16 @@ export function purgeableAt(entries: Iterable<Entry>, tombstone: Iterable<Entry>
   return 2 * (z ?? 0) === deletedAt ? (z ?? 0) : undefined;
 }
 
-/** Tombstones are the counters `@del:<counter>` (visibility.ts in the protocol package). */
+/**
+ * Tombstones are the counters `@del:<counter>`: the same names as visibility.ts in the protocol
+ * package, which the store does not depend on.
+ */
 export const TOMBSTONE_PREFIX = "@del:";
+
+/** The counter a tombstone deletes, or undefined for any other counter. */
+export function deletedCounterOf(name: string): string | undefined {
+  return name.startsWith(TOMBSTONE_PREFIX) ? name.slice(TOMBSTONE_PREFIX.length) : undefined;
+}
 
 /**
  * What a page's entries add to its bucket's digest, by definition: every entry's hash, but for zero
@@ -80,7 +88,7 @@ export function pageDigest(
 ): string {
   let d = ZERO_DIGEST;
   for (const [counter, entries] of Object.entries(record)) {
-    const deleted = counter.startsWith(TOMBSTONE_PREFIX) ? counter.slice(TOMBSTONE_PREFIX.length) : counter;
+    const deleted = deletedCounterOf(counter) ?? counter;
     const tomb = record[`${TOMBSTONE_PREFIX}${deleted}`];
     if (
       tomb !== undefined &&

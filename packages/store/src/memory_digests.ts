@@ -7,6 +7,7 @@ import type { Entry } from "@livecount/crdt";
 import {
   DIGEST_BUCKETS,
   TOMBSTONE_PREFIX,
+  deletedCounterOf,
   ZERO_DIGEST,
   bucketOf,
   entryHash,
@@ -38,11 +39,7 @@ export class MemoryDigests {
     entry: Entry,
     set: () => void,
   ): void {
-    const deleted = isPresenceCounter(counter)
-      ? undefined
-      : counter.startsWith(TOMBSTONE_PREFIX)
-        ? counter.slice(TOMBSTONE_PREFIX.length)
-        : counter;
+    const deleted = isPresenceCounter(counter) ? undefined : (deletedCounterOf(counter) ?? counter);
     if (deleted !== undefined) this.#toggleSettled(partition, page, counters, deleted);
     let change = entryHash(page, counter, dc, entry);
     if (old !== undefined) change = xorDigest(change, entryHash(page, counter, dc, old));

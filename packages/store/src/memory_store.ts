@@ -3,7 +3,7 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { bucketOf, purgeableAt } from "./digest.js";
+import { bucketOf, deletedCounterOf, purgeableAt } from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -270,7 +270,7 @@ export class MemoryStore implements Store {
       let left = false;
       for (const [name, tomb] of [...counters]) {
         if (!isTombstone(name)) continue;
-        const counter = name.slice("@del:".length);
+        const counter = deletedCounterOf(name)!;
         const at = purgeableAt(counters.get(counter)?.values() ?? [], tomb.values());
         if (at === undefined) {
           kept++;

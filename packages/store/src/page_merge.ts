@@ -1,6 +1,6 @@
 /** What both stores share to merge another DC's records of pages (`Store.mergePages`). */
 import type { Entry } from "@livecount/crdt";
-import { TOMBSTONE_PREFIX, isPresenceCounter, purgeableAt } from "./digest.js";
+import { TOMBSTONE_PREFIX, deletedCounterOf, isPresenceCounter, purgeableAt } from "./digest.js";
 import type { EntryWrite, PageRecord } from "./store.js";
 
 /** The entry `mergePages` indexes (this DC's presence). */
@@ -44,8 +44,8 @@ export function purgedRemains(
 ): Set<string> {
   const left = new Set<string>();
   for (const [name, tomb] of Object.entries(record)) {
-    if (!name.startsWith(TOMBSTONE_PREFIX)) continue;
-    const counter = name.slice(TOMBSTONE_PREFIX.length);
+    const counter = deletedCounterOf(name);
+    if (counter === undefined) continue;
     if (holds(counter) || holds(name)) continue;
     const entries = Object.hasOwn(record, counter) ? Object.values(record[counter]!) : [];
     const at = purgeableAt(entries, Object.values(tomb));

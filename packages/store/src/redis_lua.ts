@@ -91,32 +91,56 @@ local function purgeable_at(values, tomb_values)
   return nil
 end
 -- A settled delete (digest.ts) counts nothing in digests. Digests follow that rule on pages in the
--- tombstone index (every page a tombstone was written to by this release): XORs the entries of the
--- counter and its tombstone into this run's digest changes when the delete of the counter is settled,
--- nothing otherwise. Called around a change of one of them: before (count it while it changes) and
--- after (leave it out again if still settled).
-local function toggle_settled(page_key, page, bucket, counter)
+-- tombstone index (every page a tombstone was written to by this release). A group is a counter's
+-- and its tombstone's fields and values, read from the page hash; xor_settled XORs its entries into
+-- this run's digest changes when the delete is settled, nothing otherwise. Called around a change of
+-- one of them: before (count it while it changes) and after (leave it out again if still settled).
+local function group_of(fields, counter)
   local tomb = "@del:" .. counter
-  local fields = redis.call("HGETALL", page_key)
-  local cvalues, tvalues, group = {}, {}, {}
+  local group = {names = {}, values = {}}
   for i = 1, #fields, 2 do
     local c = counter_of(fields[i])
-    if c == counter then cvalues[#cvalues + 1] = fields[i + 1] end
-    if c == tomb then tvalues[#tvalues + 1] = fields[i + 1] end
-    if c == counter or c == tomb then group[#group + 1] = i end
+    if c == counter or c == tomb then
+      group.names[#group.names + 1] = fields[i]
+      group.values[#group.values + 1] = fields[i + 1]
+    end
+  end
+  return group
+end
+local function xor_settled(page, bucket, group)
+  local cvalues, tvalues = {}, {}
+  for k, name in ipairs(group.names) do
+    if is_tombstone(name) then tvalues[#tvalues + 1] = group.values[k]
+    else cvalues[#cvalues + 1] = group.values[k] end
   end
   if #tvalues == 0 or not purgeable_at(cvalues, tvalues) then return end
-  for _, i in ipairs(group) do entry_changed(page, bucket, fields[i], nil, fields[i + 1]) end
+  for k, name in ipairs(group.names) do entry_changed(page, bucket, name, nil, group.values[k]) end
+end
+-- A group's field is set to value (added when new).
+local function group_set(group, field, value)
+  for k, name in ipairs(group.names) do
+    if name == field then
+      group.values[k] = value
+      return
+    end
+  end
+  group.names[#group.names + 1] = field
+  group.values[#group.values + 1] = value
 end
 -- A page enters the tombstone index: every settled delete it holds leaves its digests (it was
--- counted before, as on any page outside the index).
-local function settle_page(page_key, page, bucket)
+-- counted before, as on any page outside the index), and its tombstones from before join the
+-- tombstone digest (except field, which the caller counts).
+local function settle_page(page_key, page, bucket, field)
+  local fields = redis.call("HGETALL", page_key)
   local seen = {}
-  for _, field in ipairs(redis.call("HKEYS", page_key)) do
-    local c = counter_of(field)
-    if is_tombstone(c) and not seen[c] then
-      seen[c] = true
-      toggle_settled(page_key, page, bucket, string.sub(c, 6))
+  for i = 1, #fields, 2 do
+    local c = counter_of(fields[i])
+    if is_tombstone(c) then
+      if fields[i] ~= field then tomb_changed(page, fields[i], false, fields[i + 1]) end
+      if not seen[c] then
+        seen[c] = true
+        xor_settled(page, bucket, group_of(fields, string.sub(c, 6)))
+      end
     end
   end
 end
@@ -129,28 +153,30 @@ local function delete_group(field)
   return c
 end
 -- Sets a field of a page hash, keeping digests (settled deletes included) and the tombstone index
--- (tombs_key, scored now) current. old is the value it replaces (false when new).
+-- (tombs_key, scored now) current. old is the value it replaces (false when new). A page in the index
+-- is read once, for the group of the field, before the change.
 local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)
-  local group = delete_group(field)
-  local indexed_page = group and redis.call("ZSCORE", tombs_key, page)
-  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+  local name = delete_group(field)
+  local group = nil
+  if name and redis.call("ZSCORE", tombs_key, page) then
+    group = group_of(redis.call("HGETALL", page_key), name)
+    xor_settled(page, bucket, group)
+  end
   redis.call("HSET", page_key, field, value)
   entry_changed(page, bucket, field, old, value)
   if is_tombstone(field) then
     -- On a page entering the index, the value replaced was never in the tombstone digest.
-    tomb_changed(page, field, (indexed_page and old) or false, value)
+    tomb_changed(page, field, (group and old) or false, value)
     redis.call("ZADD", tombs_key, now, page)
-    if not indexed_page then
-      settle_page(page_key, page, bucket)
-      -- Tombstones the page held from before it entered the index join the tombstone digest now.
-      local fields = redis.call("HGETALL", page_key)
-      for i = 1, #fields, 2 do
-        if fields[i] ~= field and is_tombstone(fields[i]) then tomb_changed(page, fields[i], false, fields[i + 1]) end
-      end
+    if not group then
+      settle_page(page_key, page, bucket, field)
       return
     end
   end
-  if indexed_page then toggle_settled(page_key, page, bucket, group) end
+  if group then
+    group_set(group, field, value)
+    xor_settled(page, bucket, group)
+  end
 end
 -- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
 -- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
