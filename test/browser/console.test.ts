@@ -33,6 +33,8 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
   let browser: Browser;
   let viewer: TestClient;
   const pageErrors: string[] = [];
+  /** Every WebSocket frame the console received, as text. */
+  const countFrames: string[] = [];
   const contexts: BrowserContext[] = [];
 
   /** A publisher's increment, retried while the ring settles (503 is retryable, as the SDK does). */
@@ -89,6 +91,7 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     const context = await browser.newContext({ viewport: { width, height } });
     const tab = await context.newPage();
     tab.on("pageerror", (err) => pageErrors.push(err.message));
+    tab.on("websocket", (ws) => ws.on("framereceived", (f) => countFrames.push(String(f.payload))));
     // The browser logs a refused sign-in (401) as a failed resource: that one is expected.
     tab.on("console", (m) => {
       if (m.type() === "error" && !m.text().includes("status of 401")) pageErrors.push(m.text());
@@ -151,6 +154,11 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(await tab.locator("#viewers-table tbody tr").allInnerTexts()).toEqual(["dc1\tp 1 · n 0\t1\tyes"]);
     // The live chart is drawn from count frames over the WebSocket.
     await expect.poll(() => tab.locator("#chart canvas").count(), { timeout: SETTLE_MS }).toBe(1);
+    await expect
+      .poll(() => countFrames.some((f) => f.includes('"type":"count"') && f.includes('"console-a"')), {
+        timeout: SETTLE_MS,
+      })
+      .toBe(true);
     await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("1");
     await tab.screenshot({ path: join(SCREENSHOTS, "console-page-desktop.png"), fullPage: true });
 
@@ -166,12 +174,17 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
       ]);
     const read = await fetch(`${cluster.gateways[0]!.url}/v1/pages/console-a/counter`);
     expect(((await read.json()) as { counters: Record<string, number> }).counters).toEqual({ likes: 3 });
-    // A dismissed confirm deletes nothing.
+    // A dismissed confirm deletes nothing: no DELETE leaves the page.
+    const deletes: string[] = [];
+    tab.on("request", (r) => {
+      if (r.method() === "DELETE") deletes.push(r.url());
+    });
     tab.once("dialog", (d) => void d.dismiss());
     await tab.getByRole("button", { name: "Delete likes" }).click();
     await tab.waitForTimeout(500);
     const again = await fetch(`${cluster.gateways[0]!.url}/v1/pages/console-a/counter`);
     expect(((await again.json()) as { counters: Record<string, number> }).counters).toEqual({ likes: 3 });
+    expect(deletes).toEqual([]);
 
     // Purge the tombstone from the cluster view: the deleted counter's raw entries leave the page view.
     await tab.getByRole("link", { name: "Cluster" }).click();

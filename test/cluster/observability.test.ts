@@ -184,6 +184,8 @@ describe.skipIf(!available)("observability - dashboard and alerts against a real
       "LivecountReplicationLagHigh",
       "LivecountCounterNodeWithoutPartitions",
       "LivecountFlushFailures",
+      "LivecountBootstrapStuck",
+      "LivecountSlowConsumers",
     ])
       expect(alerts).toContain(alert);
     const queried = new Set(rules.groups.flatMap((g) => g.rules.flatMap((r) => metricsIn(r.expr))));

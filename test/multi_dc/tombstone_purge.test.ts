@@ -20,7 +20,7 @@ import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { CLUSTER_ADMIN_KEY, CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { eventually, sleep } from "../support/eventually.js";
-import { startDataCenters, type TestDc } from "../support/multi_dc.js";
+import { DC_TIMINGS, startDataCenters, type TestDc } from "../support/multi_dc.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { PublisherHttp } from "../support/publisher_http.js";
 import { redisServerAvailable } from "../support/redis_server.js";
@@ -35,9 +35,9 @@ const MISSED = "purge/missed";
 const ANTI_ENTROPY_MS = 1000;
 /**
  * How long every other DC must have held a tombstone before it may be purged: two anti-entropy
- * periods and the DC lease (2 s in these tests); waited out with two rounds more.
+ * periods and the DC lease; waited out with two rounds more.
  */
-const PURGE_GRACE_MS = 2 * ANTI_ENTROPY_MS + 2_000;
+const PURGE_GRACE_MS = 2 * ANTI_ENTROPY_MS + DC_TIMINGS.leaseMs;
 const A_FEW_ROUNDS_MS = PURGE_GRACE_MS + 2 * ANTI_ENTROPY_MS;
 
 interface PurgeBody {

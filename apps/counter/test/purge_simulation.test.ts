@@ -65,6 +65,20 @@ describe("counter - purging tombstones across data centers (simulated clock)", (
     for (const dc of DCS) expect(await sim.dc(dc).value(PAGE, "likes"), dc).toBe(1);
   });
 
+  test("counter - a tombstone goes only once every DC has held it for the purge grace (2 anti-entropy periods + the DC lease: 7 s here)", async () => {
+    await start();
+    await sim.dc("dc1").increment(PAGE, "likes", 2, "like-1");
+    await remove("dc1", "delete-1");
+    // Within a second every DC holds it and anti-entropy finds their tombstone digests equal; 5 s on,
+    // that agreement is younger than the grace.
+    await sim.run(5_000);
+    expect(await purge("dc1")).toMatchObject({ counters: 0, waiting: 1 });
+    expect(Object.keys(await held("dc1")).sort()).toEqual(["@del:likes", "likes"]);
+    // Past the grace, the node's next look purges it without being asked again.
+    await sim.run(5_000);
+    expect(await held("dc1")).toEqual({});
+  });
+
   test("counter - a DC that missed the delete holds the purge back until it has the tombstone, and never brings the counter back", async () => {
     await start();
     await sim.dc("dc1").increment(PAGE, "likes", 5, "like-1");

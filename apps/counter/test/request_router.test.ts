@@ -24,7 +24,8 @@ const NODE_INFO: NodeInfoReply = {
     [3, 7],
     [9, 1],
   ],
-  actors: 0,
+  // Not what the registry holds (0): the answer must carry the node's own count, from nodeInfo().
+  actors: 5,
   dirty: 2,
   flushLagMs: 40,
   bootstrapped: 2,

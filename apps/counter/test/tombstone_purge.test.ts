@@ -39,6 +39,17 @@ describe("counter - tombstone purge", () => {
     return settle(u.registry.run(page, PARTITION, (actor) => u.writer.reset(actor, request)));
   }
 
+  /** Counts the store's purge calls from now on. */
+  function countPurgeCalls(): { readonly calls: number } {
+    const counted = { calls: 0 };
+    const purge = u.store.purgeTombstones.bind(u.store);
+    u.store.purgeTombstones = (...args) => {
+      counted.calls++;
+      return purge(...args);
+    };
+    return counted;
+  }
+
   /** The store applies every purge call, then the answer is lost. */
   function loseAnswersAfterPurging(): void {
     const applyThenFail = u.store.purgeTombstones.bind(u.store);
@@ -175,8 +186,10 @@ describe("counter - tombstone purge", () => {
     expect(await settle(purge.request(0))).toMatchObject({ counters: 0, waiting: 1 });
     expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
     // Not looked at again while the confirmation stays where it was.
+    const counted = countPurgeCalls();
     await u.clock.advance(RECHECK_MS);
     await u.writer.drain();
+    expect(counted.calls).toBe(0);
     expect(Object.keys(await u.store.load(page))).toContain("@del:likes");
     // Every DC is now known to hold it: the next look purges it without anyone asking again.
     confirmedUntil = u.clock.now();
@@ -280,7 +293,13 @@ describe("counter - tombstone purge", () => {
     await u.clock.advance(0);
     expect(await u.store.load(page)).toEqual({});
     expect(purge.before).toBe(deletedAt);
+    // The same time again, or an older one: no sweep at all.
+    const counted = countPurgeCalls();
+    purge.heard(deletedAt);
     purge.heard(deletedAt - 10);
+    await u.clock.advance(0);
+    await u.writer.drain();
+    expect(counted.calls).toBe(0);
     expect(purge.before).toBe(deletedAt);
   });
 });

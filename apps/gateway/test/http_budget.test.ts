@@ -63,11 +63,16 @@ describe("gateway - HTTP requests per client address", () => {
     expect(refusal).toMatch(/\r\nretry-after: \d+\r\n/i);
     expect(refusal).toContain('{"error":{"code":"rate_limited"');
 
-    // A publisher's back end behind the same address is limited by its key, not by the address.
-    const keyed = await fetch(`${platform.url}/v1/pages/budget/counter`, {
-      headers: { authorization: `Bearer ${TEST_PUBLISHER_KEY}` },
-    });
-    expect(keyed.status).toBe(200);
+    // A publisher's back end behind the same, spent address is limited by its key, not by the address.
+    const keyed = await open(platform.app.port, "127.0.0.2");
+    keyed.socket.write(
+      request(
+        "/v1/pages/budget/counter",
+        `Authorization: Bearer ${TEST_PUBLISHER_KEY}\r\nConnection: close\r\n`,
+      ),
+    );
+    await keyed.closed;
+    expect(statuses(keyed.received())).toEqual([200]);
     // Another address has its own budget.
     const other = await open(platform.app.port, "127.0.0.3");
     other.socket.write(request("/healthz", "Connection: close\r\n"));
@@ -90,5 +95,23 @@ describe("gateway - HTTP requests per client address", () => {
     const open200 = conns.filter((c) => statuses(c.received())[0] === 200);
     expect(open200.length).toBeLessThanOrEqual(BURST + 1);
     for (const c of conns) c.socket.destroy();
+  });
+
+  test("LIVECOUNT_HTTP_BURST - a HEAD past the budget is closed without an answer", async () => {
+    const conn = await open(platform.app.port, "127.0.0.5");
+    const head = (): string => "HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    conn.socket.write(Array.from({ length: BURST }, head).join(""));
+    await expect.poll(() => statuses(conn.received()).length).toBe(BURST);
+    // One past the burst: no answer, the connection ends.
+    conn.socket.write(head());
+    await conn.closed;
+    expect(statuses(conn.received())).toEqual(Array<number>(BURST).fill(200));
+  });
+
+  test("protocol - request headers past 4 KiB get the HTTP layer's 431 and a closed connection", async () => {
+    const conn = await open(platform.app.port, "127.0.0.6");
+    conn.socket.write(request("/healthz", `X-Padding: ${"a".repeat(5000)}\r\n`));
+    await conn.closed;
+    expect(statuses(conn.received())).toEqual([431]);
   });
 });

@@ -152,9 +152,10 @@ export function describePurgeContract(name: string, open: OpenStore): void {
       const page = pageOf(0);
       await likedThenDeleted(page, 4);
       nowMs += 10;
+      expect((await store.listPages(page, undefined, 100)).pages).toEqual([page]);
       await store.purgeTombstones(fence, nowMs, 0, 100);
       expect(await store.load(page)).toEqual({});
-      expect((await store.listPages("purge-", undefined, 100)).pages).toEqual([]);
+      expect((await store.listPages(page, undefined, 100)).pages).toEqual([]);
       expect(await store.digests([PARTITION])).toEqual([ZERO_DIGEST]);
       expect([
         ...(
