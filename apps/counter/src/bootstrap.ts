@@ -165,9 +165,14 @@ export class Bootstrap {
     for (const partition of [...this.#waiting]) this.#begin(partition);
   }
 
+  /** Still within `discoveryMs` of starting: a DC not heard yet may still be heard. */
+  get discovering(): boolean {
+    return this.#o.clock.now() < this.#startedAt + this.#o.discoveryMs;
+  }
+
   #begin(partition: number): void {
     this.#waiting.delete(partition);
-    const { alone, expectedPeers, discoveryMs } = this.#o;
+    const { alone, expectedPeers } = this.#o;
     const live = this.#o.liveRemotes();
     if (live.length > 0) {
       const already = this.#syncedFrom.get(partition) ?? new Set<string>();
@@ -178,8 +183,7 @@ export class Bootstrap {
       for (const remote of remaining) this.#request(remote, partition);
       return;
     }
-    const discovering = this.#o.clock.now() < this.#startedAt + discoveryMs;
-    if (alone || (expectedPeers.length === 0 && !discovering)) {
+    if (alone || (expectedPeers.length === 0 && !this.discovering)) {
       // The first DC of its deployment (or the only one there can be): nothing to learn.
       void this.#mark(partition);
       return;

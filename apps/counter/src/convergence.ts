@@ -55,7 +55,6 @@ export class Convergence {
   readonly #o: ConvergenceOptions;
   #stopListening: (() => void) | undefined;
   readonly #tombs: TombAgreements;
-  #startedAt = 0;
 
   constructor(o: ConvergenceOptions) {
     this.#o = o;
@@ -101,7 +100,6 @@ export class Convergence {
   }
 
   start(): void {
-    this.#startedAt = this.#o.clock.now();
     this.#antiEntropy.start();
     this.#bootstrap.start();
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
@@ -161,10 +159,7 @@ export class Convergence {
     peers.delete(this.#o.dc);
     if (this.#o.alone) return Infinity;
     // No peer listed nor heard yet: alone once the discovery window has passed (as for bootstrap).
-    if (peers.size === 0)
-      return this.#o.clock.now() - this.#startedAt >= DISCOVERY_HEARTBEATS * this.#o.dcHeartbeatMs
-        ? Infinity
-        : 0;
+    if (peers.size === 0) return this.#bootstrap.discovering ? 0 : Infinity;
     const now = this.#o.clock.now();
     let until = Infinity;
     for (const dc of peers) until = Math.min(until, this.#tombs.heldUntil(partition, dc, now));

@@ -22,8 +22,6 @@ import {
   VIEWERS_COUNTER,
   isInternalCounter,
   tombstoneOf,
-  valueOf,
-  visibleCounters,
   type NodeStatusRequest,
   type PurgeRequest,
   type ReplyTo,
@@ -231,15 +229,16 @@ export class AdminApi {
     const state = await this.#o.owners.forPage(page, { type: "snapshot", page });
     const totals = totalsOf(state.counters, liveness);
     const presence = Object.hasOwn(state.counters, VIEWERS_COUNTER) ? state.counters[VIEWERS_COUNTER]! : {};
-    const shown = new Set(visibleCounters(Object.entries(state.counters), (e) => e).map(([name]) => name));
     const counters: AdminCounter[] = [];
     for (const [name, entries] of Object.entries(state.counters)) {
       if (isInternalCounter(name)) continue;
       const tomb = state.counters[tombstoneOf(name)];
+      // totalsOf shows the visible counters with their values: the others are deleted.
+      const shown = Object.hasOwn(totals.counters, name);
       counters.push({
         name,
-        value: shown.has(name) ? valueOf(entries) : 0,
-        deleted: !shown.has(name),
+        value: shown ? totals.counters[name]! : 0,
+        deleted: !shown,
         entries: copyEntries(Object.entries(entries)),
         tombstone: tomb !== undefined ? copyEntries(Object.entries(tomb)) : {},
       });
