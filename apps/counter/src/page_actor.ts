@@ -163,7 +163,8 @@ export class PageActor {
 
   /** This data center's entry of a counter. */
   ownEntry(counter: string): Entry {
-    return this.#counter(counter).entry(this.#host.dc);
+    // Read without creating the counter: a reset of one that never existed leaves no trace.
+    return this.#counters.get(counter)?.entry(this.#host.dc) ?? { p: 0, n: 0 };
   }
 
   /** Every data center's entry of a counter. */
@@ -248,6 +249,9 @@ export class PageActor {
 
   /** Installs this data center's entry as the store returned it after a durable increment. */
   applied(counter: string, entry: Entry): void {
+    // A change of 0 to a counter nobody wrote (a reset or delete of one that never existed) stored
+    // nothing: it leaves no counter behind either.
+    if (entry.p === 0 && entry.n === 0 && !this.#counters.has(counter)) return;
     // Durable already, and the caller publishes it before answering: no flush needed for it.
     this.#counter(counter).merge(this.#host.dc, entry);
   }

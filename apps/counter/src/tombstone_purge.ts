@@ -1,5 +1,5 @@
 import { deletedCounterOf, tombstoneOf, type PurgedReply } from "@livecount/protocol";
-import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import { StaleFenceError, type Fence, type PurgeResult, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { PageActor } from "./page_actor.js";
@@ -68,6 +68,7 @@ export class TombstonePurge {
    */
   readonly #sweptTo = new Map<number, number>();
   #recheck: TimerHandle | undefined;
+  readonly #logs = new LogThrottle();
   #stopped = false;
 
   constructor(options: TombstonePurgeOptions) {
@@ -164,7 +165,13 @@ export class TombstonePurge {
     this.#scheduleRecheck();
     if (totals.counters > 0) {
       this.#o.metrics.tombstonesPurged.inc(totals.counters);
-      this.#o.logger.info({ ...totals, before }, "tombstones purged");
+      // Once per 10 s at most, with how many purges it stands for (admin-key holders can ask often).
+      const suppressed = this.#logs.admit("tombstones purged");
+      if (suppressed !== undefined)
+        this.#o.logger.info(
+          { ...totals, before, ...(suppressed > 0 ? { suppressed } : {}) },
+          "tombstones purged",
+        );
     }
     return totals;
   }

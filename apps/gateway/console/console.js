@@ -459,7 +459,16 @@
     stop();
     if (!key()) return signOut();
     const hash = location.hash || "#/pages";
-    if (hash.startsWith("#/page/")) return showPage(decodeURIComponent(hash.slice("#/page/".length)));
+    if (hash.startsWith("#/page/")) {
+      let page;
+      try {
+        page = decodeURIComponent(hash.slice("#/page/".length));
+      } catch {
+        location.hash = "#/pages";
+        return;
+      }
+      return showPage(page);
+    }
     if (hash === "#/cluster") return showCluster();
     const prefix = new URLSearchParams(hash.split("?")[1] ?? "").get("prefix") ?? "";
     cursors = [""];

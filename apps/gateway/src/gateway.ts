@@ -52,10 +52,11 @@ const SHUTDOWN_DRAIN_MS = 2000;
  */
 const SLOT_HOLD_SLACK_MS = 1000;
 
-/** The console's pages must not be framed by another site (its Delete buttons). */
+/** The console's pages must not be framed by another site (its Delete buttons), nor sniffed. */
 const CONSOLE_HEADERS = {
   "x-frame-options": "DENY",
   "content-security-policy": "frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
   "cache-control": "no-cache",
 } as const;
 
@@ -81,8 +82,14 @@ function loadAssets(logger: Logger): Map<string, Asset> {
       "/admin/uplot.js",
       import.meta.resolve("uplot/dist/uPlot.iife.min.js"),
       "text/javascript; charset=utf-8",
+      CONSOLE_HEADERS,
     ],
-    ["/admin/uplot.css", import.meta.resolve("uplot/dist/uPlot.min.css"), "text/css; charset=utf-8"],
+    [
+      "/admin/uplot.css",
+      import.meta.resolve("uplot/dist/uPlot.min.css"),
+      "text/css; charset=utf-8",
+      CONSOLE_HEADERS,
+    ],
   ];
   for (const [path, url, type, headers] of files) {
     try {

@@ -131,15 +131,18 @@ export class HttpApi {
       switch (req.path) {
         case "/healthz":
           route = "healthz";
+          if (req.method !== "GET") throw methodNotAllowed(req, "GET");
           return reply.json(200, { status: "ok" }, NO_STORE);
         case "/readyz":
           route = "readyz";
+          if (req.method !== "GET") throw methodNotAllowed(req, "GET");
           return this.#o.isReady()
             ? reply.json(200, { status: "ready" }, NO_STORE)
             : reply.json(503, { status: "not_ready" }, NO_STORE);
         case "/metrics":
           route = "metrics";
           reply.common = {};
+          if (req.method !== "GET") throw methodNotAllowed(req, "GET");
           this.#requireAdmin(req);
           return reply.send(200, await this.#o.registry.metrics(), {
             "content-type": this.#o.registry.contentType,
@@ -173,7 +176,8 @@ export class HttpApi {
         if (req.method !== "GET") throw methodNotAllowed(req, "GET");
         this.#requireAdmin(req);
         const q = new URLSearchParams(req.query);
-        if (!q.has("prefix")) q.set("prefix", "");
+        // A listing of every page unless it names pages or a prefix.
+        if (!q.has("prefix") && !q.has("page")) q.set("prefix", "");
         return await this.#counters.read(reply, { ...req, query: q.toString() }, this.#readAccess(req));
       }
       if (req.path === "/v1/admin/purge") {

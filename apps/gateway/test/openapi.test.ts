@@ -307,8 +307,34 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, "/v1/admin/purge", { method: "POST", body: { older_than_s: 0 } })).status).toBe(
       401,
     );
+    expect(
+      (await call(base, "/v1/admin/purge", { key: TEST_ADMIN_KEY, fallback: "MethodNotAllowed" })).status,
+    ).toBe(405);
+    const huge = { older_than_s: 0, pad: "x".repeat(70_000) };
+    expect(
+      (await call(base, "/v1/admin/purge", { method: "POST", key: TEST_ADMIN_KEY, body: huge })).status,
+    ).toBe(413);
+
+    // A delete of a counter that never existed leaves nothing to show.
+    const ghost = await call(base, `/v1/pages/${p}/counters/never-was`, {
+      method: "DELETE",
+      key: TEST_ADMIN_KEY,
+    });
+    expect(ghost.status).toBe(200);
+    const afterGhost = await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY });
+    expect(
+      (afterGhost.body as { counters: Array<{ name: string }> }).counters.map((c) => c.name),
+    ).not.toContain("never-was");
+    // The admin listing takes page= as /v1/counters does.
+    const listedPage = await call(base, `/v1/admin/pages?page=${p}`, { key: TEST_ADMIN_KEY });
+    expect(listedPage.body).toMatchObject({ pages: [{ page }] });
 
     // Routes and methods that do not exist.
+    for (const path of ["/healthz", "/readyz", "/metrics"])
+      expect(
+        (await call(base, path, { method: "POST", key: TEST_ADMIN_KEY, fallback: "MethodNotAllowed" }))
+          .status,
+      ).toBe(405);
     expect((await call(base, "/v1/nothing", { fallback: "NotFound" })).status).toBe(404);
     expect((await call(base, "/v1/counters", { method: "POST", fallback: "MethodNotAllowed" })).status).toBe(
       405,
