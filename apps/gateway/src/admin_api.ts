@@ -24,6 +24,7 @@ import {
   tombstoneOf,
   type NodeStatusRequest,
   type PurgeRequest,
+  type PurgedReply,
   type ReplyTo,
 } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
@@ -116,30 +117,22 @@ export interface AdminPageBody {
 }
 
 /** What one counter node purged, or why it did not say. */
-export interface NodePurge {
+/** What one counter node purged (its PurgedReply), or why it did not say. */
+type PurgeCounts = Omit<PurgedReply, "type" | "node">;
+
+export interface NodePurge extends Partial<PurgeCounts> {
   readonly id: string;
-  readonly pages?: number;
-  readonly counters?: number;
-  readonly kept?: number;
-  readonly failed?: number;
-  readonly waiting?: number;
-  /** Epoch-ms: the cutoff the node purged up to. */
-  readonly before?: number;
   /** Set instead of the rest when the node did not answer (it may still be purging). */
   readonly error?: string;
 }
 
-export interface PurgeBody {
+/**
+ * POST /v1/admin/purge's answer: the counts summed over the nodes that answered, and `before`, the
+ * cutoff they purged up to.
+ */
+export interface PurgeBody extends PurgeCounts {
   readonly dc: string;
   readonly older_than_s: number;
-  /** Epoch-ms: tombstones that last changed at this time or earlier were purged where they could be. */
-  readonly before: number;
-  /** Sums over the nodes that answered. */
-  readonly pages: number;
-  readonly counters: number;
-  readonly kept: number;
-  readonly failed: number;
-  readonly waiting: number;
   readonly nodes: NodePurge[];
 }
 
