@@ -33,6 +33,8 @@ export interface CounterBody {
   readonly page: string;
   readonly count: number;
   readonly viewers: number;
+  readonly active: number;
+  readonly connections: number;
   readonly counters: Readonly<Record<string, number>>;
   readonly updated_at: number;
 }

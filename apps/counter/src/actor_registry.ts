@@ -1,6 +1,5 @@
-import { VIEWERS_COUNTER } from "@livecount/protocol";
 import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
-import type { PageRecord, Store } from "@livecount/store";
+import { isPresenceCounter, type PageRecord, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
 
@@ -310,7 +309,7 @@ export class ActorRegistry implements ActorHost {
     }
     if (!this.#o.isHeld(partition)) return;
     for (const ref of refs) {
-      if (ref.counter === VIEWERS_COUNTER && ref.dc === this.dc) this.get(ref.page, partition);
+      if (ref.dc === this.dc && isPresenceCounter(ref.counter)) this.get(ref.page, partition);
     }
   }
 }

@@ -1,7 +1,6 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
 import {
-  VIEWERS_COUNTER,
   encodeMessage,
   type IncrementRequest,
   type NodeReply,
@@ -184,11 +183,10 @@ export class DurableWriter {
     pages: ReadonlyMap<string, PageRecord>,
   ): Promise<Map<string, PageRecord>> {
     if (pages.size === 0) return new Map();
-    const indexed = { counter: VIEWERS_COUNTER, dc: this.#o.dc };
     const advanced = await this.#persist(
       async () => {
         this.#o.metrics.storeWrites.inc();
-        return this.#o.store.mergePages(fence, pages, indexed);
+        return this.#o.store.mergePages(fence, pages, this.#o.dc);
       },
       (merged, ts) => {
         if (merged === null || merged.size === 0) return;

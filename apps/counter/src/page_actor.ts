@@ -1,8 +1,18 @@
 import { pageSubject } from "@livecount/bus";
 import { PNCounter, type Entries, type Entry } from "@livecount/crdt";
-import { VIEWERS_COUNTER, activityOf, deletedAt, deletedCounterOf, tombstoneOf } from "@livecount/protocol";
-import { purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
-import { PagePresence } from "./page_presence.js";
+import {
+  ACTIVE_COUNTER,
+  CONNECTIONS_COUNTER,
+  PRESENCE_COUNTERS,
+  VIEWERS_COUNTER,
+  activityOf,
+  deletedAt,
+  deletedCounterOf,
+  tombstoneOf,
+  type PresenceOp,
+} from "@livecount/protocol";
+import { isPresenceCounter, purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
+import { PagePresence, type Hold } from "./page_presence.js";
 
 export type ActorStatus = "loading" | "active" | "closed";
 
@@ -26,12 +36,13 @@ export interface ActorHost {
   /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
   /**
-   * Where a page's own presence entry starts when it has none (never written, or removed while
-   * empty): above every `p` this DC ever held on the partition's pages (Store.presenceFloor), so a
-   * copy of an older entry kept elsewhere can never hide a viewer who comes later.
+   * Where a page's own presence entries start when it has none (never written, or removed while
+   * empty): above every `p` this DC ever held in a presence entry on the partition's pages
+   * (Store.presenceFloor), so a copy of an older entry kept elsewhere can never hide a viewer who
+   * comes later.
    */
   presenceFloor(partition: number): number;
-  /** This DC's presence entry of a page on the partition reached `p`. */
+  /** A presence entry of this DC of a page on the partition reached `p`. */
   presenceRaised(partition: number, p: number): void;
   /**
    * Where this DC's entry of a durable counter starts when the store holds none: the partition's
@@ -43,7 +54,7 @@ export interface ActorHost {
 /**
  * The actor of one page on its owner node: one mailbox, handled in order. It holds every data
  * center's PN-counter entries of the page and this data center's presence, and turns presence into
- * this data center's `viewers` entry. Created on demand, loaded from the store before it handles
+ * this data center's presence entries (viewers, active viewers, connections). Created on demand, loaded from the store before it handles
  * anything, passivated by its node when idle.
  */
 export class PageActor {
@@ -95,13 +106,13 @@ export class PageActor {
     if (this.#status === "closed") return;
     for (const [name, entries] of Object.entries(record)) this.#counter(name).mergeAll(entries);
     this.#status = "active";
-    const viewers = this.#counter(VIEWERS_COUNTER);
-    if (!Object.hasOwn(record[VIEWERS_COUNTER] ?? {}, this.#host.dc)) {
+    for (const name of PRESENCE_COUNTERS) {
+      if (Object.hasOwn(record[name] ?? {}, this.#host.dc)) continue;
       // No own presence entry: start at the floor (value 0), written once a viewer comes.
       const floor = this.#host.presenceFloor(this.partition);
-      if (floor > 0) viewers.merge(this.#host.dc, { p: floor, n: floor });
+      if (floor > 0) this.#counter(name).merge(this.#host.dc, { p: floor, n: floor });
     }
-    const own = viewers.entry(this.#host.dc);
+    const own = this.#counter(VIEWERS_COUNTER).entry(this.#host.dc);
     // Nothing to hold: a fresh page cannot dip while presence resyncs.
     if (own.p === own.n) this.#settleAt = 0;
     else if (this.#settleAt !== 0) this.#host.wakeAt(this, this.#settleAt);
@@ -126,21 +137,21 @@ export class PageActor {
   // --- presence ---------------------------------------------------------------------------------
 
   /**
-   * A batch of one gateway's transitions on this page, in order; the entry moves once for all. A
+   * A batch of one gateway's transitions on this page, in order; the entries move once for all. A
    * `drop` departure gets no grace (PresenceOp in the protocol package).
    */
-  presenceOps(
-    gateway: string,
-    ops: ReadonlyArray<{ readonly viewer: string; readonly present: boolean; readonly drop?: boolean }>,
-  ): void {
+  presenceOps(gateway: string, ops: ReadonlyArray<Omit<PresenceOp, "page">>): void {
     const now = this.#host.now();
-    for (const op of ops)
-      this.#presence.apply(gateway, op.viewer, op.present, now, op.drop === true ? 0 : this.#host.graceMs);
+    for (const op of ops) {
+      const hold = op.present ? { sockets: op.sockets ?? 1, active: op.active ?? true } : undefined;
+      this.#presence.apply(gateway, op.viewer, hold, now, op.drop === true ? 0 : this.#host.graceMs);
+    }
     this.#syncViewers();
   }
 
-  replaceGateway(gateway: string, viewers: readonly string[]): void {
-    this.#presence.replace(gateway, viewers, this.#host.now(), this.#host.graceMs);
+  /** Everything `gateway` holds on this page, by viewer (a resync; nothing: it holds nobody). */
+  replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>): void {
+    this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs);
     this.#syncViewers();
   }
 
@@ -157,6 +168,11 @@ export class PageActor {
 
   get viewers(): number {
     return this.#presence.count;
+  }
+
+  /** Viewers with an active socket, and sockets, as this node's presence holds them. */
+  get presence(): { readonly active: number; readonly connections: number } {
+    return { active: this.#presence.active, connections: this.#presence.connections };
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -320,9 +336,9 @@ export class PageActor {
     if (ownAdvanced) this.#ownRaised();
   }
 
-  /** This DC's presence entry moved up under the actor: presence keeps counting on top of it. */
+  /** This DC's presence entries moved up under the actor: presence keeps counting on top of them. */
   #ownRaised(): void {
-    this.#host.presenceRaised(this.partition, this.ownEntry(VIEWERS_COUNTER).p);
+    for (const name of PRESENCE_COUNTERS) this.#host.presenceRaised(this.partition, this.ownEntry(name).p);
     this.#syncViewers();
   }
 
@@ -336,7 +352,7 @@ export class PageActor {
       const c = this.#counter(counter);
       for (const dc of dcs) {
         // This DC's presence is indexed, so a later owner finds pages where it was left non-zero.
-        const indexed = counter === VIEWERS_COUNTER && dc === this.#host.dc;
+        const indexed = dc === this.#host.dc && isPresenceCounter(counter);
         writes.push({ page: this.page, counter, dc, entry: c.entry(dc), indexed });
       }
     }
@@ -409,23 +425,30 @@ export class PageActor {
     this.#host.markDirty(this);
   }
 
-  /** Moves this data center's `viewers` entry to the presence count: p grows on joins, n on leaves. */
+  /**
+   * Moves this data center's presence entries (viewers, active viewers, connections) to what
+   * presence holds: p grows on arrivals, n on departures.
+   */
   #syncViewers(): void {
     if (this.#status !== "active") return;
     if (this.#settleAt !== 0) {
       if (this.#host.now() < this.#settleAt) return;
       this.#settleAt = 0;
     }
-    const viewers = this.#counter(VIEWERS_COUNTER);
-    const own = viewers.entry(this.#host.dc);
-    const delta = this.#presence.count - (own.p - own.n);
-    if (delta !== 0) {
-      const entry = viewers.add(this.#host.dc, delta);
-      this.#markUnwritten(VIEWERS_COUNTER, this.#host.dc);
-      this.#markPublish();
-      this.#host.presenceRaised(this.partition, entry.p);
-    }
+    this.#syncPresence(VIEWERS_COUNTER, this.#presence.count);
+    this.#syncPresence(ACTIVE_COUNTER, this.#presence.active);
+    this.#syncPresence(CONNECTIONS_COUNTER, this.#presence.connections);
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);
+  }
+
+  #syncPresence(name: string, value: number): void {
+    const own = this.ownEntry(name);
+    const delta = value - (own.p - own.n);
+    if (delta === 0) return;
+    const entry = this.#counter(name).add(this.#host.dc, delta);
+    this.#markUnwritten(name, this.#host.dc);
+    this.#markPublish();
+    this.#host.presenceRaised(this.partition, entry.p);
   }
 }

@@ -1,34 +1,114 @@
+/** What one gateway holds of a viewer: how many of its sockets count as the viewer, and whether any is active. */
+export interface Hold {
+  readonly sockets: number;
+  readonly active: boolean;
+}
+
+/**
+ * The gateways holding one viewer. The first one's hold sits in the object itself and `more` exists
+ * only while several gateways hold the viewer (rare: the same viewer id on two gateways), which
+ * saves a Map per viewer on the hot path.
+ */
+class Holders {
+  gateway: string;
+  sockets: number;
+  active: boolean;
+  more: Map<string, Hold> | undefined;
+
+  constructor(gateway: string, hold: Hold) {
+    this.gateway = gateway;
+    this.sockets = hold.sockets;
+    this.active = hold.active;
+  }
+
+  holds(gateway: string): boolean {
+    return this.gateway === gateway || this.more?.has(gateway) === true;
+  }
+
+  /** Sockets over every holder. */
+  get totalSockets(): number {
+    let n = this.sockets;
+    for (const h of this.more?.values() ?? []) n += h.sockets;
+    return n;
+  }
+
+  /** Whether any holder has an active socket. */
+  get anyActive(): boolean {
+    if (this.active) return true;
+    for (const h of this.more?.values() ?? []) if (h.active) return true;
+    return false;
+  }
+
+  set(gateway: string, hold: Hold): void {
+    if (gateway === this.gateway) {
+      this.sockets = hold.sockets;
+      this.active = hold.active;
+    } else (this.more ??= new Map()).set(gateway, hold);
+  }
+
+  /** Lets `gateway` go; false when it was the last holder (this object is then stale). */
+  remove(gateway: string): boolean {
+    if (gateway !== this.gateway) {
+      this.more?.delete(gateway);
+      return true;
+    }
+    const next = this.more?.entries().next();
+    if (next === undefined || next.done === true) return false;
+    const [other, hold] = next.value;
+    this.more!.delete(other);
+    this.gateway = other;
+    this.sockets = hold.sockets;
+    this.active = hold.active;
+    return true;
+  }
+}
+
+/** A viewer whose last holder let it go: it counts until `at`, active as it was then. */
+interface Lingering {
+  readonly at: number;
+  readonly active: boolean;
+}
+
 /**
  * Who is viewing one page, as seen by the page's owner: for each viewer, the gateways that hold at
- * least one of its sockets. This is where a viewer starts and stops counting:
+ * least one of its sockets, how many, and whether any of them is active. This is where a viewer
+ * starts and stops counting:
  *
- * - a viewer counts while any gateway holds it (deduped by viewer id across gateways and tabs);
- * - when the last gateway lets it go, it lingers for the grace window, so a reload or a reconnect
- *   to another gateway causes no dip and no duplicate;
+ * - a viewer counts while any gateway holds it (deduped by viewer id across gateways and tabs), and
+ *   counts as active while any of its sockets is active;
+ * - when the last gateway lets it go, it lingers for the grace window (active as it was), so a
+ *   reload or a reconnect to another gateway causes no dip and no duplicate;
  * - when a gateway's lease lapses (the process died), everything it held is dropped at once: its
  *   viewers have had the whole lease to reconnect elsewhere;
  * - a departure without grace (a socket that switched to another viewer id: one socket is at most
  *   one viewer of a page) ends the viewer at once, lingering or not, unless another gateway still
  *   holds it.
  *
- * Pure state: time comes in as arguments, the owning actor runs the timers.
+ * Connections are the sockets gateways hold now: a lingering viewer has none. The three totals are
+ * kept as viewers change, so reading them costs nothing. Pure state: time comes in as arguments,
+ * the owning actor runs the timers.
  */
 export class PagePresence {
-  /**
-   * viewer -> the gateway holding it, or the set of gateways when several do (rare: the same viewer
-   * id on two gateways). Never an empty set. A plain string for the common case saves a Set per
-   * viewer on the hot path.
-   */
-  readonly #holders = new Map<string, string | Set<string>>();
-  /**
-   * viewer -> epoch-ms when it stops counting, in insertion order, which is deadline order (every
-   * deadline is now + the same grace). A viewer is in #holders or #lingering, never both.
-   */
-  readonly #lingering = new Map<string, number>();
+  /** viewer -> the gateways holding it. A viewer is in #holders or #lingering, never both. */
+  readonly #holders = new Map<string, Holders>();
+  /** viewer -> until when it counts, in insertion order, which is deadline order (same grace for all). */
+  readonly #lingering = new Map<string, Lingering>();
+  #active = 0;
+  #connections = 0;
 
   /** Distinct viewers counting right now. */
   get count(): number {
     return this.#holders.size + this.#lingering.size;
+  }
+
+  /** Of those, the viewers with an active socket (or that had one when they started lingering). */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Sockets the gateways hold on the page. */
+  get connections(): number {
+    return this.#connections;
   }
 
   get isEmpty(): boolean {
@@ -37,77 +117,86 @@ export class PagePresence {
 
   /** Earliest lingering deadline, or undefined when nobody lingers. */
   nextDeadline(): number | undefined {
-    for (const at of this.#lingering.values()) return at;
+    for (const l of this.#lingering.values()) return l.at;
     return undefined;
   }
 
   /**
-   * A gateway now holds (present) or no longer holds the viewer. Idempotent. A departure with
-   * `graceMs` 0 ends the viewer now, also when it was already lingering.
+   * A gateway now holds the viewer as `hold`, or (undefined) no longer holds it. Idempotent. A
+   * departure with `graceMs` 0 ends the viewer now, also when it was already lingering.
    */
-  apply(gateway: string, viewer: string, present: boolean, now: number, graceMs: number): void {
+  apply(gateway: string, viewer: string, hold: Hold | undefined, now: number, graceMs: number): void {
     const holders = this.#holders.get(viewer);
-    if (!present && graceMs <= 0 && holders === undefined) {
-      this.#lingering.delete(viewer);
+    if (hold !== undefined) return this.#hold(gateway, viewer, holders, hold);
+    if (holders === undefined) {
+      if (graceMs <= 0) this.#endLingering(viewer);
       return;
     }
-    if (present) {
-      if (holders === undefined) {
-        this.#lingering.delete(viewer);
-        this.#holders.set(viewer, gateway);
-      } else if (typeof holders === "string") {
-        if (holders !== gateway) this.#holders.set(viewer, new Set([holders, gateway]));
-      } else holders.add(gateway);
+    if (!holders.holds(gateway)) return;
+    const wasActive = holders.anyActive;
+    this.#connections -= holders.totalSockets;
+    if (holders.remove(gateway)) {
+      this.#connections += holders.totalSockets;
+      this.#active += Number(holders.anyActive) - Number(wasActive);
       return;
-    }
-    if (holders === undefined) return;
-    if (typeof holders === "string") {
-      if (holders !== gateway) return;
-    } else {
-      if (!holders.delete(gateway)) return;
-      if (holders.size > 0) return;
     }
     this.#holders.delete(viewer);
-    if (graceMs > 0) this.#lingering.set(viewer, now + graceMs);
+    if (graceMs > 0) this.#lingering.set(viewer, { at: now + graceMs, active: wasActive });
+    else if (wasActive) this.#active--;
+  }
+
+  #hold(gateway: string, viewer: string, holders: Holders | undefined, hold: Hold): void {
+    if (holders === undefined) {
+      this.#endLingering(viewer);
+      this.#holders.set(viewer, new Holders(gateway, hold));
+      this.#connections += hold.sockets;
+      if (hold.active) this.#active++;
+      return;
+    }
+    const wasActive = holders.anyActive;
+    this.#connections -= holders.totalSockets;
+    holders.set(gateway, hold);
+    this.#connections += holders.totalSockets;
+    this.#active += Number(holders.anyActive) - Number(wasActive);
+  }
+
+  #endLingering(viewer: string): void {
+    const lingering = this.#lingering.get(viewer);
+    if (lingering === undefined) return;
+    this.#lingering.delete(viewer);
+    if (lingering.active) this.#active--;
   }
 
   /**
-   * Replaces everything `gateway` holds on this page with `viewers` (a resync after an owner change
-   * or a reconnect). Viewers it no longer holds linger like after a leave.
+   * Replaces everything `gateway` holds on this page with `held` (a resync after an owner change or
+   * a reconnect). Viewers it no longer holds linger like after a leave.
    */
-  replace(gateway: string, viewers: Iterable<string>, now: number, graceMs: number): void {
-    const next = new Set(viewers);
+  replace(gateway: string, held: ReadonlyMap<string, Hold>, now: number, graceMs: number): void {
     for (const [viewer, holders] of this.#holders) {
-      if (holds(holders, gateway) && !next.has(viewer)) this.apply(gateway, viewer, false, now, graceMs);
+      if (holders.holds(gateway) && !held.has(viewer)) this.apply(gateway, viewer, undefined, now, graceMs);
     }
-    for (const viewer of next) this.apply(gateway, viewer, true, now, graceMs);
+    for (const [viewer, hold] of held) this.apply(gateway, viewer, hold, now, graceMs);
   }
 
   /** Drops everything `gateway` holds, without grace: its lease lapsed. */
   dropGateway(gateway: string): void {
     for (const [viewer, holders] of this.#holders) {
-      if (typeof holders === "string") {
-        if (holders === gateway) this.#holders.delete(viewer);
-      } else if (holders.delete(gateway) && holders.size === 0) this.#holders.delete(viewer);
+      if (holders.holds(gateway)) this.apply(gateway, viewer, undefined, 0, 0);
     }
   }
 
   /** Ends the grace of viewers whose deadline has passed. */
   expire(now: number): void {
-    for (const [viewer, at] of this.#lingering) {
-      if (at > now) break;
-      this.#lingering.delete(viewer);
+    for (const [viewer, l] of this.#lingering) {
+      if (l.at > now) break;
+      this.#endLingering(viewer);
     }
   }
 
   /** Viewers held by `gateway` (for tests and diagnostics). */
   heldBy(gateway: string): string[] {
     const out: string[] = [];
-    for (const [viewer, holders] of this.#holders) if (holds(holders, gateway)) out.push(viewer);
+    for (const [viewer, holders] of this.#holders) if (holders.holds(gateway)) out.push(viewer);
     return out;
   }
-}
-
-function holds(holders: string | Set<string>, gateway: string): boolean {
-  return typeof holders === "string" ? holders === gateway : holders.has(gateway);
 }

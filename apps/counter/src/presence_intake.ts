@@ -12,6 +12,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
+import type { Hold } from "./page_presence.js";
 
 export interface PresenceIntakeOptions {
   readonly registry: ActorRegistry;
@@ -90,9 +91,9 @@ export class PresenceIntake {
       [...pages].map((page) =>
         this.#o.registry.run(page, sync.partition, (actor) => {
           if (!this.#leases.knows(sync.gateway)) return;
-          const viewers = sync.pages[page] ?? [];
-          if (viewers.length > 0) this.#leases.holds(sync.gateway, page);
-          actor.replaceGateway(sync.gateway, viewers);
+          const held = heldIn(sync, page);
+          if (held.size > 0) this.#leases.holds(sync.gateway, page);
+          actor.replaceGateway(sync.gateway, held);
         }),
       ),
     );
@@ -108,7 +109,7 @@ export class PresenceIntake {
     const lease = this.#leases.drop(beat.gateway);
     for (const page of lease?.pages ?? []) {
       this.#o.registry.find(page)?.run((failure) => {
-        if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(beat.gateway, []);
+        if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(beat.gateway, new Map());
       });
     }
   }
@@ -154,4 +155,12 @@ export class PresenceIntake {
 
 function wrongPartition(page: string, request: PresenceBatch | PresenceSync): NodeReply {
   return errorReply("bad_frame", `page ${JSON.stringify(page)} is not in partition ${request.partition}`);
+}
+
+/** What a sync says its gateway holds on `page`, by viewer (PresenceSync: defaults one socket, active). */
+function heldIn(sync: PresenceSync, page: string): Map<string, Hold> {
+  const viewers = Object.hasOwn(sync.pages, page) ? sync.pages[page]! : [];
+  const sockets = sync.sockets !== undefined && Object.hasOwn(sync.sockets, page) ? sync.sockets[page] : undefined;
+  const passive = new Set(sync.passive !== undefined && Object.hasOwn(sync.passive, page) ? sync.passive[page] : []);
+  return new Map(viewers.map((viewer, i) => [viewer, { sockets: sockets?.[i] ?? 1, active: !passive.has(viewer) }]));
 }

@@ -1,6 +1,6 @@
 import { MemoryBus, nodeSubject, nodesSubject } from "@livecount/bus";
 import {
-  VIEWERS_COUNTER,
+  ACTIVE_COUNTER, CONNECTIONS_COUNTER, VIEWERS_COUNTER,
   decodeMessage,
   decodeNodeReply,
   encodeMessage,
@@ -87,6 +87,8 @@ describe("counter - counter node lifecycle", () => {
     expect(decodeNodeReply(await increment)).toMatchObject({ type: "incremented", value: 2 });
     expect(await store.load(page)).toEqual({
       [VIEWERS_COUNTER]: { dc1: { p: 1, n: 0 } },
+      [ACTIVE_COUNTER]: { dc1: { p: 1, n: 0 } },
+      [CONNECTIONS_COUNTER]: { dc1: { p: 1, n: 0 } },
       likes: { dc1: { p: 2, n: 0 } },
     });
     // Released, not left to expire: another node takes every partition at once.

@@ -1,12 +1,23 @@
 import type { Entry } from "@livecount/crdt";
-import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { ACTIVE_COUNTER, CONNECTIONS_COUNTER, VIEWERS_COUNTER } from "@livecount/protocol";
 import { describe, expect, test } from "vitest";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
+import type { Hold } from "../src/page_presence.js";
 
 const DC = "dc1";
 const GRACE_MS = 3000;
 const T0 = 1_000_000;
+const HELD: Hold = { sockets: 1, active: true };
+
+/** What a gateway holds of each viewer, one active socket each. */
+function held(...viewers: string[]): Map<string, Hold> {
+  return heldAll(viewers);
+}
+
+function heldAll(viewers: Iterable<string>): Map<string, Hold> {
+  return new Map([...viewers].map((v) => [v, HELD]));
+}
 
 /** An actor's node, reduced to what the actor asks of it; time moves only when a test says so. */
 class FakeHost implements ActorHost {
@@ -80,8 +91,11 @@ describe("counter - page actor", () => {
     actor.presenceOps("g2", [{ viewer: "v:a", present: true }]);
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.dirty).toBeGreaterThan(0);
+    // Two viewers, both active, on three sockets (v:a on g1 and g2): every presence entry indexed.
     expect(actor.takeUnwritten()).toEqual([
       { page: "page", counter: VIEWERS_COUNTER, dc: DC, entry: { p: 2, n: 0 }, indexed: true },
+      { page: "page", counter: ACTIVE_COUNTER, dc: DC, entry: { p: 2, n: 0 }, indexed: true },
+      { page: "page", counter: CONNECTIONS_COUNTER, dc: DC, entry: { p: 3, n: 0 }, indexed: true },
     ]);
 
     host.time += 100;
@@ -121,7 +135,12 @@ describe("counter - page actor", () => {
     actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     expect(actor.value(VIEWERS_COUNTER)).toBe(6);
     expect(actor.snapshot()[VIEWERS_COUNTER]).toEqual({ dc1: { p: 1, n: 0 }, dc2: { p: 9, n: 4 } });
-    expect(actor.ownEntries()).toEqual({ [VIEWERS_COUNTER]: { p: 1, n: 0 }, likes: { p: 0, n: 0 } });
+    expect(actor.ownEntries()).toEqual({
+      [VIEWERS_COUNTER]: { p: 1, n: 0 },
+      [ACTIVE_COUNTER]: { p: 1, n: 0 },
+      [CONNECTIONS_COUNTER]: { p: 1, n: 0 },
+      likes: { p: 0, n: 0 },
+    });
   });
 
   test("counter - a deleted counter still hidden with its entry here at zero is not published again, until it changes", () => {
@@ -133,10 +152,17 @@ describe("counter - page actor", () => {
     });
     actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
     // What a presence flush publishes: another DC that purged `likes` must not get it back.
-    expect(Object.keys(actor.ownEntries()).sort()).toEqual([VIEWERS_COUNTER, "shares"]);
+    expect(Object.keys(actor.ownEntries()).sort()).toEqual([
+      ACTIVE_COUNTER,
+      CONNECTIONS_COUNTER,
+      VIEWERS_COUNTER,
+      "shares",
+    ]);
     // Changed since the delete (a like from dc2): visible again, published with the rest.
     actor.mergeRemote("dc2", { likes: { p: 1, n: 0 } });
     expect(Object.keys(actor.ownEntries()).sort()).toEqual([
+      ACTIVE_COUNTER,
+      CONNECTIONS_COUNTER,
       "@del:likes",
       VIEWERS_COUNTER,
       "likes",
@@ -161,12 +187,12 @@ describe("counter - page actor", () => {
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, settleAt);
     expect(actor.settled).toBe(false);
     actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
-    actor.replaceGateway("g2", ["v:b", "v:c"]);
+    actor.replaceGateway("g2", held("v:b", "v:c"));
     host.time = settleAt - 1;
     actor.tick(host.time);
     // No dip while the rest of the gateways may still be resyncing.
     expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
-    actor.replaceGateway("g3", ["v:d", "v:e", "v:f", "v:g"]);
+    actor.replaceGateway("g3", held("v:d", "v:e", "v:f", "v:g"));
     expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
 
     host.time = settleAt;
@@ -240,7 +266,7 @@ describe("counter - page actor", () => {
           for (const v of held) actor.presenceOps(g, [{ viewer: v, present: true }]);
         } else if (roll < 0.78) {
           op = `resync ${g}`;
-          actor.replaceGateway(g, [...held]);
+          actor.replaceGateway(g, heldAll(held));
         } else if (roll < 0.84) {
           // kill -9: its lease lapses and everything it held goes at once; its viewers reconnect elsewhere.
           op = `death ${g}`;
@@ -258,7 +284,7 @@ describe("counter - page actor", () => {
           // A graceful stop: the gateway says it is down, its viewers linger for the grace window.
           op = `stop ${g}`;
           holds.delete(g);
-          actor.replaceGateway(g, []);
+          actor.replaceGateway(g, new Map());
           if (holds.size === 0) holds.set(newGateway(), new Set());
         } else {
           host.time += rnd.int(GRACE_MS * 1.5);

@@ -1,19 +1,25 @@
 import { describe, expect, test } from "vitest";
-import { PagePresence } from "../src/page_presence.js";
+import { PagePresence, type Hold } from "../src/page_presence.js";
 
 const GRACE_MS = 3000;
 const T0 = 1_000_000;
+/** One active socket: what a gateway holds of a viewer in a tab in front. */
+const HELD: Hold = { sockets: 1, active: true };
+
+function held(...viewers: string[]): Map<string, Hold> {
+  return new Map(viewers.map((v) => [v, HELD]));
+}
 
 describe("counter - page presence", () => {
   test("counter - a viewer held by several gateways and tabs counts once", () => {
     const p = new PagePresence();
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g2", "v:alice", true, T0, GRACE_MS);
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g1", "v:bob", true, T0, GRACE_MS);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g2", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:bob", HELD, T0, GRACE_MS);
     expect(p.count).toBe(2);
     // One gateway letting go of alice is not her leaving: another still holds her, nothing lingers.
-    p.apply("g1", "v:alice", false, T0 + 10, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 10, GRACE_MS);
     expect(p.count).toBe(2);
     expect(p.nextDeadline()).toBeUndefined();
     expect(p.heldBy("g1")).toEqual(["v:bob"]);
@@ -22,8 +28,8 @@ describe("counter - page presence", () => {
 
   test("counter - a viewer whose last gateway lets go lingers for the grace window, then stops counting", () => {
     const p = new PagePresence();
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g1", "v:alice", false, T0 + 100, GRACE_MS);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 100, GRACE_MS);
     expect(p.count).toBe(1);
     expect(p.nextDeadline()).toBe(T0 + 100 + GRACE_MS);
     expect(p.heldBy("g1")).toEqual([]);
@@ -37,9 +43,9 @@ describe("counter - page presence", () => {
 
   test("counter - a viewer who comes back within grace, at any gateway, is not counted twice and stops lingering", () => {
     const p = new PagePresence();
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g1", "v:alice", false, T0 + 100, GRACE_MS);
-    p.apply("g2", "v:alice", true, T0 + 200, GRACE_MS);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 100, GRACE_MS);
+    p.apply("g2", "v:alice", HELD, T0 + 200, GRACE_MS);
     expect(p.count).toBe(1);
     expect(p.nextDeadline()).toBeUndefined();
     // Her old grace deadline passing changes nothing: she is held again.
@@ -49,54 +55,54 @@ describe("counter - page presence", () => {
 
   test("counter - leaves from a gateway that does not hold the viewer are ignored", () => {
     const p = new PagePresence();
-    p.apply("g1", "v:ghost", false, T0, GRACE_MS);
+    p.apply("g1", "v:ghost", undefined, T0, GRACE_MS);
     expect(p.count).toBe(0);
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g2", "v:alice", false, T0, GRACE_MS);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g2", "v:alice", undefined, T0, GRACE_MS);
     expect(p.count).toBe(1);
     expect(p.nextDeadline()).toBeUndefined();
     // A repeated leave (a retried batch) neither resets nor extends the grace.
-    p.apply("g1", "v:alice", false, T0 + 10, GRACE_MS);
-    p.apply("g1", "v:alice", false, T0 + 500, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 10, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 500, GRACE_MS);
     expect(p.nextDeadline()).toBe(T0 + 10 + GRACE_MS);
   });
 
   test("counter - a departure without grace ends the viewer at once, lingering or not, unless another gateway holds it", () => {
     const p = new PagePresence();
-    p.apply("g1", "v:alice", true, T0, GRACE_MS);
-    p.apply("g1", "v:alice", false, T0 + 10, 0);
+    p.apply("g1", "v:alice", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:alice", undefined, T0 + 10, 0);
     expect(p.count).toBe(0);
     expect(p.nextDeadline()).toBeUndefined();
 
     // Left with grace first (a leave), then dropped (the socket joined as someone else).
-    p.apply("g1", "v:bob", true, T0, GRACE_MS);
-    p.apply("g1", "v:bob", false, T0 + 10, GRACE_MS);
+    p.apply("g1", "v:bob", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:bob", undefined, T0 + 10, GRACE_MS);
     expect(p.count).toBe(1);
-    p.apply("g1", "v:bob", false, T0 + 20, 0);
+    p.apply("g1", "v:bob", undefined, T0 + 20, 0);
     expect(p.count).toBe(0);
     expect(p.nextDeadline()).toBeUndefined();
 
     // Another gateway still holds carol: she keeps counting.
-    p.apply("g1", "v:carol", true, T0, GRACE_MS);
-    p.apply("g2", "v:carol", true, T0, GRACE_MS);
-    p.apply("g1", "v:carol", false, T0 + 10, 0);
+    p.apply("g1", "v:carol", HELD, T0, GRACE_MS);
+    p.apply("g2", "v:carol", HELD, T0, GRACE_MS);
+    p.apply("g1", "v:carol", undefined, T0 + 10, 0);
     expect(p.count).toBe(1);
     expect(p.heldBy("g2")).toEqual(["v:carol"]);
   });
 
   test("counter - replace sets what one gateway holds and lets the rest linger", () => {
     const p = new PagePresence();
-    for (const v of ["v:a", "v:b"]) p.apply("g1", v, true, T0, GRACE_MS);
-    p.apply("g2", "v:a", true, T0, GRACE_MS);
-    p.apply("g2", "v:z", true, T0, GRACE_MS);
-    p.replace("g1", ["v:b", "v:c", "v:c"], T0 + 50, GRACE_MS);
+    for (const v of ["v:a", "v:b"]) p.apply("g1", v, HELD, T0, GRACE_MS);
+    p.apply("g2", "v:a", HELD, T0, GRACE_MS);
+    p.apply("g2", "v:z", HELD, T0, GRACE_MS);
+    p.replace("g1", held("v:b", "v:c", "v:c"), T0 + 50, GRACE_MS);
     expect(p.heldBy("g1").sort()).toEqual(["v:b", "v:c"]);
     // v:a is still held by g2, so nothing lingers; g2's viewers are untouched.
     expect(p.nextDeadline()).toBeUndefined();
     expect(p.heldBy("g2").sort()).toEqual(["v:a", "v:z"]);
     expect(p.count).toBe(4);
 
-    p.replace("g1", [], T0 + 60, GRACE_MS);
+    p.replace("g1", held(), T0 + 60, GRACE_MS);
     expect(p.heldBy("g1")).toEqual([]);
     expect(p.count).toBe(4);
     expect(p.nextDeadline()).toBe(T0 + 60 + GRACE_MS);
@@ -106,11 +112,11 @@ describe("counter - page presence", () => {
 
   test("counter - dropping a dead gateway stops its viewers at once, without grace", () => {
     const p = new PagePresence();
-    p.apply("dead", "v:only-dead", true, T0, GRACE_MS);
-    p.apply("dead", "v:both", true, T0, GRACE_MS);
-    p.apply("live", "v:both", true, T0, GRACE_MS);
-    p.apply("live", "v:left", true, T0, GRACE_MS);
-    p.apply("live", "v:left", false, T0 + 1, GRACE_MS);
+    p.apply("dead", "v:only-dead", HELD, T0, GRACE_MS);
+    p.apply("dead", "v:both", HELD, T0, GRACE_MS);
+    p.apply("live", "v:both", HELD, T0, GRACE_MS);
+    p.apply("live", "v:left", HELD, T0, GRACE_MS);
+    p.apply("live", "v:left", undefined, T0 + 1, GRACE_MS);
     expect(p.count).toBe(3);
 
     p.dropGateway("dead");
@@ -127,8 +133,8 @@ describe("counter - page presence", () => {
   test("counter - expire ends only the graces that are over", () => {
     const p = new PagePresence();
     for (const [i, v] of ["v:1", "v:2", "v:3"].entries()) {
-      p.apply("g1", v, true, T0, GRACE_MS);
-      p.apply("g1", v, false, T0 + i * 1000, GRACE_MS);
+      p.apply("g1", v, HELD, T0, GRACE_MS);
+      p.apply("g1", v, undefined, T0 + i * 1000, GRACE_MS);
     }
     expect(p.nextDeadline()).toBe(T0 + GRACE_MS);
     p.expire(T0 + GRACE_MS + 1000);
@@ -138,9 +144,9 @@ describe("counter - page presence", () => {
 
   test("counter - a resync that lists what the gateway already holds leaves those viewers untouched", () => {
     const p = new PagePresence();
-    for (const v of ["v:1", "v:2", "v:3"]) p.apply("g1", v, true, T0, GRACE_MS);
-    p.apply("g2", "v:other", true, T0, GRACE_MS);
-    p.replace("g1", ["v:3", "v:2", "v:1"], T0 + 10, GRACE_MS);
+    for (const v of ["v:1", "v:2", "v:3"]) p.apply("g1", v, HELD, T0, GRACE_MS);
+    p.apply("g2", "v:other", HELD, T0, GRACE_MS);
+    p.replace("g1", held("v:3", "v:2", "v:1"), T0 + 10, GRACE_MS);
     // Not let go and taken again: no grace started, and each keeps its place.
     expect(p.heldBy("g1")).toEqual(["v:1", "v:2", "v:3"]);
     expect(p.heldBy("g2")).toEqual(["v:other"]);

@@ -81,7 +81,7 @@ export class FlakyStore extends MemoryStore {
   override async mergePages(
     fence: Fence,
     pages: ReadonlyMap<string, PageRecord>,
-    indexed: { readonly counter: string; readonly dc: string },
+    indexedDc: string,
   ): Promise<Map<string, PageRecord> | null> {
     this.timeline.push("write:start");
     if (this.hold !== undefined) await this.hold;
@@ -89,7 +89,7 @@ export class FlakyStore extends MemoryStore {
       this.timeline.push("write:failed");
       throw new StoreError("injected write failure");
     }
-    const advanced = await super.mergePages(fence, pages, indexed);
+    const advanced = await super.mergePages(fence, pages, indexedDc);
     this.timeline.push(`write:done:${[...pages.keys()].join(",")}`);
     return advanced;
   }

@@ -4,7 +4,14 @@
  * package, the rule count frames follow too.
  */
 import type { Entry } from "@livecount/crdt";
-import { VIEWERS_COUNTER, valueOf, visibleCounters, type PageStateReply } from "@livecount/protocol";
+import {
+  ACTIVE_COUNTER,
+  CONNECTIONS_COUNTER,
+  VIEWERS_COUNTER,
+  valueOf,
+  visibleCounters,
+  type PageStateReply,
+} from "@livecount/protocol";
 
 /** Which data centers count right now (DcLiveness). */
 export interface Liveness {
@@ -21,6 +28,10 @@ export interface PageTotalsBody {
   /** Equals `viewers` (protocol v1). */
   readonly count: number;
   readonly viewers: number;
+  /** Viewers with an active socket on the page (a visible tab). */
+  readonly active: number;
+  /** Open sockets joined to the page. */
+  readonly connections: number;
   readonly counters: Record<string, number>;
   readonly updated_at: number;
   /** Live data centers whose entries make up the values. */
@@ -29,10 +40,12 @@ export interface PageTotalsBody {
   readonly lag_ms: number;
 }
 
-/** Each page of `GET /v1/counters?raw=true`: every live DC's viewers entry, every DC's counter entries. */
+/** Each page of `GET /v1/counters?raw=true`: every live DC's presence entries, every DC's counter entries. */
 export interface PageRawBody {
   readonly page: string;
   readonly viewers: Record<string, Entry>;
+  readonly active: Record<string, Entry>;
+  readonly connections: Record<string, Entry>;
   readonly counters: Record<string, Record<string, Entry>>;
   readonly updated_at: number;
   readonly dcs: string[];
@@ -49,6 +62,8 @@ type PageEntries = Readonly<Record<string, Readonly<Record<string, Entry>>>>;
 /** What every reader shows of a page: HTTP reads and count frames alike. */
 export interface Totals {
   readonly viewers: number;
+  readonly active: number;
+  readonly connections: number;
   readonly counters: Record<string, number>;
   readonly dcs: string[];
   readonly lag_ms: number;
@@ -68,21 +83,32 @@ function contributors(counters: PageEntries, liveness: Liveness): { dcs: string[
   return { dcs: [...dcs].sort(), lag_ms: Math.round(lag) };
 }
 
-/** Presence from live data centers only: a partitioned DC's viewers drop out (invariant 4). */
-function liveViewerEntries(counters: PageEntries, liveness: Liveness): Array<[string, Entry]> {
-  const entries = (ownEntry(counters, VIEWERS_COUNTER) ?? {}) as Record<string, Entry>;
+/** A presence counter's entries from live data centers only: a partitioned DC's viewers drop out (invariant 4). */
+function livePresence(counters: PageEntries, counter: string, liveness: Liveness): Array<[string, Entry]> {
+  const entries = (ownEntry(counters, counter) ?? {}) as Record<string, Entry>;
   return Object.entries(entries).filter(([dc]) => liveness.isLive(dc));
+}
+
+/** A presence counter summed over live data centers. */
+function presenceTotal(counters: PageEntries, counter: string, liveness: Liveness): number {
+  let total = 0;
+  for (const [, e] of livePresence(counters, counter, liveness)) total += e.p - e.n;
+  return Math.max(0, total);
 }
 
 /** Summed over data centers; durable counters never expire, presence only counts live DCs. */
 export function totalsOf(entries: PageEntries, liveness: Liveness): Totals {
-  let viewers = 0;
-  for (const [, e] of liveViewerEntries(entries, liveness)) viewers += e.p - e.n;
   // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
   const counters = Object.fromEntries(
     visibleCounters(Object.entries(entries), (e) => e).map(([name, e]) => [name, valueOf(e)]),
   );
-  return { viewers: Math.max(0, viewers), counters, ...contributors(entries, liveness) };
+  return {
+    viewers: presenceTotal(entries, VIEWERS_COUNTER, liveness),
+    active: presenceTotal(entries, ACTIVE_COUNTER, liveness),
+    connections: presenceTotal(entries, CONNECTIONS_COUNTER, liveness),
+    counters,
+    ...contributors(entries, liveness),
+  };
 }
 
 export function totalsBody(page: string, state: PageStateReply, liveness: Liveness): PageTotalsBody {
@@ -91,6 +117,8 @@ export function totalsBody(page: string, state: PageStateReply, liveness: Livene
     page,
     count: t.viewers,
     viewers: t.viewers,
+    active: t.active,
+    connections: t.connections,
     counters: t.counters,
     updated_at: state.ts,
     dcs: t.dcs,
@@ -107,7 +135,9 @@ export function copyEntries(entries: Iterable<readonly [string, Entry]>): Record
 export function rawBody(page: string, state: PageStateReply, liveness: Liveness): PageRawBody {
   return {
     page,
-    viewers: copyEntries(liveViewerEntries(state.counters, liveness)),
+    viewers: copyEntries(livePresence(state.counters, VIEWERS_COUNTER, liveness)),
+    active: copyEntries(livePresence(state.counters, ACTIVE_COUNTER, liveness)),
+    connections: copyEntries(livePresence(state.counters, CONNECTIONS_COUNTER, liveness)),
     counters: Object.fromEntries(
       visibleCounters(Object.entries(state.counters), (e) => e).map(([name, e]) => [
         name,

@@ -86,6 +86,8 @@ class PageView {
       type: "count",
       page,
       viewers: t.viewers,
+      active: t.active,
+      connections: t.connections,
       counters: t.counters,
       ts,
       dcs: t.dcs,
@@ -96,6 +98,7 @@ class PageView {
 
 function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
   if (a === undefined || a.viewers !== b.viewers) return false;
+  if (a.active !== b.active || a.connections !== b.connections) return false;
   if ((a.dcs ?? []).join() !== (b.dcs ?? []).join()) return false;
   const ak = Object.keys(a.counters);
   if (ak.length !== Object.keys(b.counters).length) return false;

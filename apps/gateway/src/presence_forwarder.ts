@@ -1,7 +1,7 @@
 import type { PresenceOp } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
-import type { LocalPresence } from "./local_presence.js";
+import type { Hold, LocalPresence } from "./local_presence.js";
 import type { OwnerClient } from "./owner_client.js";
 
 export interface ForwarderOptions {
@@ -56,13 +56,12 @@ export class PresenceForwarder {
   }
 
   /**
-   * Queues a viewer's arrival on (present) or departure from a page at this gateway; a departure
-   * with `drop` ends the viewer at the owner without the grace window.
+   * Queues what this gateway now holds of a viewer on a page (undefined: nothing, it left); a
+   * departure with `drop` ends the viewer at the owner without the grace window.
    */
-  enqueue(page: string, viewer: string, present: boolean, drop = false): void {
+  enqueue(page: string, viewer: string, hold: Hold | undefined, drop = false): void {
     const q = this.#queue(partitionOf(page, this.#opts.partitions));
-    if (!q.sync)
-      q.ops.set(`${page}\u0000${viewer}`, drop ? { page, viewer, present, drop } : { page, viewer, present });
+    if (!q.sync) q.ops.set(`${page}\u0000${viewer}`, presenceOp(page, viewer, hold, drop));
     this.#scheduleFlush();
   }
 
@@ -188,23 +187,30 @@ export class PresenceForwarder {
     q.sync = false;
     const generation = q.generation;
     q.inFlight = generation;
-    const held: Array<[string, string[]]> = [];
+    const pages: Array<[string, string[]]> = [];
+    const sockets: Array<[string, number[]]> = [];
+    const passive: Array<[string, string[]]> = [];
     let viewers = 0;
     for (const page of this.#opts.presence.pages()) {
       if (partitionOf(page, this.#opts.partitions) !== partition) continue;
-      const ids = this.#opts.presence.viewersOf(page);
-      held.push([page, ids]);
-      viewers += ids.length;
+      const holds = this.#opts.presence.holdsOf(page);
+      pages.push([page, holds.map(([viewer]) => viewer)]);
+      // Only what differs from the defaults (one socket, active) goes on the wire.
+      if (holds.some(([, h]) => h.sockets !== 1)) sockets.push([page, holds.map(([, h]) => h.sockets)]);
+      const idle = holds.filter(([, h]) => !h.active).map(([viewer]) => viewer);
+      if (idle.length > 0) passive.push([page, idle]);
+      viewers += holds.length;
     }
-    // fromEntries defines own properties, so a page named "__proto__" stays a page.
-    const pages = Object.fromEntries(held);
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
     try {
       await this.#opts.owners.request(partition, {
         type: "presence_sync",
         gateway: this.#opts.gateway,
         partition,
-        pages,
+        // fromEntries defines own properties, so a page named "__proto__" stays a page.
+        pages: Object.fromEntries(pages),
+        ...(sockets.length > 0 ? { sockets: Object.fromEntries(sockets) } : {}),
+        ...(passive.length > 0 ? { passive: Object.fromEntries(passive) } : {}),
       });
       this.#sent(q, generation, viewers);
     } catch (err) {
@@ -236,4 +242,16 @@ export class PresenceForwarder {
       this.#scheduleFlush();
     }, delay);
   }
+}
+
+/** The op telling an owner what this gateway holds of a viewer, defaults (one socket, active) left out. */
+function presenceOp(page: string, viewer: string, hold: Hold | undefined, drop: boolean): PresenceOp {
+  if (hold === undefined) return drop ? { page, viewer, present: false, drop } : { page, viewer, present: false };
+  return {
+    page,
+    viewer,
+    present: true,
+    ...(hold.sockets !== 1 ? { sockets: hold.sockets } : {}),
+    ...(hold.active ? {} : { active: false }),
+  };
 }

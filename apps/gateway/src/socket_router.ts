@@ -21,6 +21,8 @@ import type { PrivatePages } from "./private_pages.js";
 interface PageMembership {
   /** Namespaced viewer key when the socket joined; undefined when it only watches. */
   viewer: string | undefined;
+  /** Whether the page is in front of its viewer on this socket (meaningful when joined). */
+  active: boolean;
   readonly topic: string;
 }
 
@@ -188,7 +190,10 @@ export class SocketRouter {
           encoding,
           frame.page,
           frame.viewer !== undefined ? `v:${frame.viewer}` : `s:${this.#o.incarnation}:${state.id}`,
+          frame.active !== false,
         );
+      case "active":
+        return this.#setActive(state, frame.page, frame.active);
       case "leave":
         return this.#leave(ws, frame.page, true);
       case "unwatch":
@@ -214,7 +219,7 @@ export class SocketRouter {
         (sub) => {
           if (state.closed) return;
           ws.cork(() => {
-            if (frame.type === "join") this.#join(ws, encoding, page, `v:${sub}`);
+            if (frame.type === "join") this.#join(ws, encoding, page, `v:${sub}`, frame.active !== false);
             else this.#watch(ws, encoding, page);
           });
         },
@@ -272,25 +277,35 @@ export class SocketRouter {
   /**
    * Counts the socket as `key` on `page`. One socket is at most one viewer of a page: joining as
    * another viewer than the one it counts as, or left as within the grace window, ends the previous
-   * one at once (unless another socket holds it), so cycling viewer ids leaves no ghosts behind.
+   * one at once (unless another socket holds it), so cycling viewer ids leaves no ghosts behind. A
+   * join of the page as the viewer the socket counts as already only sets whether it is active.
    */
-  #join(ws: Socket, encoding: Encoding, page: string, key: string): void {
+  #join(ws: Socket, encoding: Encoding, page: string, key: string, active: boolean): void {
     const state = ws.getUserData();
     const existing = state.pages.get(page);
     if (existing !== undefined) {
-      if (existing.viewer === key) return;
-      if (existing.viewer !== undefined && this.#o.presence.remove(page, existing.viewer))
-        this.#o.forwarder.enqueue(page, existing.viewer, false, true);
+      if (existing.viewer === key) return this.#setActive(state, page, active);
+      if (existing.viewer !== undefined) this.#removeViewer(page, existing, true);
       existing.viewer = key;
-    } else if (!this.#subscribe(ws, encoding, page, key)) return;
+      existing.active = active;
+    } else if (!this.#subscribe(ws, encoding, page, key, active)) return;
     const left = takeLeft(state.left, page, this.#o.clock.now());
     if (left !== undefined && left !== key) this.#dropLeft(page, left);
-    this.#addViewer(page, key);
+    this.#o.forwarder.enqueue(page, key, this.#o.presence.add(page, key, active));
+  }
+
+  /** Whether a joined page is in front of its viewer on this socket; a no-op for pages not joined. */
+  #setActive(state: SocketData, page: string, active: boolean): void {
+    const m = state.pages.get(page);
+    if (m?.viewer === undefined || m.active === active) return;
+    m.active = active;
+    const hold = this.#o.presence.setActive(page, m.viewer, active);
+    if (hold !== undefined) this.#o.forwarder.enqueue(page, m.viewer, hold);
   }
 
   #watch(ws: Socket, encoding: Encoding, page: string): void {
     if (ws.getUserData().pages.has(page)) return;
-    this.#subscribe(ws, encoding, page, undefined);
+    this.#subscribe(ws, encoding, page, undefined, false);
   }
 
   /** `leave` undoes a join; `unwatch` undoes a watch. Either one for what the socket does not have is a no-op. */
@@ -318,10 +333,16 @@ export class SocketRouter {
 
   /** Ends a viewer this socket left, without grace, unless another socket here still holds it. */
   #dropLeft(page: string, viewer: string): void {
-    if (!this.#o.presence.has(page, viewer)) this.#o.forwarder.enqueue(page, viewer, false, true);
+    if (!this.#o.presence.has(page, viewer)) this.#o.forwarder.enqueue(page, viewer, undefined, true);
   }
 
-  #subscribe(ws: Socket, encoding: Encoding, page: string, viewer: string | undefined): boolean {
+  #subscribe(
+    ws: Socket,
+    encoding: Encoding,
+    page: string,
+    viewer: string | undefined,
+    active: boolean,
+  ): boolean {
     const state = ws.getUserData();
     const { maxPagesPerSocket } = this.#o;
     const refusal =
@@ -333,7 +354,7 @@ export class SocketRouter {
       return false;
     }
     const topic = topicOf(page, encoding);
-    state.pages.set(page, { viewer, topic });
+    state.pages.set(page, { viewer, active, topic });
     ws.subscribe(topic);
     const current = this.#o.views.watch(page);
     if (current !== undefined) this.#send(ws, encoding, current);
@@ -342,17 +363,15 @@ export class SocketRouter {
   }
 
   #release(state: SocketData, page: string, m: PageMembership): void {
-    if (m.viewer !== undefined) this.#removeViewer(page, m.viewer);
+    if (m.viewer !== undefined) this.#removeViewer(page, m, false);
     this.#o.views.unwatch(page);
     this.#o.addressPages.release(state.address);
   }
 
-  #addViewer(page: string, viewer: string): void {
-    if (this.#o.presence.add(page, viewer)) this.#o.forwarder.enqueue(page, viewer, true);
-  }
-
-  #removeViewer(page: string, viewer: string): void {
-    if (this.#o.presence.remove(page, viewer)) this.#o.forwarder.enqueue(page, viewer, false);
+  /** The socket stops counting as its viewer of `page`; `drop`: the viewer gets no grace at the owner. */
+  #removeViewer(page: string, m: PageMembership, drop: boolean): void {
+    const viewer = m.viewer!;
+    this.#o.forwarder.enqueue(page, viewer, this.#o.presence.remove(page, viewer, m.active), drop);
   }
 
   #send(ws: Socket, encoding: Encoding, frame: CountFrame): void {

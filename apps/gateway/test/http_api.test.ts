@@ -54,6 +54,8 @@ describe("gateway - HTTP API", () => {
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
     const body = (await res.json()) as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual([
+      "active",
+      "connections",
       "count",
       "counters",
       "dcs",
@@ -62,7 +64,16 @@ describe("gateway - HTTP API", () => {
       "updated_at",
       "viewers",
     ]);
-    expect(body).toMatchObject({ page, count: 0, viewers: 0, counters: {}, dcs: ["dc1"], lag_ms: 0 });
+    expect(body).toMatchObject({
+      page,
+      count: 0,
+      viewers: 0,
+      active: 0,
+      connections: 0,
+      counters: {},
+      dcs: ["dc1"],
+      lag_ms: 0,
+    });
     expect(body.updated_at).toBeGreaterThanOrEqual(before - 1000);
 
     const client = await platform.connect();
@@ -71,6 +82,7 @@ describe("gateway - HTTP API", () => {
     const read = await platform.counter(page);
     expect(read.count).toBe(read.viewers);
     expect(read.count).toBe(1);
+    expect(read).toMatchObject({ active: 1, connections: 1 });
   });
 
   test("gateway - page ids with '/', '?' and '%' work percent-encoded, over HTTP and WebSocket alike", async () => {

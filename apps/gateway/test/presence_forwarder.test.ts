@@ -43,14 +43,12 @@ describe("gateway - presence forwarder", () => {
     const presence = new LocalPresence();
     const f = forwarder(owners, presence);
     owners.dead.add("old");
-    presence.add("page-a", "v:1");
-    f.enqueue("page-a", "v:1", true);
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
     await eventually(() => expect(owners.sent).toHaveLength(1));
 
     // The old owner died with the batch in flight; the ring moves the partition.
     owners.owner = "new";
-    presence.add("page-a", "v:2");
-    f.enqueue("page-a", "v:2", true);
+    f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", true));
     f.onRingChange(
       new HashRing(["new"], { partitions: PARTITIONS }),
       new HashRing(["old"], { partitions: PARTITIONS }),
@@ -72,20 +70,18 @@ describe("gateway - presence forwarder", () => {
     const owners = new Owners();
     const presence = new LocalPresence();
     const f = forwarder(owners, presence);
-    presence.add("__proto__", "v:1");
-    presence.add("__proto__", "v:2");
+    presence.add("__proto__", "v:1", true);
+    presence.add("__proto__", "v:2", true);
     f.resyncAll();
     // Before the sync goes out: the sync carries the state, no separate op.
-    presence.remove("__proto__", "v:2");
-    f.enqueue("__proto__", "v:2", false);
+    f.enqueue("__proto__", "v:2", presence.remove("__proto__", "v:2", true));
     await eventually(() => expect(owners.sent).toHaveLength(1));
     const sync = owners.sent[0]!.request as unknown as { type: string; pages: Record<string, string[]> };
     expect(sync.type).toBe("presence_sync");
     // A page named "__proto__" is a page like any other in the sync.
     expect(Object.hasOwn(sync.pages, "__proto__")).toBe(true);
     expect(sync.pages["__proto__"]).toEqual(["v:1"]);
-    presence.remove("__proto__", "v:1");
-    f.enqueue("__proto__", "v:1", false);
+    f.enqueue("__proto__", "v:1", presence.remove("__proto__", "v:1", true));
     await eventually(() => expect(owners.sent).toHaveLength(2));
     expect(owners.sent[1]!.request).toMatchObject({
       type: "presence",

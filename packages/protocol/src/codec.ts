@@ -126,7 +126,20 @@ function toClientFrame(frame: unknown): ClientFrame {
       const page = pageOf(raw);
       const viewer = raw.viewer;
       if (viewer !== undefined && !isViewerId(viewer)) throw new ProtocolError("invalid_viewer");
-      return { type, page, ...(viewer !== undefined ? { viewer } : {}), ...tokenOf(raw, page) };
+      const active = raw.active;
+      if (active !== undefined && typeof active !== "boolean") throw badFrame("active must be a boolean");
+      return {
+        type,
+        page,
+        ...(viewer !== undefined ? { viewer } : {}),
+        ...tokenOf(raw, page),
+        ...(active !== undefined ? { active } : {}),
+      };
+    }
+    case "active": {
+      const page = pageOf(raw);
+      if (typeof raw.active !== "boolean") throw badFrame("active must be a boolean");
+      return { type, page, active: raw.active };
     }
     case "watch": {
       const page = pageOf(raw);
@@ -170,7 +183,11 @@ export function encodeClientFrame(frame: ClientFrame, encoding: Encoding): strin
         page: frame.page,
         ...(frame.viewer !== undefined ? { viewer: frame.viewer } : {}),
         ...(frame.token !== undefined ? { token: frame.token } : {}),
+        ...(frame.active !== undefined ? { active: frame.active } : {}),
       };
+      break;
+    case "active":
+      canonical = { type: frame.type, page: frame.page, active: frame.active };
       break;
     case "watch":
       canonical = {
@@ -207,6 +224,8 @@ export function encodeCountFrame(frame: CountFrame, encoding: Encoding): string 
     type: "count",
     page: frame.page,
     viewers: frame.viewers,
+    ...(frame.active !== undefined ? { active: frame.active } : {}),
+    ...(frame.connections !== undefined ? { connections: frame.connections } : {}),
     counters: frame.counters,
     ts: frame.ts,
     ...(frame.dcs !== undefined ? { dcs: frame.dcs } : {}),
@@ -267,8 +286,11 @@ function toServerFrame(frame: unknown): ServerFrame {
   const raw = frame as RawFrame;
   switch (type) {
     case "count": {
-      const { viewers, counters, ts, dcs, lag_ms } = raw;
+      const { viewers, active, connections, counters, ts, dcs, lag_ms } = raw;
       if (!isCount(viewers)) throw badFrame("viewers must be a non-negative safe integer");
+      if (active !== undefined && !isCount(active)) throw badFrame("active must be a non-negative safe integer");
+      if (connections !== undefined && !isCount(connections))
+        throw badFrame("connections must be a non-negative safe integer");
       if (!isCount(ts)) throw badFrame("ts must be a non-negative safe integer");
       const frame = { type, page: pageOf(raw), viewers, counters: toCounters(counters), ts } as const;
       if (dcs !== undefined && !(Array.isArray(dcs) && dcs.every((d) => typeof d === "string"))) {
@@ -278,6 +300,8 @@ function toServerFrame(frame: unknown): ServerFrame {
         throw badFrame("lag_ms must be a non-negative safe integer");
       return {
         ...frame,
+        ...(active !== undefined ? { active } : {}),
+        ...(connections !== undefined ? { connections } : {}),
         ...(dcs !== undefined ? { dcs: dcs as string[] } : {}),
         ...(lag_ms !== undefined ? { lag_ms } : {}),
       };

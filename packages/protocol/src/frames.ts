@@ -5,9 +5,20 @@ import { ERROR_CODES, ProtocolError, type ErrorCode } from "./errors.js";
  * `token` (join and watch): an HS256 JWT for a private page (LIVECOUNT_PRIVATE_PREFIXES), signed
  * with LIVECOUNT_JOIN_SECRET, with claims `page` or `prefix`, `sub` (the viewer id counted; a
  * `viewer` field is then ignored) and `exp`.
+ *
+ * `active` (join, and the `active` frame): whether the socket's page is in front of its viewer (a
+ * visible tab). A viewer is active while any of its sockets on the page is. A join without it is
+ * active.
  */
 export type ClientFrame =
-  | { readonly type: "join"; readonly page: string; readonly viewer?: string; readonly token?: string }
+  | {
+      readonly type: "join";
+      readonly page: string;
+      readonly viewer?: string;
+      readonly token?: string;
+      readonly active?: boolean;
+    }
+  | { readonly type: "active"; readonly page: string; readonly active: boolean }
   | { readonly type: "leave"; readonly page: string }
   | { readonly type: "watch"; readonly page: string; readonly token?: string }
   | { readonly type: "unwatch"; readonly page: string }
@@ -20,6 +31,10 @@ export interface CountFrame {
   readonly page: string;
   /** Distinct viewers with an open socket on the page, summed over live data centers. */
   readonly viewers: number;
+  /** Of those, the viewers with at least one active socket on the page (a visible tab). */
+  readonly active?: number;
+  /** Open sockets joined to the page, summed over live data centers. */
+  readonly connections?: number;
   /** Durable counters of the page by name (likes, reactions, ...). */
   readonly counters: Readonly<Record<string, number>>;
   /** Milliseconds since the epoch when this value was computed. */

@@ -28,6 +28,12 @@ const COUNTER_NAME = /^[A-Za-z0-9_:.-]+$/;
  * alphabet, so no publisher counter can collide with it.
  */
 export const VIEWERS_COUNTER = "@viewers";
+/** Viewers with at least one active socket on the page (a visible tab), kept like `@viewers`. */
+export const ACTIVE_COUNTER = "@active";
+/** Open sockets joined to the page, kept like `@viewers`. */
+export const CONNECTIONS_COUNTER = "@connections";
+/** The presence counters: entries that follow what a data center's sockets hold right now. */
+export const PRESENCE_COUNTERS: readonly string[] = [VIEWERS_COUNTER, ACTIVE_COUNTER, CONNECTIONS_COUNTER];
 
 function isPrintableAscii(v: unknown, maxLength: number): v is string {
   return typeof v === "string" && v.length >= 1 && v.length <= maxLength && PRINTABLE_ASCII.test(v);

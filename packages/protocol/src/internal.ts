@@ -17,6 +17,10 @@ export interface PresenceOp {
    * socket is at most one viewer, so the id it left must not linger as a ghost.
    */
   readonly drop?: boolean;
+  /** With `present: true`: how many of the gateway's sockets count as the viewer there (absent: 1). */
+  readonly sockets?: number;
+  /** With `present: true`: whether any of those sockets is active (absent: true). */
+  readonly active?: boolean;
 }
 
 /** Gateway -> owner: viewer transitions on pages of one partition, in order, one batch in flight. */
@@ -37,6 +41,13 @@ export interface PresenceSync {
   readonly gateway: string;
   readonly partition: number;
   readonly pages: Readonly<Record<string, readonly string[]>>;
+  /**
+   * Per page, each listed viewer's socket count here, in the order of `pages` (absent, for a page or
+   * for all: 1 each), as `PresenceOp.sockets`.
+   */
+  readonly sockets?: Readonly<Record<string, readonly number[]>>;
+  /** Per page, the listed viewers none of whose sockets here is active (absent: none). */
+  readonly passive?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** Anyone -> owner: every data center's entries of a page, for a read or a new watcher. */

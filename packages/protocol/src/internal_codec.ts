@@ -32,6 +32,7 @@ import {
   partitionOf,
   presenceOpOf,
   recordOf,
+  socketCountsOf,
   viewerKeysOf,
   naturalOf,
   type Fields,
@@ -55,6 +56,12 @@ function optionalNaturals(m: Fields, ...names: string[]): Record<string, number>
     out[name] = v;
   }
   return out;
+}
+
+/** The named per-page record when present, its values checked by `value`. */
+function optionalRecord<T>(m: Fields, name: string, value: (v: unknown) => T): Record<string, Record<string, T>> {
+  const v = m.get(name);
+  return v === undefined ? {} : { [name]: recordOf(v, isPageId, value, name) };
 }
 
 const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
@@ -101,6 +108,8 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         gateway: field(m, "gateway", isInternalId),
         partition: field(m, "partition", isNatural),
         pages: recordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
+        ...optionalRecord(m, "sockets", socketCountsOf),
+        ...optionalRecord(m, "passive", viewerKeysOf),
       }),
   ],
   ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],

@@ -5,7 +5,7 @@
  */
 import { isEntry, type Entries, type Entry } from "@livecount/crdt";
 import { ProtocolError } from "./errors.js";
-import { VIEWERS_COUNTER, isCounterName, isInternalId, isPageId, isViewerKey } from "./ids.js";
+import { PRESENCE_COUNTERS, isCounterName, isInternalId, isPageId, isViewerKey } from "./ids.js";
 import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
 import { isTombstoneCounter } from "./visibility.js";
 
@@ -41,9 +41,9 @@ export function naturalOf(v: unknown): number {
   return v;
 }
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
-/** Counter names inside the system: a public name, the presence counter, or a tombstone. */
+/** Counter names inside the system: a public name, a presence counter, or a tombstone. */
 export const isCounterKey = (v: unknown): v is string =>
-  v === VIEWERS_COUNTER || isCounterName(v) || isTombstoneCounter(v);
+  isCounterName(v) || PRESENCE_COUNTERS.includes(v as string) || isTombstoneCounter(v);
 
 export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
   if (!Array.isArray(v)) malformed(`${what} must be an array`);
@@ -93,9 +93,23 @@ export function presenceOpOf(v: unknown): PresenceOp {
     present: field(m, "present", isBoolean),
   };
   const drop = m.get("drop");
-  if (drop === undefined) return op;
-  if (!isBoolean(drop)) malformed("field drop is malformed");
-  return { ...op, drop };
+  const sockets = m.get("sockets");
+  const active = m.get("active");
+  if (drop !== undefined && !isBoolean(drop)) malformed("field drop is malformed");
+  if (sockets !== undefined && !isPositive(sockets)) malformed("field sockets is malformed");
+  if (active !== undefined && !isBoolean(active)) malformed("field active is malformed");
+  if (drop === undefined && sockets === undefined && active === undefined) return op;
+  return {
+    ...op,
+    ...(drop !== undefined ? { drop } : {}),
+    ...(sockets !== undefined ? { sockets } : {}),
+    ...(active !== undefined ? { active } : {}),
+  };
+}
+
+/** Socket counts per viewer (`PresenceSync.sockets`). */
+export function socketCountsOf(v: unknown): number[] {
+  return listOf(v, (n) => (isPositive(n) ? n : malformed("a socket count is not positive")), "sockets");
 }
 
 function viewerKeyOf(v: unknown): string {

@@ -40,12 +40,21 @@ export function counterMap(v: unknown, what = "counters"): Record<string, number
   return Object.fromEntries(entries);
 }
 
-/** `GET /v1/pages/{page}/counter`: `{page, count, viewers, counters, updated_at}`. */
+/** `active` and `connections` where the server sends them (it does since they exist). */
+export function presenceFields(o: Record<string, unknown>): { active?: number; connections?: number } {
+  return {
+    ...(o.active !== undefined ? { active: integer(o.active, "active") } : {}),
+    ...(o.connections !== undefined ? { connections: integer(o.connections, "connections") } : {}),
+  };
+}
+
+/** `GET /v1/pages/{page}/counter`: `{page, count, viewers, active, connections, counters, updated_at}`. */
 export function decodePageCounters(body: unknown): PageCounters {
   const o = object(body, "page counters");
   return {
     page: string(o.page, "page"),
     viewers: integer(o.viewers ?? o.count, "viewers"),
+    ...presenceFields(o),
     counters: counterMap(o.counters),
     updatedAt: integer(o.updated_at, "updated_at"),
   };

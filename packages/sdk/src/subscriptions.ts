@@ -354,7 +354,15 @@ function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {
     return undefined;
   if (typeof counters !== "object" || counters === null || Array.isArray(counters)) return undefined;
   const entries = Object.entries(counters).filter((e): e is [string, number] => Number.isSafeInteger(e[1]));
-  return { page, viewers: viewers as number, counters: Object.fromEntries(entries), ts: ts as number };
+  const { active, connections } = f;
+  return {
+    page,
+    viewers: viewers as number,
+    ...(Number.isSafeInteger(active) ? { active: active as number } : {}),
+    ...(Number.isSafeInteger(connections) ? { connections: connections as number } : {}),
+    counters: Object.fromEntries(entries),
+    ts: ts as number,
+  };
 }
 
 function detach(ws: WebSocketLike): void {

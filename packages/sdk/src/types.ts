@@ -5,6 +5,10 @@ export interface PageCounters {
   readonly page: string;
   /** Distinct viewers with an open socket on the page, over every live gateway and data center. */
   readonly viewers: number;
+  /** Of those, viewers with the page in front of them (a visible tab); absent from older servers. */
+  readonly active?: number;
+  /** Open sockets joined to the page; absent from older servers. */
+  readonly connections?: number;
   /** Durable counters by name (likes, reactions, unread, ...). A counter never changed is absent. */
   readonly counters: Readonly<Record<string, number>>;
   readonly updatedAt: number;
@@ -68,6 +72,10 @@ export interface PageListing {
 export interface CountUpdate {
   readonly page: string;
   readonly viewers: number;
+  /** Viewers with the page in front of them (a visible tab); absent from older servers. */
+  readonly active?: number;
+  /** Open sockets joined to the page; absent from older servers. */
+  readonly connections?: number;
   readonly counters: Readonly<Record<string, number>>;
   /** When the server computed this value. */
   readonly ts: number;

@@ -27,7 +27,6 @@ import {
   onlyZeroPresence,
   pageWrites,
   purgedRemains,
-  type IndexedEntry,
 } from "./page_merge.js";
 import { MemoryDigests, type PageEntries } from "./memory_digests.js";
 import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
@@ -165,10 +164,10 @@ export class MemoryStore implements Store {
   async mergePages(
     fence: Fence,
     pages: ReadonlyMap<string, PageRecord>,
-    indexed: IndexedEntry,
+    indexedDc: string,
   ): Promise<Map<string, PageRecord> | null> {
     this.#assertOpen();
-    const writes = pageWrites(pages, indexed);
+    const writes = pageWrites(pages, indexedDc);
     assertWrites([{ fence, writes }]);
     const now = this.#now();
     if (!this.#isCurrent(fence, now)) return null;

@@ -3,19 +3,13 @@ import type { Entry } from "@livecount/crdt";
 import { TOMBSTONE_PREFIX, deletedCounterOf, isPresenceCounter, purgeableAt } from "./digest.js";
 import type { EntryWrite, PageRecord } from "./store.js";
 
-/** The entry `mergePages` indexes (this DC's presence). */
-export interface IndexedEntry {
-  readonly counter: string;
-  readonly dc: string;
-}
-
-/** Every entry of the pages' records as writes, the indexed one marked. */
-export function pageWrites(pages: ReadonlyMap<string, PageRecord>, indexed: IndexedEntry): EntryWrite[] {
+/** Every entry of the pages' records as writes, `indexedDc`'s presence entries marked as indexed. */
+export function pageWrites(pages: ReadonlyMap<string, PageRecord>, indexedDc: string): EntryWrite[] {
   const writes: EntryWrite[] = [];
   for (const [page, record] of pages) {
     for (const [counter, entries] of Object.entries(record)) {
       for (const [dc, entry] of Object.entries(entries)) {
-        const isIndexed = counter === indexed.counter && dc === indexed.dc;
+        const isIndexed = dc === indexedDc && isPresenceCounter(counter);
         writes.push({ page, counter, dc, entry, indexed: isIndexed });
       }
     }

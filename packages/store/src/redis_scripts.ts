@@ -64,8 +64,9 @@ return 1`,
 
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index (all of the
-   * fence's partition), then one key per page. ARGV: epoch, now, the indexed field, then per page:
-   * page, bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
+   * fence's partition), then one key per page. ARGV: epoch, now, the end of the fields of indexed
+   * entries (a NUL and the DC whose presence entries are indexed), then per page: page, bucket,
+   * entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
    * list: per page where an entry advanced, its index (1-based, in KEYS order of pages) and its
    * advanced fields and values, flat. A page not in the store whose entries are all presence at zero
    * is left out, and so are a purged counter's remains (page_merge.ts, purgedRemains).
@@ -93,7 +94,8 @@ for i = 8, #KEYS do
       local field = ARGV[e]
       if not remains[counter_of(field)] then
         local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
-        local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, field == ARGV[3])
+        local indexed = is_presence(field) and string.sub(field, -#ARGV[3]) == ARGV[3]
+        local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, indexed)
         if value then
           changed[#changed + 1] = field
           changed[#changed + 1] = value

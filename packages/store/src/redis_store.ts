@@ -26,7 +26,7 @@ import {
   type Store,
 } from "./store.js";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
-import { RecordsBuilder, type IndexedEntry } from "./page_merge.js";
+import { RecordsBuilder } from "./page_merge.js";
 import { RedisKeys } from "./redis_keys.js";
 import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import { RedisConnection, queueScript, type Arg, type RedisConnectionOptions } from "./redis_connection.js";
@@ -321,7 +321,7 @@ export class RedisStore implements Store {
   async mergePages(
     fence: Fence,
     pages: ReadonlyMap<string, PageRecord>,
-    indexed: IndexedEntry,
+    indexedDc: string,
   ): Promise<Map<string, PageRecord> | null> {
     assertRecords(pages);
     this.#conn.assertOpen();
@@ -332,7 +332,7 @@ export class RedisStore implements Store {
     const replies = await this.#conn.run("mergePages", (p) => {
       for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
         const chunk = ids.slice(from, from + PAGES_PER_MERGE);
-        const args: Arg[] = [fence.epoch, this.#now(), entryField(indexed.counter, indexed.dc)];
+        const args: Arg[] = [fence.epoch, this.#now(), entryField("", indexedDc)];
         for (const page of chunk) {
           args.push(page, bucketOf(page), 0);
           const countAt = args.length - 1;

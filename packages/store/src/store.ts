@@ -175,8 +175,8 @@ export interface Store {
    * trip, each page atomically: every entry that advances what the store holds is written, with
    * digests and indexes, and returned as now stored, per page (pages where nothing advanced are
    * absent). A page the store does not hold whose record carries nothing but zero presence is left
-   * out: nothing to learn, and a page removed as empty stays removed. `indexed` names the entry
-   * indexed as `write` does with `indexed` (this DC's presence). A purged counter's remains are left
+   * out: nothing to learn, and a page removed as empty stays removed. The presence entries of
+   * `indexedDc` (this DC) are indexed as `write` does with `indexed`. A purged counter's remains are left
    * out too: a deleted counter the store holds nothing of, purgeable in the record, with its entry
    * not above the purge floor (what another DC still holds of a counter
    * purged here; see {@link Store.purgeTombstones}). Null when the fence is stale (pages
@@ -185,7 +185,7 @@ export interface Store {
   mergePages(
     fence: Fence,
     pages: ReadonlyMap<string, PageRecord>,
-    indexed: { readonly counter: string; readonly dc: string },
+    indexedDc: string,
   ): Promise<Map<string, PageRecord> | null>;
   /**
    * Applies idempotent increments in order, each atomically (fence check, key check, change and key

@@ -206,7 +206,7 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
       const fb = await lease(b, 7);
       // More pages than one script call takes, each with what this DC held before and what arrives.
       const pages = Array.from({ length: 260 }, (_, i) => pageIn(7, i));
-      const counters = ["likes", "@viewers", "@del:likes", "__proto__"];
+      const counters = ["likes", "@viewers", "@connections", "@del:likes", "__proto__"];
       const random = (): PageRecord => {
         const record: Record<string, Record<string, Entry>> = {};
         for (const counter of counters) {
@@ -237,14 +237,14 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
       for (const store of [a, b]) {
         await store.write([{ fence: store === a ? fa : fb, writes: writesOf(held) }]);
       }
-      const indexed = { counter: "@viewers", dc: "dc1" };
-      const advanced = await a.mergePages(fa, incoming, indexed);
+      const advanced = await a.mergePages(fa, incoming, "dc1");
       await b.write([
         {
           fence: fb,
           writes: writesOf(incoming).map((w) => ({
             ...w,
-            indexed: w.counter === "@viewers" && w.dc === "dc1",
+            // Every presence entry of the indexed DC is indexed, and none other.
+            indexed: (w.counter === "@viewers" || w.counter === "@connections") && w.dc === "dc1",
           })),
         },
       ]);
@@ -281,7 +281,7 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
         else expect({ ...got }, `${page}, seed ${seed}`).toEqual(expected);
       });
       // Merged again, nothing advances.
-      expect((await a.mergePages(fa, incoming, indexed))!.size).toBe(0);
+      expect((await a.mergePages(fa, incoming, "dc1"))!.size).toBe(0);
     });
 
     test(`${name} - mergePages leaves out a page it does not hold that brings only zero presence, and refuses a stale fence`, async () => {
@@ -300,7 +300,7 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
           [held, zero],
           [fresh1, { "@viewers": { dc2: { p: 3, n: 1 } } }],
         ]),
-        { counter: "@viewers", dc: "dc1" },
+        "dc1",
       );
       expect([...advanced!.keys()].sort()).toEqual([held, fresh1].sort());
       expect(await store.load(absent)).toEqual({});
@@ -313,13 +313,10 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
       expect(await store.digests([8])).not.toEqual(before);
       const stale = { ...fence, epoch: fence.epoch + 1 };
       const likes = new Map<string, PageRecord>([[absent, { likes: { dc2: { p: 5, n: 0 } } }]]);
-      expect(await store.mergePages(stale, likes, { counter: "@viewers", dc: "dc1" })).toBeNull();
+      expect(await store.mergePages(stale, likes, "dc1")).toBeNull();
       expect(await store.load(absent)).toEqual({});
       await expect(
-        store.mergePages(fence, new Map([[absent, { likes: { dc2: { p: -1, n: 0.5 } } }]]), {
-          counter: "@viewers",
-          dc: "dc1",
-        }),
+        store.mergePages(fence, new Map([[absent, { likes: { dc2: { p: -1, n: 0.5 } } }]]), "dc1"),
       ).rejects.toThrow();
     });
 

@@ -320,10 +320,7 @@ export function describePurgeContract(name: string, open: OpenStore): void {
           hearts: { dc2: { p: 1, n: 0 } },
         };
         const digest = await store.digests([PARTITION]);
-        const advanced = await store.mergePages(fence, new Map([[page, remains]]), {
-          counter: "@viewers",
-          dc: "dc1",
-        });
+        const advanced = await store.mergePages(fence, new Map([[page, remains]]), "dc1");
         expect(advanced).toEqual(new Map([[page, { hearts: { dc2: { p: 1, n: 0 } } }]]));
         expect(await store.load(page)).toEqual({ hearts: { dc2: { p: 1, n: 0 } } });
         expect(digest).not.toEqual(await store.digests([PARTITION]));
@@ -334,12 +331,12 @@ export function describePurgeContract(name: string, open: OpenStore): void {
           likes: { dc1: { p: 3, n: 3 }, dc2: { p: 1, n: 0 } },
           [TOMB]: { dc1: { p: 6, n: 0 } },
         };
-        await store.mergePages(fence, new Map([[page, revived]]), { counter: "@viewers", dc: "dc1" });
+        await store.mergePages(fence, new Map([[page, revived]]), "dc1");
         expect((await store.load(page)).likes).toEqual({ dc1: { p: 3, n: 3 }, dc2: { p: 1, n: 0 } });
         // An entry above the floor (floor 3 here) is news, not remains.
         const other = pageOf(1);
         const later: PageRecord = { likes: { dc2: { p: 4, n: 4 } }, [TOMB]: { dc2: { p: 8, n: 0 } } };
-        await store.mergePages(fence, new Map([[other, later]]), { counter: "@viewers", dc: "dc1" });
+        await store.mergePages(fence, new Map([[other, later]]), "dc1");
         expect(await store.load(other)).toEqual(later);
       });
     });

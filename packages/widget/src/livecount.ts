@@ -15,13 +15,17 @@
  *   this script. One WebSocket per server, at `/ws`.
  * - `mode="watch"`: show the count without counting as a viewer (`watch` instead of `join`).
  * - `counter="likes"`: show that durable counter instead of the viewers.
+ * - `show="active"`: show the viewers who have the page in front of them (a visible tab) instead of
+ *   all viewers; `show="connections"`: the open sockets joined to the page. Each tab tells the
+ *   server whether it is visible (`document.visibilityState`) when it joins and when that changes.
  * - `placeholder`: text shown until the first count arrives (default: nothing).
  * - `token`: a join token for a private page, minted by the site's server (the SDK's
  *   `signJoinToken`); sent with the join or watch. Without a valid one the server answers
  *   `unauthorized` and the element gets `data-error="unauthorized"`.
  *
  * Every element on a page shares one socket per server and one join (or watch) per page id.
- * Each update dispatches a bubbling `livecount` CustomEvent with `{ page, viewers, counters }`.
+ * Each update dispatches a bubbling `livecount` CustomEvent with
+ * `{ page, viewers, active, connections, counters }`.
  *
  * Size matters (the bundle must stay under 2 KB gzipped): internal names are short, there are no
  * classes beyond the element and no dependencies. Frame shapes mirror @livecount/protocol.
@@ -32,6 +36,10 @@ export interface LiveCountDetail {
   readonly page: string;
   /** Distinct viewers with an open socket on the page, summed over live data centers. */
   readonly viewers: number;
+  /** Viewers with the page in front of them (a visible tab). */
+  readonly active?: number;
+  /** Open sockets joined to the page. */
+  readonly connections?: number;
   /** Durable counters of the page by name (likes, reactions, ...). */
   readonly counters: Readonly<Record<string, number>>;
 }
@@ -141,7 +149,12 @@ function conn(server: string | null): Conn {
 }
 
 function send(c: Conn, type: string, page: string, viewer?: string, token?: string): void {
-  c.w!.send(JSON.stringify({ type, page, viewer, token }));
+  c.w!.send(JSON.stringify({ type, page, viewer, token, active: viewer && visible() }));
+}
+
+/** Whether this tab is in front of its viewer. */
+function visible(): boolean {
+  return document.visibilityState == "visible";
 }
 
 /**
@@ -218,7 +231,13 @@ function receive(c: Conn, data: unknown): void {
   const p = f && c.p.get(f.page!);
   if (!p) return;
   if (f.type == "count") {
-    p.c = { page: f.page, viewers: f.viewers, counters: f.counters || {} };
+    p.c = {
+      page: f.page,
+      viewers: f.viewers,
+      active: f.active,
+      connections: f.connections,
+      counters: f.counters || {},
+    };
     p.x = undefined;
   } else if (f.type == "error") {
     p.x = f.code;
@@ -236,7 +255,7 @@ class LiveCount extends HTMLElement {
   declare b?: [Conn, Page];
 
   static get observedAttributes(): string[] {
-    return ["page", "server", "mode", "counter", "placeholder", "token"];
+    return ["page", "server", "mode", "counter", "placeholder", "token", "show"];
   }
 
   connectedCallback(): void {
@@ -277,11 +296,12 @@ class LiveCount extends HTMLElement {
     const p = this.b![1];
     const d = p.c;
     const k = this.getAttribute("counter");
+    const v = this.getAttribute("show");
     if (p.x) this.setAttribute("data-error", p.x);
     else this.removeAttribute("data-error");
     const text = d
       ? (format ||= new Intl.NumberFormat(undefined, { notation: "compact" })).format(
-          k ? d.counters[k] || 0 : d.viewers,
+          k ? d.counters[k] || 0 : (v == "active" || v == "connections" ? d[v] : d.viewers) || 0,
         )
       : this.getAttribute("placeholder") || "";
     // Rewriting identical text would make screen readers announce it again.
@@ -291,3 +311,13 @@ class LiveCount extends HTMLElement {
 }
 
 if (!customElements.get("live-count")) customElements.define("live-count", LiveCount);
+
+// Tell the server, for every page this tab joined, whether the tab is in front of its viewer now.
+document.addEventListener("visibilitychange", () =>
+  conns.forEach((c) =>
+    c.p.forEach((p, id) => {
+      if (p.s == JOIN && c.w && c.w.readyState == 1)
+        c.w.send(JSON.stringify({ type: "active", page: id, active: visible() }));
+    }),
+  ),
+);
