@@ -12,50 +12,16 @@ import {
   type PresenceOp,
 } from "@livecount/protocol";
 import { isPresenceCounter, purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
+import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
 import { PagePresence, type Hold } from "./page_presence.js";
 
-export type ActorStatus = "loading" | "active" | "closed";
-
-/** A mailbox item: runs with no argument, or with the reason the actor could not run it. */
-export type Work = (failure?: Error) => void;
-
-export class ActorClosedError extends Error {
-  override name = "ActorClosedError";
-  constructor(page: string, options?: { cause?: unknown }) {
-    super(`the actor of page ${JSON.stringify(page)} is closed`, options);
-  }
-}
-
-/** What an actor needs from its node: the data center, time, and a way to ask for a flush. */
-export interface ActorHost {
-  readonly dc: string;
-  readonly graceMs: number;
-  now(): number;
-  /** The actor has entries to persist and publish. */
-  markDirty(actor: PageActor): void;
-  /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
-  wakeAt(actor: PageActor, at: number): void;
-  /**
-   * Where a page's own presence entries start when it has none (never written, or removed while
-   * empty): above every `p` this DC ever held in a presence entry on the partition's pages
-   * (Store.presenceFloor), so a copy of an older entry kept elsewhere can never hide a viewer who
-   * comes later.
-   */
-  presenceFloor(partition: number): number;
-  /** A presence entry of this DC of a page on the partition reached `p`. */
-  presenceRaised(partition: number, p: number): void;
-  /**
-   * Where this DC's entry of a durable counter starts when the store holds none: the partition's
-   * purge floor (Store.purgeFloor), above every entry of a counter purged from it.
-   */
-  purgeFloor(partition: number): number;
-}
+export { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
 
 /**
  * The actor of one page on its owner node: one mailbox, handled in order. It holds every data
  * center's PN-counter entries of the page and this data center's presence, and turns presence into
- * this data center's presence entries (viewers, active viewers, connections). Created on demand, loaded from the store before it handles
- * anything, passivated by its node when idle.
+ * this data center's presence entries (viewers, active viewers, connections). Created on demand,
+ * loaded from the store before it handles anything, passivated by its node when idle.
  */
 export class PageActor {
   readonly page: string;
