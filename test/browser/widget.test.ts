@@ -5,25 +5,15 @@
  * (localhost:<gateway port>), as on a customer's site: the widget must find its server from its
  * own script URL. Every browser context is a separate browser profile, so a separate viewer.
  */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { signJoinToken } from "@livecount/sdk";
 import { startStandalone } from "@livecount/standalone";
 import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { chromiumSkipped, launchChromium } from "../support/chromium.js";
 
-const CHROMIUM_PATH = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 const PUBLISHER_KEY = "test-key";
 /** Private pages of this suite's gateway, and the secret their join tokens are signed with. */
 const PRIVATE_PREFIX = "private-";
@@ -33,13 +23,7 @@ const GRACE_MS = 500;
 /** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
 const SETTLE_MS = 10_000;
 
-// Skip only on a developer machine without Chromium; under CI a missing browser is a failure.
-const skip = !existsSync(CHROMIUM_PATH) && !process.env.CI;
-if (skip) {
-  console.warn(
-    `browser tests SKIPPED: ${CHROMIUM_PATH} is missing (apt-get install -y chromium). Under CI they fail instead.`,
-  );
-}
+const skip = chromiumSkipped("browser tests");
 
 declare global {
   interface Window {
@@ -72,7 +56,7 @@ describe.skipIf(skip)("widget in Chromium", () => {
     gatewayOrigin = `http://localhost:${gateway.port}`;
     host = await startHost(gatewayOrigin);
     hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
-    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {
