@@ -14,6 +14,10 @@ export interface CountFrame {
   readonly type: "count";
   readonly page: string;
   readonly viewers: number;
+  /** Viewers with an active socket on the page (a visible tab). */
+  readonly active?: number;
+  /** Open sockets joined to the page. */
+  readonly connections?: number;
   readonly counters: Readonly<Record<string, number>>;
   readonly ts: number;
   /** Data centers whose entries make up the value (multi-DC deployments). */
@@ -197,6 +201,25 @@ export class TestClient {
         if (last?.viewers !== viewers)
           throw new Error(`page ${page}: viewers ${String(last?.viewers)}, want ${viewers}`);
         return last;
+      },
+      { timeoutMs, intervalMs: 5 },
+    );
+  }
+
+  /** Waits until the latest count frame for `page` carries every value of `want`, and returns it. */
+  async waitForCount(
+    page: string,
+    want: { readonly viewers?: number; readonly active?: number; readonly connections?: number },
+    timeoutMs = DEFAULT_WAIT_MS,
+  ): Promise<CountFrame> {
+    return eventually(
+      () => {
+        const last = this.lastCount(page);
+        for (const [key, value] of Object.entries(want)) {
+          if (last?.[key as keyof typeof want] !== value)
+            throw new Error(`page ${page}: ${JSON.stringify(last)}, want ${JSON.stringify(want)}`);
+        }
+        return last!;
       },
       { timeoutMs, intervalMs: 5 },
     );

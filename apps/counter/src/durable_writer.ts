@@ -1,11 +1,6 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
-import {
-  encodeMessage,
-  type IncrementRequest,
-  type NodeReply,
-  type ResetRequest,
-} from "@livecount/protocol";
+import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
 import {
   type EntryWrite,

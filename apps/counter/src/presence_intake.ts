@@ -160,7 +160,12 @@ function wrongPartition(page: string, request: PresenceBatch | PresenceSync): No
 /** What a sync says its gateway holds on `page`, by viewer (PresenceSync: defaults one socket, active). */
 function heldIn(sync: PresenceSync, page: string): Map<string, Hold> {
   const viewers = Object.hasOwn(sync.pages, page) ? sync.pages[page]! : [];
-  const sockets = sync.sockets !== undefined && Object.hasOwn(sync.sockets, page) ? sync.sockets[page] : undefined;
-  const passive = new Set(sync.passive !== undefined && Object.hasOwn(sync.passive, page) ? sync.passive[page] : []);
-  return new Map(viewers.map((viewer, i) => [viewer, { sockets: sockets?.[i] ?? 1, active: !passive.has(viewer) }]));
+  const sockets =
+    sync.sockets !== undefined && Object.hasOwn(sync.sockets, page) ? sync.sockets[page] : undefined;
+  const passive = new Set(
+    sync.passive !== undefined && Object.hasOwn(sync.passive, page) ? sync.passive[page] : [],
+  );
+  return new Map(
+    viewers.map((viewer, i) => [viewer, { sockets: sockets?.[i] ?? 1, active: !passive.has(viewer) }]),
+  );
 }

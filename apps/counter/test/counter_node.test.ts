@@ -1,6 +1,8 @@
 import { MemoryBus, nodeSubject, nodesSubject } from "@livecount/bus";
 import {
-  ACTIVE_COUNTER, CONNECTIONS_COUNTER, VIEWERS_COUNTER,
+  ACTIVE_COUNTER,
+  CONNECTIONS_COUNTER,
+  VIEWERS_COUNTER,
   decodeMessage,
   decodeNodeReply,
   encodeMessage,

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { mulberry32, testSeed } from "../../../test/support/prng.js";
 import { PagePresence, type Hold } from "../src/page_presence.js";
 
 const GRACE_MS = 3000;
@@ -152,5 +153,107 @@ describe("counter - page presence", () => {
     expect(p.heldBy("g2")).toEqual(["v:other"]);
     expect(p.nextDeadline()).toBeUndefined();
     expect(p.count).toBe(4);
+  });
+
+  test("counter - a viewer is active while any of its sockets on any gateway is; connections sum the sockets", () => {
+    const p = new PagePresence();
+    const hidden = (sockets: number): Hold => ({ sockets, active: false });
+    const shown = (sockets: number): Hold => ({ sockets, active: true });
+    p.apply("g1", "v:alice", hidden(2), T0, GRACE_MS);
+    p.apply("g1", "v:bob", shown(1), T0, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 3]);
+    // Alice opens a visible tab on another gateway: one viewer, active, one more connection.
+    p.apply("g2", "v:alice", shown(1), T0, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 2, 4]);
+    // Her hidden tabs close: she stays active through the visible one.
+    p.apply("g1", "v:alice", undefined, T0 + 1, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 2, 2]);
+    // The visible one hides.
+    p.apply("g2", "v:alice", hidden(1), T0 + 2, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 2]);
+    // The same state again changes nothing (ops are retried).
+    p.apply("g2", "v:alice", hidden(1), T0 + 3, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 2]);
+  });
+
+  test("counter - a lingering viewer keeps its attention and has no connection, until it comes back or its grace ends", () => {
+    const p = new PagePresence();
+    p.apply("g1", "v:a", { sockets: 1, active: true }, T0, GRACE_MS);
+    p.apply("g1", "v:b", { sockets: 1, active: false }, T0, GRACE_MS);
+    p.apply("g1", "v:a", undefined, T0 + 10, GRACE_MS);
+    p.apply("g1", "v:b", undefined, T0 + 10, GRACE_MS);
+    // A reload: still counted, active as before, no socket open.
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 0]);
+    p.apply("g2", "v:a", { sockets: 1, active: true }, T0 + 20, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 1]);
+    p.expire(T0 + 10 + GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([1, 1, 1]);
+    // A departure without grace ends an active viewer at once.
+    p.apply("g2", "v:a", undefined, T0 + 30, 0);
+    expect([p.count, p.active, p.connections]).toEqual([0, 0, 0]);
+  });
+
+  test("counter - a gateway's death and a resync move attention and connections with the viewers", () => {
+    const p = new PagePresence();
+    p.apply("dead", "v:a", { sockets: 3, active: true }, T0, GRACE_MS);
+    p.apply("dead", "v:b", { sockets: 1, active: true }, T0, GRACE_MS);
+    p.apply("live", "v:b", { sockets: 2, active: false }, T0, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 2, 6]);
+    p.dropGateway("dead");
+    expect([p.count, p.active, p.connections]).toEqual([1, 0, 2]);
+    // The resync of "live" says b now has one visible socket there, and c arrived hidden.
+    p.replace(
+      "live",
+      new Map<string, Hold>([
+        ["v:b", { sockets: 1, active: true }],
+        ["v:c", { sockets: 1, active: false }],
+      ]),
+      T0 + 1,
+      GRACE_MS,
+    );
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 2]);
+    // An empty resync: both linger (b active), no connection left.
+    p.replace("live", new Map(), T0 + 2, GRACE_MS);
+    expect([p.count, p.active, p.connections]).toEqual([2, 1, 0]);
+  });
+
+  test("counter - random churn keeps the totals equal to what the holds say", () => {
+    const rnd = mulberry32(testSeed("page presence churn"));
+    const p = new PagePresence();
+    // What each gateway holds of each viewer, the truth the totals must match at quiescence.
+    const truth = new Map<string, Map<string, Hold>>();
+    let now = T0;
+    for (let step = 0; step < 5000; step++) {
+      const g = `g${rnd.int(3)}`;
+      const v = `v:${rnd.int(12)}`;
+      now += rnd.int(200);
+      const gateway = truth.get(g) ?? new Map<string, Hold>();
+      truth.set(g, gateway);
+      if (rnd.chance(0.6)) {
+        const hold = { sockets: 1 + rnd.int(3), active: rnd.chance(0.5) };
+        gateway.set(v, hold);
+        p.apply(g, v, hold, now, GRACE_MS);
+      } else {
+        gateway.delete(v);
+        p.apply(g, v, undefined, now, rnd.chance(0.2) ? 0 : GRACE_MS);
+      }
+      if (rnd.chance(0.01)) {
+        truth.delete(g);
+        p.dropGateway(g);
+      }
+    }
+    // Once every grace is over, only what is held counts.
+    p.expire(now + GRACE_MS);
+    const viewers = new Map<string, boolean>();
+    let connections = 0;
+    for (const gateway of truth.values()) {
+      for (const [v, h] of gateway) {
+        viewers.set(v, viewers.get(v) === true || h.active);
+        connections += h.sockets;
+      }
+    }
+    expect(p.count).toBe(viewers.size);
+    expect(p.active).toBe([...viewers.values()].filter(Boolean).length);
+    expect(p.connections).toBe(connections);
   });
 });

@@ -246,7 +246,8 @@ export class PresenceForwarder {
 
 /** The op telling an owner what this gateway holds of a viewer, defaults (one socket, active) left out. */
 function presenceOp(page: string, viewer: string, hold: Hold | undefined, drop: boolean): PresenceOp {
-  if (hold === undefined) return drop ? { page, viewer, present: false, drop } : { page, viewer, present: false };
+  if (hold === undefined)
+    return drop ? { page, viewer, present: false, drop } : { page, viewer, present: false };
   return {
     page,
     viewer,

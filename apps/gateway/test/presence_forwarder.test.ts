@@ -89,4 +89,55 @@ describe("gateway - presence forwarder", () => {
     });
     f.close();
   });
+
+  test("gateway - ops and syncs tell the owner each viewer's sockets and attention, defaults left out", async () => {
+    const owners = new Owners();
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence);
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", false));
+    f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", false));
+    await eventually(() => expect(owners.sent).toHaveLength(1));
+    // Latest state per viewer: v:1 on two sockets (one visible), v:2 on one hidden socket.
+    expect(owners.sent[0]!.request).toMatchObject({
+      type: "presence",
+      ops: [
+        { page: "page-a", viewer: "v:1", present: true, sockets: 2 },
+        { page: "page-a", viewer: "v:2", present: true, active: false },
+      ],
+    });
+    const ops = (owners.sent[0]!.request as unknown as { ops: Array<Record<string, unknown>> }).ops;
+    expect(ops[0]).not.toHaveProperty("active");
+    expect(ops[1]).not.toHaveProperty("sockets");
+    // The visible socket of v:1 goes to the background: v:1 is no longer active here.
+    expect(presence.setActive("page-a", "v:1", false)).toEqual({ sockets: 2, active: false });
+    // v:2's only socket comes to the front and goes back.
+    expect(presence.setActive("page-a", "v:2", true)).toEqual({ sockets: 1, active: true });
+    expect(presence.setActive("page-a", "v:2", false)).toEqual({ sockets: 1, active: false });
+    f.resyncAll();
+    await eventually(() => expect(owners.sent).toHaveLength(2));
+    expect(owners.sent[1]!.request).toEqual({
+      type: "presence_sync",
+      gateway: "gw-1",
+      partition: owners.sent[1]!.request.type === "presence_sync" ? owners.sent[1]!.request.partition : -1,
+      pages: { "page-a": ["v:1", "v:2"] },
+      sockets: { "page-a": [2, 1] },
+      passive: { "page-a": ["v:1", "v:2"] },
+    });
+    f.close();
+  });
+
+  test("gateway - local presence reports a change of attention only when the viewer's own changes", () => {
+    const presence = new LocalPresence();
+    presence.add("p", "v:1", false);
+    presence.add("p", "v:1", false);
+    expect(presence.setActive("p", "v:1", true)).toEqual({ sockets: 2, active: true });
+    // A second socket coming to the front: the viewer was active already.
+    expect(presence.setActive("p", "v:1", true)).toBeUndefined();
+    expect(presence.setActive("p", "v:1", false)).toBeUndefined();
+    expect(presence.remove("p", "v:1", true)).toEqual({ sockets: 1, active: false });
+    expect(presence.remove("p", "v:1", false)).toBeUndefined();
+    expect(presence.has("p", "v:1")).toBe(false);
+    expect(presence.setActive("p", "v:1", true)).toBeUndefined();
+  });
 });

@@ -288,7 +288,8 @@ function toServerFrame(frame: unknown): ServerFrame {
     case "count": {
       const { viewers, active, connections, counters, ts, dcs, lag_ms } = raw;
       if (!isCount(viewers)) throw badFrame("viewers must be a non-negative safe integer");
-      if (active !== undefined && !isCount(active)) throw badFrame("active must be a non-negative safe integer");
+      if (active !== undefined && !isCount(active))
+        throw badFrame("active must be a non-negative safe integer");
       if (connections !== undefined && !isCount(connections))
         throw badFrame("connections must be a non-negative safe integer");
       if (!isCount(ts)) throw badFrame("ts must be a non-negative safe integer");

@@ -59,7 +59,11 @@ function optionalNaturals(m: Fields, ...names: string[]): Record<string, number>
 }
 
 /** The named per-page record when present, its values checked by `value`. */
-function optionalRecord<T>(m: Fields, name: string, value: (v: unknown) => T): Record<string, Record<string, T>> {
+function optionalRecord<T>(
+  m: Fields,
+  name: string,
+  value: (v: unknown) => T,
+): Record<string, Record<string, T>> {
   const v = m.get(name);
   return v === undefined ? {} : { [name]: recordOf(v, isPageId, value, name) };
 }

@@ -30,6 +30,10 @@ const CLIENT_FRAMES: readonly ClientFrame[] = [
   { type: "join", page: "user-7", viewer: "ignored", token: "eyJh.eyJz.c2ln" },
   { type: "watch", page: "user-7", token: "a.b.c" },
   { type: "unwatch", page: "a".repeat(128) },
+  { type: "join", page: "home", viewer: "v-9", active: false },
+  { type: "join", page: "home", active: true },
+  { type: "active", page: "home", active: false },
+  { type: "active", page: "home", active: true },
   { type: "ping" },
 ];
 
@@ -42,6 +46,7 @@ const SERVER_FRAMES: readonly ServerFrame[] = [
     ts: TS,
   },
   { type: "count", page: "empty", viewers: 0, counters: {}, ts: 0 },
+  { type: "count", page: "attention", viewers: 4, active: 3, connections: 6, counters: {}, ts: TS },
   // Counter names that are also Object.prototype members must survive as plain own properties.
   {
     type: "count",
@@ -104,6 +109,30 @@ describe("client frames", () => {
         { Type: "ping" },
       ]) {
         protocolErrorOf(() => decodeRaw(value, encoding), "bad_frame");
+      }
+    });
+
+    it(`codec - rejects a malformed ${encoding} active field as bad_frame`, () => {
+      for (const value of [
+        { type: "join", page: "home", active: "true" },
+        { type: "join", page: "home", active: 1 },
+        { type: "join", page: "home", active: null },
+        { type: "active", page: "home" },
+        { type: "active", page: "home", active: "false" },
+        { type: "active", page: "home", active: 0 },
+      ]) {
+        protocolErrorOf(() => decodeRaw(value, encoding), "bad_frame");
+      }
+      protocolErrorOf(() => decodeRaw({ type: "active", page: "", active: true }, encoding), "invalid_page");
+    });
+
+    it(`codec - rejects ${encoding} count frames whose active or connections is not a count`, () => {
+      for (const value of [
+        { type: "count", page: "p", viewers: 1, active: -1, counters: {}, ts: 1 },
+        { type: "count", page: "p", viewers: 1, active: 1.5, counters: {}, ts: 1 },
+        { type: "count", page: "p", viewers: 1, connections: "2", counters: {}, ts: 1 },
+      ]) {
+        protocolErrorOf(() => decodeServerFrame(raw(value, encoding), encoding), "bad_frame");
       }
     });
 

@@ -28,6 +28,7 @@ const MESSAGES: readonly InternalMessage[] = [
       { page: "home", viewer: "v:abc", present: true },
       { page: "home", viewer: "s:gw-1a2b:42", present: false },
       { page: "home", viewer: "v:old", present: false, drop: true },
+      { page: "home", viewer: "v:tabs", present: true, sockets: 3, active: false },
     ],
   },
   { type: "presence", gateway: "gw-1a2b", partition: 0, ops: [], hop: 1 },
@@ -40,6 +41,17 @@ const MESSAGES: readonly InternalMessage[] = [
       ["__proto__", ["v:b"]],
       ["constructor", []],
     ]),
+  },
+  {
+    type: "presence_sync",
+    gateway: "gw-1a2b",
+    partition: 3,
+    pages: Object.fromEntries([
+      ["home", ["v:a", "v:b"]],
+      ["__proto__", ["v:c"]],
+    ]),
+    sockets: Object.fromEntries([["home", [2, 1]]]),
+    passive: Object.fromEntries([["__proto__", ["v:c"]]]),
   },
   { type: "snapshot", page: "home" },
   { type: "snapshot", page: "home", hop: 2 },
@@ -171,8 +183,16 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
     [{ page: "p", viewer: "v:a", present: 1 }],
     [{ page: "p", viewer: "v:a" }],
     [{ page: "p", viewer: "v:a", present: false, drop: 1 }],
+    [{ page: "p", viewer: "v:a", present: true, sockets: 0 }],
+    [{ page: "p", viewer: "v:a", present: true, sockets: 1.5 }],
+    [{ page: "p", viewer: "v:a", present: true, sockets: "2" }],
+    [{ page: "p", viewer: "v:a", present: true, active: "yes" }],
     [["p", "v:a", true]],
   ],
+  // Optional (absent is valid): socket counts per viewer of a page, each positive.
+  sockets: [null, [], { home: 2 }, { home: [0] }, { home: [-1] }, { home: [1.5] }, { "bad page": [1] }],
+  // Optional: viewers of a page none of whose sockets is active.
+  passive: [null, [], { home: "v:a" }, { home: [""] }, { home: [1] }, { "": ["v:a"] }],
   pages: [
     undefined,
     [],
@@ -307,7 +327,7 @@ describe("internal codec", () => {
       "constructor",
     ]);
     expect(sync.type === "presence_sync" && Object.getPrototypeOf(sync.pages)).toBe(Object.prototype);
-    const state = decodeMessage(encodeMessage(MESSAGES[8]!));
+    const state = decodeMessage(encodeMessage(MESSAGES.find((m) => m.type === "page_state")!));
     expect(state.type === "page_state" && Object.keys(state.counters)).toEqual([
       VIEWERS_COUNTER,
       "likes",

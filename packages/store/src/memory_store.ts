@@ -21,13 +21,7 @@ import {
   type Store,
   type EntryWrite,
 } from "./store.js";
-import {
-  RecordsBuilder,
-  isTombstone,
-  onlyZeroPresence,
-  pageWrites,
-  purgedRemains,
-} from "./page_merge.js";
+import { RecordsBuilder, isTombstone, onlyZeroPresence, pageWrites, purgedRemains } from "./page_merge.js";
 import { MemoryDigests, type PageEntries } from "./memory_digests.js";
 import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
 import { MemoryKeys } from "./memory_keys.js";
