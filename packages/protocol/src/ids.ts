@@ -34,6 +34,16 @@ export const ACTIVE_COUNTER = "@active";
 export const CONNECTIONS_COUNTER = "@connections";
 /** The presence counters: entries that follow what a data center's sockets hold right now. */
 export const PRESENCE_COUNTERS: readonly string[] = [VIEWERS_COUNTER, ACTIVE_COUNTER, CONNECTIONS_COUNTER];
+/**
+ * Names of presence counters on the bus: '@' and lowercase letters. Wider than PRESENCE_COUNTERS so
+ * that a presence counter a later release adds passes through this one (kept, merged, not shown)
+ * instead of making every message that carries it malformed.
+ */
+const PRESENCE_COUNTER_NAME = /^@[a-z]{1,32}$/;
+
+export function isPresenceCounterName(v: unknown): v is string {
+  return typeof v === "string" && PRESENCE_COUNTER_NAME.test(v);
+}
 
 function isPrintableAscii(v: unknown, maxLength: number): v is string {
   return typeof v === "string" && v.length >= 1 && v.length <= maxLength && PRINTABLE_ASCII.test(v);

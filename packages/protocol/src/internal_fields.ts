@@ -5,7 +5,7 @@
  */
 import { isEntry, type Entries, type Entry } from "@livecount/crdt";
 import { ProtocolError } from "./errors.js";
-import { PRESENCE_COUNTERS, isCounterName, isInternalId, isPageId, isViewerKey } from "./ids.js";
+import { isCounterName, isInternalId, isPageId, isPresenceCounterName, isViewerKey } from "./ids.js";
 import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
 import { isTombstoneCounter } from "./visibility.js";
 
@@ -43,7 +43,7 @@ export function naturalOf(v: unknown): number {
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
 /** Counter names inside the system: a public name, a presence counter, or a tombstone. */
 export const isCounterKey = (v: unknown): v is string =>
-  isCounterName(v) || PRESENCE_COUNTERS.includes(v as string) || isTombstoneCounter(v);
+  isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v);
 
 export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
   if (!Array.isArray(v)) malformed(`${what} must be an array`);

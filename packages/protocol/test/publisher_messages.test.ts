@@ -125,7 +125,18 @@ describe("internal codec - publisher messages", () => {
   });
 
   it("internal - a tombstone name must name a public counter", () => {
-    for (const name of ["@del:", "@del:li kes", "@del:@viewers", "@deleted", "@del:@del:x"]) {
+    for (const name of ["@del:", "@del:li kes", "@del:@viewers", "@Del:x", "@del:@del:x"]) {
+      const state = { ...WITH_TOMBSTONES[0]!, counters: { [name]: { dc1: { p: 1, n: 0 } } } };
+      protocolErrorOf(() => decodeMessage(Uint8Array.from(pack(state))), "bad_frame");
+    }
+  });
+
+  it("internal - a presence counter a later release adds passes through; other internal names do not", () => {
+    for (const name of ["@active", "@connections", "@future"]) {
+      const state = { ...WITH_TOMBSTONES[0]!, counters: { [name]: { dc1: { p: 1, n: 0 } } } };
+      expect(decodeMessage(Uint8Array.from(pack(state)))).toMatchObject({ counters: { [name]: {} } });
+    }
+    for (const name of ["@", "@Active", "@a1", `@${"a".repeat(33)}`, "@a-b"]) {
       const state = { ...WITH_TOMBSTONES[0]!, counters: { [name]: { dc1: { p: 1, n: 0 } } } };
       protocolErrorOf(() => decodeMessage(Uint8Array.from(pack(state))), "bad_frame");
     }
