@@ -1,16 +1,19 @@
 // k6 load script: widget viewers over WebSocket protocol v1 (stock k6 >= 0.47, module k6/ws).
 //
 // Each iteration is one visit: a VU opens a socket, joins a random page with its own viewer id,
-// stays, leaves and closes, then thinks for a moment before the next visit.
+// stays, leaves and closes, then thinks for a moment before the next visit. A share of visits
+// (HIDDEN_SHARE) starts in a background tab and comes to the front halfway through the stay; the
+// others go to the background then (`active` frames), as tabs do.
 //
 //   k6 run -e WS_URL=ws://127.0.0.1:8080/ws -e PAGES=100 -e VUS=500 loadtest/k6/viewers.js
 //
 // Environment: WS_URL (default ws://127.0.0.1:8080/ws), PAGES (100), PAGE_PREFIX (k6-page-),
-// VUS (200), RAMP (30s), HOLD (1m), STAY_S (20: seconds a visit lasts), VISIBLE_TIMEOUT_MS (5000).
+// VUS (200), RAMP (30s), HOLD (1m), STAY_S (20: seconds a visit lasts), VISIBLE_TIMEOUT_MS (5000),
+// HIDDEN_SHARE (0.3: visits that start in a background tab).
 //
 // Checks: the handshake is a 101; a count frame arrives after the join, for the joined page; the
 // count comes to include this viewer (viewers >= 1) within VISIBLE_TIMEOUT_MS; frames are well
-// formed; no error frame. Trends: join -> first count frame, join -> count including this viewer.
+// formed (with `active` <= `viewers` and `connections`); no error frame. Trends: join -> first count frame, join -> count including this viewer.
 import { check, sleep } from "k6";
 import { Counter, Rate, Trend } from "k6/metrics";
 import ws from "k6/ws";
@@ -23,6 +26,7 @@ const RAMP = __ENV.RAMP || "30s";
 const HOLD = __ENV.HOLD || "1m";
 const STAY_MS = parseInt(__ENV.STAY_S || "20", 10) * 1000;
 const VISIBLE_TIMEOUT_MS = parseInt(__ENV.VISIBLE_TIMEOUT_MS || "5000", 10);
+const HIDDEN_SHARE = parseFloat(__ENV.HIDDEN_SHARE || "0.3");
 
 /** join sent -> first count frame of the page (the value the gateway had then). */
 const joinToFirstCount = new Trend("join_to_first_count", true);
@@ -62,6 +66,11 @@ function isCountFrame(f) {
     typeof f.page === "string" &&
     Number.isInteger(f.viewers) &&
     f.viewers >= 0 &&
+    Number.isInteger(f.active) &&
+    f.active >= 0 &&
+    f.active <= f.viewers &&
+    Number.isInteger(f.connections) &&
+    f.connections >= 0 &&
     typeof f.counters === "object" &&
     f.counters !== null &&
     typeof f.ts === "number"
@@ -78,7 +87,12 @@ export default function () {
   const res = ws.connect(WS_URL, { tags: { name: "viewer" } }, function (socket) {
     socket.on("open", function () {
       joinedAt = Date.now();
-      socket.send(JSON.stringify({ type: "join", page, viewer }));
+      const hidden = Math.random() < HIDDEN_SHARE;
+      socket.send(JSON.stringify({ type: "join", page, viewer, active: !hidden }));
+      // Halfway through the visit the tab changes sides: to the front, or to the background.
+      socket.setTimeout(function () {
+        socket.send(JSON.stringify({ type: "active", page, active: hidden }));
+      }, STAY_MS / 2);
 
       socket.setTimeout(function () {
         check(counted, { "count includes this viewer (viewers >= 1) in time": (c) => c === true });
