@@ -1,5 +1,6 @@
 export * from "./ids.js";
 export * from "./visibility.js";
+export * from "./windows.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";

@@ -8,6 +8,7 @@ import { ProtocolError } from "./errors.js";
 import { isCounterName, isInternalId, isPageId, isPresenceCounterName, isViewerKey } from "./ids.js";
 import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
 import { isTombstoneCounter } from "./visibility.js";
+import { isWindowCounter } from "./windows.js";
 
 export type Fields = ReadonlyMap<unknown, unknown>;
 
@@ -41,9 +42,9 @@ export function naturalOf(v: unknown): number {
   return v;
 }
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
-/** Counter names inside the system: a public name, a presence counter, or a tombstone. */
+/** Counter names inside the system: a public name, a presence counter, a tombstone or a window bucket. */
 export const isCounterKey = (v: unknown): v is string =>
-  isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v);
+  isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v) || isWindowCounter(v);
 
 export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
   if (!Array.isArray(v)) malformed(`${what} must be an array`);

@@ -43,11 +43,29 @@ export function bucketOf(page: string): number {
 }
 
 /**
- * Presence counters (`@viewers` and the like, but not tombstones `@del:`): entries that follow what
+ * Presence counters (`@viewers`, `@active`, `@connections`: '@' and lowercase letters, unlike
+ * tombstones `@del:<counter>` and window buckets `@w:<counter>:<minute>`): entries that follow what
  * a DC's sockets hold right now, so at zero they carry nothing.
  */
 export function isPresenceCounter(counter: string): boolean {
-  return counter.startsWith("@") && !counter.startsWith("@del:");
+  return PRESENCE_NAME.test(counter);
+}
+const PRESENCE_NAME = /^@[a-z]+$/;
+
+/** Window buckets (the protocol's windows.ts; the store does not depend on the protocol). */
+const WINDOW_BUCKET = /^@w:.+:(\d+)$/;
+const WINDOW_BUCKET_MS = 60_000;
+/** The longest window readers may ask for. */
+const WINDOW_SPAN_MS = 86_400_000;
+
+/**
+ * When a window bucket stops mattering: the longest window no longer reaches its minute. Undefined
+ * for every other counter, which never expires. Every store removes a bucket from then on
+ * ({@link Store.removeExpiredBuckets}) and leaves out one that arrives later (a merge, an old copy).
+ */
+export function bucketExpiresAt(counter: string): number | undefined {
+  const m = WINDOW_BUCKET.exec(counter);
+  return m === null ? undefined : (Number(m[1]) + 1) * WINDOW_BUCKET_MS + WINDOW_SPAN_MS;
 }
 
 /**
@@ -122,7 +140,14 @@ export function xorDigest(a: string, b: string): string {
  */
 export const LUA_DIGEST = `
 local function is_presence(field)
-  return string.sub(field, 1, 1) == "@" and string.sub(field, 1, 5) ~= "@del:"
+  return string.find(field, "^@%l+%z") ~= nil
+end
+-- When a window bucket's field expires (bucketExpiresAt), nil for any other field.
+local function bucket_expiry(field)
+  if string.sub(field, 1, 3) ~= "@w:" then return nil end
+  local minute = string.match(field, ":(%d+)%z")
+  if not minute then return nil end
+  return (tonumber(minute) + 1) * ${WINDOW_BUCKET_MS} + ${WINDOW_SPAN_MS}
 end
 local function is_zero(value)
   local p, n = string.match(value, "^(%d+):(%d+)$")

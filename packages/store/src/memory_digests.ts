@@ -9,6 +9,7 @@ import {
   TOMBSTONE_PREFIX,
   deletedCounterOf,
   ZERO_DIGEST,
+  bucketExpiresAt,
   bucketOf,
   entryHash,
   isPresenceCounter,
@@ -39,7 +40,10 @@ export class MemoryDigests {
     entry: Entry,
     set: () => void,
   ): void {
-    const deleted = isPresenceCounter(counter) ? undefined : (deletedCounterOf(counter) ?? counter);
+    const deleted =
+      isPresenceCounter(counter) || bucketExpiresAt(counter) !== undefined
+        ? undefined
+        : (deletedCounterOf(counter) ?? counter);
     if (deleted !== undefined) this.#toggleSettled(partition, page, counters, deleted);
     let change = entryHash(page, counter, dc, entry);
     if (old !== undefined) change = xorDigest(change, entryHash(page, counter, dc, old));
@@ -49,8 +53,12 @@ export class MemoryDigests {
     if (counter.startsWith(TOMBSTONE_PREFIX)) this.#tombChanged(partition, change);
   }
 
-  /** A settled delete's entry leaves the page: only the tombstone digest held it. */
-  removed(partition: number, page: string, counter: string, dc: string, old: Entry): void {
+  /**
+   * An entry leaves the page: a settled delete's, which only the tombstone digest held, or (`counted`)
+   * one the bucket digest holds, an expired window bucket.
+   */
+  removed(partition: number, page: string, counter: string, dc: string, old: Entry, counted = false): void {
+    if (counted) this.#xor(partition, bucketOf(page), entryHash(page, counter, dc, old));
     if (counter.startsWith(TOMBSTONE_PREFIX)) this.#tombChanged(partition, entryHash(page, counter, dc, old));
   }
 

@@ -3,7 +3,7 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { bucketOf, deletedCounterOf, purgeableAt } from "./digest.js";
+import { bucketExpiresAt, bucketOf, deletedCounterOf, purgeableAt } from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -27,6 +27,9 @@ import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
 import { MemoryKeys } from "./memory_keys.js";
 import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
+import { NonZeroIndex } from "./memory_nonzero.js";
+import { entriesOf, recordOf } from "./memory_records.js";
+import { WindowIndex } from "./memory_windows.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites } from "./validate.js";
 
 export interface MemoryStoreOptions {
@@ -37,8 +40,7 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements Store {
   readonly #now: () => number;
   readonly #leases = new MemoryLeases();
-  /** partition -> indexed non-zero entries, by "page\0counter\0dc". */
-  readonly #nonZero = new Map<number, Map<string, EntryRef>>();
+  readonly #nonZero = new NonZeroIndex();
   readonly #pages = new Map<string, PageEntries>();
   /** Ids of pages with at least one entry, sorted, for prefix listing. */
   readonly #pageIds = new SortedPageIds();
@@ -54,6 +56,7 @@ export class MemoryStore implements Store {
   readonly #purgeFloors = new Map<number, number>();
   /** partition -> page with a tombstone -> when a tombstone of it last changed. */
   readonly #tombs = new Map<number, Map<string, number>>();
+  readonly #windows = new WindowIndex();
   #closed = false;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -90,18 +93,20 @@ export class MemoryStore implements Store {
 
   async load(page: string): Promise<PageRecord> {
     this.#assertOpen();
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    return Object.fromEntries(
-      [...(this.#pages.get(page) ?? [])].map(([counter, dcs]) => [
-        counter,
-        Object.fromEntries([...dcs].map(([dc, e]) => [dc, { p: e.p, n: e.n }])),
-      ]),
-    );
+    return recordOf(this.#pages.get(page));
   }
 
   async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
     this.#assertOpen();
     return Promise.all(pages.map((page) => this.load(page)));
+  }
+
+  async loadEntries(
+    page: string,
+    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
+  ): Promise<Array<Entry | undefined>> {
+    this.#assertOpen();
+    return entriesOf(this.#pages.get(page), refs);
   }
 
   async digests(partitions: readonly number[]): Promise<string[]> {
@@ -187,13 +192,15 @@ export class MemoryStore implements Store {
 
   /** Max-merges one entry (with its index and floor); returns the entry as stored if it advanced. */
   #mergeEntry(partition: number, { page, counter, dc, entry, indexed }: EntryWrite): Entry | undefined {
+    // A window bucket no window reaches any more is left out: it was removed here, or will be.
+    if ((bucketExpiresAt(counter) ?? Infinity) <= this.#now()) return undefined;
     const held = this.#entry(page, counter, dc);
     const p = Math.max(held?.p ?? 0, entry.p);
     const n = Math.max(held?.n ?? 0, entry.n);
     const advanced = p !== (held?.p ?? 0) || n !== (held?.n ?? 0);
     if (advanced) this.#setEntry(partition, page, counter, dc, { p, n });
     if (indexed === true) {
-      this.#index(partition, { page, counter, dc }, p !== n);
+      this.#nonZero.note(partition, { page, counter, dc }, p !== n);
       this.#floors.set(partition, Math.max(this.#floors.get(partition) ?? 0, p));
     }
     return advanced ? { p, n } : undefined;
@@ -217,6 +224,19 @@ export class MemoryStore implements Store {
       removed.push(page);
     }
     return removed;
+  }
+
+  async removeExpiredBuckets(fence: Fence, limit: number): Promise<number> {
+    this.#assertOpen();
+    assertLimit(limit);
+    const now = this.#now();
+    if (!this.#isCurrent(fence, now)) throw new StaleFenceError(fence);
+    const expired = this.#windows.take(fence.partition, now, limit);
+    for (const { page, counter, dc } of expired) {
+      this.#removeEntry(fence.partition, page, counter, dc, true);
+      if (this.#pages.has(page)) this.#noteEmptiness(fence.partition, page, now);
+    }
+    return expired.length;
   }
 
   async purgeFloor(partition: number): Promise<number> {
@@ -287,14 +307,14 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Removes one entry of a settled delete (which digests leave out, so they do not change); the page
-   * goes with its last entry.
+   * Removes one entry: a settled delete's, which digests leave out (`counted` false), or an expired
+   * window bucket's, which they count. The page goes with its last entry.
    */
-  #removeEntry(partition: number, page: string, counter: string, dc: string): void {
+  #removeEntry(partition: number, page: string, counter: string, dc: string, counted = false): void {
     const counters = this.#pages.get(page)!;
     const dcs = counters.get(counter)!;
     const bucket = bucketOf(page);
-    this.#digests.removed(partition, page, counter, dc, dcs.get(dc)!);
+    this.#digests.removed(partition, page, counter, dc, dcs.get(dc)!, counted);
     dcs.delete(dc);
     if (dcs.size > 0) return;
     counters.delete(counter);
@@ -320,16 +340,7 @@ export class MemoryStore implements Store {
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
     this.#assertOpen();
-    return [...(this.#nonZero.get(partition)?.values() ?? [])].map((ref) => ({ ...ref }));
-  }
-
-  #index(partition: number, ref: EntryRef, nonZero: boolean): void {
-    const id = `${ref.page}\u0000${ref.counter}\u0000${ref.dc}`;
-    let refs = this.#nonZero.get(partition);
-    if (nonZero) {
-      if (refs === undefined) this.#nonZero.set(partition, (refs = new Map()));
-      refs.set(id, ref);
-    } else if (refs?.delete(id) === true && refs.size === 0) this.#nonZero.delete(partition);
+    return this.#nonZero.list(partition);
   }
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
@@ -408,9 +419,12 @@ export class MemoryStore implements Store {
       counters.set(counter, dcs);
     }
     const set = dcs;
-    this.#digests.changed(partition, page, counters, counter, dc, dcs.get(dc), entry, () =>
+    const old = dcs.get(dc);
+    this.#digests.changed(partition, page, counters, counter, dc, old, entry, () =>
       set.set(dc, { p: entry.p, n: entry.n }),
     );
+    const expiresAt = old === undefined ? bucketExpiresAt(counter) : undefined;
+    if (expiresAt !== undefined) this.#windows.add(partition, { page, counter, dc }, expiresAt);
     if (isTombstone(counter)) {
       let tombs = this.#tombs.get(partition);
       if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));

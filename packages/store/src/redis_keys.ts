@@ -18,6 +18,8 @@
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
  *   last changed (the purge's candidates).
+ * - `windows:{partition}` sorted set of `{page}\0{field}` of the partition's window buckets, scored by
+ *   when each expires (digest.ts, bucketExpiresAt): what Store.removeExpiredBuckets removes.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  */
@@ -63,10 +65,14 @@ export class RedisKeys {
   tombs(partition: number): string {
     return `${this.prefix}tombs:${partition}`;
   }
+
+  windows(partition: number): string {
+    return `${this.prefix}windows:${partition}`;
+  }
   /**
    * The partition's keys the write and merge scripts take first, in their order: lease, pages,
-   * non-zero index, digest, bucket index, empty index, tombstone index (redis_scripts.ts, lcWrite,
-   * lcMerge and lcPurge).
+   * non-zero index, digest, bucket index, empty index, tombstone index, window index
+   * (redis_scripts.ts, lcWrite, lcMerge and lcPurge).
    */
   entryScriptKeys(partition: number): string[] {
     return [
@@ -77,6 +83,7 @@ export class RedisKeys {
       this.bucketIndex(partition),
       this.empty(partition),
       this.tombs(partition),
+      this.windows(partition),
     ];
   }
 }

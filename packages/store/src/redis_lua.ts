@@ -145,17 +145,25 @@ local function settle_page(page_key, page, bucket, field)
   end
 end
 -- The deleted counter whose settled state a change of the field may change: its own counter or, for
--- a tombstone, the one it deletes; nil for presence.
+-- a tombstone, the one it deletes; nil for presence and window buckets.
 local function delete_group(field)
-  if is_presence(field) then return nil end
+  if is_presence(field) or bucket_expiry(field) then return nil end
   local c = counter_of(field)
   if is_tombstone(c) then return string.sub(c, 6) end
   return c
 end
--- Sets a field of a page hash, keeping digests (settled deletes included) and the tombstone index
--- (tombs_key, scored now) current. old is the value it replaces (false when new). A page in the index
--- is read once, for the group of the field, before the change.
+-- The partition's index of window buckets by expiry (windows:{partition}), for the scripts that may
+-- write one: they set it before any set_field.
+local windows_key = nil
+-- Sets a field of a page hash, keeping digests (settled deletes included), the tombstone index
+-- (tombs_key, scored now) and the index of window buckets (windows_key) current. old is the value it replaces
+-- (false when new). A page in the tombstone index is read once, for the group of the field, before
+-- the change.
 local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)
+  if not old then
+    local expiry = bucket_expiry(field)
+    if expiry then redis.call("ZADD", windows_key, expiry, page .. "\\0" .. field) end
+  end
   local name = delete_group(field)
   local group = nil
   if name and redis.call("ZSCORE", tombs_key, page) then
@@ -184,6 +192,9 @@ end
 -- entry as stored if it advanced (else nil), and whether it existed before.
 local hw_raised = 0
 local function merge_entry(page_key, page, bucket, field, p, n, indexed)
+  -- A window bucket no window reaches any more is left out: the store removed it or will.
+  local expiry = bucket_expiry(field)
+  if expiry and expiry <= tonumber(ARGV[2]) then return nil, false end
   local old_p, old_n, existed = read_entry(page_key, field)
   local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
   local value = nil

@@ -41,17 +41,19 @@ if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) e
 return 0`,
 
   /**
-   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index (all of the
-   * fence's partition), then one page key per write. ARGV: epoch, now, then per write: page, field, p, n,
-   * indexed ("1" or "0"), bucket. Returns 1 if applied, 0 if the fence is stale.
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
+   * index (all of the fence's partition), then one page key per write. ARGV: epoch, now, then per
+   * write: page, field, p, n, indexed ("1" or "0"), bucket. Returns 1 if applied, 0 if the fence is
+   * stale.
    */
   lcWrite: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
+windows_key = KEYS[8]
 local touched, durable = {}, {}
-for i = 8, #KEYS do
-  local a = 2 + (i - 8) * 6
+for i = 9, #KEYS do
+  local a = 2 + (i - 9) * 6
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
   touched[KEYS[i]] = page
@@ -63,8 +65,8 @@ for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2], d
 return 1`,
 
   /**
-   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index (all of the
-   * fence's partition), then one key per page. ARGV: epoch, now, the end of the fields of indexed
+   * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
+   * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the fields of indexed
    * entries (a NUL and the DC whose presence entries are indexed), then per page: page, bucket,
    * entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
    * list: per page where an entry advanced, its index (1-based, in KEYS order of pages) and its
@@ -76,9 +78,10 @@ if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 local purge_floor = tonumber(redis.call("HGET", KEYS[4], "pf") or "0")
+windows_key = KEYS[8]
 local advanced = {}
 local a = 3
-for i = 8, #KEYS do
+for i = 9, #KEYS do
   local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local first = a + 4
   a = a + 3 + 3 * count
@@ -104,7 +107,7 @@ for i = 8, #KEYS do
       end
     end
     if #changed > 0 then
-      advanced[#advanced + 1] = i - 7
+      advanced[#advanced + 1] = i - 8
       advanced[#advanced + 1] = changed
     end
     note_emptiness(KEYS[6], KEYS[i], page, ARGV[2], durable)
@@ -115,7 +118,8 @@ if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", 
 return advanced`,
 
   /**
-   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index. ARGV: epoch,
+   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index, window index.
+   * ARGV: epoch,
    * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
    * startAt (where the entry of `field` starts when absent), then a field and a delta per further
    * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
@@ -132,6 +136,7 @@ if seen[1] and now < tonumber(seen[4]) then
   if same then return {"duplicate", seen[3]} end
   return {"conflict"}
 end
+windows_key = KEYS[9]
 local result = {"applied"}
 local created = false
 local function change(field, delta, start)
@@ -253,6 +258,44 @@ return reply`,
    * KEYS: page keys. Returns each page's fields and values, flat, in KEYS order: one command where a
    * pipeline of HGETALLs costs the client one command object and one reply per page.
    */
+  /**
+   * KEYS: lease, pages, digest, bucket index, empty index, window index (all of the fence's
+   * partition), then one page key per page. ARGV: epoch, now, then per page: page, bucket, field count
+   * and its window bucket fields. Removes each field still in the window index as expired at `now`,
+   * keeping digests and indexes (Store.removeExpiredBuckets). Returns -1 if the fence is stale, else
+   * how many entries went.
+   */
+  lcDropBuckets: `${LUA_HELPERS}
+local now = tonumber(ARGV[2])
+if not fence_current(KEYS[1], ARGV[1], now) then return -1 end
+local removed, a = 0, 2
+for i = 7, #KEYS do
+  local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  for f = a + 4, a + 3 + count do
+    local member = page .. "\\0" .. ARGV[f]
+    local due = redis.call("ZSCORE", KEYS[6], member)
+    if due and tonumber(due) <= now then
+      local value = redis.call("HGET", KEYS[i], ARGV[f])
+      if value then
+        redis.call("HDEL", KEYS[i], ARGV[f])
+        entry_changed(page, bucket, ARGV[f], value, nil)
+        removed = removed + 1
+      end
+      redis.call("ZREM", KEYS[6], member)
+    end
+  end
+  a = a + 3 + count
+  if redis.call("EXISTS", KEYS[i]) == 0 then
+    redis.call("ZREM", KEYS[2], page)
+    redis.call("ZREM", KEYS[4], page)
+    redis.call("ZREM", KEYS[5], page)
+  else
+    note_emptiness(KEYS[5], KEYS[i], page, ARGV[2], false)
+  end
+end
+apply_digests(KEYS[3])
+return removed`,
+
   lcLoad: `
 local pages = {}
 for i = 1, #KEYS do pages[i] = redis.call("HGETALL", KEYS[i]) end

@@ -10,6 +10,7 @@
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
  * applied. That is safe to retry: writes are max-merges and increments are idempotent by key.
  */
+import type { Entry } from "@livecount/crdt";
 import {
   StaleFenceError,
   StoreError,
@@ -28,6 +29,8 @@ import {
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { RedisKeys } from "./redis_keys.js";
+import { purgeTombstones } from "./redis_purge.js";
+import { removeExpiredBuckets } from "./redis_windows.js";
 import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import { RedisConnection, queueScript, type Arg, type RedisConnectionOptions } from "./redis_connection.js";
 import {
@@ -136,6 +139,17 @@ export class RedisStore implements Store {
     return replies.flatMap((chunk) => (chunk as string[][]).map((flat) => pageRecord(flat)));
   }
 
+  async loadEntries(
+    page: string,
+    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
+  ): Promise<Array<Entry | undefined>> {
+    if (refs.length === 0) return [];
+    const [values] = await this.#conn.run("loadEntries", (p) =>
+      p.hmget(this.#keys.page(page), ...refs.map((r) => entryField(r.counter, r.dc))),
+    );
+    return (values as Array<string | null>).map((v) => (v === null ? undefined : parseEntry(v)));
+  }
+
   async digests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
     const replies = await this.#conn.run("digests", (p) => {
@@ -209,6 +223,11 @@ export class RedisStore implements Store {
     return pages.filter((_, i) => replies[i] === 1);
   }
 
+  async removeExpiredBuckets(fence: Fence, limit: number): Promise<number> {
+    assertLimit(limit);
+    return removeExpiredBuckets(this.#conn, this.#keys, fence, this.#now(), limit);
+  }
+
   async purgeFloor(partition: number): Promise<number> {
     const [pf] = await this.#conn.run("purgeFloor", (p) => p.hget(this.#keys.digest(partition), "pf"));
     return pf === null ? 0 : Number(pf);
@@ -240,36 +259,7 @@ export class RedisStore implements Store {
     limit: number,
   ): Promise<PurgeResult> {
     assertLimit(limit);
-    const { partition } = fence;
-    const [candidates] = await this.#conn.run("tombstonePages", (p) =>
-      p.zrangebyscore(this.#keys.tombs(partition), "-inf", deletedBefore, "LIMIT", offset, limit + 1),
-    );
-    const more = (candidates as string[]).length > limit;
-    const pages = (candidates as string[]).slice(0, limit);
-    const keys = [
-      this.#keys.lease(partition),
-      this.#keys.pages(),
-      this.#keys.digest(partition),
-      this.#keys.bucketIndex(partition),
-      this.#keys.empty(partition),
-      this.#keys.tombs(partition),
-      ...pages.map((page) => this.#keys.page(page)),
-    ];
-    const args: Arg[] = [fence.epoch, this.#now(), deletedBefore];
-    for (const page of pages) args.push(page, bucketOf(page));
-    const [reply] = await this.#conn.run("purgeTombstones", (p) => queueScript(p, "lcPurge", keys, args));
-    if (reply === -1) throw new StaleFenceError(fence);
-    const [floor, kept, stay, ...rest] = reply as Array<string | number | string[]>;
-    const purged: Array<{ page: string; counters: string[] }> = [];
-    for (let i = 0; i < rest.length; i += 2) {
-      purged.push({ page: pages[(rest[i] as number) - 1]!, counters: rest[i + 1] as string[] });
-    }
-    return {
-      purged,
-      kept: Number(kept),
-      floor: Number(floor),
-      next: more ? offset + Number(stay) : undefined,
-    };
+    return purgeTombstones(this.#conn, this.#keys, fence, this.#now(), { deletedBefore, offset, limit });
   }
 
   async isBootstrapped(partition: number): Promise<boolean> {
@@ -379,6 +369,7 @@ export class RedisStore implements Store {
           this.#keys.bucketIndex(op.fence.partition),
           this.#keys.empty(op.fence.partition),
           this.#keys.tombs(op.fence.partition),
+          this.#keys.windows(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [

@@ -164,6 +164,11 @@ export interface Store {
   load(page: string): Promise<PageRecord>;
   /** `load` of many pages in one round trip, in the order given. */
   loadMany(pages: readonly string[]): Promise<PageRecord[]>;
+  /** The named entries of one page (undefined where it holds none), in the order given. */
+  loadEntries(
+    page: string,
+    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
+  ): Promise<Array<Entry | undefined>>;
   /**
    * Max-merges entries in one round trip, each group atomically and only if its fence is still
    * current. Returns the fences found stale; their writes were not applied. A write that does not
@@ -239,6 +244,14 @@ export interface Store {
    * rejects with StaleFenceError when the fence is stale.
    */
   removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]>;
+  /**
+   * Removes up to `limit` entries of window buckets (`@w:<counter>:<minute>`) of the fence's
+   * partition that no window reaches any more (digest.ts, bucketExpiresAt; every DC's, as every store
+   * removes them on the same schedule), with their digests and indexes; a page left empty is noted
+   * as such, one left without entries goes. Merges and writes leave such entries out, so nothing
+   * brings them back. Returns how many were removed, or rejects with StaleFenceError.
+   */
+  removeExpiredBuckets(fence: Fence, limit: number): Promise<number>;
   /**
    * Not below the `p` of any entry of a counter purged from the partition's pages, and never lowered. The owner starts this DC's entry of a counter the store
    * holds none of at `{p: floor, n: floor}` (`IncrementOp.startAt`).

@@ -1,0 +1,181 @@
+/**
+ * What every Store must do for time-windowed counters: a window bucket (`@w:<counter>:<minute>`)
+ * changes atomically with its counter under the increment's key, counts in digests like any entry,
+ * and once no window reaches it, is removed (digests, listings and empty pages kept right) and never
+ * comes back through a write or a merge.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import {
+  DIGEST_BUCKETS,
+  StaleFenceError,
+  ZERO_DIGEST,
+  pageDigest,
+  xorDigest,
+  type IncrementOp,
+  type Lease,
+  type Store,
+} from "@livecount/store";
+import { pageIn } from "./convergence_contract.js";
+import type { OpenStore } from "./store_contract.js";
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** A whole minute, so bucket boundaries are easy to read. */
+const START_MS = 28_000_000 * MINUTE_MS;
+const START_MINUTE = START_MS / MINUTE_MS;
+const LEASE_MS = 10 * DAY_MS;
+const KEY_TTL_MS = 60_000;
+const PARTITION = 9;
+
+const bucket = (counter: string, minute: number): string => `@w:${counter}:${minute}`;
+
+async function digestOf(store: Store, pages: readonly string[]): Promise<string> {
+  let d = ZERO_DIGEST;
+  for (const page of pages) d = xorDigest(d, pageDigest(page, await store.load(page)));
+  return d;
+}
+
+export function describeWindowContract(name: string, open: OpenStore): void {
+  describe(`${name} window contract`, () => {
+    let store: Store;
+    let fence: Lease;
+    let nowMs: number;
+    let keys = 0;
+
+    beforeEach(async () => {
+      nowMs = START_MS;
+      store = await open(() => nowMs);
+      const l = await store.acquire(PARTITION, "node-a", LEASE_MS);
+      if (l === null) throw new Error("partition held");
+      fence = l;
+    });
+    afterEach(async () => {
+      await store.close();
+    });
+
+    /** An increment of `counter` by `delta` in dc1 that also adds it to the bucket of `minute`. */
+    function increment(page: string, counter: string, delta: number, minute: number): IncrementOp {
+      return {
+        fence,
+        page,
+        counter,
+        dc: "dc1",
+        delta,
+        key: `k${++keys}`,
+        payload: "{}",
+        also: [{ counter: bucket(counter, minute), delta }],
+      };
+    }
+
+    test(`${name} - a bucket changes with its counter, once per key, and counts in the digest`, async () => {
+      const page = pageIn(PARTITION, 1);
+      const first = increment(page, "likes", 3, START_MINUTE);
+      const [applied] = await store.increment([first], KEY_TTL_MS);
+      expect(applied).toEqual({ kind: "applied", entry: { p: 3, n: 0 }, also: [{ p: 3, n: 0 }] });
+      const [down] = await store.increment([increment(page, "likes", -1, START_MINUTE)], KEY_TTL_MS);
+      expect(down).toMatchObject({ also: [{ p: 3, n: 1 }] });
+      // A retry under the same key counts neither.
+      expect((await store.increment([first], KEY_TTL_MS))[0]!.kind).toBe("duplicate");
+      expect(
+        await store.loadEntries(page, [
+          { counter: bucket("likes", START_MINUTE), dc: "dc1" },
+          { counter: "likes", dc: "dc1" },
+          { counter: bucket("likes", START_MINUTE - 1), dc: "dc1" },
+        ]),
+      ).toEqual([{ p: 3, n: 1 }, { p: 3, n: 1 }, undefined]);
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
+    });
+
+    test(`${name} - expired buckets go, with their digest, and the rest stays`, async () => {
+      const page = pageIn(PARTITION, 2);
+      const other = pageIn(PARTITION, 3);
+      await store.increment(
+        [
+          increment(page, "likes", 1, START_MINUTE),
+          increment(page, "likes", 2, START_MINUTE + 1),
+          increment(other, "claps", 5, START_MINUTE),
+        ],
+        KEY_TTL_MS,
+      );
+      await store.write([
+        {
+          fence,
+          writes: [{ page, counter: bucket("likes", START_MINUTE), dc: "dc2", entry: { p: 7, n: 0 } }],
+        },
+      ]);
+      // Until a day after its minute ends, a bucket stays.
+      nowMs = (START_MINUTE + 1) * MINUTE_MS + DAY_MS - 1;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(0);
+      nowMs += 1;
+      // At the limit: two of the three entries of START_MINUTE.
+      expect(await store.removeExpiredBuckets(fence, 2)).toBe(2);
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(0);
+      const record = await store.load(page);
+      expect(Object.keys(record).sort()).toEqual([bucket("likes", START_MINUTE + 1), "likes"]);
+      expect(Object.keys(await store.load(other))).toEqual(["claps"]);
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page, other]));
+      nowMs += MINUTE_MS;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+      expect(await store.load(page)).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page, other]));
+    });
+
+    test(`${name} - an expired bucket is left out of writes and merges, so nothing brings it back`, async () => {
+      const page = pageIn(PARTITION, 4);
+      await store.increment([increment(page, "likes", 1, START_MINUTE)], KEY_TTL_MS);
+      nowMs = (START_MINUTE + 1) * MINUTE_MS + DAY_MS;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+      const old = { [bucket("likes", START_MINUTE)]: { dc2: { p: 4, n: 0 } } };
+      expect(await store.mergePages(fence, new Map([[page, old]]), "dc1")).toEqual(new Map());
+      await store.write([
+        {
+          fence,
+          writes: [{ page, counter: bucket("likes", START_MINUTE), dc: "dc1", entry: { p: 1, n: 0 } }],
+        },
+      ]);
+      expect(await store.load(page)).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      // A bucket still in reach merges like any entry.
+      const recent = { [bucket("likes", START_MINUTE + 2)]: { dc2: { p: 4, n: 1 } } };
+      expect(await store.mergePages(fence, new Map([[page, recent]]), "dc1")).toEqual(
+        new Map([[page, recent]]),
+      );
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
+    });
+
+    test(`${name} - a page left with nothing but its expired buckets goes from the listing; one with zero presence becomes empty`, async () => {
+      const gone = pageIn(PARTITION, 5);
+      const empty = pageIn(PARTITION, 6);
+      await store.write([
+        {
+          fence,
+          writes: [
+            { page: gone, counter: bucket("likes", START_MINUTE), dc: "dc2", entry: { p: 2, n: 0 } },
+            { page: empty, counter: bucket("likes", START_MINUTE), dc: "dc2", entry: { p: 2, n: 0 } },
+            { page: empty, counter: "@viewers", dc: "dc1", entry: { p: 3, n: 3 }, indexed: true },
+          ],
+        },
+      ]);
+      expect((await store.listPages("", undefined, 100)).pages.sort()).toEqual([empty, gone].sort());
+      expect(await store.removeEmptyPages(fence, nowMs, 100)).toEqual([]);
+      nowMs = (START_MINUTE + 1) * MINUTE_MS + DAY_MS;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(2);
+      expect((await store.listPages("", undefined, 100)).pages).toEqual([empty]);
+      expect(await store.bucketPages(PARTITION, [...Array(DIGEST_BUCKETS).keys()])).toEqual(
+        new Map([[empty, { "@viewers": { dc1: { p: 3, n: 3 } } }]]),
+      );
+      expect(await store.removeEmptyPages(fence, nowMs, 100)).toEqual([empty]);
+      expect((await store.digests([PARTITION]))[0]).toBe(ZERO_DIGEST);
+    });
+
+    test(`${name} - removing buckets needs a current fence`, async () => {
+      const page = pageIn(PARTITION, 7);
+      await store.increment([increment(page, "likes", 1, START_MINUTE)], KEY_TTL_MS);
+      nowMs = (START_MINUTE + 1) * MINUTE_MS + DAY_MS;
+      await expect(store.removeExpiredBuckets({ ...fence, epoch: fence.epoch + 1 }, 100)).rejects.toThrow(
+        StaleFenceError,
+      );
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+    });
+  });
+}
