@@ -20,6 +20,7 @@ export class CounterMetrics {
   readonly antiEntropyBytes: Counter;
   readonly partitionsBootstrapped: Gauge;
   readonly emptyPagesRemoved: Counter;
+  readonly windowBucketsRemoved: Counter;
   readonly tombstonesPurged: Counter;
   readonly replicationLag: Gauge<"dc">;
 
@@ -107,6 +108,11 @@ export class CounterMetrics {
     this.emptyPagesRemoved = new Counter({
       name: "livecount_counter_empty_pages_removed_total",
       help: "Pages removed after being empty (no viewer anywhere, no durable counter) for the TTL",
+      registers,
+    });
+    this.windowBucketsRemoved = new Counter({
+      name: "livecount_counter_window_buckets_removed_total",
+      help: "Window bucket entries removed once no window reaches them (a day after their minute)",
       registers,
     });
     this.tombstonesPurged = new Counter({

@@ -15,7 +15,7 @@ export interface EmptyPagesOptions {
   readonly servingFence: (partition: number) => Fence | undefined;
 }
 
-/** Pages removed per store call; a partition with more goes on in the same sweep. */
+/** Pages (or window buckets) removed per store call; a partition with more goes on in the same sweep. */
 const PAGES_PER_CALL = 500;
 /** Sweeps run every quarter of the TTL, within these bounds. */
 const MIN_PERIOD_MS = 1_000;
@@ -48,11 +48,15 @@ export class EmptyPages {
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
   }
 
-  /** Removes every page of the partitions served here that has been empty for the TTL. */
+  /**
+   * Removes the window buckets no window reaches any more, then every page of the partitions served
+   * here that has been empty for the TTL (a page may be left empty by its buckets going).
+   */
   async sweep(): Promise<number> {
     let removed = 0;
     const emptySince = this.#o.clock.now() - this.#o.ttlMs;
     for (const partition of this.#o.partitions()) {
+      await this.#removeExpiredBuckets(partition);
       for (;;) {
         const fence = this.#o.servingFence(partition);
         if (fence === undefined) break;
@@ -74,6 +78,23 @@ export class EmptyPages {
       this.#o.logger.info({ pages: removed }, "empty pages removed");
     }
     return removed;
+  }
+
+  async #removeExpiredBuckets(partition: number): Promise<void> {
+    for (;;) {
+      const fence = this.#o.servingFence(partition);
+      if (fence === undefined) return;
+      let removed: number;
+      try {
+        removed = await this.#o.store.removeExpiredBuckets(fence, PAGES_PER_CALL);
+      } catch (err) {
+        if (!(err instanceof StaleFenceError))
+          this.#o.logger.warn({ err, partition }, "window buckets not removed; the next sweep tries again");
+        return;
+      }
+      this.#o.metrics.windowBucketsRemoved.inc(removed);
+      if (removed < PAGES_PER_CALL) return;
+    }
   }
 
   #schedule(): void {

@@ -9,7 +9,7 @@
  * same batch may be a retry the store answers as a duplicate, which does not move the entry. The
  * answer kept with the key for retries is written the same way, by the store (OWN_VALUE).
  */
-import type { IncrementRequest, NodeReply } from "@livecount/protocol";
+import { minuteOf, windowCounterOf, type IncrementRequest, type NodeReply } from "@livecount/protocol";
 import { OWN_VALUE, type Fence, type IncrementOp, type IncrementOutcome } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
@@ -85,6 +85,10 @@ export function planIncrements(
       dc,
       delta: request.delta,
       key: request.key,
+      // The change counts in its minute's window bucket too, atomically with the counter under the key.
+      ...(request.delta !== 0
+        ? { also: [{ counter: windowCounterOf(request.counter, minuteOf(now)), delta: request.delta }] }
+        : {}),
       // {"value":V,"base":B,"own":<entry value after the op, written by the store>,"updatedAt":T}.
       // `value`, the planner's estimate, is for owners of the previous release (a rolling upgrade or
       // a rollback shares the store): they read only value and updatedAt. Readers here use base + own.
@@ -129,6 +133,10 @@ export function answerIncrements(
       case "applied": {
         actor.applied(request.counter, outcome.entry);
         durable.add(actor, op.dc, request.counter, outcome.entry);
+        // The window bucket is published with it; the actor does not keep buckets (PageActor).
+        const bucket = op.also?.[0];
+        if (bucket !== undefined && outcome.also?.[0] !== undefined)
+          durable.add(actor, op.dc, bucket.counter, outcome.also[0]);
         const value = item.base + outcome.entry.p - outcome.entry.n;
         reply = incremented(request, { value, updatedAt: plan.now }, false);
         break;

@@ -8,6 +8,7 @@ import {
   activityOf,
   deletedAt,
   deletedCounterOf,
+  isWindowCounter,
   tombstoneOf,
   type PresenceOp,
 } from "@livecount/protocol";
@@ -33,6 +34,12 @@ export class PageActor {
   readonly #presence = new PagePresence();
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
+  /**
+   * Other DCs' window buckets received here, to persist with the next flush. Buckets are never held:
+   * a page has up to one per counter, minute and DC for a day, which only window reads need, and
+   * they read the store.
+   */
+  #buckets: EntryWrite[] = [];
   /** Data centers whose entries changed here and must be published once written. */
   readonly #unpublished = new Set<string>();
   /** Entries taken by a flush whose store round trip has not answered yet. */
@@ -70,7 +77,8 @@ export class PageActor {
   loaded(record: PageRecord): void {
     // Closed while loading (its partition was lost): it must not come back to life.
     if (this.#status === "closed") return;
-    for (const [name, entries] of Object.entries(record)) this.#counter(name).mergeAll(entries);
+    for (const [name, entries] of Object.entries(record))
+      if (!isWindowCounter(name)) this.#counter(name).mergeAll(entries);
     this.#status = "active";
     for (const name of PRESENCE_COUNTERS) {
       if (Object.hasOwn(record[name] ?? {}, this.#host.dc)) continue;
@@ -279,7 +287,10 @@ export class PageActor {
     if (dc === this.#host.dc) return;
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
-      if (this.#counter(name).merge(dc, entry)) {
+      if (isWindowCounter(name)) {
+        this.#buckets.push({ page: this.page, counter: name, dc, entry });
+        changed = true;
+      } else if (this.#counter(name).merge(dc, entry)) {
         this.#markUnwritten(name, dc);
         changed = true;
       }
@@ -295,6 +306,7 @@ export class PageActor {
   mergeDurable(record: PageRecord): void {
     let ownAdvanced = false;
     for (const [name, entries] of Object.entries(record)) {
+      if (isWindowCounter(name)) continue;
       for (const [dc, entry] of Object.entries(entries)) {
         if (this.#counter(name).merge(dc, entry) && dc === this.#host.dc) ownAdvanced = true;
       }
@@ -323,6 +335,8 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
+    writes.push(...this.#buckets);
+    this.#buckets = [];
     this.#writing = true;
     return writes;
   }
@@ -335,7 +349,10 @@ export class PageActor {
   /** A flush failed: the entries must be written again, and published after that. */
   restoreUnwritten(writes: readonly EntryWrite[], unpublished: Iterable<string>): void {
     this.#writing = false;
-    for (const w of writes) this.#markUnwritten(w.counter, w.dc);
+    for (const w of writes) {
+      if (isWindowCounter(w.counter)) this.#buckets.push(w);
+      else this.#markUnwritten(w.counter, w.dc);
+    }
     for (const dc of unpublished) this.#unpublished.add(dc);
   }
 
@@ -365,6 +382,7 @@ export class PageActor {
   get hasPendingWork(): boolean {
     return (
       this.#unwritten.size > 0 ||
+      this.#buckets.length > 0 ||
       this.#unpublished.size > 0 ||
       this.#writing ||
       this.#queuedChanges > 0 ||

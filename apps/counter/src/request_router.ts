@@ -18,6 +18,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { errorReply } from "./replies.js";
 import { ActorClosedError } from "./page_actor.js";
+import { readWindow } from "./window_read.js";
 import type { PresenceIntake } from "./presence_intake.js";
 
 export interface RequestRouterOptions {
@@ -138,6 +139,8 @@ export class RequestRouter {
       case "reset":
         // On the commit chain: every earlier change of the counter is applied when it runs.
         return registry.run(request.page, partition, (actor) => writer.reset(actor, request));
+      case "window":
+        return readWindow(registry, this.#o.store, request, partition);
     }
   }
 

@@ -105,6 +105,15 @@ export interface PurgeRequest {
   readonly olderThanMs: number;
 }
 
+/** Anyone -> owner: the sum of a counter's changes over the last `seconds` (its window buckets). */
+export interface WindowRequest {
+  readonly type: "window";
+  readonly page: string;
+  readonly counter: string;
+  /** 1..MAX_WINDOW_S. */
+  readonly seconds: number;
+}
+
 /** The most page ids one list_pages request may ask for. */
 export const MAX_LIST_PAGES = 1000;
 
@@ -122,6 +131,7 @@ export type NodeRequest = (
   | ListPagesRequest
   | NodeStatusRequest
   | PurgeRequest
+  | WindowRequest
 ) &
   Forwardable;
 
@@ -157,6 +167,16 @@ export interface ResetReply {
   readonly updatedAt: number;
   /** True when the key had been applied before: this is the original answer, nothing changed. */
   readonly duplicate: boolean;
+}
+
+/** The sum of a counter's changes in the window asked for, over every data center. */
+export interface WindowReply {
+  readonly type: "window_total";
+  readonly page: string;
+  readonly counter: string;
+  readonly seconds: number;
+  readonly value: number;
+  readonly ts: number;
 }
 
 export interface PageListReply {
@@ -224,6 +244,7 @@ export type NodeReply =
   | PageListReply
   | NodeInfoReply
   | PurgedReply
+  | WindowReply
   | ErrorReply;
 
 /** The reply each kind of request gets when it succeeds. */
@@ -236,6 +257,7 @@ export interface RepliesByRequest {
   readonly list_pages: PageListReply;
   readonly node_status: NodeInfoReply;
   readonly purge: PurgedReply;
+  readonly window: WindowReply;
 }
 
 /** The successful reply to `T`: a snapshot request gets a PageStateReply, not the whole union. */

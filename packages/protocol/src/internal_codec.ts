@@ -38,6 +38,7 @@ import {
   type Fields,
 } from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
+import { MAX_WINDOW_S } from "./windows.js";
 
 /** A held partition and its lease's epoch: `[partition, epoch]`. */
 function fenceOf(v: unknown): readonly [number, number] {
@@ -68,6 +69,7 @@ function optionalRecord<T>(
   return v === undefined ? {} : { [name]: recordOf(v, isPageId, value, name) };
 }
 
+const isWindowSeconds = (v: unknown): v is number => isPositive(v) && v <= MAX_WINDOW_S;
 const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
 const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
 const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
@@ -154,6 +156,27 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
   ],
   ["node_status", () => ({ type: "node_status" })],
   ["purge", (m) => withHop(m, { type: "purge", olderThanMs: field(m, "olderThanMs", isNatural) })],
+  [
+    "window",
+    (m) =>
+      withHop(m, {
+        type: "window",
+        page: field(m, "page", isPageId),
+        counter: field(m, "counter", isCounterName),
+        seconds: field(m, "seconds", isWindowSeconds),
+      }),
+  ],
+  [
+    "window_total",
+    (m) => ({
+      type: "window_total",
+      page: field(m, "page", isPageId),
+      counter: field(m, "counter", isCounterName),
+      seconds: field(m, "seconds", isWindowSeconds),
+      value: field(m, "value", isSafeInteger),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
   ["ack", () => ({ type: "ack" })],
   [
     "page_state",
@@ -293,6 +316,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "list_pages",
   "node_status",
   "purge",
+  "window",
 ]);
 const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
@@ -302,6 +326,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "page_list",
   "node_info",
   "purged",
+  "window_total",
   "error",
 ]);
 const BROADCAST_TYPES: ReadonlySet<string> = new Set([

@@ -11,6 +11,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   list_pages: "page_list",
   node_status: "node_info",
   purge: "purged",
+  window: "window_total",
 };
 
 /**

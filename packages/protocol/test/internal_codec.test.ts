@@ -54,6 +54,9 @@ const MESSAGES: readonly InternalMessage[] = [
     passive: Object.fromEntries([["__proto__", ["v:c"]]]),
   },
   { type: "snapshot", page: "home" },
+  { type: "window", page: "home", counter: "likes", seconds: 86_400 },
+  { type: "window", page: "home", counter: "__proto__", seconds: 1, hop: 1 },
+  { type: "window_total", page: "home", counter: "likes", seconds: 60, value: -3, ts: 1 },
   { type: "snapshot", page: "home", hop: 2 },
   { type: "increment", page: "home", counter: "likes", delta: -3, key: "req-1" },
   {
@@ -189,6 +192,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
     [{ page: "p", viewer: "v:a", present: true, active: "yes" }],
     [["p", "v:a", true]],
   ],
+  seconds: [undefined, 0, -1, 1.5, "60", 86_401],
   // Optional (absent is valid): socket counts per viewer of a page, each positive.
   sockets: [null, [], { home: 2 }, { home: [0] }, { home: [-1] }, { home: [1.5] }, { "bad page": [1] }],
   // Optional: viewers of a page none of whose sockets is active.
