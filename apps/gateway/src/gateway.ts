@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import type { Bus } from "@livecount/bus";
 import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
 import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
@@ -13,7 +11,8 @@ import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
 import { AddressPages } from "./address_pages.js";
 import { AdminApi } from "./admin_api.js";
-import { HttpApi, type Asset, type HttpRoute } from "./http_api.js";
+import { HttpApi, type HttpRoute } from "./http_api.js";
+import { loadAssets } from "./http_assets.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
@@ -51,55 +50,6 @@ const SHUTDOWN_DRAIN_MS = 2000;
  * rejoining as another id two viewers, for that moment.
  */
 const SLOT_HOLD_SLACK_MS = 1000;
-
-/** The console's pages must not be framed by another site (its Delete buttons), nor sniffed. */
-const CONSOLE_HEADERS = {
-  "x-frame-options": "DENY",
-  "content-security-policy": "frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "cache-control": "no-cache",
-} as const;
-
-/**
- * Loads the widget bundle and the demo page from the widget package (if it was built), and the
- * operators' console (apps/gateway/console, with uPlot for its chart).
- */
-function loadAssets(logger: Logger): Map<string, Asset> {
-  const assets = new Map<string, Asset>();
-  const consoleFile = (name: string): string => new URL(`../console/${name}`, import.meta.url).href;
-  const files: ReadonlyArray<readonly [string, string, string, Asset["headers"]?]> = [
-    [
-      "/livecount.js",
-      import.meta.resolve("@livecount/widget/livecount.js"),
-      "text/javascript; charset=utf-8",
-    ],
-    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
-    ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/console.js", consoleFile("console.js"), "text/javascript; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/console.css", consoleFile("console.css"), "text/css; charset=utf-8", CONSOLE_HEADERS],
-    [
-      "/admin/uplot.js",
-      import.meta.resolve("uplot/dist/uPlot.iife.min.js"),
-      "text/javascript; charset=utf-8",
-      CONSOLE_HEADERS,
-    ],
-    [
-      "/admin/uplot.css",
-      import.meta.resolve("uplot/dist/uPlot.min.css"),
-      "text/css; charset=utf-8",
-      CONSOLE_HEADERS,
-    ],
-  ];
-  for (const [path, url, type, headers] of files) {
-    try {
-      assets.set(path, { body: readFileSync(fileURLToPath(url)), type, ...(headers ? { headers } : {}) });
-    } catch (err) {
-      logger.warn({ err, path }, "asset missing; run npm run build");
-    }
-  }
-  return assets;
-}
 
 /** uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. */
 function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
