@@ -7,6 +7,7 @@ import * as uWS from "uWebSockets.js";
 import { ClientAddresses } from "./client_address.js";
 import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
+import { EventStreams } from "./event_streams.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
 import { AddressPages } from "./address_pages.js";
@@ -82,6 +83,7 @@ export class Gateway {
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
   readonly #router: SocketRouter;
+  readonly #streams: EventStreams;
   readonly #app: uWS.TemplatedApp;
   readonly #heartbeat: GatewayHeartbeatSender;
   readonly #unsubscribers: Array<() => void> = [];
@@ -171,6 +173,27 @@ export class Gateway {
       ),
       metrics: this.#metrics,
     });
+    // Sockets and event streams of an address share one page budget.
+    const addressPages = new AddressPages(
+      config.maxPagesPerIp,
+      new AddressRateLimiter({
+        ratePerS: config.newPageRatePerS,
+        burst: config.newPageBurst,
+        // An address with no open connection cannot watch: at most one bucket per connection is needed.
+        maxAddresses: config.maxConnections,
+        now,
+        what: "new pages",
+      }),
+    );
+    this.#streams = new EventStreams({
+      views: this.#views,
+      guard,
+      addressPages,
+      metrics: this.#metrics,
+      clock: this.#clock,
+      heartbeatS: config.sseHeartbeatS,
+      maxUnsentBytes: config.maxBackpressureBytes,
+    });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
@@ -179,17 +202,7 @@ export class Gateway {
       clock: this.#clock,
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
-      addressPages: new AddressPages(
-        config.maxPagesPerIp,
-        new AddressRateLimiter({
-          ratePerS: config.newPageRatePerS,
-          burst: config.newPageBurst,
-          // An address with no open socket cannot join: at most one bucket per socket is needed.
-          maxAddresses: config.maxConnections,
-          now,
-          what: "new pages",
-        }),
-      ),
+      addressPages,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,
@@ -241,6 +254,7 @@ export class Gateway {
       privatePages,
       now,
       maxBodyBytes: config.maxBodyBytes,
+      events: this.#streams,
       isReady: () => this.ready,
       liveness: this.#liveness,
       assets: loadAssets(this.#log),
@@ -340,6 +354,7 @@ export class Gateway {
     this.#heartbeat.stop();
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
+    this.#streams.endAll();
     this.#app.close();
     await this.#forwarder.drain(SHUTDOWN_DRAIN_MS);
     this.#forwarder.close();
@@ -357,11 +372,24 @@ export class Gateway {
     return this.#presence.size;
   }
 
-  /** Encodes a count frame once per encoding that has subscribers and publishes it to the page's topic. */
+  /** Event streams open here, and whether their heartbeat timer is armed; for diagnostics and tests. */
+  get eventStreams(): { readonly open: number; readonly heartbeatArmed: boolean } {
+    return { open: this.#streams.size, heartbeatArmed: this.#streams.heartbeatArmed };
+  }
+
+  /**
+   * Encodes a count frame once per encoding that has subscribers and publishes it to the page's
+   * topic; event streams of the page get the JSON the sockets get.
+   */
   #publish(frame: CountFrame): void {
-    const json = topicOf(frame.page, "json");
-    if (this.#app.numSubscribers(json) > 0) {
-      this.#app.publish(json, encodeServerFrame(frame, "json"), false);
+    let json: string | undefined;
+    const topic = topicOf(frame.page, "json");
+    if (this.#app.numSubscribers(topic) > 0) {
+      this.#app.publish(topic, (json = encodeServerFrame(frame, "json")), false);
+      this.#metrics.countFrames.inc();
+    }
+    if (this.#streams.has(frame.page)) {
+      this.#streams.publish(frame.page, frame.ts, json ?? encodeServerFrame(frame, "json"));
       this.#metrics.countFrames.inc();
     }
     const msgpack = topicOf(frame.page, "msgpack");
