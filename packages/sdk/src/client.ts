@@ -23,10 +23,12 @@ import {
   type FailedItem,
 } from "./errors.js";
 import { checkCounter, checkKey, checkPage, checkViewer, newIdempotencyKey } from "./ids.js";
+import { EventStreams, type EventSourceConstructor } from "./event_streams.js";
 import {
   RECONNECT_DEFAULTS,
   Subscriptions,
   type CountListener,
+  type LiveValues,
   type SubscribeOptions,
   type WebSocketConstructor,
 } from "./subscriptions.js";
@@ -47,7 +49,7 @@ export class LivecountClient {
   readonly #transport: Transport;
   readonly #retry: RetryOptions;
   readonly #queue: ChangeQueue;
-  readonly #subs: Subscriptions;
+  readonly #subs: LiveValues;
   readonly #batches: BatchSender;
   #closed = false;
 
@@ -80,13 +82,25 @@ export class LivecountClient {
     const onError = options.onError ?? ((error: LivecountError) => console.error("livecount:", error));
     this.#batches = new BatchSender(this.#transport, this.#retry, options.queue?.maxBatchItems ?? 100);
     this.#queue = new ChangeQueue(options.queue ?? {}, (items) => this.#batches.send(items), onError);
-    const WebSocketImpl = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    this.#subs = new Subscriptions({
-      url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
-      WebSocket: WebSocketImpl,
-      reconnect: { ...RECONNECT_DEFAULTS, ...options.reconnect },
-      onError,
-    });
+    const reconnect = { ...RECONNECT_DEFAULTS, ...options.reconnect };
+    const platform = globalThis as { WebSocket?: WebSocketConstructor; EventSource?: EventSourceConstructor };
+    if (options.transport !== undefined && options.transport !== "websocket" && options.transport !== "sse")
+      throw new TypeError('transport must be "websocket" or "sse"');
+    this.#subs =
+      options.transport === "sse"
+        ? new EventStreams({
+            baseUrl: this.#baseUrl,
+            fetch: fetchFn,
+            EventSource: options.EventSource ?? platform.EventSource,
+            reconnect,
+            onError,
+          })
+        : new Subscriptions({
+            url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
+            WebSocket: options.WebSocket ?? platform.WebSocket,
+            reconnect,
+            onError,
+          });
   }
 
   // ---- changes ------------------------------------------------------------------------------
@@ -335,9 +349,9 @@ export class LivecountClient {
 
   /**
    * Calls `listener` with the page's value now and whenever it changes (at most once per
-   * coalescing window), over one WebSocket shared by all of this client's subscriptions. The
-   * socket reconnects by itself (full-jitter backoff) and subscribes again. Returns the
-   * function that unsubscribes.
+   * coalescing window), over one WebSocket shared by all of this client's subscriptions, or with
+   * `transport: "sse"` one event stream per page. Either reconnects by itself (full-jitter
+   * backoff) and subscribes again. Returns the function that unsubscribes.
    */
   subscribe(page: string, listener: CountListener, options: SubscribeOptions = {}): () => void {
     this.#checkOpen();
@@ -346,7 +360,7 @@ export class LivecountClient {
     return this.#subs.subscribe(page, listener, options);
   }
 
-  /** Sockets opened so far (1 plus reconnects); for diagnostics. */
+  /** Sockets (or event streams) opened so far: the first ones plus reconnects; for diagnostics. */
   get connects(): number {
     return this.#subs.connects;
   }

@@ -2,6 +2,7 @@
 import type { RetryOptions } from "./backoff.js";
 import type { QueueOptions } from "./change_queue.js";
 import type { LivecountError } from "./errors.js";
+import type { EventSourceConstructor } from "./event_streams.js";
 import type { ReconnectOptions, WebSocketConstructor } from "./subscriptions.js";
 import type { FetchFn, RetryListener } from "./transport.js";
 
@@ -17,10 +18,22 @@ export interface LivecountClientOptions {
   /** fetch implementation. Default: the global one (Node >= 18, browsers). */
   readonly fetch?: FetchFn;
   /**
+   * How `subscribe()` gets live values: `"websocket"` (default), one socket for every subscription,
+   * which can also count the client as a viewer; or `"sse"`, one Server-Sent Events stream per page
+   * (`GET /v1/pages/{page}/events`), for networks that do not pass WebSockets. Event streams only
+   * watch: `mode: "join"` needs the WebSocket.
+   */
+  readonly transport?: "websocket" | "sse";
+  /**
    * WebSocket constructor for `subscribe()`. Default: the global one (browsers, Node >= 22). On
    * Node 20 pass the `ws` package's: `import WebSocket from "ws"`.
    */
   readonly WebSocket?: WebSocketConstructor;
+  /**
+   * EventSource constructor for `transport: "sse"`. Default: the global one (browsers). Without
+   * one, streams are read over `fetch`.
+   */
+  readonly EventSource?: EventSourceConstructor;
   /** How long one HTTP try may take before it is abandoned (and retried), in milliseconds. Default 10000. */
   readonly timeoutMs?: number;
   /** Retries of failed requests: tries in all and full-jitter backoff bounds. Default `{ attempts: 6, baseMs: 100, maxMs: 5000 }`. */

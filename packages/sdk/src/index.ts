@@ -20,6 +20,7 @@ export {
   type LivecountErrorCode,
   type ServerErrorCode,
 } from "./errors.js";
+export type { EventSourceConstructor, EventSourceLike } from "./event_streams.js";
 export { isCounterName, isPageId, newIdempotencyKey } from "./ids.js";
 export { signJoinToken, type JoinTokenOptions } from "./join_token.js";
 export {

@@ -60,9 +60,30 @@ export interface ReconnectOptions {
    * a whole interval is dropped and reopened. Default 25000.
    */
   readonly pingIntervalMs?: number;
+  /**
+   * With `transport: "sse"` read over fetch (no EventSource): a stream on which nothing arrives,
+   * not even the server's heartbeat comment, for this long, in milliseconds, is dropped and
+   * reopened. Default 45000, three of the server's default heartbeats (LIVECOUNT_SSE_HEARTBEAT_S
+   * 15). EventSource hides heartbeats from the page, so it cannot tell.
+   */
+  readonly idleMs?: number;
 }
 
-export const RECONNECT_DEFAULTS = Object.freeze({ baseMs: 250, maxMs: 10_000, pingIntervalMs: 25_000 });
+export const RECONNECT_DEFAULTS = Object.freeze({
+  baseMs: 250,
+  maxMs: 10_000,
+  pingIntervalMs: 25_000,
+  idleMs: 45_000,
+});
+
+/** How the client keeps live values: over the WebSocket (Subscriptions) or event streams (event_streams.ts). */
+export interface LiveValues {
+  subscribe(page: string, listener: CountListener, options: SubscribeOptions): () => void;
+  /** Closes every connection for good; listeners hear nothing more. */
+  close(): void;
+  /** Connections opened so far (the first ones plus reconnects); for diagnostics and tests. */
+  readonly connects: number;
+}
 
 /** WebSocket readyState OPEN. */
 const OPEN = 1;
@@ -96,7 +117,7 @@ export interface SubscriptionsOptions {
   readonly onError: (error: LivecountError) => void;
 }
 
-export class Subscriptions {
+export class Subscriptions implements LiveValues {
   readonly #o: SubscriptionsOptions;
   readonly #pages = new Map<string, PageState>();
   #ws: WebSocketLike | undefined;
@@ -269,14 +290,8 @@ export class Subscriptions {
   }
 
   #receive(text: string): void {
-    let frame: unknown;
-    try {
-      frame = JSON.parse(text);
-    } catch {
-      return;
-    }
-    if (typeof frame !== "object" || frame === null) return;
-    const f = frame as Record<string, unknown>;
+    const f = parseFrame(text);
+    if (f === undefined) return;
     if (f.type === "count") {
       const update = countUpdate(f);
       const state = update !== undefined ? this.#pages.get(update.page) : undefined;
@@ -303,25 +318,12 @@ export class Subscriptions {
         );
         this.#retries.add(timer);
       }
-      const subs = state?.subs;
-      const handlers =
-        subs !== undefined ? [...subs].map((s) => s.onError).filter((h) => h !== undefined) : [];
-      if (handlers.length > 0) for (const h of new Set(handlers)) safely(() => h(error));
-      else this.#report(error);
+      reportToPage(state?.subs ?? [], error, (e) => this.#report(e));
     }
   }
 
   #call(sub: Subscription, update: CountUpdate): void {
-    try {
-      sub.listener(update);
-    } catch (err) {
-      this.#report(
-        new LivecountError("listener_error", "a subscribe() listener threw", {
-          cause: err,
-          retryable: false,
-        }),
-      );
-    }
+    notify(sub.listener, update, (e) => this.#report(e));
   }
 
   #report(error: LivecountError): void {
@@ -348,7 +350,19 @@ function tokenField(token: string | undefined): { token?: string } {
   return token === undefined ? {} : { token };
 }
 
-function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {
+/** A server frame as JSON text, if it is a JSON object; its fields are checked by whoever reads them. */
+export function parseFrame(text: string): Record<string, unknown> | undefined {
+  let frame: unknown;
+  try {
+    frame = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return typeof frame === "object" && frame !== null ? (frame as Record<string, unknown>) : undefined;
+}
+
+/** A count frame's update, if `f` is a well-formed one (fields it does not know are dropped). */
+export function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {
   const { page, viewers, counters, ts } = f;
   if (typeof page !== "string" || !Number.isSafeInteger(viewers) || !Number.isSafeInteger(ts))
     return undefined;
@@ -365,7 +379,33 @@ function detach(ws: WebSocketLike): void {
   ws.onerror = () => {};
 }
 
-function safely(fn: () => void): void {
+/** Calls a subscription's listener; one that throws is reported, never thrown into the connection. */
+export function notify(
+  listener: CountListener,
+  update: CountUpdate,
+  report: (error: LivecountError) => void,
+): void {
+  try {
+    listener(update);
+  } catch (err) {
+    report(
+      new LivecountError("listener_error", "a subscribe() listener threw", { cause: err, retryable: false }),
+    );
+  }
+}
+
+/** An error about a page goes to its subscriptions' `onError` handlers (each once), or to `report` when none has one. */
+export function reportToPage(
+  subs: Iterable<{ readonly onError: ((error: LivecountError) => void) | undefined }>,
+  error: LivecountError,
+  report: (error: LivecountError) => void,
+): void {
+  const handlers = new Set([...subs].map((s) => s.onError).filter((h) => h !== undefined));
+  if (handlers.size > 0) for (const h of handlers) safely(() => h(error));
+  else report(error);
+}
+
+export function safely(fn: () => void): void {
   try {
     fn();
   } catch {
