@@ -94,7 +94,7 @@ describe("gateway - event streams", () => {
     stream.close();
   });
 
-  test("events - a private page needs a join token (?token= or Authorization) or a publisher key, otherwise 401; a bad page id is 400", async () => {
+  test("events - a private page needs a join token (?token= or Authorization) or a publisher key, otherwise 401; a bad page id is 400; HEAD holds nothing", async () => {
     const page = "user-42";
     const refused = await SseClient.open(events(page));
     expect(refused.status).toBe(401);
@@ -117,6 +117,13 @@ describe("gateway - event streams", () => {
     expect(await bad.body()).toMatchObject({ error: { code: "invalid_page" } });
     const post = await fetch(events("sse-post"), { method: "POST" });
     expect(post.status).toBe(405);
+    // HEAD: a stream's headers, no body, and no stream held open.
+    await eventually(() => expect(platform.app.gateway.eventStreams.open).toBe(0));
+    const head = await fetch(events("sse-head"), { method: "HEAD" });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("content-type")).toBe("text/event-stream");
+    expect(await head.text()).toBe("");
+    expect(platform.app.gateway.eventStreams.open).toBe(0);
   });
 
   test("events - streams that go away release their watch, connection slot and heartbeat: the counts go back to zero", async () => {
