@@ -8,11 +8,8 @@
  */
 import { fullJitterMs, parseRetryAfter } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
+import { countUpdate, notify, parseFrame, reportToPage } from "./live_updates.js";
 import {
-  countUpdate,
-  notify,
-  parseFrame,
-  reportToPage,
   type CountListener,
   type LiveValues,
   type ReconnectOptions,
