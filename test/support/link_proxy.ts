@@ -21,7 +21,7 @@ export interface LinkProxyOptions {
 export class LinkProxy {
   readonly #server: Server;
   readonly #pairs = new Set<[Socket, Socket]>();
-  readonly #target: { host: string; port: number };
+  #target: { host: string; port: number };
   #cut = false;
   #port = 0;
   /** Connections accepted and forwarded since the proxy started. */
@@ -68,6 +68,14 @@ export class LinkProxy {
 
   heal(): void {
     this.#cut = false;
+  }
+
+  /**
+   * Sends new connections to `port` (open ones stay where they are): a server restarted on another
+   * port, as a load balancer would route to it.
+   */
+  retarget(port: number): void {
+    this.#target = { ...this.#target, port };
   }
 
   async close(): Promise<void> {

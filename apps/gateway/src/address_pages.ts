@@ -6,7 +6,7 @@
  * free. The map holds only addresses holding some page.
  */
 import { ProtocolError } from "@livecount/protocol";
-import type { AddressRateLimiter } from "./rate_limits.js";
+import { RateLimitedError, type AddressRateLimiter } from "./rate_limits.js";
 
 export class AddressPages {
   readonly #held = new Map<string, number>();
@@ -28,12 +28,10 @@ export class AddressPages {
       });
     if (isNew) {
       const retryAfterS = this.newPages.tryTake(address, 1);
-      if (retryAfterS > 0)
-        return new ProtocolError(
-          "rate_limited",
-          `too many new pages from this address; retry in ${retryAfterS} s`,
-          { page },
-        );
+      if (retryAfterS > 0) {
+        const message = `too many new pages from this address; retry in ${retryAfterS} s`;
+        return new RateLimitedError(retryAfterS, message, { page });
+      }
     }
     this.#held.set(address, held + 1);
     return undefined;

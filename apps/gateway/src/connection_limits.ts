@@ -1,12 +1,13 @@
 /**
- * How many sockets each client address holds here, and in all, against LIVECOUNT_MAX_CONNECTIONS_PER_IP
- * and LIVECOUNT_MAX_CONNECTIONS.
+ * How many connections (WebSockets and event streams) each client address holds here, and in all,
+ * against LIVECOUNT_MAX_CONNECTIONS_PER_IP and LIVECOUNT_MAX_CONNECTIONS.
  *
  * A closed socket keeps its address's slot for `holdMs` (the grace window): its viewer keeps
  * counting that long, so an address that closed and reopened sockets as fast as it could would
  * otherwise show far more viewers than the sockets it may hold. With the slot held, what one
  * address shows is at most its cap, however fast it churns. The gateway-wide total counts open
- * sockets only: it protects file descriptors, which a closed socket no longer holds.
+ * connections only: it protects file descriptors, which a closed one no longer holds. An event stream
+ * never counts a viewer, so its slot is free as soon as it closes (`released`).
  *
  * The map holds only addresses with an open or held slot; held slots are released in the order
  * they were taken (one FIFO, since every hold is as long), lazily on the next call.
@@ -27,7 +28,7 @@ export class ConnectionLimits {
     readonly now: () => number,
   ) {}
 
-  /** Why a new socket from `key` must be refused, or undefined when it may open. */
+  /** Why a new connection from `key` must be refused, or undefined when it may open. */
   refusal(key: string): ConnectionRefusal | undefined {
     this.#releaseHeld();
     if (this.#total >= this.maxTotal) return "gateway_full";
@@ -40,6 +41,7 @@ export class ConnectionLimits {
     this.#byAddress.set(key, (this.#byAddress.get(key) ?? 0) + 1);
   }
 
+  /** A socket of `key` closed: its slot is held for `holdMs` (its viewers linger that long). */
   closed(key: string): void {
     if (!this.#byAddress.has(key)) return;
     this.#total--;
@@ -47,7 +49,17 @@ export class ConnectionLimits {
     else this.#release(key);
   }
 
-  /** Open sockets. */
+  /**
+   * A connection of `key` that never counted as a viewer (an event stream) closed: nothing of it
+   * lingers, so its slot is free at once.
+   */
+  released(key: string): void {
+    if (!this.#byAddress.has(key)) return;
+    this.#total--;
+    this.#release(key);
+  }
+
+  /** Open connections. */
   get total(): number {
     return this.#total;
   }

@@ -16,14 +16,14 @@ export interface EdgeConfig {
    */
   readonly allowedOrigins: readonly string[] | undefined;
   /**
-   * LIVECOUNT_MAX_CONNECTIONS_PER_IP: sockets one client address may hold here; past it the
-   * upgrade is 429. Default 500: a whole office or mobile carrier behind one NAT address still fits,
+   * LIVECOUNT_MAX_CONNECTIONS_PER_IP: sockets and event streams one client address may hold here;
+   * past it the upgrade or the stream is 429. Default 500: a whole office or mobile carrier behind one NAT address still fits,
    * one machine cannot take the gateway's file descriptors. IPv6 addresses count per /64.
    */
   readonly maxConnectionsPerIp: number;
   /**
-   * LIVECOUNT_MAX_CONNECTIONS: sockets this gateway holds; past it the upgrade is 503 (clients try
-   * again, or another gateway). Default 18000: the process may open 20,000 files, and the rest is
+   * LIVECOUNT_MAX_CONNECTIONS: sockets and event streams this gateway holds; past it the upgrade or
+   * the stream is 503 (clients try again, or another gateway). Default 18000: the process may open 20,000 files, and the rest is
    * kept for HTTP clients, the bus and the listen socket, so a full gateway still answers health
    * checks and reads instead of failing accept().
    */

@@ -1,7 +1,8 @@
 /**
  * The door of the WebSocket endpoint: an upgrade from an origin that is not allowed is 403, one
  * past its address's socket quota 429, one past the gateway's 503, each answered before any socket
- * state exists and counted by reason.
+ * state exists and counted by reason. Event streams (`GET /v1/pages/{page}/events`) pass the same
+ * quotas and get the same refusals.
  */
 import { ProtocolError, type ErrorCode } from "@livecount/protocol";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
@@ -10,6 +11,7 @@ import type { ConnectionLimits } from "./connection_limits.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { Reply } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
+import { RetryLaterError } from "./rate_limits.js";
 
 export type UpgradeRefusal = "origin" | "per_ip" | "gateway_full";
 
@@ -19,7 +21,7 @@ const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; read
   gateway_full: { code: "unavailable", message: "this gateway is full; try again or another gateway" },
 };
 /** Seconds a refused client should wait before it tries again (its backoff usually waits longer). */
-const RETRY_AFTER_S = "5";
+const RETRY_AFTER_S = 5;
 
 export interface EdgeGuardOptions {
   readonly origins: OriginPolicy;
@@ -46,6 +48,18 @@ export class EdgeGuard {
     return refusal === undefined ? key : this.#refuse(res, refusal);
   }
 
+  /**
+   * Admits an event stream from `address` (a client address, resolved) and returns the key it
+   * counts under, or throws the error a refused upgrade answers with. Origins are not refused: a
+   * stream is a read, and reads name only allowed origins in their CORS headers.
+   */
+  admitStream(address: string): string {
+    const key = limitKeyOf(address);
+    const refusal = this.#o.limits.refusal(key);
+    if (refusal !== undefined) throw refusalError(refusal);
+    return key;
+  }
+
   /** The client address of an HTTP request or upgrade (LIVECOUNT_TRUSTED_PROXIES). */
   clientAddress(res: HttpResponse, req: HttpRequest): string {
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
@@ -56,15 +70,30 @@ export class EdgeGuard {
     this.#o.limits.opened(key);
   }
 
+  /** A socket closed: its slot is held while its viewers may linger (connection_limits.ts). */
   closed(key: string): void {
     this.#o.limits.closed(key);
   }
 
+  /** An event stream closed: it never counted a viewer, so its slot is free at once. */
+  streamClosed(key: string): void {
+    this.#o.limits.released(key);
+  }
+
   #refuse(res: HttpResponse, reason: UpgradeRefusal): undefined {
     this.#o.metrics.upgradesRefused.inc({ reason });
-    const { code, message } = REFUSALS[reason];
-    const err = new ProtocolError(code, message);
-    new Reply(res).error(err, err.retryable ? { "retry-after": RETRY_AFTER_S } : {});
+    const err = refusalError(reason);
+    new Reply(res).error(
+      err,
+      err instanceof RetryLaterError ? { "retry-after": String(err.retryAfterS) } : {},
+    );
     return undefined;
   }
+}
+
+function refusalError(reason: UpgradeRefusal): ProtocolError {
+  const { code, message } = REFUSALS[reason];
+  return reason === "origin"
+    ? new ProtocolError(code, message)
+    : new RetryLaterError(code, RETRY_AFTER_S, message);
 }

@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import type { Bus } from "@livecount/bus";
 import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
 import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
@@ -9,11 +7,13 @@ import * as uWS from "uWebSockets.js";
 import { ClientAddresses } from "./client_address.js";
 import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
+import { EventStreams } from "./event_streams.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
 import { AddressPages } from "./address_pages.js";
 import { AdminApi } from "./admin_api.js";
-import { HttpApi, type Asset, type HttpRoute } from "./http_api.js";
+import { HttpApi, type HttpRoute } from "./http_api.js";
+import { loadAssets } from "./http_assets.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
@@ -52,55 +52,6 @@ const SHUTDOWN_DRAIN_MS = 2000;
  */
 const SLOT_HOLD_SLACK_MS = 1000;
 
-/** The console's pages must not be framed by another site (its Delete buttons), nor sniffed. */
-const CONSOLE_HEADERS = {
-  "x-frame-options": "DENY",
-  "content-security-policy": "frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "cache-control": "no-cache",
-} as const;
-
-/**
- * Loads the widget bundle and the demo page from the widget package (if it was built), and the
- * operators' console (apps/gateway/console, with uPlot for its chart).
- */
-function loadAssets(logger: Logger): Map<string, Asset> {
-  const assets = new Map<string, Asset>();
-  const consoleFile = (name: string): string => new URL(`../console/${name}`, import.meta.url).href;
-  const files: ReadonlyArray<readonly [string, string, string, Asset["headers"]?]> = [
-    [
-      "/livecount.js",
-      import.meta.resolve("@livecount/widget/livecount.js"),
-      "text/javascript; charset=utf-8",
-    ],
-    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
-    ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/console.js", consoleFile("console.js"), "text/javascript; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/console.css", consoleFile("console.css"), "text/css; charset=utf-8", CONSOLE_HEADERS],
-    [
-      "/admin/uplot.js",
-      import.meta.resolve("uplot/dist/uPlot.iife.min.js"),
-      "text/javascript; charset=utf-8",
-      CONSOLE_HEADERS,
-    ],
-    [
-      "/admin/uplot.css",
-      import.meta.resolve("uplot/dist/uPlot.min.css"),
-      "text/css; charset=utf-8",
-      CONSOLE_HEADERS,
-    ],
-  ];
-  for (const [path, url, type, headers] of files) {
-    try {
-      assets.set(path, { body: readFileSync(fileURLToPath(url)), type, ...(headers ? { headers } : {}) });
-    } catch (err) {
-      logger.warn({ err, path }, "asset missing; run npm run build");
-    }
-  }
-  return assets;
-}
-
 /** uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. */
 function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
   if (tls === undefined) return uWS.App();
@@ -132,6 +83,7 @@ export class Gateway {
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
   readonly #router: SocketRouter;
+  readonly #streams: EventStreams;
   readonly #app: uWS.TemplatedApp;
   readonly #heartbeat: GatewayHeartbeatSender;
   readonly #unsubscribers: Array<() => void> = [];
@@ -221,6 +173,27 @@ export class Gateway {
       ),
       metrics: this.#metrics,
     });
+    // Sockets and event streams of an address share one page budget.
+    const addressPages = new AddressPages(
+      config.maxPagesPerIp,
+      new AddressRateLimiter({
+        ratePerS: config.newPageRatePerS,
+        burst: config.newPageBurst,
+        // An address with no open connection cannot watch: at most one bucket per connection is needed.
+        maxAddresses: config.maxConnections,
+        now,
+        what: "new pages",
+      }),
+    );
+    this.#streams = new EventStreams({
+      views: this.#views,
+      guard,
+      addressPages,
+      metrics: this.#metrics,
+      clock: this.#clock,
+      heartbeatS: config.sseHeartbeatS,
+      maxUnsentBytes: config.maxBackpressureBytes,
+    });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
@@ -229,17 +202,7 @@ export class Gateway {
       clock: this.#clock,
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
-      addressPages: new AddressPages(
-        config.maxPagesPerIp,
-        new AddressRateLimiter({
-          ratePerS: config.newPageRatePerS,
-          burst: config.newPageBurst,
-          // An address with no open socket cannot join: at most one bucket per socket is needed.
-          maxAddresses: config.maxConnections,
-          now,
-          what: "new pages",
-        }),
-      ),
+      addressPages,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,
@@ -291,6 +254,7 @@ export class Gateway {
       privatePages,
       now,
       maxBodyBytes: config.maxBodyBytes,
+      events: this.#streams,
       isReady: () => this.ready,
       liveness: this.#liveness,
       assets: loadAssets(this.#log),
@@ -390,6 +354,7 @@ export class Gateway {
     this.#heartbeat.stop();
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
+    this.#streams.endAll();
     this.#app.close();
     await this.#forwarder.drain(SHUTDOWN_DRAIN_MS);
     this.#forwarder.close();
@@ -407,11 +372,24 @@ export class Gateway {
     return this.#presence.size;
   }
 
-  /** Encodes a count frame once per encoding that has subscribers and publishes it to the page's topic. */
+  /** Event streams open here, and whether their heartbeat timer is armed; for diagnostics and tests. */
+  get eventStreams(): { readonly open: number; readonly heartbeatArmed: boolean } {
+    return { open: this.#streams.size, heartbeatArmed: this.#streams.heartbeatArmed };
+  }
+
+  /**
+   * Encodes a count frame once per encoding that has subscribers and publishes it to the page's
+   * topic; event streams of the page get the JSON the sockets get.
+   */
   #publish(frame: CountFrame): void {
-    const json = topicOf(frame.page, "json");
-    if (this.#app.numSubscribers(json) > 0) {
-      this.#app.publish(json, encodeServerFrame(frame, "json"), false);
+    let json: string | undefined;
+    const topic = topicOf(frame.page, "json");
+    if (this.#app.numSubscribers(topic) > 0) {
+      this.#app.publish(topic, (json = encodeServerFrame(frame, "json")), false);
+      this.#metrics.countFrames.inc();
+    }
+    if (this.#streams.has(frame.page)) {
+      this.#streams.publish(frame.page, frame.ts, json ?? encodeServerFrame(frame, "json"));
       this.#metrics.countFrames.inc();
     }
     const msgpack = topicOf(frame.page, "msgpack");

@@ -26,8 +26,19 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   readonly socketRatePerS: number;
   /** LIVECOUNT_SOCKET_BURST: frames a socket may send at once. Default 100 (a page full of widgets). */
   readonly socketBurst: number;
-  /** LIVECOUNT_MAX_BACKPRESSURE_BYTES: a socket with more unsent bytes is closed as a slow consumer. Default 65536. */
+  /**
+   * LIVECOUNT_MAX_BACKPRESSURE_BYTES: a socket or event stream with more unsent bytes is closed as a
+   * slow consumer. Default 65536.
+   */
   readonly maxBackpressureBytes: number;
+  /**
+   * LIVECOUNT_SSE_HEARTBEAT_S: every event stream gets a comment this often. Default 15: proxies
+   * and load balancers close a connection that carries nothing for 60 s (nginx's
+   * proxy_read_timeout, an AWS load balancer's idle timeout), some for 30 s, and 15 s stays well
+   * inside either; a write is also how a client that went away is found. About 10 bytes per
+   * stream each time.
+   */
+  readonly sseHeartbeatS: number;
   /** LIVECOUNT_PRESENCE_BATCH_MS: presence transitions wait this long to share a batch. Default 5. */
   readonly presenceBatchMs: number;
   /** Fixed by protocol v1: a frame over 16 KiB closes the socket with 1009 (message too big). */
@@ -71,6 +82,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     socketRatePerS: readInt(env, "LIVECOUNT_SOCKET_RATE", 20, { min: 1 }),
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
     maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
+    sseHeartbeatS: readInt(env, "LIVECOUNT_SSE_HEARTBEAT_S", 15, { min: 1, max: 300 }),
     presenceBatchMs: readInt(env, "LIVECOUNT_PRESENCE_BATCH_MS", 5, { min: 0, max: 1000 }),
     maxFrameBytes: MAX_FRAME_BYTES,
     wireFrameBytes: WIRE_FRAME_BYTES,

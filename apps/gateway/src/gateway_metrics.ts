@@ -16,6 +16,8 @@ export class GatewayMetrics {
   readonly busReconnects: Counter;
   readonly upgradesRefused: Counter<"reason">;
   readonly framesDropped: Counter;
+  readonly eventStreams: Gauge;
+  readonly eventStreamsClosed: Counter<"reason">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -49,7 +51,7 @@ export class GatewayMetrics {
     });
     this.countFrames = new Counter({
       name: "livecount_gateway_count_frames_published_total",
-      help: "Count frames published to page topics (once per page update and encoding)",
+      help: "Count frames published to page topics (once per page update and encoding) and to event streams (once per page update)",
       registers,
     });
     this.presenceOpsSent = new Counter({
@@ -92,6 +94,17 @@ export class GatewayMetrics {
     this.framesDropped = new Counter({
       name: "livecount_gateway_frames_dropped_total",
       help: "Frames not sent to a slow consumer (over LIVECOUNT_MAX_BACKPRESSURE_BYTES unsent); the socket is closed",
+      registers,
+    });
+    this.eventStreams = new Gauge({
+      name: "livecount_gateway_event_streams",
+      help: "Open Server-Sent Events streams (GET /v1/pages/{page}/events)",
+      registers,
+    });
+    this.eventStreamsClosed = new Counter({
+      name: "livecount_gateway_event_streams_closed_total",
+      help: "Server-Sent Events streams closed by reason (client, slow_consumer, shutdown)",
+      labelNames: ["reason"],
       registers,
     });
   }

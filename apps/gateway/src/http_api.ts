@@ -6,6 +6,7 @@ import type { Registry } from "prom-client";
 import type { AdminApi } from "./admin_api.js";
 import { limitKeyOf } from "./client_address.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
+import type { EventStreams } from "./event_streams.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
@@ -14,7 +15,7 @@ import { totalsBody } from "./page_reading.js";
 import type { PrivatePages } from "./private_pages.js";
 import { PublisherAuth } from "./publisher_auth.js";
 import { ReadAccess } from "./read_access.js";
-import { RateLimitedError, type AddressRateLimiter } from "./rate_limits.js";
+import { RateLimitedError, RetryLaterError, type AddressRateLimiter } from "./rate_limits.js";
 
 export interface HttpApiOptions {
   readonly owners: OwnerClient;
@@ -43,6 +44,8 @@ export interface HttpApiOptions {
   readonly liveness: DcLiveness;
   /** The operators' status API (admin_api.ts). */
   readonly admin: AdminApi;
+  /** Server-Sent Events streams of pages (`GET /v1/pages/{page}/events`). */
+  readonly events: EventStreams;
   /** Readiness: the gateway can reach an owner for every partition. */
   readonly isReady: () => boolean;
   /** Static assets served as-is (the widget, the demo page, the console). */
@@ -73,6 +76,7 @@ export type HttpRoute = (
 ) => Promise<{ readonly status: number; readonly body: unknown }>;
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
+const PAGE_EVENTS = /^\/v1\/pages\/(.+)\/events$/;
 const ADMIN_PAGE = /^\/v1\/admin\/pages\/([^/]+)$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
 const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
@@ -212,6 +216,16 @@ export class HttpApi {
         if (!this.#isAdmin(req)) this.#authorize(req);
         return await this.#counters.reset(reply, req, page, counter, !reset);
       }
+      const events = PAGE_EVENTS.exec(req.path);
+      if (events !== null) {
+        route = "page_events";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        const page = decodePathSegment(events[1]!);
+        if (!isPageId(page)) throw new ProtocolError("invalid_page");
+        // A read like GET .../counter: the same budget and the same check of private pages.
+        await this.#readAccess(req).admit([page]);
+        return this.#o.events.open(reply, req, page);
+      }
       const m = PAGE_COUNTER.exec(req.path);
       if (m !== null) {
         route = "page_counter";
@@ -227,7 +241,7 @@ export class HttpApi {
       if (e.code === "internal")
         this.#logs.log(this.#o.logger, "error", { err, path: req.path }, "http request failed");
       status = e.status;
-      const retryAfterS = e instanceof RateLimitedError ? e.retryAfterS : 1;
+      const retryAfterS = e instanceof RetryLaterError ? e.retryAfterS : 1;
       reply.error(e, e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE);
     } finally {
       this.#o.metrics.httpRequests.inc({ route, status: String(status) });

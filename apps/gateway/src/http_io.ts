@@ -11,6 +11,12 @@ export class Reply {
   common: Readonly<Record<string, string>> = {};
   /** Close the connection after this reply (a client over its request budget). */
   closeConnection = false;
+  /**
+   * Called once when the client goes away before the response ended: what a response that stays
+   * open (an event stream) holds is released here. uWS takes one abort handler per response, this
+   * reply's.
+   */
+  onAbort: (() => void) | undefined;
   /** `head`: the request was HEAD; replies carry the status and headers of a GET, and no body. */
   constructor(
     readonly res: HttpResponse,
@@ -18,6 +24,7 @@ export class Reply {
   ) {
     res.onAborted(() => {
       this.aborted = true;
+      this.onAbort?.();
     });
   }
 

@@ -1,15 +1,25 @@
-import { ProtocolError } from "@livecount/protocol";
+import { ProtocolError, type ErrorCode } from "@livecount/protocol";
 import { fullBucket, takeTokens, type BucketLimits, type BucketState } from "@livecount/runtime";
 import { LRUCache } from "lru-cache";
 
-/** A client went over a rate limit: retry after `retryAfterS` seconds (the Retry-After header). */
-export class RateLimitedError extends ProtocolError {
-  override name = "RateLimitedError";
+/** A refusal the client may try again after `retryAfterS` seconds (the Retry-After header). */
+export class RetryLaterError extends ProtocolError {
+  override name = "RetryLaterError";
   constructor(
+    code: ErrorCode,
     readonly retryAfterS: number,
     message: string,
+    options?: { readonly page?: string },
   ) {
-    super("rate_limited", message);
+    super(code, message, options);
+  }
+}
+
+/** A client went over a rate limit: retry after `retryAfterS` seconds. */
+export class RateLimitedError extends RetryLaterError {
+  override name = "RateLimitedError";
+  constructor(retryAfterS: number, message: string, options?: { readonly page?: string }) {
+    super("rate_limited", retryAfterS, message, options);
   }
 }
 

@@ -75,6 +75,14 @@ describe("gateway - edge settings", () => {
     for (const [env, variable] of cases) expect(configError(env), JSON.stringify(env)).toContain(variable);
   });
 
+  test("config - event streams get a heartbeat every 15 s by default; LIVECOUNT_SSE_HEARTBEAT_S takes 1..300", () => {
+    expect(readGatewayConfig({}).sseHeartbeatS).toBe(15);
+    expect(readGatewayConfig({ LIVECOUNT_SSE_HEARTBEAT_S: "1" }).sseHeartbeatS).toBe(1);
+    expect(readGatewayConfig({ LIVECOUNT_SSE_HEARTBEAT_S: "300" }).sseHeartbeatS).toBe(300);
+    for (const bad of ["0", "301", "1.5", "soon"])
+      expect(configError({ LIVECOUNT_SSE_HEARTBEAT_S: bad })).toMatch(/LIVECOUNT_SSE_HEARTBEAT_S/);
+  });
+
   test("config - origins are kept as browsers send them; TLS files must be readable", () => {
     const dir = mkdtempSync(join(tmpdir(), "lc-edge-"));
     try {

@@ -37,6 +37,8 @@ describe("gateway - OpenAPI document", () => {
       LIVECOUNT_PUBLISHER_BURST: "1",
       LIVECOUNT_READ_RATE: "1",
       LIVECOUNT_READ_BURST: "1",
+      // One event stream fills it (HTTP requests do not count).
+      LIVECOUNT_MAX_CONNECTIONS: "1",
     });
   });
 
@@ -69,6 +71,36 @@ describe("gateway - OpenAPI document", () => {
       ? (JSON.parse(text) as unknown)
       : text;
     return { status: res.status, body: json, headers: res.headers };
+  }
+
+  /**
+   * Opens an event stream and checks its answer against the document: a refusal whole, a stream up
+   * to the end of its first event. The stream stays open until `close()`.
+   */
+  async function stream(
+    base: string,
+    target: string,
+    key: string | null = TEST_PUBLISHER_KEY,
+  ): Promise<{ status: number; text: string; close: () => void }> {
+    const controller = new AbortController();
+    const headers: Record<string, string> = key === null ? {} : { authorization: `Bearer ${key}` };
+    const res = await fetch(`${base}${target}`, { headers, signal: controller.signal });
+    let text = "";
+    if (res.status !== 200) text = await res.text();
+    else {
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      const firstEvent = /event: count\n[^]*?\n\n/;
+      while (!firstEvent.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      const match = firstEvent.exec(text);
+      if (match !== null) text = text.slice(0, match.index + match[0].length);
+    }
+    doc.check({ method: "GET", path: target.split("?")[0]!, status: res.status, headers: res.headers, text });
+    return { status: res.status, text, close: () => controller.abort() };
   }
 
   /** A request body the test sends as valid must be valid by the document too. */
@@ -156,6 +188,14 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, "/v1/pages/openapi-private-1/counter?token=a.b.c", { key: null })).status).toBe(
       401,
     );
+
+    // GET /v1/pages/{page}/events: the stream up to its first event, and its refusals.
+    const events = await stream(base, `/v1/pages/${p}/events`, null);
+    expect(events.status).toBe(200);
+    expect(events.text).toContain('"viewers":1');
+    events.close();
+    expect((await stream(base, "/v1/pages/a%20b/events")).status).toBe(400);
+    expect((await stream(base, "/v1/pages/openapi-private-1/events", null)).status).toBe(401);
 
     // DELETE /v1/pages/{page}/counters/{counter}
     const del = await call(base, `/v1/pages/${p}/counters/gone`, {
@@ -353,6 +393,11 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(200);
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(429);
     expect((await call(lim, `/v1/counters?page=${p}`, { key: null })).status).toBe(429);
+    expect((await stream(lim, `/v1/pages/${p}/events`, null)).status).toBe(429);
+    // The gateway's connections are full (one here): a stream is 503 with Retry-After.
+    const held = await stream(lim, `/v1/pages/${p}/events`);
+    expect((await stream(lim, `/v1/pages/${p}/events`)).status).toBe(503);
+    held.close();
     await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change });
     expect((await call(lim, `/v1/pages/${p}/counter`, { method: "PUT", body: change })).status).toBe(429);
     expect((await call(lim, "/v1/counters/increment", { method: "POST", body: batch })).status).toBe(429);

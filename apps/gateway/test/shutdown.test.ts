@@ -8,20 +8,22 @@ const EXIT_DEADLINE_MS = 15_000;
 
 describe("gateway - graceful shutdown", () => {
   test(
-    "gateway - close() with open sockets resolves, closes every socket and leaves nothing holding the process",
+    "gateway - close() with open sockets and event streams resolves, closes every one and leaves nothing holding the process",
     async () => {
       const entry = fileURLToPath(new URL("./fixtures/close_with_open_sockets.ts", import.meta.url));
       const result = await runScript(entry, { timeoutMs: EXIT_DEADLINE_MS });
       const events = result.stdout
         .split("\n")
         .filter((line) => line.startsWith("{"))
-        .map((line) => JSON.parse(line) as { event: string; codes?: number[] });
+        .map((line) => JSON.parse(line) as { event: string; codes?: number[]; ends?: string[] });
       const context = `stdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
       expect(
         events.map((e) => e.event),
         context,
-      ).toEqual(["counted", "closed", "sockets closed"]);
+      ).toEqual(["counted", "closed", "sockets closed", "streams ended"]);
       expect(events[2]!.codes, context).toHaveLength(20);
+      // Event streams end with their last chunk, not cut: clients know to reconnect elsewhere.
+      expect(events[3]!.ends, context).toEqual(["end", "end"]);
       // The process exited on its own, with nothing left on its event loop.
       expect(result.timedOut, context).toBe(false);
       expect(result.code, context).toBe(0);

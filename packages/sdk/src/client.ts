@@ -4,7 +4,8 @@
  */
 import { retryOptions, type RetryOptions } from "./backoff.js";
 import { BatchSender } from "./batch_sender.js";
-import { ChangeQueue, MAX_CHANGE, type QueueOptions } from "./change_queue.js";
+import { ChangeQueue, MAX_CHANGE } from "./change_queue.js";
+import type { ChangeOptions, ListOptions, LivecountClientOptions, ReadOptions } from "./client_options.js";
 import {
   decodeCounterValue,
   decodeListing,
@@ -22,73 +23,17 @@ import {
   type FailedItem,
 } from "./errors.js";
 import { checkCounter, checkKey, checkPage, checkViewer, newIdempotencyKey } from "./ids.js";
+import { EventStreams, type EventSourceConstructor } from "./event_streams.js";
 import {
   RECONNECT_DEFAULTS,
   Subscriptions,
   type CountListener,
-  type ReconnectOptions,
+  type LiveValues,
   type SubscribeOptions,
   type WebSocketConstructor,
 } from "./subscriptions.js";
-import { Transport, type FetchFn, type RetryListener } from "./transport.js";
+import { Transport } from "./transport.js";
 import type { CounterValue, IncrementItem, PageCounters, PageListing, RawPage, ResetValue } from "./types.js";
-
-export interface LivecountClientOptions {
-  /** The gateway, e.g. `https://livecount.example.com` (a path prefix is kept; WebSocket at `<baseUrl>/ws`). */
-  readonly baseUrl: string;
-  /**
-   * Publisher key, sent as `Authorization: Bearer <key>` with every change and read. Reads need
-   * none, but with it they spend no per-address read budget and see private pages; prefix
-   * listings need it (or the admin key); subscriptions never send it. It is a secret: keep it on your servers, never ship it to browsers.
-   */
-  readonly publisherKey?: string;
-  /** fetch implementation. Default: the global one (Node >= 18, browsers). */
-  readonly fetch?: FetchFn;
-  /**
-   * WebSocket constructor for `subscribe()`. Default: the global one (browsers, Node >= 22). On
-   * Node 20 pass the `ws` package's: `import WebSocket from "ws"`.
-   */
-  readonly WebSocket?: WebSocketConstructor;
-  /** How long one HTTP try may take before it is abandoned (and retried), in milliseconds. Default 10000. */
-  readonly timeoutMs?: number;
-  /** Retries of failed requests: tries in all and full-jitter backoff bounds. Default `{ attempts: 6, baseMs: 100, maxMs: 5000 }`. */
-  readonly retry?: Partial<RetryOptions>;
-  /** The fire-and-forget queue: coalescing window, batch size, bounds. See {@link QueueOptions}. */
-  readonly queue?: QueueOptions;
-  /** WebSocket reconnect backoff and heartbeat. See {@link ReconnectOptions}. */
-  readonly reconnect?: ReconnectOptions;
-  /**
-   * Errors nobody awaits: queued changes that failed for good (a {@link PartialFailureError}
-   * listing them with their keys), errors the server sends on the socket, throwing listeners.
-   * Default: `console.error`.
-   */
-  readonly onError?: (error: LivecountError) => void;
-  /** Called before each retry of an HTTP request (for logging). */
-  readonly onRetry?: RetryListener;
-}
-
-/** Options of a single change. */
-export interface ChangeOptions {
-  /**
-   * The change's idempotency key (1..128 printable ASCII): a change sent again with the same key
-   * never counts twice (for the server's key TTL, 24 h by default). Derive it from your own event
-   * id (`like:${userId}:${postId}`) to make the change exactly-once across your own retries
-   * and restarts too. Default: a random UUID, reused by every retry of this call.
-   */
-  readonly idempotencyKey?: string;
-  readonly signal?: AbortSignal;
-}
-
-export interface ReadOptions {
-  readonly signal?: AbortSignal;
-}
-
-export interface ListOptions extends ReadOptions {
-  /** Pages per answer, 1..100. Default: the server's (100). */
-  readonly limit?: number;
-  /** The `cursor` of the previous answer, to continue after it. */
-  readonly cursor?: string;
-}
 
 /** Longest path and query a read puts in one URL before it splits into several requests. */
 const MAX_URL_PATH = 2000;
@@ -104,7 +49,7 @@ export class LivecountClient {
   readonly #transport: Transport;
   readonly #retry: RetryOptions;
   readonly #queue: ChangeQueue;
-  readonly #subs: Subscriptions;
+  readonly #subs: LiveValues;
   readonly #batches: BatchSender;
   #closed = false;
 
@@ -137,13 +82,25 @@ export class LivecountClient {
     const onError = options.onError ?? ((error: LivecountError) => console.error("livecount:", error));
     this.#batches = new BatchSender(this.#transport, this.#retry, options.queue?.maxBatchItems ?? 100);
     this.#queue = new ChangeQueue(options.queue ?? {}, (items) => this.#batches.send(items), onError);
-    const WebSocketImpl = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    this.#subs = new Subscriptions({
-      url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
-      WebSocket: WebSocketImpl,
-      reconnect: { ...RECONNECT_DEFAULTS, ...options.reconnect },
-      onError,
-    });
+    const reconnect = { ...RECONNECT_DEFAULTS, ...options.reconnect };
+    const platform = globalThis as { WebSocket?: WebSocketConstructor; EventSource?: EventSourceConstructor };
+    if (options.transport !== undefined && options.transport !== "websocket" && options.transport !== "sse")
+      throw new TypeError('transport must be "websocket" or "sse"');
+    this.#subs =
+      options.transport === "sse"
+        ? new EventStreams({
+            baseUrl: this.#baseUrl,
+            fetch: fetchFn,
+            EventSource: options.EventSource ?? platform.EventSource,
+            reconnect,
+            onError,
+          })
+        : new Subscriptions({
+            url: `${this.#baseUrl.replace(/^http/, "ws")}/ws`,
+            WebSocket: options.WebSocket ?? platform.WebSocket,
+            reconnect,
+            onError,
+          });
   }
 
   // ---- changes ------------------------------------------------------------------------------
@@ -392,9 +349,9 @@ export class LivecountClient {
 
   /**
    * Calls `listener` with the page's value now and whenever it changes (at most once per
-   * coalescing window), over one WebSocket shared by all of this client's subscriptions. The
-   * socket reconnects by itself (full-jitter backoff) and subscribes again. Returns the
-   * function that unsubscribes.
+   * coalescing window), over one WebSocket shared by all of this client's subscriptions, or with
+   * `transport: "sse"` one event stream per page. Either reconnects by itself (full-jitter
+   * backoff) and subscribes again. Returns the function that unsubscribes.
    */
   subscribe(page: string, listener: CountListener, options: SubscribeOptions = {}): () => void {
     this.#checkOpen();
@@ -403,7 +360,7 @@ export class LivecountClient {
     return this.#subs.subscribe(page, listener, options);
   }
 
-  /** Sockets opened so far (1 plus reconnects); for diagnostics. */
+  /** Sockets (or event streams) opened so far: the first ones plus reconnects; for diagnostics. */
   get connects(): number {
     return this.#subs.connects;
   }

@@ -50,6 +50,8 @@ export type ClientErrorCode =
   | "client_closed"
   /** `subscribe()` without a WebSocket implementation (Node < 22: pass one). */
   | "websocket_unavailable"
+  /** `subscribe()` with `mode: "join"` on a client with `transport: "sse"`: an event stream only watches. */
+  | "join_needs_websocket"
   /** A `subscribe()` listener threw (reported to `onError`, never thrown into the socket). */
   | "listener_error"
   /** Some items of a batch or of the fire-and-forget queue failed; see the error's items. */

@@ -1,10 +1,5 @@
-export {
-  LivecountClient,
-  type ChangeOptions,
-  type ListOptions,
-  type LivecountClientOptions,
-  type ReadOptions,
-} from "./client.js";
+export { LivecountClient } from "./client.js";
+export type { ChangeOptions, ListOptions, LivecountClientOptions, ReadOptions } from "./client_options.js";
 export { DEFAULT_RETRY, type RetryOptions } from "./backoff.js";
 export { MAX_CHANGE, QUEUE_DEFAULTS, type QueueOptions } from "./change_queue.js";
 export {
@@ -25,6 +20,7 @@ export {
   type LivecountErrorCode,
   type ServerErrorCode,
 } from "./errors.js";
+export type { EventSourceConstructor, EventSourceLike } from "./event_streams.js";
 export { isCounterName, isPageId, newIdempotencyKey } from "./ids.js";
 export { signJoinToken, type JoinTokenOptions } from "./join_token.js";
 export {

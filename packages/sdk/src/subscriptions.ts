@@ -6,6 +6,7 @@
  */
 import { fullJitterMs } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
+import { countUpdate, notify, parseFrame, reportToPage, safely } from "./live_updates.js";
 import type { CountUpdate } from "./types.js";
 
 /** Bivariant callback parameter, so both DOM's WebSocket and the `ws` package's fit. */
@@ -60,9 +61,30 @@ export interface ReconnectOptions {
    * a whole interval is dropped and reopened. Default 25000.
    */
   readonly pingIntervalMs?: number;
+  /**
+   * With `transport: "sse"` read over fetch (no EventSource): a stream on which nothing arrives,
+   * not even the server's heartbeat comment, for this long, in milliseconds, is dropped and
+   * reopened. Default 45000, three of the server's default heartbeats (LIVECOUNT_SSE_HEARTBEAT_S
+   * 15). EventSource hides heartbeats from the page, so it cannot tell.
+   */
+  readonly idleMs?: number;
 }
 
-export const RECONNECT_DEFAULTS = Object.freeze({ baseMs: 250, maxMs: 10_000, pingIntervalMs: 25_000 });
+export const RECONNECT_DEFAULTS = Object.freeze({
+  baseMs: 250,
+  maxMs: 10_000,
+  pingIntervalMs: 25_000,
+  idleMs: 45_000,
+});
+
+/** How the client keeps live values: over the WebSocket (Subscriptions) or event streams (event_streams.ts). */
+export interface LiveValues {
+  subscribe(page: string, listener: CountListener, options: SubscribeOptions): () => void;
+  /** Closes every connection for good; listeners hear nothing more. */
+  close(): void;
+  /** Connections opened so far (the first ones plus reconnects); for diagnostics and tests. */
+  readonly connects: number;
+}
 
 /** WebSocket readyState OPEN. */
 const OPEN = 1;
@@ -96,7 +118,7 @@ export interface SubscriptionsOptions {
   readonly onError: (error: LivecountError) => void;
 }
 
-export class Subscriptions {
+export class Subscriptions implements LiveValues {
   readonly #o: SubscriptionsOptions;
   readonly #pages = new Map<string, PageState>();
   #ws: WebSocketLike | undefined;
@@ -269,14 +291,8 @@ export class Subscriptions {
   }
 
   #receive(text: string): void {
-    let frame: unknown;
-    try {
-      frame = JSON.parse(text);
-    } catch {
-      return;
-    }
-    if (typeof frame !== "object" || frame === null) return;
-    const f = frame as Record<string, unknown>;
+    const f = parseFrame(text);
+    if (f === undefined) return;
     if (f.type === "count") {
       const update = countUpdate(f);
       const state = update !== undefined ? this.#pages.get(update.page) : undefined;
@@ -303,25 +319,12 @@ export class Subscriptions {
         );
         this.#retries.add(timer);
       }
-      const subs = state?.subs;
-      const handlers =
-        subs !== undefined ? [...subs].map((s) => s.onError).filter((h) => h !== undefined) : [];
-      if (handlers.length > 0) for (const h of new Set(handlers)) safely(() => h(error));
-      else this.#report(error);
+      reportToPage(state?.subs ?? [], error, (e) => this.#report(e));
     }
   }
 
   #call(sub: Subscription, update: CountUpdate): void {
-    try {
-      sub.listener(update);
-    } catch (err) {
-      this.#report(
-        new LivecountError("listener_error", "a subscribe() listener threw", {
-          cause: err,
-          retryable: false,
-        }),
-      );
-    }
+    notify(sub.listener, update, (e) => this.#report(e));
   }
 
   #report(error: LivecountError): void {
@@ -348,35 +351,10 @@ function tokenField(token: string | undefined): { token?: string } {
   return token === undefined ? {} : { token };
 }
 
-function countUpdate(f: Record<string, unknown>): CountUpdate | undefined {
-  const { page, viewers, counters, ts } = f;
-  if (typeof page !== "string" || !Number.isSafeInteger(viewers) || !Number.isSafeInteger(ts))
-    return undefined;
-  if (typeof counters !== "object" || counters === null || Array.isArray(counters)) return undefined;
-  const entries = Object.entries(counters).filter((e): e is [string, number] => Number.isSafeInteger(e[1]));
-  const { active, connections } = f;
-  return {
-    page,
-    viewers: viewers as number,
-    ...(Number.isSafeInteger(active) ? { active: active as number } : {}),
-    ...(Number.isSafeInteger(connections) ? { connections: connections as number } : {}),
-    counters: Object.fromEntries(entries),
-    ts: ts as number,
-  };
-}
-
 function detach(ws: WebSocketLike): void {
   ws.onopen = null;
   ws.onmessage = null;
   ws.onclose = null;
   // Keep swallowing errors: a socket still closing may emit one, and `ws` throws unhandled ones.
   ws.onerror = () => {};
-}
-
-function safely(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // An error handler that throws has nowhere else to go.
-  }
 }

@@ -10,6 +10,8 @@ import { build } from "esbuild";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type * as Sdk from "../src/index.js";
+import { eventually } from "../../../test/support/eventually.js";
+import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import { testClient, uniquePage } from "./support.js";
 
@@ -22,6 +24,8 @@ declare global {
     __updates: Array<{ page: string; viewers: number; counters: Record<string, number> }>;
     __errors: string[];
     __key: string;
+    /** EventSource instances the page made. */
+    __sources: number;
     /** The bundled SDK, as the host page's module script exposes it. */
     livecount: typeof Sdk;
   }
@@ -99,5 +103,63 @@ describe.skipIf(skip)("sdk - in Chromium", () => {
     await tab.close();
     await platform.waitForViewers(page, 0);
     await client.close();
+  });
+
+  it("subscribes over event streams with the browser's EventSource, and reopens a stream that was cut", async () => {
+    const page = uniquePage("browser-sse");
+    const front = await LinkProxy.start({ targetPort: platform.app.port });
+    const tab = await browser.newPage();
+    try {
+      await tab.goto(`http://127.0.0.1:${(host.address() as AddressInfo).port}/`);
+      await tab.waitForFunction(() => window.livecount !== undefined);
+      await tab.evaluate(
+        ([baseUrl, id]) => {
+          window.__updates = [];
+          window.__errors = [];
+          window.__sources = 0;
+          // The browser's own EventSource, counted.
+          const Native = window.EventSource;
+          window.EventSource = class extends Native {
+            constructor(url: string | URL, init?: EventSourceInit) {
+              super(url, init);
+              window.__sources++;
+            }
+          };
+          const { LivecountClient } = window.livecount;
+          const client = new LivecountClient({
+            baseUrl: baseUrl!,
+            transport: "sse",
+            reconnect: { baseMs: 20, maxMs: 200 },
+            onError: (e) => window.__errors.push(e.code),
+          });
+          client.subscribe(id!, (u) => window.__updates.push(u));
+        },
+        [`http://127.0.0.1:${front.port}`, page],
+      );
+      await tab.waitForFunction((id) => window.__updates.some((u) => u.page === id), page);
+      const { client } = testClient(platform.url);
+      await client.increment(page, "likes", 2);
+      await tab.waitForFunction(
+        (id) => window.__updates.some((u) => u.page === id && u.counters.likes === 2),
+        page,
+      );
+      // A stream watches: the page has no viewer.
+      expect((await platform.counter(page)).viewers).toBe(0);
+
+      front.cut();
+      front.heal();
+      await client.increment(page, "likes", 1);
+      await tab.waitForFunction(
+        (id) => window.__updates.some((u) => u.page === id && u.counters.likes === 3),
+        page,
+      );
+      expect(await tab.evaluate(() => window.__sources)).toBeGreaterThanOrEqual(2);
+      expect(await tab.evaluate(() => window.__errors)).toEqual([]);
+      await client.close();
+    } finally {
+      await tab.close();
+      await front.close();
+    }
+    await eventually(() => expect(platform.app.gateway.eventStreams.open).toBe(0));
   });
 });

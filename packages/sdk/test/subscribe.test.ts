@@ -4,23 +4,13 @@
  */
 import WebSocket from "ws";
 import { describe, expect, test } from "vitest";
-import { LivecountClient, type CountUpdate, type LivecountError } from "../src/index.js";
+import { LivecountClient, type LivecountError } from "../src/index.js";
 import { eventually, sleep } from "../../../test/support/eventually.js";
 import { TEST_ENV, TestPlatform } from "../../../test/support/platform.js";
 import type { FaultProxy } from "./fault_proxy.js";
-import { uniquePage, useGateway } from "./support.js";
+import { recorder, uniquePage, useGateway } from "./support.js";
 
 const GRACE_MS = Number(TEST_ENV.LIVECOUNT_GRACE_MS);
-
-/** Every update a listener received, in order. */
-function recorder(): {
-  updates: CountUpdate[];
-  listener: (u: CountUpdate) => void;
-  last: () => CountUpdate | undefined;
-} {
-  const updates: CountUpdate[] = [];
-  return { updates, listener: (u) => updates.push(u), last: () => updates.at(-1) };
-}
 
 describe("sdk - subscribe", () => {
   const fx = useGateway({ reconnect: { baseMs: 20, maxMs: 200 } });

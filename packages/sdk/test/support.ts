@@ -2,7 +2,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import WebSocket from "ws";
-import { LivecountClient, type LivecountClientOptions, type LivecountError } from "../src/index.js";
+import {
+  LivecountClient,
+  type CountUpdate,
+  type LivecountClientOptions,
+  type LivecountError,
+} from "../src/index.js";
 import { LossyProxy } from "../../../test/support/lossy_proxy.js";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
@@ -10,6 +15,16 @@ import { FaultProxy } from "./fault_proxy.js";
 
 /** Retries fast enough for a test and many enough to outlast a lossy link (0.3^20 is never). */
 export const FAST_RETRY = { attempts: 20, baseMs: 1, maxMs: 20 } as const;
+
+/** A listener that records every update it gets, in order. */
+export function recorder(): {
+  updates: CountUpdate[];
+  listener: (u: CountUpdate) => void;
+  last: () => CountUpdate | undefined;
+} {
+  const updates: CountUpdate[] = [];
+  return { updates, listener: (u) => updates.push(u), last: () => updates.at(-1) };
+}
 
 /** A page id no other test uses. */
 export function uniquePage(label: string): string {
@@ -47,15 +62,18 @@ export interface GatewayFixture {
 }
 
 /**
- * Starts a gateway before the file's tests and stops it after; closes each test's clients and
- * proxies after the test. `defaults` apply to every client.
+ * Starts a gateway (with `env` on top of the test settings) before the file's tests and stops it
+ * after; closes each test's clients and proxies after the test. `defaults` apply to every client.
  */
-export function useGateway(defaults: Partial<LivecountClientOptions> = {}): GatewayFixture {
+export function useGateway(
+  defaults: Partial<LivecountClientOptions> = {},
+  env: Readonly<Record<string, string>> = {},
+): GatewayFixture {
   let platform: TestPlatform | undefined;
   const proxies: Array<{ close(): Promise<void> }> = [];
   const clients: LivecountClient[] = [];
   beforeAll(async () => {
-    platform = await TestPlatform.start();
+    platform = await TestPlatform.start(env);
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));

@@ -1,0 +1,57 @@
+/**
+ * What the gateway serves besides the API: the widget bundle and the demo page (from the widget
+ * package, once built) and the operators' console (apps/gateway/console, with uPlot for its chart).
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "@livecount/runtime";
+import type { Asset } from "./http_api.js";
+
+/** The console's pages must not be framed by another site (its Delete buttons), nor sniffed. */
+const CONSOLE_HEADERS = {
+  "x-frame-options": "DENY",
+  "content-security-policy": "frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "cache-control": "no-cache",
+} as const;
+
+/**
+ * Loads the widget bundle and the demo page from the widget package (if it was built), and the
+ * operators' console (apps/gateway/console, with uPlot for its chart).
+ */
+export function loadAssets(logger: Logger): Map<string, Asset> {
+  const assets = new Map<string, Asset>();
+  const consoleFile = (name: string): string => new URL(`../console/${name}`, import.meta.url).href;
+  const files: ReadonlyArray<readonly [string, string, string, Asset["headers"]?]> = [
+    [
+      "/livecount.js",
+      import.meta.resolve("@livecount/widget/livecount.js"),
+      "text/javascript; charset=utf-8",
+    ],
+    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
+    ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/console.js", consoleFile("console.js"), "text/javascript; charset=utf-8", CONSOLE_HEADERS],
+    ["/admin/console.css", consoleFile("console.css"), "text/css; charset=utf-8", CONSOLE_HEADERS],
+    [
+      "/admin/uplot.js",
+      import.meta.resolve("uplot/dist/uPlot.iife.min.js"),
+      "text/javascript; charset=utf-8",
+      CONSOLE_HEADERS,
+    ],
+    [
+      "/admin/uplot.css",
+      import.meta.resolve("uplot/dist/uPlot.min.css"),
+      "text/css; charset=utf-8",
+      CONSOLE_HEADERS,
+    ],
+  ];
+  for (const [path, url, type, headers] of files) {
+    try {
+      assets.set(path, { body: readFileSync(fileURLToPath(url)), type, ...(headers ? { headers } : {}) });
+    } catch (err) {
+      logger.warn({ err, path }, "asset missing; run npm run build");
+    }
+  }
+  return assets;
+}
