@@ -93,7 +93,7 @@ export class PageActor {
     const queued = this.#mailbox;
     this.#mailbox = [];
     for (const work of queued) work();
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   /** Stops the actor (partition lost or handed over, or loading failed); queued work fails. */
@@ -120,33 +120,28 @@ export class PageActor {
       const hold = op.present ? { sockets: op.sockets ?? 1, active: op.active ?? true } : undefined;
       this.#presence.apply(gateway, op.viewer, hold, now, op.drop === true ? 0 : this.#host.graceMs);
     }
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   /** Everything `gateway` holds on this page, by viewer (a resync; nothing: it holds nobody). */
   replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>): void {
     this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs);
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   dropGateway(gateway: string): void {
     this.#presence.dropGateway(gateway);
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   /** Ends lingering viewers whose grace is over, and the settle window once it is over. */
   tick(now: number): void {
     this.#presence.expire(now);
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   get viewers(): number {
     return this.#presence.count;
-  }
-
-  /** Viewers with an active socket, and sockets, as this node's presence holds them. */
-  get presence(): { readonly active: number; readonly connections: number } {
-    return { active: this.#presence.active, connections: this.#presence.connections };
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -317,7 +312,7 @@ export class PageActor {
   /** This DC's presence entries moved up under the actor: presence keeps counting on top of them. */
   #ownRaised(): void {
     for (const name of PRESENCE_COUNTERS) this.#host.presenceRaised(this.partition, this.ownEntry(name).p);
-    this.#syncViewers();
+    this.#syncPresence();
   }
 
   /**
@@ -413,20 +408,20 @@ export class PageActor {
    * Moves this data center's presence entries (viewers, active viewers, connections) to what
    * presence holds: p grows on arrivals, n on departures.
    */
-  #syncViewers(): void {
+  #syncPresence(): void {
     if (this.#status !== "active") return;
     if (this.#settleAt !== 0) {
       if (this.#host.now() < this.#settleAt) return;
       this.#settleAt = 0;
     }
-    this.#syncPresence(VIEWERS_COUNTER, this.#presence.count);
-    this.#syncPresence(ACTIVE_COUNTER, this.#presence.active);
-    this.#syncPresence(CONNECTIONS_COUNTER, this.#presence.connections);
+    this.#moveEntry(VIEWERS_COUNTER, this.#presence.count);
+    this.#moveEntry(ACTIVE_COUNTER, this.#presence.active);
+    this.#moveEntry(CONNECTIONS_COUNTER, this.#presence.connections);
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);
   }
 
-  #syncPresence(name: string, value: number): void {
+  #moveEntry(name: string, value: number): void {
     const own = this.ownEntry(name);
     const delta = value - (own.p - own.n);
     if (delta === 0) return;

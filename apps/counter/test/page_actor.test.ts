@@ -239,6 +239,8 @@ describe("counter - page actor", () => {
       const holds = new Map<string, Set<string>>();
       for (let g = 0; g < 1 + rnd.int(4); g++) holds.set(newGateway(), new Set());
       let last = viewersEntry(actor);
+      let lastActive = actor.ownEntry(ACTIVE_COUNTER);
+      let lastConnections = actor.ownEntry(CONNECTIONS_COUNTER);
       const context = (step: number, op: string): string =>
         `seed ${seed} round ${round} step ${step} (${op})`;
 
@@ -304,11 +306,27 @@ describe("counter - page actor", () => {
                 : actor.viewers < distinct(holds)
                   ? "a held viewer is not counted"
                   : undefined;
-        if (broken !== undefined)
+        // Every socket here is active, and lingering viewers keep that: @active follows the viewers;
+        // @connections counts what the gateways hold (one socket per viewer and gateway).
+        const activeEntry = actor.ownEntry(ACTIVE_COUNTER);
+        const connections = actor.ownEntry(CONNECTIONS_COUNTER);
+        const also =
+          activeEntry.p < lastActive.p || activeEntry.n < lastActive.n
+            ? "active entry went back"
+            : connections.p < lastConnections.p || connections.n < lastConnections.n
+              ? "connections entry went back"
+              : activeEntry.p - activeEntry.n !== actor.viewers
+                ? "active is not the viewers (all active)"
+                : connections.p - connections.n !== pairs(holds)
+                  ? "connections are not the sockets held"
+                  : undefined;
+        if (broken !== undefined || also !== undefined)
           throw new Error(
-            `${context(step, op)}: ${broken}: ${JSON.stringify({ last, entry, viewers: actor.viewers, held: distinct(holds) })}`,
+            `${context(step, op)}: ${broken ?? also}: ${JSON.stringify({ last, entry, activeEntry, connections, viewers: actor.viewers, held: distinct(holds) })}`,
           );
         last = entry;
+        lastActive = activeEntry;
+        lastConnections = connections;
       }
 
       host.time += GRACE_MS;
@@ -322,6 +340,13 @@ describe("counter - page actor", () => {
 });
 
 /** Distinct viewers with at least one live holder. */
+/** (gateway, viewer) pairs held: the sockets, one per viewer and gateway here. */
+function pairs(holds: ReadonlyMap<string, ReadonlySet<string>>): number {
+  let n = 0;
+  for (const held of holds.values()) n += held.size;
+  return n;
+}
+
 function distinct(holds: ReadonlyMap<string, ReadonlySet<string>>): number {
   const all = new Set<string>();
   for (const held of holds.values()) for (const v of held) all.add(v);

@@ -217,43 +217,75 @@ describe("counter - page presence", () => {
     expect([p.count, p.active, p.connections]).toEqual([2, 1, 0]);
   });
 
-  test("counter - random churn keeps the totals equal to what the holds say", () => {
-    const rnd = mulberry32(testSeed("page presence churn"));
-    const p = new PagePresence();
-    // What each gateway holds of each viewer, the truth the totals must match at quiescence.
-    const truth = new Map<string, Map<string, Hold>>();
-    let now = T0;
-    for (let step = 0; step < 5000; step++) {
-      const g = `g${rnd.int(3)}`;
-      const v = `v:${rnd.int(12)}`;
-      now += rnd.int(200);
-      const gateway = truth.get(g) ?? new Map<string, Hold>();
-      truth.set(g, gateway);
-      if (rnd.chance(0.6)) {
-        const hold = { sockets: 1 + rnd.int(3), active: rnd.chance(0.5) };
-        gateway.set(v, hold);
-        p.apply(g, v, hold, now, GRACE_MS);
-      } else {
-        gateway.delete(v);
-        p.apply(g, v, undefined, now, rnd.chance(0.2) ? 0 : GRACE_MS);
-      }
-      if (rnd.chance(0.01)) {
-        truth.delete(g);
-        p.dropGateway(g);
+  test("counter - under random ops the totals match a reference model at every step", () => {
+    const seed = testSeed("page presence model");
+    for (let run = 0; run < 50; run++) {
+      const rnd = mulberry32(seed + run);
+      const p = new PagePresence();
+      // The model: what each gateway holds of each viewer, and who lingers until when (and how active).
+      const holds = new Map<string, Map<string, Hold>>();
+      const lingering = new Map<string, { at: number; active: boolean }>();
+      const held = (v: string): boolean => [...holds.values()].some((m) => m.has(v));
+      const active = (v: string): boolean => [...holds.values()].some((m) => m.get(v)?.active === true);
+      const leave = (g: string, v: string, grace: number, now: number): void => {
+        const m = holds.get(g);
+        if (m?.has(v) === true) {
+          const was = active(v);
+          m.delete(v);
+          if (!held(v) && grace > 0) lingering.set(v, { at: now + grace, active: was });
+        } else if (!held(v) && grace <= 0) lingering.delete(v);
+      };
+      const hold = (g: string, v: string, h: Hold): void => {
+        if (!holds.has(g)) holds.set(g, new Map());
+        holds.get(g)!.set(v, h);
+        lingering.delete(v);
+      };
+      const randomHold = (): Hold => ({ sockets: 1 + rnd.int(3), active: rnd.chance(0.5) });
+      let now = T0;
+      for (let step = 0; step < 400; step++) {
+        now += rnd.int(300);
+        const g = `g${rnd.int(3)}`;
+        const v = `v:${rnd.int(8)}`;
+        const roll = rnd.next();
+        if (roll < 0.45) {
+          const h = randomHold();
+          hold(g, v, h);
+          p.apply(g, v, h, now, GRACE_MS);
+        } else if (roll < 0.75) {
+          const grace = rnd.chance(0.3) ? 0 : GRACE_MS;
+          leave(g, v, grace, now);
+          p.apply(g, v, undefined, now, grace);
+        } else if (roll < 0.85) {
+          const next = new Map<string, Hold>();
+          for (let i = rnd.int(4); i > 0; i--) next.set(`v:${rnd.int(8)}`, randomHold());
+          for (const other of [...(holds.get(g)?.keys() ?? [])])
+            if (!next.has(other)) leave(g, other, GRACE_MS, now);
+          for (const [other, h] of next) hold(g, other, h);
+          p.replace(g, next, now, GRACE_MS);
+        } else if (roll < 0.9) {
+          for (const other of [...(holds.get(g)?.keys() ?? [])]) leave(g, other, 0, now);
+          holds.delete(g);
+          p.dropGateway(g);
+        } else {
+          for (const [other, l] of [...lingering]) if (l.at <= now) lingering.delete(other);
+          p.expire(now);
+        }
+        const viewers = new Set<string>();
+        let connections = 0;
+        for (const m of holds.values())
+          for (const [other, h] of m) {
+            viewers.add(other);
+            connections += h.sockets;
+          }
+        let looking = [...viewers].filter(active).length;
+        for (const [other, l] of lingering) if (!viewers.has(other) && l.active) looking++;
+        const count = new Set([...viewers, ...lingering.keys()]).size;
+        expect([p.count, p.active, p.connections], `seed ${seed + run}, step ${step}`).toEqual([
+          count,
+          looking,
+          connections,
+        ]);
       }
     }
-    // Once every grace is over, only what is held counts.
-    p.expire(now + GRACE_MS);
-    const viewers = new Map<string, boolean>();
-    let connections = 0;
-    for (const gateway of truth.values()) {
-      for (const [v, h] of gateway) {
-        viewers.set(v, viewers.get(v) === true || h.active);
-        connections += h.sockets;
-      }
-    }
-    expect(p.count).toBe(viewers.size);
-    expect(p.active).toBe([...viewers.values()].filter(Boolean).length);
-    expect(p.connections).toBe(connections);
   });
 });

@@ -169,6 +169,13 @@
 
   // --- one page ---------------------------------------------------------------------------------
 
+  /** A page's viewers, active viewers and connections, from its admin body or a count frame. */
+  function showPresence(v) {
+    $("page-viewers").textContent = String(v.viewers);
+    $("page-active").textContent = String(v.active ?? "–");
+    $("page-connections").textContent = String(v.connections ?? "–");
+  }
+
   function plural(n, noun) {
     return `${n} ${noun}${n === 1 ? "" : "s"}`;
   }
@@ -180,7 +187,7 @@
   async function loadPage(page, mine = view) {
     const body = await api(`/v1/admin/pages/${encodeURIComponent(page)}`);
     if (mine !== view) return;
-    $("page-viewers").textContent = String(body.viewers);
+    showPresence(body);
     table(
       "viewers-table",
       ["Data center", "Entry", "Viewers", "Counts now"],
@@ -291,7 +298,7 @@
         }
         if (mine !== view || frame.type !== "count" || frame.page !== page) return;
         plot(frame.viewers);
-        $("page-viewers").textContent = String(frame.viewers);
+        showPresence(frame);
       };
       // A dropped socket comes back (the chart keeps its history), while this view is shown.
       ws.onclose = () => {
@@ -310,7 +317,7 @@
     show("page");
     $("page-title").textContent = page;
     $("page-status").textContent = "";
-    $("page-viewers").textContent = "–";
+    for (const id of ["page-viewers", "page-active", "page-connections"]) $(id).textContent = "–";
     startChart(page);
     const mine = view;
     const refresh = async () => {

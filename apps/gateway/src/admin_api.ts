@@ -110,6 +110,9 @@ export interface AdminPageBody {
   readonly page: string;
   /** Viewers now (live DCs). */
   readonly viewers: number;
+  /** Of those, viewers with the page in front of them, and open sockets joined to it (live DCs). */
+  readonly active: number;
+  readonly connections: number;
   /** Each DC's presence entry, and whether that DC counts now. */
   readonly viewers_by_dc: Record<string, Entry & { readonly live: boolean }>;
   readonly counters: AdminCounter[];
@@ -240,6 +243,8 @@ export class AdminApi {
     return {
       page,
       viewers: totals.viewers,
+      active: totals.active,
+      connections: totals.connections,
       viewers_by_dc: Object.fromEntries(
         Object.entries(presence).map(([dc, e]) => [dc, { p: e.p, n: e.n, live: liveness.isLive(dc) }]),
       ),

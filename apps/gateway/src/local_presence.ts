@@ -7,14 +7,20 @@ export interface Hold {
   readonly active: boolean;
 }
 
-/** Sockets of one viewer on one page here, and how many of them are active. */
-interface Sockets {
-  open: number;
-  active: number;
-}
+/**
+ * Sockets of one viewer on one page here and how many of them are active, in one number
+ * (`open * SPAN + active`): a number in a Map costs nothing more, an object per viewer would
+ * (the gateway keeps one per page and viewer; idle viewers cost memory, issue 14).
+ */
+type Sockets = number;
+/** More sockets than one process can open (LIVECOUNT_MAX_CONNECTIONS is far below). */
+const SPAN = 2 ** 20;
+
+const openOf = (s: Sockets): number => Math.floor(s / SPAN);
+const activeOf = (s: Sockets): number => s % SPAN;
 
 function holdOf(s: Sockets): Hold {
-  return { sockets: s.open, active: s.active > 0 };
+  return { sockets: openOf(s), active: activeOf(s) > 0 };
 }
 
 /**
@@ -29,10 +35,8 @@ export class LocalPresence {
   add(page: string, viewer: string, active: boolean): Hold {
     let viewers = this.#pages.get(page);
     if (viewers === undefined) this.#pages.set(page, (viewers = new Map()));
-    let s = viewers.get(viewer);
-    if (s === undefined) viewers.set(viewer, (s = { open: 0, active: 0 }));
-    s.open++;
-    if (active) s.active++;
+    const s = (viewers.get(viewer) ?? 0) + SPAN + (active ? 1 : 0);
+    viewers.set(viewer, s);
     return holdOf(s);
   }
 
@@ -44,10 +48,10 @@ export class LocalPresence {
     const viewers = this.#pages.get(page);
     const s = viewers?.get(viewer);
     if (viewers === undefined || s === undefined) return undefined;
-    if (s.open > 1) {
-      s.open--;
-      if (active && s.active > 0) s.active--;
-      return holdOf(s);
+    if (openOf(s) > 1) {
+      const left = s - SPAN - (active && activeOf(s) > 0 ? 1 : 0);
+      viewers.set(viewer, left);
+      return holdOf(left);
     }
     viewers.delete(viewer);
     if (viewers.size === 0) this.#pages.delete(page);
@@ -59,20 +63,17 @@ export class LocalPresence {
    * what the gateway now holds of the viewer when whether it is active changed, else undefined.
    */
   setActive(page: string, viewer: string, active: boolean): Hold | undefined {
-    const s = this.#pages.get(page)?.get(viewer);
-    if (s === undefined) return undefined;
-    const was = s.active > 0;
-    s.active += active ? 1 : -1;
-    return was === s.active > 0 ? undefined : holdOf(s);
+    const viewers = this.#pages.get(page);
+    const s = viewers?.get(viewer);
+    if (viewers === undefined || s === undefined) return undefined;
+    const next = s + (active ? 1 : -1);
+    viewers.set(viewer, next);
+    return activeOf(s) > 0 === activeOf(next) > 0 ? undefined : holdOf(next);
   }
 
   /** Whether any socket here counts as `viewer` on `page`. */
   has(page: string, viewer: string): boolean {
     return this.#pages.get(page)?.has(viewer) === true;
-  }
-
-  viewersOf(page: string): string[] {
-    return [...(this.#pages.get(page)?.keys() ?? [])];
   }
 
   /** Every viewer held on `page` with what the gateway holds of it (a resync). */

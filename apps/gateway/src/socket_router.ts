@@ -193,7 +193,9 @@ export class SocketRouter {
           frame.active !== false,
         );
       case "active":
-        return this.#setActive(state, frame.page, frame.active);
+        if (frame.page !== undefined) return this.#setActive(state, frame.page, frame.active);
+        for (const page of state.pages.keys()) this.#setActive(state, page, frame.active);
+        return;
       case "leave":
         return this.#leave(ws, frame.page, true);
       case "unwatch":

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 
 /**
@@ -107,5 +108,26 @@ describe("gateway - attention and connections", () => {
     expect((await tab.nextError(from + 1)).code).toBe("bad_frame");
     await tab.ping();
     expect(watcher.lastCount(page)).toMatchObject({ viewers: 1, active: 1, connections: 1 });
+  });
+
+  test("gateway - an active frame without a page sets every page the socket joined, in one frame", async () => {
+    const pages = Array.from({ length: 40 }, (_, i) => `attention-many-${i}`);
+    const tab = await platform.connect();
+    for (const page of pages) tab.send({ type: "join", page, viewer: "gina" });
+    tab.watch("attention-many-watched");
+    await eventually(() => expect(pages.every((p) => tab.lastCount(p)?.active === 1)).toBe(true));
+    // A tab hidden and shown many times: one frame each time, well within the frame budget.
+    for (let i = 0; i < 10; i++) {
+      tab.send({ type: "active", active: false });
+      tab.send({ type: "active", active: true });
+    }
+    tab.send({ type: "active", active: false });
+    await eventually(() => expect(pages.every((p) => tab.lastCount(p)?.active === 0)).toBe(true));
+    expect(pages.every((p) => tab.lastCount(p)?.viewers === 1)).toBe(true);
+    expect(tab.errors()).toEqual([]);
+    tab.send({ type: "active", active: true });
+    await eventually(() => expect(pages.every((p) => tab.lastCount(p)?.active === 1)).toBe(true));
+    // The watched page counted nobody and still does.
+    expect(tab.lastCount("attention-many-watched")).toMatchObject({ viewers: 0, active: 0, connections: 0 });
   });
 });

@@ -137,9 +137,9 @@ function toClientFrame(frame: unknown): ClientFrame {
       };
     }
     case "active": {
-      const page = pageOf(raw);
+      const page = raw.page === undefined ? undefined : pageOf(raw);
       if (typeof raw.active !== "boolean") throw badFrame("active must be a boolean");
-      return { type, page, active: raw.active };
+      return page === undefined ? { type, active: raw.active } : { type, page, active: raw.active };
     }
     case "watch": {
       const page = pageOf(raw);
@@ -187,7 +187,10 @@ export function encodeClientFrame(frame: ClientFrame, encoding: Encoding): strin
       };
       break;
     case "active":
-      canonical = { type: frame.type, page: frame.page, active: frame.active };
+      canonical =
+        frame.page === undefined
+          ? { type: frame.type, active: frame.active }
+          : { type: frame.type, page: frame.page, active: frame.active };
       break;
     case "watch":
       canonical = {

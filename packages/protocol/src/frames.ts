@@ -18,7 +18,8 @@ export type ClientFrame =
       readonly token?: string;
       readonly active?: boolean;
     }
-  | { readonly type: "active"; readonly page: string; readonly active: boolean }
+  /** Without `page`: every page the socket joined (a tab hidden or shown says it once). */
+  | { readonly type: "active"; readonly page?: string; readonly active: boolean }
   | { readonly type: "leave"; readonly page: string }
   | { readonly type: "watch"; readonly page: string; readonly token?: string }
   | { readonly type: "unwatch"; readonly page: string }

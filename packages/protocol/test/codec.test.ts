@@ -34,6 +34,7 @@ const CLIENT_FRAMES: readonly ClientFrame[] = [
   { type: "join", page: "home", active: true },
   { type: "active", page: "home", active: false },
   { type: "active", page: "home", active: true },
+  { type: "active", active: false },
   { type: "ping" },
 ];
 

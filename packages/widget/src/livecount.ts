@@ -312,12 +312,10 @@ class LiveCount extends HTMLElement {
 
 if (!customElements.get("live-count")) customElements.define("live-count", LiveCount);
 
-// Tell the server, for every page this tab joined, whether the tab is in front of its viewer now.
+// Tell each server whether this tab is in front of its viewer now: one frame for every page the
+// socket joined (joins carry the state, so a socket not open yet learns it when it joins).
 document.addEventListener("visibilitychange", () =>
-  conns.forEach((c) =>
-    c.p.forEach((p, id) => {
-      if (p.s == JOIN && c.w && c.w.readyState == 1)
-        c.w.send(JSON.stringify({ type: "active", page: id, active: visible() }));
-    }),
-  ),
+  conns.forEach((c) => {
+    if (c.w && c.w.readyState == 1) c.w.send(JSON.stringify({ type: "active", active: visible() }));
+  }),
 );
