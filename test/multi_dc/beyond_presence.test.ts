@@ -1,13 +1,15 @@
 /**
- * Attention and connections across two data centers of real processes (test/support/multi_dc.ts):
- * each DC counts its own sockets, both show the sum over live DCs, a DC cut off drops out after its
- * lease like its viewers, and comes back after the heal.
+ * Beyond presence across two data centers of real processes (test/support/multi_dc.ts), started once
+ * for the file: attention and connections (each DC counts its own sockets, both show the sum over
+ * live DCs, a DC cut off drops out after its lease like its viewers, and comes back after the heal),
+ * and time windows (buckets replicate, and converge by anti-entropy after a cut).
  */
-import { expect, onTestFinished, test } from "vitest";
+import { afterAll, beforeAll, expect, onTestFailed, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { CONVERGE_MS } from "../support/dc_pages.js";
 import { eventually } from "../support/eventually.js";
-import { startDataCenters, type TestDc } from "../support/multi_dc.js";
+import { MultiDc, type TestDc } from "../support/multi_dc.js";
+import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 import { TestClient } from "../support/ws_client.js";
@@ -43,10 +45,18 @@ describeWithBinary(
   "nats-server and redis-server are required",
   "multi-dc - beyond presence",
   () => {
+    let multi: MultiDc;
+    beforeAll(async () => {
+      multi = await MultiDc.start({ counters: 1 });
+    }, TEST_TIMEOUT_MS);
+    afterAll(async () => {
+      await multi?.stop();
+    });
+
     test(
       "multi-dc - active viewers and connections are summed over live DCs, drop out with a cut-off DC and come back after the heal",
       async () => {
-        const multi = await startDataCenters({ counters: 1 });
+        onTestFailed(() => console.error(multi.logs()));
         const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
         const clients: TestClient[] = [];
         onTestFinished(async () => {
@@ -103,5 +113,55 @@ describeWithBinary(
       },
       TEST_TIMEOUT_MS,
     );
+
+    test(
+      "multi-dc - a window sums the changes of both DCs, and a cut's changes arrive by anti-entropy after the heal",
+      async () => {
+        onTestFailed(() => console.error(multi.logs()));
+        const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+        await multi.waitLinked();
+        const page = "window-two-dcs";
+        await like(dc1, page, 3, "w1");
+        await like(dc2, page, -1, "w2");
+        await like(dc2, page, 5, "w3");
+        for (const dc of [dc1, dc2]) await expectWindow(dc, page, 7);
+        // Cut off, dc2's changes stay in dc2; after the heal anti-entropy brings its buckets over.
+        multi.cut();
+        await like(dc2, page, 4, "w4");
+        await expectWindow(dc2, page, 11);
+        await expectWindow(dc1, page, 7);
+        multi.heal();
+        await multi.waitLinked();
+        for (const dc of [dc1, dc2]) await expectWindow(dc, page, 11);
+      },
+      TEST_TIMEOUT_MS,
+    );
   },
 );
+
+async function like(dc: TestDc, page: string, by: number, key: string): Promise<void> {
+  const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
+    method: "PUT",
+    headers: {
+      authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`,
+      "content-type": "application/json",
+      "idempotency-key": key,
+    },
+    body: JSON.stringify({ action: by > 0 ? "increment" : "decrement", counter: "likes", by: Math.abs(by) }),
+  });
+  expect(res.status).toBe(200);
+}
+
+/** The DC's hour window of `likes` on `page` comes to `want`. */
+async function expectWindow(dc: TestDc, page: string, want: number): Promise<void> {
+  await eventually(
+    async () => {
+      const res = await fetch(
+        `${dc.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counters/likes/window?seconds=3600`,
+      );
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { value: number }).value).toBe(want);
+    },
+    { timeoutMs: CONVERGE_MS, message: `${dc.name}: window of ${page} is ${want}` },
+  );
+}

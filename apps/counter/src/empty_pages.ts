@@ -17,6 +17,10 @@ export interface EmptyPagesOptions {
 
 /** Pages (or window buckets) removed per store call; a partition with more goes on in the same sweep. */
 const PAGES_PER_CALL = 500;
+/** Window buckets expire on minute boundaries (protocol windows.ts). */
+const BUCKET_MS = 60_000;
+/** How long after a boundary the bucket sweep runs: past small clock differences between DCs. */
+const BUCKET_SWEEP_DELAY_MS = 1_000;
 /** Sweeps run every quarter of the TTL, within these bounds. */
 const MIN_PERIOD_MS = 1_000;
 const MAX_PERIOD_MS = 60_000;
@@ -32,6 +36,7 @@ const MAX_PERIOD_MS = 60_000;
 export class EmptyPages {
   readonly #o: EmptyPagesOptions;
   #timer: TimerHandle | undefined;
+  #bucketTimer: TimerHandle | undefined;
   #running = false;
 
   constructor(options: EmptyPagesOptions) {
@@ -41,22 +46,20 @@ export class EmptyPages {
   start(): void {
     this.#running = true;
     this.#schedule();
+    this.#scheduleBuckets();
   }
 
   stop(): void {
     this.#running = false;
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    if (this.#bucketTimer !== undefined) this.#o.clock.clearTimeout(this.#bucketTimer);
   }
 
-  /**
-   * Removes the window buckets no window reaches any more, then every page of the partitions served
-   * here that has been empty for the TTL (a page may be left empty by its buckets going).
-   */
+  /** Removes every page of the partitions served here that has been empty for the TTL. */
   async sweep(): Promise<number> {
     let removed = 0;
     const emptySince = this.#o.clock.now() - this.#o.ttlMs;
     for (const partition of this.#o.partitions()) {
-      await this.#removeExpiredBuckets(partition);
       for (;;) {
         const fence = this.#o.servingFence(partition);
         if (fence === undefined) break;
@@ -80,20 +83,32 @@ export class EmptyPages {
     return removed;
   }
 
-  async #removeExpiredBuckets(partition: number): Promise<void> {
+  /**
+   * Removes the window buckets of the partitions served here that no window reaches any more (a page
+   * left empty by them goes with the next page sweep).
+   */
+  async sweepBuckets(): Promise<number> {
+    let removed = 0;
+    for (const partition of this.#o.partitions()) removed += await this.#removeExpiredBuckets(partition);
+    return removed;
+  }
+
+  async #removeExpiredBuckets(partition: number): Promise<number> {
+    let total = 0;
     for (;;) {
       const fence = this.#o.servingFence(partition);
-      if (fence === undefined) return;
+      if (fence === undefined) return total;
       let removed: number;
       try {
         removed = await this.#o.store.removeExpiredBuckets(fence, PAGES_PER_CALL);
       } catch (err) {
         if (!(err instanceof StaleFenceError))
           this.#o.logger.warn({ err, partition }, "window buckets not removed; the next sweep tries again");
-        return;
+        return total;
       }
       this.#o.metrics.windowBucketsRemoved.inc(removed);
-      if (removed < PAGES_PER_CALL) return;
+      total += removed;
+      if (removed < PAGES_PER_CALL) return total;
     }
   }
 
@@ -104,5 +119,20 @@ export class EmptyPages {
         if (this.#running) this.#schedule();
       });
     }, periodMs);
+  }
+
+  /**
+   * Buckets expire on minute boundaries, the same instants in every DC: sweeping right after each
+   * one keeps the time DCs' digests differ by buckets one removed and the other not yet to the
+   * clock skew and the sweep itself, so anti-entropy rarely sees it.
+   */
+  #scheduleBuckets(): void {
+    const now = this.#o.clock.now();
+    const next = Math.floor(now / BUCKET_MS) * BUCKET_MS + BUCKET_MS + BUCKET_SWEEP_DELAY_MS;
+    this.#bucketTimer = this.#o.clock.setTimeout(() => {
+      void this.sweepBuckets().finally(() => {
+        if (this.#running) this.#scheduleBuckets();
+      });
+    }, next - now);
   }
 }

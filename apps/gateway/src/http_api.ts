@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livecount/protocol";
+import { MAX_WINDOW_S, ProtocolError, isCounterName, isPageId, isIdempotencyKey } from "@livecount/protocol";
 import type { DcLiveness } from "@livecount/cluster";
 import { BearerKeys, LogThrottle, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
@@ -79,7 +79,7 @@ const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
 const PAGE_EVENTS = /^\/v1\/pages\/(.+)\/events$/;
 const ADMIN_PAGE = /^\/v1\/admin\/pages\/([^/]+)$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
-const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset)?$/;
+const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset|\/window)?$/;
 const NO_STORE = { "cache-control": "no-store" } as const;
 
 function decodePathSegment(raw: string): string {
@@ -206,6 +206,12 @@ export class HttpApi {
         return await this.#counters.read(reply, req, this.#readAccess(req));
       }
       const named = NAMED_COUNTER.exec(req.path);
+      if (named !== null && named[3] === "/window") {
+        route = "counter_window";
+        const { page, counter } = counterPath(named[1]!, named[2]!);
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        return await this.#window(reply, req, page, counter);
+      }
       if (named !== null) {
         const reset = named[3] !== undefined;
         route = reset ? "counter_reset" : "counter";
@@ -255,6 +261,14 @@ export class HttpApi {
       page,
     });
     reply.json(200, totalsBody(page, state, this.#o.liveness), NO_STORE);
+  }
+
+  /** `GET /v1/pages/{page}/counters/{counter}/window?seconds=N`: a read, like the page's counter. */
+  async #window(reply: Reply, req: RequestInfo, page: string, counter: string): Promise<void> {
+    const seconds = windowSecondsOf(new URLSearchParams(req.query).get("seconds"));
+    await this.#readAccess(req).admit([page]);
+    const total = await this.#o.owners.forPage(page, { type: "window", page, counter, seconds });
+    reply.json(200, { page, counter, window_s: seconds, value: total.value, updated_at: total.ts }, NO_STORE);
   }
 
   async #change(reply: Reply, req: RequestInfo, page: string): Promise<void> {
@@ -312,6 +326,14 @@ export class HttpApi {
 
 function methodNotAllowed(req: RequestInfo, allowed: string): ProtocolError {
   return new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use ${allowed}`);
+}
+
+/** `seconds` of a window read: an integer from 1 to MAX_WINDOW_S. */
+function windowSecondsOf(v: string | null): number {
+  const n = v !== null && /^\d{1,6}$/.test(v) ? Number(v) : 0;
+  if (n < 1 || n > MAX_WINDOW_S)
+    throw new ProtocolError("invalid_query", `seconds must be an integer from 1 to ${MAX_WINDOW_S}`);
+  return n;
 }
 
 /** The oldest a purge may ask for: ten years, in seconds. */

@@ -197,6 +197,28 @@ describe("gateway - OpenAPI document", () => {
     expect((await stream(base, "/v1/pages/a%20b/events")).status).toBe(400);
     expect((await stream(base, "/v1/pages/openapi-private-1/events", null)).status).toBe(401);
 
+    // GET /v1/pages/{page}/counters/{counter}/window: likes 3, stock -1 in this minute or the last.
+    const win = await call(base, `/v1/pages/${p}/counters/likes/window?seconds=120`, { key: null });
+    expect(win.body).toMatchObject({ page, counter: "likes", window_s: 120, value: 3 });
+    expect((await call(base, `/v1/pages/${p}/counters/stock/window?seconds=86400`)).body).toMatchObject({
+      value: -1,
+    });
+    for (const bad of ["", "?seconds=0", "?seconds=86401", "?seconds=1.5", "?seconds=x"])
+      expect((await call(base, `/v1/pages/${p}/counters/likes/window${bad}`)).status).toBe(400);
+    expect((await call(base, `/v1/pages/${p}/counters/%40w/window?seconds=60`)).status).toBe(400);
+    expect(
+      (await call(base, "/v1/pages/openapi-private-1/counters/likes/window?seconds=60", { key: null }))
+        .status,
+    ).toBe(401);
+    expect(
+      (
+        await call(base, `/v1/pages/${p}/counters/likes/window?seconds=60`, {
+          method: "POST",
+          fallback: "MethodNotAllowed",
+        })
+      ).status,
+    ).toBe(405);
+
     // DELETE /v1/pages/{page}/counters/{counter}
     const del = await call(base, `/v1/pages/${p}/counters/gone`, {
       method: "DELETE",
@@ -393,6 +415,9 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(200);
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(429);
     expect((await call(lim, `/v1/counters?page=${p}`, { key: null })).status).toBe(429);
+    expect((await call(lim, `/v1/pages/${p}/counters/likes/window?seconds=60`, { key: null })).status).toBe(
+      429,
+    );
     expect((await stream(lim, `/v1/pages/${p}/events`, null)).status).toBe(429);
     // The gateway's connections are full (one here): a stream is 503 with Retry-After.
     const held = await stream(lim, `/v1/pages/${p}/events`);
@@ -414,6 +439,7 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, `/v1/pages/${p}/counters/likes`, { method: "DELETE" })).status).toBe(503);
     expect((await call(base, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(503);
     expect((await call(base, `/v1/counters?page=${p}`)).status).toBe(503);
+    expect((await call(base, `/v1/pages/${p}/counters/likes/window?seconds=60`)).status).toBe(503);
     expect((await call(base, "/v1/counters?prefix=openapi")).status).toBe(503);
     expect((await call(base, "/v1/admin/pages?prefix=openapi", { key: TEST_ADMIN_KEY })).status).toBe(503);
     expect((await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY })).status).toBe(503);
@@ -429,7 +455,15 @@ describe("gateway - OpenAPI document", () => {
 
   test("openapi - the validator refuses what the document does not allow", () => {
     const totals = { $ref: "#/components/schemas/PageTotals" };
-    const good = { page: "a", count: 1, viewers: 1, counters: { likes: 2 }, updated_at: 1 };
+    const good = {
+      page: "a",
+      count: 1,
+      viewers: 1,
+      active: 1,
+      connections: 1,
+      counters: { likes: 2 },
+      updated_at: 1,
+    };
     expect(doc.violations(totals, good)).toEqual([]);
     expect(doc.violations(totals, { ...good, counters: { "@viewers": 1 } })).not.toEqual([]);
     expect(doc.violations(totals, { ...good, counters: { "@del:likes": 1 } })).not.toEqual([]);

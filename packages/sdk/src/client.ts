@@ -13,6 +13,7 @@ import {
   decodePageCounters,
   decodeRaw,
   decodeResetValue,
+  decodeWindowValue,
 } from "./decode.js";
 import {
   ClientClosedError,
@@ -33,8 +34,18 @@ import {
   type WebSocketConstructor,
 } from "./subscriptions.js";
 import { Transport } from "./transport.js";
-import type { CounterValue, IncrementItem, PageCounters, PageListing, RawPage, ResetValue } from "./types.js";
+import type {
+  CounterValue,
+  IncrementItem,
+  PageCounters,
+  PageListing,
+  RawPage,
+  ResetValue,
+  WindowValue,
+} from "./types.js";
 
+/** The longest window `window()` may ask for, in seconds: a day (protocol v1). */
+const MAX_WINDOW_S = 86_400;
 /** Longest path and query a read puts in one URL before it splits into several requests. */
 const MAX_URL_PATH = 2000;
 /** Most pages the gateway reads in one `GET /v1/counters`. */
@@ -252,6 +263,34 @@ export class LivecountClient {
   // ---- reads --------------------------------------------------------------------------------
 
   /** A page's viewers and durable counters, read from the page's owner (never a cache). */
+  /**
+   * The sum of a counter's changes over the last `seconds` (1..86,400), over every data center
+   * (`GET /v1/pages/{page}/counters/{counter}/window`): minute buckets, so every minute the window
+   * overlaps counts whole.
+   */
+  async window(
+    page: string,
+    counter: string,
+    seconds: number,
+    options: ReadOptions = {},
+  ): Promise<WindowValue> {
+    this.#checkOpen();
+    checkPage(page);
+    checkCounter(counter, page);
+    if (!Number.isSafeInteger(seconds) || seconds < 1 || seconds > MAX_WINDOW_S)
+      throw new InvalidRequestError("invalid_query", `seconds must be an integer from 1 to ${MAX_WINDOW_S}`, {
+        page,
+      });
+    const answer = await this.#transport.send({
+      method: "GET",
+      path: `/v1/pages/${encodePage(page)}/counters/${counter}/window?seconds=${seconds}`,
+      auth: true,
+      signal: options.signal,
+      page,
+    });
+    return decodeWindowValue(answer.body);
+  }
+
   async get(page: string, options: ReadOptions = {}): Promise<PageCounters> {
     this.#checkOpen();
     checkPage(page);

@@ -3,7 +3,15 @@
  * unknown fields are ignored; a missing or mistyped field the SDK needs is a `bad_response`.
  */
 import { LivecountError, errorFromCode, type ChangeItem } from "./errors.js";
-import type { CounterValue, PageCounters, PageListing, RawEntry, RawPage, ResetValue } from "./types.js";
+import type {
+  CounterValue,
+  PageCounters,
+  PageListing,
+  RawEntry,
+  RawPage,
+  ResetValue,
+  WindowValue,
+} from "./types.js";
 
 type Json = Record<string, unknown>;
 
@@ -38,6 +46,18 @@ export function counterMap(v: unknown, what = "counters"): Record<string, number
   for (const [name, value] of Object.entries(object(v, what)))
     entries.push([name, integer(value, `${what}.${name}`)]);
   return Object.fromEntries(entries);
+}
+
+/** `GET /v1/pages/{page}/counters/{counter}/window`: `{page, counter, window_s, value, updated_at}`. */
+export function decodeWindowValue(body: unknown): WindowValue {
+  const o = object(body, "window");
+  return {
+    page: string(o.page, "page"),
+    counter: string(o.counter, "counter"),
+    seconds: integer(o.window_s, "window_s"),
+    value: integer(o.value, "value"),
+    updatedAt: integer(o.updated_at, "updated_at"),
+  };
 }
 
 /** `active` and `connections` where the server sends them (it does since they exist). */

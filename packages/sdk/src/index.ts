@@ -41,4 +41,5 @@ export type {
   RawEntry,
   RawPage,
   ResetValue,
+  WindowValue,
 } from "./types.js";

@@ -14,6 +14,17 @@ export interface PageCounters {
   readonly updatedAt: number;
 }
 
+/** A counter's changes over a window of time (`LivecountClient.window`). */
+export interface WindowValue {
+  readonly page: string;
+  readonly counter: string;
+  /** The window, in seconds. */
+  readonly seconds: number;
+  /** The sum of the counter's changes in it (negative when decrements outweigh increments). */
+  readonly value: number;
+  readonly updatedAt: number;
+}
+
 /** The answer to a change of one counter. */
 export interface CounterValue {
   readonly page: string;

@@ -118,6 +118,21 @@ describe("sdk - counter API", () => {
     expect(p.count("GET /v1/counters?")).toBeGreaterThanOrEqual(3);
   });
 
+  test("sdk - window sums a counter's recent changes; a reset is no change; bad seconds never leave the client", async () => {
+    const c = client(fx.platform.url);
+    const page = uniquePage("window");
+    await c.increment(page, "likes", 5);
+    await c.decrement(page, "likes", 2);
+    await c.reset(page, "likes");
+    await c.increment(page, "likes", 1);
+    const w = await c.window(page, "likes", 300);
+    expect(w).toMatchObject({ page, counter: "likes", seconds: 300, value: 4 });
+    expect(w.updatedAt).toBeGreaterThan(0);
+    expect((await c.get(page)).counters).toEqual({ likes: 1 });
+    expect((await c.window(page, "claps", 60)).value).toBe(0);
+    for (const bad of [0, 86_401, 1.5]) await expect(c.window(page, "likes", bad)).rejects.toThrow(/seconds/);
+  });
+
   test("sdk - getRaw shows each data center's {p, n}", async () => {
     const c = client(fx.platform.url);
     const page = uniquePage("raw");
