@@ -27,9 +27,10 @@ export interface WebhookConfig {
   /** LIVECOUNT_WEBHOOK_TIMEOUT_MS: one delivery attempt is abandoned (and retried) after this. Default 5000. */
   readonly timeoutMs: number;
   /**
-   * LIVECOUNT_WEBHOOK_MAX_AGE_S: an event whose attempt fails once it is this old is given up. Default
-   * 3600: a receiver's deploy or an hour's outage loses nothing; an older event describes a state
-   * long gone (the current one is a `GET /v1/pages/{page}/counter` away).
+   * LIVECOUNT_WEBHOOK_MAX_AGE_S: an event this old is given up: when an attempt fails, or unsent when
+   * its turn comes, so no request carries an older one. Default 3600: a receiver's deploy or an
+   * hour's outage loses nothing; an older event describes a state long gone (the current one is a
+   * `GET /v1/pages/{page}/counter` away).
    */
   readonly maxAgeMs: number;
   /**

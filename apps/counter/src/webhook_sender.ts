@@ -38,7 +38,7 @@ type Failure = "network" | "timeout" | "status";
 /**
  * Delivers occupancy events to the webhook URL: per page in order (a page's next event waits until
  * the one before it is delivered or given up), at least once (retried on network errors, timeouts
- * and non-2xx answers, with full-jitter exponential backoff, until an attempt fails past the max
+ * and non-2xx answers, with full-jitter exponential backoff, never once it is as old as the max
  * age), at most `concurrency` requests at once, at most `maxQueued` events held (past it the
  * oldest not being sent is dropped). All time goes through the clock.
  */
@@ -166,13 +166,19 @@ export class WebhookSender {
     );
   }
 
-  /** Starts attempts for ready pages while fewer than `concurrency` are in flight. */
+  /**
+   * Starts attempts for ready pages while fewer than `concurrency` are in flight. An event whose
+   * turn comes once it is as old as the max age is given up unsent, so no request ever carries an
+   * event older than that (a receiver may refuse older ones as replays).
+   */
   #pump(): void {
     for (const page of this.#ready) {
       if (this.#inFlight >= this.#o.config.concurrency) return;
       this.#ready.delete(page);
       const head = this.#pages.get(page)?.[0];
-      if (head !== undefined && head.inFlight === undefined) void this.#attempt(head);
+      if (head === undefined || head.inFlight !== undefined) continue;
+      if (this.#o.clock.now() - head.createdAt >= this.#o.config.maxAgeMs) this.#giveUp(head, {});
+      else void this.#attempt(head);
     }
   }
 
@@ -232,9 +238,7 @@ export class WebhookSender {
     const now = clock.now();
     const fields = { ...detail, page: delivery.page, reason: failure, attempts: delivery.attempts };
     if (now - delivery.createdAt >= config.maxAgeMs) {
-      metrics.deliveries.inc({ result: "gave_up" });
-      this.#logs.log(logger, "error", { ...fields, maxAgeMs: config.maxAgeMs }, "webhook event given up");
-      this.#remove(delivery);
+      this.#giveUp(delivery, fields);
       return;
     }
     metrics.retries.inc();
@@ -242,6 +246,19 @@ export class WebhookSender {
     delivery.nextAt =
       now + fullJitterMs(delivery.attempts - 1, config.retryMs, config.retryMaxMs, this.#random);
     this.#schedule(delivery.page);
+  }
+
+  /** Gives an event up (past the max age); the page's next one becomes its first. */
+  #giveUp(delivery: Delivery, fields: Record<string, unknown>): void {
+    const { metrics, config, logger } = this.#o;
+    metrics.deliveries.inc({ result: "gave_up" });
+    this.#logs.log(
+      logger,
+      "error",
+      { ...fields, page: delivery.page, attempts: delivery.attempts, maxAgeMs: config.maxAgeMs },
+      "webhook event given up",
+    );
+    this.#remove(delivery);
   }
 
   /** Past the cap: the oldest event not being sent goes (the one just queued, if all others are). */

@@ -199,11 +199,14 @@ describe("counter - webhook sender", () => {
   });
 
   test("counter - an event whose attempt fails once it is as old as the max age is given up, and the page's next one goes", async () => {
-    const { clock, sender, calls, event, answer, value } = setUp({ maxAgeMs: 10_000, timeoutMs: 60_000 }, () => 0);
+    const { clock, sender, calls, event, answer, value } = setUp(
+      { maxAgeMs: 10_000, timeoutMs: 60_000 },
+      () => 0,
+    );
     sender.send(event("a", "page.occupied"));
+    await clock.advance(5_000);
     sender.send(event("a", "page.vacated"));
-    await clock.advance(0);
-    await clock.advance(9_999);
+    await clock.advance(4_999);
     await answer(500);
     // 1 ms younger than the max age: retried (at once, the jitter drew 0).
     expect(calls.map((c) => c.body.type)).toEqual(["page.occupied", "page.occupied"]);
@@ -212,6 +215,20 @@ describe("counter - webhook sender", () => {
     expect(calls.map((c) => c.body.type)).toEqual(["page.occupied", "page.occupied", "page.vacated"]);
     expect(await value("livecount_counter_webhook_deliveries_total", { result: "gave_up" })).toBe(1);
     await answer(200);
+    expect(sender.queued).toBe(0);
+  });
+
+  test("counter - an event whose turn comes once it is as old as the max age is given up unsent", async () => {
+    const { clock, sender, calls, event, answer, value } = setUp(
+      { maxAgeMs: 10_000, timeoutMs: 60_000 },
+      () => 0,
+    );
+    sender.send(event("a", "page.occupied"));
+    sender.send(event("a", "page.vacated"));
+    await clock.advance(10_000);
+    await answer(500);
+    expect(calls.map((c) => c.body.type)).toEqual(["page.occupied"]);
+    expect(await value("livecount_counter_webhook_deliveries_total", { result: "gave_up" })).toBe(2);
     expect(sender.queued).toBe(0);
   });
 
