@@ -101,7 +101,9 @@ export class ActorRegistry implements ActorHost {
   }
 
   viewersChanged(actor: PageActor): void {
-    if (this.#actors.get(actor.page) === actor) this.#o.occupancy?.observe(actor);
+    const { occupancy } = this.#o;
+    // On every presence change of every page: nothing to look up when nobody watches.
+    if (occupancy !== undefined && this.#actors.get(actor.page) === actor) occupancy.observe(actor);
   }
 
   wakeAt(actor: PageActor, at: number): void {
