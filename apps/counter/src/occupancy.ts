@@ -32,7 +32,7 @@ export interface OccupancyOptions {
 }
 
 /** A page's viewers as count frames show them: its `@viewers` entries summed over live data centers. */
-export function liveViewers(entries: Entries, isLive: (dc: string) => boolean): number {
+function liveViewers(entries: Entries, isLive: (dc: string) => boolean): number {
   let total = 0;
   for (const [dc, e] of Object.entries(entries)) if (isLive(dc)) total += e.p - e.n;
   return Math.max(0, total);

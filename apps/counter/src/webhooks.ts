@@ -5,7 +5,7 @@ import { Occupancy } from "./occupancy.js";
 import { OccupancyRules } from "./occupancy_rules.js";
 import type { WebhookConfig } from "./webhook_config.js";
 import { WebhookMetrics } from "./webhook_metrics.js";
-import { WebhookSender, type Fetch } from "./webhook_sender.js";
+import { WebhookSender } from "./webhook_sender.js";
 
 export interface WebhooksOptions {
   readonly config: WebhookConfig;
@@ -14,7 +14,6 @@ export interface WebhooksOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly liveness: Pick<DcLiveness, "isLive" | "onChange">;
-  readonly fetch?: Fetch;
 }
 
 /**
@@ -36,7 +35,6 @@ export class Webhooks {
       clock: o.clock,
       logger,
       metrics,
-      ...(o.fetch !== undefined ? { fetch: o.fetch } : {}),
     });
     this.occupancy = new Occupancy({
       rules: new OccupancyRules(o.config.thresholds, o.config.hysteresisPct),
