@@ -23,6 +23,11 @@ export interface ActorHost {
   /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
   /**
+   * The page's viewers over data centers may have moved: it loaded, presence or another DC's entries
+   * changed, or its settle window ended (occupancy webhooks). Absent: nobody watches.
+   */
+  viewersChanged?(actor: PageActor): void;
+  /**
    * Where a page's own presence entries start when it has none (never written, or removed while
    * empty): above every `p` this DC ever held in a presence entry on the partition's pages
    * (Store.presenceFloor), so a copy of an older entry kept elsewhere can never hide a viewer who

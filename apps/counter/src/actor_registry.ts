@@ -1,6 +1,7 @@
 import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
 import { isPresenceCounter, type PageRecord, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
+import type { OccupancyWatch } from "./occupancy.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
 
 export interface ActorRegistryOptions {
@@ -25,6 +26,8 @@ export interface ActorRegistryOptions {
   readonly markDirty: (actor: PageActor) => void;
   /** The page leaves this node: every collaborator that keeps per-page state forgets it. */
   readonly forget: (actor: PageActor) => void;
+  /** Occupancy webhooks, when configured: told when a page's viewers may move; keeps pages with viewers anywhere. */
+  readonly occupancy?: OccupancyWatch;
 }
 
 /** First and largest wait before reading a partition's presence floor again. */
@@ -97,6 +100,12 @@ export class ActorRegistry implements ActorHost {
     if (floor > (this.#purgeFloors.get(partition) ?? 0)) this.#purgeFloors.set(partition, floor);
   }
 
+  viewersChanged(actor: PageActor): void {
+    const { occupancy } = this.#o;
+    // On every presence change of every page: nothing to look up when nobody watches.
+    if (occupancy !== undefined && this.#actors.get(actor.page) === actor) occupancy.observe(actor);
+  }
+
   wakeAt(actor: PageActor, at: number): void {
     if (this.#actors.get(actor.page) !== actor) return;
     const current = this.#deadlines.get(actor);
@@ -161,6 +170,11 @@ export class ActorRegistry implements ActorHost {
     return this.#actors.size;
   }
 
+  /** Whether every page with viewers in any DC must have its actor here (occupancy webhooks). */
+  get watchesOccupancy(): boolean {
+    return this.#o.occupancy !== undefined;
+  }
+
   /** Pages with a tick scheduled (diagnostics and tests). */
   get scheduled(): number {
     return this.#deadlines.size;
@@ -191,6 +205,7 @@ export class ActorRegistry implements ActorHost {
    */
   partitionServing(partition: number): void {
     this.#settleUntil.set(partition, this.now() + this.#o.settleMs);
+    this.#o.occupancy?.partitionServing(partition, this.now() + this.#o.settleMs);
     // No page of the partition loads before its presence floor is known.
     this.holdLoads(partition, this.#loadFloor(partition));
     void this.#wakeLeftBehind(partition);
@@ -241,7 +256,8 @@ export class ActorRegistry implements ActorHost {
   /** Lets idle actors leave memory: no viewers, nothing to write, untouched for `passivateMs`. */
   passivateIdle(now: number): void {
     for (const actor of [...this.#actors.values()]) {
-      if (actor.isIdle && now - actor.lastActive >= this.#o.passivateMs) this.#teardown(actor, "passivated");
+      if (this.#mayLeave(actor) && now - actor.lastActive >= this.#o.passivateMs)
+        this.#teardown(actor, "passivated");
     }
     if (this.#actors.size <= this.#o.maxActors) this.#nextRoomScanAt = 0;
   }
@@ -254,7 +270,7 @@ export class ActorRegistry implements ActorHost {
     this.#nextRoomScanAt = 0;
     const target = Math.floor(this.#o.maxActors * CAP_HEADROOM);
     const idle = [...this.#actors.values()]
-      .filter((a) => a.isIdle)
+      .filter((a) => this.#mayLeave(a))
       .sort((a, b) => a.lastActive - b.lastActive);
     for (const actor of idle) {
       if (this.#actors.size <= target) break;
@@ -272,6 +288,11 @@ export class ActorRegistry implements ActorHost {
         );
       this.#overCapLogged = true;
     } else this.#overCapLogged = false;
+  }
+
+  /** Idle, and not kept for occupancy webhooks. */
+  #mayLeave(actor: PageActor): boolean {
+    return actor.isIdle && this.#o.occupancy?.keeps(actor) !== true;
   }
 
   /** Drops every actor (shutdown, after the last flush). */

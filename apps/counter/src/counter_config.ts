@@ -1,5 +1,6 @@
 import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
 import { readInt, type Env } from "@livecount/runtime";
+import { readWebhookConfig, type WebhookConfig } from "./webhook_config.js";
 
 /** A counter node's settings; each documented with its variable, default and reason. */
 export interface CounterConfig extends ClusterConfig {
@@ -22,6 +23,12 @@ export interface CounterConfig extends ClusterConfig {
    * then keeps its history, a flood of made-up page ids is gone within the hour.
    */
   readonly emptyPageTtlMs: number;
+  /**
+   * LIVECOUNT_WEBHOOK_*: occupancy webhooks, sent by each page's owner (docs/protocol.md,
+   * "Webhooks"); every setting with its default and reason in webhook_config.ts. Absent (no
+   * LIVECOUNT_WEBHOOK_URL): none. A URL without a secret of at least 32 characters refuses to start.
+   */
+  readonly webhook: WebhookConfig | undefined;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
   readonly settleMs: number;
   /** Derived: how often lingering viewers and gateway leases are checked. */
@@ -38,6 +45,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
+    webhook: readWebhookConfig(env),
     ...derived(cluster),
   };
 }

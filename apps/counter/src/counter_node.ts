@@ -14,6 +14,7 @@ import { Convergence } from "./convergence.js";
 import { EmptyPages } from "./empty_pages.js";
 import { TombstonePurge } from "./tombstone_purge.js";
 import { RequestRouter } from "./request_router.js";
+import { Webhooks } from "./webhooks.js";
 
 export interface CounterNodeOptions {
   readonly config: CounterConfig;
@@ -64,6 +65,7 @@ export class CounterNode {
   readonly #emptyPages: EmptyPages;
   readonly #purge: TombstonePurge;
   readonly #router: RequestRouter;
+  readonly #webhooks: Webhooks | undefined;
   readonly #subs: Subscription[] = [];
   #sweepTimer: TimerHandle | undefined;
   #sweeps = 0;
@@ -121,6 +123,17 @@ export class CounterNode {
     });
     registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now(), config.peerDcs);
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);
+    this.#webhooks =
+      config.webhook === undefined
+        ? undefined
+        : new Webhooks({
+            config: config.webhook,
+            dc: config.dc,
+            clock,
+            logger,
+            registry: opts.registry,
+            liveness: this.#liveness,
+          });
     ({
       registry: this.#registry,
       writer: this.#writer,
@@ -143,6 +156,7 @@ export class CounterNode {
       metrics,
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
+      ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({
       dc: config.dc,
@@ -271,6 +285,9 @@ export class CounterNode {
     for (const sub of this.#subs) sub.unsubscribe();
     this.#writer.close();
     this.#registry.close();
+    // Successors hold a partition's deliveries for the settle window: what this node still has
+    // queued goes out before theirs, if the receiver takes it within that.
+    await this.#webhooks?.close(this.#config.settleMs);
     if (this.#sweepTimer !== undefined) this.#clock.clearTimeout(this.#sweepTimer);
     this.#status = "stopped";
     this.#log.info("counter node stopped");

@@ -3,3 +3,4 @@ export { readCounterConfig, type CounterConfig } from "./counter_config.js";
 export { PageActor } from "./page_actor.js";
 export { PagePresence } from "./page_presence.js";
 export { startOpsServer } from "./ops_server.js";
+export type { WebhookBody } from "./webhook_event.js";

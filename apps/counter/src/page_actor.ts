@@ -90,6 +90,8 @@ export class PageActor {
     // Nothing to hold: a fresh page cannot dip while presence resyncs.
     if (own.p === own.n) this.#settleAt = 0;
     else if (this.#settleAt !== 0) this.#host.wakeAt(this, this.#settleAt);
+    // Before queued work: what the store held is where the page stood, announced already.
+    this.#host.viewersChanged?.(this);
     const queued = this.#mailbox;
     this.#mailbox = [];
     for (const work of queued) work();
@@ -290,7 +292,9 @@ export class PageActor {
         changed = true;
       }
     }
-    if (changed) this.#host.markDirty(this);
+    if (!changed) return;
+    this.#host.markDirty(this);
+    this.#host.viewersChanged?.(this);
   }
 
   /**
@@ -307,6 +311,7 @@ export class PageActor {
       }
     }
     if (ownAdvanced) this.#ownRaised();
+    this.#host.viewersChanged?.(this);
   }
 
   /** This DC's presence entries moved up under the actor: presence keeps counting on top of them. */
@@ -419,6 +424,7 @@ export class PageActor {
     this.#moveEntry(CONNECTIONS_COUNTER, this.#presence.connections);
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);
+    this.#host.viewersChanged?.(this);
   }
 
   #moveEntry(name: string, value: number): void {

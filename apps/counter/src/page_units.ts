@@ -3,6 +3,7 @@ import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
+import type { OccupancyWatch } from "./occupancy.js";
 import { DurableWriter } from "./durable_writer.js";
 import { PresenceIntake } from "./presence_intake.js";
 
@@ -26,6 +27,8 @@ export interface PageUnitsOptions {
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** The store found the partition's fence stale. */
   readonly lost: (partition: number) => void;
+  /** Occupancy webhooks, when configured. */
+  readonly occupancy?: OccupancyWatch;
 }
 
 /** The units that keep per-page state on a counter node, and how they depend on each other. */
@@ -57,7 +60,9 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     forget: (actor) => {
       writer.forget(actor);
       intake.forgetPage(actor.page);
+      o.occupancy?.forget(actor);
     },
+    ...(o.occupancy !== undefined ? { occupancy: o.occupancy } : {}),
   });
   const writer = new DurableWriter({
     dc: o.dc,

@@ -1,5 +1,5 @@
 import { pageFromSubject, partitionPagesSubject, type Bus, type Subscription } from "@livecount/bus";
-import { decodeMessage } from "@livecount/protocol";
+import { VIEWERS_COUNTER, decodeMessage } from "@livecount/protocol";
 import { LogThrottle, type Logger } from "@livecount/runtime";
 import type { Fence } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -68,7 +68,10 @@ export class Replication {
     const { page, dc, counters } = msg;
     this.#o.metrics.replicationLag.set({ dc }, Math.max(0, this.#o.registry.now() - msg.ts) / 1000);
     const { registry } = this.#o;
-    if (registry.find(page) === undefined) {
+    // With occupancy webhooks, the owner announces every page's total: presence from another DC
+    // loads the page, which sees the change against what the store held.
+    const watched = registry.watchesOccupancy && Object.hasOwn(counters, VIEWERS_COUNTER);
+    if (registry.find(page) === undefined && !watched) {
       // Not in memory: straight into the store, no actor (remote traffic costs this node no state).
       const writes = Object.entries(counters).map(([counter, entry]) => ({ page, counter, dc, entry }));
       registry.holdLoads(partition, this.#o.writer.writeRemote(fence, writes));

@@ -23,6 +23,7 @@ import { ManualClock } from "../../../test/support/manual_clock.js";
 import type { ActorRegistry } from "../src/actor_registry.js";
 import { CounterMetrics } from "../src/counter_metrics.js";
 import type { DurableWriter } from "../src/durable_writer.js";
+import type { OccupancyWatch } from "../src/occupancy.js";
 import { createPageUnits } from "../src/page_units.js";
 import type { PresenceIntake } from "../src/presence_intake.js";
 
@@ -167,7 +168,8 @@ export interface Units {
   close(): Promise<void>;
 }
 
-export async function buildUnits(): Promise<Units> {
+/** `occupancy`: the watch of occupancy webhooks, as a node with LIVECOUNT_WEBHOOK_URL wires it. */
+export async function buildUnits(options: { readonly occupancy?: OccupancyWatch } = {}): Promise<Units> {
   const clock = new ManualClock();
   const timeline: string[] = [];
   const published: PageUpdate[] = [];
@@ -206,6 +208,7 @@ export async function buildUnits(): Promise<Units> {
     }),
     fenceOf: (p) => fences.get(p),
     lost: (p) => lost.push(p),
+    ...(options.occupancy !== undefined ? { occupancy: options.occupancy } : {}),
   });
   return {
     clock,
