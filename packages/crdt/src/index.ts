@@ -9,3 +9,4 @@ export {
   type Entries,
   type ReplicaId,
 } from "./pn_counter.js";
+export { HLL_MAX_RANK, HLL_PRECISION, HLL_REGISTERS, estimateDistinct, registerOf } from "./hyperloglog.js";

@@ -1,6 +1,7 @@
 export * from "./ids.js";
 export * from "./visibility.js";
 export * from "./windows.js";
+export * from "./series.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";

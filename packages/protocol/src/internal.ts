@@ -114,6 +114,12 @@ export interface WindowRequest {
   readonly seconds: number;
 }
 
+/** Anyone -> owner: a page's state with its peaks and unique visitors (`GET /v1/pages/{page}/stats`). */
+export interface StatsRequest {
+  readonly type: "stats";
+  readonly page: string;
+}
+
 /** The most page ids one list_pages request may ask for. */
 export const MAX_LIST_PAGES = 1000;
 
@@ -132,6 +138,7 @@ export type NodeRequest = (
   | NodeStatusRequest
   | PurgeRequest
   | WindowRequest
+  | StatsRequest
 ) &
   Forwardable;
 
@@ -176,6 +183,20 @@ export interface WindowReply {
   readonly counter: string;
   readonly seconds: number;
   readonly value: number;
+  readonly ts: number;
+}
+
+/**
+ * A page's state (as a snapshot) with the most viewers the owner's DC showed in the last hour and
+ * day, and the distinct visitors of the current and previous UTC day over every DC (estimated).
+ */
+export interface PageStatsReply {
+  readonly type: "page_stats";
+  readonly page: string;
+  readonly counters: Readonly<Record<string, Entries>>;
+  readonly peak1h: number;
+  readonly peak24h: number;
+  readonly unique24h: number;
   readonly ts: number;
 }
 
@@ -245,6 +266,7 @@ export type NodeReply =
   | NodeInfoReply
   | PurgedReply
   | WindowReply
+  | PageStatsReply
   | ErrorReply;
 
 /** The reply each kind of request gets when it succeeds. */
@@ -258,6 +280,7 @@ export interface RepliesByRequest {
   readonly node_status: NodeInfoReply;
   readonly purge: PurgedReply;
   readonly window: WindowReply;
+  readonly stats: PageStatsReply;
 }
 
 /** The successful reply to `T`: a snapshot request gets a PageStateReply, not the whole union. */

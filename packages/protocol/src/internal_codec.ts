@@ -166,6 +166,19 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         seconds: field(m, "seconds", isWindowSeconds),
       }),
   ],
+  ["stats", (m) => withHop(m, { type: "stats", page: field(m, "page", isPageId) })],
+  [
+    "page_stats",
+    (m) => ({
+      type: "page_stats",
+      page: field(m, "page", isPageId),
+      counters: recordOf(m.get("counters"), isCounterKey, entriesOf, "counters"),
+      peak1h: field(m, "peak1h", isNatural),
+      peak24h: field(m, "peak24h", isNatural),
+      unique24h: field(m, "unique24h", isNatural),
+      ts: field(m, "ts", isNatural),
+    }),
+  ],
   [
     "window_total",
     (m) => ({
@@ -317,6 +330,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "node_status",
   "purge",
   "window",
+  "stats",
 ]);
 const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
@@ -327,6 +341,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "node_info",
   "purged",
   "window_total",
+  "page_stats",
   "error",
 ]);
 const BROADCAST_TYPES: ReadonlySet<string> = new Set([

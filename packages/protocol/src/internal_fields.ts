@@ -8,7 +8,7 @@ import { ProtocolError } from "./errors.js";
 import { isCounterName, isInternalId, isPageId, isPresenceCounterName, isViewerKey } from "./ids.js";
 import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
 import { isTombstoneCounter } from "./visibility.js";
-import { isWindowCounter } from "./windows.js";
+import { isSeriesCounter } from "./series.js";
 
 export type Fields = ReadonlyMap<unknown, unknown>;
 
@@ -42,9 +42,9 @@ export function naturalOf(v: unknown): number {
   return v;
 }
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
-/** Counter names inside the system: a public name, a presence counter, a tombstone or a window bucket. */
+/** Counter names inside the system: a public name, a presence counter, a tombstone or a series entry. */
 export const isCounterKey = (v: unknown): v is string =>
-  isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v) || isWindowCounter(v);
+  isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v) || isSeriesCounter(v);
 
 export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
   if (!Array.isArray(v)) malformed(`${what} must be an array`);

@@ -12,6 +12,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   node_status: "node_info",
   purge: "purged",
   window: "window_total",
+  stats: "page_stats",
 };
 
 /**

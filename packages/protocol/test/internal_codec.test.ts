@@ -57,6 +57,16 @@ const MESSAGES: readonly InternalMessage[] = [
   { type: "window", page: "home", counter: "likes", seconds: 86_400 },
   { type: "window", page: "home", counter: "__proto__", seconds: 1, hop: 1 },
   { type: "window_total", page: "home", counter: "likes", seconds: 60, value: -3, ts: 1 },
+  { type: "stats", page: "home" },
+  {
+    type: "page_stats",
+    page: "home",
+    counters: { "@viewers": { dc1: { p: 3, n: 1 } }, likes: { dc2: { p: 1, n: 0 } } },
+    peak1h: 3,
+    peak24h: 9,
+    unique24h: 41,
+    ts: 5,
+  },
   { type: "snapshot", page: "home", hop: 2 },
   { type: "increment", page: "home", counter: "likes", delta: -3, key: "req-1" },
   {
@@ -193,6 +203,9 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
     [["p", "v:a", true]],
   ],
   seconds: [undefined, 0, -1, 1.5, "60", 86_401],
+  peak1h: [undefined, -1, 1.5, "1"],
+  peak24h: [undefined, -1, 1.5, "1"],
+  unique24h: [undefined, -1, 1.5, "1"],
   // Optional (absent is valid): socket counts per viewer of a page, each positive.
   sockets: [null, [], { home: 2 }, { home: [0] }, { home: [-1] }, { home: [1.5] }, { "bad page": [1] }],
   // Optional: viewers of a page none of whose sockets is active.
@@ -298,7 +311,9 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
   if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "counters")
-    return msg.type === "page_state" ? INVALID_STATE_COUNTERS : INVALID_UPDATE_COUNTERS;
+    return msg.type === "page_state" || msg.type === "page_stats"
+      ? INVALID_STATE_COUNTERS
+      : INVALID_UPDATE_COUNTERS;
   // A gateway heartbeat cannot be "leaving" and a node heartbeat cannot be "down".
   if (field === "state") return [...INVALID_FIELD_VALUES.state!, msg.type === "gateway" ? "leaving" : "down"];
   const values = INVALID_FIELD_VALUES[field];

@@ -44,28 +44,44 @@ export function bucketOf(page: string): number {
 
 /**
  * Presence counters (`@viewers`, `@active`, `@connections`: '@' and lowercase letters, unlike
- * tombstones `@del:<counter>` and window buckets `@w:<counter>:<minute>`): entries that follow what
- * a DC's sockets hold right now, so at zero they carry nothing.
+ * tombstones `@del:<counter>` and time buckets such as `@w:<counter>:<minute>`): entries that follow
+ * what a DC's sockets hold right now, so at zero they carry nothing.
  */
 export function isPresenceCounter(counter: string): boolean {
   return PRESENCE_NAME.test(counter);
 }
 const PRESENCE_NAME = /^@[a-z]+$/;
 
-/** Window buckets (the protocol's windows.ts; the store does not depend on the protocol). */
-const WINDOW_BUCKET = /^@w:.+:(\d+)$/;
-const WINDOW_BUCKET_MS = 60_000;
-/** The longest window readers may ask for. */
-const WINDOW_SPAN_MS = 86_400_000;
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
 
 /**
- * When a window bucket stops mattering: the longest window no longer reaches its minute. Undefined
+ * Time buckets (the protocol's windows.ts and series.ts; the store does not depend on the protocol):
+ * the name's pattern, the width of its time unit, and how long after its unit ends a read may still
+ * reach it.
+ */
+const TIME_BUCKETS: ReadonlyArray<{ pattern: RegExp; unitMs: number; keptMs: number }> = [
+  // Window buckets `@w:<counter>:<minute>`: windows reach a day back.
+  { pattern: /^@w:.+:(\d+)$/, unitMs: MINUTE_MS, keptMs: DAY_MS },
+  // Unique-visitor registers `@u:<day>:<register>`: the current and the previous day are read.
+  { pattern: /^@u:(\d+):\d+$/, unitMs: DAY_MS, keptMs: DAY_MS },
+  // Peaks of the last hour by minute, `@pm:<minute>`, and of the last day by hour, `@ph:<hour>`.
+  { pattern: /^@pm:(\d+)$/, unitMs: MINUTE_MS, keptMs: HOUR_MS },
+  { pattern: /^@ph:(\d+)$/, unitMs: HOUR_MS, keptMs: DAY_MS },
+];
+
+/**
+ * When a time bucket stops mattering: no read reaches its minute, hour or day any more. Undefined
  * for every other counter, which never expires. Every store removes a bucket from then on
  * ({@link Store.removeExpiredBuckets}) and leaves out one that arrives later (a merge, an old copy).
  */
 export function bucketExpiresAt(counter: string): number | undefined {
-  const m = WINDOW_BUCKET.exec(counter);
-  return m === null ? undefined : (Number(m[1]) + 1) * WINDOW_BUCKET_MS + WINDOW_SPAN_MS;
+  for (const { pattern, unitMs, keptMs } of TIME_BUCKETS) {
+    const m = pattern.exec(counter);
+    if (m !== null) return (Number(m[1]) + 1) * unitMs + keptMs;
+  }
+  return undefined;
 }
 
 /**
@@ -142,12 +158,20 @@ export const LUA_DIGEST = `
 local function is_presence(field)
   return string.find(field, "^@%l+%z") ~= nil
 end
--- When a window bucket's field expires (bucketExpiresAt), nil for any other field.
+-- When a time bucket's field expires (bucketExpiresAt), nil for any other field.
 local function bucket_expiry(field)
-  if string.sub(field, 1, 3) ~= "@w:" then return nil end
-  local minute = string.match(field, ":(%d+)%z")
-  if not minute then return nil end
-  return (tonumber(minute) + 1) * ${WINDOW_BUCKET_MS} + ${WINDOW_SPAN_MS}
+  local unit, unit_ms, kept_ms
+  if string.sub(field, 1, 3) == "@w:" then
+    unit, unit_ms, kept_ms = string.match(field, ":(%d+)%z"), ${MINUTE_MS}, ${DAY_MS}
+  elseif string.sub(field, 1, 3) == "@u:" then
+    unit, unit_ms, kept_ms = string.match(field, "^@u:(%d+):%d+%z"), ${DAY_MS}, ${DAY_MS}
+  elseif string.sub(field, 1, 4) == "@pm:" then
+    unit, unit_ms, kept_ms = string.match(field, "^@pm:(%d+)%z"), ${MINUTE_MS}, ${HOUR_MS}
+  elseif string.sub(field, 1, 4) == "@ph:" then
+    unit, unit_ms, kept_ms = string.match(field, "^@ph:(%d+)%z"), ${HOUR_MS}, ${DAY_MS}
+  end
+  if not unit then return nil end
+  return (tonumber(unit) + 1) * unit_ms + kept_ms
 end
 local function is_zero(value)
   local p, n = string.match(value, "^(%d+):(%d+)$")

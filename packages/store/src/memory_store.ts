@@ -29,7 +29,7 @@ import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
 import { NonZeroIndex } from "./memory_nonzero.js";
 import { entriesOf, recordOf } from "./memory_records.js";
-import { WindowIndex } from "./memory_windows.js";
+import { ExpiringIndex } from "./memory_expiring.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites } from "./validate.js";
 
 export interface MemoryStoreOptions {
@@ -56,7 +56,7 @@ export class MemoryStore implements Store {
   readonly #purgeFloors = new Map<number, number>();
   /** partition -> page with a tombstone -> when a tombstone of it last changed. */
   readonly #tombs = new Map<number, Map<string, number>>();
-  readonly #windows = new WindowIndex();
+  readonly #expiring = new ExpiringIndex();
   #closed = false;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -99,6 +99,13 @@ export class MemoryStore implements Store {
   async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
     this.#assertOpen();
     return Promise.all(pages.map((page) => this.load(page)));
+  }
+
+  async loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord> {
+    this.#assertOpen();
+    const record = recordOf(this.#pages.get(page));
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries(Object.entries(record).filter(([c]) => prefixes.some((p) => c.startsWith(p))));
   }
 
   async loadEntries(
@@ -231,7 +238,7 @@ export class MemoryStore implements Store {
     assertLimit(limit);
     const now = this.#now();
     if (!this.#isCurrent(fence, now)) throw new StaleFenceError(fence);
-    const expired = this.#windows.take(fence.partition, now, limit);
+    const expired = this.#expiring.take(fence.partition, now, limit);
     for (const { page, counter, dc } of expired) {
       this.#removeEntry(fence.partition, page, counter, dc, true);
       if (this.#pages.has(page)) this.#noteEmptiness(fence.partition, page, now);
@@ -424,7 +431,7 @@ export class MemoryStore implements Store {
       set.set(dc, { p: entry.p, n: entry.n }),
     );
     const expiresAt = old === undefined ? bucketExpiresAt(counter) : undefined;
-    if (expiresAt !== undefined) this.#windows.add(partition, { page, counter, dc }, expiresAt);
+    if (expiresAt !== undefined) this.#expiring.add(partition, { page, counter, dc }, expiresAt);
     if (isTombstone(counter)) {
       let tombs = this.#tombs.get(partition);
       if (tombs === undefined) this.#tombs.set(partition, (tombs = new Map()));

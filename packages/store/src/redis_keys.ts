@@ -18,7 +18,7 @@
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
  *   last changed (the purge's candidates).
- * - `windows:{partition}` sorted set of `{page}\0{field}` of the partition's window buckets, scored by
+ * - `expiring:{partition}` sorted set of `{page}\0{field}` of the partition's window buckets, scored by
  *   when each expires (digest.ts, bucketExpiresAt): what Store.removeExpiredBuckets removes.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
@@ -66,12 +66,12 @@ export class RedisKeys {
     return `${this.prefix}tombs:${partition}`;
   }
 
-  windows(partition: number): string {
-    return `${this.prefix}windows:${partition}`;
+  expiring(partition: number): string {
+    return `${this.prefix}expiring:${partition}`;
   }
   /**
    * The partition's keys the write and merge scripts take first, in their order: lease, pages,
-   * non-zero index, digest, bucket index, empty index, tombstone index, window index
+   * non-zero index, digest, bucket index, empty index, tombstone index, expiring index
    * (redis_scripts.ts, lcWrite, lcMerge and lcPurge).
    */
   entryScriptKeys(partition: number): string[] {
@@ -83,7 +83,7 @@ export class RedisKeys {
       this.bucketIndex(partition),
       this.empty(partition),
       this.tombs(partition),
-      this.windows(partition),
+      this.expiring(partition),
     ];
   }
 }

@@ -152,17 +152,17 @@ local function delete_group(field)
   if is_tombstone(c) then return string.sub(c, 6) end
   return c
 end
--- The partition's index of window buckets by expiry (windows:{partition}), for the scripts that may
+-- The partition's index of window buckets by expiry (expiring:{partition}), for the scripts that may
 -- write one: they set it before any set_field.
-local windows_key = nil
+local expiring_key = nil
 -- Sets a field of a page hash, keeping digests (settled deletes included), the tombstone index
--- (tombs_key, scored now) and the index of window buckets (windows_key) current. old is the value it replaces
+-- (tombs_key, scored now) and the index of window buckets (expiring_key) current. old is the value it replaces
 -- (false when new). A page in the tombstone index is read once, for the group of the field, before
 -- the change.
 local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)
   if not old then
     local expiry = bucket_expiry(field)
-    if expiry then redis.call("ZADD", windows_key, expiry, page .. "\\0" .. field) end
+    if expiry then redis.call("ZADD", expiring_key, expiry, page .. "\\0" .. field) end
   end
   local name = delete_group(field)
   local group = nil

@@ -50,7 +50,7 @@ return 0`,
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
-windows_key = KEYS[8]
+expiring_key = KEYS[8]
 local touched, durable = {}, {}
 for i = 9, #KEYS do
   local a = 2 + (i - 9) * 6
@@ -78,7 +78,7 @@ if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 local purge_floor = tonumber(redis.call("HGET", KEYS[4], "pf") or "0")
-windows_key = KEYS[8]
+expiring_key = KEYS[8]
 local advanced = {}
 local a = 3
 for i = 9, #KEYS do
@@ -118,7 +118,7 @@ if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", 
 return advanced`,
 
   /**
-   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index, window index.
+   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index, expiring index.
    * ARGV: epoch,
    * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
    * startAt (where the entry of `field` starts when absent), then a field and a delta per further
@@ -136,7 +136,7 @@ if seen[1] and now < tonumber(seen[4]) then
   if same then return {"duplicate", seen[3]} end
   return {"conflict"}
 end
-windows_key = KEYS[9]
+expiring_key = KEYS[9]
 local result = {"applied"}
 local created = false
 local function change(field, delta, start)
@@ -259,9 +259,9 @@ return reply`,
    * pipeline of HGETALLs costs the client one command object and one reply per page.
    */
   /**
-   * KEYS: lease, pages, digest, bucket index, empty index, window index (all of the fence's
+   * KEYS: lease, pages, digest, bucket index, empty index, expiring index (all of the fence's
    * partition), then one page key per page. ARGV: epoch, now, then per page: page, bucket, field count
-   * and its window bucket fields. Removes each field still in the window index as expired at `now`,
+   * and its window bucket fields. Removes each field still in the expiring index as expired at `now`,
    * keeping digests and indexes (Store.removeExpiredBuckets). Returns -1 if the fence is stale, else
    * how many entries went.
    */
@@ -295,6 +295,23 @@ for i = 7, #KEYS do
 end
 apply_digests(KEYS[3])
 return removed`,
+
+  /**
+   * KEYS: a page. ARGV: name prefixes. Returns the fields (and values, flat) of the entries whose
+   * counter starts with one of the prefixes, filtered here so the rest of a large page stays in Redis.
+   */
+  lcLoadPrefixed: `
+local fields, out = redis.call("HGETALL", KEYS[1]), {}
+for i = 1, #fields, 2 do
+  for _, prefix in ipairs(ARGV) do
+    if string.sub(fields[i], 1, #prefix) == prefix then
+      out[#out + 1] = fields[i]
+      out[#out + 1] = fields[i + 1]
+      break
+    end
+  end
+end
+return out`,
 
   lcLoad: `
 local pages = {}

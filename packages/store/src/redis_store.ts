@@ -30,7 +30,7 @@ import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { RedisKeys } from "./redis_keys.js";
 import { purgeTombstones } from "./redis_purge.js";
-import { removeExpiredBuckets } from "./redis_windows.js";
+import { removeExpiredBuckets } from "./redis_expiring.js";
 import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import { RedisConnection, queueScript, type Arg, type RedisConnectionOptions } from "./redis_connection.js";
 import {
@@ -137,6 +137,14 @@ export class RedisStore implements Store {
       }
     });
     return replies.flatMap((chunk) => (chunk as string[][]).map((flat) => pageRecord(flat)));
+  }
+
+  async loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord> {
+    if (prefixes.length === 0) return {};
+    const [fields] = await this.#conn.run("loadPrefixed", (p) =>
+      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], prefixes),
+    );
+    return pageRecord(fields as string[]);
   }
 
   async loadEntries(
@@ -369,7 +377,7 @@ export class RedisStore implements Store {
           this.#keys.bucketIndex(op.fence.partition),
           this.#keys.empty(op.fence.partition),
           this.#keys.tombs(op.fence.partition),
-          this.#keys.windows(op.fence.partition),
+          this.#keys.expiring(op.fence.partition),
         ];
         const field = entryField(op.counter, op.dc);
         const args = [

@@ -164,6 +164,11 @@ export interface Store {
   load(page: string): Promise<PageRecord>;
   /** `load` of many pages in one round trip, in the order given. */
   loadMany(pages: readonly string[]): Promise<PageRecord[]>;
+  /**
+   * Every DC's entries of one page's counters whose names start with one of `prefixes` (a page's
+   * time buckets: its unique-visitor registers, its peaks), as counter -> DC -> entry.
+   */
+  loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord>;
   /** The named entries of one page (undefined where it holds none), in the order given. */
   loadEntries(
     page: string,

@@ -177,5 +177,39 @@ export function describeWindowContract(name: string, open: OpenStore): void {
       );
       expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
     });
+
+    test(`${name} - unique-visitor registers and peaks expire on their own schedules; loadPrefixed reads them alone`, async () => {
+      const page = pageIn(PARTITION, 8);
+      const day = Math.floor(START_MS / DAY_MS);
+      const hour = Math.floor(START_MS / 3_600_000);
+      const writes = [
+        { counter: `@u:${day}:17`, dc: "dc1", entry: { p: 5, n: 0 } },
+        { counter: `@u:${day}:4095`, dc: "dc2", entry: { p: 2, n: 0 } },
+        { counter: `@pm:${START_MINUTE}`, dc: "dc1", entry: { p: 40, n: 0 } },
+        { counter: `@ph:${hour}`, dc: "dc1", entry: { p: 40, n: 0 } },
+        { counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } },
+      ].map((w) => ({ page, ...w }));
+      await store.write([{ fence, writes }]);
+      expect(await store.loadPrefixed(page, ["@u:"])).toEqual({
+        [`@u:${day}:17`]: { dc1: { p: 5, n: 0 } },
+        [`@u:${day}:4095`]: { dc2: { p: 2, n: 0 } },
+      });
+      expect(Object.keys(await store.loadPrefixed(page, ["@pm:", "@ph:"])).sort()).toEqual(
+        [`@ph:${hour}`, `@pm:${START_MINUTE}`].sort(),
+      );
+      expect(await store.loadPrefixed(page, [])).toEqual({});
+      // A minute's peak goes an hour after its minute; an hour's a day after its hour.
+      nowMs = (START_MINUTE + 1) * MINUTE_MS + 3_600_000;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+      nowMs = (hour + 1) * 3_600_000 + DAY_MS;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(1);
+      // Registers are read for their day and the next: they go two days after their day began.
+      nowMs = (day + 2) * DAY_MS - 1;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(0);
+      nowMs += 1;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(2);
+      expect(await store.load(page)).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
+    });
   });
 }

@@ -4,7 +4,7 @@
  */
 import type { EntryRef } from "./store.js";
 
-export class WindowIndex {
+export class ExpiringIndex {
   /** partition -> "page\0counter\0dc" -> [the entry, when it expires]. */
   readonly #due = new Map<number, Map<string, [EntryRef, number]>>();
 

@@ -1,6 +1,6 @@
 /**
  * The Redis store's removal of expired window buckets (Store.removeExpiredBuckets): which entries are
- * due comes from the partition's window index; one script call then removes those of each page
+ * due comes from the partition's expiring index; one script call then removes those of each page
  * atomically, declaring every key it touches.
  */
 import { bucketOf } from "./digest.js";
@@ -17,7 +17,7 @@ export async function removeExpiredBuckets(
 ): Promise<number> {
   const partition = fence.partition;
   const [due] = await conn.run("expiredBuckets", (p) =>
-    p.zrangebyscore(keys.windows(partition), "-inf", now, "LIMIT", 0, limit),
+    p.zrangebyscore(keys.expiring(partition), "-inf", now, "LIMIT", 0, limit),
   );
   const fields = new Map<string, string[]>();
   for (const member of due as string[]) {
@@ -34,7 +34,7 @@ export async function removeExpiredBuckets(
     keys.digest(partition),
     keys.bucketIndex(partition),
     keys.empty(partition),
-    keys.windows(partition),
+    keys.expiring(partition),
   ];
   const args: Arg[] = [fence.epoch, now];
   for (const [page, list] of fields) {
