@@ -136,6 +136,45 @@ describeWithBinary(
       },
       TEST_TIMEOUT_MS,
     );
+
+    test(
+      "multi-dc - unique visitors are counted once over both DCs, and each DC keeps the peak it showed",
+      async () => {
+        onTestFailed(() => console.error(multi.logs()));
+        const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+        await multi.waitLinked();
+        const page = "stats-two-dcs";
+        const clients: TestClient[] = [];
+        onTestFinished(async () => {
+          await Promise.all(clients.map((c) => c.terminate()));
+        });
+        // u3 views from both DCs: two viewers (one per DC), one visitor.
+        for (const [dc, viewers] of [
+          [dc1, ["u1", "u2", "u3"]],
+          [dc2, ["u3", "u4", "u5"]],
+        ] as const) {
+          for (const viewer of viewers) {
+            const client = await TestClient.connect(dc.gateways[0]!.wsUrl);
+            clients.push(client);
+            client.send({ type: "join", page, viewer });
+          }
+        }
+        for (const dc of [dc1, dc2]) {
+          await eventually(
+            async () => {
+              const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${page}/stats`);
+              expect(await res.json()).toMatchObject({
+                viewers: 6,
+                peak_viewers: { "1h": 6, "24h": 6 },
+                unique_visitors: { "24h": 5 },
+              });
+            },
+            { timeoutMs: CONVERGE_MS, message: `${dc.name} stats of ${page}` },
+          );
+        }
+      },
+      TEST_TIMEOUT_MS,
+    );
   },
 );
 

@@ -1,4 +1,5 @@
 import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
+import { VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
 import { isPresenceCounter, type PageRecord, type Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
@@ -28,6 +29,8 @@ export interface ActorRegistryOptions {
   readonly forget: (actor: PageActor) => void;
   /** Occupancy webhooks, when configured: told when a page's viewers may move; keeps pages with viewers anywhere. */
   readonly occupancy?: OccupancyWatch;
+  /** Whether a data center's viewers count now (DcLiveness; default: every one's). */
+  readonly isLive?: (dc: string) => boolean;
 }
 
 /** First and largest wait before reading a partition's presence floor again. */
@@ -101,9 +104,10 @@ export class ActorRegistry implements ActorHost {
   }
 
   viewersChanged(actor: PageActor): void {
-    const { occupancy } = this.#o;
-    // On every presence change of every page: nothing to look up when nobody watches.
-    if (occupancy !== undefined && this.#actors.get(actor.page) === actor) occupancy.observe(actor);
+    if (this.#actors.get(actor.page) !== actor || actor.status !== "active") return;
+    const { occupancy, isLive } = this.#o;
+    actor.notePeak(livePresenceOf(actor.entries(VIEWERS_COUNTER), isLive ?? (() => true)));
+    occupancy?.observe(actor);
   }
 
   wakeAt(actor: PageActor, at: number): void {

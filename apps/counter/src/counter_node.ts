@@ -156,6 +156,7 @@ export class CounterNode {
       metrics,
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
+      isLive: (dc) => this.#liveness.isLive(dc),
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({

@@ -1,5 +1,4 @@
-import type { Entries } from "@livecount/crdt";
-import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
 import type { Level, OccupancyRules } from "./occupancy_rules.js";
 import type { PageActor } from "./page_actor.js";
 import type { OccupancyEvent } from "./webhook_event.js";
@@ -31,13 +30,6 @@ export interface OccupancyOptions {
   readonly sink: OccupancySink;
 }
 
-/** A page's viewers as count frames show them: its `@viewers` entries summed over live data centers. */
-function liveViewers(entries: Entries, isLive: (dc: string) => boolean): number {
-  let total = 0;
-  for (const [dc, e] of Object.entries(entries)) if (isLive(dc)) total += e.p - e.n;
-  return Math.max(0, total);
-}
-
 /**
  * Turns the viewers of the pages this node owns into occupancy events. Each page actor in memory
  * has a level (occupied, thresholds crossed); an actor's first level is what it loaded from the
@@ -60,7 +52,7 @@ export class Occupancy implements OccupancyWatch {
   observe(actor: PageActor): void {
     if (actor.status !== "active") return;
     const { rules, isLive } = this.#o;
-    const viewers = liveViewers(actor.entries(VIEWERS_COUNTER), isLive);
+    const viewers = livePresenceOf(actor.entries(VIEWERS_COUNTER), isLive);
     const level = this.#levels.get(actor);
     if (level === undefined) {
       this.#levels.set(actor, rules.initial(viewers));

@@ -8,13 +8,14 @@ import {
   activityOf,
   deletedAt,
   deletedCounterOf,
-  isWindowCounter,
+  isSeriesCounter,
   tombstoneOf,
   type PresenceOp,
 } from "@livecount/protocol";
 import { isPresenceCounter, purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
 import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
 import { PagePresence, type Hold } from "./page_presence.js";
+import { PageSeries } from "./page_series.js";
 
 export { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
 
@@ -31,15 +32,11 @@ export class PageActor {
   readonly subject: string;
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
-  readonly #presence = new PagePresence();
+  readonly #presence = new PagePresence((viewer) => this.#visited([viewer]));
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
-  /**
-   * Other DCs' window buckets received here, to persist with the next flush. Buckets are never held:
-   * a page has up to one per counter, minute and DC for a day, which only window reads need, and
-   * they read the store.
-   */
-  #buckets: EntryWrite[] = [];
+  /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
+  readonly #series: PageSeries;
   /** Data centers whose entries changed here and must be published once written. */
   readonly #unpublished = new Set<string>();
   /** Entries taken by a flush whose store round trip has not answered yet. */
@@ -57,6 +54,7 @@ export class PageActor {
     this.page = page;
     this.partition = partition;
     this.subject = pageSubject(page, partition);
+    this.#series = new PageSeries(page, host.dc);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }
@@ -78,7 +76,7 @@ export class PageActor {
     // Closed while loading (its partition was lost): it must not come back to life.
     if (this.#status === "closed") return;
     for (const [name, entries] of Object.entries(record))
-      if (!isWindowCounter(name)) this.#counter(name).mergeAll(entries);
+      if (!isSeriesCounter(name)) this.#counter(name).mergeAll(entries);
     this.#status = "active";
     for (const name of PRESENCE_COUNTERS) {
       if (Object.hasOwn(record[name] ?? {}, this.#host.dc)) continue;
@@ -144,6 +142,22 @@ export class PageActor {
 
   get viewers(): number {
     return this.#presence.count;
+  }
+
+  /** The page's viewers as this DC shows them (over live DCs) now: the peaks may rise. */
+  notePeak(viewers: number): void {
+    if (this.#series.viewers(viewers, this.#host.now())) this.#host.markDirty(this);
+    this.#visited([]);
+  }
+
+  /** Arrived viewers are visitors of the day; on a new day (or in a new actor) so is everyone present. */
+  #visited(arrived: readonly string[]): void {
+    if (this.#status !== "active") return;
+    const now = this.#host.now();
+    const visitors = this.#series.newDay(now) ? [...this.#presence.viewers(), ...arrived] : arrived;
+    let raised = false;
+    for (const v of visitors) raised = this.#series.visitor(v, now) || raised;
+    if (raised) this.#host.markDirty(this);
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -284,8 +298,8 @@ export class PageActor {
     if (dc === this.#host.dc) return;
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
-      if (isWindowCounter(name)) {
-        this.#buckets.push({ page: this.page, counter: name, dc, entry });
+      if (isSeriesCounter(name)) {
+        this.#series.remote(name, dc, entry);
         changed = true;
       } else if (this.#counter(name).merge(dc, entry)) {
         this.#markUnwritten(name, dc);
@@ -305,7 +319,7 @@ export class PageActor {
   mergeDurable(record: PageRecord): void {
     let ownAdvanced = false;
     for (const [name, entries] of Object.entries(record)) {
-      if (isWindowCounter(name)) continue;
+      if (isSeriesCounter(name)) continue;
       for (const [dc, entry] of Object.entries(entries)) {
         if (this.#counter(name).merge(dc, entry) && dc === this.#host.dc) ownAdvanced = true;
       }
@@ -335,8 +349,7 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
-    writes.push(...this.#buckets);
-    this.#buckets = [];
+    writes.push(...this.#series.take());
     this.#writing = true;
     return writes;
   }
@@ -349,10 +362,8 @@ export class PageActor {
   /** A flush failed: the entries must be written again, and published after that. */
   restoreUnwritten(writes: readonly EntryWrite[], unpublished: Iterable<string>): void {
     this.#writing = false;
-    for (const w of writes) {
-      if (isWindowCounter(w.counter)) this.#buckets.push(w);
-      else this.#markUnwritten(w.counter, w.dc);
-    }
+    this.#series.restore(writes);
+    for (const w of writes) if (!isSeriesCounter(w.counter)) this.#markUnwritten(w.counter, w.dc);
     for (const dc of unpublished) this.#unpublished.add(dc);
   }
 
@@ -367,6 +378,7 @@ export class PageActor {
     const updates = new Map<string, Record<string, Entry>>();
     for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
     this.#unpublished.clear();
+    this.#series.publishInto(updates);
     return updates;
   }
 
@@ -382,7 +394,7 @@ export class PageActor {
   get hasPendingWork(): boolean {
     return (
       this.#unwritten.size > 0 ||
-      this.#buckets.length > 0 ||
+      this.#series.pending ||
       this.#unpublished.size > 0 ||
       this.#writing ||
       this.#queuedChanges > 0 ||

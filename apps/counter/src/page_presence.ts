@@ -95,6 +95,12 @@ export class PagePresence {
   readonly #lingering = new Map<string, Lingering>();
   #active = 0;
   #connections = 0;
+  /** Told of every viewer that starts counting (not one coming back within its grace). */
+  readonly #arrived: (viewer: string) => void;
+
+  constructor(arrived: (viewer: string) => void = () => {}) {
+    this.#arrived = arrived;
+  }
 
   /** Distinct viewers counting right now. */
   get count(): number {
@@ -147,7 +153,7 @@ export class PagePresence {
 
   #hold(gateway: string, viewer: string, holders: Holders | undefined, hold: Hold): void {
     if (holders === undefined) {
-      this.#endLingering(viewer);
+      if (!this.#endLingering(viewer)) this.#arrived(viewer);
       this.#holders.set(viewer, new Holders(gateway, hold));
       this.#connections += hold.sockets;
       if (hold.active) this.#active++;
@@ -160,11 +166,13 @@ export class PagePresence {
     this.#active += Number(holders.anyActive) - Number(wasActive);
   }
 
-  #endLingering(viewer: string): void {
+  /** Ends a viewer's grace; false when it was not lingering. */
+  #endLingering(viewer: string): boolean {
     const lingering = this.#lingering.get(viewer);
-    if (lingering === undefined) return;
+    if (lingering === undefined) return false;
     this.#lingering.delete(viewer);
     if (lingering.active) this.#active--;
+    return true;
   }
 
   /**
@@ -191,6 +199,11 @@ export class PagePresence {
       if (l.at > now) break;
       this.#endLingering(viewer);
     }
+  }
+
+  /** Every viewer counting now, lingering ones included. */
+  viewers(): IterableIterator<string> {
+    return [...this.#holders.keys(), ...this.#lingering.keys()].values();
   }
 
   /** Viewers held by `gateway` (for tests and diagnostics). */

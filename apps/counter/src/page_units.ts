@@ -29,6 +29,8 @@ export interface PageUnitsOptions {
   readonly lost: (partition: number) => void;
   /** Occupancy webhooks, when configured. */
   readonly occupancy?: OccupancyWatch;
+  /** Whether a data center's viewers count now (DcLiveness): what peaks record. */
+  readonly isLive?: (dc: string) => boolean;
 }
 
 /** The units that keep per-page state on a counter node, and how they depend on each other. */
@@ -63,6 +65,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
       o.occupancy?.forget(actor);
     },
     ...(o.occupancy !== undefined ? { occupancy: o.occupancy } : {}),
+    ...(o.isLive !== undefined ? { isLive: o.isLive } : {}),
   });
   const writer = new DurableWriter({
     dc: o.dc,

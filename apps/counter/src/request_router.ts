@@ -18,6 +18,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { errorReply } from "./replies.js";
 import { ActorClosedError } from "./page_actor.js";
+import { readStats } from "./stats_read.js";
 import { readWindow } from "./window_read.js";
 import type { PresenceIntake } from "./presence_intake.js";
 
@@ -141,6 +142,8 @@ export class RequestRouter {
         return registry.run(request.page, partition, (actor) => writer.reset(actor, request));
       case "window":
         return readWindow(registry, this.#o.store, request, partition);
+      case "stats":
+        return readStats(registry, this.#o.store, this.#o.dc, request, partition);
     }
   }
 

@@ -11,7 +11,7 @@ import type { GatewayMetrics } from "./gateway_metrics.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import type { OwnerClient } from "./owner_client.js";
-import { totalsBody } from "./page_reading.js";
+import { statsBody, totalsBody } from "./page_reading.js";
 import type { PrivatePages } from "./private_pages.js";
 import { PublisherAuth } from "./publisher_auth.js";
 import { ReadAccess } from "./read_access.js";
@@ -77,6 +77,7 @@ export type HttpRoute = (
 
 const PAGE_COUNTER = /^\/v1\/pages\/(.+)\/counter$/;
 const PAGE_EVENTS = /^\/v1\/pages\/(.+)\/events$/;
+const PAGE_STATS = /^\/v1\/pages\/(.+)\/stats$/;
 const ADMIN_PAGE = /^\/v1\/admin\/pages\/([^/]+)$/;
 /** Matched first: a page id with '/' must be percent-encoded here. */
 const NAMED_COUNTER = /^\/v1\/pages\/([^/]+)\/counters\/([^/]+)(\/reset|\/window)?$/;
@@ -221,6 +222,19 @@ export class HttpApi {
         // Operators delete counters from the console with the admin key; publishers with theirs.
         if (!this.#isAdmin(req)) this.#authorize(req);
         return await this.#counters.reset(reply, req, page, counter, !reset);
+      }
+      const stats = PAGE_STATS.exec(req.path);
+      if (stats !== null) {
+        route = "page_stats";
+        if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+        const page = decodePathSegment(stats[1]!);
+        if (!isPageId(page)) throw new ProtocolError("invalid_page");
+        await this.#readAccess(req).admit([page]);
+        return reply.json(
+          200,
+          statsBody(await this.#o.owners.forPage(page, { type: "stats", page }), this.#o.liveness),
+          NO_STORE,
+        );
       }
       const events = PAGE_EVENTS.exec(req.path);
       if (events !== null) {

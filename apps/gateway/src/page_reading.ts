@@ -8,9 +8,11 @@ import {
   ACTIVE_COUNTER,
   CONNECTIONS_COUNTER,
   VIEWERS_COUNTER,
+  livePresenceOf,
   valueOf,
   visibleCounters,
   type PageStateReply,
+  type PageStatsReply,
 } from "@livecount/protocol";
 
 /** Which data centers count right now (DcLiveness). */
@@ -91,9 +93,8 @@ function livePresence(counters: PageEntries, counter: string, liveness: Liveness
 
 /** A presence counter summed over live data centers. */
 function presenceTotal(counters: PageEntries, counter: string, liveness: Liveness): number {
-  let total = 0;
-  for (const [, e] of livePresence(counters, counter, liveness)) total += e.p - e.n;
-  return Math.max(0, total);
+  const entries = (ownEntry(counters, counter) ?? {}) as Record<string, Entry>;
+  return livePresenceOf(entries, (dc) => liveness.isLive(dc));
 }
 
 /** Summed over data centers; durable counters never expire, presence only counts live DCs. */
@@ -146,5 +147,32 @@ export function rawBody(page: string, state: PageStateReply, liveness: Liveness)
     ),
     updated_at: state.ts,
     ...contributors(state.counters, liveness),
+  };
+}
+
+/** `GET /v1/pages/{page}/stats`. */
+export interface PageStatsBody {
+  readonly page: string;
+  readonly viewers: number;
+  readonly active: number;
+  readonly connections: number;
+  /** The most viewers this data center showed in the last hour and day (at least the viewers now). */
+  readonly peak_viewers: { readonly "1h": number; readonly "24h": number };
+  /** Distinct viewers of the current and the previous UTC day, over every data center (estimated). */
+  readonly unique_visitors: { readonly "24h": number };
+  readonly updated_at: number;
+}
+
+export function statsBody(stats: PageStatsReply, liveness: Liveness): PageStatsBody {
+  const t = totalsOf(stats.counters, liveness);
+  return {
+    page: stats.page,
+    viewers: t.viewers,
+    active: t.active,
+    connections: t.connections,
+    // The owner records what changes; the value now counts even when nothing changed for a while.
+    peak_viewers: { "1h": Math.max(stats.peak1h, t.viewers), "24h": Math.max(stats.peak24h, t.viewers) },
+    unique_visitors: { "24h": stats.unique24h },
+    updated_at: stats.ts,
   };
 }

@@ -189,6 +189,20 @@ describe("gateway - OpenAPI document", () => {
       401,
     );
 
+    // GET /v1/pages/{page}/stats
+    const stats = await call(base, `/v1/pages/${p}/stats`, { key: null });
+    expect(stats.body).toMatchObject({
+      page,
+      viewers: 1,
+      peak_viewers: { "1h": 1 },
+      unique_visitors: { "24h": 1 },
+    });
+    expect((await call(base, "/v1/pages/a%20b/stats")).status).toBe(400);
+    expect((await call(base, "/v1/pages/openapi-private-1/stats", { key: null })).status).toBe(401);
+    expect(
+      (await call(base, `/v1/pages/${p}/stats`, { method: "POST", fallback: "MethodNotAllowed" })).status,
+    ).toBe(405);
+
     // GET /v1/pages/{page}/events: the stream up to its first event, and its refusals.
     const events = await stream(base, `/v1/pages/${p}/events`, null);
     expect(events.status).toBe(200);
@@ -415,6 +429,7 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(200);
     expect((await call(lim, `/v1/pages/${p}/counter`, { key: null })).status).toBe(429);
     expect((await call(lim, `/v1/counters?page=${p}`, { key: null })).status).toBe(429);
+    expect((await call(lim, `/v1/pages/${p}/stats`, { key: null })).status).toBe(429);
     expect((await call(lim, `/v1/pages/${p}/counters/likes/window?seconds=60`, { key: null })).status).toBe(
       429,
     );
@@ -440,6 +455,7 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(base, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(503);
     expect((await call(base, `/v1/counters?page=${p}`)).status).toBe(503);
     expect((await call(base, `/v1/pages/${p}/counters/likes/window?seconds=60`)).status).toBe(503);
+    expect((await call(base, `/v1/pages/${p}/stats`)).status).toBe(503);
     expect((await call(base, "/v1/counters?prefix=openapi")).status).toBe(503);
     expect((await call(base, "/v1/admin/pages?prefix=openapi", { key: TEST_ADMIN_KEY })).status).toBe(503);
     expect((await call(base, `/v1/admin/pages/${p}`, { key: TEST_ADMIN_KEY })).status).toBe(503);

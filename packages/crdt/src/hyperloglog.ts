@@ -23,22 +23,51 @@ export function registerOf(indexHash: number, rankHash: number): { index: number
   return { index, rank };
 }
 
-/** The bias correction of the raw estimate for HLL_REGISTERS registers. */
-const ALPHA = 0.7213 / (1 + 1.079 / HLL_REGISTERS);
+/** Ranks go from 1 to Q + 1 (HLL_MAX_RANK); 0 is an empty register. */
+const Q = HLL_MAX_RANK - 1;
+/** The limit of the bias correction for many registers: 1 / (2 ln 2). */
+const ALPHA_INF = 1 / (2 * Math.LN2);
 
 /**
- * Estimated distinct items of the registers given as index -> rank (absent: 0). Small counts, where
- * empty registers remain, use linear counting, as the paper prescribes; no large-range correction
- * is needed with 44 bits of hash.
+ * Estimated distinct items of the registers given as index -> rank (absent: 0), by Ertl's improved
+ * estimator ("New cardinality estimation algorithms for HyperLogLog sketches", 2017): it needs only
+ * the histogram of the ranks and is close to unbiased from zero to billions, where the original's
+ * switch between linear counting and its raw estimate is biased by a few percent around 2.5 times
+ * the number of registers (10,000 visitors here).
  */
 export function estimateDistinct(ranks: ReadonlyMap<number, number>): number {
-  let sum = HLL_REGISTERS - ranks.size;
-  let zeros = HLL_REGISTERS - ranks.size;
-  for (const rank of ranks.values()) {
-    if (rank === 0) zeros++;
-    sum += 2 ** -rank;
+  const histogram = new Array<number>(Q + 2).fill(0);
+  histogram[0] = HLL_REGISTERS - ranks.size;
+  for (const rank of ranks.values()) histogram[rank]!++;
+  const m = HLL_REGISTERS;
+  let z = m * tau(1 - histogram[Q + 1]! / m);
+  for (let k = Q; k >= 1; k--) z = 0.5 * (z + histogram[k]!);
+  z += m * sigma(histogram[0]! / m);
+  return Math.round((ALPHA_INF * m * m) / z);
+}
+
+function sigma(x: number): number {
+  if (x === 1) return Infinity;
+  let y = 1;
+  let z = x;
+  for (;;) {
+    x *= x;
+    const previous = z;
+    z += x * y;
+    y += y;
+    if (z === previous) return z;
   }
-  const raw = (ALPHA * HLL_REGISTERS * HLL_REGISTERS) / sum;
-  if (raw <= 2.5 * HLL_REGISTERS && zeros > 0) return Math.round(HLL_REGISTERS * Math.log(HLL_REGISTERS / zeros));
-  return Math.round(raw);
+}
+
+function tau(x: number): number {
+  if (x === 0 || x === 1) return 0;
+  let y = 1;
+  let z = 1 - x;
+  for (;;) {
+    x = Math.sqrt(x);
+    const previous = z;
+    y *= 0.5;
+    z -= (1 - x) ** 2 * y;
+    if (z === previous) return z / 3;
+  }
 }

@@ -59,6 +59,16 @@ export function deletedAt(tombstone: Entries): number {
   return at;
 }
 
+/**
+ * A presence counter's value over the data centers that count now (`isLive`: a DC silent past its
+ * lease does not), never below 0: what readers show as viewers, active viewers or connections.
+ */
+export function livePresenceOf(entries: Entries, isLive: (dc: string) => boolean): number {
+  let total = 0;
+  for (const [dc, e] of Object.entries(entries)) if (isLive(dc)) total += e.p - e.n;
+  return Math.max(0, total);
+}
+
 /** The value of a counter: sum(p) - sum(n). */
 export function valueOf(entries: Entries): number {
   let v = 0;

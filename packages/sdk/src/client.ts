@@ -13,6 +13,7 @@ import {
   decodePageCounters,
   decodeRaw,
   decodeResetValue,
+  decodePageStats,
   decodeWindowValue,
 } from "./decode.js";
 import {
@@ -39,6 +40,7 @@ import type {
   IncrementItem,
   PageCounters,
   PageListing,
+  PageStats,
   RawPage,
   ResetValue,
   WindowValue,
@@ -289,6 +291,20 @@ export class LivecountClient {
       page,
     });
     return decodeWindowValue(answer.body);
+  }
+
+  /** A page's viewers now, its peaks and its unique visitors (`GET /v1/pages/{page}/stats`). */
+  async stats(page: string, options: ReadOptions = {}): Promise<PageStats> {
+    this.#checkOpen();
+    checkPage(page);
+    const answer = await this.#transport.send({
+      method: "GET",
+      path: `/v1/pages/${encodePage(page)}/stats`,
+      auth: true,
+      signal: options.signal,
+      page,
+    });
+    return decodePageStats(answer.body);
   }
 
   async get(page: string, options: ReadOptions = {}): Promise<PageCounters> {

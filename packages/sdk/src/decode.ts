@@ -9,6 +9,7 @@ import type {
   PageListing,
   RawEntry,
   RawPage,
+  PageStats,
   ResetValue,
   WindowValue,
 } from "./types.js";
@@ -46,6 +47,25 @@ export function counterMap(v: unknown, what = "counters"): Record<string, number
   for (const [name, value] of Object.entries(object(v, what)))
     entries.push([name, integer(value, `${what}.${name}`)]);
   return Object.fromEntries(entries);
+}
+
+/** `GET /v1/pages/{page}/stats`. */
+export function decodePageStats(body: unknown): PageStats {
+  const o = object(body, "stats");
+  const peaks = object(o.peak_viewers, "peak_viewers");
+  const unique = object(o.unique_visitors, "unique_visitors");
+  return {
+    page: string(o.page, "page"),
+    viewers: integer(o.viewers, "viewers"),
+    active: integer(o.active, "active"),
+    connections: integer(o.connections, "connections"),
+    peakViewers: {
+      "1h": integer(peaks["1h"], "peak_viewers.1h"),
+      "24h": integer(peaks["24h"], "peak_viewers.24h"),
+    },
+    uniqueVisitors: { "24h": integer(unique["24h"], "unique_visitors.24h") },
+    updatedAt: integer(o.updated_at, "updated_at"),
+  };
 }
 
 /** `GET /v1/pages/{page}/counters/{counter}/window`: `{page, counter, window_s, value, updated_at}`. */

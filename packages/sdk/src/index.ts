@@ -41,5 +41,6 @@ export type {
   RawEntry,
   RawPage,
   ResetValue,
+  PageStats,
   WindowValue,
 } from "./types.js";

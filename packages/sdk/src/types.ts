@@ -14,6 +14,19 @@ export interface PageCounters {
   readonly updatedAt: number;
 }
 
+/** A page's viewers now, its peaks and its unique visitors (`LivecountClient.stats`). */
+export interface PageStats {
+  readonly page: string;
+  readonly viewers: number;
+  readonly active: number;
+  readonly connections: number;
+  /** The most viewers the answering data center showed in the last hour and the last day. */
+  readonly peakViewers: { readonly "1h": number; readonly "24h": number };
+  /** Distinct viewers of the current and previous UTC day over every data center (estimated, 1.6%). */
+  readonly uniqueVisitors: { readonly "24h": number };
+  readonly updatedAt: number;
+}
+
 /** A counter's changes over a window of time (`LivecountClient.window`). */
 export interface WindowValue {
   readonly page: string;

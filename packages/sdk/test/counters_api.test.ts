@@ -3,6 +3,7 @@
  * pages (summed and raw), prefix listings with cursors, resets and tombstones.
  */
 import { describe, expect, test } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
 import { InvalidRequestError, PartialFailureError, type LivecountClient } from "../src/index.js";
 import type { LossyProxy } from "../../../test/support/lossy_proxy.js";
 import type { FaultProxy } from "./fault_proxy.js";
@@ -131,6 +132,24 @@ describe("sdk - counter API", () => {
     expect((await c.get(page)).counters).toEqual({ likes: 1 });
     expect((await c.window(page, "claps", 60)).value).toBe(0);
     for (const bad of [0, 86_401, 1.5]) await expect(c.window(page, "likes", bad)).rejects.toThrow(/seconds/);
+  });
+
+  test("sdk - stats reads viewers, peaks and unique visitors", async () => {
+    const c = client(fx.platform.url);
+    const page = uniquePage("stats");
+    const viewer = await fx.platform.connect();
+    viewer.join(page, "sdk-stats-viewer");
+    await fx.platform.waitForViewers(page, 1);
+    await eventually(async () =>
+      expect(await c.stats(page)).toMatchObject({
+        page,
+        viewers: 1,
+        active: 1,
+        connections: 1,
+        peakViewers: { "1h": 1, "24h": 1 },
+        uniqueVisitors: { "24h": 1 },
+      }),
+    );
   });
 
   test("sdk - getRaw shows each data center's {p, n}", async () => {

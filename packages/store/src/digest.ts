@@ -52,6 +52,16 @@ export function isPresenceCounter(counter: string): boolean {
 }
 const PRESENCE_NAME = /^@[a-z]+$/;
 
+/**
+ * Visit records: a page's unique-visitor registers and peaks (`@u:`, `@pm:`, `@ph:`). Like zero
+ * presence, they say nobody is here now: a page holding nothing else is empty, and goes with them
+ * (Store.removeEmptyPages), so a page visited once costs no more than the empty page TTL.
+ */
+export function isVisitRecord(counter: string): boolean {
+  return VISIT_RECORD.test(counter);
+}
+const VISIT_RECORD = /^@(u:\d+:\d+|pm:\d+|ph:\d+)$/;
+
 const MINUTE_MS = 60_000;
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
@@ -157,6 +167,10 @@ export function xorDigest(a: string, b: string): string {
 export const LUA_DIGEST = `
 local function is_presence(field)
   return string.find(field, "^@%l+%z") ~= nil
+end
+-- A visit record's field (isVisitRecord): a unique-visitor register or a peak.
+local function is_visit(field)
+  return string.find(field, "^@u:%d+:%d+%z") ~= nil or string.find(field, "^@p[mh]:%d+%z") ~= nil
 end
 -- When a time bucket's field expires (bucketExpiresAt), nil for any other field.
 local function bucket_expiry(field)

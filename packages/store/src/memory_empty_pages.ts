@@ -2,7 +2,7 @@
  * The memory store's index of empty pages (Store.removeEmptyPages): per partition, since when each
  * empty page has been empty. A page is empty when every entry it holds is a zero presence entry.
  */
-import { isPresenceCounter } from "./digest.js";
+import { isPresenceCounter, isVisitRecord } from "./digest.js";
 import type { PageEntries } from "./memory_digests.js";
 
 export class EmptyPages {
@@ -36,10 +36,11 @@ export class EmptyPages {
   }
 }
 
-/** Every entry a zero presence entry: no viewer anywhere, no durable counter. */
+/** Every entry a zero presence entry or a visit record: no viewer anywhere, no durable counter. */
 export function isEmpty(counters: PageEntries | undefined): boolean {
   if (counters === undefined) return false;
   for (const [counter, dcs] of counters) {
+    if (isVisitRecord(counter)) continue;
     if (!isPresenceCounter(counter)) return false;
     for (const e of dcs.values()) if (e.p !== e.n) return false;
   }

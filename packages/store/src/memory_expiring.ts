@@ -15,6 +15,11 @@ export class ExpiringIndex {
     due.set(`${ref.page}\u0000${ref.counter}\u0000${ref.dc}`, [ref, expiresAt]);
   }
 
+  /** The entry left the store before it expired (its page went as empty, or was purged). */
+  forget(partition: number, ref: EntryRef): void {
+    this.#due.get(partition)?.delete(`${ref.page}\u0000${ref.counter}\u0000${ref.dc}`);
+  }
+
   /** Up to `limit` bucket entries of the partition expired at `now`, soonest first, forgotten here. */
   take(partition: number, now: number, limit: number): EntryRef[] {
     const due = this.#due.get(partition);

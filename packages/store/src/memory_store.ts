@@ -3,7 +3,7 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { bucketExpiresAt, bucketOf, deletedCounterOf, purgeableAt } from "./digest.js";
+import { bucketExpiresAt, deletedCounterOf, isVisitRecord, purgeableAt } from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -27,6 +27,7 @@ import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
 import { MemoryKeys } from "./memory_keys.js";
 import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
+import { BucketIndex } from "./memory_buckets.js";
 import { NonZeroIndex } from "./memory_nonzero.js";
 import { entriesOf, recordOf } from "./memory_records.js";
 import { ExpiringIndex } from "./memory_expiring.js";
@@ -46,8 +47,7 @@ export class MemoryStore implements Store {
   readonly #pageIds = new SortedPageIds();
   readonly #keys: MemoryKeys;
   readonly #digests = new MemoryDigests();
-  /** partition -> bucket -> page ids. */
-  readonly #buckets = new Map<number, Map<number, Set<string>>>();
+  readonly #buckets = new BucketIndex();
   readonly #bootstrapped = new Set<number>();
   /** partition -> its presence floor (see Store.presenceFloor). */
   readonly #floors = new Map<number, number>();
@@ -130,7 +130,7 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     const pages = new Map<string, PageRecord>();
     for (const b of buckets) {
-      for (const page of this.#buckets.get(partition)?.get(b) ?? []) pages.set(page, await this.load(page));
+      for (const page of this.#buckets.pages(partition, b)) pages.set(page, await this.load(page));
     }
     return pages;
   }
@@ -224,10 +224,15 @@ export class MemoryStore implements Store {
     if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
     const removed: string[] = [];
     for (const page of this.#empty.take(fence.partition, emptySince, limit)) {
-      if (!isEmpty(this.#pages.get(page))) continue;
+      const counters = this.#pages.get(page);
+      if (!isEmpty(counters)) continue;
+      // Its visit records leave the digest with it; zero presence never was in it.
+      for (const [counter, dcs] of counters!)
+        for (const dc of [...dcs.keys()])
+          if (isVisitRecord(counter)) this.#removeEntry(fence.partition, page, counter, dc, true);
       this.#pages.delete(page);
       this.#pageIds.remove(page);
-      this.#buckets.get(fence.partition)?.get(bucketOf(page))?.delete(page);
+      this.#buckets.remove(fence.partition, page);
       removed.push(page);
     }
     return removed;
@@ -320,15 +325,15 @@ export class MemoryStore implements Store {
   #removeEntry(partition: number, page: string, counter: string, dc: string, counted = false): void {
     const counters = this.#pages.get(page)!;
     const dcs = counters.get(counter)!;
-    const bucket = bucketOf(page);
     this.#digests.removed(partition, page, counter, dc, dcs.get(dc)!, counted);
+    this.#expiring.forget(partition, { page, counter, dc });
     dcs.delete(dc);
     if (dcs.size > 0) return;
     counters.delete(counter);
     if (counters.size > 0) return;
     this.#pages.delete(page);
     this.#pageIds.remove(page);
-    this.#buckets.get(partition)?.get(bucket)?.delete(page);
+    this.#buckets.remove(partition, page);
     this.#empty.forget(partition, page);
   }
 
@@ -408,17 +413,12 @@ export class MemoryStore implements Store {
 
   /** Sets an entry of a page of `partition`, keeping the partition's digests and bucket index current. */
   #setEntry(partition: number, page: string, counter: string, dc: string, entry: Entry): void {
-    const bucket = bucketOf(page);
     let counters = this.#pages.get(page);
     if (counters === undefined) {
       counters = new Map();
       this.#pages.set(page, counters);
       this.#pageIds.add(page);
-      let buckets = this.#buckets.get(partition);
-      if (buckets === undefined) this.#buckets.set(partition, (buckets = new Map()));
-      let pages = buckets.get(bucket);
-      if (pages === undefined) buckets.set(bucket, (pages = new Set()));
-      pages.add(page);
+      this.#buckets.add(partition, page);
     }
     let dcs = counters.get(counter);
     if (dcs === undefined) {

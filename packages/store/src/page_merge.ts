@@ -1,6 +1,12 @@
 /** What both stores share to merge another DC's records of pages (`Store.mergePages`). */
 import type { Entry } from "@livecount/crdt";
-import { TOMBSTONE_PREFIX, deletedCounterOf, isPresenceCounter, purgeableAt } from "./digest.js";
+import {
+  TOMBSTONE_PREFIX,
+  deletedCounterOf,
+  isPresenceCounter,
+  isVisitRecord,
+  purgeableAt,
+} from "./digest.js";
 import type { EntryWrite, PageRecord } from "./store.js";
 
 /** Every entry of the pages' records as writes, `indexedDc`'s presence entries marked as indexed. */
@@ -17,9 +23,13 @@ export function pageWrites(pages: ReadonlyMap<string, PageRecord>, indexedDc: st
   return writes;
 }
 
-/** A record whose every entry is presence at zero: it says no more than no record. */
+/**
+ * A record whose every entry is presence at zero or a visit record: an empty page, which a store
+ * that does not hold it has removed or never needed (Store.removeEmptyPages).
+ */
 export function onlyZeroPresence(record: PageRecord): boolean {
   for (const [counter, entries] of Object.entries(record)) {
+    if (isVisitRecord(counter)) continue;
     if (!isPresenceCounter(counter)) return false;
     for (const entry of Object.values(entries)) if (entry.p !== entry.n) return false;
   }

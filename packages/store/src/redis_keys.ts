@@ -18,7 +18,7 @@
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
  *   last changed (the purge's candidates).
- * - `expiring:{partition}` sorted set of `{page}\0{field}` of the partition's window buckets, scored by
+ * - `expiring:{partition}` sorted set of `{page}\0{field}` of the partition's time buckets, scored by
  *   when each expires (digest.ts, bucketExpiresAt): what Store.removeExpiredBuckets removes.
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.

@@ -49,12 +49,13 @@ local function tomb_changed(page, field, old_value, new_value)
     end
   end
 end
--- A page whose every entry is a zero presence entry: no viewer anywhere, no durable counter.
+-- A page whose every entry is a zero presence entry or a visit record: no viewer anywhere, no
+-- durable counter.
 local function page_empty(page_key)
   local fields = redis.call("HGETALL", page_key)
   if #fields == 0 then return false end
   for i = 1, #fields, 2 do
-    if not (is_presence(fields[i]) and is_zero(fields[i + 1])) then return false end
+    if not ((is_presence(fields[i]) and is_zero(fields[i + 1])) or is_visit(fields[i])) then return false end
   end
   return true
 end
@@ -152,11 +153,11 @@ local function delete_group(field)
   if is_tombstone(c) then return string.sub(c, 6) end
   return c
 end
--- The partition's index of window buckets by expiry (expiring:{partition}), for the scripts that may
+-- The partition's index of time buckets by expiry (expiring:{partition}), for the scripts that may
 -- write one: they set it before any set_field.
 local expiring_key = nil
 -- Sets a field of a page hash, keeping digests (settled deletes included), the tombstone index
--- (tombs_key, scored now) and the index of window buckets (expiring_key) current. old is the value it replaces
+-- (tombs_key, scored now) and the index of time buckets (expiring_key) current. old is the value it replaces
 -- (false when new). A page in the tombstone index is read once, for the group of the field, before
 -- the change.
 local function set_field(page_key, page, bucket, field, old, value, tombs_key, now)

@@ -57,7 +57,9 @@ for i = 9, #KEYS do
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
   touched[KEYS[i]] = page
-  if not is_presence(field) and (existed or p > 0 or n > 0) then durable[KEYS[i]] = true end
+  if not is_presence(field) and not is_visit(field) and (existed or p > 0 or n > 0) then
+    durable[KEYS[i]] = true
+  end
 end
 apply_digests(KEYS[4])
 if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
@@ -88,7 +90,7 @@ for i = 9, #KEYS do
   local skip = redis.call("EXISTS", KEYS[i]) == 0
   for e = first, a, 3 do
     if not skip then break end
-    if not is_presence(ARGV[e]) or ARGV[e + 1] ~= ARGV[e + 2] then skip = false end
+    if not (is_visit(ARGV[e]) or (is_presence(ARGV[e]) and ARGV[e + 1] == ARGV[e + 2])) then skip = false end
   end
   if not skip then
     local remains = purged_remains(KEYS[i], first, a, purge_floor)
@@ -103,7 +105,7 @@ for i = 9, #KEYS do
           changed[#changed + 1] = field
           changed[#changed + 1] = value
         end
-        if not is_presence(field) and (existed or p > 0 or n > 0) then durable = true end
+        if not is_presence(field) and not is_visit(field) and (existed or p > 0 or n > 0) then durable = true end
       end
     end
     if #changed > 0 then
@@ -169,9 +171,10 @@ redis.call("PEXPIRE", KEYS[3], ARGV[9])
 return result`,
 
   /**
-   * KEYS: lease, page, pages, bucket index, empty index. ARGV: epoch, now, page, emptySince. Removes
-   * the page if it has been empty since emptySince or earlier and still is: 1 removed, 0 kept, -1 the
-   * fence is stale. Its entries are all zero presence: no digest and no non-zero index holds them.
+   * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: epoch, now,
+   * page, emptySince, bucket. Removes the page if it has been empty since emptySince or earlier and
+   * still is: 1 removed, 0 kept, -1 the fence is stale. Its entries are zero presence, which no
+   * digest or non-zero index holds, and visit records, which leave the digest and the expiring index.
    */
   lcRemoveIfEmpty: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return -1 end
@@ -181,6 +184,14 @@ if not page_empty(KEYS[2]) then
   redis.call("ZREM", KEYS[5], ARGV[3])
   return 0
 end
+local fields = redis.call("HGETALL", KEYS[2])
+for i = 1, #fields, 2 do
+  if is_visit(fields[i]) then
+    entry_changed(ARGV[3], ARGV[5], fields[i], fields[i + 1], nil)
+    redis.call("ZREM", KEYS[7], ARGV[3] .. "\\0" .. fields[i])
+  end
+end
+apply_digests(KEYS[6])
 redis.call("DEL", KEYS[2])
 redis.call("ZREM", KEYS[3], ARGV[3])
 redis.call("ZREM", KEYS[4], ARGV[3])

@@ -223,8 +223,10 @@ export class RedisStore implements Store {
           this.#keys.pages(),
           this.#keys.bucketIndex(partition),
           this.#keys.empty(partition),
+          this.#keys.digest(partition),
+          this.#keys.expiring(partition),
         ];
-        queueScript(p, "lcRemoveIfEmpty", keys, [fence.epoch, now, page, emptySince]);
+        queueScript(p, "lcRemoveIfEmpty", keys, [fence.epoch, now, page, emptySince, bucketOf(page)]);
       }
     });
     if (replies.some((r) => r === -1)) throw new StaleFenceError(fence);

@@ -211,5 +211,50 @@ export function describeWindowContract(name: string, open: OpenStore): void {
       expect(await store.load(page)).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
       expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
     });
+
+    test(`${name} - a page with nothing but zero presence and visit records is empty: it goes with them, and they do not bring it back`, async () => {
+      const page = pageIn(PARTITION, 9);
+      const day = Math.floor(START_MS / DAY_MS);
+      const visits = {
+        [`@u:${day}:3`]: { dc1: { p: 4, n: 0 }, dc2: { p: 6, n: 0 } },
+        [`@pm:${START_MINUTE}`]: { dc1: { p: 2, n: 0 } },
+      };
+      await store.write([
+        {
+          fence,
+          writes: [
+            { page, counter: "@viewers", dc: "dc1", entry: { p: 2, n: 2 }, indexed: true },
+            ...Object.entries(visits).flatMap(([counter, dcs]) =>
+              Object.entries(dcs).map(([dc, entry]) => ({ page, counter, dc, entry })),
+            ),
+          ],
+        },
+      ]);
+      expect((await store.digests([PARTITION]))[0]).not.toBe(ZERO_DIGEST);
+      nowMs += 1000;
+      expect(await store.removeEmptyPages(fence, nowMs, 100)).toEqual([page]);
+      expect(await store.load(page)).toEqual({});
+      expect((await store.digests([PARTITION]))[0]).toBe(ZERO_DIGEST);
+      expect((await store.listPages("", undefined, 100)).pages).not.toContain(page);
+      // Another DC's copy of the empty page (it has not removed it yet) stays out.
+      const copy = { ...visits, "@viewers": { dc2: { p: 5, n: 5 } } };
+      expect(await store.mergePages(fence, new Map([[page, copy]]), "dc1")).toEqual(new Map());
+      expect(await store.load(page)).toEqual({});
+      // Nothing is left to expire later either.
+      nowMs = (day + 3) * DAY_MS;
+      expect(await store.removeExpiredBuckets(fence, 100)).toBe(0);
+      // A page with viewers keeps its visit records.
+      const live = pageIn(PARTITION, 10);
+      await store.write([
+        {
+          fence,
+          writes: [
+            { page: live, counter: "@viewers", dc: "dc1", entry: { p: 1, n: 0 }, indexed: true },
+            { page: live, counter: `@u:${day + 3}:3`, dc: "dc1", entry: { p: 4, n: 0 } },
+          ],
+        },
+      ]);
+      expect(await store.removeEmptyPages(fence, nowMs + 1000, 100)).toEqual([]);
+    });
   });
 }

@@ -1,0 +1,125 @@
+import { MemoryBus, nodeSubject } from "@livecount/bus";
+import { decodeNodeReply, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { silentLogger } from "@livecount/runtime";
+import { MemoryStore } from "@livecount/store";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { readCounterConfig } from "../src/counter_config.js";
+import { CounterNode } from "../src/counter_node.js";
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+/** A UTC midnight, so days and hours are easy to read. */
+const START_MS = 20_000 * DAY_MS;
+const PARTITIONS = 4;
+const PAGE = "stats-page";
+const GRACE_MS = 1000;
+
+/**
+ * Peaks and unique visitors on a counter node with an injected clock: what a stats request answers
+ * as viewers come and go over minutes, hours and days.
+ */
+describe("counter - page stats", () => {
+  let clock: ManualClock;
+  let bus: MemoryBus;
+  let node: CounterNode | undefined;
+
+  afterEach(async () => {
+    await node?.stop();
+    await bus?.close();
+  });
+
+  async function start(): Promise<void> {
+    clock = new ManualClock(START_MS);
+    bus = new MemoryBus({ clock });
+    const store = new MemoryStore({ now: () => clock.now() });
+    const config = readCounterConfig({
+      LIVECOUNT_NODE_ID: "counter-1",
+      LIVECOUNT_PARTITIONS: String(PARTITIONS),
+      LIVECOUNT_GRACE_MS: String(GRACE_MS),
+      // A gateway lease longer than the test, so the one gateway here never expires; slow cycles
+      // elsewhere, so days of manual time run few timers.
+      LIVECOUNT_GATEWAY_LEASE_MS: String(10 * DAY_MS),
+      LIVECOUNT_PARTITION_LEASE_MS: String(HOUR_MS),
+      LIVECOUNT_NODE_LEASE_MS: String(HOUR_MS),
+      LIVECOUNT_DC_HEARTBEAT_MS: "5000",
+      LIVECOUNT_ANTI_ENTROPY_MS: String(HOUR_MS),
+      LIVECOUNT_EMPTY_PAGE_TTL_S: "86400",
+    });
+    node = new CounterNode({ config, bus, store, logger: silentLogger, registry: new Registry(), clock });
+    const started = node.start();
+    await clock.advance(0);
+    await started;
+    await clock.advance(100);
+    expect(node.ready).toBe(true);
+  }
+
+  async function ask(request: NodeRequest): Promise<NodeReply> {
+    let answer: Uint8Array | undefined;
+    const reply = bus.request(nodeSubject("dc1", "counter-1"), encodeMessage(request), { timeoutMs: 60_000 });
+    void reply.then((r) => (answer = r));
+    while (answer === undefined) await clock.advance(1);
+    return decodeNodeReply(answer);
+  }
+
+  async function presence(ops: Array<[viewer: string, present: boolean]>): Promise<void> {
+    const partition = partitionOf(PAGE, PARTITIONS);
+    const reply = await ask({
+      type: "presence",
+      gateway: "gw-1",
+      partition,
+      ops: ops.map(([viewer, present]) => ({ page: PAGE, viewer, present })),
+    });
+    expect(reply.type).toBe("ack");
+  }
+
+  async function stats(): Promise<{ peak1h: number; peak24h: number; unique24h: number }> {
+    const reply = await ask({ type: "stats", page: PAGE });
+    if (reply.type !== "page_stats") throw new Error(JSON.stringify(reply));
+    return { peak1h: reply.peak1h, peak24h: reply.peak24h, unique24h: reply.unique24h };
+  }
+
+  async function at(ms: number): Promise<void> {
+    await clock.advance(START_MS + ms - clock.now());
+  }
+
+  test("counter - peaks keep the most viewers of the last hour and day; unique visitors count each viewer once a day", async () => {
+    await start();
+    await at(10_000);
+    await presence([
+      ["v:a", true],
+      ["v:b", true],
+      ["v:c", true],
+    ]);
+    // The same viewer on another gateway, and a reconnect within the grace: still three visitors.
+    await presence([["v:a", true]]);
+    await at(30_000);
+    await presence([
+      ["v:b", false],
+      ["v:c", false],
+    ]);
+    await at(5 * MINUTE_MS);
+    expect(await stats()).toEqual({ peak1h: 3, peak24h: 3, unique24h: 3 });
+    await presence([["v:d", true]]);
+    expect((await stats()).unique24h).toBe(4);
+
+    // An hour on, the minute buckets of the peak are out of reach; the hour's are not.
+    await at(HOUR_MS + 6 * MINUTE_MS);
+    expect(await stats()).toMatchObject({ peak1h: 0, peak24h: 3 });
+    // Viewers change: the hour's peak starts with the value carried in (2: a and d), then rises.
+    await presence([["v:e", true]]);
+    expect(await stats()).toMatchObject({ peak1h: 3, peak24h: 3, unique24h: 5 });
+
+    // The next day: yesterday's visitors still count, and those present count again today.
+    await at(DAY_MS + 10 * MINUTE_MS);
+    await presence([["v:f", true]]);
+    expect(await stats()).toMatchObject({ unique24h: 6, peak24h: 4 });
+    // Two days on, yesterday's registers are out of reach: the visitors present today remain.
+    await at(2 * DAY_MS + 10 * MINUTE_MS);
+    await presence([["v:g", true]]);
+    expect(await stats()).toMatchObject({ unique24h: 5 });
+  });
+});

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { eventually } from "../../../test/support/eventually.js";
+import { TestPlatform } from "../../../test/support/platform.js";
+
+interface Stats {
+  readonly page: string;
+  readonly viewers: number;
+  readonly active: number;
+  readonly connections: number;
+  readonly peak_viewers: { readonly "1h": number; readonly "24h": number };
+  readonly unique_visitors: { readonly "24h": number };
+  readonly updated_at: number;
+}
+
+/** `GET /v1/pages/{page}/stats` over real sockets on the embedded default. */
+describe("gateway - page stats", () => {
+  const GRACE_MS = 200;
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_GRACE_MS: String(GRACE_MS) });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  async function stats(page: string): Promise<Stats> {
+    const res = await fetch(`${platform.url}/v1/pages/${encodeURIComponent(page)}/stats`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    return (await res.json()) as Stats;
+  }
+
+  test("gateway - stats show viewers now, the peak after they leave, and each visitor once", async () => {
+    const page = "stats-article";
+    const aliceFront = await platform.connect();
+    const aliceBack = await platform.connect();
+    const bob = await platform.connect();
+    const carol = await platform.connect();
+    aliceFront.send({ type: "join", page, viewer: "alice" });
+    aliceBack.send({ type: "join", page, viewer: "alice", active: false });
+    bob.send({ type: "join", page, viewer: "bob" });
+    carol.send({ type: "join", page, viewer: "carol", active: false });
+    await platform.waitForViewers(page, 3);
+    await eventually(async () =>
+      expect(await stats(page)).toMatchObject({
+        page,
+        viewers: 3,
+        active: 2,
+        connections: 4,
+        peak_viewers: { "1h": 3, "24h": 3 },
+        unique_visitors: { "24h": 3 },
+      }),
+    );
+    await bob.close();
+    await carol.close();
+    await platform.waitForViewers(page, 1, GRACE_MS + 5000);
+    // Bob comes back: a visitor already counted today.
+    const bobAgain = await platform.connect();
+    bobAgain.send({ type: "join", page, viewer: "bob" });
+    await platform.waitForViewers(page, 2);
+    const after = await stats(page);
+    expect(after).toMatchObject({
+      viewers: 2,
+      connections: 3,
+      peak_viewers: { "1h": 3, "24h": 3 },
+      unique_visitors: { "24h": 3 },
+    });
+    expect(after.updated_at).toBeGreaterThan(0);
+  });
+
+  test("gateway - a page nobody viewed has no stats but zeros; anonymous sockets are each a visitor", async () => {
+    expect(await stats("stats-nobody")).toMatchObject({
+      viewers: 0,
+      peak_viewers: { "1h": 0, "24h": 0 },
+      unique_visitors: { "24h": 0 },
+    });
+    const page = "stats-anonymous";
+    const sockets = await Promise.all(Array.from({ length: 5 }, () => platform.connect()));
+    for (const s of sockets) s.join(page);
+    await platform.waitForViewers(page, 5);
+    await eventually(async () =>
+      expect(await stats(page)).toMatchObject({ peak_viewers: { "1h": 5 }, unique_visitors: { "24h": 5 } }),
+    );
+  });
+});
