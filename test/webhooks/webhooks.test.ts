@@ -6,6 +6,7 @@ import { ConfigError } from "@livecount/runtime";
 import { startStandalone } from "@livecount/standalone";
 import { afterEach, describe, expect, test } from "vitest";
 import { eventually } from "../support/eventually.js";
+import { OpenApiDoc } from "../support/openapi.js";
 import { TEST_ENV, TestPlatform } from "../support/platform.js";
 import { WebhookReceiver, validSignature, type HookBody } from "../support/webhook_receiver.js";
 import type { TestClient } from "../support/ws_client.js";
@@ -67,6 +68,10 @@ describe("webhooks - occupancy events from the embedded default", () => {
     expect(validSignature(request.raw, request.headers["x-livecount-signature"], `${SECRET}x`)).toBe(false);
     expect(request.headers["content-type"]).toBe("application/json");
     expect(Object.keys(occupied!)).toEqual(["id", "type", "page", "viewers", "dc", "ts"]);
+    // The body and signature are what docs/openapi.json documents (webhooks.occupancy).
+    const doc = new OpenApiDoc();
+    expect(doc.violations({ $ref: "#/components/schemas/WebhookEvent" }, occupied)).toEqual([]);
+    expect(request.headers["x-livecount-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/);
     expect(occupied).toMatchObject({ type: "page.occupied", page: "article-1", viewers: 1, dc: "dc1" });
     expect(occupied!.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(Math.abs(occupied!.ts - Date.now())).toBeLessThan(10_000);
