@@ -17,6 +17,8 @@ export class ActorClosedError extends Error {
 export interface ActorHost {
   readonly dc: string;
   readonly graceMs: number;
+  /** LIVECOUNT_VISITOR_KEY: the key of the unique-visitor hash (page_series.ts). */
+  readonly visitorKey: string;
   now(): number;
   /** The actor has entries to persist and publish. */
   markDirty(actor: PageActor): void;

@@ -1,6 +1,7 @@
 import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
-import { VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
+import { SERIES_PREFIXES, VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
 import { isPresenceCounter, type PageRecord, type Store } from "@livecount/store";
+import { DEFAULT_VISITOR_KEY } from "./counter_config.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
@@ -31,6 +32,8 @@ export interface ActorRegistryOptions {
   readonly occupancy?: OccupancyWatch;
   /** Whether a data center's viewers count now (DcLiveness; default: every one's). */
   readonly isLive?: (dc: string) => boolean;
+  /** LIVECOUNT_VISITOR_KEY (default: the development key). */
+  readonly visitorKey?: string;
 }
 
 /** First and largest wait before reading a partition's presence floor again. */
@@ -51,6 +54,7 @@ export type TeardownReason =
 export class ActorRegistry implements ActorHost {
   readonly dc: string;
   readonly graceMs: number;
+  readonly visitorKey: string;
   readonly #o: ActorRegistryOptions;
   /** Lines that can repeat per request or message, throttled (LogThrottle). */
   readonly #logs = new LogThrottle();
@@ -74,6 +78,7 @@ export class ActorRegistry implements ActorHost {
     this.#o = options;
     this.dc = options.dc;
     this.graceMs = options.graceMs;
+    this.visitorKey = options.visitorKey ?? DEFAULT_VISITOR_KEY;
   }
 
   // --- ActorHost ---------------------------------------------------------------------------------
@@ -110,6 +115,11 @@ export class ActorRegistry implements ActorHost {
     occupancy?.observe(actor);
   }
 
+  /** Every page in memory: its viewers may have moved (a DC went down or came back). */
+  viewersChangedEverywhere(): void {
+    for (const actor of this.#actors.values()) this.viewersChanged(actor);
+  }
+
   wakeAt(actor: PageActor, at: number): void {
     if (this.#actors.get(actor.page) !== actor) return;
     const current = this.#deadlines.get(actor);
@@ -128,7 +138,10 @@ export class ActorRegistry implements ActorHost {
     if (this.#actors.size > this.#o.maxActors && this.#actors.size >= this.#nextRoomScanAt) this.#makeRoom();
     this.#o.metrics.actors.set(this.#actors.size);
     const barrier = this.#loadBarriers.get(partition);
-    (barrier === undefined ? this.#o.store.load(page) : barrier.then(() => this.#o.store.load(page))).then(
+    (barrier === undefined
+      ? this.#o.store.loadExcept(page, SERIES_PREFIXES)
+      : barrier.then(() => this.#o.store.loadExcept(page, SERIES_PREFIXES))
+    ).then(
       (record) => actor.loaded(record),
       (err: unknown) => {
         this.#logs.log(this.#o.logger, "error", { err, page }, "page load failed");
@@ -146,7 +159,7 @@ export class ActorRegistry implements ActorHost {
   async read(page: string, partition: number): Promise<PageRecord> {
     if (this.#actors.has(page)) return this.run(page, partition, (actor) => actor.snapshot());
     await this.#loadBarriers.get(partition);
-    return this.#o.store.load(page);
+    return this.#o.store.loadExcept(page, SERIES_PREFIXES);
   }
 
   /** The page's actor if it is in memory (loading or active). */

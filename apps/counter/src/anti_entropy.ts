@@ -15,6 +15,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
 import { ActorClosedError } from "./page_actor.js";
+import { chunkPages } from "./page_chunks.js";
 import { PurgeExchange } from "./purge_exchange.js";
 
 export interface AntiEntropyOptions {
@@ -38,8 +39,6 @@ export interface AntiEntropyOptions {
   readonly tombsAgreed: (partition: number, remote: string, at: number) => void;
 }
 
-/** Pages per entries message: a message stays far under NATS's 1 MB default payload. */
-const PAGES_PER_MESSAGE = 500;
 /** Buckets read from the store at once while sending (all of a partition: two store round trips). */
 const BUCKETS_PER_READ = 64;
 /** Partitions per summary message (a summary names at most 65,536). */
@@ -369,7 +368,7 @@ export class AntiEntropy {
     this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
   }
 
-  /** Every page of `buckets` as the store holds it, in messages of PAGES_PER_MESSAGE; the last carries the flags. */
+  /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */
   async #sendPages(
     to: string,
     partition: number,
@@ -382,13 +381,13 @@ export class AntiEntropy {
     let sent = 0;
     for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
       const pages = await this.#o.store.bucketPages(partition, buckets.slice(i, i + BUCKETS_PER_READ));
-      for (const entry of pages) {
-        if (batch.length === PAGES_PER_MESSAGE) {
-          this.#send(subject, { ...base, pages: Object.fromEntries(batch) });
-          sent += batch.length;
-          batch = [];
-        }
-        batch.push(entry);
+      // Every message but the last of a cut is full and goes now; the last waits for more pages.
+      const chunks = [...chunkPages([...batch, ...pages])];
+      batch = chunks.pop() ?? [];
+      for (const chunk of chunks) {
+        // fromEntries defines own properties: a page named "__proto__" stays a page.
+        this.#send(subject, { ...base, pages: Object.fromEntries(chunk) });
+        sent += chunk.length;
       }
     }
     // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor).

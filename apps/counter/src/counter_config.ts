@@ -1,5 +1,5 @@
 import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
-import { readInt, type Env } from "@livecount/runtime";
+import { ConfigError, readInt, type Env } from "@livecount/runtime";
 import { readWebhookConfig, type WebhookConfig } from "./webhook_config.js";
 
 /** A counter node's settings; each documented with its variable, default and reason. */
@@ -29,6 +29,12 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_WEBHOOK_URL): none. A URL without a secret of at least 32 characters refuses to start.
    */
   readonly webhook: WebhookConfig | undefined;
+  /**
+   * LIVECOUNT_VISITOR_KEY: the key of the hash that places viewer ids in unique-visitor registers.
+   * Set it to the same secret (16 characters or more) in every DC: with the default, which anyone
+   * can read here, a script could pick viewer ids that each fill a register and inflate the estimate.
+   */
+  readonly visitorKey: string;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
   readonly settleMs: number;
   /** Derived: how often lingering viewers and gateway leases are checked. */
@@ -46,8 +52,21 @@ export function readCounterConfig(env: Env): CounterConfig {
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
     webhook: readWebhookConfig(env),
+    visitorKey: readVisitorKey(env),
     ...derived(cluster),
   };
+}
+
+/** The development default: not a secret, so production sets its own. */
+export const DEFAULT_VISITOR_KEY = "livecount-visitor-key-not-secret";
+const MIN_VISITOR_KEY = 16;
+
+function readVisitorKey(env: Env): string {
+  const key = env.LIVECOUNT_VISITOR_KEY;
+  if (key === undefined || key === "") return DEFAULT_VISITOR_KEY;
+  if (key.length < MIN_VISITOR_KEY)
+    throw new ConfigError(`LIVECOUNT_VISITOR_KEY must be at least ${MIN_VISITOR_KEY} characters`);
+  return key;
 }
 
 /** Values computed from others, in one place. */

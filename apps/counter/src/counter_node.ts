@@ -157,6 +157,7 @@ export class CounterNode {
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       isLive: (dc) => this.#liveness.isLive(dc),
+      visitorKey: config.visitorKey,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({
@@ -186,6 +187,9 @@ export class CounterNode {
       ttlMs: config.emptyPageTtlMs,
       partitions: () => this.#membership.ring.partitionsOf(config.nodeId),
       servingFence: (partition) => this.#convergence.servingFence(partition),
+      removed: (pages) => {
+        for (const page of pages) this.#registry.find(page)?.series.forget();
+      },
     });
     this.#purge = new TombstonePurge({
       nodeId: config.nodeId,
@@ -203,6 +207,10 @@ export class CounterNode {
       recheckMs: config.antiEntropyMs,
     });
     this.#liveness.onPurgeAsked((before) => this.#purge.heard(before));
+    // A DC going down or coming back moves the totals pages show: their peaks follow.
+    this.#liveness.onChange((_dc, event) => {
+      if (event.kind !== "gap") this.#registry.viewersChangedEverywhere();
+    });
 
     // Answered (or refused as retryable) before a caller's own timeout runs out, never after: a
     // gateway waits the whole request timeout, a node forwarding for it half, the owner a quarter.

@@ -13,6 +13,8 @@ export interface EmptyPagesOptions {
   readonly partitions: () => readonly number[];
   /** The fence of a partition this node holds and serves, or undefined. */
   readonly servingFence: (partition: number) => Fence | undefined;
+  /** Pages the store just removed (an actor in memory forgets what it noted of their time buckets). */
+  readonly removed?: (pages: readonly string[]) => void;
 }
 
 /** Pages (or window buckets) removed per store call; a partition with more goes on in the same sweep. */
@@ -73,6 +75,7 @@ export class EmptyPages {
           break;
         }
         removed += pages.length;
+        if (pages.length > 0) this.#o.removed?.(pages);
         if (pages.length < PAGES_PER_CALL) break;
       }
     }
@@ -109,6 +112,8 @@ export class EmptyPages {
       this.#o.metrics.windowBucketsRemoved.inc(removed);
       total += removed;
       if (removed < PAGES_PER_CALL) return total;
+      // A day's registers expire at once: let sockets, heartbeats and leases run between calls.
+      await new Promise((resolve) => setImmediate(resolve));
     }
   }
 

@@ -36,7 +36,7 @@ export class PageActor {
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
-  readonly #series: PageSeries;
+  readonly series: PageSeries;
   /** Data centers whose entries changed here and must be published once written. */
   readonly #unpublished = new Set<string>();
   /** Entries taken by a flush whose store round trip has not answered yet. */
@@ -54,7 +54,7 @@ export class PageActor {
     this.page = page;
     this.partition = partition;
     this.subject = pageSubject(page, partition);
-    this.#series = new PageSeries(page, host.dc);
+    this.series = new PageSeries(page, host.dc, host.visitorKey);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }
@@ -146,18 +146,14 @@ export class PageActor {
 
   /** The page's viewers as this DC shows them (over live DCs) now: the peaks may rise. */
   notePeak(viewers: number): void {
-    if (this.#series.viewers(viewers, this.#host.now())) this.#host.markDirty(this);
+    if (this.series.viewers(viewers, this.#host.now())) this.#host.markDirty(this);
     this.#visited([]);
   }
 
-  /** Arrived viewers are visitors of the day; on a new day (or in a new actor) so is everyone present. */
   #visited(arrived: readonly string[]): void {
-    if (this.#status !== "active") return;
-    const now = this.#host.now();
-    const visitors = this.#series.newDay(now) ? [...this.#presence.viewers(), ...arrived] : arrived;
-    let raised = false;
-    for (const v of visitors) raised = this.#series.visitor(v, now) || raised;
-    if (raised) this.#host.markDirty(this);
+    const present = (): Iterable<string> => this.#presence.viewers();
+    if (this.#status === "active" && this.series.visitors(arrived, present, this.#host.now()))
+      this.#host.markDirty(this);
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -299,7 +295,7 @@ export class PageActor {
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
       if (isSeriesCounter(name)) {
-        this.#series.remote(name, dc, entry);
+        this.series.remote(name, dc, entry);
         changed = true;
       } else if (this.#counter(name).merge(dc, entry)) {
         this.#markUnwritten(name, dc);
@@ -349,7 +345,7 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
-    writes.push(...this.#series.take());
+    writes.push(...this.series.take());
     this.#writing = true;
     return writes;
   }
@@ -362,7 +358,7 @@ export class PageActor {
   /** A flush failed: the entries must be written again, and published after that. */
   restoreUnwritten(writes: readonly EntryWrite[], unpublished: Iterable<string>): void {
     this.#writing = false;
-    this.#series.restore(writes);
+    this.series.restore(writes);
     for (const w of writes) if (!isSeriesCounter(w.counter)) this.#markUnwritten(w.counter, w.dc);
     for (const dc of unpublished) this.#unpublished.add(dc);
   }
@@ -378,7 +374,7 @@ export class PageActor {
     const updates = new Map<string, Record<string, Entry>>();
     for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
     this.#unpublished.clear();
-    this.#series.publishInto(updates);
+    this.series.publishInto(updates);
     return updates;
   }
 
@@ -394,7 +390,7 @@ export class PageActor {
   get hasPendingWork(): boolean {
     return (
       this.#unwritten.size > 0 ||
-      this.#series.pending ||
+      this.series.pending ||
       this.#unpublished.size > 0 ||
       this.#writing ||
       this.#queuedChanges > 0 ||

@@ -4,7 +4,7 @@
  * page's next flush and never held: a page may have thousands, which only reads need, and reads go
  * to the store. This DC's are published once durable, like its other entries.
  */
-import { HLL_REGISTERS, registerOf, type Entry } from "@livecount/crdt";
+import { HLL_REGISTERS, mergeEntry, registerOf, type Entry } from "@livecount/crdt";
 import {
   dayOf,
   hourOf,
@@ -14,12 +14,9 @@ import {
   peakMinuteOf,
   uniqueRegisterOf,
 } from "@livecount/protocol";
-import { murmur3 } from "@livecount/ring";
+import { createHmac } from "node:crypto";
 import type { EntryWrite } from "@livecount/store";
 
-/** Seeds of the two independent hashes of a viewer key (register and rank). */
-const INDEX_SEED = 0x3c6ef372;
-const RANK_SEED = 0x5851f42d;
 /** Ranks kept in a Map up to this many registers, in an array of every register beyond (4 KB). */
 const SPARSE_RANKS = 256;
 
@@ -37,7 +34,9 @@ interface PeakState {
 export class PageSeries {
   readonly #page: string;
   readonly #dc: string;
-  #writes: EntryWrite[] = [];
+  readonly #key: string;
+  /** Entries to write, by "counter\0dc": a later copy of the same entry merges into the queued one. */
+  #writes = new Map<string, EntryWrite>();
   /** This DC's entries among #writes, to publish once written. */
   #publish = new Map<string, Entry>();
   /** Those taken with the writes of the flush in progress. */
@@ -46,26 +45,42 @@ export class PageSeries {
   #visitors: { day: number; ranks: Ranks } | undefined;
   #peak: PeakState | undefined;
 
-  constructor(page: string, dc: string) {
+  /** `key`: LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
+  constructor(page: string, dc: string, key: string) {
     this.#page = page;
     this.#dc = dc;
+    this.#key = key;
   }
 
   /** Another DC's time bucket entry, received here: to persist. */
   remote(counter: string, dc: string, entry: Entry): void {
-    this.#writes.push({ page: this.#page, counter, dc, entry });
+    this.#queue({ page: this.#page, counter, dc, entry });
   }
 
-  /** Whether no visitor was registered today yet (a new day, or a new actor). */
-  newDay(now: number): boolean {
-    return this.#visitors?.day !== dayOf(now);
+  /** Queues a write, merged (max) with one of the same entry already queued: the queue stays bounded. */
+  #queue(write: EntryWrite): void {
+    const id = `${write.counter}\u0000${write.dc}`;
+    const queued = this.#writes.get(id)?.entry;
+    const entry = queued === undefined ? write.entry : mergeEntry(queued, write.entry);
+    this.#writes.set(id, { ...write, entry });
+  }
+
+  /**
+   * Arrived viewers are visitors of the day; on a new day (or in a new actor, or after the store
+   * removed the page) so is everyone `present`. True when something is to write.
+   */
+  visitors(arrived: readonly string[], present: () => Iterable<string>, now: number): boolean {
+    const all = this.#visitors?.day !== dayOf(now) ? [...present(), ...arrived] : arrived;
+    let raised = false;
+    for (const viewer of all) raised = this.#visitor(viewer, now) || raised;
+    return raised;
   }
 
   /** A viewer started counting here: its register of today may rise. True when something is to write. */
-  visitor(viewer: string, now: number): boolean {
+  #visitor(viewer: string, now: number): boolean {
     const day = dayOf(now);
     if (this.#visitors?.day !== day) this.#visitors = { day, ranks: new Map() };
-    const { index, rank } = visitorRegister(viewer);
+    const { index, rank } = visitorRegister(viewer, this.#key);
     const ranks = this.#visitors.ranks;
     if ((ranks instanceof Map ? (ranks.get(index) ?? 0) : ranks[index]!) >= rank) return false;
     if (ranks instanceof Map) {
@@ -105,14 +120,14 @@ export class PageSeries {
 
   #own(counter: string, p: number): void {
     const entry = { p, n: 0 };
-    this.#writes.push({ page: this.#page, counter, dc: this.#dc, entry });
+    this.#queue({ page: this.#page, counter, dc: this.#dc, entry });
     this.#publish.set(counter, entry);
   }
 
   /** The entries to write with this flush; this DC's are published once it succeeds (`takePublished`). */
   take(): EntryWrite[] {
-    const writes = this.#writes;
-    this.#writes = [];
+    const writes = [...this.#writes.values()];
+    this.#writes = new Map();
     this.#taken = this.#publish;
     this.#publish = new Map();
     return writes;
@@ -131,21 +146,34 @@ export class PageSeries {
   restore(writes: readonly EntryWrite[]): void {
     for (const w of writes) {
       if (!isSeriesCounter(w.counter)) continue;
-      this.#writes.push(w);
+      this.#queue(w);
       const queued = this.#publish.get(w.counter);
       if (w.dc === this.#dc && (queued === undefined || queued.p < w.entry.p))
         this.#publish.set(w.counter, w.entry);
     }
   }
 
+  /**
+   * The store removed the page (it was empty for the TTL): today's registers and the peaks noted
+   * here are gone there, so the next visitors and viewers write them again.
+   */
+  forget(): void {
+    this.#visitors = undefined;
+    this.#peak = undefined;
+  }
+
   get pending(): boolean {
-    return this.#writes.length > 0 || this.#publish.size > 0;
+    return this.#writes.size > 0 || this.#publish.size > 0;
   }
 }
 
-/** The HyperLogLog register a viewer key falls in, and its rank there. */
-export function visitorRegister(viewer: string): { index: number; rank: number } {
-  return registerOf(murmur3(viewer, INDEX_SEED), murmur3(viewer, RANK_SEED));
+/**
+ * The HyperLogLog register a viewer key falls in, and its rank there, from a keyed hash (HMAC-SHA256):
+ * without the key nobody can pick ids that land where they want.
+ */
+export function visitorRegister(viewer: string, key: string): { index: number; rank: number } {
+  const digest = createHmac("sha256", key).update(viewer).digest();
+  return registerOf(digest.readUInt32BE(0), digest.readUInt32BE(4));
 }
 
 function dense(ranks: ReadonlyMap<number, number>): Uint8Array {

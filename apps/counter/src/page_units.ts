@@ -31,6 +31,8 @@ export interface PageUnitsOptions {
   readonly occupancy?: OccupancyWatch;
   /** Whether a data center's viewers count now (DcLiveness): what peaks record. */
   readonly isLive?: (dc: string) => boolean;
+  /** LIVECOUNT_VISITOR_KEY. */
+  readonly visitorKey?: string;
 }
 
 /** The units that keep per-page state on a counter node, and how they depend on each other. */
@@ -66,6 +68,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     },
     ...(o.occupancy !== undefined ? { occupancy: o.occupancy } : {}),
     ...(o.isLive !== undefined ? { isLive: o.isLive } : {}),
+    ...(o.visitorKey !== undefined ? { visitorKey: o.visitorKey } : {}),
   });
   const writer = new DurableWriter({
     dc: o.dc,

@@ -21,7 +21,9 @@ export async function readWindow(
   partition: number,
 ): Promise<NodeReply> {
   const { page, counter, seconds } = request;
-  const dcs = await registry.run(page, partition, (actor) => Object.keys(actor.entries(counter)));
+  // A read: it brings no page into memory (a made-up page id costs nothing).
+  const record = await registry.read(page, partition);
+  const dcs = Object.hasOwn(record, counter) ? Object.keys(record[counter]!) : [];
   const now = registry.now();
   const { from, to } = windowMinutes(now, seconds);
   const refs: Array<{ counter: string; dc: string }> = [];

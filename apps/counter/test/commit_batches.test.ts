@@ -16,6 +16,7 @@ const FENCE: Fence = { partition: 3, epoch: 7 };
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,
+  visitorKey: "test-visitor-key-0123",
   now: () => NOW,
   markDirty: () => {},
   wakeAt: () => {},

@@ -23,6 +23,7 @@ function heldAll(viewers: Iterable<string>): Map<string, Hold> {
 class FakeHost implements ActorHost {
   readonly dc = DC;
   readonly graceMs = GRACE_MS;
+  readonly visitorKey = "test-visitor-key-0123";
   time = T0;
   dirty = 0;
   readonly wakes: number[] = [];

@@ -5,6 +5,7 @@ import { DurableEntries, errorReply, parsePayload } from "../src/replies.js";
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,
+  visitorKey: "test-visitor-key-0123",
   now: () => 0,
   markDirty: () => {},
   wakeAt: () => {},

@@ -123,12 +123,12 @@ describe("counter - tombstone purge", () => {
     // but only arrives after it.
     u.registry.dropPartition(PARTITION, "partition_released");
     await u.acquire(PARTITION);
-    const read = u.store.load.bind(u.store);
+    const read = u.store.loadExcept.bind(u.store);
     let arrive!: () => void;
     const late = new Promise<void>((resolve) => (arrive = resolve));
     let reads = 0;
-    u.store.load = async (p) => {
-      const record = await read(p);
+    u.store.loadExcept = async (p, prefixes) => {
+      const record = await read(p, prefixes);
       reads++;
       await late;
       return record;

@@ -5,11 +5,13 @@ import { visitorRegister } from "../src/page_series.js";
 /** The registers of `ids` as one owner raises them: per register, the largest rank. */
 function registersOf(ids: Iterable<string>, into = new Map<number, number>()): Map<number, number> {
   for (const id of ids) {
-    const { index, rank } = visitorRegister(id);
+    const { index, rank } = visitorRegister(id, KEY);
     into.set(index, Math.max(into.get(index) ?? 0, rank));
   }
   return into;
 }
+
+const KEY = "unique-visitors-test-key";
 
 const ids = (prefix: string, n: number, from = 0): string[] =>
   Array.from({ length: n }, (_, i) => `v:${prefix}-${from + i}`);
@@ -50,5 +52,14 @@ describe("counter - unique visitors (HyperLogLog)", () => {
     expect(Math.abs(estimate - 10_000) / 10_000).toBeLessThanOrEqual(3 * (1.04 / Math.sqrt(HLL_REGISTERS)));
     // Merging is idempotent and commutative, like PN entries.
     expect(union(dc1, dc2)).toEqual(union(dc2, dc1, dc1));
+  });
+
+  test("counter - the register of an id depends on the key: ids picked for one key land anywhere under another", () => {
+    const picked = ids("pick", 2000);
+    const one = picked.map((id) => visitorRegister(id, KEY).index);
+    const other = picked.map((id) => visitorRegister(id, `${KEY}-other`).index);
+    const same = one.filter((index, i) => index === other[i]).length;
+    // By chance about 2000 / 4096 of them.
+    expect(same).toBeLessThan(20);
   });
 });

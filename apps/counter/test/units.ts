@@ -59,11 +59,21 @@ export class FlakyStore extends MemoryStore {
   }
 
   override async load(page: string): Promise<PageRecord> {
+    await this.#loading(page);
+    return super.load(page);
+  }
+
+  override async loadExcept(page: string, prefixes: readonly string[]): Promise<PageRecord> {
+    await this.#loading(page);
+    return super.loadExcept(page, prefixes);
+  }
+
+  /** What every load of a page goes through: held or failed when the test says so. */
+  async #loading(page: string): Promise<void> {
     if (this.holdLoads) {
       await new Promise<void>((release, fail) => this.heldLoads.push({ page, release, fail }));
     }
     if (this.failLoads > 0 && this.failLoads-- > 0) throw new StoreError("injected load failure");
-    return super.load(page);
   }
 
   override async write(groups: readonly FencedWrites[]): Promise<Fence[]> {

@@ -6,6 +6,7 @@ import {
   type NodeReply,
   type NodeRequest,
 } from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
 import { MemoryStore } from "@livecount/store";
 import { Registry } from "prom-client";
@@ -184,5 +185,26 @@ describe("counter - windows", () => {
     await clock.advance(0);
     expect(await store.load("p")).toEqual({});
     sweeper.stop();
+  });
+
+  test("counter - an actor in memory forgets its noted visitors and peaks when the store removes its page", async () => {
+    await start();
+    const partition = partitionOf(PAGE, 4);
+    const join = (viewer: string, present: boolean) =>
+      ask({ type: "presence", gateway: "gw-1", partition, ops: [{ page: PAGE, viewer, present }] });
+    await join("v:a", true);
+    await join("v:a", false);
+    // The page stays in memory (a reader polls it) while it is empty past the TTL and removed.
+    for (let i = 0; i < 160; i++) {
+      await clock.advance(30_000);
+      await ask({ type: "stats", page: PAGE });
+    }
+    expect(await ask({ type: "node_status" }), "the actor stayed in memory").toMatchObject({ actors: 1 });
+    expect(await store.load(PAGE)).toEqual({});
+    // The same visitor comes back: the store gets its register and the peak again.
+    await join("v:a", true);
+    await clock.advance(1000);
+    const reply = await ask({ type: "stats", page: PAGE });
+    expect(reply).toMatchObject({ type: "page_stats", unique24h: 1, peak1h: 1 });
   });
 });

@@ -1,7 +1,7 @@
 import { dcUpdatesSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
-import { decodeMessage, isWindowCounter, type CountFrame } from "@livecount/protocol";
+import { decodeMessage, isSeriesCounter, type CountFrame } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import {
   Backoff,
@@ -57,8 +57,8 @@ class PageView {
   merge(counters: Readonly<Record<string, Readonly<Record<string, { p: number; n: number }>>>>): boolean {
     let changed = false;
     for (const [name, entries] of Object.entries(counters)) {
-      // Window buckets travel with their counter's updates; counts do not show them.
-      if (isWindowCounter(name)) continue;
+      // Time buckets travel with a page's updates; counts do not show them.
+      if (isSeriesCounter(name)) continue;
       let c = this.counters.get(name);
       if (c === undefined) this.counters.set(name, (c = new PNCounter()));
       changed = c.mergeAll(entries) || changed;
@@ -70,7 +70,7 @@ class PageView {
   mergeFrom(dc: string, counters: Readonly<Record<string, { p: number; n: number }>>): boolean {
     let changed = false;
     for (const [name, entry] of Object.entries(counters)) {
-      if (isWindowCounter(name)) continue;
+      if (isSeriesCounter(name)) continue;
       let c = this.counters.get(name);
       if (c === undefined) this.counters.set(name, (c = new PNCounter()));
       changed = c.merge(dc, entry) || changed;

@@ -55,6 +55,14 @@ function isPeakCounter(name: string): boolean {
   return false;
 }
 
+/** The name prefixes of every kind of time bucket. */
+export const SERIES_PREFIXES: readonly string[] = [
+  "@w:",
+  UNIQUE_PREFIX,
+  PEAK_MINUTE_PREFIX,
+  PEAK_HOUR_PREFIX,
+];
+
 /** Entries of a page's time series (window buckets, unique-visitor registers, peaks). */
 export function isSeriesCounter(name: unknown): name is string {
   return (

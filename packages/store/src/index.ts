@@ -9,6 +9,7 @@ export {
   type Lease,
   type PageRecord,
   type PageList,
+  type CounterRef,
   type EntryRef,
   type EntryWrite,
   type FencedWrites,

@@ -1,6 +1,7 @@
 /**
  * The memory store's index of empty pages (Store.removeEmptyPages): per partition, since when each
- * empty page has been empty. A page is empty when every entry it holds is a zero presence entry.
+ * empty page has been empty. A page is empty when every entry it holds is a zero presence entry or
+ * a visit record (unique-visitor registers, peaks).
  */
 import { isPresenceCounter, isVisitRecord } from "./digest.js";
 import type { PageEntries } from "./memory_digests.js";

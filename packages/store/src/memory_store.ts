@@ -9,6 +9,7 @@ import {
   StaleFenceError,
   StoreError,
   type AcquireOptions,
+  type CounterRef,
   type EntryRef,
   type Fence,
   type FencedWrites,
@@ -103,15 +104,15 @@ export class MemoryStore implements Store {
 
   async loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord> {
     this.#assertOpen();
-    const record = recordOf(this.#pages.get(page));
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return Object.fromEntries(Object.entries(record).filter(([c]) => prefixes.some((p) => c.startsWith(p))));
+    return recordOf(this.#pages.get(page), (c) => prefixes.some((p) => c.startsWith(p)));
   }
 
-  async loadEntries(
-    page: string,
-    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
-  ): Promise<Array<Entry | undefined>> {
+  async loadExcept(page: string, prefixes: readonly string[]): Promise<PageRecord> {
+    this.#assertOpen();
+    return recordOf(this.#pages.get(page), (c) => !prefixes.some((p) => c.startsWith(p)));
+  }
+
+  async loadEntries(page: string, refs: readonly CounterRef[]): Promise<Array<Entry | undefined>> {
     this.#assertOpen();
     return entriesOf(this.#pages.get(page), refs);
   }
@@ -244,10 +245,9 @@ export class MemoryStore implements Store {
     const now = this.#now();
     if (!this.#isCurrent(fence, now)) throw new StaleFenceError(fence);
     const expired = this.#expiring.take(fence.partition, now, limit);
-    for (const { page, counter, dc } of expired) {
-      this.#removeEntry(fence.partition, page, counter, dc, true);
+    for (const { page, counter, dc } of expired) this.#removeEntry(fence.partition, page, counter, dc, true);
+    for (const page of new Set(expired.map((e) => e.page)))
       if (this.#pages.has(page)) this.#noteEmptiness(fence.partition, page, now);
-    }
     return expired.length;
   }
 

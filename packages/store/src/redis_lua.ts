@@ -192,10 +192,14 @@ end
 -- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
 -- entry as stored if it advanced (else nil), and whether it existed before.
 local hw_raised = 0
-local function merge_entry(page_key, page, bucket, field, p, n, indexed)
-  -- A window bucket no window reaches any more is left out: the store removed it or will.
+-- A time bucket no read reaches any more (at now, ARGV[2]): the store removed it or will.
+local function expired(field)
   local expiry = bucket_expiry(field)
-  if expiry and expiry <= tonumber(ARGV[2]) then return nil, false end
+  return expiry ~= nil and expiry <= tonumber(ARGV[2])
+end
+local function merge_entry(page_key, page, bucket, field, p, n, indexed)
+  -- Left out, as if it never came.
+  if expired(field) then return nil, false end
   local old_p, old_n, existed = read_entry(page_key, field)
   local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
   local value = nil

@@ -57,7 +57,7 @@ for i = 9, #KEYS do
   local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
   touched[KEYS[i]] = page
-  if not is_presence(field) and not is_visit(field) and (existed or p > 0 or n > 0) then
+  if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
     durable[KEYS[i]] = true
   end
 end
@@ -105,7 +105,9 @@ for i = 9, #KEYS do
           changed[#changed + 1] = field
           changed[#changed + 1] = value
         end
-        if not is_presence(field) and not is_visit(field) and (existed or p > 0 or n > 0) then durable = true end
+        if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
+          durable = true
+        end
       end
     end
     if #changed > 0 then
@@ -308,18 +310,23 @@ apply_digests(KEYS[3])
 return removed`,
 
   /**
-   * KEYS: a page. ARGV: name prefixes. Returns the fields (and values, flat) of the entries whose
-   * counter starts with one of the prefixes, filtered here so the rest of a large page stays in Redis.
+   * KEYS: a page. ARGV: "1" to keep the entries whose counter starts with one of the prefixes that
+   * follow, "0" to keep the others. Returns their fields and values, flat: filtered here, so what is
+   * left out of a large page stays in Redis.
    */
   lcLoadPrefixed: `
-local fields, out = redis.call("HGETALL", KEYS[1]), {}
+local fields, out, keep = redis.call("HGETALL", KEYS[1]), {}, ARGV[1] == "1"
 for i = 1, #fields, 2 do
-  for _, prefix in ipairs(ARGV) do
-    if string.sub(fields[i], 1, #prefix) == prefix then
-      out[#out + 1] = fields[i]
-      out[#out + 1] = fields[i + 1]
+  local matched = false
+  for a = 2, #ARGV do
+    if string.sub(fields[i], 1, #ARGV[a]) == ARGV[a] then
+      matched = true
       break
     end
+  end
+  if matched == keep then
+    out[#out + 1] = fields[i]
+    out[#out + 1] = fields[i + 1]
   end
 end
 return out`,

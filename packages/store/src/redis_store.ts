@@ -15,6 +15,7 @@ import {
   StaleFenceError,
   StoreError,
   type AcquireOptions,
+  type CounterRef,
   type EntryRef,
   type Fence,
   type FencedWrites,
@@ -142,15 +143,19 @@ export class RedisStore implements Store {
   async loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord> {
     if (prefixes.length === 0) return {};
     const [fields] = await this.#conn.run("loadPrefixed", (p) =>
-      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], prefixes),
+      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], ["1", ...prefixes]),
     );
     return pageRecord(fields as string[]);
   }
 
-  async loadEntries(
-    page: string,
-    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
-  ): Promise<Array<Entry | undefined>> {
+  async loadExcept(page: string, prefixes: readonly string[]): Promise<PageRecord> {
+    const [fields] = await this.#conn.run("loadExcept", (p) =>
+      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], ["0", ...prefixes]),
+    );
+    return pageRecord(fields as string[]);
+  }
+
+  async loadEntries(page: string, refs: readonly CounterRef[]): Promise<Array<Entry | undefined>> {
     if (refs.length === 0) return [];
     const [values] = await this.#conn.run("loadEntries", (p) =>
       p.hmget(this.#keys.page(page), ...refs.map((r) => entryField(r.counter, r.dc))),

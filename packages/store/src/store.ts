@@ -44,6 +44,9 @@ export interface EntryWrite {
   readonly indexed?: boolean;
 }
 
+/** One data center's entry of one counter of a page. */
+export type CounterRef = Pick<EntryRef, "counter" | "dc">;
+
 /** An indexed entry that is non-zero, as listed by {@link Store.nonZeroEntries}. */
 export interface EntryRef {
   readonly page: string;
@@ -169,11 +172,10 @@ export interface Store {
    * time buckets: its unique-visitor registers, its peaks), as counter -> DC -> entry.
    */
   loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord>;
+  /** `load` without the counters whose names start with one of `prefixes` (a page without its time buckets). */
+  loadExcept(page: string, prefixes: readonly string[]): Promise<PageRecord>;
   /** The named entries of one page (undefined where it holds none), in the order given. */
-  loadEntries(
-    page: string,
-    refs: ReadonlyArray<{ readonly counter: string; readonly dc: string }>,
-  ): Promise<Array<Entry | undefined>>;
+  loadEntries(page: string, refs: readonly CounterRef[]): Promise<Array<Entry | undefined>>;
   /**
    * Max-merges entries in one round trip, each group atomically and only if its fence is still
    * current. Returns the fences found stale; their writes were not applied. A write that does not
@@ -250,9 +252,10 @@ export interface Store {
    */
   removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]>;
   /**
-   * Removes up to `limit` entries of window buckets (`@w:<counter>:<minute>`) of the fence's
-   * partition that no window reaches any more (digest.ts, bucketExpiresAt; every DC's, as every store
-   * removes them on the same schedule), with their digests and indexes; a page left empty is noted
+   * Removes up to `limit` entries of time buckets (window buckets `@w:`, unique-visitor registers
+   * `@u:`, peaks `@pm:` and `@ph:`) of the fence's partition that no read reaches any more (digest.ts,
+   * bucketExpiresAt; every DC's, as every store removes them on the same schedule), with their
+   * digests and indexes; a page left empty is noted
    * as such, one left without entries goes. Merges and writes leave such entries out, so nothing
    * brings them back. Returns how many were removed, or rejects with StaleFenceError.
    */

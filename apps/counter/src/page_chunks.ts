@@ -1,0 +1,68 @@
+/**
+ * Anti-entropy sends pages in messages that must stay under NATS's payload limit (1 MB by default).
+ * A page's time buckets (a day of window buckets per counter, 4096 visitor registers per day and DC)
+ * can make one page alone larger than that, so messages are cut by entries, not pages, and a large
+ * page goes in parts. Entries merge one by one (per-entry max), so a part is as good as the whole;
+ * a page's counters go before its time buckets, so the first part of a page a store does not hold
+ * brings what makes it a page there.
+ */
+import type { Entry } from "@livecount/crdt";
+import { isSeriesCounter } from "@livecount/protocol";
+import type { PageRecord } from "@livecount/store";
+
+/**
+ * Entries per message: about 60 bytes each in msgpack (page ids are sent once per page), so a
+ * message stays near 500 KB, half the limit.
+ */
+export const ENTRIES_PER_MESSAGE = 8000;
+
+/** Groups pages into messages of at most `max` entries, splitting pages larger than what is left. */
+export function* chunkPages(
+  pages: Iterable<readonly [string, PageRecord]>,
+  max: number = ENTRIES_PER_MESSAGE,
+): Generator<Array<[string, PageRecord]>> {
+  let chunk: Array<[string, PageRecord]> = [];
+  let size = 0;
+  for (const [page, record] of pages) {
+    let part: PageRecord = {};
+    let partSize = 0;
+    const counters = Object.entries(record).sort(
+      ([a], [b]) => Number(isSeriesCounter(a)) - Number(isSeriesCounter(b)),
+    );
+    for (const [counter, entries] of counters) {
+      for (const [dc, entry] of Object.entries(entries)) {
+        if (size + partSize >= max) {
+          if (partSize > 0) chunk.push([page, part]);
+          yield chunk;
+          chunk = [];
+          size = 0;
+          part = {};
+          partSize = 0;
+        }
+        addEntry(part, counter, dc, entry);
+        partSize++;
+      }
+    }
+    // A page without entries still goes (the receiver learns nothing from it, but it was asked for).
+    chunk.push([page, part]);
+    size += partSize;
+  }
+  if (chunk.length > 0) yield chunk;
+}
+
+function addEntry(record: PageRecord, counter: string, dc: string, entry: Entry): void {
+  // Own properties, so a counter named "__proto__" stays a counter.
+  if (!Object.hasOwn(record, counter))
+    Object.defineProperty(record, counter, {
+      value: {},
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  Object.defineProperty(record[counter], dc, {
+    value: entry,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}

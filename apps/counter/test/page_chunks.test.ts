@@ -1,0 +1,71 @@
+import type { Entry } from "@livecount/crdt";
+import { encodeMessage, isSeriesCounter, uniqueRegisterOf, windowCounterOf } from "@livecount/protocol";
+import type { PageRecord } from "@livecount/store";
+import { describe, expect, test } from "vitest";
+import { chunkPages } from "../src/page_chunks.js";
+
+/** NATS's default payload limit. */
+const MAX_PAYLOAD = 1_048_576;
+
+/** A busy page: likes with a day of window buckets, and every visitor register of two days, in two DCs. */
+function busyPage(): PageRecord {
+  const record: Record<string, Record<string, Entry>> = {
+    likes: { dc1: { p: 90, n: 2 }, dc2: { p: 5, n: 0 } },
+  };
+  for (let minute = 0; minute < 1440; minute++)
+    record[windowCounterOf("likes", 29_000_000 + minute)] = { dc1: { p: 3, n: 1 }, dc2: { p: 2, n: 0 } };
+  for (const day of [20_000, 20_001])
+    for (let r = 0; r < 4096; r++)
+      record[uniqueRegisterOf(day, r)] = { dc1: { p: 7, n: 0 }, dc2: { p: 9, n: 0 } };
+  return record;
+}
+
+function entries(record: PageRecord): number {
+  let n = 0;
+  for (const dcs of Object.values(record)) n += Object.keys(dcs).length;
+  return n;
+}
+
+describe("counter - anti-entropy messages cut by entries", () => {
+  test("counter - busy pages go in parts, every message under NATS's payload limit, nothing lost", () => {
+    const pages: Array<[string, PageRecord]> = [
+      ["busy-1", busyPage()],
+      ["small", { likes: { dc1: { p: 1, n: 0 } } }],
+      ["busy-2", busyPage()],
+      ["empty", {}],
+    ];
+    const chunks = [...chunkPages(pages)];
+    expect(chunks.length).toBeGreaterThan(4);
+    const merged = new Map<string, Record<string, Record<string, Entry>>>();
+    for (const chunk of chunks) {
+      const bytes = encodeMessage({
+        type: "ae_entries",
+        from: "dc1",
+        to: "dc2",
+        partition: 7,
+        pages: Object.fromEntries(chunk),
+      }).byteLength;
+      expect(bytes).toBeLessThan(MAX_PAYLOAD);
+      for (const [page, part] of chunk) {
+        const into = merged.get(page) ?? {};
+        for (const [counter, dcs] of Object.entries(part)) into[counter] = { ...into[counter], ...dcs };
+        merged.set(page, into);
+      }
+    }
+    expect(Object.fromEntries(merged)).toEqual(Object.fromEntries(pages));
+    // A page's first part carries its counters before any time bucket.
+    const first = chunks.flat().find(([page]) => page === "busy-1")![1];
+    expect(Object.keys(first)[0]).toBe("likes");
+    expect(entries(first)).toBeGreaterThan(0);
+  });
+
+  test("counter - small pages share a message up to the limit", () => {
+    const pages: Array<[string, PageRecord]> = Array.from({ length: 25 }, (_, i) => [
+      `p${i}`,
+      { likes: { dc1: { p: i + 1, n: 0 } }, shares: { dc2: { p: 1, n: 0 } } },
+    ]);
+    const chunks = [...chunkPages(pages, 10)];
+    expect(chunks.map((c) => c.reduce((n, [, r]) => n + entries(r), 0))).toEqual([10, 10, 10, 10, 10]);
+    expect(chunks.flat().filter(([, r]) => Object.keys(r).some(isSeriesCounter))).toEqual([]);
+  });
+});
