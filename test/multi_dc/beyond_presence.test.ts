@@ -172,6 +172,21 @@ describeWithBinary(
             { timeoutMs: CONVERGE_MS, message: `${dc.name} stats of ${page}` },
           );
         }
+        // Everyone leaves: the peaks each DC showed stay, and so do the visitors.
+        await Promise.all(clients.map((c) => c.close()));
+        for (const dc of [dc1, dc2]) {
+          await eventually(
+            async () => {
+              const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${page}/stats`);
+              expect(await res.json()).toMatchObject({
+                viewers: 0,
+                peak_viewers: { "1h": 6, "24h": 6 },
+                unique_visitors: { "24h": 5 },
+              });
+            },
+            { timeoutMs: CONVERGE_MS, message: `${dc.name} stats of ${page} after everyone left` },
+          );
+        }
       },
       TEST_TIMEOUT_MS,
     );
