@@ -1,13 +1,7 @@
-import { MemoryBus, nodeSubject } from "@livecount/bus";
-import { decodeNodeReply, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
+import type { NodeReply, NodeRequest } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
-import { silentLogger } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
-import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
-import { ManualClock } from "../../../test/support/manual_clock.js";
-import { readCounterConfig } from "../src/counter_config.js";
-import { CounterNode } from "../src/counter_node.js";
+import { ManualNode } from "./manual_node.js";
 
 const MINUTE_MS = 60_000;
 const HOUR_MS = 3_600_000;
@@ -23,21 +17,15 @@ const GRACE_MS = 1000;
  * as viewers come and go over minutes, hours and days.
  */
 describe("counter - page stats", () => {
-  let clock: ManualClock;
-  let bus: MemoryBus;
-  let node: CounterNode | undefined;
+  let n: ManualNode | undefined;
 
   afterEach(async () => {
-    await node?.stop();
-    await bus?.close();
+    await n?.stop();
+    n = undefined;
   });
 
   async function start(): Promise<void> {
-    clock = new ManualClock(START_MS);
-    bus = new MemoryBus({ clock });
-    const store = new MemoryStore({ now: () => clock.now() });
-    const config = readCounterConfig({
-      LIVECOUNT_NODE_ID: "counter-1",
+    n = await ManualNode.start(START_MS, {
       LIVECOUNT_PARTITIONS: String(PARTITIONS),
       LIVECOUNT_GRACE_MS: String(GRACE_MS),
       // A gateway lease longer than the test, so the one gateway here never expires; slow cycles
@@ -49,20 +37,10 @@ describe("counter - page stats", () => {
       LIVECOUNT_ANTI_ENTROPY_MS: String(HOUR_MS),
       LIVECOUNT_EMPTY_PAGE_TTL_S: "86400",
     });
-    node = new CounterNode({ config, bus, store, logger: silentLogger, registry: new Registry(), clock });
-    const started = node.start();
-    await clock.advance(0);
-    await started;
-    await clock.advance(100);
-    expect(node.ready).toBe(true);
   }
 
-  async function ask(request: NodeRequest): Promise<NodeReply> {
-    let answer: Uint8Array | undefined;
-    const reply = bus.request(nodeSubject("dc1", "counter-1"), encodeMessage(request), { timeoutMs: 60_000 });
-    void reply.then((r) => (answer = r));
-    while (answer === undefined) await clock.advance(1);
-    return decodeNodeReply(answer);
+  function ask(request: NodeRequest): Promise<NodeReply> {
+    return n!.ask(request);
   }
 
   async function presence(ops: Array<[viewer: string, present: boolean]>): Promise<void> {
@@ -83,7 +61,7 @@ describe("counter - page stats", () => {
   }
 
   async function at(ms: number): Promise<void> {
-    await clock.advance(START_MS + ms - clock.now());
+    await n!.to(START_MS + ms);
   }
 
   test("counter - peaks keep the most viewers of the last hour and day; unique visitors count each viewer once a day", async () => {

@@ -1,21 +1,13 @@
-import { MemoryBus, nodeSubject } from "@livecount/bus";
-import {
-  decodeNodeReply,
-  encodeMessage,
-  windowCounterOf,
-  type NodeReply,
-  type NodeRequest,
-} from "@livecount/protocol";
+import { windowCounterOf, type NodeReply, type NodeRequest } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
 import { MemoryStore } from "@livecount/store";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { readCounterConfig } from "../src/counter_config.js";
 import { CounterMetrics } from "../src/counter_metrics.js";
-import { CounterNode } from "../src/counter_node.js";
 import { EmptyPages } from "../src/empty_pages.js";
+import { ManualNode } from "./manual_node.js";
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -29,41 +21,48 @@ const PAGE = "windowed";
  * a bucket is removed from the store.
  */
 describe("counter - windows", () => {
+  let n: ManualNode | undefined;
   let clock: ManualClock;
-  let bus: MemoryBus;
   let store: MemoryStore;
-  let node: CounterNode | undefined;
   let keys = 0;
 
   afterEach(async () => {
-    await node?.stop();
-    await bus?.close();
+    await n?.stop();
+    n = undefined;
   });
 
   async function start(): Promise<void> {
-    clock = new ManualClock(START_MS);
-    bus = new MemoryBus({ clock });
-    store = new MemoryStore({ now: () => clock.now() });
-    const config = readCounterConfig({ LIVECOUNT_NODE_ID: "counter-1", LIVECOUNT_PARTITIONS: "4" });
-    node = new CounterNode({ config, bus, store, logger: silentLogger, registry: new Registry(), clock });
-    const started = node.start();
-    await clock.advance(0);
-    await started;
-    await clock.advance(100);
-    expect(node.ready).toBe(true);
+    n = await ManualNode.start(START_MS, { LIVECOUNT_PARTITIONS: "4" });
+    ({ clock, store } = n);
   }
 
-  async function ask(request: NodeRequest): Promise<NodeReply> {
-    let answer: Uint8Array | undefined;
-    const reply = bus.request(nodeSubject("dc1", "counter-1"), encodeMessage(request), { timeoutMs: 60_000 });
-    void reply.then((r) => (answer = r));
-    while (answer === undefined) await clock.advance(1);
-    return decodeNodeReply(answer);
+  function ask(request: NodeRequest): Promise<NodeReply> {
+    return n!.ask(request);
   }
 
-  /** Moves the clock to `offsetMs` into the minute `minutes` after START's. */
   async function at(minutes: number, offsetMs: number): Promise<void> {
-    await clock.advance(START_MS + minutes * MINUTE_MS + offsetMs - clock.now());
+    await n!.to(START_MS + minutes * MINUTE_MS + offsetMs);
+  }
+
+  /** The sweep of a node serving partition 0 of `store` under `fence`. */
+  function sweeperOf(
+    fence: { partition: number; epoch: number },
+    ttlMs: number,
+  ): { sweeper: EmptyPages; metrics: CounterMetrics } {
+    const metrics = new CounterMetrics(new Registry(), {
+      partitionsOwned: () => 0,
+      partitionsBootstrapped: () => 0,
+    });
+    const sweeper = new EmptyPages({
+      store,
+      clock,
+      logger: silentLogger,
+      metrics,
+      ttlMs,
+      partitions: () => [0],
+      servingFence: () => fence,
+    });
+    return { sweeper, metrics };
   }
 
   async function like(delta: number): Promise<void> {
@@ -130,19 +129,7 @@ describe("counter - windows", () => {
       ],
       60_000,
     );
-    const metrics = new CounterMetrics(new Registry(), {
-      partitionsOwned: () => 0,
-      partitionsBootstrapped: () => 0,
-    });
-    const sweeper = new EmptyPages({
-      store,
-      clock,
-      logger: silentLogger,
-      metrics,
-      ttlMs: 60_000,
-      partitions: () => [0],
-      servingFence: () => fence,
-    });
+    const { sweeper, metrics } = sweeperOf(fence, 60_000);
     await clock.advance(MINUTE_MS + DAY_MS - 1);
     await sweeper.sweepBuckets();
     expect(Object.keys(await store.load(page)).sort()).toEqual([
@@ -164,19 +151,7 @@ describe("counter - windows", () => {
     await store.write([
       { fence, writes: [{ page: "p", counter: bucket, dc: "dc2", entry: { p: 1, n: 0 } }] },
     ]);
-    const metrics = new CounterMetrics(new Registry(), {
-      partitionsOwned: () => 0,
-      partitionsBootstrapped: () => 0,
-    });
-    const sweeper = new EmptyPages({
-      store,
-      clock,
-      logger: silentLogger,
-      metrics,
-      ttlMs: DAY_MS,
-      partitions: () => [0],
-      servingFence: () => fence,
-    });
+    const { sweeper } = sweeperOf(fence, DAY_MS);
     sweeper.start();
     // The bucket expires at minute 1 + a day; the sweep after that boundary runs 1 s later.
     await clock.advance(MINUTE_MS + DAY_MS - 30_000 + 999);

@@ -1,16 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
-
-interface Stats {
-  readonly page: string;
-  readonly viewers: number;
-  readonly active: number;
-  readonly connections: number;
-  readonly peak_viewers: { readonly "1h": number; readonly "24h": number };
-  readonly unique_visitors: { readonly "24h": number };
-  readonly updated_at: number;
-}
+import type { PageStatsBody } from "../src/page_reading.js";
 
 /** `GET /v1/pages/{page}/stats` over real sockets on the embedded default. */
 describe("gateway - page stats", () => {
@@ -25,11 +16,11 @@ describe("gateway - page stats", () => {
     await platform?.close();
   });
 
-  async function stats(page: string): Promise<Stats> {
+  async function stats(page: string): Promise<PageStatsBody> {
     const res = await fetch(`${platform.url}/v1/pages/${encodeURIComponent(page)}/stats`);
     expect(res.status).toBe(200);
     expect(res.headers.get("cache-control")).toBe("no-store");
-    return (await res.json()) as Stats;
+    return (await res.json()) as PageStatsBody;
   }
 
   test("gateway - stats show viewers now, the peak after they leave, and each visitor once", async () => {

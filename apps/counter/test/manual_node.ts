@@ -1,0 +1,58 @@
+/**
+ * One counter node on the in-memory bus and store with a manual clock, for tests that drive it
+ * through minutes, hours or days of time: requests go over the bus as a gateway's would.
+ */
+import { MemoryBus, nodeSubject } from "@livecount/bus";
+import { decodeNodeReply, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
+import { silentLogger, type Env } from "@livecount/runtime";
+import { MemoryStore } from "@livecount/store";
+import { Registry } from "prom-client";
+import { expect } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { readCounterConfig } from "../src/counter_config.js";
+import { CounterNode } from "../src/counter_node.js";
+
+export class ManualNode {
+  private constructor(
+    readonly clock: ManualClock,
+    readonly bus: MemoryBus,
+    readonly store: MemoryStore,
+    readonly node: CounterNode,
+  ) {}
+
+  /** Starts `counter-1` in dc1 at `startMs` with `env` on top of its id, and waits until it is ready. */
+  static async start(startMs: number, env: Env = {}): Promise<ManualNode> {
+    const clock = new ManualClock(startMs);
+    const bus = new MemoryBus({ clock });
+    const store = new MemoryStore({ now: () => clock.now() });
+    const config = readCounterConfig({ LIVECOUNT_NODE_ID: "counter-1", ...env });
+    const node = new CounterNode({ config, bus, store, logger: silentLogger, registry: new Registry(), clock });
+    const started = node.start();
+    await clock.advance(0);
+    await started;
+    await clock.advance(100);
+    expect(node.ready).toBe(true);
+    return new ManualNode(clock, bus, store, node);
+  }
+
+  /** A request to the node, time moving a millisecond at a time until it is answered. */
+  async ask(request: NodeRequest): Promise<NodeReply> {
+    let answer: Uint8Array | undefined;
+    const reply = this.bus.request(nodeSubject("dc1", "counter-1"), encodeMessage(request), {
+      timeoutMs: 60_000,
+    });
+    void reply.then((r) => (answer = r));
+    while (answer === undefined) await this.clock.advance(1);
+    return decodeNodeReply(answer);
+  }
+
+  /** Moves the clock to `at` (epoch-ms), running every timer on the way. */
+  async to(at: number): Promise<void> {
+    await this.clock.advance(at - this.clock.now());
+  }
+
+  async stop(): Promise<void> {
+    await this.node.stop();
+    await this.bus.close();
+  }
+}
