@@ -26,7 +26,14 @@ export class ManualNode {
     const bus = new MemoryBus({ clock });
     const store = new MemoryStore({ now: () => clock.now() });
     const config = readCounterConfig({ LIVECOUNT_NODE_ID: "counter-1", ...env });
-    const node = new CounterNode({ config, bus, store, logger: silentLogger, registry: new Registry(), clock });
+    const node = new CounterNode({
+      config,
+      bus,
+      store,
+      logger: silentLogger,
+      registry: new Registry(),
+      clock,
+    });
     const started = node.start();
     await clock.advance(0);
     await started;
