@@ -5,12 +5,14 @@
 //
 // Environment: BASE_URL (default http://127.0.0.1:8080), PUBLISHER_KEY (required), PAGES (100),
 // PAGE_PREFIX (k6-page-), VUS (20), DURATION (1m), RETRIES (3), REPLAY_RATE (0.1: share of
-// increments deliberately sent twice with the same key), THINK_S (0.1).
+// increments deliberately sent twice with the same key), THINK_S (0.1), READ_RATE (0.05: share of
+// increments followed by a read of the page's last minute and of its stats).
 //
 // Every increment carries its own Idempotency-Key; a failed attempt (network error, 5xx, 429) is
 // retried with the same key, which must never count twice. Checks: 200; the value a VU sees for a
 // page only grows (its own later increment includes its earlier one); a replay with the same key
-// answers the original value and says Idempotent-Replayed: true.
+// answers the original value and says Idempotent-Replayed: true; the last minute's window of a page
+// includes the increment just answered (this script only increments); stats are well formed.
 import { check, fail, sleep } from "k6";
 import http from "k6/http";
 import { Counter } from "k6/metrics";
@@ -24,6 +26,7 @@ const DURATION = __ENV.DURATION || "1m";
 const RETRIES = parseInt(__ENV.RETRIES || "3", 10);
 const REPLAY_RATE = parseFloat(__ENV.REPLAY_RATE || "0.1");
 const THINK_S = parseFloat(__ENV.THINK_S || "0.1");
+const READ_RATE = parseFloat(__ENV.READ_RATE || "0.05");
 
 const retries = new Counter("increment_retries");
 
@@ -81,6 +84,28 @@ export default function () {
       Number.isInteger(v) && (previous === undefined || v > previous),
   });
   lastValue[page] = value;
+
+  if (Math.random() < READ_RATE) {
+    const path = `${BASE_URL}/v1/pages/${encodeURIComponent(page)}`;
+    const headers = { Authorization: `Bearer ${PUBLISHER_KEY}` };
+    const window = http.get(`${path}/counters/likes/window?seconds=60`, {
+      headers,
+      tags: { name: "GET /v1/pages/{page}/counters/{counter}/window" },
+    });
+    check(window, {
+      "window status is 200": (r) => r.status === 200,
+      "the last minute includes this increment": (r) => r.status === 200 && r.json("value") >= 1,
+    });
+    const stats = http.get(`${path}/stats`, { headers, tags: { name: "GET /v1/pages/{page}/stats" } });
+    check(stats, {
+      "stats status is 200": (r) => r.status === 200,
+      "stats are well formed": (r) =>
+        r.status === 200 &&
+        Number.isInteger(r.json("viewers")) &&
+        Number.isInteger(r.json("peak_viewers.1h")) &&
+        Number.isInteger(r.json("unique_visitors.24h")),
+    });
+  }
 
   if (Math.random() < REPLAY_RATE) {
     const again = put(page, key, "replay");
