@@ -18,7 +18,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { errorReply } from "./replies.js";
 import { ActorClosedError } from "./page_actor.js";
-import { readStats } from "./stats_read.js";
+import { SeriesCache, readStats } from "./stats_read.js";
 import { readWindow } from "./window_read.js";
 import type { PresenceIntake } from "./presence_intake.js";
 
@@ -57,6 +57,8 @@ const MAX_HOPS = 1;
  */
 export class RequestRouter {
   readonly #o: RequestRouterOptions;
+  /** Pages' registers and peaks, read for stats at most once a second each. */
+  readonly #series = new SeriesCache();
   /** Lines that can repeat per request or message, throttled (LogThrottle). */
   readonly #logs = new LogThrottle();
 
@@ -143,7 +145,13 @@ export class RequestRouter {
       case "window":
         return readWindow(registry, this.#o.store, request, partition);
       case "stats":
-        return readStats(registry, this.#o.store, this.#o.dc, request, partition);
+        return readStats(
+          registry,
+          { cache: this.#series, store: this.#o.store },
+          this.#o.dc,
+          request,
+          partition,
+        );
     }
   }
 

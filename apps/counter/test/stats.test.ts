@@ -55,6 +55,8 @@ describe("counter - page stats", () => {
   }
 
   async function stats(): Promise<{ peak1h: number; peak24h: number; unique24h: number }> {
+    // Registers and peaks are read from the store at most once a second per page.
+    await n!.to(n!.clock.now() + 1000);
     const reply = await ask({ type: "stats", page: PAGE });
     if (reply.type !== "page_stats") throw new Error(JSON.stringify(reply));
     return { peak1h: reply.peak1h, peak24h: reply.peak24h, unique24h: reply.unique24h };

@@ -3,7 +3,7 @@
  * Redis store, call for call; every call runs to completion before the next, so each is atomic.
  */
 import type { Entry } from "@livecount/crdt";
-import { bucketExpiresAt, deletedCounterOf, isVisitRecord, purgeableAt } from "./digest.js";
+import { bucketExpiresAt, isVisitRecord } from "./digest.js";
 import {
   OWN_VALUE,
   StaleFenceError,
@@ -30,6 +30,7 @@ import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
 import { BucketIndex } from "./memory_buckets.js";
 import { NonZeroIndex } from "./memory_nonzero.js";
+import { purgeSettled } from "./memory_purge.js";
 import { entriesOf, recordOf } from "./memory_records.js";
 import { ExpiringIndex } from "./memory_expiring.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites } from "./validate.js";
@@ -58,6 +59,8 @@ export class MemoryStore implements Store {
   /** partition -> page with a tombstone -> when a tombstone of it last changed. */
   readonly #tombs = new Map<number, Map<string, number>>();
   readonly #expiring = new ExpiringIndex();
+  /** Whether the increment op being applied stored an entry. */
+  #stored = false;
   #closed = false;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -280,42 +283,20 @@ export class MemoryStore implements Store {
     assertLimit(limit);
     const { partition } = fence;
     if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
-    const tombs = this.#tombs.get(partition);
-    const due = [...(tombs ?? [])]
-      .filter(([, at]) => at <= deletedBefore)
-      .sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1));
-    const taken = due.slice(offset, offset + limit);
-    let floor = this.#purgeFloors.get(partition) ?? 0;
-    let kept = 0;
-    let stay = 0;
-    const purged: Array<{ page: string; counters: string[] }> = [];
-    for (const [page] of taken) {
-      const counters = this.#pages.get(page)!;
-      const gone: string[] = [];
-      let left = false;
-      for (const [name, tomb] of [...counters]) {
-        if (!isTombstone(name)) continue;
-        const counter = deletedCounterOf(name)!;
-        const at = purgeableAt(counters.get(counter)?.values() ?? [], tomb.values());
-        if (at === undefined) {
-          kept++;
-          left = true;
-          continue;
-        }
-        floor = Math.max(floor, at);
-        for (const c of [counter, name]) {
-          for (const dc of [...(counters.get(c)?.keys() ?? [])]) this.#removeEntry(partition, page, c, dc);
-        }
-        gone.push(counter);
-      }
-      if (left) stay++;
-      else tombs!.delete(page);
-      if (gone.length > 0) purged.push({ page, counters: gone });
-      if (this.#pages.has(page)) this.#noteEmptiness(partition, page, this.#now());
-    }
-    this.#purgeFloors.set(partition, floor);
-    const next = offset + limit < due.length ? offset + stay : undefined;
-    return { purged, kept, floor, next };
+    const result = purgeSettled(
+      {
+        pages: this.#pages,
+        tombs: this.#tombs.get(partition),
+        floor: this.#purgeFloors.get(partition) ?? 0,
+        removeEntry: (page, counter, dc) => this.#removeEntry(partition, page, counter, dc),
+        touched: (page) => this.#noteEmptiness(partition, page, this.#now()),
+      },
+      deletedBefore,
+      offset,
+      limit,
+    );
+    this.#purgeFloors.set(partition, result.floor);
+    return result;
   }
 
   /**
@@ -376,10 +357,11 @@ export class MemoryStore implements Store {
       return same ? { kind: "duplicate", payload: seen.payload } : { kind: "conflict" };
     }
     const partition = op.fence.partition;
+    this.#stored = false;
     const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta, op.startAt ?? 0);
     const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
-    // A durable counter: the page is not empty any more, whatever its value.
-    this.#empty.forget(partition, op.page);
+    // A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
+    if (this.#stored) this.#empty.forget(partition, op.page);
     this.#keys.set(op.page, op.key, {
       counter: op.counter,
       delta: op.delta,
@@ -399,6 +381,7 @@ export class MemoryStore implements Store {
     if (delta !== 0 || (stored === undefined && startAt > 0)) {
       entry = delta > 0 ? { p: held.p + delta, n: held.n } : { p: held.p, n: held.n - delta };
       this.#setEntry(partition, page, counter, dc, entry);
+      this.#stored = true;
     }
     return { p: entry.p, n: entry.n };
   }

@@ -142,7 +142,7 @@ if seen[1] and now < tonumber(seen[4]) then
 end
 expiring_key = KEYS[9]
 local result = {"applied"}
-local created = false
+local created, stored = false, false
 local function change(field, delta, start)
   local p, n, existed = read_entry(KEYS[2], field)
   if not existed then p, n = start, start end
@@ -151,6 +151,7 @@ local function change(field, delta, start)
     local old = existed and format_entry(p, n)
     if delta > 0 then p = p + delta else n = n - delta end
     set_field(KEYS[2], ARGV[3], ARGV[11], field, old, format_entry(p, n), KEYS[8], now)
+    stored = true
     if not existed then created = true end
   end
   result[#result + 1] = string.format("%d", p)
@@ -165,8 +166,8 @@ if created then
   redis.call("ZADD", KEYS[6], ARGV[11], ARGV[3])
 end
 apply_digests(KEYS[5])
--- A durable counter: the page is not empty any more, whatever its value.
-redis.call("ZREM", KEYS[7], ARGV[3])
+-- A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
+if stored then redis.call("ZREM", KEYS[7], ARGV[3]) end
 redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", payload, "expiresAt", ARGV[8])
 if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
 redis.call("PEXPIRE", KEYS[3], ARGV[9])

@@ -256,5 +256,30 @@ export function describeWindowContract(name: string, open: OpenStore): void {
       ]);
       expect(await store.removeEmptyPages(fence, nowMs + 1000, 100)).toEqual([]);
     });
+
+    test(`${name} - an increment op that stores nothing (a reset of a counter at 0) leaves an empty page empty`, async () => {
+      const page = pageIn(PARTITION, 11);
+      await store.write([
+        { fence, writes: [{ page, counter: "@viewers", dc: "dc1", entry: { p: 1, n: 1 }, indexed: true }] },
+      ]);
+      const [outcome] = await store.increment(
+        [
+          {
+            fence,
+            page,
+            counter: "unread",
+            dc: "dc1",
+            delta: 0,
+            key: "reset-0",
+            payload: "{}",
+            also: [{ counter: "@del:unread", delta: 0 }],
+          },
+        ],
+        KEY_TTL_MS,
+      );
+      expect(outcome).toMatchObject({ kind: "applied", entry: { p: 0, n: 0 } });
+      nowMs += 1000;
+      expect(await store.removeEmptyPages(fence, nowMs, 100)).toEqual([page]);
+    });
   });
 }
