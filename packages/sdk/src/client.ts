@@ -283,41 +283,34 @@ export class LivecountClient {
       throw new InvalidRequestError("invalid_query", `seconds must be an integer from 1 to ${MAX_WINDOW_S}`, {
         page,
       });
-    const answer = await this.#transport.send({
-      method: "GET",
-      path: `/v1/pages/${encodePage(page)}/counters/${counter}/window?seconds=${seconds}`,
-      auth: true,
-      signal: options.signal,
-      page,
-    });
-    return decodeWindowValue(answer.body);
+    return decodeWindowValue(
+      await this.#readPage(page, `/counters/${counter}/window?seconds=${seconds}`, options),
+    );
   }
 
   /** A page's viewers now, its peaks and its unique visitors (`GET /v1/pages/{page}/stats`). */
   async stats(page: string, options: ReadOptions = {}): Promise<PageStats> {
     this.#checkOpen();
     checkPage(page);
-    const answer = await this.#transport.send({
-      method: "GET",
-      path: `/v1/pages/${encodePage(page)}/stats`,
-      auth: true,
-      signal: options.signal,
-      page,
-    });
-    return decodePageStats(answer.body);
+    return decodePageStats(await this.#readPage(page, "/stats", options));
   }
 
   async get(page: string, options: ReadOptions = {}): Promise<PageCounters> {
     this.#checkOpen();
     checkPage(page);
+    return decodePageCounters(await this.#readPage(page, "/counter", options));
+  }
+
+  /** The JSON body of a read of one page: `GET /v1/pages/{page}` and `rest`. */
+  async #readPage(page: string, rest: string, options: ReadOptions): Promise<unknown> {
     const answer = await this.#transport.send({
       method: "GET",
-      path: `/v1/pages/${encodePage(page)}/counter`,
+      path: `/v1/pages/${encodePage(page)}${rest}`,
       auth: true,
       signal: options.signal,
       page,
     });
-    return decodePageCounters(answer.body);
+    return answer.body;
   }
 
   /**
