@@ -1,8 +1,9 @@
 /**
  * Anti-entropy sends pages in messages that must stay under NATS's payload limit (1 MB by default).
  * A page's time buckets (a day of window buckets per counter, 4096 visitor registers per day and DC)
- * can make one page alone larger than that, so messages are cut by entries, not pages, and a large
- * page goes in parts. Entries merge one by one (per-entry max), so a part is as good as the whole;
+ * make a busy page about 360 KB (page_chunks.test.ts prints it), so a few of them pass the limit:
+ * messages are cut by entries, not pages, and a page larger than what a message has left goes in
+ * parts. Entries merge one by one (per-entry max), so a part is as good as the whole;
  * a page's counters go before its time buckets, so the first part of a page a store does not hold
  * brings what makes it a page there.
  */

@@ -37,6 +37,14 @@ describe("counter - anti-entropy messages cut by entries", () => {
     const chunks = [...chunkPages(pages)];
     expect(chunks.length).toBeGreaterThan(4);
     const merged = new Map<string, Record<string, Record<string, Entry>>>();
+    const whole = encodeMessage({
+      type: "ae_entries",
+      from: "dc1",
+      to: "dc2",
+      partition: 7,
+      pages: { busy: busyPage() },
+    });
+    let largest = 0;
     for (const chunk of chunks) {
       const bytes = encodeMessage({
         type: "ae_entries",
@@ -46,6 +54,7 @@ describe("counter - anti-entropy messages cut by entries", () => {
         pages: Object.fromEntries(chunk),
       }).byteLength;
       expect(bytes).toBeLessThan(MAX_PAYLOAD);
+      largest = Math.max(largest, bytes);
       for (const [page, part] of chunk) {
         const into = merged.get(page) ?? {};
         for (const [counter, dcs] of Object.entries(part)) into[counter] = { ...into[counter], ...dcs };
@@ -53,6 +62,9 @@ describe("counter - anti-entropy messages cut by entries", () => {
       }
     }
     expect(Object.fromEntries(merged)).toEqual(Object.fromEntries(pages));
+    console.info(
+      `anti-entropy messages: one busy page alone ${whole.byteLength} B; cut by entries, the largest of ${chunks.length} is ${largest} B`,
+    );
     // A page's first part carries its counters before any time bucket.
     const first = chunks.flat().find(([page]) => page === "busy-1")![1];
     expect(Object.keys(first)[0]).toBe("likes");

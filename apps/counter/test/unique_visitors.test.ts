@@ -34,6 +34,10 @@ describe("counter - unique visitors (HyperLogLog)", () => {
       errors.push(error);
     }
     const rms = Math.sqrt(errors.reduce((a, e) => a + e * e, 0) / errors.length);
+    const worst = Math.max(...errors.map(Math.abs));
+    console.info(
+      `unique visitors, 20 sets of 10,000 ids: RMS error ${(rms * 100).toFixed(2)}%, worst ${(worst * 100).toFixed(2)}%`,
+    );
     expect(rms).toBeLessThanOrEqual(0.02);
   });
 
