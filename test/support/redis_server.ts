@@ -30,6 +30,8 @@ export interface RedisServerOptions {
   readonly appendonly?: boolean;
   /** AOF fsync policy; `always` makes every acknowledged write survive kill -9. Default everysec. */
   readonly appendfsync?: "everysec" | "always";
+  /** Appended to the command line, e.g. cluster mode for `RedisCluster`; a later option wins. */
+  readonly extraArgs?: readonly string[];
 }
 
 /** Path of the redis-server binary, or undefined when none is installed. */
@@ -128,6 +130,11 @@ export class RedisServer {
     return this.#child !== undefined;
   }
 
+  /** The tail of the server's log, for error messages. */
+  get log(): string {
+    return this.#log;
+  }
+
   /** Simulates a crash: SIGKILL, no shutdown work. The dir is kept for `restart()`. */
   async kill(): Promise<void> {
     await this.#terminate("SIGKILL");
@@ -154,7 +161,7 @@ export class RedisServer {
   }
 
   async #launch(): Promise<void> {
-    const { appendonly = false, appendfsync = "everysec" } = this.options;
+    const { appendonly = false, appendfsync = "everysec", extraArgs = [] } = this.options;
     // prettier-ignore
     const args = [
       "--port", String(this.port),
@@ -164,6 +171,7 @@ export class RedisServer {
       "--appendonly", appendonly ? "yes" : "no",
       "--appendfsync", appendfsync,
       "--logfile", "",
+      ...extraArgs,
     ];
     const child = spawn(this.binary, args, { stdio: ["ignore", "pipe", "pipe"] });
     this.#child = child;
