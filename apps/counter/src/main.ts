@@ -14,8 +14,10 @@ try {
       "a counter node on its own needs LIVECOUNT_NATS_URL to reach gateways; `npm start` runs everything in one process",
     );
   }
-  if (config.redisUrl === undefined)
-    logger.warn("LIVECOUNT_REDIS_URL is not set: counters live in memory and are lost on exit");
+  if (config.redisUrl === undefined && config.redisCluster === undefined)
+    logger.warn(
+      "neither LIVECOUNT_REDIS_URL nor LIVECOUNT_REDIS_CLUSTER is set: counters live in memory and are lost on exit",
+    );
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // A counter node needs nothing it publishes itself (it knows its own membership, and drops its

@@ -24,14 +24,23 @@ export async function connectBus(
   return bus;
 }
 
-/** Redis when LIVECOUNT_REDIS_URL is set, else the in-memory store (nothing survives a restart). */
+/**
+ * Redis when LIVECOUNT_REDIS_URL is set, Redis Cluster when LIVECOUNT_REDIS_CLUSTER is, else the
+ * in-memory store (nothing survives a restart).
+ */
 export async function openStore(config: ClusterConfig, logger: Logger): Promise<Store> {
-  if (config.redisUrl === undefined) return new MemoryStore();
+  if (config.redisUrl === undefined && config.redisCluster === undefined) return new MemoryStore();
   const log = logger.child({ component: "store" });
   const store = await RedisStore.connect({
-    url: config.redisUrl,
+    ...(config.redisCluster !== undefined ? { cluster: config.redisCluster } : { url: config.redisUrl }),
+    partitions: config.partitions,
+    waitReplicas: config.redisWaitReplicas,
+    waitTimeoutMs: config.redisWaitTimeoutMs,
     onError: (err) => log.warn({ err }, "redis connection error"),
   });
-  log.info("store connected to redis");
+  log.info(
+    { cluster: config.redisCluster !== undefined, waitReplicas: config.redisWaitReplicas },
+    config.redisCluster !== undefined ? "store connected to redis cluster" : "store connected to redis",
+  );
   return store;
 }

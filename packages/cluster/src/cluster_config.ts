@@ -11,6 +11,19 @@ export interface ClusterConfig {
   readonly natsUrl: string | undefined;
   /** LIVECOUNT_REDIS_URL: Redis for this data center. Absent: the in-memory store. */
   readonly redisUrl: string | undefined;
+  /**
+   * LIVECOUNT_REDIS_CLUSTER: seed nodes (`host:port`, comma separated) of a Redis Cluster for this
+   * data center, instead of one Redis (LIVECOUNT_REDIS_URL: set one or the other).
+   */
+  readonly redisCluster: readonly string[] | undefined;
+  /**
+   * LIVECOUNT_REDIS_WAIT_REPLICAS: a write is acknowledged (and published) only once Redis `WAIT`
+   * confirms it on this many replicas, so it survives a master's failover. Default 0: Redis's
+   * asynchronous replication, where a failover may lose the last writes.
+   */
+  readonly redisWaitReplicas: number;
+  /** LIVECOUNT_REDIS_WAIT_TIMEOUT_MS: how long a write waits for its replicas before it fails (retryably). Default 1000. */
+  readonly redisWaitTimeoutMs: number;
   /** LIVECOUNT_PARTITIONS: fixed number of partitions pages hash into. Same in every process. Default 256. */
   readonly partitions: number;
   /** LIVECOUNT_VNODES: points per counter node on the ring. Same in every process. Default 64. */
@@ -66,7 +79,7 @@ export function readClusterConfig(env: Env): ClusterConfig {
     dc: readToken(env, "LIVECOUNT_DC", "dc1"),
     nodeId: readToken(env, "LIVECOUNT_NODE_ID", `n-${randomUUID().slice(0, 8)}`),
     natsUrl: readOptionalString(env, "LIVECOUNT_NATS_URL"),
-    redisUrl: readOptionalString(env, "LIVECOUNT_REDIS_URL"),
+    ...readRedis(env),
     partitions: readInt(env, "LIVECOUNT_PARTITIONS", 256, { min: 1, max: 65536 }),
     vnodes: readInt(env, "LIVECOUNT_VNODES", 64, { min: 1, max: 1024 }),
     nodeLeaseMs: readInt(env, "LIVECOUNT_NODE_LEASE_MS", 6000, { min: 500 }),
@@ -79,6 +92,38 @@ export function readClusterConfig(env: Env): ClusterConfig {
     peerDcs: readPeerDcs(env),
     requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
     adminKey: readAdminKey(env),
+  };
+}
+
+/** `host:port`, or a redis:// URL with credentials. */
+const REDIS_NODE = /^(?:rediss?:\/\/[^\s/]+|[^\s:/,]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/;
+/** More replicas than this per master is not a deployment WAIT should hold every write for. */
+const MAX_WAIT_REPLICAS = 16;
+
+function readRedis(
+  env: Env,
+): Pick<ClusterConfig, "redisUrl" | "redisCluster" | "redisWaitReplicas" | "redisWaitTimeoutMs"> {
+  const redisUrl = readOptionalString(env, "LIVECOUNT_REDIS_URL");
+  const seeds = readList(env, "LIVECOUNT_REDIS_CLUSTER");
+  if (redisUrl !== undefined && seeds.length > 0)
+    throw new ConfigError(
+      "set LIVECOUNT_REDIS_URL (one Redis) or LIVECOUNT_REDIS_CLUSTER (a Redis Cluster), not both",
+    );
+  for (const seed of seeds)
+    if (!REDIS_NODE.test(seed)) throw new ConfigError(`LIVECOUNT_REDIS_CLUSTER: "${seed}" is not host:port`);
+  const redisWaitReplicas = readInt(env, "LIVECOUNT_REDIS_WAIT_REPLICAS", 0, {
+    min: 0,
+    max: MAX_WAIT_REPLICAS,
+  });
+  if (redisWaitReplicas > 0 && redisUrl === undefined && seeds.length === 0)
+    throw new ConfigError(
+      "LIVECOUNT_REDIS_WAIT_REPLICAS needs LIVECOUNT_REDIS_URL or LIVECOUNT_REDIS_CLUSTER",
+    );
+  return {
+    redisUrl,
+    redisCluster: seeds.length > 0 ? seeds : undefined,
+    redisWaitReplicas,
+    redisWaitTimeoutMs: readInt(env, "LIVECOUNT_REDIS_WAIT_TIMEOUT_MS", 1000, { min: 1, max: 60000 }),
   };
 }
 

@@ -12,6 +12,9 @@ describe("cluster - config", () => {
       nodeId: expect.stringMatching(/^n-[0-9a-f]{8}$/),
       natsUrl: undefined,
       redisUrl: undefined,
+      redisCluster: undefined,
+      redisWaitReplicas: 0,
+      redisWaitTimeoutMs: 1000,
       partitions: 256,
       vnodes: 64,
       nodeLeaseMs: 6000,
@@ -38,6 +41,8 @@ describe("cluster - config", () => {
       LIVECOUNT_NODE_ID: "counter-1",
       LIVECOUNT_NATS_URL: "nats://a:4222,nats://b:4222",
       LIVECOUNT_REDIS_URL: "redis://r:6379",
+      LIVECOUNT_REDIS_WAIT_REPLICAS: "2",
+      LIVECOUNT_REDIS_WAIT_TIMEOUT_MS: "250",
       LIVECOUNT_PARTITIONS: "64",
       LIVECOUNT_VNODES: "16",
       LIVECOUNT_NODE_LEASE_MS: "2000",
@@ -56,6 +61,9 @@ describe("cluster - config", () => {
       nodeId: "counter-1",
       natsUrl: "nats://a:4222,nats://b:4222",
       redisUrl: "redis://r:6379",
+      redisCluster: undefined,
+      redisWaitReplicas: 2,
+      redisWaitTimeoutMs: 250,
       partitions: 64,
       vnodes: 16,
       nodeLeaseMs: 2000,
@@ -74,6 +82,7 @@ describe("cluster - config", () => {
   test("cluster - each numeric setting accepts its bounds and rejects one past them", () => {
     const bounds: Array<[string, number | undefined, number | undefined]> = [
       ["LIVECOUNT_PARTITIONS", 1, 65536],
+      ["LIVECOUNT_REDIS_WAIT_TIMEOUT_MS", 1, 60000],
       ["LIVECOUNT_VNODES", 1, 1024],
       ["LIVECOUNT_NODE_LEASE_MS", 500, undefined],
       ["LIVECOUNT_GATEWAY_LEASE_MS", 500, undefined],
@@ -97,6 +106,36 @@ describe("cluster - config", () => {
           `${name} must be <= ${max}`,
         );
     }
+  });
+
+  test("cluster - a Redis Cluster is given by its seed nodes, instead of one Redis, and WAIT needs a Redis", () => {
+    const config = readClusterConfig({
+      LIVECOUNT_REDIS_CLUSTER: "10.0.0.1:7000, redis-1.redis:7001,[::1]:7002,redis://u:p@r2:7003",
+      LIVECOUNT_REDIS_WAIT_REPLICAS: "1",
+    });
+    expect(config.redisCluster).toEqual([
+      "10.0.0.1:7000",
+      "redis-1.redis:7001",
+      "[::1]:7002",
+      "redis://u:p@r2:7003",
+    ]);
+    expect(config.redisUrl).toBeUndefined();
+    expect(config.redisWaitReplicas).toBe(1);
+    expect(() =>
+      readClusterConfig({ LIVECOUNT_REDIS_URL: "redis://r:6379", LIVECOUNT_REDIS_CLUSTER: "r:7000" }),
+    ).toThrow("set LIVECOUNT_REDIS_URL (one Redis) or LIVECOUNT_REDIS_CLUSTER (a Redis Cluster), not both");
+    for (const bad of ["r", "r:", "r:70000000", "r:7000/0", "r 1:7000"]) {
+      expect(() => readClusterConfig({ LIVECOUNT_REDIS_CLUSTER: bad }), bad).toThrow(ConfigError);
+    }
+    expect(() => readClusterConfig({ LIVECOUNT_REDIS_WAIT_REPLICAS: "1" })).toThrow(
+      "LIVECOUNT_REDIS_WAIT_REPLICAS needs LIVECOUNT_REDIS_URL or LIVECOUNT_REDIS_CLUSTER",
+    );
+    const redis = { LIVECOUNT_REDIS_URL: "redis://r:6379" };
+    expect(readClusterConfig({ ...redis, LIVECOUNT_REDIS_WAIT_REPLICAS: "16" }).redisWaitReplicas).toBe(16);
+    expect(() => readClusterConfig({ ...redis, LIVECOUNT_REDIS_WAIT_REPLICAS: "17" })).toThrow(
+      "LIVECOUNT_REDIS_WAIT_REPLICAS must be <= 16",
+    );
+    expect(() => readClusterConfig({ ...redis, LIVECOUNT_REDIS_WAIT_REPLICAS: "-1" })).toThrow(ConfigError);
   });
 
   test("cluster - ids that become subject tokens must be tokens", () => {

@@ -2,6 +2,7 @@ export {
   StoreError,
   InvalidStoreInputError,
   StaleFenceError,
+  PartialWriteError,
   OWN_VALUE,
   type Store,
   type AcquireOptions,

@@ -354,7 +354,13 @@ export class MemoryStore implements Store {
         op.fingerprint !== undefined
           ? seen.fingerprint === op.fingerprint
           : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
-      return same ? { kind: "duplicate", payload: seen.payload } : { kind: "conflict" };
+      if (!same) return { kind: "conflict" };
+      const [entry] = entriesOf(this.#pages.get(op.page), [op]);
+      return {
+        kind: "duplicate",
+        payload: seen.payload,
+        ...(entry !== undefined ? { entry: { ...entry } } : {}),
+      };
     }
     const partition = op.fence.partition;
     this.#stored = false;

@@ -16,8 +16,8 @@ export async function removeExpiredBuckets(
   limit: number,
 ): Promise<number> {
   const partition = fence.partition;
-  const [due] = await conn.run("expiredBuckets", (p) =>
-    p.zrangebyscore(keys.expiring(partition), "-inf", now, "LIMIT", 0, limit),
+  const [due] = await conn.run("expiredBuckets", (pipe) =>
+    pipe(partition).zrangebyscore(keys.expiring(partition), "-inf", now, "LIMIT", 0, limit),
   );
   const fields = new Map<string, string[]>();
   for (const member of due as string[]) {
@@ -30,7 +30,7 @@ export async function removeExpiredBuckets(
   if (fields.size === 0) return 0;
   const scriptKeys = [
     keys.lease(partition),
-    keys.pages(),
+    keys.pages(partition),
     keys.digest(partition),
     keys.bucketIndex(partition),
     keys.empty(partition),
@@ -38,11 +38,11 @@ export async function removeExpiredBuckets(
   ];
   const args: Arg[] = [fence.epoch, now];
   for (const [page, list] of fields) {
-    scriptKeys.push(keys.page(page));
+    scriptKeys.push(keys.page(page, partition));
     args.push(page, bucketOf(page), list.length, ...list);
   }
-  const [removed] = await conn.run("removeExpiredBuckets", (p) =>
-    queueScript(p, "lcDropBuckets", scriptKeys, args),
+  const [removed] = await conn.run("removeExpiredBuckets", (pipe) =>
+    queueScript(pipe(partition), "lcDropBuckets", scriptKeys, args),
   );
   if (removed === -1) throw new StaleFenceError(fence);
   return Number(removed);

@@ -1,14 +1,18 @@
 /**
- * The Redis store's keys. Every key starts with the store's `keyPrefix` (default "lc:"):
+ * The Redis store's keys. Every key starts with the store's `keyPrefix` (default "lc:"). `{partition}`
+ * below is the partition number on one Redis, and a hash tag `{p<partition>}` on Redis Cluster, so
+ * that every key of a partition, its pages' keys included, lives in one slot and every script
+ * stays single-slot:
  *
  * - `lease:{partition}` hash `{node, epoch, expiresAt}`: the partition's owner. Deleted on release.
  * - `epoch:{partition}` integer: last epoch handed out, INCR on every takeover and never deleted,
  *   so an epoch is never reused.
- * - `page:{page}` hash, field `{counter}\0{dc}` (counter names never hold NUL), value `"{p}:{n}"`.
- * - `idem:{len(page)}:{page}:{key}` hash `{counter, delta, payload, expiresAt}` (plus
+ * - `page:{page}` hash (on Redis Cluster `page:{p<partition>}:{page}`), field `{counter}\0{dc}` (counter names never hold NUL), value `"{p}:{n}"`.
+ * - `idem:{len(page)}:{page}:{key}` hash (on Redis Cluster `idem:{p<partition>}:...`) `{counter, delta, payload, expiresAt}` (plus
  *   `fingerprint` when the op has one) with PEXPIRE keyTtlMs. The page's length makes the key
  *   unambiguous whatever the page and key contain.
- * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX.
+ * - `pages` sorted set, every score 0, of page ids with at least one entry, listed by ZRANGEBYLEX; on
+ *   Redis Cluster one per partition (`pages:{p<partition>}`), merged in order by listings.
  * - `nonzero:{partition}` set of `{page}\0{counter}\0{dc}`: entries written with `indexed` whose
  *   value is non-zero (p != n), so a new owner finds presence left behind by a dead one.
  * - `digest:{partition}` hash: `all` (the partition's digest), `b{bucket}` (each bucket's), `boot`
@@ -23,51 +27,74 @@
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  */
+/** The hash tag of a partition's keys on Redis Cluster: every key holding it is in one slot. */
+export function partitionTag(partition: number): string {
+  return `{p${partition}}`;
+}
+
 export class RedisKeys {
-  constructor(readonly prefix: string) {}
+  /**
+   * `tagged`: the Redis Cluster layout. One Redis keeps the layout it always had (no tags, one page
+   * list), so an existing store needs no migration.
+   */
+  constructor(
+    readonly prefix: string,
+    readonly tagged: boolean,
+  ) {}
+
+  #of(name: string, partition: number): string {
+    return this.tagged
+      ? `${this.prefix}${name}:${partitionTag(partition)}`
+      : `${this.prefix}${name}:${partition}`;
+  }
 
   lease(partition: number): string {
-    return `${this.prefix}lease:${partition}`;
+    return this.#of("lease", partition);
   }
 
   epoch(partition: number): string {
-    return `${this.prefix}epoch:${partition}`;
+    return this.#of("epoch", partition);
   }
 
-  page(page: string): string {
-    return `${this.prefix}page:${page}`;
+  /** The page's hash; `partition` is the page's own (only the cluster layout names it). */
+  page(page: string, partition: number): string {
+    return this.tagged ? `${this.#of("page", partition)}:${page}` : `${this.prefix}page:${page}`;
   }
 
-  idem(page: string, key: string): string {
-    return `${this.prefix}idem:${page.length}:${page}:${key}`;
+  idem(page: string, partition: number, key: string): string {
+    const unambiguous = `${page.length}:${page}:${key}`;
+    return this.tagged
+      ? `${this.#of("idem", partition)}:${unambiguous}`
+      : `${this.prefix}idem:${unambiguous}`;
   }
 
   nonZero(partition: number): string {
-    return `${this.prefix}nonzero:${partition}`;
+    return this.#of("nonzero", partition);
   }
 
-  pages(): string {
-    return `${this.prefix}pages`;
+  /** The list of pages that holds the partition's pages: the one list of all pages on one Redis. */
+  pages(partition: number): string {
+    return this.tagged ? this.#of("pages", partition) : `${this.prefix}pages`;
   }
 
   digest(partition: number): string {
-    return `${this.prefix}digest:${partition}`;
+    return this.#of("digest", partition);
   }
 
   bucketIndex(partition: number): string {
-    return `${this.prefix}bidx:${partition}`;
+    return this.#of("bidx", partition);
   }
 
   empty(partition: number): string {
-    return `${this.prefix}empty:${partition}`;
+    return this.#of("empty", partition);
   }
 
   tombs(partition: number): string {
-    return `${this.prefix}tombs:${partition}`;
+    return this.#of("tombs", partition);
   }
 
   expiring(partition: number): string {
-    return `${this.prefix}expiring:${partition}`;
+    return this.#of("expiring", partition);
   }
   /**
    * The partition's keys the write and merge scripts take first, in their order: lease, pages,
@@ -77,7 +104,7 @@ export class RedisKeys {
   entryScriptKeys(partition: number): string[] {
     return [
       this.lease(partition),
-      this.pages(),
+      this.pages(partition),
       this.nonZero(partition),
       this.digest(partition),
       this.bucketIndex(partition),

@@ -16,23 +16,25 @@ export async function purgeTombstones(
   { deletedBefore, offset, limit }: { deletedBefore: number; offset: number; limit: number },
 ): Promise<PurgeResult> {
   const { partition } = fence;
-  const [candidates] = await conn.run("tombstonePages", (p) =>
-    p.zrangebyscore(keys.tombs(partition), "-inf", deletedBefore, "LIMIT", offset, limit + 1),
+  const [candidates] = await conn.run("tombstonePages", (pipe) =>
+    pipe(partition).zrangebyscore(keys.tombs(partition), "-inf", deletedBefore, "LIMIT", offset, limit + 1),
   );
   const more = (candidates as string[]).length > limit;
   const pages = (candidates as string[]).slice(0, limit);
   const scriptKeys = [
     keys.lease(partition),
-    keys.pages(),
+    keys.pages(partition),
     keys.digest(partition),
     keys.bucketIndex(partition),
     keys.empty(partition),
     keys.tombs(partition),
-    ...pages.map((page) => keys.page(page)),
+    ...pages.map((page) => keys.page(page, partition)),
   ];
   const args: Arg[] = [fence.epoch, now, deletedBefore];
   for (const page of pages) args.push(page, bucketOf(page));
-  const [reply] = await conn.run("purgeTombstones", (p) => queueScript(p, "lcPurge", scriptKeys, args));
+  const [reply] = await conn.run("purgeTombstones", (pipe) =>
+    queueScript(pipe(partition), "lcPurge", scriptKeys, args),
+  );
   if (reply === -1) throw new StaleFenceError(fence);
   const [floor, kept, stay, ...rest] = reply as Array<string | number | string[]>;
   const purged: Array<{ page: string; counters: string[] }> = [];

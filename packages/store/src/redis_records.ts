@@ -21,7 +21,9 @@ export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome 
       return { kind, entry, also };
     }
     case "duplicate":
-      return { kind, payload: String(a) };
+      return b !== undefined && rest.length === 1
+        ? { kind, payload: String(a), entry: { p: Number(b), n: Number(rest[0]) } }
+        : { kind, payload: String(a) };
     case "conflict":
     case "stale":
       return { kind };

@@ -126,7 +126,7 @@ return advanced`,
    * ARGV: epoch,
    * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
    * startAt (where the entry of `field` starts when absent), then a field and a delta per further
-   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload} |
+   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload[, p, n of the entry now]} |
    * {"conflict"} | {"stale"}.
    */
   lcIncrement: `${LUA_HELPERS}
@@ -137,7 +137,11 @@ if seen[1] and now < tonumber(seen[4]) then
   local same
   if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
   else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
-  if same then return {"duplicate", seen[3]} end
+  if same then
+    local p, n, existed = read_entry(KEYS[2], ARGV[4])
+    if existed then return {"duplicate", seen[3], string.format("%d", p), string.format("%d", n)} end
+    return {"duplicate", seen[3]}
+  end
   return {"conflict"}
 end
 expiring_key = KEYS[9]

@@ -9,9 +9,16 @@
  * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
  * applied. That is safe to retry: writes are max-merges and increments are idempotent by key.
+ *
+ * On Redis Cluster (`cluster` seed nodes) every key of a partition carries its hash tag, so each
+ * script touches one slot; a call sends one pipeline per partition it touches, all at once, so it
+ * still takes one round trip of time. A page's keys are in its own partition (`partitionOf`), which
+ * must be the partition of the fence it is written under, as the ring makes it.
  */
 import type { Entry } from "@livecount/crdt";
 import {
+  InvalidStoreInputError,
+  PartialWriteError,
   StaleFenceError,
   StoreError,
   type AcquireOptions,
@@ -27,58 +34,87 @@ import {
   type PurgeResult,
   type Store,
 } from "./store.js";
+import { partitionOf as ringPartitionOf } from "@livecount/ring";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
-import { RecordsBuilder } from "./page_merge.js";
 import { RedisKeys } from "./redis_keys.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
-import { entryField, pageRecord, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
-import { RedisConnection, queueScript, type Arg, type RedisConnectionOptions } from "./redis_connection.js";
-import {
-  assertIncrements,
-  assertLimit,
-  assertRecords,
-  assertTtl,
-  assertWrites,
-  listStart,
-} from "./validate.js";
+import { entryField, pageRecord, parseEntry } from "./redis_records.js";
+import { RedisConnection, queueScript, type RedisConnectionOptions } from "./redis_connection.js";
+import { listPages } from "./redis_listing.js";
+import { increment, mergePages, writeGroups } from "./redis_entry_writes.js";
+import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites } from "./validate.js";
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
   readonly keyPrefix?: string;
   /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Partitions pages hash into (LIVECOUNT_PARTITIONS, the same in every process). On Redis Cluster
+   * it says which partition's slot holds a page's keys, and which page lists a listing merges.
+   * Default 256.
+   */
+  readonly partitions?: number;
+  /** The partition of a page. Default: the ring's (`partitionOf(page, partitions)`). */
+  readonly partitionOf?: (page: string) => number;
 }
 
 const DEFAULT_KEY_PREFIX = "lc:";
+const DEFAULT_PARTITIONS = 256;
 /**
  * Pages read by one script call in loadMany: a few hundred HGETALLs keep Redis busy well under a
  * millisecond, so other clients' commands never wait long behind one.
  */
 const PAGES_PER_LOAD = 256;
-/**
- * Pages merged by one script call in mergePages: each page is merged atomically, and a script of a
- * hundred pages keeps Redis busy for about a millisecond, so other clients never wait long.
- */
-const PAGES_PER_MERGE = 100;
-/** Sorts after every printable ASCII character: the exclusive upper bound of a prefix range. */
-const AFTER_PRINTABLE = "\u007f";
 
 export class RedisStore implements Store {
   readonly #conn: RedisConnection;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
+  readonly #partitions: number;
+  readonly #partitionOf: (page: string) => number;
 
-  private constructor(conn: RedisConnection, prefix: string, now: () => number) {
+  private constructor(conn: RedisConnection, options: RedisStoreOptions) {
     this.#conn = conn;
-    this.#keys = new RedisKeys(prefix);
-    this.#now = now;
+    this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
+    this.#now = options.now ?? Date.now;
+    const partitions = options.partitions ?? DEFAULT_PARTITIONS;
+    this.#partitions = partitions;
+    this.#partitionOf = options.partitionOf ?? ((page) => ringPartitionOf(page, partitions));
   }
 
-  /** Connects and waits until Redis is ready (AOF loaded); rejects with a StoreError if it cannot. */
+  /**
+   * Connects and waits until Redis is ready (AOF loaded; on a cluster, every slot served); rejects
+   * with a StoreError if it cannot.
+   */
   static async connect(options: RedisStoreOptions): Promise<RedisStore> {
+    const partitions = options.partitions ?? DEFAULT_PARTITIONS;
+    if (!Number.isInteger(partitions) || partitions < 1)
+      throw new StoreError("partitions must be an integer >= 1");
+    if (options.cluster !== undefined && (options.keyPrefix ?? "").includes("{")) {
+      throw new StoreError(
+        "on redis cluster the key prefix must not hold '{': the store places hash tags itself",
+      );
+    }
     const conn = await RedisConnection.open(options);
-    return new RedisStore(conn, options.keyPrefix ?? DEFAULT_KEY_PREFIX, options.now ?? Date.now);
+    return new RedisStore(conn, options);
+  }
+
+  /** The key of a page's hash (its partition's slot on a cluster). */
+  #page(page: string): string {
+    return this.#keys.page(page, this.#partitionOf(page));
+  }
+
+  /**
+   * On a cluster a page's keys are in its partition's slot, so a page written under another
+   * partition's fence would be written where no read finds it: a caller bug, rejected before
+   * anything is applied. One Redis keys pages by id alone, so it does not need to check.
+   */
+  #assertPlaced(page: string, partition: number): void {
+    if (this.#conn.clustered && this.#partitionOf(page) !== partition) {
+      throw new InvalidStoreInputError(`page "${page}" is not in partition ${partition}`);
+    }
   }
 
   async acquire(
@@ -90,13 +126,17 @@ export class RedisStore implements Store {
     assertTtl("lease ttl", ttlMs);
     const now = this.#now();
     const expiresAt = now + ttlMs;
-    const [epoch] = await this.#conn.run("acquire", (p) =>
-      queueScript(
-        p,
-        "lcAcquire",
-        [this.#keys.lease(partition), this.#keys.epoch(partition)],
-        [node, now, expiresAt, options.reclaimFrom ?? ""],
-      ),
+    // Durable: an epoch a failover forgot would be handed out again, to a second owner.
+    const [epoch] = await this.#conn.run(
+      "acquire",
+      (pipe) =>
+        queueScript(
+          pipe(partition),
+          "lcAcquire",
+          [this.#keys.lease(partition), this.#keys.epoch(partition)],
+          [node, now, expiresAt, options.reclaimFrom ?? ""],
+        ),
+      { durable: true },
     );
     return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
   }
@@ -107,23 +147,38 @@ export class RedisStore implements Store {
     if (leases.length === 0) return [];
     const now = this.#now();
     const expiresAt = now + ttlMs;
-    const replies = await this.#conn.run("renew", (p) => {
+    const replies = await this.#conn.runEach("renew", (pipe) => {
       for (const l of leases) {
-        queueScript(p, "lcRenew", [this.#keys.lease(l.partition)], [l.node, l.epoch, now, expiresAt]);
+        queueScript(
+          pipe(l.partition),
+          "lcRenew",
+          [this.#keys.lease(l.partition)],
+          [l.node, l.epoch, now, expiresAt],
+        );
       }
     });
-    return leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
+    const renewed = leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
+    const failed = leases.filter((_, i) => replies[i] instanceof StoreError);
+    if (failed.length > 0) {
+      throw new PartialWriteError(failed, renewed, { cause: replies.find((r) => r instanceof StoreError) });
+    }
+    return renewed;
   }
 
   async release(lease: Lease): Promise<void> {
-    await this.#conn.run("release", (p) =>
-      queueScript(p, "lcRelease", [this.#keys.lease(lease.partition)], [lease.node, lease.epoch]),
+    await this.#conn.run("release", (pipe) =>
+      queueScript(
+        pipe(lease.partition),
+        "lcRelease",
+        [this.#keys.lease(lease.partition)],
+        [lease.node, lease.epoch],
+      ),
     );
   }
 
   async load(page: string): Promise<PageRecord> {
     this.#conn.assertOpen();
-    const fields = await this.#conn.client.hgetall(this.#keys.page(page)).catch((cause: unknown) => {
+    const fields = await this.#conn.client.hgetall(this.#page(page)).catch((cause: unknown) => {
       throw new StoreError("redis load failed", { cause });
     });
     return pageRecord(fields);
@@ -131,58 +186,81 @@ export class RedisStore implements Store {
 
   async loadMany(pages: readonly string[]): Promise<PageRecord[]> {
     if (pages.length === 0) return [];
-    const replies = await this.#conn.run("loadMany", (p) => {
-      for (let i = 0; i < pages.length; i += PAGES_PER_LOAD) {
-        const keys = pages.slice(i, i + PAGES_PER_LOAD).map((page) => this.#keys.page(page));
-        queueScript(p, "lcLoad", keys, []);
+    // Pages by partition (all one group on one Redis), each group read by scripts of at most
+    // PAGES_PER_LOAD pages: a script reads one slot.
+    const groups = new Map<number, number[]>();
+    pages.forEach((page, i) => {
+      const group = this.#conn.clustered ? this.#partitionOf(page) : 0;
+      const members = groups.get(group) ?? [];
+      members.push(i);
+      groups.set(group, members);
+    });
+    const chunks: Array<{ partition: number; indexes: number[] }> = [];
+    for (const [partition, indexes] of groups) {
+      for (let i = 0; i < indexes.length; i += PAGES_PER_LOAD) {
+        chunks.push({ partition, indexes: indexes.slice(i, i + PAGES_PER_LOAD) });
+      }
+    }
+    const replies = await this.#conn.run("loadMany", (pipe) => {
+      for (const { partition, indexes } of chunks) {
+        queueScript(
+          pipe(partition),
+          "lcLoad",
+          indexes.map((i) => this.#page(pages[i]!)),
+          [],
+        );
       }
     });
-    return replies.flatMap((chunk) => (chunk as string[][]).map((flat) => pageRecord(flat)));
+    const records = new Array<PageRecord>(pages.length);
+    chunks.forEach(({ indexes }, c) => {
+      (replies[c] as string[][]).forEach((flat, k) => (records[indexes[k]!] = pageRecord(flat)));
+    });
+    return records;
   }
 
   async loadPrefixed(page: string, prefixes: readonly string[]): Promise<PageRecord> {
     if (prefixes.length === 0) return {};
-    const [fields] = await this.#conn.run("loadPrefixed", (p) =>
-      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], ["1", ...prefixes]),
+    const [fields] = await this.#conn.run("loadPrefixed", (pipe) =>
+      queueScript(pipe(this.#partitionOf(page)), "lcLoadPrefixed", [this.#page(page)], ["1", ...prefixes]),
     );
     return pageRecord(fields as string[]);
   }
 
   async loadExcept(page: string, prefixes: readonly string[]): Promise<PageRecord> {
-    const [fields] = await this.#conn.run("loadExcept", (p) =>
-      queueScript(p, "lcLoadPrefixed", [this.#keys.page(page)], ["0", ...prefixes]),
+    const [fields] = await this.#conn.run("loadExcept", (pipe) =>
+      queueScript(pipe(this.#partitionOf(page)), "lcLoadPrefixed", [this.#page(page)], ["0", ...prefixes]),
     );
     return pageRecord(fields as string[]);
   }
 
   async loadEntries(page: string, refs: readonly CounterRef[]): Promise<Array<Entry | undefined>> {
     if (refs.length === 0) return [];
-    const [values] = await this.#conn.run("loadEntries", (p) =>
-      p.hmget(this.#keys.page(page), ...refs.map((r) => entryField(r.counter, r.dc))),
+    const [values] = await this.#conn.run("loadEntries", (pipe) =>
+      pipe(this.#partitionOf(page)).hmget(this.#page(page), ...refs.map((r) => entryField(r.counter, r.dc))),
     );
     return (values as Array<string | null>).map((v) => (v === null ? undefined : parseEntry(v)));
   }
 
   async digests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
-    const replies = await this.#conn.run("digests", (p) => {
-      for (const partition of partitions) p.hget(this.#keys.digest(partition), "all");
+    const replies = await this.#conn.run("digests", (pipe) => {
+      for (const partition of partitions) pipe(partition).hget(this.#keys.digest(partition), "all");
     });
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
   }
 
   async tombDigests(partitions: readonly number[]): Promise<string[]> {
     if (partitions.length === 0) return [];
-    const replies = await this.#conn.run("tombDigests", (p) => {
-      for (const partition of partitions) p.hget(this.#keys.digest(partition), "t");
+    const replies = await this.#conn.run("tombDigests", (pipe) => {
+      for (const partition of partitions) pipe(partition).hget(this.#keys.digest(partition), "t");
     });
     return replies.map((d) => (typeof d === "string" ? d : ZERO_DIGEST));
   }
 
   async bucketDigests(partition: number): Promise<string[]> {
     const fields = Array.from({ length: DIGEST_BUCKETS }, (_, b) => `b${b}`);
-    const [values] = await this.#conn.run("bucketDigests", (p) =>
-      p.hmget(this.#keys.digest(partition), ...fields),
+    const [values] = await this.#conn.run("bucketDigests", (pipe) =>
+      pipe(partition).hmget(this.#keys.digest(partition), ...fields),
     );
     return (values as Array<string | null>).map((d) => d ?? ZERO_DIGEST);
   }
@@ -191,8 +269,8 @@ export class RedisStore implements Store {
     if (buckets.length === 0) return new Map();
     const wanted = new Set(buckets);
     // One range read of the partition's index, filtered here: one command instead of one per bucket.
-    const [scored] = await this.#conn.run("bucketPages", (p) =>
-      p.zrangebyscore(
+    const [scored] = await this.#conn.run("bucketPages", (pipe) =>
+      pipe(partition).zrangebyscore(
         this.#keys.bucketIndex(partition),
         Math.min(...wanted),
         Math.max(...wanted),
@@ -207,31 +285,39 @@ export class RedisStore implements Store {
   }
 
   async presenceFloor(partition: number): Promise<number> {
-    const [hw] = await this.#conn.run("presenceFloor", (p) => p.hget(this.#keys.digest(partition), "hw"));
+    const [hw] = await this.#conn.run("presenceFloor", (pipe) =>
+      pipe(partition).hget(this.#keys.digest(partition), "hw"),
+    );
     return hw === null ? 0 : Number(hw);
   }
 
   async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
     assertLimit(limit);
     const partition = fence.partition;
-    const [candidates] = await this.#conn.run("emptyPages", (p) =>
-      p.zrangebyscore(this.#keys.empty(partition), "-inf", emptySince, "LIMIT", 0, limit),
+    const [candidates] = await this.#conn.run("emptyPages", (pipe) =>
+      pipe(partition).zrangebyscore(this.#keys.empty(partition), "-inf", emptySince, "LIMIT", 0, limit),
     );
     const pages = candidates as string[];
     if (pages.length === 0) return [];
     const now = this.#now();
-    const replies = await this.#conn.run("removeEmptyPages", (p) => {
+    const replies = await this.#conn.run("removeEmptyPages", (pipe) => {
       for (const page of pages) {
         const keys = [
           this.#keys.lease(partition),
-          this.#keys.page(page),
-          this.#keys.pages(),
+          this.#keys.page(page, partition),
+          this.#keys.pages(partition),
           this.#keys.bucketIndex(partition),
           this.#keys.empty(partition),
           this.#keys.digest(partition),
           this.#keys.expiring(partition),
         ];
-        queueScript(p, "lcRemoveIfEmpty", keys, [fence.epoch, now, page, emptySince, bucketOf(page)]);
+        queueScript(pipe(partition), "lcRemoveIfEmpty", keys, [
+          fence.epoch,
+          now,
+          page,
+          emptySince,
+          bucketOf(page),
+        ]);
       }
     });
     if (replies.some((r) => r === -1)) throw new StaleFenceError(fence);
@@ -244,25 +330,30 @@ export class RedisStore implements Store {
   }
 
   async purgeFloor(partition: number): Promise<number> {
-    const [pf] = await this.#conn.run("purgeFloor", (p) => p.hget(this.#keys.digest(partition), "pf"));
+    const [pf] = await this.#conn.run("purgeFloor", (pipe) =>
+      pipe(partition).hget(this.#keys.digest(partition), "pf"),
+    );
     return pf === null ? 0 : Number(pf);
   }
 
   async countTombstonePages(partition: number, after: number, upTo: number): Promise<number> {
-    const [n] = await this.#conn.run("countTombstonePages", (p) =>
-      p.zcount(this.#keys.tombs(partition), `(${after}`, upTo),
+    const [n] = await this.#conn.run("countTombstonePages", (pipe) =>
+      pipe(partition).zcount(this.#keys.tombs(partition), `(${after}`, upTo),
     );
     return Number(n);
   }
 
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
-    const [raised] = await this.#conn.run("raisePurgeFloor", (p) =>
-      queueScript(
-        p,
-        "lcRaisePurgeFloor",
-        [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
-        [fence.epoch, this.#now(), floor],
-      ),
+    const [raised] = await this.#conn.run(
+      "raisePurgeFloor",
+      (pipe) =>
+        queueScript(
+          pipe(fence.partition),
+          "lcRaisePurgeFloor",
+          [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
+          [fence.epoch, this.#now(), floor],
+        ),
+      { durable: true },
     );
     return raised === 1;
   }
@@ -278,49 +369,34 @@ export class RedisStore implements Store {
   }
 
   async isBootstrapped(partition: number): Promise<boolean> {
-    const [boot] = await this.#conn.run("isBootstrapped", (p) =>
-      p.hget(this.#keys.digest(partition), "boot"),
+    const [boot] = await this.#conn.run("isBootstrapped", (pipe) =>
+      pipe(partition).hget(this.#keys.digest(partition), "boot"),
     );
     return boot === "1";
   }
 
   async markBootstrapped(fence: Fence): Promise<boolean> {
-    const [marked] = await this.#conn.run("markBootstrapped", (p) =>
-      queueScript(
-        p,
-        "lcMarkBootstrapped",
-        [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
-        [fence.epoch, this.#now()],
-      ),
+    const [marked] = await this.#conn.run(
+      "markBootstrapped",
+      (pipe) =>
+        queueScript(
+          pipe(fence.partition),
+          "lcMarkBootstrapped",
+          [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
+          [fence.epoch, this.#now()],
+        ),
+      { durable: true },
     );
     return marked === 1;
   }
 
   async write(groups: readonly FencedWrites[]): Promise<Fence[]> {
     assertWrites(groups);
+    for (const { fence, writes } of groups)
+      for (const w of writes) this.#assertPlaced(w.page, fence.partition);
     this.#conn.assertOpen();
     if (groups.length === 0) return [];
-    const now = this.#now();
-    const replies = await this.#conn.run("write", (p) => {
-      for (const { fence, writes } of groups) {
-        const partition = fence.partition;
-        const keys = this.#keys.entryScriptKeys(partition);
-        const args: Arg[] = [fence.epoch, now];
-        for (const w of writes) {
-          keys.push(this.#keys.page(w.page));
-          args.push(
-            w.page,
-            entryField(w.counter, w.dc),
-            w.entry.p,
-            w.entry.n,
-            w.indexed === true ? "1" : "0",
-            bucketOf(w.page),
-          );
-        }
-        queueScript(p, "lcWrite", keys, args);
-      }
-    });
-    return groups.filter((_, i) => replies[i] !== 1).map((g) => g.fence);
+    return writeGroups(this.#conn, this.#keys, this.#now(), groups);
   }
 
   async mergePages(
@@ -329,83 +405,19 @@ export class RedisStore implements Store {
     indexedDc: string,
   ): Promise<Map<string, PageRecord> | null> {
     assertRecords(pages);
+    for (const page of pages.keys()) this.#assertPlaced(page, fence.partition);
     this.#conn.assertOpen();
     if (pages.size === 0) return new Map();
-    const partition = fence.partition;
-    const ids = [...pages.keys()];
-    const partitionKeys = this.#keys.entryScriptKeys(partition);
-    const replies = await this.#conn.run("mergePages", (p) => {
-      for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
-        const chunk = ids.slice(from, from + PAGES_PER_MERGE);
-        const args: Arg[] = [fence.epoch, this.#now(), entryField("", indexedDc)];
-        for (const page of chunk) {
-          args.push(page, bucketOf(page), 0);
-          const countAt = args.length - 1;
-          for (const [counter, byDc] of Object.entries(pages.get(page)!)) {
-            for (const [dc, e] of Object.entries(byDc)) args.push(entryField(counter, dc), e.p, e.n);
-          }
-          args[countAt] = (args.length - countAt - 1) / 3;
-        }
-        const keys = [...partitionKeys, ...chunk.map((page) => this.#keys.page(page))];
-        queueScript(p, "lcMerge", keys, args);
-      }
-    });
-    // Every chunk checks the fence: the lease may run out between two.
-    if (replies.includes(0)) return null;
-    const advanced = new RecordsBuilder();
-    replies.forEach((reply, chunk) => {
-      const flat = reply as Array<number | string[]>;
-      for (let i = 0; i < flat.length; i += 2) {
-        const page = ids[chunk * PAGES_PER_MERGE + (flat[i] as number) - 1]!;
-        const fields = flat[i + 1] as string[];
-        for (let f = 0; f < fields.length; f += 2) {
-          const { counter, dc } = splitEntryField(fields[f]!);
-          advanced.add(page, counter, dc, parseEntry(fields[f + 1]));
-        }
-      }
-    });
-    return advanced.build();
+    return mergePages(this.#conn, this.#keys, this.#now, { fence, pages, indexedDc });
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {
     assertTtl("key ttl", keyTtlMs);
     assertIncrements(ops);
+    for (const op of ops) this.#assertPlaced(op.page, op.fence.partition);
     this.#conn.assertOpen();
     if (ops.length === 0) return [];
-    const now = this.#now();
-    const replies = await this.#conn.run("increment", (p) => {
-      for (const op of ops) {
-        const keys = [
-          this.#keys.lease(op.fence.partition),
-          this.#keys.page(op.page),
-          this.#keys.idem(op.page, op.key),
-          this.#keys.pages(),
-          this.#keys.digest(op.fence.partition),
-          this.#keys.bucketIndex(op.fence.partition),
-          this.#keys.empty(op.fence.partition),
-          this.#keys.tombs(op.fence.partition),
-          this.#keys.expiring(op.fence.partition),
-        ];
-        const field = entryField(op.counter, op.dc);
-        const args = [
-          op.fence.epoch,
-          now,
-          op.page,
-          field,
-          op.counter,
-          op.delta,
-          op.payload,
-          now + keyTtlMs,
-          keyTtlMs,
-          op.fingerprint ?? "",
-          bucketOf(op.page),
-          op.startAt ?? 0,
-        ];
-        for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
-        queueScript(p, "lcIncrement", keys, args);
-      }
-    });
-    return replies.map((reply, i) => parseOutcome(reply, ops[i]!));
+    return increment(this.#conn, this.#keys, this.#now(), ops, keyTtlMs);
   }
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
@@ -425,17 +437,7 @@ export class RedisStore implements Store {
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
     assertLimit(limit);
     this.#conn.assertOpen();
-    const { from, exclusive } = listStart(prefix, cursor);
-    const min = `${exclusive ? "(" : "["}${from}`;
-    const max = `(${prefix}${AFTER_PRINTABLE}`;
-    // One more than asked tells whether another page follows.
-    const ids = await this.#conn.client
-      .zrangebylex(this.#keys.pages(), min, max, "LIMIT", 0, limit + 1)
-      .catch((cause: unknown) => {
-        throw new StoreError("redis listPages failed", { cause });
-      });
-    const pages = ids.slice(0, limit);
-    return { pages, cursor: ids.length > limit ? pages.at(-1) : undefined };
+    return listPages(this.#conn, this.#keys, this.#partitions, { prefix, cursor, limit });
   }
 
   async close(): Promise<void> {

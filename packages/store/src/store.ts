@@ -112,12 +112,22 @@ export type IncrementOutcome =
    * had `also`) the entries of the other counters, in the op's order.
    */
   | { readonly kind: "applied"; readonly entry: Entry; readonly also?: readonly Entry[] }
-  /** The key was applied before with the same fingerprint (or counter and delta); `payload` is what was stored then. */
-  | { readonly kind: "duplicate"; readonly payload: string }
+  /**
+   * The key was applied before with the same fingerprint (or counter and delta); `payload` is what
+   * was stored then, `entry` the data center's entry of `counter` now (absent when it holds none):
+   * it holds the first try even when that was never answered (its call failed after it applied).
+   */
+  | { readonly kind: "duplicate"; readonly payload: string; readonly entry?: Entry }
   /** The key was applied before to a different fingerprint, counter or delta. */
   | { readonly kind: "conflict" }
   /** The fence is no longer current: nothing was applied. */
-  | { readonly kind: "stale" };
+  | { readonly kind: "stale" }
+  /**
+   * The op's part of the store failed while the rest of the call went through (a Redis Cluster shard
+   * down, failing over, or short of the replicas a write must wait for): it may or may not have
+   * applied, so the caller retries it under the same key.
+   */
+  | { readonly kind: "unavailable" };
 
 /** What one {@link Store.purgeTombstones} call did. */
 export interface PurgeResult {
@@ -158,7 +168,9 @@ export interface Store {
   acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null>;
   /**
    * Extends each lease still held (same node and epoch, not expired) to `now + ttlMs`, in one round
-   * trip. Returns the renewed leases; lost ones are missing and must be re-acquired.
+   * trip. Returns the renewed leases; lost ones are missing and must be re-acquired. When part of
+   * the store fails and the rest answers, rejects with a {@link PartialWriteError} of the leases
+   * not tried and those renewed.
    */
   renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]>;
   /** Frees the partition if `lease` still holds it at its epoch; otherwise does nothing. */
@@ -179,7 +191,9 @@ export interface Store {
   /**
    * Max-merges entries in one round trip, each group atomically and only if its fence is still
    * current. Returns the fences found stale; their writes were not applied. A write that does not
-   * advance the stored entry (e.g. a zero entry for an absent one) changes nothing.
+   * advance the stored entry (e.g. a zero entry for an absent one) changes nothing. When part of the
+   * store fails and the rest answers (a Redis Cluster shard down or failing over), rejects with a
+   * {@link PartialWriteError} saying which groups went through.
    */
   write(groups: readonly FencedWrites[]): Promise<Fence[]>;
   /**
@@ -295,6 +309,23 @@ export class StoreError extends Error {
 /** A malformed entry, delta, ttl or limit: a caller bug, rejected before anything is applied. */
 export class InvalidStoreInputError extends StoreError {
   override name = "InvalidStoreInputError";
+}
+
+/**
+ * A `write` (or `renew`) whose part for some partitions failed (maybe applied, maybe not: write them
+ * again) while the rest went through: `result` is what the call returns for that rest.
+ */
+export class PartialWriteError<T = Fence[]> extends StoreError {
+  override name = "PartialWriteError";
+  constructor(
+    /** The groups (or leases) that failed. */
+    readonly failed: readonly Fence[],
+    /** The call's answer for the rest: the stale fences of `write`, the renewed leases of `renew`. */
+    readonly result: T,
+    options?: { cause?: unknown },
+  ) {
+    super(`the store failed for ${failed.length} partitions of the call`, options);
+  }
 }
 
 /** The fence's epoch is no longer the partition's current one: the writer lost ownership. */

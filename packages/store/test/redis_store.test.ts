@@ -261,7 +261,9 @@ describeWithRedis("redis store", () => {
 
         expect(await eventually(() => store.load("p1"))).toEqual({ likes: { dc1: { p: 80, n: 20 } } });
         const retries = await store.increment(acked, KEY_TTL_MS);
-        expect(retries).toEqual(acked.map((o) => ({ kind: "duplicate", payload: o.payload })));
+        expect(retries).toEqual(
+          acked.map((o) => ({ kind: "duplicate", payload: o.payload, entry: { p: 80, n: 20 } })),
+        );
         expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: fence.epoch });
       } finally {
         await store.close();

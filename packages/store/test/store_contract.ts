@@ -233,14 +233,16 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         await store.release(released);
         advance(LEASE_MS);
         const w = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
+        const inReleased = { ...w, page: "p2" };
         expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
-        expect(await store.write([{ fence: released, writes: [w] }])).toEqual([released]);
+        expect(await store.write([{ fence: released, writes: [inReleased] }])).toEqual([released]);
         const current = await lease(0, "node-b");
         expect(
           await store.write([{ fence: { ...current, epoch: current.epoch + 1 }, writes: [w] }]),
         ).toHaveLength(1);
         expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
         expect(await store.load("p1")).toEqual({});
+        expect(await store.load("p2")).toEqual({});
       });
 
       test(`${name} - write applies every current group and returns the one stale fence`, async () => {
@@ -295,7 +297,8 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         const fence = await lease();
         await store.increment([op(fence, { payload: "first" })], KEY_TTL_MS);
         const [again] = await store.increment([op(fence, { payload: "second" })], KEY_TTL_MS);
-        expect(again).toEqual({ kind: "duplicate", payload: "first" });
+        // The entry as it is now comes with it: the first try's, even if its answer was lost.
+        expect(again).toEqual({ kind: "duplicate", payload: "first", entry: { p: 1, n: 0 } });
         expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
       });
 
@@ -311,7 +314,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
           KEY_TTL_MS,
         );
         expect(outcomes).toEqual([
-          { kind: "duplicate", payload: "first" },
+          { kind: "duplicate", payload: "first", entry: { p: 5, n: 0 } },
           { kind: "applied", entry: { p: 10, n: 0 } },
           { kind: "applied", entry: { p: 10, n: 2 } },
         ]);
@@ -320,8 +323,8 @@ export function describeStoreContract(name: string, open: OpenStore): void {
           KEY_TTL_MS,
         );
         expect(retries).toEqual([
-          { kind: "duplicate", payload: "v=10, again 10" },
-          { kind: "duplicate", payload: "v=8" },
+          { kind: "duplicate", payload: "v=10, again 10", entry: { p: 10, n: 2 } },
+          { kind: "duplicate", payload: "v=8", entry: { p: 10, n: 2 } },
         ]);
       });
 
@@ -330,7 +333,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         const outcomes = await store.increment([op(fence), op(fence, { payload: "other" })], KEY_TTL_MS);
         expect(outcomes).toEqual([
           { kind: "applied", entry: { p: 1, n: 0 } },
-          { kind: "duplicate", payload: "first" },
+          { kind: "duplicate", payload: "first", entry: { p: 1, n: 0 } },
         ]);
       });
 
@@ -363,7 +366,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         const current = await lease(0, "node-b");
         expect(await store.increment([op(old)], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
         expect(await store.increment([op(current, { payload: "retry" })], KEY_TTL_MS)).toEqual([
-          { kind: "duplicate", payload: "first" },
+          { kind: "duplicate", payload: "first", entry: { p: 1, n: 0 } },
         ]);
       });
 
@@ -398,7 +401,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         await store.increment([op(fence)], keyTtlMs);
         advance(keyTtlMs - 1);
         expect(await store.increment([op(fence)], keyTtlMs)).toEqual([
-          { kind: "duplicate", payload: "first" },
+          { kind: "duplicate", payload: "first", entry: { p: 1, n: 0 } },
         ]);
         advance(1);
         expect(await store.increment([op(fence, { delta: 2, payload: "again" })], keyTtlMs)).toEqual([
@@ -417,7 +420,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         await store.increment([op(fence, { delta: 2, key: "later" })], KEY_TTL_MS);
         const retry = { ...reset, delta: -2, payload: "reset-2" };
         expect(await store.increment([retry], KEY_TTL_MS)).toEqual([
-          { kind: "duplicate", payload: "reset-1" },
+          { kind: "duplicate", payload: "reset-1", entry: { p: 7, n: 5 } },
         ]);
         expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 7, n: 5 } } });
       });
@@ -464,7 +467,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         ]);
         expect(
           await store.increment([{ ...del, also: [{ counter: "@del:likes", delta: 9 }] }], KEY_TTL_MS),
-        ).toEqual([{ kind: "duplicate", payload: "first" }]);
+        ).toEqual([{ kind: "duplicate", payload: "first", entry: { p: 3, n: 3 } }]);
         expect(await store.load("p1")).toEqual({
           likes: { dc1: { p: 3, n: 3 } },
           "@del:likes": { dc1: { p: 6, n: 0 } },

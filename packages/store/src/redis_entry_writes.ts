@@ -1,0 +1,160 @@
+/**
+ * The Redis store's entry writes: Store.write, mergePages and increment, after the store validated
+ * them. Each queues one script per fence group, page chunk or op, on its partition's pipe.
+ * Increments wait for the configured replicas (`durable`): a publisher's acknowledgement promises
+ * them. Presence writes and merges do not: what a failover loses of them comes back from the
+ * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
+ * that lost its replica.
+ */
+import { bucketOf } from "./digest.js";
+import { RecordsBuilder } from "./page_merge.js";
+import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
+import type { RedisKeys } from "./redis_keys.js";
+import { entryField, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
+import {
+  PartialWriteError,
+  StoreError,
+  type Fence,
+  type FencedWrites,
+  type IncrementOp,
+  type IncrementOutcome,
+  type PageRecord,
+} from "./store.js";
+
+/**
+ * Pages merged by one script call in mergePages: each page is merged atomically, and a script of a
+ * hundred pages keeps Redis busy for about a millisecond, so other clients never wait long.
+ */
+const PAGES_PER_MERGE = 100;
+
+/** Store.write of validated, non-empty groups. */
+export async function writeGroups(
+  conn: RedisConnection,
+  keys: RedisKeys,
+  now: number,
+  groups: readonly FencedWrites[],
+): Promise<Fence[]> {
+  // Presence: not held for WAIT (docs/architecture.md, "Redis Cluster"); a failed shard fails
+  // only its groups (runEach).
+  const replies = await conn.runEach("write", (pipe) => {
+    for (const { fence, writes } of groups) {
+      const partition = fence.partition;
+      const scriptKeys = keys.entryScriptKeys(partition);
+      const args: Arg[] = [fence.epoch, now];
+      for (const w of writes) {
+        scriptKeys.push(keys.page(w.page, partition));
+        args.push(
+          w.page,
+          entryField(w.counter, w.dc),
+          w.entry.p,
+          w.entry.n,
+          w.indexed === true ? "1" : "0",
+          bucketOf(w.page),
+        );
+      }
+      queueScript(pipe(partition), "lcWrite", scriptKeys, args);
+    }
+  });
+  const failed = groups.filter((_, i) => replies[i] instanceof StoreError).map((g) => g.fence);
+  const stale = groups
+    .filter((_, i) => !(replies[i] instanceof StoreError) && replies[i] !== 1)
+    .map((g) => g.fence);
+  if (failed.length > 0) {
+    throw new PartialWriteError(failed, stale, { cause: replies.find((r) => r instanceof StoreError) });
+  }
+  return stale;
+}
+
+/** Store.mergePages of validated, non-empty records. */
+export async function mergePages(
+  conn: RedisConnection,
+  keys: RedisKeys,
+  now: () => number,
+  { fence, pages, indexedDc }: { fence: Fence; pages: ReadonlyMap<string, PageRecord>; indexedDc: string },
+): Promise<Map<string, PageRecord> | null> {
+  const partition = fence.partition;
+  const ids = [...pages.keys()];
+  const partitionKeys = keys.entryScriptKeys(partition);
+  const replies = await conn.run("mergePages", (pipe) => {
+    for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
+      const chunk = ids.slice(from, from + PAGES_PER_MERGE);
+      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc)];
+      for (const page of chunk) {
+        args.push(page, bucketOf(page), 0);
+        const countAt = args.length - 1;
+        for (const [counter, byDc] of Object.entries(pages.get(page)!)) {
+          for (const [dc, e] of Object.entries(byDc)) args.push(entryField(counter, dc), e.p, e.n);
+        }
+        args[countAt] = (args.length - countAt - 1) / 3;
+      }
+      const scriptKeys = [...partitionKeys, ...chunk.map((page) => keys.page(page, partition))];
+      queueScript(pipe(partition), "lcMerge", scriptKeys, args);
+    }
+  });
+  // Every chunk checks the fence: the lease may run out between two.
+  if (replies.includes(0)) return null;
+  const advanced = new RecordsBuilder();
+  replies.forEach((reply, chunk) => {
+    const flat = reply as Array<number | string[]>;
+    for (let i = 0; i < flat.length; i += 2) {
+      const page = ids[chunk * PAGES_PER_MERGE + (flat[i] as number) - 1]!;
+      const fields = flat[i + 1] as string[];
+      for (let f = 0; f < fields.length; f += 2) {
+        const { counter, dc } = splitEntryField(fields[f]!);
+        advanced.add(page, counter, dc, parseEntry(fields[f + 1]));
+      }
+    }
+  });
+  return advanced.build();
+}
+
+/** Store.increment of validated, non-empty ops. */
+export async function increment(
+  conn: RedisConnection,
+  keys: RedisKeys,
+  now: number,
+  ops: readonly IncrementOp[],
+  keyTtlMs: number,
+): Promise<IncrementOutcome[]> {
+  // A failed shard fails only its own ops (runEach): the others' answers stand.
+  const replies = await conn.runEach(
+    "increment",
+    (pipe) => {
+      for (const op of ops) {
+        const partition = op.fence.partition;
+        const scriptKeys = [
+          keys.lease(partition),
+          keys.page(op.page, partition),
+          keys.idem(op.page, partition, op.key),
+          keys.pages(partition),
+          keys.digest(partition),
+          keys.bucketIndex(partition),
+          keys.empty(partition),
+          keys.tombs(partition),
+          keys.expiring(partition),
+        ];
+        const field = entryField(op.counter, op.dc);
+        const args = [
+          op.fence.epoch,
+          now,
+          op.page,
+          field,
+          op.counter,
+          op.delta,
+          op.payload,
+          now + keyTtlMs,
+          keyTtlMs,
+          op.fingerprint ?? "",
+          bucketOf(op.page),
+          op.startAt ?? 0,
+        ];
+        for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
+        queueScript(pipe(partition), "lcIncrement", scriptKeys, args);
+      }
+    },
+    { durable: true },
+  );
+  return replies.map((reply, i) =>
+    reply instanceof StoreError ? { kind: "unavailable" } : parseOutcome(reply, ops[i]!),
+  );
+}
