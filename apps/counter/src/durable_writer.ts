@@ -3,6 +3,7 @@ import type { Entry } from "@livecount/crdt";
 import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
 import {
+  PartialWriteError,
   type EntryWrite,
   type Fence,
   type FencedWrites,
@@ -355,16 +356,25 @@ export class DurableWriter {
     const { metrics, store } = this.#o;
     const stopTimer = metrics.flushSeconds.startTimer();
     let lost: Set<number>;
+    /** Partitions whose writes failed while the others went through: written again next window. */
+    let failed = new Set<number>();
     try {
       lost = await this.#persist(
         async () => {
           if (groups.size === 0) return new Set<number>();
           metrics.storeWrites.inc();
-          return new Set((await store.write([...groups.values()])).map((f) => f.partition));
+          try {
+            return new Set((await store.write([...groups.values()])).map((f) => f.partition));
+          } catch (err) {
+            if (!(err instanceof PartialWriteError)) throw err;
+            failed = new Set(err.failed.map((f) => f.partition));
+            this.#o.logger.warn({ err, partitions: failed.size }, "flush failed for some partitions");
+            return new Set((err.result as Fence[]).map((f) => f.partition));
+          }
         },
         (stale, ts) => {
           for (const { actor, updates } of taken) {
-            if (stale.has(actor.partition)) continue;
+            if (stale.has(actor.partition) || failed.has(actor.partition)) continue;
             for (const [dc, counters] of updates)
               this.#publishUpdate({ page: actor.page, partition: actor.partition, dc, counters }, ts);
           }
@@ -372,22 +382,39 @@ export class DurableWriter {
       );
     } catch (err) {
       metrics.flushFailures.inc();
-      for (const { actor, writes, updates } of taken) {
-        actor.restoreUnwritten(writes, updates.keys());
-        // An actor torn down during the round trip was forgotten: it must not come back.
-        if (actor.status === "active") this.#dirty.add(actor);
-      }
-      // Still waiting since the first of them, not since this failure.
-      if (since !== undefined) this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
-      // Retried on the next window; nothing is published ahead of the store.
-      this.#flusher.request();
+      this.#writeAgain(taken, since);
       throw err;
     } finally {
       stopTimer();
     }
-    for (const { actor } of taken) actor.written();
+    if (failed.size > 0) {
+      metrics.flushFailures.inc();
+      this.#writeAgain(
+        taken.filter(({ actor }) => failed.has(actor.partition)),
+        since,
+      );
+    }
+    for (const { actor } of taken) if (!failed.has(actor.partition)) actor.written();
     metrics.flushes.inc();
     for (const partition of lost) this.#o.lost(partition);
+  }
+
+  /**
+   * A flush's writes that failed go back to their actors, written and published by the next one:
+   * nothing is published ahead of the store.
+   */
+  #writeAgain(
+    taken: ReadonlyArray<{ actor: PageActor; writes: EntryWrite[]; updates: Map<string, unknown> }>,
+    since: number | undefined,
+  ): void {
+    for (const { actor, writes, updates } of taken) {
+      actor.restoreUnwritten(writes, updates.keys());
+      // An actor torn down during the round trip was forgotten: it must not come back.
+      if (actor.status === "active") this.#dirty.add(actor);
+    }
+    // Still waiting since the first of them, not since this failure.
+    if (since !== undefined) this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
+    this.#flusher.request();
   }
 }
 

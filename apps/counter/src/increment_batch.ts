@@ -43,6 +43,8 @@ export interface IncrementPlan {
 }
 
 const OWNER_CHANGED = "the page's owner changed; retry";
+/** Its part of the store failed or was not confirmed on the replicas it must reach: retry, same key. */
+export const UNCONFIRMED = "the store did not confirm the change; retry";
 
 /**
  * One store op per distinct (page, key, counter, change) of the batch. A retry of the same request
@@ -142,6 +144,8 @@ export function answerIncrements(
         break;
       }
       case "duplicate": {
+        // The store's entry may hold a first try this actor never heard of (its answer was lost).
+        if (outcome.entry !== undefined) actor.applied(request.counter, outcome.entry);
         const answer = storedAnswer(outcome.payload);
         reply = answer !== undefined ? incremented(request, answer, true) : errorReply("internal");
         // The first try may never have been published (its owner crashed): publish it again, to this
@@ -153,6 +157,10 @@ export function answerIncrements(
       }
       case "conflict":
         reply = errorReply("idempotency_conflict");
+        break;
+      case "unavailable":
+        // Its shard of the store failed while the rest of the batch went through.
+        reply = errorReply("unavailable", UNCONFIRMED);
         break;
       default:
         reply = errorReply("unavailable", OWNER_CHANGED);

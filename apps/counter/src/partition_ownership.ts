@@ -1,5 +1,5 @@
-import type { Fence, Lease, Store } from "@livecount/store";
-import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { PartialWriteError, type Fence, type Lease, type Store } from "@livecount/store";
+import { LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 
 export interface OwnershipOptions {
   readonly store: Store;
@@ -35,6 +35,8 @@ export class PartitionOwnership {
    */
   readonly #validUntil = new Map<number, number>();
   readonly #wanted = new Set<number>();
+  /** A cycle repeats every few hundred ms while a partition cannot be had: its line is throttled. */
+  readonly #logs = new LogThrottle();
   readonly #waiters = new Map<number, Array<(fence: Fence | undefined) => void>>();
   #onLost: (partition: number, reason: LossReason) => Promise<void> | void = () => {};
   #onAcquired: (partition: number) => void = () => {};
@@ -129,7 +131,9 @@ export class PartitionOwnership {
       await this.#renew();
       await this.#acquireWanted();
     } catch (err) {
-      this.#opts.logger.error({ err }, "partition lease cycle failed");
+      const suppressed = this.#logs.admit("cycle");
+      if (suppressed !== undefined)
+        this.#opts.logger.error({ err, suppressed }, "partition lease cycle failed");
     }
     const pending = [...this.#wanted].some((p) => !this.#held.has(p));
     this.#schedule(pending ? Math.min(this.#opts.retryMs, this.#opts.leaseMs / 3) : this.#opts.leaseMs / 3);
@@ -139,9 +143,26 @@ export class PartitionOwnership {
     if (this.#held.size === 0) return;
     const leases = [...this.#held.values()];
     const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
-    const kept = await this.#opts.store.renew(leases, this.#opts.leaseMs);
+    let kept: Lease[];
+    // Leases whose renewal could not be tried (their part of the store failed): neither renewed
+    // nor lost; they run out at their time unless a later cycle renews them.
+    let untried = new Set<number>();
+    try {
+      kept = await this.#opts.store.renew(leases, this.#opts.leaseMs);
+    } catch (err) {
+      if (!(err instanceof PartialWriteError)) throw err;
+      kept = err.result as Lease[];
+      untried = new Set(err.failed.map((f) => f.partition));
+      const suppressed = this.#logs.admit("renew");
+      if (suppressed !== undefined)
+        this.#opts.logger.warn(
+          { err, partitions: untried.size, suppressed },
+          "some leases could not be renewed",
+        );
+    }
     const keptBy = new Map(kept.map((l) => [l.partition, l]));
     for (const lease of leases) {
+      if (untried.has(lease.partition)) continue;
       const renewed = keptBy.get(lease.partition);
       if (renewed !== undefined) {
         // A lease released meanwhile must not come back.
@@ -165,13 +186,16 @@ export class PartitionOwnership {
     try {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));
       const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
-      const leases = await Promise.all(
+      // Each on its own: on Redis Cluster one shard failing leaves the others' partitions to take.
+      const settled = await Promise.allSettled(
         missing.map((p) =>
           this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs, {
             reclaimFrom: this.#opts.reclaimFrom,
           }),
         ),
       );
+      const leases = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       for (const lease of leases) {
         if (lease === null) continue;
         if (!this.#wanted.has(lease.partition)) {
@@ -184,6 +208,7 @@ export class PartitionOwnership {
         this.#notify(lease.partition, lease);
       }
       if (leases.some((l) => l === null)) this.#schedule(this.#opts.retryMs);
+      if (failed !== undefined) throw failed.reason;
     } finally {
       this.#acquiring = false;
     }

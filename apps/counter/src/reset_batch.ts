@@ -16,6 +16,7 @@
  */
 import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
+import { UNCONFIRMED } from "./increment_batch.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
@@ -149,6 +150,8 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
+        // The store's entry may hold a first try this actor never heard of (its answer was lost).
+        if (outcome.entry !== undefined) actor.applied(request.counter, outcome.entry);
         // The first try may have become durable and never been published (its owner crashed): its
         // entries go out again, to this DC's gateways only for a settled delete (PageActor.republishTo).
         const to = actor.republishTo(request.counter);
@@ -161,6 +164,10 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
       }
       case "conflict":
         reply = errorReply("idempotency_conflict");
+        break;
+      case "unavailable":
+        // Its shard of the store failed while the rest of the batch went through.
+        reply = errorReply("unavailable", UNCONFIRMED);
         break;
       default:
         reply = errorReply("unavailable", "the page's owner changed; retry");

@@ -11,7 +11,7 @@ import {
 } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, PartialWriteError, type Lease } from "@livecount/store";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -22,10 +22,25 @@ import { withoutBuckets } from "../../../test/support/records.js";
 const PARTITIONS = 4;
 const LEASE_MS = 3_000;
 
+/** A MemoryStore whose renewals of some partitions fail while the rest go through, as a Redis Cluster shard that is down. */
+class ShardedStore extends MemoryStore {
+  readonly down = new Set<number>();
+
+  override async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    const failed = leases.filter((l) => this.down.has(l.partition));
+    const renewed = await super.renew(
+      leases.filter((l) => !this.down.has(l.partition)),
+      ttlMs,
+    );
+    if (failed.length > 0) throw new PartialWriteError(failed, renewed);
+    return renewed;
+  }
+}
+
 describe("counter - counter node lifecycle", () => {
   let clock: ManualClock;
   let bus: MemoryBus;
-  let store: MemoryStore;
+  let store: ShardedStore;
   let node: CounterNode;
   let metrics: Registry;
 
@@ -37,7 +52,7 @@ describe("counter - counter node lifecycle", () => {
   async function start(): Promise<void> {
     clock = new ManualClock();
     bus = new MemoryBus({ clock });
-    store = new MemoryStore({ now: () => clock.now() });
+    store = new ShardedStore({ now: () => clock.now() });
     const config = readCounterConfig({
       LIVECOUNT_NODE_ID: "counter-1",
       LIVECOUNT_PARTITIONS: String(PARTITIONS),
@@ -143,6 +158,26 @@ describe("counter - counter node lifecycle", () => {
     expect([...refusals]).toEqual(["unavailable"]);
     expect(node.ready).toBe(true);
   });
+
+  test("counter - leases whose part of the store fails are left to run out while the others are renewed, and taken again after", async () => {
+    await start();
+    store.down.add(1);
+    await clock.advance(LEASE_MS * 2);
+    // The others were renewed all along: nobody else can take them.
+    for (const p of [0, 2, 3]) expect(await store.acquire(p, "counter-2/x", LEASE_MS)).toBeNull();
+    // Partition 1's ran out: another process could take it (and lets it go again at once).
+    expect(await store.acquire(1, "counter-2/x", 1)).not.toBeNull();
+    store.down.clear();
+    // The node finds partition 1 lost and takes it again.
+    await clock.advance(LEASE_MS);
+    expect(await owned()).toBe(PARTITIONS);
+    expect(node.ready).toBe(true);
+  });
+
+  async function owned(): Promise<number> {
+    const gauge = await metrics.getSingleMetric("livecount_counter_partitions_owned")?.get();
+    return gauge?.values[0]?.value ?? NaN;
+  }
 
   async function actorsInMemory(): Promise<number> {
     const gauge = await metrics.getSingleMetric("livecount_counter_actors")?.get();

@@ -108,6 +108,77 @@ describe("counter - durable writer", () => {
     publishesFollowDurableWrites(u.timeline);
   });
 
+  test("counter - a flush whose write failed for one partition publishes the others and writes that one again", async () => {
+    u = await buildUnits();
+    const [ok, down] = [pageIn(1), pageIn(2)];
+    await u.acquire(1);
+    await u.acquire(2);
+    u.store.failPartitions.add(2);
+    await Promise.all(
+      [
+        [ok, 1],
+        [down, 2],
+      ].map(([page, partition]) =>
+        u.intake.batch({
+          type: "presence",
+          gateway: "gw",
+          partition: partition as number,
+          ops: [{ page: page as string, viewer: "v:1", present: true }],
+        }),
+      ),
+    );
+    await u.clock.advance(0);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.published.map((update) => update.page)).toEqual([ok]);
+    expect((await u.store.load(down))[VIEWERS_COUNTER]).toBeUndefined();
+    expect(u.writer.flushLagMs).toBeGreaterThan(0);
+
+    u.store.failPartitions.clear();
+    await u.clock.advance(COALESCE_MS);
+    expect(u.published.map((update) => update.page)).toEqual([ok, down]);
+    expect((await u.store.load(down))[VIEWERS_COUNTER]?.dc1).toEqual({ p: 1, n: 0 });
+    expect(u.writer.flushLagMs).toBe(0);
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - an increment whose part of the store failed answers unavailable; the rest of its batch is acknowledged", async () => {
+    u = await buildUnits();
+    const [ok, down] = [pageIn(3), pageIn(4)];
+    await u.acquire(3);
+    await u.acquire(4);
+    u.store.failPartitions.add(4);
+    const replies = Promise.all([increment(ok, 3, "a"), increment(down, 4, "b")]);
+    await u.clock.advance(0);
+    const [a, b] = await replies;
+    expect(u.timeline.filter((e) => e === "increment:start")).toHaveLength(1);
+    expect(a).toMatchObject({ type: "incremented", value: 1 });
+    expect(b).toMatchObject({ type: "error", code: "unavailable" });
+    expect(u.published.map((update) => update.page)).toEqual([ok]);
+
+    u.store.failPartitions.clear();
+    const retry = increment(down, 4, "b");
+    await u.clock.advance(0);
+    expect(await retry).toMatchObject({ type: "incremented", value: 1, duplicate: false });
+  });
+
+  test("counter - a retry of an increment that applied but whose answer was lost brings the owner's value up to the store's", async () => {
+    u = await buildUnits();
+    const page = pageIn(5);
+    await u.acquire(5);
+    u.store.loseIncrementAnswers = 1;
+    const first = increment(page, 5, "k1", 3);
+    await u.clock.advance(0);
+    expect(await first).toMatchObject({ type: "error", code: "unavailable" });
+    expect(u.published).toEqual([]);
+    const retry = increment(page, 5, "k1", 3);
+    await u.clock.advance(0);
+    expect(await retry).toMatchObject({ type: "incremented", value: 3, duplicate: true });
+    expect(u.published.at(-1)?.counters.likes).toEqual({ p: 3, n: 0 });
+    const next = increment(page, 5, "k2", 1);
+    await u.clock.advance(0);
+    expect(await next).toMatchObject({ type: "incremented", value: 4, duplicate: false });
+  });
+
   test("counter - increments queued in one turn share one store round trip, and a repeated key counts once", async () => {
     u = await buildUnits();
     const page = pageIn(3);

@@ -10,6 +10,7 @@ import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
 import {
   MemoryStore,
+  PartialWriteError,
   StoreError,
   type Fence,
   type FencedWrites,
@@ -42,7 +43,15 @@ export class FlakyStore extends MemoryStore {
   /** The next this many write/increment/load calls reject. */
   failWrites = 0;
   failIncrements = 0;
+  /** The next this many increment calls apply, then reject as if their answer was lost. */
+  loseIncrementAnswers = 0;
   failLoads = 0;
+  /**
+   * Partitions whose part of each write and increment fails while the rest goes through, as a
+   * Redis Cluster shard that is down: writes reject with PartialWriteError, their ops answer
+   * "unavailable".
+   */
+  readonly failPartitions = new Set<number>();
   /** While set, writes wait for it before reaching the store (a round trip in flight). */
   hold: Promise<void> | undefined;
   /** While set, increments wait for it before reaching the store. */
@@ -83,9 +92,16 @@ export class FlakyStore extends MemoryStore {
       this.timeline.push("write:failed");
       throw new StoreError("injected write failure");
     }
-    const stale = await super.write(groups);
-    const pages = new Set(groups.flatMap((g) => g.writes.map((w) => w.page)));
+    const failed = groups.filter((g) => this.failPartitions.has(g.fence.partition));
+    const through = groups.filter((g) => !this.failPartitions.has(g.fence.partition));
+    const stale = await super.write(through);
+    const pages = new Set(through.flatMap((g) => g.writes.map((w) => w.page)));
     this.timeline.push(`write:done:${[...pages].join(",")}`);
+    if (failed.length > 0)
+      throw new PartialWriteError(
+        failed.map((g) => g.fence),
+        stale,
+      );
     return stale;
   }
 
@@ -112,9 +128,16 @@ export class FlakyStore extends MemoryStore {
       this.timeline.push("increment:failed");
       throw new StoreError("injected increment failure");
     }
-    const outcomes = await super.increment(ops, keyTtlMs);
-    this.timeline.push(`increment:done:${[...new Set(ops.map((o) => o.page))].join(",")}`);
-    return outcomes;
+    const through = ops.filter((op) => !this.failPartitions.has(op.fence.partition));
+    const applied = await super.increment(through, keyTtlMs);
+    if (this.loseIncrementAnswers > 0 && this.loseIncrementAnswers-- > 0) {
+      this.timeline.push("increment:failed");
+      throw new StoreError("injected lost answer");
+    }
+    this.timeline.push(`increment:done:${[...new Set(through.map((o) => o.page))].join(",")}`);
+    return ops.map((op) =>
+      this.failPartitions.has(op.fence.partition) ? { kind: "unavailable" } : applied.shift()!,
+    );
   }
 }
 
