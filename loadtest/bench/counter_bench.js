@@ -11,6 +11,7 @@
  */
 import { nodeSubject } from "@livecount/bus";
 import { decodeMessage, encodeMessage, VIEWERS_COUNTER } from "@livecount/protocol";
+import { RedisStore } from "@livecount/store";
 import { Redis } from "ioredis";
 import { connect } from "nats";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -59,8 +60,11 @@ async function runLoad(dir, name, config) {
   }
 }
 
-/** Reads every page's viewers from the node (snapshot requests) and from Redis, against the truth. */
-async function verifyLivecount(nc, redis, truth) {
+/**
+ * Reads every page's viewers from the node (snapshot requests) and from the store in Redis (through
+ * the product's own RedisStore, so one Redis and a cluster are read alike), against the truth.
+ */
+async function verifyLivecount(nc, store, truth) {
   const pages = Object.keys(truth);
   const subject = nodeSubject(DC, NODE_ID);
   let snapshotMismatches = 0;
@@ -74,16 +78,13 @@ async function verifyLivecount(nc, redis, truth) {
         nc.request(subject, encodeMessage({ type: "snapshot", page }), { timeout: 10_000 }),
       ),
     );
-    const pipeline = redis.pipeline();
-    for (const page of chunk) pipeline.hget(`lc:page:${page}`, `${VIEWERS_COUNTER}\u0000${DC}`);
-    const stored = await pipeline.exec();
+    const stored = await store.loadMany(chunk);
     chunk.forEach((page, j) => {
       const reply = decodeMessage(replies[j].data);
       const entry = reply.type === "page_state" ? reply.counters[VIEWERS_COUNTER]?.[DC] : undefined;
       const viewers = entry === undefined ? 0 : entry.p - entry.n;
-      const [, raw] = stored[j];
-      const m = /^(\d+):(\d+)$/.exec(raw ?? "0:0");
-      const durable = Number(m[1]) - Number(m[2]);
+      const own = stored[j][VIEWERS_COUNTER]?.[DC];
+      const durable = own === undefined ? 0 : own.p - own.n;
       if (viewers !== truth[page]) {
         snapshotMismatches++;
         example ??= { page, expected: truth[page], node: viewers, redis: durable };
@@ -110,15 +111,116 @@ async function verifyNaive(redis, truth) {
   return { pagesChecked: pages.length, mismatches, example };
 }
 
-/** @param {Partial<typeof defaults>} options */
-export async function counterBench(options = {}, log = console.error) {
-  const o = { ...defaults, ...options };
-  const dir = benchDir("counter");
-  const nats = await startNats(dir);
-  const redisServer = await startRedis(dir);
-  const redis = new Redis(redisServer.url);
-  const nc = await connect({ servers: nats.url, name: "bench-verifier" });
-  const loadConfig = {
+/**
+ * (a): one counter node with the store `store` names (its LIVECOUNT_REDIS_* variables) on
+ * `redisNodes` (every server, for Redis's own counts and CPU), driven with `o.events` events and
+ * verified; stopped afterwards.
+ */
+export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loadConfig, o, log, procs }) {
+  // --- livecount counter node ---------------------------------------------------------------
+  const port = await freePort();
+  const counter = spawnProduct(
+    "counter",
+    "apps/counter/dist/main.js",
+    {
+      LIVECOUNT_NATS_URL: nats.url,
+      ...store,
+      LIVECOUNT_NODE_ID: NODE_ID,
+      LIVECOUNT_DC: DC,
+      LIVECOUNT_PORT: String(port),
+      LIVECOUNT_PARTITIONS: String(o.partitions),
+      LIVECOUNT_GRACE_MS: String(GRACE_MS),
+    },
+    dir,
+  );
+  procs.push(counter);
+  const metricsUrl = `http://127.0.0.1:${port}/metrics`;
+  await waitHttp(`http://127.0.0.1:${port}/readyz`, "counter node (owning every partition)", counter);
+  log(`counter: node ready (pid ${counter.pid}); sending ${o.events} presence events`);
+
+  const m0 = await scrape(metricsUrl);
+  const redisClients = redisNodes.map((n) => new Redis(n.url));
+  const r0 = await redisNodeStats(redisClients);
+  const redis0 = redisNodes.map((n) => cpuSeconds(n.pid));
+  const proc0 = cpuSeconds(counter.pid);
+  const load = await runLoad(dir, "presence-load-livecount", {
+    ...loadConfig,
+    subject: nodeSubject(DC, NODE_ID),
+    events: o.events,
+  });
+  log(
+    `counter: ${load.events} events in ${(load.elapsedMs / 1000).toFixed(1)} s, ${load.errors} errors; ` +
+      `waiting ${SETTLE_MS} ms for the grace window and the last flush`,
+  );
+  await sleep(SETTLE_MS);
+  const m1 = await scrape(metricsUrl);
+  const r1 = await redisNodeStats(redisClients);
+  const redisCpu = redisNodes.reduce((sum, n, i) => sum + cpuSeconds(n.pid) - redis0[i], 0);
+  for (const c of redisClients) c.disconnect();
+  const proc1 = cpuSeconds(counter.pid);
+  const reader = await RedisStore.connect(
+    store.LIVECOUNT_REDIS_CLUSTER !== undefined
+      ? { cluster: store.LIVECOUNT_REDIS_CLUSTER.split(","), partitions: o.partitions }
+      : { url: store.LIVECOUNT_REDIS_URL, partitions: o.partitions },
+  );
+  const check = await verifyLivecount(nc, reader, load.truth).finally(() => reader.close());
+  const d = (name) => metricSum(m1, name) - metricSum(m0, name);
+  const cpu = d("process_cpu_seconds_total");
+  const roundTrips = d("livecount_counter_store_round_trips_total");
+  const calls = callDeltas(r0, r1);
+  const pageLoads = calls.hgetall ?? 0;
+  const redisCommands = r1.totalCommands - r0.totalCommands;
+  const viewersTruth = Object.values(load.truth).reduce((a, b) => a + b, 0);
+  const livecount = {
+    events: load.events,
+    batches: load.batches,
+    requestErrors: load.errors,
+    firstError: load.firstError,
+    stoppedEarly: load.stoppedEarly,
+    wallSeconds: round(load.elapsedMs / 1000, 2),
+    eventsPerWallSecond: Math.round(load.events / (load.elapsedMs / 1000)),
+    cpuSeconds: round(cpu, 2),
+    cpuSecondsProc: round(proc1 - proc0, 2),
+    eventsPerCpuSecond: Math.round(load.events / cpu),
+    presenceOpsApplied: d("livecount_counter_presence_ops_total"),
+    storeRoundTrips: roundTrips,
+    roundTripsPerEvent: round(roundTrips / load.events, 6),
+    pageLoads,
+    roundTripsInclLoadsPerEvent: round((roundTrips + pageLoads) / load.events, 6),
+    flushes: d("livecount_counter_flushes_total"),
+    updatesPublished: d("livecount_counter_updates_published_total"),
+    redisCommands,
+    redisCommandsPerEvent: round(redisCommands / load.events, 6),
+    redisCpuSeconds: round(redisCpu, 2),
+    redisCalls: calls,
+    viewersAtEnd: viewersTruth,
+    verify: check,
+  };
+  await counter.stop();
+  return livecount;
+}
+
+/** A run of (a) whose events were all applied, with every page exact at the node and in Redis. */
+export function verified(run) {
+  return (
+    run.verify.snapshotMismatches === 0 &&
+    run.verify.redisMismatches === 0 &&
+    run.requestErrors === 0 &&
+    run.presenceOpsApplied === run.events
+  );
+}
+
+/** Total commands and per-command calls of several Redis servers (a cluster's masters and replicas). */
+async function redisNodeStats(clients) {
+  const all = await Promise.all(clients.map((c) => redisStats(c)));
+  const calls = {};
+  for (const s of all) for (const [name, n] of Object.entries(s.calls)) calls[name] = (calls[name] ?? 0) + n;
+  return { totalCommands: all.reduce((sum, s) => sum + s.totalCommands, 0), calls };
+}
+
+/** What the load process sends: the same events, by seed, to whichever node it is given. */
+export function loadConfigOf(o, nats) {
+  return {
     natsUrl: nats.url,
     dc: DC,
     pages: o.pages,
@@ -131,78 +233,30 @@ export async function counterBench(options = {}, log = console.error) {
     seed: o.seed,
     maxSeconds: o.maxSeconds,
   };
+}
+
+/** @param {Partial<typeof defaults>} options */
+export async function counterBench(options = {}, log = console.error) {
+  const o = { ...defaults, ...options };
+  const dir = benchDir("counter");
+  const nats = await startNats(dir);
+  const redisServer = await startRedis(dir);
+  const redis = new Redis(redisServer.url);
+  const nc = await connect({ servers: nats.url, name: "bench-verifier" });
+  const loadConfig = loadConfigOf(o, nats);
   const procs = [];
   try {
-    // --- livecount counter node ---------------------------------------------------------------
-    const port = await freePort();
-    const counter = spawnProduct(
-      "counter",
-      "apps/counter/dist/main.js",
-      {
-        LIVECOUNT_NATS_URL: nats.url,
-        LIVECOUNT_REDIS_URL: redisServer.url,
-        LIVECOUNT_NODE_ID: NODE_ID,
-        LIVECOUNT_DC: DC,
-        LIVECOUNT_PORT: String(port),
-        LIVECOUNT_PARTITIONS: String(o.partitions),
-        LIVECOUNT_GRACE_MS: String(GRACE_MS),
-      },
+    const livecount = await measureCounterNode({
       dir,
-    );
-    procs.push(counter);
-    const metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    await waitHttp(`http://127.0.0.1:${port}/readyz`, "counter node (owning every partition)", counter);
-    log(`counter: node ready (pid ${counter.pid}); sending ${o.events} presence events`);
-
-    const m0 = await scrape(metricsUrl);
-    const r0 = await redisStats(redis);
-    const proc0 = cpuSeconds(counter.pid);
-    const load = await runLoad(dir, "presence-load-livecount", {
-      ...loadConfig,
-      subject: nodeSubject(DC, NODE_ID),
-      events: o.events,
+      nats,
+      nc,
+      store: { LIVECOUNT_REDIS_URL: redisServer.url },
+      redisNodes: [redisServer],
+      loadConfig,
+      o,
+      log,
+      procs,
     });
-    log(
-      `counter: ${load.events} events in ${(load.elapsedMs / 1000).toFixed(1)} s, ${load.errors} errors; ` +
-        `waiting ${SETTLE_MS} ms for the grace window and the last flush`,
-    );
-    await sleep(SETTLE_MS);
-    const m1 = await scrape(metricsUrl);
-    const r1 = await redisStats(redis);
-    const proc1 = cpuSeconds(counter.pid);
-    const check = await verifyLivecount(nc, redis, load.truth);
-    const d = (name) => metricSum(m1, name) - metricSum(m0, name);
-    const cpu = d("process_cpu_seconds_total");
-    const roundTrips = d("livecount_counter_store_round_trips_total");
-    const calls = callDeltas(r0, r1);
-    const pageLoads = calls.hgetall ?? 0;
-    const redisCommands = r1.totalCommands - r0.totalCommands;
-    const viewersTruth = Object.values(load.truth).reduce((a, b) => a + b, 0);
-    const livecount = {
-      events: load.events,
-      batches: load.batches,
-      requestErrors: load.errors,
-      firstError: load.firstError,
-      stoppedEarly: load.stoppedEarly,
-      wallSeconds: round(load.elapsedMs / 1000, 2),
-      eventsPerWallSecond: Math.round(load.events / (load.elapsedMs / 1000)),
-      cpuSeconds: round(cpu, 2),
-      cpuSecondsProc: round(proc1 - proc0, 2),
-      eventsPerCpuSecond: Math.round(load.events / cpu),
-      presenceOpsApplied: d("livecount_counter_presence_ops_total"),
-      storeRoundTrips: roundTrips,
-      roundTripsPerEvent: round(roundTrips / load.events, 6),
-      pageLoads,
-      roundTripsInclLoadsPerEvent: round((roundTrips + pageLoads) / load.events, 6),
-      flushes: d("livecount_counter_flushes_total"),
-      updatesPublished: d("livecount_counter_updates_published_total"),
-      redisCommands,
-      redisCommandsPerEvent: round(redisCommands / load.events, 6),
-      redisCalls: calls,
-      viewersAtEnd: viewersTruth,
-      verify: check,
-    };
-    await counter.stop();
 
     // --- naive baseline ----------------------------------------------------------------------------
     const naive = forkHelper("naive-counter", NAIVE_SCRIPT, [], dir, {
@@ -251,13 +305,7 @@ export async function counterBench(options = {}, log = console.error) {
           goal: "<= 0.01",
           met: livecount.roundTripsInclLoadsPerEvent <= 0.01,
         },
-        verified: {
-          met:
-            check.snapshotMismatches === 0 &&
-            check.redisMismatches === 0 &&
-            load.errors === 0 &&
-            livecount.presenceOpsApplied === load.events,
-        },
+        verified: { met: verified(livecount) },
       },
     };
   } finally {

@@ -10,7 +10,8 @@
  *   node loadtest/bench/run.js latency --set coalesceMs=0   override an option (see each *_bench.js)
  *
  * Benchmarks: counter (a: counter node presence events per CPU-second and Redis round trips per
- * event; b: a naive counter with the same events), fanout (c: count frames per gateway CPU-second
+ * event; b: a naive counter with the same events), counter-cluster (the same node on a 3+3 Redis
+ * Cluster against one Redis, same events, same run), fanout (c: count frames per gateway CPU-second
  * against a Socket.IO server, one page per socket), fanout-multi (the same with five pages per
  * socket), memory (d: gateway RSS per idle viewer), latency (e: join on gateway A -> count on B),
  * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency),
@@ -24,6 +25,7 @@
 import { availableParallelism, loadavg } from "node:os";
 import { bootstrapBench, largeHealBench } from "./convergence_bench.js";
 import { counterBench } from "./counter_bench.js";
+import { counterClusterBench } from "./counter_cluster_bench.js";
 import { fanoutBench } from "./fanout_bench.js";
 import { latencyBench } from "./latency_bench.js";
 import { installCleanup, machine } from "./lib/processes.js";
@@ -32,6 +34,7 @@ import { multiDcBench } from "./multi_dc_bench.js";
 
 const QUICK = {
   counter: { events: 400_000, naiveEvents: 100_000 },
+  "counter-cluster": { events: 300_000 },
   fanout: { sockets: 2000, measureS: 4, warmupS: 2 },
   "fanout-multi": { sockets: 1000, measureS: 4, warmupS: 2 },
   memory: { sockets: 4000, settleS: 2 },
@@ -43,6 +46,7 @@ const QUICK = {
 
 const BENCHMARKS = {
   counter: (o) => counterBench(o),
+  "counter-cluster": (o) => counterClusterBench(o),
   fanout: (o) => fanoutBench(o),
   "fanout-multi": (o) => fanoutBench({ sockets: 8000, pagesPerSocket: 5, changesPerPagePerS: 3, ...o }),
   memory: (o) => memoryBench(o),
@@ -104,6 +108,39 @@ function rows(name, r) {
           "events applied and verified",
           `${fmt(lc.presenceOpsApplied)}/${fmt(lc.events)}, ${lc.verify.snapshotMismatches + lc.verify.redisMismatches} mismatches`,
           `${fmt(r.naive.events)}, ${r.naive.verify.mismatches} mismatches`,
+          "",
+          "0 mismatches",
+          yes(r.goals.verified.met),
+        ],
+      ];
+    }
+    case "counter-cluster": {
+      const one = r.one;
+      const rc = r.cluster;
+      return [
+        [
+          name,
+          `presence events / CPU-second, Redis Cluster (${r.config.masters}x${1 + r.config.replicas}) vs one Redis`,
+          rc.eventsPerCpuSecond,
+          one.eventsPerCpuSecond,
+          `${r.ratioEventsPerCpuSecond}x`,
+          "",
+          "",
+        ],
+        [
+          name,
+          "Redis commands / event, masters' CPU s",
+          `${rc.redisCommandsPerEvent}, ${rc.redisCpuSeconds}`,
+          `${one.redisCommandsPerEvent}, ${one.redisCpuSeconds}`,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "events applied and verified (cluster / one)",
+          `${fmt(rc.presenceOpsApplied)}/${fmt(rc.events)}, ${rc.verify.snapshotMismatches + rc.verify.redisMismatches} mismatches`,
+          `${fmt(one.presenceOpsApplied)}/${fmt(one.events)}, ${one.verify.snapshotMismatches + one.verify.redisMismatches} mismatches`,
           "",
           "0 mismatches",
           yes(r.goals.verified.met),

@@ -18,12 +18,16 @@ import {
   longestDip,
   monitorLikeReads,
   readCounter,
-  seededRandom,
-  type AudienceOptions,
-  type Churn,
-  type LikeRun,
 } from "../support/audience.js";
-import { TIMINGS, TestCluster, type ClusterProcess, type TestClusterOptions } from "../support/cluster.js";
+import { TIMINGS, type ClusterProcess, type TestCluster } from "../support/cluster.js";
+import {
+  finishLikes,
+  pageIds,
+  random,
+  seatAudience,
+  startChurn,
+  startCluster,
+} from "../support/fault_scenes.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
@@ -47,52 +51,7 @@ if (!serversAvailable) {
   console.warn("\n!!! SKIPPED: the cluster tests need nats-server and redis-server\n");
 }
 
-/** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
-async function startCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
-  const cluster = await TestCluster.start(options);
-  // One hook, so the logs are read before stop() deletes them.
-  onTestFinished(async ({ task }) => {
-    const failed = task.result?.state === "fail";
-    if (failed) {
-      console.error(
-        `\n----- logs of the failed test's processes (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`,
-      );
-    }
-    await cluster.stop(failed);
-  });
-  return cluster;
-}
-
-/** A seeded generator; the seed is printed so a failing run can be replayed. */
-function random(name: string): () => number {
-  const seed = Number(process.env.LIVECOUNT_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
-  console.info(`${name}: seed ${seed} (LIVECOUNT_TEST_SEED=${seed} replays it)`);
-  return seededRandom(seed);
-}
-
-function pageIds(prefix: string, n: number): string[] {
-  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-}
-
 /** Pages the ring gives to `node` while every counter node of the cluster is up. */
-/**
- * An audience on `n` pages, closed after the test: viewers seated over both gateways and a watcher
- * on every gateway.
- */
-async function seatAudience(
-  cluster: TestCluster,
-  label: string,
-  n: number,
-  rnd: () => number,
-  options?: AudienceOptions,
-): Promise<Audience> {
-  const audience = new Audience(cluster, pageIds(label, n), rnd, options);
-  onTestFinished(() => audience.close());
-  await audience.populate();
-  await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
-  return audience;
-}
-
 function pagesOwnedBy(cluster: TestCluster, node: ClusterProcess, pages: readonly string[]): Set<string> {
   const ring = new HashRing(
     cluster.counters.map((c) => c.nodeId),
@@ -109,24 +68,6 @@ async function ownsEveryPartition(node: ClusterProcess, timeoutMs: number): Prom
     },
     { timeoutMs, intervalMs: 50, message: `${node.nodeId} owns every partition` },
   );
-}
-
-/** Stops the likes when the test ends: abandoned if it failed, else once every key is acknowledged. */
-function finishLikes(run: LikeRun): () => Promise<void> {
-  let stopped: Promise<void> | undefined;
-  const stop = (): Promise<void> => (stopped ??= run.stop());
-  onTestFinished(async ({ task }) => {
-    if (task.result?.state === "fail") await run.abort();
-    else await stop();
-  });
-  return stop;
-}
-
-/** Joins and leaves in the background (on `only` these gateways), stopped when the test ends at the latest. */
-function startChurn(audience: Audience, only?: readonly ClusterProcess[]): Churn {
-  const churn = audience.churn(only === undefined ? {} : { only });
-  onTestFinished(() => churn.stop());
-  return churn;
 }
 
 const describeCluster = serversAvailable ? describe : describe.skip;

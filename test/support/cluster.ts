@@ -272,6 +272,8 @@ export interface TestClusterOptions {
   readonly redis?: RedisServerOptions;
   /** Every counter node reaches Redis through its own link proxy, so a test can cut one off. */
   readonly redisLinks?: boolean;
+  /** Counter nodes use this Redis Cluster (LIVECOUNT_REDIS_CLUSTER) instead of the one Redis. */
+  readonly redisCluster?: { readonly seeds: string };
   /** Added to every process's environment. */
   readonly env?: Readonly<Record<string, string>>;
 }
@@ -299,6 +301,9 @@ export class TestCluster {
       ...CLUSTER_ENV,
       LIVECOUNT_NATS_URL: nats.url,
       LIVECOUNT_REDIS_URL: redis.url,
+      ...(options.redisCluster !== undefined
+        ? { LIVECOUNT_REDIS_URL: "", LIVECOUNT_REDIS_CLUSTER: options.redisCluster.seeds }
+        : {}),
       ...options.env,
     };
     const make = async (

@@ -266,6 +266,16 @@ export class RedisCluster {
     );
   }
 
+  /**
+   * Starts a killed node again on its port and dir: it rejoins as a replica of the master that took
+   * its slots. Resolves once the cluster is whole again, every replica synced.
+   */
+  async restart(port: number, timeoutMs = 30_000): Promise<void> {
+    await this.#server(port).restart();
+    this.#killedSlots.delete(port);
+    await this.#waitUntil(() => this.#checkFormed(), timeoutMs, `node ${port} did not rejoin`);
+  }
+
   /** DBSIZE of every live master, by port. */
   async keyCounts(): Promise<Map<number, number>> {
     const masters = (await this.masters()).filter(({ port }) => this.#server(port).running);

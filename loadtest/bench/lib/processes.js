@@ -6,7 +6,15 @@
  * Modelled on test/support/nats_server.ts and redis_server.ts, without the test-runner parts.
  */
 import { execFileSync, fork, spawn } from "node:child_process";
-import { accessSync, constants as fsConstants, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  constants as fsConstants,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -165,24 +173,74 @@ export async function startNats(dir) {
 }
 
 /** Starts redis-server on a free port, no persistence (the benchmarks measure CPU, not disks). */
-export async function startRedis(dir) {
+export async function startRedis(dir, { name = "redis", extraArgs = [] } = {}) {
   const bin = binary("redis-server", "LIVECOUNT_REDIS_SERVER", "/usr/bin/redis-server");
   const port = await freePort();
-  const logPath = join(dir, "redis.log");
+  const logPath = join(dir, `${name}.log`);
   const log = openSync(logPath, "a");
   // prettier-ignore
   const args = [
     "--port", String(port), "--bind", LOOPBACK, "--dir", dir,
     "--save", "", "--appendonly", "no", "--logfile", "",
+    ...extraArgs,
   ];
-  const proc = track(spawn(bin, args, { stdio: ["ignore", log, log] }), "redis-server", logPath);
-  await waitUntil(
-    async () => (await greeting(port, "PING\r\n")).startsWith("+PONG"),
-    "redis-server",
-    undefined,
-    proc,
-  );
+  const proc = track(spawn(bin, args, { stdio: ["ignore", log, log] }), name, logPath);
+  await waitUntil(async () => (await greeting(port, "PING\r\n")).startsWith("+PONG"), name, undefined, proc);
   return { ...proc, port, url: `redis://${LOOPBACK}:${port}` };
+}
+
+/**
+ * Starts a Redis Cluster of `masters` masters with `replicas` replicas each (no persistence), created
+ * with `redis-cli --cluster create`; resolves once every node reports every slot served. `seeds` is
+ * what LIVECOUNT_REDIS_CLUSTER takes; `nodes` every server, `masters` those that serve slots.
+ */
+export async function startRedisCluster(dir, { masters = 3, replicas = 1 } = {}) {
+  const cli = binary("redis-cli", "LIVECOUNT_REDIS_CLI", "/usr/bin/redis-cli");
+  const nodes = [];
+  for (let i = 0; i < masters * (1 + replicas); i++) {
+    const nodeDir = join(dir, `redis-cluster-${i}`);
+    mkdirSync(nodeDir, { recursive: true });
+    const busPort = await freePort();
+    // prettier-ignore
+    nodes.push(await startRedis(nodeDir, {
+      name: `redis-cluster-${i}`,
+      extraArgs: [
+        "--cluster-enabled", "yes", "--cluster-config-file", join(nodeDir, "nodes.conf"),
+        "--cluster-port", String(busPort), "--cluster-node-timeout", "5000",
+      ],
+    }));
+  }
+  const addresses = nodes.map((n) => `${LOOPBACK}:${n.port}`);
+  execFileSync(
+    cli,
+    ["--cluster", "create", ...addresses, "--cluster-replicas", String(replicas), "--cluster-yes"],
+    {
+      stdio: "ignore",
+    },
+  );
+  await waitUntil(
+    async () => {
+      for (const n of nodes) {
+        const info = execFileSync(cli, ["-h", LOOPBACK, "-p", String(n.port), "cluster", "info"], {
+          encoding: "utf8",
+        });
+        if (!info.includes("cluster_state:ok") || !info.includes("cluster_slots_ok:16384")) return false;
+      }
+      return true;
+    },
+    "redis cluster",
+    30_000,
+  );
+  const role = (n) =>
+    execFileSync(cli, ["-h", LOOPBACK, "-p", String(n.port), "role"], { encoding: "utf8" }).split("\n")[0];
+  return {
+    nodes,
+    masters: nodes.filter((n) => role(n) === "master"),
+    seeds: addresses.join(","),
+    async stop() {
+      for (const n of nodes) await n.stop();
+    },
+  };
 }
 
 /**

@@ -1,0 +1,71 @@
+/**
+ * The pieces fault tests with real processes share: a cluster per test (logs printed when it fails),
+ * seeded randomness, an audience with watchers, background likes and churn, each stopped when the
+ * test ends.
+ */
+import { onTestFinished } from "vitest";
+import { Audience, seededRandom, type AudienceOptions, type Churn, type LikeRun } from "./audience.js";
+import { TestCluster, type ClusterProcess, type TestClusterOptions } from "./cluster.js";
+
+/** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
+export async function startCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
+  const cluster = await TestCluster.start(options);
+  // One hook, so the logs are read before stop() deletes them.
+  onTestFinished(async ({ task }) => {
+    const failed = task.result?.state === "fail";
+    if (failed) {
+      console.error(
+        `\n----- logs of the failed test's processes (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`,
+      );
+    }
+    await cluster.stop(failed);
+  });
+  return cluster;
+}
+
+/** A seeded generator; the seed is printed so a failing run can be replayed. */
+export function random(name: string): () => number {
+  const seed = Number(process.env.LIVECOUNT_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  console.info(`${name}: seed ${seed} (LIVECOUNT_TEST_SEED=${seed} replays it)`);
+  return seededRandom(seed);
+}
+
+export function pageIds(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+}
+
+/**
+ * An audience on `n` pages, closed after the test: viewers seated over both gateways and a watcher
+ * on every gateway.
+ */
+export async function seatAudience(
+  cluster: TestCluster,
+  label: string,
+  n: number,
+  rnd: () => number,
+  options?: AudienceOptions,
+): Promise<Audience> {
+  const audience = new Audience(cluster, pageIds(label, n), rnd, options);
+  onTestFinished(() => audience.close());
+  await audience.populate();
+  await Promise.all(cluster.gateways.map((g) => audience.watch(g)));
+  return audience;
+}
+
+/** Stops the likes when the test ends: abandoned if it failed, else once every key is acknowledged. */
+export function finishLikes(run: LikeRun): () => Promise<void> {
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => (stopped ??= run.stop());
+  onTestFinished(async ({ task }) => {
+    if (task.result?.state === "fail") await run.abort();
+    else await stop();
+  });
+  return stop;
+}
+
+/** Joins and leaves in the background (on `only` these gateways), stopped when the test ends at the latest. */
+export function startChurn(audience: Audience, only?: readonly ClusterProcess[]): Churn {
+  const churn = audience.churn(only === undefined ? {} : { only });
+  onTestFinished(() => churn.stop());
+  return churn;
+}
