@@ -16,23 +16,12 @@ import { decodeMessage, encodeMessage } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { connect } from "nats";
 import { performance } from "node:perf_hooks";
+import { prng } from "./lib/prng.js";
 
 /** Gateways heartbeat this often; the lease they announce is long so a slow run never expires them. */
 const HEARTBEAT_MS = 2000;
 const HEARTBEAT_LEASE_MS = 60_000;
 const REQUEST_TIMEOUT_MS = 60_000;
-
-/** mulberry32: small, fast, seeded. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * @typedef {object} LoadConfig
