@@ -115,6 +115,11 @@ function createClient(options: RedisConnectionOptions): Redis | Cluster {
       slotsRefreshInterval: SLOTS_REFRESH_MS,
       clusterRetryStrategy: (times) =>
         Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
+      // A node's connection that drops is dialled again rather than dropped from the pool: without
+      // this, a replica whose connection ended while it was promoted stayed missing from the pool
+      // though the slot map named it, and its slots' pipelines went to other masters (MOVED).
+      clusterNodeRetryStrategy: (times) =>
+        Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
       redisOptions: { ...perNode, ...auth },
     });
   }
