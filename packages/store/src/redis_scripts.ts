@@ -59,10 +59,16 @@ for i = 9, #KEYS do
   touched[KEYS[i]] = page
   if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
     durable[KEYS[i]] = true
+  elseif is_presence(field) and not durable[KEYS[i]] then
+    -- A viewer present: not empty, known from this one field instead of reading the whole page
+    -- (which holds up to thousands of unique-visitor registers).
+    local stored = redis.call("HGET", KEYS[i], field)
+    if stored and not is_zero(stored) then durable[KEYS[i]] = true end
   end
 end
 apply_digests(KEYS[4])
 if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
+-- "durable" here: known not to be empty (a durable counter, or a viewer present).
 for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2], durable[key]) end
 return 1`,
 
