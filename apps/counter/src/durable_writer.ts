@@ -1,7 +1,7 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
 import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
-import { Coalescer, type Clock, type Logger } from "@livecount/runtime";
+import { Coalescer, LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import {
   PartialWriteError,
   type EntryWrite,
@@ -65,6 +65,8 @@ export class DurableWriter {
   /** When the oldest change not yet taken by a flush was made; undefined when there is none. */
   #dirtySince: number | undefined;
   readonly #flusher: Coalescer;
+  /** Failures repeat every window while the store (or a shard of it) is down: one line per kind and interval. */
+  readonly #logs = new LogThrottle();
   /** Increment batches and reset rounds run one after the other on this chain. */
   #tail: Promise<void> = Promise.resolve();
   #increments: PendingIncrement[] = [];
@@ -79,8 +81,13 @@ export class DurableWriter {
       options.clock,
       options.coalesceMs,
       () => this.#flush(),
-      (err) => options.logger.error({ err }, "flush failed"),
+      (err) => this.#logError(err, "flush failed"),
     );
+  }
+
+  #logError(err: unknown, msg: string, fields: Record<string, unknown> = {}): void {
+    const suppressed = this.#logs.admit(msg);
+    if (suppressed !== undefined) this.#o.logger.error({ err, ...fields, suppressed }, msg);
   }
 
   /** The actor has entries to persist and publish. */
@@ -316,7 +323,7 @@ export class DurableWriter {
         (s, ts) => this.#publishUpdates(s.durable, ts),
       );
     } catch (err) {
-      this.#o.logger.error({ err, ops: ops.length }, "publisher changes failed");
+      this.#logError(err, "publisher changes failed", { ops: ops.length });
       const reply = errorReply("unavailable", "the store did not answer; retry");
       for (const pending of sent) pending.resolve(reply);
       return undefined;
@@ -368,7 +375,12 @@ export class DurableWriter {
           } catch (err) {
             if (!(err instanceof PartialWriteError)) throw err;
             failed = new Set(err.failed.map((f) => f.partition));
-            this.#o.logger.warn({ err, partitions: failed.size }, "flush failed for some partitions");
+            const suppressed = this.#logs.admit("partial flush");
+            if (suppressed !== undefined)
+              this.#o.logger.warn(
+                { err, partitions: failed.size, suppressed },
+                "flush failed for some partitions",
+              );
             return new Set((err.result as Fence[]).map((f) => f.partition));
           }
         },

@@ -109,8 +109,11 @@ function readRedis(
     throw new ConfigError(
       "set LIVECOUNT_REDIS_URL (one Redis) or LIVECOUNT_REDIS_CLUSTER (a Redis Cluster), not both",
     );
-  for (const seed of seeds)
-    if (!REDIS_NODE.test(seed)) throw new ConfigError(`LIVECOUNT_REDIS_CLUSTER: "${seed}" is not host:port`);
+  for (const seed of seeds) {
+    const port = Number(/:(\d+)$/.exec(seed)?.[1] ?? 0);
+    if (!REDIS_NODE.test(seed) || port < 1 || port > 65535)
+      throw new ConfigError(`LIVECOUNT_REDIS_CLUSTER: "${seed}" is not host:port`);
+  }
   const redisWaitReplicas = readInt(env, "LIVECOUNT_REDIS_WAIT_REPLICAS", 0, {
     min: 0,
     max: MAX_WAIT_REPLICAS,
@@ -123,7 +126,8 @@ function readRedis(
     redisUrl,
     redisCluster: seeds.length > 0 ? seeds : undefined,
     redisWaitReplicas,
-    redisWaitTimeoutMs: readInt(env, "LIVECOUNT_REDIS_WAIT_TIMEOUT_MS", 1000, { min: 1, max: 60000 }),
+    // Below the store's 5 s command timeout: a WAIT the client gave up on still holds its connection.
+    redisWaitTimeoutMs: readInt(env, "LIVECOUNT_REDIS_WAIT_TIMEOUT_MS", 1000, { min: 1, max: 4000 }),
   };
 }
 

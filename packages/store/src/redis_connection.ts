@@ -77,16 +77,29 @@ export function queueScript(
   commands[name](keys.length, ...keys, ...args);
 }
 
-/** Seeds of a cluster as ioredis nodes, and the credentials the first one with any gives. */
+/**
+ * Seeds of a cluster as ioredis nodes, the credentials the first one with any gives, and whether
+ * any is `rediss://` (then every node is reached over TLS).
+ */
 function clusterNodes(seeds: readonly string[]): {
   nodes: Array<{ host: string; port: number }>;
   auth: { username?: string; password?: string };
+  tls: boolean;
 } {
   let auth: { username?: string; password?: string } = {};
+  let tls = false;
   const nodes = seeds.map((seed) => {
-    const url = new URL(seed.includes("://") ? seed : `redis://${seed}`);
+    let url: URL;
+    try {
+      url = new URL(seed.includes("://") ? seed : `redis://${seed}`);
+    } catch (cause) {
+      throw new StoreError(`redis cluster node "${seed}" is not host:port`, { cause });
+    }
+    if (url.protocol !== "redis:" && url.protocol !== "rediss:")
+      throw new StoreError(`redis cluster node "${seed}": only redis:// and rediss:// are supported`);
     if (url.hostname === "" || url.port === "")
       throw new StoreError(`redis cluster node "${seed}" is not host:port`);
+    if (url.protocol === "rediss:") tls = true;
     if (url.password !== "" && auth.password === undefined) {
       auth = {
         password: decodeURIComponent(url.password),
@@ -95,7 +108,7 @@ function clusterNodes(seeds: readonly string[]): {
     }
     return { host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port) };
   });
-  return { nodes, auth };
+  return { nodes, auth, tls };
 }
 
 function createClient(options: RedisConnectionOptions): Redis | Cluster {
@@ -108,7 +121,7 @@ function createClient(options: RedisConnectionOptions): Redis | Cluster {
   if (options.cluster !== undefined) {
     if (options.url !== undefined) throw new StoreError("give a redis url or cluster nodes, not both");
     if (options.cluster.length === 0) throw new StoreError("a redis cluster needs at least one seed node");
-    const { nodes, auth } = clusterNodes(options.cluster);
+    const { nodes, auth, tls } = clusterNodes(options.cluster);
     return new Cluster(nodes, {
       lazyConnect: true,
       enableOfflineQueue: false,
@@ -120,7 +133,7 @@ function createClient(options: RedisConnectionOptions): Redis | Cluster {
       // though the slot map named it, and its slots' pipelines went to other masters (MOVED).
       clusterNodeRetryStrategy: (times) =>
         Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
-      redisOptions: { ...perNode, ...auth },
+      redisOptions: { ...perNode, ...auth, ...(tls ? { tls: {} } : {}) },
     });
   }
   if (options.url === undefined) throw new StoreError("give a redis url or cluster nodes");
@@ -149,6 +162,8 @@ export class RedisConnection {
    * instead of holding their connection another WAIT timeout (see `run`).
    */
   readonly #unconfirmed = new Map<string, number>();
+  /** Per server, the turn of the last durable call: its WAIT goes out after the ones before it. */
+  readonly #waiting = new Map<string, Promise<void>>();
   /** Each partition's slot (on a cluster), computed once. */
   readonly #slots = new Map<number, number>();
   #closed = false;
@@ -167,6 +182,9 @@ export class RedisConnection {
       throw new StoreError("waitReplicas must be an integer >= 0");
     if (!Number.isInteger(waitTimeoutMs) || waitTimeoutMs < 1)
       throw new StoreError("waitTimeoutMs must be an integer >= 1");
+    // A WAIT the client gave up on still holds the connection in Redis: it must end first.
+    if (waitReplicas > 0 && waitTimeoutMs >= (options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS))
+      throw new StoreError("waitTimeoutMs must be below the command timeout");
     const client = createClient(options);
     // With a listener ioredis reports connection errors here instead of treating them as unhandled.
     client.on("error", (err: Error) => options.onError?.(err));
@@ -221,64 +239,81 @@ export class RedisConnection {
       return pipeline;
     });
     const waits = durable && this.#waitReplicas > 0;
-    const outcomes = await Promise.all(
-      [...pipelines].map(async ([group, pipeline]): Promise<[string, unknown[] | StoreError]> => {
-        if (waits) {
-          const until = this.#unconfirmed.get(group);
-          const now = Date.now();
-          if (until !== undefined && now < until) {
-            return [group, this.#notConfirmed(operation, group, "its last WAIT came back short")];
-          }
-          // One call tries again; the others keep failing fast meanwhile.
-          if (until !== undefined) this.#unconfirmed.set(group, now + this.#waitTimeoutMs);
-          pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
-        }
-        return [group, await this.#exec(operation, group, pipeline, waits)];
-      }),
+    const byGroup = new Map(
+      await Promise.all(
+        [...pipelines].map(([group, pipeline]) => this.#send(operation, group, pipeline, waits)),
+      ),
     );
-    const byGroup = new Map(outcomes);
-    if ([...byGroup.values()].every((r) => r instanceof StoreError)) {
-      throw [...byGroup.values()][0] as StoreError;
-    }
     const next = new Map<string, number>();
-    return order.map((group) => {
-      const replies = byGroup.get(group)!;
-      if (replies instanceof StoreError) return replies;
+    const replies = order.map((group) => {
+      const sent = byGroup.get(group)!;
+      if (sent instanceof StoreError) return sent;
       const i = next.get(group) ?? 0;
       next.set(group, i + 1);
-      return replies[i];
+      return sent[i];
     });
+    const failed = replies.filter((r): r is StoreError => r instanceof StoreError);
+    if (failed.length > 0 && failed.length === replies.length) throw failed[0]!;
+    return replies;
   }
 
-  /** One server's pipeline: its replies, or the StoreError that failed it. */
-  async #exec(
+  /**
+   * One server's pipeline: its replies (a failed command's as a StoreError), or the StoreError that
+   * failed it whole. With `waits`, ends with the WAIT, one at a time per server: a WAIT holds its
+   * connection, so WAITs queued behind each other would hold every command to that server for
+   * their sum. A call that finds the server's last WAIT (or durable pipeline) failed within a WAIT
+   * timeout fails at once, sending nothing; after that timeout, one tries again.
+   */
+  async #send(
     operation: string,
     group: string,
     pipeline: ChainableCommander,
     waits: boolean,
-  ): Promise<unknown[] | StoreError> {
+  ): Promise<[string, unknown[] | StoreError]> {
+    if (!waits) return [group, await this.#exec(operation, pipeline)];
+    const before = this.#waiting.get(group) ?? Promise.resolve();
+    let done!: () => void;
+    const turn = before.then(() => new Promise<void>((resolve) => (done = resolve)));
+    this.#waiting.set(group, turn);
+    try {
+      await before;
+      const until = this.#unconfirmed.get(group);
+      if (until !== undefined && Date.now() < until) {
+        return [group, this.#notConfirmed(operation, group, "its last WAIT came back short")];
+      }
+      pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
+      const sent = await this.#exec(operation, pipeline);
+      const confirmed = sent instanceof StoreError ? sent : sent.pop();
+      if (typeof confirmed === "number" && confirmed >= this.#waitReplicas) {
+        this.#unconfirmed.delete(group);
+        return [group, sent];
+      }
+      this.#unconfirmed.set(group, Date.now() + this.#waitTimeoutMs);
+      if (sent instanceof StoreError) return [group, sent];
+      const why =
+        confirmed instanceof StoreError
+          ? `its WAIT failed (${String(confirmed.cause)})`
+          : `${String(confirmed)} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`;
+      return [group, this.#notConfirmed(operation, group, why)];
+    } finally {
+      done();
+      if (this.#waiting.get(group) === turn) this.#waiting.delete(group);
+    }
+  }
+
+  /** A pipeline's replies, each failed command's as a StoreError; a StoreError when it failed whole. */
+  async #exec(operation: string, pipeline: ChainableCommander): Promise<unknown[] | StoreError> {
     const replies = await pipeline.exec().catch((cause: unknown) => cause);
     if (replies === null) return new StoreError(`redis ${operation} failed: no reply`);
     if (!Array.isArray(replies)) return new StoreError(`redis ${operation} failed`, { cause: replies });
-    const failed = (replies as Array<[Error | null, unknown]>).find(([err]) => err !== null);
-    if (failed !== undefined) return new StoreError(`redis ${operation} failed`, { cause: failed[0] });
-    const values = (replies as Array<[null, unknown]>).map(([, reply]) => reply);
-    if (!waits) return values;
-    const confirmed = Number(values.pop());
-    if (confirmed >= this.#waitReplicas) {
-      this.#unconfirmed.delete(group);
-      return values;
-    }
-    this.#unconfirmed.set(group, Date.now() + this.#waitTimeoutMs);
-    return this.#notConfirmed(
-      operation,
-      group,
-      `${confirmed} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`,
+    return (replies as Array<[Error | null, unknown]>).map(([err, reply]) =>
+      err !== null ? new StoreError(`redis ${operation} failed`, { cause: err }) : reply,
     );
   }
 
   #notConfirmed(operation: string, server: string, why: string): StoreError {
-    return new StoreError(`redis ${operation} not confirmed${server === "" ? "" : ` by ${server}`}: ${why}`);
+    const master = server.split(";")[0];
+    return new StoreError(`redis ${operation} not confirmed${master === "" ? "" : ` by ${master}`}: ${why}`);
   }
 
   /**
@@ -290,7 +325,8 @@ export class RedisConnection {
     if (!this.clustered) return "";
     let slot = this.#slots.get(partition);
     if (slot === undefined) this.#slots.set(partition, (slot = calculateSlot(partitionTag(partition))));
-    return (this.client as Cluster).slots[slot]?.[0] ?? `slot ${slot}`;
+    // ioredis accepts a pipeline whose slots share master and replicas: group by both.
+    return (this.client as Cluster).slots[slot]?.join(";") ?? `slot ${slot}`;
   }
 
   assertOpen(): void {

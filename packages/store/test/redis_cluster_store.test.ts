@@ -203,6 +203,30 @@ describeWithRedisCluster("redis cluster store", () => {
       await expect(failed).rejects.toThrow(/not confirmed by [\d.:]+: 1 of 2 replicas within 100 ms/);
       await expect(failed).rejects.toBeInstanceOf(StoreError);
       expect(Date.now() - started).toBeLessThan(2_000);
+      // WAITs that cannot be met do not queue up: concurrent durable calls to one master wait for
+      // one WAIT at most, then fail at once, and other commands to it are not held behind them.
+      const stormy = await connect({ waitReplicas: 2, waitTimeoutMs: 300, keyPrefix });
+      const master = (await cluster.masterOfKey("{p3}")).port;
+      const sameMaster: number[] = [];
+      for (let p = 0; p < PARTITIONS && sameMaster.length < 20; p++) {
+        if ((await cluster.masterOfKey(`{p${p}}`)).port === master) sameMaster.push(p);
+      }
+      const stormStarted = Date.now();
+      const storm = sameMaster.map((p) =>
+        stormy.acquire(p, "node-b", LEASE_MS).then(
+          () => "acquired",
+          (err: unknown) => String(err),
+        ),
+      );
+      await stormy.presenceFloor(3);
+      // One WAIT (300 ms) at most ahead of it, not twenty (6 s).
+      expect(Date.now() - stormStarted).toBeLessThan(1_500);
+      const outcomes = await Promise.all(storm);
+      expect(
+        outcomes.every((o) => /not confirmed/.test(o)),
+        outcomes.join("\n"),
+      ).toBe(true);
+      expect(Date.now() - stormStarted).toBeLessThan(1_500);
       // Reads never wait.
       expect((await unconfirmable.listPages("", undefined, 10)).pages).toEqual([page]);
       expect((await unconfirmable.load(page)).likes?.dc1?.p).toBeGreaterThanOrEqual(2);
