@@ -54,6 +54,9 @@ const RECONNECT_MAX_MS = 1_000;
  */
 const SLOTS_REFRESH_MS = 1_000;
 
+/** How long a cluster master whose pipeline failed whole is skipped: as often as the slot map is re-read. */
+const DOWN_MS = SLOTS_REFRESH_MS;
+
 /** A script argument: numbers travel as decimal strings. */
 export type Arg = string | number;
 
@@ -162,6 +165,8 @@ export class RedisConnection {
    * instead of holding their connection another WAIT timeout (see `run`).
    */
   readonly #unconfirmed = new Map<string, number>();
+  /** On a cluster, masters whose last pipeline failed whole, until when calls skip them. */
+  readonly #down = new Map<string, number>();
   /** Per server, the turn of the last durable call: its WAIT goes out after the ones before it. */
   readonly #waiting = new Map<string, Promise<void>>();
   /** Each partition's slot (on a cluster), computed once. */
@@ -270,7 +275,7 @@ export class RedisConnection {
     pipeline: ChainableCommander,
     waits: boolean,
   ): Promise<[string, unknown[] | StoreError]> {
-    if (!waits) return [group, await this.#exec(operation, pipeline)];
+    if (!waits) return [group, await this.#execOn(operation, group, pipeline)];
     const before = this.#waiting.get(group) ?? Promise.resolve();
     let done!: () => void;
     const turn = before.then(() => new Promise<void>((resolve) => (done = resolve)));
@@ -282,7 +287,7 @@ export class RedisConnection {
         return [group, this.#notConfirmed(operation, group, "its last WAIT came back short")];
       }
       pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
-      const sent = await this.#exec(operation, pipeline);
+      const sent = await this.#execOn(operation, group, pipeline);
       const confirmed = sent instanceof StoreError ? sent : sent.pop();
       if (typeof confirmed === "number" && confirmed >= this.#waitReplicas) {
         this.#unconfirmed.delete(group);
@@ -299,6 +304,34 @@ export class RedisConnection {
       done();
       if (this.#waiting.get(group) === turn) this.#waiting.delete(group);
     }
+  }
+
+  /**
+   * `#exec` on a cluster's master, skipped (failed at once) for a second after its last pipeline
+   * failed whole: a master that died stays in the slot map until the failover, and every call sent
+   * to it waits out the client's retries (up to 1.6 s), which would hold each call's answers from
+   * the healthy masters too. After that second, one call tries it again.
+   */
+  async #execOn(
+    operation: string,
+    group: string,
+    pipeline: ChainableCommander,
+  ): Promise<unknown[] | StoreError> {
+    if (this.clustered) {
+      const until = this.#down.get(group);
+      if (until !== undefined && Date.now() < until) {
+        return new StoreError(
+          `redis ${operation} failed: ${group.split(";")[0]} did not answer within the last second`,
+        );
+      }
+      if (until !== undefined) this.#down.set(group, Date.now() + DOWN_MS);
+    }
+    const sent = await this.#exec(operation, pipeline);
+    if (this.clustered) {
+      if (sent instanceof StoreError) this.#down.set(group, Date.now() + DOWN_MS);
+      else this.#down.delete(group);
+    }
+    return sent;
   }
 
   /** A pipeline's replies, each failed command's as a StoreError; a StoreError when it failed whole. */
