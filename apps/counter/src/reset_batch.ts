@@ -150,8 +150,10 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
       case "duplicate": {
-        // The store's entry may hold a first try this actor never heard of (its answer was lost).
+        // The store's entries may hold a first try this actor never heard of (its answer was lost).
         if (outcome.entry !== undefined) actor.applied(request.counter, outcome.entry);
+        const tombEntry = outcome.also?.[0];
+        if (request.tombstone && tombEntry !== undefined) actor.applied(tombstone, tombEntry);
         // The first try may have become durable and never been published (its owner crashed): its
         // entries go out again, to this DC's gateways only for a settled delete (PageActor.republishTo).
         const to = actor.republishTo(request.counter);

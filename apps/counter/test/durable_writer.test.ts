@@ -179,6 +179,29 @@ describe("counter - durable writer", () => {
     expect(await next).toMatchObject({ type: "incremented", value: 4, duplicate: false });
   });
 
+  test("counter - a retried delete whose first answer was lost leaves the owner with the stored tombstone", async () => {
+    u = await buildUnits();
+    const page = pageIn(6);
+    await u.acquire(6);
+    const liked = increment(page, 6, "k1", 4);
+    await u.clock.advance(0);
+    expect(await liked).toMatchObject({ type: "incremented", value: 4 });
+    u.store.loseIncrementAnswers = 1;
+    const first = reset(page, 6, "d1", true);
+    await u.clock.advance(0);
+    expect(await first).toMatchObject({ type: "error", code: "unavailable" });
+    const retry = reset(page, 6, "d1", true);
+    await u.clock.advance(0);
+    expect(await retry).toMatchObject({ type: "counter_reset", previous: 4, duplicate: true });
+    const stored = await u.store.load(page);
+    expect(stored["@del:likes"]?.dc1?.p).toBeGreaterThan(0);
+    const held = await u.registry.run(page, 6, async (actor) => ({
+      likes: actor.ownEntry("likes"),
+      tomb: actor.ownEntry("@del:likes"),
+    }));
+    expect(held).toEqual({ likes: stored.likes?.dc1, tomb: stored["@del:likes"]?.dc1 });
+  });
+
   test("counter - increments queued in one turn share one store round trip, and a repeated key counts once", async () => {
     u = await buildUnits();
     const page = pageIn(3);

@@ -355,11 +355,15 @@ export class MemoryStore implements Store {
           ? seen.fingerprint === op.fingerprint
           : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
       if (!same) return { kind: "conflict" };
-      const [entry] = entriesOf(this.#pages.get(op.page), [op]);
+      const refs = [op, ...(op.also ?? []).map((c) => ({ counter: c.counter, dc: op.dc }))];
+      const [entry, ...also] = entriesOf(this.#pages.get(op.page), refs).map((e) =>
+        e === undefined ? undefined : { ...e },
+      );
       return {
         kind: "duplicate",
         payload: seen.payload,
-        ...(entry !== undefined ? { entry: { ...entry } } : {}),
+        ...(entry !== undefined ? { entry } : {}),
+        ...(op.also !== undefined ? { also } : {}),
       };
     }
     const partition = op.fence.partition;

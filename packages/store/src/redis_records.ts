@@ -20,10 +20,17 @@ export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome 
       const also = op.also.map((_, i) => ({ p: Number(rest[2 * i]), n: Number(rest[2 * i + 1]) }));
       return { kind, entry, also };
     }
-    case "duplicate":
-      return b !== undefined && rest.length === 1
-        ? { kind, payload: String(a), entry: { p: Number(b), n: Number(rest[0]) } }
-        : { kind, payload: String(a) };
+    case "duplicate": {
+      // The entries now ("p:n", "" where absent): the op's, then those of its `also`.
+      const now = [b, ...rest].map((v) => (typeof v === "string" && v !== "" ? parseEntry(v) : undefined));
+      const entry = now[0];
+      return {
+        kind,
+        payload: String(a),
+        ...(entry !== undefined ? { entry } : {}),
+        ...(op.also !== undefined ? { also: op.also.map((_, i) => now[i + 1]) } : {}),
+      };
+    }
     case "conflict":
     case "stale":
       return { kind };

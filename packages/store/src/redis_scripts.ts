@@ -132,7 +132,7 @@ return advanced`,
    * ARGV: epoch,
    * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
    * startAt (where the entry of `field` starts when absent), then a field and a delta per further
-   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload[, p, n of the entry now]} |
+   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...} |
    * {"conflict"} | {"stale"}.
    */
   lcIncrement: `${LUA_HELPERS}
@@ -144,9 +144,12 @@ if seen[1] and now < tonumber(seen[4]) then
   if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
   else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
   if same then
-    local p, n, existed = read_entry(KEYS[2], ARGV[4])
-    if existed then return {"duplicate", seen[3], string.format("%d", p), string.format("%d", n)} end
-    return {"duplicate", seen[3]}
+    -- The entries as they are now, "" where absent: the op's, then each further change's.
+    local reply = {"duplicate", seen[3]}
+    local fields = {ARGV[4]}
+    for i = 13, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
+    for _, field in ipairs(fields) do reply[#reply + 1] = redis.call("HGET", KEYS[2], field) or "" end
+    return reply
   end
   return {"conflict"}
 end

@@ -114,10 +114,17 @@ export type IncrementOutcome =
   | { readonly kind: "applied"; readonly entry: Entry; readonly also?: readonly Entry[] }
   /**
    * The key was applied before with the same fingerprint (or counter and delta); `payload` is what
-   * was stored then, `entry` the data center's entry of `counter` now (absent when it holds none):
-   * it holds the first try even when that was never answered (its call failed after it applied).
+   * was stored then, `entry` the data center's entry of `counter` now (absent when it holds none)
+   * and `also` those of the op's further changes: they hold the first try even when that was never
+   * answered (its call failed after it applied).
    */
-  | { readonly kind: "duplicate"; readonly payload: string; readonly entry?: Entry }
+  | {
+      readonly kind: "duplicate";
+      readonly payload: string;
+      readonly entry?: Entry;
+      /** With `also`: the entries of its counters now, in its order (undefined where absent). */
+      readonly also?: ReadonlyArray<Entry | undefined>;
+    }
   /** The key was applied before to a different fingerprint, counter or delta. */
   | { readonly kind: "conflict" }
   /** The fence is no longer current: nothing was applied. */

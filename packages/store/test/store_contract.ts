@@ -467,7 +467,14 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         ]);
         expect(
           await store.increment([{ ...del, also: [{ counter: "@del:likes", delta: 9 }] }], KEY_TTL_MS),
-        ).toEqual([{ kind: "duplicate", payload: "first", entry: { p: 3, n: 3 } }]);
+        ).toEqual([
+          {
+            kind: "duplicate",
+            payload: "first",
+            entry: { p: 3, n: 3 },
+            also: [{ p: 6, n: 0 }],
+          },
+        ]);
         expect(await store.load("p1")).toEqual({
           likes: { dc1: { p: 3, n: 3 } },
           "@del:likes": { dc1: { p: 6, n: 0 } },
