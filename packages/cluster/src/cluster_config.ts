@@ -17,12 +17,12 @@ export interface ClusterConfig {
    */
   readonly redisCluster: readonly string[] | undefined;
   /**
-   * LIVECOUNT_REDIS_WAIT_REPLICAS: a write is acknowledged (and published) only once Redis `WAIT`
-   * confirms it on this many replicas, so it survives a master's failover. Default 0: Redis's
-   * asynchronous replication, where a failover may lose the last writes.
+   * LIVECOUNT_REDIS_WAIT_REPLICAS: a publisher change or lease acquisition is acknowledged (and
+   * published) only once Redis `WAIT` confirms it on this many replicas, so it survives a master's
+   * failover. Default 0: Redis's asynchronous replication, where a failover may lose the last writes.
    */
   readonly redisWaitReplicas: number;
-  /** LIVECOUNT_REDIS_WAIT_TIMEOUT_MS: how long a write waits for its replicas before it fails (retryably). Default 1000. */
+  /** LIVECOUNT_REDIS_WAIT_TIMEOUT_MS: how long such a change waits for its replicas before it fails (retryably). Default 1000. */
   readonly redisWaitTimeoutMs: number;
   /** LIVECOUNT_PARTITIONS: fixed number of partitions pages hash into. Same in every process. Default 256. */
   readonly partitions: number;
