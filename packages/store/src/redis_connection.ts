@@ -231,6 +231,16 @@ export class RedisConnection {
     { durable = false }: RunOptions = {},
   ): Promise<unknown[]> {
     this.assertOpen();
+    const waits = durable && this.#waitReplicas > 0;
+    if (!this.clustered && !waits) {
+      // One Redis, nothing to wait for: one pipeline, no grouping.
+      const pipeline = this.client.pipeline();
+      queue(() => pipeline);
+      const sent = await this.#exec(operation, pipeline);
+      if (sent instanceof StoreError) throw sent;
+      if (sent.length > 0 && sent.every((r) => r instanceof StoreError)) throw sent[0] as StoreError;
+      return sent;
+    }
     const pipelines = new Map<string, ChainableCommander>();
     const order: string[] = [];
     queue((partition) => {
@@ -243,7 +253,6 @@ export class RedisConnection {
       order.push(group);
       return pipeline;
     });
-    const waits = durable && this.#waitReplicas > 0;
     const byGroup = new Map(
       await Promise.all(
         [...pipelines].map(([group, pipeline]) => this.#send(operation, group, pipeline, waits)),

@@ -103,7 +103,8 @@ export class RedisStore implements Store {
 
   /** The key of a page's hash (its partition's slot on a cluster). */
   #page(page: string): string {
-    return this.#keys.page(page, this.#partitionOf(page));
+    // One Redis keys a page by its id alone: no hash needed.
+    return this.#keys.page(page, this.#conn.clustered ? this.#partitionOf(page) : 0);
   }
 
   /**
