@@ -20,14 +20,8 @@ import {
   readCounter,
 } from "../support/audience.js";
 import { TIMINGS, type ClusterProcess, type TestCluster } from "../support/cluster.js";
-import {
-  finishLikes,
-  pageIds,
-  random,
-  seatAudience,
-  startChurn,
-  startCluster,
-} from "../support/fault_scenes.js";
+import { pageIds } from "../support/cluster_scene.js";
+import { finishLikes, random, seatAudience, startChurn, startCluster } from "../support/fault_scenes.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";

@@ -6,6 +6,7 @@
 import { onTestFinished } from "vitest";
 import { Audience, seededRandom, type AudienceOptions, type Churn, type LikeRun } from "./audience.js";
 import { TestCluster, type ClusterProcess, type TestClusterOptions } from "./cluster.js";
+import { pageIds } from "./cluster_scene.js";
 
 /** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
 export async function startCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
@@ -28,10 +29,6 @@ export function random(name: string): () => number {
   const seed = Number(process.env.LIVECOUNT_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
   console.info(`${name}: seed ${seed} (LIVECOUNT_TEST_SEED=${seed} replays it)`);
   return seededRandom(seed);
-}
-
-export function pageIds(prefix: string, n: number): string[] {
-  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 }
 
 /**
