@@ -27,6 +27,9 @@ import { eventually } from "./eventually.js";
 import { LinkProxyPair } from "./link_proxy.js";
 import { NatsServer } from "./nats_server.js";
 import { freePort, freePorts, LOOPBACK } from "./ports.js";
+
+/** Starts of a DC's nats-server on a fresh monitoring port after another process took the probed one. */
+const MONITOR_PORT_ATTEMPTS = 3;
 import { RedisServer } from "./redis_server.js";
 
 /** Liveness timings for multi-DC tests: a remote DC silent for DC_TIMINGS.leaseMs is down. */
@@ -209,13 +212,24 @@ export class MultiDc {
         const remotes = linkedTo(name).map(
           (other) => `{ name: ${other}, url: "nats://${proxyOf(names.indexOf(other))}" }`,
         );
-        const config = [
-          `http: "${LOOPBACK}:${monitorPorts[i]}"`,
-          // Others reach this DC through its proxy, so that is the address it advertises in gossip.
-          `gateway { name: ${name}, listen: "${LOOPBACK}:${gatewayPorts[i]}", advertise: "${proxyOf(i)}",`,
-          `  reject_unknown_cluster: true, gateways: [${remotes.join(", ")}] }`,
-        ].join("\n");
-        const nats = await NatsServer.start({ name: `lc-${name}`, config });
+        const config = (monitorPort: number): string =>
+          [
+            `http: "${LOOPBACK}:${monitorPort}"`,
+            // Others reach this DC through its proxy, so that is the address it advertises in gossip.
+            `gateway { name: ${name}, listen: "${LOOPBACK}:${gatewayPorts[i]}", advertise: "${proxyOf(i)}",`,
+            `  reject_unknown_cluster: true, gateways: [${remotes.join(", ")}] }`,
+          ].join("\n");
+        // The monitoring port was probed before the servers started: another test's server may have
+        // taken it meanwhile, and then a fresh one is probed.
+        let nats: NatsServer | undefined;
+        for (let attempt = 1; nats === undefined; attempt++) {
+          try {
+            nats = await NatsServer.start({ name: `lc-${name}`, config: config(monitorPorts[i]!) });
+          } catch (err) {
+            if (attempt >= MONITOR_PORT_ATTEMPTS || !/monitor port/.test(String(err))) throw err;
+            monitorPorts[i] = await freePort();
+          }
+        }
         const redis = await RedisServer.start({ appendonly: true, appendfsync: "everysec" }).catch(
           async (err: unknown) => {
             await nats.stop();
