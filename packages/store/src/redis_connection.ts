@@ -58,7 +58,7 @@ const SLOTS_REFRESH_MS = 1_000;
 const DOWN_MS = SLOTS_REFRESH_MS;
 
 /** A script argument: numbers travel as decimal strings. */
-export type Arg = string | number;
+export type Arg = string | number | Buffer;
 
 /**
  * What a call queues its commands on: the pipeline for the server of a partition's slot. On one

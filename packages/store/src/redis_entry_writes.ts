@@ -6,6 +6,7 @@
  * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
  * that lost its replica.
  */
+import { Packr } from "msgpackr";
 import { bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
@@ -27,6 +28,12 @@ import {
  */
 const PAGES_PER_MERGE = 100;
 
+/**
+ * Plain MessagePack (no record extension) for Lua's cmsgpack; strings as str, so binary-safe field
+ * names (they hold a NUL) arrive as they were sent.
+ */
+const packer = new Packr({ useRecords: false, variableMapSize: true });
+
 /** Store.write of validated, non-empty groups. */
 export async function writeGroups(
   conn: RedisConnection,
@@ -40,19 +47,9 @@ export async function writeGroups(
     for (const { fence, writes } of groups) {
       const partition = fence.partition;
       const scriptKeys = keys.entryScriptKeys(partition);
-      const args: Arg[] = [fence.epoch, now];
-      for (const w of writes) {
-        scriptKeys.push(keys.page(w.page, partition));
-        args.push(
-          w.page,
-          entryField(w.counter, w.dc),
-          w.entry.p,
-          w.entry.n,
-          w.indexed === true ? "1" : "0",
-          bucketOf(w.page),
-        );
-      }
-      queueScript(pipe(partition), "lcWrite", scriptKeys, args);
+      const packed = packWrites(writes);
+      for (const page of packed.pages) scriptKeys.push(keys.page(page, partition));
+      queueScript(pipe(partition), "lcWrite", scriptKeys, [fence.epoch, now, packed.buffer]);
     }
   });
   const failed = groups.filter((_, i) => replies[i] instanceof StoreError).map((g) => g.fence);
@@ -63,6 +60,25 @@ export async function writeGroups(
     throw new PartialWriteError(failed, stale, { cause: replies.find((r) => r instanceof StoreError) });
   }
   return stale;
+}
+
+/**
+ * A group's writes as lcWrite takes them: grouped by page (in the order pages first appear), one
+ * MessagePack array of page, bucket, entry count, then field, p, n, indexed per entry.
+ */
+function packWrites(writes: FencedWrites["writes"]): { pages: string[]; buffer: Buffer } {
+  const byPage = new Map<string, Array<FencedWrites["writes"][number]>>();
+  for (const w of writes) {
+    const list = byPage.get(w.page);
+    if (list === undefined) byPage.set(w.page, [w]);
+    else list.push(w);
+  }
+  const flat: Array<string | number | boolean> = [];
+  for (const [page, list] of byPage) {
+    flat.push(page, bucketOf(page), list.length);
+    for (const w of list) flat.push(entryField(w.counter, w.dc), w.entry.p, w.entry.n, w.indexed === true);
+  }
+  return { pages: [...byPage.keys()], buffer: packer.pack(flat) };
 }
 
 /** Store.mergePages of validated, non-empty records. */

@@ -190,8 +190,11 @@ end
 -- Max-merges one entry into a page hash, keeping the partition's page list, bucket index, index of
 -- non-zero indexed entries, tombstone index and presence floor (hw_raised) current. KEYS of the
 -- caller: 2 pages, 3 non-zero index, 5 bucket index, 7 tombstone index; ARGV[2] is now. Returns the
--- entry as stored if it advanced (else nil), and whether it existed before.
+-- entry as stored if it advanced (else nil), whether it existed before, and whether it is zero as
+-- stored now (nil when the field is an expired time bucket, left out).
 local hw_raised = 0
+-- Pages of this script run already in the partition's page list and bucket index: once per page.
+local listed = {}
 -- A time bucket no read reaches any more (at now, ARGV[2]): the store removed it or will.
 local function expired(field)
   local expiry = bucket_expiry(field)
@@ -199,16 +202,17 @@ local function expired(field)
 end
 local function merge_entry(page_key, page, bucket, field, p, n, indexed)
   -- Left out, as if it never came.
-  if expired(field) then return nil, false end
+  if expired(field) then return nil, false, nil end
   local old_p, old_n, existed = read_entry(page_key, field)
   local new_p, new_n = math.max(p, old_p), math.max(n, old_n)
   local value = nil
   if p > old_p or n > old_n then
     value = format_entry(new_p, new_n)
     set_field(page_key, page, bucket, field, existed and format_entry(old_p, old_n), value, KEYS[7], ARGV[2])
-    if not existed then
+    if not existed and not listed[page] then
       redis.call("ZADD", KEYS[2], 0, page)
       redis.call("ZADD", KEYS[5], bucket, page)
+      listed[page] = true
     end
   end
   if indexed then
@@ -219,7 +223,7 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
     end
     if new_p > hw_raised then hw_raised = new_p end
   end
-  return value, existed
+  return value, existed, new_p == new_n
 end
 -- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
 -- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.

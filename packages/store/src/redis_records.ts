@@ -1,6 +1,13 @@
 /** How the Redis store reads entries, records and increment outcomes out of Redis replies. */
 import type { Entry } from "@livecount/crdt";
-import { StoreError, type IncrementOp, type IncrementOutcome, type PageRecord } from "./store.js";
+import type { RedisConnection } from "./redis_connection.js";
+import {
+  StoreError,
+  type EntryRef,
+  type IncrementOp,
+  type IncrementOutcome,
+  type PageRecord,
+} from "./store.js";
 
 const ENTRY_VALUE = /^\d+:\d+$/;
 
@@ -77,4 +84,16 @@ export function splitEntryField(field: string): { counter: string; dc: string } 
 
 export function entryField(counter: string, dc: string): string {
   return `${counter}\u0000${dc}`;
+}
+
+/** The entries of a partition's index of non-zero indexed entries (`page NUL counter NUL dc`). */
+export async function readNonZero(conn: RedisConnection, key: string): Promise<EntryRef[]> {
+  const members = await conn.client.smembers(key).catch((cause: unknown) => {
+    throw new StoreError("redis nonZeroEntries failed", { cause });
+  });
+  return members.flatMap((member) => {
+    // Page ids, counter names and DC ids never hold NUL, so the split is unambiguous.
+    const [page, counter, dc] = member.split("\u0000");
+    return page !== undefined && counter !== undefined && dc !== undefined ? [{ page, counter, dc }] : [];
+  });
 }

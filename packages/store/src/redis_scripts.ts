@@ -42,34 +42,39 @@ return 0`,
 
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
-   * index (all of the fence's partition), then one page key per write. ARGV: epoch, now, then per
-   * write: page, field, p, n, indexed ("1" or "0"), bucket. Returns 1 if applied, 0 if the fence is
-   * stale.
+   * index (all of the fence's partition), then one key per page written. ARGV: epoch, now, then the
+   * writes as one MessagePack array (one argument instead of six per write: building and sending
+   * arguments was most of a flush's cost): per page, its id, bucket and entry count, then field, p,
+   * n, indexed (boolean) per entry. Returns 1 if applied, 0 if the fence is stale.
    */
   lcWrite: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 expiring_key = KEYS[8]
-local touched, durable = {}, {}
-for i = 9, #KEYS do
-  local a = 2 + (i - 9) * 6
-  local page, field, p, n = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local _, existed = merge_entry(KEYS[i], page, ARGV[a + 6], field, p, n, ARGV[a + 5] == "1")
-  touched[KEYS[i]] = page
-  if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
-    durable[KEYS[i]] = true
-  elseif is_presence(field) and not durable[KEYS[i]] then
-    -- A viewer present: not empty, known from this one field instead of reading the whole page
-    -- (which holds up to thousands of unique-visitor registers).
-    local stored = redis.call("HGET", KEYS[i], field)
-    if stored and not is_zero(stored) then durable[KEYS[i]] = true end
+local w = cmsgpack.unpack(ARGV[3])
+local at = 1
+for k = 9, #KEYS do
+  local page_key, page, bucket, count = KEYS[k], w[at], w[at + 1], w[at + 2]
+  at = at + 3
+  -- "durable" here: known not to be empty (a durable counter, or a viewer present).
+  local durable = false
+  for _ = 1, count do
+    local field, p, n = w[at], w[at + 1], w[at + 2]
+    local _, existed, zero = merge_entry(page_key, page, bucket, field, p, n, w[at + 3])
+    at = at + 4
+    if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
+      durable = true
+    elseif is_presence(field) and existed ~= nil and not zero then
+      -- A viewer present: not empty, known from this field instead of reading the whole page
+      -- (which holds up to thousands of unique-visitor registers).
+      durable = true
+    end
   end
+  note_emptiness(KEYS[6], page_key, page, ARGV[2], durable)
 end
 apply_digests(KEYS[4])
 if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
--- "durable" here: known not to be empty (a durable counter, or a viewer present).
-for key, page in pairs(touched) do note_emptiness(KEYS[6], key, page, ARGV[2], durable[key]) end
 return 1`,
 
   /**

@@ -39,7 +39,7 @@ import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RedisKeys } from "./redis_keys.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
-import { entryField, pageRecord, parseEntry } from "./redis_records.js";
+import { entryField, pageRecord, parseEntry, readNonZero } from "./redis_records.js";
 import { RedisConnection, queueScript, type RedisConnectionOptions } from "./redis_connection.js";
 import { listPages } from "./redis_listing.js";
 import { increment, mergePages, writeGroups } from "./redis_entry_writes.js";
@@ -70,13 +70,16 @@ const PAGES_PER_LOAD = 256;
 
 export class RedisStore implements Store {
   readonly #conn: RedisConnection;
+  /** Leases have a connection of their own: a renewal never waits behind a flush's pipeline. */
+  readonly #leases: RedisConnection;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
   readonly #partitions: number;
   readonly #partitionOf: (page: string) => number;
 
-  private constructor(conn: RedisConnection, options: RedisStoreOptions) {
+  private constructor(conn: RedisConnection, leases: RedisConnection, options: RedisStoreOptions) {
     this.#conn = conn;
+    this.#leases = leases;
     this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
     this.#now = options.now ?? Date.now;
     const partitions = options.partitions ?? DEFAULT_PARTITIONS;
@@ -98,7 +101,11 @@ export class RedisStore implements Store {
       );
     }
     const conn = await RedisConnection.open(options);
-    return new RedisStore(conn, options);
+    const leases = await RedisConnection.open(options).catch(async (err: unknown) => {
+      await conn.close();
+      throw err;
+    });
+    return new RedisStore(conn, leases, options);
   }
 
   /** The key of a page's hash (its partition's slot on a cluster). */
@@ -128,7 +135,7 @@ export class RedisStore implements Store {
     const now = this.#now();
     const expiresAt = now + ttlMs;
     // Durable: an epoch a failover forgot would be handed out again, to a second owner.
-    const [epoch] = await this.#conn.run(
+    const [epoch] = await this.#leases.run(
       "acquire",
       (pipe) =>
         queueScript(
@@ -144,11 +151,11 @@ export class RedisStore implements Store {
 
   async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
     assertTtl("lease ttl", ttlMs);
-    this.#conn.assertOpen();
+    this.#leases.assertOpen();
     if (leases.length === 0) return [];
     const now = this.#now();
     const expiresAt = now + ttlMs;
-    const replies = await this.#conn.runEach("renew", (pipe) => {
+    const replies = await this.#leases.runEach("renew", (pipe) => {
       for (const l of leases) {
         queueScript(
           pipe(l.partition),
@@ -167,7 +174,7 @@ export class RedisStore implements Store {
   }
 
   async release(lease: Lease): Promise<void> {
-    await this.#conn.run("release", (pipe) =>
+    await this.#leases.run("release", (pipe) =>
       queueScript(
         pipe(lease.partition),
         "lcRelease",
@@ -423,16 +430,7 @@ export class RedisStore implements Store {
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
     this.#conn.assertOpen();
-    const members = await this.#conn.client
-      .smembers(this.#keys.nonZero(partition))
-      .catch((cause: unknown) => {
-        throw new StoreError("redis nonZeroEntries failed", { cause });
-      });
-    return members.flatMap((member) => {
-      // Page ids, counter names and DC ids never hold NUL, so the split is unambiguous.
-      const [page, counter, dc] = member.split("\u0000");
-      return page !== undefined && counter !== undefined && dc !== undefined ? [{ page, counter, dc }] : [];
-    });
+    return readNonZero(this.#conn, this.#keys.nonZero(partition));
   }
 
   async listPages(prefix: string, cursor: string | undefined, limit: number): Promise<PageList> {
@@ -442,6 +440,6 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.#conn.close();
+    await Promise.all([this.#conn.close(), this.#leases.close()]);
   }
 }
