@@ -122,8 +122,17 @@ export async function largeHealBench(options = {}, log = console.error) {
       config: o,
       ...result,
       goals: {
-        heal: { goal: "<= 5000 ms from the links being back", met: result.linkedToSameStateMs <= 5000 },
-        exact: { goal: "every sampled page exact in both DCs", met: wrong.length === 0 },
+        heal: {
+          goal: "<= 5000 ms from the links being back",
+          value: result.linkedToSameStateMs,
+          unit: "ms",
+          met: result.linkedToSameStateMs <= 5000,
+        },
+        exact: {
+          goal: `every sampled page exact in both DCs (${sample.length} sampled)`,
+          value: `${wrong.length} wrong`,
+          met: wrong.length === 0,
+        },
       },
     };
   } finally {
@@ -178,7 +187,13 @@ export async function bootstrapBench(options = {}, log = console.error) {
     return {
       config: o,
       ...result,
-      goals: { exact: { goal: "every sampled page exact in the new DC", met: wrong.length === 0 } },
+      goals: {
+        exact: {
+          goal: `every sampled page exact in the new DC (${sample.length} sampled)`,
+          value: `${wrong.length} wrong`,
+          met: wrong.length === 0,
+        },
+      },
     };
   } finally {
     await centers.close();

@@ -40,7 +40,13 @@ export async function counterClusterBench(options = {}, log = console.error) {
       one,
       cluster: onCluster,
       ratioEventsPerCpuSecond: round(onCluster.eventsPerCpuSecond / one.eventsPerCpuSecond, 2),
-      goals: { verified: { met: verified(one) && verified(onCluster) } },
+      goals: {
+        verified: {
+          goal: "both sides apply every event, every page exact",
+          value: `${onCluster.presenceOpsApplied}/${onCluster.events} and ${one.presenceOpsApplied}/${one.events} applied`,
+          met: verified(one) && verified(onCluster),
+        },
+      },
     };
   } finally {
     await nc.close().catch(() => {});

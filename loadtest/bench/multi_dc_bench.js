@@ -308,6 +308,8 @@ export async function multiDcBench(options = {}, log = console.error) {
       goals: {
         healConvergence: {
           goal: "<= 1000 ms from the link being back (healed and NATS gateways re-established)",
+          value: heal.linkedToConvergedMs,
+          unit: "ms",
           met: heal.linkedToConvergedMs <= 1000,
         },
       },

@@ -8,6 +8,11 @@
  *   node loadtest/bench/run.js counter latency    only these
  *   node loadtest/bench/run.js --quick            smaller sizes, a smoke test (about 1 minute)
  *   node loadtest/bench/run.js latency --set coalesceMs=0   override an option (see each *_bench.js)
+ *   npm run bench -- --strict                     exit non-zero when any goal is not met
+ *
+ * After the table every goal is printed with its value, baseline and ratio (each benchmark's
+ * `goals`: { goal, met, value, baseline?, ratio? }). Without --strict the exit code says only whether
+ * every benchmark ran; with it, also whether every goal was met.
  *
  * Benchmarks: counter (a: counter node presence events per CPU-second and Redis round trips per
  * event; b: a naive counter with the same events), counter-cluster (the same node on a 3+3 Redis
@@ -73,8 +78,8 @@ function rows(name, r) {
           lc.eventsPerCpuSecond,
           r.naive.eventsPerCpuSecond,
           `${r.ratioEventsPerCpuSecond}x`,
-          ">= 250,000",
-          yes(r.goals.eventsPerCpuSecond.met),
+          ">= 4x and >= 250,000",
+          `${yes(r.goals.vsNaive.met)} / ${yes(r.goals.eventsPerCpuSecond.met)}`,
         ],
         [
           name,
@@ -323,19 +328,55 @@ function rows(name, r) {
 function table(results) {
   const header = ["benchmark", "measure", "livecount", "baseline", "ratio", "goal", "met"];
   const body = Object.entries(results).flatMap(([name, r]) => rows(name, r).map((row) => row.map(fmt)));
+  return aligned(header, body);
+}
+
+function aligned(header, body) {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => String(row[i]).length)));
   const line = (row) => row.map((c, i) => String(c).padEnd(widths[i])).join(" | ");
   return [line(header), widths.map((w) => "-".repeat(w)).join("-|-"), ...body.map(line)].join("\n");
+}
+
+/**
+ * Every goal of every benchmark run: [benchmark, key, goal, value, baseline, ratio, met]. A benchmark
+ * that failed is one unmet line.
+ */
+function goalLines(results) {
+  return Object.entries(results).flatMap(([name, r]) => {
+    if (r.error !== undefined) return [[name, "(run)", "the benchmark runs", r.error, "", "", false]];
+    return Object.entries(r.goals ?? {}).map(([key, g]) => [
+      name,
+      key,
+      g.goal ?? "",
+      g.value ?? "",
+      g.baseline ?? "",
+      g.ratio === undefined ? "" : `${g.ratio}x`,
+      g.met === true,
+    ]);
+  });
+}
+
+function goalTable(lines) {
+  const header = ["benchmark", "goal", "target", "value", "baseline", "ratio", "met"];
+  return aligned(
+    header,
+    lines.map((l) => [...l.slice(0, 6).map(fmt), l[6] ? "yes" : "NO"]),
+  );
 }
 
 async function main() {
   installCleanup();
   const args = process.argv.slice(2);
   const quick = args.includes("--quick");
+  const strict = args.includes("--strict");
   // --set name=value overrides one option of the selected benchmarks (numbers), e.g. --set coalesceMs=0.
   const overrides = {};
   const names = [];
   for (let i = 0; i < args.length; i++) {
+    if (args[i].startsWith("--") && !["--set", "--quick", "--strict"].includes(args[i])) {
+      console.error(`unknown option ${args[i]}; options: --quick, --strict, --set name=number`);
+      process.exit(2);
+    }
     if (args[i] === "--set") {
       const [key, value] = (args[++i] ?? "").split("=");
       if (!key || value === undefined || !Number.isFinite(Number(value))) {
@@ -382,10 +423,19 @@ async function main() {
       `1-min load average ${loadBefore[0]} before, ${loadAfter[0]} after\n`,
   );
   console.log(table(results));
+  const goals = goalLines(results);
+  const unmet = goals.filter((l) => !l[6]);
+  console.log(`\nGoals: ${goals.length - unmet.length} of ${goals.length} met\n`);
+  console.log(goalTable(goals));
   console.log("\nJSON:");
   console.log(JSON.stringify({ started: started.toISOString(), machine: env, results }, null, 2));
   const failed = Object.values(results).some((r) => r.error !== undefined);
-  process.exit(failed ? 1 : 0);
+  if (strict && unmet.length > 0) {
+    console.error(
+      `--strict: ${unmet.length} goal(s) not met: ${unmet.map((l) => `${l[0]}.${l[1]}`).join(", ")}`,
+    );
+  }
+  process.exit(failed || (strict && unmet.length > 0) ? 1 : 0);
 }
 
 main().catch((err) => {
