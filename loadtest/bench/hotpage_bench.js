@@ -27,7 +27,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { keysSent, runLoad, wrkBinary } from "./lib/http_load.js";
-import { cpuSeconds, round } from "./lib/measure.js";
+import { cpuSeconds, metricSum, round, scrape } from "./lib/measure.js";
 import {
   ask,
   benchDir,
@@ -86,9 +86,12 @@ async function measure(name, t, o, log) {
   await sleep(SETTLE_MS);
   const before = await t.read();
   const cpu0 = t.pids.map(cpuSeconds);
+  const m0 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
   const r = await load(`hot-${run}`, o.measureS);
+  const m1 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
+  const cpuEach = t.pids.map((pid, i) => round(cpuSeconds(pid) - cpu0[i], 2));
   const cpu = round(
-    t.pids.map(cpuSeconds).reduce((sum, c, i) => sum + c - cpu0[i], 0),
+    cpuEach.reduce((sum, c) => sum + c, 0),
     2,
   );
   await sleep(SETTLE_MS);
@@ -106,9 +109,19 @@ async function measure(name, t, o, log) {
     sent,
     counterMoved: moved,
     serverCpuSeconds: cpu,
+    /** CPU seconds of each server process in the window, named as `t.names`. */
+    cpuSecondsByProcess: Object.fromEntries(t.names.map((name, i) => [name, cpuEach[i]])),
     requestsPerServerCpuSecond: Math.round(r.ok / cpu),
     ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
   };
+  if (m0 !== undefined && m1 !== undefined) {
+    const d = (name) => metricSum(m1, name) - metricSum(m0, name);
+    // How many increments one gateway -> owner bus request carried, on average.
+    result.incrementsPerBusRequest = round(
+      d("livecount_gateway_increments_sent_total") / d("livecount_gateway_increment_requests_total"),
+      1,
+    );
+  }
   result.exact =
     moved >= r.ok && moved <= sent && (await t.verify(`hot-${run}`, r.sent, before, moved, result));
   log(
@@ -197,6 +210,8 @@ async function livecountSide(o, dir, log) {
         baseUrl,
         dir,
         pids: [gateway.pid, counter.pid, nats.pid, redis.pid],
+        names: ["gateway", "counter", "nats-server", "redis-server"],
+        metricsUrl: `${baseUrl}/metrics`,
         read: () => readApi(baseUrl),
         verify: (prefix, sent, before, moved, result) =>
           replayAll(baseUrl, prefix, sent, before, moved, result),
@@ -230,6 +245,7 @@ async function baselineSide(o, dir, log) {
         baseUrl,
         dir,
         pids: [server.pid, redis.pid],
+        names: ["server", "redis-server"],
         read,
         verify: async (prefix, sent, before, moved, result) => {
           // One idempotency key per counted increment, warm-up included: the counter is their number.
@@ -289,6 +305,7 @@ async function standaloneSide(o, dir, log) {
         baseUrl,
         dir,
         pids: [proc.pid],
+        names: ["standalone"],
         read: () => readApi(baseUrl),
         verify: (prefix, sent, before, moved, result) =>
           replayAll(baseUrl, prefix, sent, before, moved, result),
