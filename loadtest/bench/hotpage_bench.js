@@ -27,7 +27,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { keysSent, runLoad, wrkBinary } from "./lib/http_load.js";
-import { cpuSeconds, metricSum, round, scrape } from "./lib/measure.js";
+import { cpuTimes, metricSum, round, scrape } from "./lib/measure.js";
 import {
   ask,
   benchDir,
@@ -85,11 +85,13 @@ async function measure(name, t, o, log) {
   await load(`warm-${run}`, o.warmupS);
   await sleep(SETTLE_MS);
   const before = await t.read();
-  const cpu0 = t.pids.map(cpuSeconds);
+  const cpu0 = t.pids.map(cpuTimes);
   const m0 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
   const r = await load(`hot-${run}`, o.measureS);
   const m1 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
-  const cpuEach = t.pids.map((pid, i) => round(cpuSeconds(pid) - cpu0[i], 2));
+  const cpu1 = t.pids.map(cpuTimes);
+  const cpuEach = cpu1.map((c, i) => round(c.user + c.system - cpu0[i].user - cpu0[i].system, 2));
+  const systemEach = cpu1.map((c, i) => round(c.system - cpu0[i].system, 2));
   const cpu = round(
     cpuEach.reduce((sum, c) => sum + c, 0),
     2,
@@ -111,6 +113,8 @@ async function measure(name, t, o, log) {
     serverCpuSeconds: cpu,
     /** CPU seconds of each server process in the window, named as `t.names`. */
     cpuSecondsByProcess: Object.fromEntries(t.names.map((name, i) => [name, cpuEach[i]])),
+    /** Of which in the kernel (system time): socket reads and writes, mostly. */
+    systemCpuSecondsByProcess: Object.fromEntries(t.names.map((name, i) => [name, systemEach[i]])),
     requestsPerServerCpuSecond: Math.round(r.ok / cpu),
     ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
   };

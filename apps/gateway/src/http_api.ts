@@ -171,7 +171,7 @@ export class HttpApi {
         route = "counters_increment";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
         // A batch costs one rate token per item, taken once the body says how many.
-        const key = this.#auth.authenticate(req.headers.authorization);
+        const key = this.#auth.authenticate(req.headers);
         return await this.#counters.increment(reply, (items) => this.#auth.charge(key, items));
       }
       if (req.path === "/v1/admin/status") {
@@ -317,12 +317,12 @@ export class HttpApi {
 
   /** A publisher key (compared in constant time) with a token left in its rate limit. */
   #authorize(req: RequestInfo): void {
-    this.#auth.authorize(req.headers.authorization);
+    this.#auth.authorize(req.headers);
   }
 
   /** The request carries a publisher or the admin key: it is charged to the key, not its address. */
   #isKeyed(req: RequestInfo): boolean {
-    return this.#auth.recognizes(req.headers.authorization) || this.#isAdmin(req);
+    return this.#auth.recognizes(req.headers) || this.#isAdmin(req);
   }
 
   #isAdmin(req: RequestInfo): boolean {
