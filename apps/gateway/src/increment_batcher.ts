@@ -20,7 +20,8 @@ interface Pending {
  * owner in one bus request, `increments`, of at most MAX_INCREMENT_BATCH items. The owner handles
  * each item as its own request and answers each on its own, so one item's error is that item's
  * only; a bus failure (timeout, no owner) fails the request's items alike, each as it would have
- * failed alone. A lone increment goes as a plain `increment`.
+ * failed alone. A lone increment goes as a plain `increment`, and so does every increment of a
+ * batch an owner of an earlier release refuses as unknown.
  */
 export class IncrementBatcher {
   readonly #owners: OwnerClient;
@@ -60,24 +61,18 @@ export class IncrementBatcher {
   }
 
   async #send(owner: string, batch: readonly Pending[]): Promise<void> {
+    if (batch.length === 1) return this.#sendOne(owner, batch[0]!);
     this.#metrics.incrementRequests.inc();
     this.#metrics.incrementsSent.inc(batch.length);
-    if (batch.length === 1) {
-      const only = batch[0]!;
-      try {
-        only.resolve(await this.#owners.toNode(owner, only.request));
-      } catch (err) {
-        only.reject(asProtocolError(err));
-      }
-      return;
-    }
     let replies;
     try {
       const items = batch.map((p) => p.request);
       replies = (await this.#owners.toNode(owner, { type: "increments", items })).replies;
     } catch (err) {
       const e = asProtocolError(err);
-      for (const p of batch) p.reject(e);
+      // An owner of an earlier release does not know the batch (bad_frame): each goes on its own.
+      if (e.code === "bad_frame") await Promise.all(batch.map((p) => this.#sendOne(owner, p)));
+      else for (const p of batch) p.reject(e);
       return;
     }
     batch.forEach((p, i) => {
@@ -87,6 +82,16 @@ export class IncrementBatcher {
       else if (reply.type === "error") p.reject(new ProtocolError(reply.code, reply.message));
       else p.resolve(reply);
     });
+  }
+
+  async #sendOne(owner: string, pending: Pending): Promise<void> {
+    this.#metrics.incrementRequests.inc();
+    this.#metrics.incrementsSent.inc();
+    try {
+      pending.resolve(await this.#owners.toNode(owner, pending.request));
+    } catch (err) {
+      pending.reject(asProtocolError(err));
+    }
   }
 }
 
