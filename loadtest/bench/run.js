@@ -21,7 +21,8 @@
  * socket), memory (d: gateway RSS per idle viewer), latency (e: join on gateway A -> count on B),
  * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency),
  * heal-100k (the heal of 100k pages, measured on the stores' digests), bootstrap (a DC joining with
- * an empty Redis learns 100k pages from its peer: time and bytes moved).
+ * an empty Redis learns 100k pages from its peer: time and bytes moved), hotpage (g: exactly-once
+ * increments on one page over HTTP, gateway + counter node, against one uWS + Redis process).
  *
  * Every child process is killed when the run ends, fails or is interrupted (SIGINT/SIGTERM).
  * LC_BENCH_NODE_FLAGS adds node flags to product processes (e.g. "--cpu-prof --cpu-prof-dir=DIR");
@@ -32,6 +33,7 @@ import { bootstrapBench, largeHealBench } from "./convergence_bench.js";
 import { counterBench } from "./counter_bench.js";
 import { counterClusterBench } from "./counter_cluster_bench.js";
 import { fanoutBench } from "./fanout_bench.js";
+import { hotpageBench } from "./hotpage_bench.js";
 import { latencyBench } from "./latency_bench.js";
 import { installCleanup, machine } from "./lib/processes.js";
 import { memoryBench } from "./memory_bench.js";
@@ -47,6 +49,7 @@ const QUICK = {
   "multi-dc": { pages: 2000, latencyLikes: 200 },
   "heal-100k": { pages: 10_000, sample: 500 },
   bootstrap: { pages: 10_000, sample: 500 },
+  hotpage: { warmupS: 2, measureS: 5 },
 };
 
 const BENCHMARKS = {
@@ -59,6 +62,7 @@ const BENCHMARKS = {
   "multi-dc": (o) => multiDcBench(o),
   "heal-100k": (o) => largeHealBench(o),
   bootstrap: (o) => bootstrapBench(o),
+  hotpage: (o) => hotpageBench(o),
 };
 
 const fmt = (x) =>
@@ -320,6 +324,52 @@ function rows(name, r) {
           "",
         ],
       ];
+    case "hotpage": {
+      const lc = r.livecount;
+      const b = r.baseline;
+      const latency = (x) => `p50 ${x.p50Ms} / p99 ${x.p99Ms}`;
+      const out = [
+        [
+          name,
+          `exactly-once increments / s, one page, ${r.config.connections} connections (${r.driver})`,
+          lc.requestsPerS,
+          b.requestsPerS,
+          `${r.ratioRequestsPerS}x`,
+          ">= 2x",
+          yes(r.goals.vsBaseline.met),
+        ],
+        [name, "  latency, ms", latency(lc), latency(b), "", "p99 <= 10", yes(r.goals.p99.met)],
+        [
+          name,
+          "  requests / server CPU-second (all processes)",
+          lc.requestsPerServerCpuSecond,
+          b.requestsPerServerCpuSecond,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  counter moved / 2xx / sent, exact",
+          `${fmt(lc.counterMoved)} / ${fmt(lc.ok)} / ${fmt(lc.sent)}, ${lc.exact}`,
+          `${fmt(b.counterMoved)} / ${fmt(b.ok)} / ${fmt(b.sent)}, ${b.exact}`,
+          "",
+          "exact",
+          yes(r.goals.exact.met),
+        ],
+      ];
+      if (r.standalone !== undefined)
+        out.push([
+          name,
+          "  embedded (npm start), req/s, ms",
+          `${fmt(r.standalone.requestsPerS)}, ${latency(r.standalone)}`,
+          "",
+          "",
+          "",
+          "",
+        ]);
+      return out;
+    }
     default:
       return [];
   }

@@ -4,6 +4,8 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
+  type IncrementsReply,
+  type IncrementsRequest,
   type ListPagesRequest,
   type NodeInfoReply,
   type NodeReply,
@@ -47,6 +49,10 @@ export interface RequestRouterOptions {
   readonly purge: (olderThanMs: number) => Promise<PurgedReply>;
 }
 
+/** Increments of several publisher requests in one bus request, and every other request. */
+type BatchRequest = Extract<NodeRequest, IncrementsRequest>;
+type SingleRequest = Exclude<NodeRequest, IncrementsRequest>;
+
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
 const MAX_HOPS = 1;
 
@@ -82,20 +88,42 @@ export class RequestRouter {
       const code = err instanceof ProtocolError ? err.code : "bad_frame";
       return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
     }
+    if (request.type === "increments") return encodeMessage(await this.#increments(request));
+    return encodeMessage(await this.#answer(request));
+  }
+
+  /** The reply to one request: its route's, or the error reply its failure maps to. */
+  async #answer<T extends SingleRequest>(request: T): Promise<NodeReply> {
     try {
-      return encodeMessage(await this.#route(request));
+      return await this.#route(request);
     } catch (err) {
       // The page's actor closed under the request (its partition moved on), or the store did not
       // answer: either way the caller retries.
-      if (err instanceof ActorClosedError) return encodeMessage(errorReply("unavailable", err.message));
-      if (err instanceof StoreError)
-        return encodeMessage(errorReply("unavailable", "the store did not answer; retry"));
+      if (err instanceof ActorClosedError) return errorReply("unavailable", err.message);
+      if (err instanceof StoreError) return errorReply("unavailable", "the store did not answer; retry");
       this.#logs.log(this.#o.logger, "error", { err, type: request.type }, "request failed");
-      return encodeMessage(errorReply(err instanceof ProtocolError ? err.code : "internal"));
+      return errorReply(err instanceof ProtocolError ? err.code : "internal");
     }
   }
 
-  async #route(request: NodeRequest): Promise<NodeReply> {
+  /**
+   * A gateway's batch of increments: each item as its own request would be (they share the next
+   * group commit), each answered on its own.
+   */
+  async #increments(request: BatchRequest): Promise<IncrementsReply> {
+    const hop = request.hop;
+    const replies = await Promise.all(
+      request.items.map((item) => this.#answer(hop === undefined ? item : { ...item, hop })),
+    );
+    return {
+      type: "increments_done",
+      replies: replies.map((r) =>
+        r.type === "incremented" || r.type === "error" ? r : errorReply("internal", `got ${r.type}`),
+      ),
+    };
+  }
+
+  async #route(request: SingleRequest): Promise<NodeReply> {
     if (!this.#o.isRunning()) return errorReply("unavailable", "counter node is stopping");
     // Any node answers a listing: it reads the data center's store, not a partition's actors.
     if (request.type === "list_pages") return listPages(this.#o.store, request);
@@ -155,7 +183,7 @@ export class RequestRouter {
     }
   }
 
-  async #forward(owner: string | undefined, request: NodeRequest): Promise<NodeReply> {
+  async #forward(owner: string | undefined, request: SingleRequest): Promise<NodeReply> {
     if (owner === undefined) return errorReply("unavailable", "no counter node is live");
     if ((request.hop ?? 0) >= MAX_HOPS)
       return errorReply("unavailable", "owners disagree about the ring; retry");

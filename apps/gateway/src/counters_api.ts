@@ -13,6 +13,7 @@ import {
   type ErrorCode,
 } from "@livecount/protocol";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
+import type { IncrementBatcher } from "./increment_batcher.js";
 import type { OwnerClient } from "./owner_client.js";
 import { rawBody, totalsBody, type Liveness } from "./page_reading.js";
 import type { ReadAccess } from "./read_access.js";
@@ -34,6 +35,7 @@ const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
 
 export interface CountersApiOptions {
   readonly owners: OwnerClient;
+  readonly increments: IncrementBatcher;
   readonly partitions: number;
   readonly liveness: Liveness;
 }
@@ -192,7 +194,7 @@ export class CountersApi {
   async #incrementOne(item: BatchItem): Promise<ItemResult> {
     const { page, counter, id } = item;
     try {
-      const r = await this.#o.owners.forPage(page, {
+      const r = await this.#o.increments.increment({
         type: "increment",
         page,
         counter,

@@ -17,6 +17,7 @@ import { loadAssets } from "./http_assets.js";
 import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
+import { IncrementBatcher } from "./increment_batcher.js";
 import { OwnerClient } from "./owner_client.js";
 import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
@@ -228,6 +229,7 @@ export class Gateway {
     const api = new HttpApi({
       admin: this.#admin,
       owners,
+      increments: new IncrementBatcher(owners, this.#clock, this.#metrics),
       metrics: this.#metrics,
       registry: options.registry,
       logger: this.#log,

@@ -9,6 +9,9 @@ export class GatewayMetrics {
   readonly frameErrors: Counter<"code">;
   readonly countFrames: Counter;
   readonly presenceOpsSent: Counter;
+  /** Bus requests that carried publisher increments to owners, and the increments they carried. */
+  readonly incrementRequests: Counter;
+  readonly incrementsSent: Counter;
   readonly watchedPages: Gauge;
   readonly localViewers: Gauge;
   readonly httpRequests: Counter<"route" | "status">;
@@ -57,6 +60,16 @@ export class GatewayMetrics {
     this.presenceOpsSent = new Counter({
       name: "livecount_gateway_presence_ops_sent_total",
       help: "Presence operations acknowledged by owners",
+      registers,
+    });
+    this.incrementRequests = new Counter({
+      name: "livecount_gateway_increment_requests_total",
+      help: "Bus requests carrying publisher increments to owners (a batch is one)",
+      registers,
+    });
+    this.incrementsSent = new Counter({
+      name: "livecount_gateway_increments_sent_total",
+      help: "Publisher increments sent to owners, in batches or alone",
       registers,
     });
     this.watchedPages = new Gauge({

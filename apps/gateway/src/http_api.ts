@@ -8,6 +8,7 @@ import { limitKeyOf } from "./client_address.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
 import type { EventStreams } from "./event_streams.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
+import type { IncrementBatcher } from "./increment_batcher.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import type { OwnerClient } from "./owner_client.js";
@@ -19,6 +20,8 @@ import { RateLimitedError, RetryLaterError, type AddressRateLimiter } from "./ra
 
 export interface HttpApiOptions {
   readonly owners: OwnerClient;
+  /** Publisher increments, batched per owner (increment_batcher.ts). */
+  readonly increments: IncrementBatcher;
   readonly metrics: GatewayMetrics;
   readonly registry: Registry;
   readonly logger: Logger;
@@ -111,6 +114,7 @@ export class HttpApi {
     this.#admin = new BearerKeys(options.adminKey !== undefined ? [options.adminKey] : []);
     this.#counters = new CountersApi({
       owners: options.owners,
+      increments: options.increments,
       partitions: options.partitions,
       liveness: options.liveness,
     });
@@ -167,7 +171,7 @@ export class HttpApi {
         route = "counters_increment";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
         // A batch costs one rate token per item, taken once the body says how many.
-        const key = this.#auth.authenticate(req.headers.authorization);
+        const key = this.#auth.authenticate(req.headers);
         return await this.#counters.increment(reply, (items) => this.#auth.charge(key, items));
       }
       if (req.path === "/v1/admin/status") {
@@ -291,7 +295,7 @@ export class HttpApi {
     if (!isIdempotencyKey(key)) throw new ProtocolError("invalid_idempotency_key");
     const body = parseJson(await readBody(reply, this.#o.maxBodyBytes));
     const { counter, delta } = parseChange(body);
-    const result = await this.#o.owners.forPage(page, { type: "increment", page, counter, delta, key });
+    const result = await this.#o.increments.increment({ type: "increment", page, counter, delta, key });
     reply.json(
       200,
       { page, counter, value: result.value, updated_at: result.updatedAt },
@@ -313,12 +317,12 @@ export class HttpApi {
 
   /** A publisher key (compared in constant time) with a token left in its rate limit. */
   #authorize(req: RequestInfo): void {
-    this.#auth.authorize(req.headers.authorization);
+    this.#auth.authorize(req.headers);
   }
 
   /** The request carries a publisher or the admin key: it is charged to the key, not its address. */
   #isKeyed(req: RequestInfo): boolean {
-    return this.#auth.recognizes(req.headers.authorization) || this.#isAdmin(req);
+    return this.#auth.recognizes(req.headers) || this.#isAdmin(req);
   }
 
   #isAdmin(req: RequestInfo): boolean {

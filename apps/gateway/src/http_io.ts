@@ -28,8 +28,8 @@ export class Reply {
     });
   }
 
-  json(status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
-    this.send(status, JSON.stringify(body), { "content-type": "application/json", ...headers });
+  json(status: number, body: unknown, headers: Readonly<Record<string, string>> = NO_HEADERS): void {
+    this.#send(status, JSON.stringify(body), JSON_TYPE, headers);
   }
 
   error(err: ProtocolError, headers: Readonly<Record<string, string>> = {}): void {
@@ -37,10 +37,23 @@ export class Reply {
   }
 
   send(status: number, body: string | Uint8Array, headers: Readonly<Record<string, string>>): void {
+    this.#send(status, body, NO_HEADERS, headers);
+  }
+
+  /** Writes `common`, then `first`, then `headers`; a later one's value wins for a name they share. */
+  #send(
+    status: number,
+    body: string | Uint8Array,
+    first: Readonly<Record<string, string>>,
+    headers: Readonly<Record<string, string>>,
+  ): void {
     if (this.aborted) return;
     this.res.cork(() => {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
-      for (const [k, v] of Object.entries({ ...this.common, ...headers })) this.res.writeHeader(k, v);
+      for (const k in this.common)
+        if (!Object.hasOwn(first, k) && !Object.hasOwn(headers, k)) this.res.writeHeader(k, this.common[k]!);
+      for (const k in first) if (!Object.hasOwn(headers, k)) this.res.writeHeader(k, first[k]!);
+      for (const k in headers) this.res.writeHeader(k, headers[k]!);
       if (!this.head) {
         this.res.end(body, this.closeConnection);
         return;
@@ -56,6 +69,9 @@ export class Reply {
     });
   }
 }
+
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+const JSON_TYPE: Readonly<Record<string, string>> = Object.freeze({ "content-type": "application/json" });
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   200: "200 OK",
@@ -87,9 +103,9 @@ export function readBody(reply: Reply, limit: number): Promise<Buffer> {
         reject(new ProtocolError("payload_too_large", `body exceeds ${limit} bytes`));
         return;
       }
-      // uWS reuses the chunk's memory after this callback returns: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-      if (isLast) resolve(Buffer.concat(chunks));
+      // uWS reuses the chunk's memory after this callback returns: copy it (once).
+      chunks.push(Buffer.from(chunk.slice(0)));
+      if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
   });
 }

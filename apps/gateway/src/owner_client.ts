@@ -29,9 +29,18 @@ export class OwnerClient {
   }
 
   async request<T extends NodeRequest>(partition: number, request: T): Promise<ReplyTo<T>> {
+    return this.toNode(this.#ownerOf(partition), request);
+  }
+
+  /** The node that owns `page`'s partition; throws ProtocolError("unavailable") when none is live. */
+  ownerOfPage(page: string): string {
+    return this.#ownerOf(this.membership.ring.partitionOf(page));
+  }
+
+  #ownerOf(partition: number): string {
     const owner = this.membership.ring.ownerOf(partition);
     if (owner === undefined) throw new ProtocolError("unavailable", "no counter node is live");
-    return this.toNode(owner, request);
+    return owner;
   }
 
   /** Sends a request to one counter node of this DC (by default within the client's timeout). */

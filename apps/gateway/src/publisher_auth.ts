@@ -2,6 +2,9 @@ import { ProtocolError } from "@livecount/protocol";
 import { BearerKeys, bearerOf, fullBucket, takeTokens, type BucketState } from "@livecount/runtime";
 import { RateLimitedError } from "./rate_limits.js";
 
+/** A request's headers, one object per request (RequestInfo.headers). */
+type RequestHeaders = Readonly<Record<string, string>>;
+
 export interface PublisherAuthOptions {
   /** LIVECOUNT_PUBLISHER_KEYS. */
   readonly keys: readonly string[];
@@ -23,6 +26,8 @@ export class PublisherAuth {
   readonly #o: PublisherAuthOptions;
   readonly #keys: BearerKeys;
   readonly #buckets: BucketState[];
+  /** Key indexes by request (its headers object): the admission check and the route share one lookup. */
+  readonly #looked = new WeakMap<RequestHeaders, number>();
 
   constructor(options: PublisherAuthOptions) {
     this.#o = options;
@@ -30,21 +35,30 @@ export class PublisherAuth {
     this.#buckets = options.keys.map(() => fullBucket(options, options.now()));
   }
 
-  /** Whether an `Authorization` header carries a publisher key (no token taken). */
-  recognizes(header: string | undefined): boolean {
-    return this.#keys.has(bearerOf(header));
+  /** Whether a request's `Authorization` header carries a publisher key (no token taken). */
+  recognizes(headers: RequestHeaders): boolean {
+    return this.#indexOf(headers) >= 0;
   }
 
   /**
-   * Checks an `Authorization` header and returns its key's index, for `charge`. Throws
+   * Checks a request's `Authorization` header and returns its key's index, for `charge`. Throws
    * ProtocolError("unauthorized") for a missing or unknown key.
    */
-  authenticate(header: string | undefined): number {
-    const key = bearerOf(header);
-    if (key === undefined)
+  authenticate(headers: RequestHeaders): number {
+    if (bearerOf(headers.authorization) === undefined)
       throw new ProtocolError("unauthorized", "Authorization: Bearer <publisher key> is required");
-    const index = this.#keys.indexOf(key);
+    const index = this.#indexOf(headers);
     if (index < 0) throw new ProtocolError("unauthorized", "unknown publisher key");
+    return index;
+  }
+
+  /** The key index of a request's header, looked up (hashed) once per request however often asked. */
+  #indexOf(headers: RequestHeaders): number {
+    let index = this.#looked.get(headers);
+    if (index === undefined) {
+      index = this.#keys.indexOf(bearerOf(headers.authorization));
+      this.#looked.set(headers, index);
+    }
     return index;
   }
 
@@ -57,7 +71,7 @@ export class PublisherAuth {
   }
 
   /** `authenticate` then `charge` one token. */
-  authorize(header: string | undefined): void {
-    this.charge(this.authenticate(header), 1);
+  authorize(headers: RequestHeaders): void {
+    this.charge(this.authenticate(headers), 1);
   }
 }

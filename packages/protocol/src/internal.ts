@@ -66,6 +66,20 @@ export interface IncrementRequest {
   readonly key: string;
 }
 
+/** The most increments one `increments` request may carry. */
+export const MAX_INCREMENT_BATCH = 1000;
+
+/**
+ * Gateway -> owner: the publisher increments a gateway took in one turn for pages this node owns,
+ * in one bus request. Each item is handled as its own `increment` request would be (forwarded when
+ * another node owns its page) and answered on its own, in order (`IncrementsReply`): one item's
+ * error is that item's only. 1..MAX_INCREMENT_BATCH items.
+ */
+export interface IncrementsRequest {
+  readonly type: "increments";
+  readonly items: readonly IncrementRequest[];
+}
+
 /**
  * Publisher -> owner: an observed reset of a counter to zero, idempotent by key. The owner cancels
  * the value it observes (increments made concurrently elsewhere survive). With `tombstone` it is a
@@ -133,6 +147,7 @@ export type NodeRequest = (
   | PresenceSync
   | SnapshotRequest
   | IncrementRequest
+  | IncrementsRequest
   | ResetRequest
   | ListPagesRequest
   | NodeStatusRequest
@@ -257,10 +272,17 @@ export interface ErrorReply {
   readonly message: string;
 }
 
+/** The answers to an `increments` request: one per item, in the items' order. */
+export interface IncrementsReply {
+  readonly type: "increments_done";
+  readonly replies: ReadonlyArray<IncrementReply | ErrorReply>;
+}
+
 export type NodeReply =
   | AckReply
   | PageStateReply
   | IncrementReply
+  | IncrementsReply
   | ResetReply
   | PageListReply
   | NodeInfoReply
@@ -275,6 +297,7 @@ export interface RepliesByRequest {
   readonly presence_sync: AckReply;
   readonly snapshot: PageStateReply;
   readonly increment: IncrementReply;
+  readonly increments: IncrementsReply;
   readonly reset: ResetReply;
   readonly list_pages: PageListReply;
   readonly node_status: NodeInfoReply;

@@ -6,7 +6,8 @@
  */
 import { Packr, Unpackr, type Options } from "msgpackr";
 import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
-import { ProtocolError, isErrorCode } from "./errors.js";
+import { errorOf, incrementDecoders } from "./increment_codec.js";
+import { ProtocolError } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
   MAX_LIST_PAGES,
@@ -25,7 +26,6 @@ import {
   isNatural,
   isPositive,
   isSafeInteger,
-  isString,
   listOf,
   malformed,
   pageIdOf,
@@ -120,17 +120,6 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
   ],
   ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],
   [
-    "increment",
-    (m) =>
-      withHop(m, {
-        type: "increment",
-        page: field(m, "page", isPageId),
-        counter: field(m, "counter", isCounterName),
-        delta: field(m, "delta", isSafeInteger),
-        key: field(m, "key", isIdempotencyKey),
-      }),
-  ],
-  [
     "reset",
     (m) =>
       withHop(m, {
@@ -201,17 +190,6 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     }),
   ],
   [
-    "incremented",
-    (m) => ({
-      type: "incremented",
-      page: field(m, "page", isPageId),
-      counter: field(m, "counter", isCounterName),
-      value: field(m, "value", isSafeInteger),
-      updatedAt: field(m, "updatedAt", isNatural),
-      duplicate: field(m, "duplicate", isBoolean),
-    }),
-  ],
-  [
     "counter_reset",
     (m) => ({
       type: "counter_reset",
@@ -263,10 +241,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       waiting: field(m, "waiting", isNatural),
     }),
   ],
-  [
-    "error",
-    (m) => ({ type: "error", code: field(m, "code", isErrorCode), message: field(m, "message", isString) }),
-  ],
+  ["error", errorOf],
   [
     "update",
     (m) => ({
@@ -317,6 +292,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       ...optionalNaturals(m, "purgeBefore"),
     }),
   ],
+  ...incrementDecoders(withHop),
   ...ANTI_ENTROPY_DECODERS,
 ]);
 
@@ -325,6 +301,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "presence_sync",
   "snapshot",
   "increment",
+  "increments",
   "reset",
   "list_pages",
   "node_status",
@@ -336,6 +313,7 @@ const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
   "page_state",
   "incremented",
+  "increments_done",
   "counter_reset",
   "page_list",
   "node_info",

@@ -7,6 +7,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   presence_sync: "ack",
   snapshot: "page_state",
   increment: "incremented",
+  increments: "increments_done",
   reset: "counter_reset",
   list_pages: "page_list",
   node_status: "node_info",

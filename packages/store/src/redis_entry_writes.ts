@@ -1,6 +1,6 @@
 /**
  * The Redis store's entry writes: Store.write, mergePages and increment, after the store validated
- * them. Each queues one script per fence group, page chunk or op, on its partition's pipe.
+ * them. Each queues one script per fence group, page chunk or chunk of ops, on its partition's pipe.
  * Increments wait for the configured replicas (`durable`): a publisher's acknowledgement promises
  * them. Presence writes and merges do not: what a failover loses of them comes back from the
  * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
@@ -27,6 +27,8 @@ import {
  * hundred pages keeps Redis busy for about a millisecond, so other clients never wait long.
  */
 const PAGES_PER_MERGE = 100;
+/** Publisher increments applied by one script call: like PAGES_PER_MERGE, keeps each call short. */
+const OPS_PER_SCRIPT = 100;
 
 /**
  * Plain MessagePack (no record extension) for Lua's cmsgpack; strings as str, so binary-safe field
@@ -132,45 +134,61 @@ export async function increment(
   ops: readonly IncrementOp[],
   keyTtlMs: number,
 ): Promise<IncrementOutcome[]> {
+  // Ops of one fence go in one script call (in order, OPS_PER_SCRIPT at most): one fence check and
+  // one digest update for all of them.
+  const calls: Array<{ fence: Fence; ops: number[] }> = [];
+  const open = new Map<string, { fence: Fence; ops: number[] }>();
+  ops.forEach((op, i) => {
+    const id = `${op.fence.partition}:${op.fence.epoch}`;
+    let call = open.get(id);
+    if (call === undefined || call.ops.length === OPS_PER_SCRIPT) {
+      call = { fence: op.fence, ops: [] };
+      open.set(id, call);
+      calls.push(call);
+    }
+    call.ops.push(i);
+  });
   // A failed shard fails only its own ops (runEach): the others' answers stand.
   const replies = await conn.runEach(
     "increment",
     (pipe) => {
-      for (const op of ops) {
-        const partition = op.fence.partition;
-        const scriptKeys = [
-          keys.lease(partition),
-          keys.page(op.page, partition),
-          keys.idem(op.page, partition, op.key),
-          keys.pages(partition),
-          keys.digest(partition),
-          keys.bucketIndex(partition),
-          keys.empty(partition),
-          keys.tombs(partition),
-          keys.expiring(partition),
-        ];
-        const field = entryField(op.counter, op.dc);
-        const args = [
-          op.fence.epoch,
-          now,
-          op.page,
-          field,
-          op.counter,
-          op.delta,
-          op.payload,
-          now + keyTtlMs,
-          keyTtlMs,
-          op.fingerprint ?? "",
-          bucketOf(op.page),
-          op.startAt ?? 0,
-        ];
-        for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
+      for (const { fence, ops: indexes } of calls) {
+        const partition = fence.partition;
+        const scriptKeys = keys.entryScriptKeys(partition);
+        const args: Arg[] = [fence.epoch, now];
+        for (const i of indexes) {
+          const op = ops[i]!;
+          scriptKeys.push(keys.page(op.page, partition), keys.idem(op.page, partition, op.key));
+          args.push(
+            op.page,
+            entryField(op.counter, op.dc),
+            op.counter,
+            op.delta,
+            op.payload,
+            now + keyTtlMs,
+            keyTtlMs,
+            op.fingerprint ?? "",
+            bucketOf(op.page),
+            op.startAt ?? 0,
+            op.also?.length ?? 0,
+          );
+          for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
+        }
         queueScript(pipe(partition), "lcIncrement", scriptKeys, args);
       }
     },
     { durable: true },
   );
-  return replies.map((reply, i) =>
-    reply instanceof StoreError ? { kind: "unavailable" } : parseOutcome(reply, ops[i]!),
-  );
+  const outcomes = new Array<IncrementOutcome>(ops.length);
+  calls.forEach((call, c) => {
+    const reply = replies[c];
+    const stale = Array.isArray(reply) && reply[0] === "stale";
+    call.ops.forEach((i, k) => {
+      outcomes[i] =
+        reply instanceof StoreError
+          ? { kind: "unavailable" }
+          : parseOutcome(stale ? reply : (reply as unknown[])[k], ops[i]!);
+    });
+  });
+  return outcomes;
 }

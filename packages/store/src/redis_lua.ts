@@ -25,18 +25,23 @@ end
 local function is_tombstone(field)
   return string.sub(field, 1, 5) == "@del:"
 end
--- Digest changes of one script run, by bucket (two 32-bit lanes), applied once at the end.
-local changed_hi, changed_lo = {}, {}
+-- Digest changes of one script run: the entry values XORed into each bucket's digest, kept by
+-- parity (a value XORed in twice cancels out), hashed once at the end (apply_digests). An entry a
+-- run changes many times (a hot page's counter) costs two hashes, its first and its last value.
+local toggled = {}
+local function toggle(bucket, page, field, value)
+  local entries = toggled[bucket]
+  if not entries then
+    entries = {}
+    toggled[bucket] = entries
+  end
+  local key = page .. "\0" .. field .. "\0" .. value
+  if entries[key] then entries[key] = nil else entries[key] = {page, field, value} end
+end
 -- A nil new_value: the entry was removed.
 local function entry_changed(page, bucket, field, old_value, new_value)
-  local hi, lo = 0, 0
-  if new_value then hi, lo = entry_lanes(page, field, new_value) end
-  if old_value then
-    local old_hi, old_lo = entry_lanes(page, field, old_value)
-    hi, lo = bit.bxor(hi, old_hi), bit.bxor(lo, old_lo)
-  end
-  changed_hi[bucket] = bit.bxor(changed_hi[bucket] or 0, hi)
-  changed_lo[bucket] = bit.bxor(changed_lo[bucket] or 0, lo)
+  if new_value then toggle(bucket, page, field, new_value) end
+  if old_value then toggle(bucket, page, field, old_value) end
 end
 -- Every tombstone entry, settled or not, in the partition's tombstone digest ("t" in the digest
 -- hash): what two DCs compare to know they hold the same tombstones (a purge waits for that).
@@ -255,8 +260,12 @@ local function purged_remains(page_key, first, last, floor)
 end
 local function apply_digests(digest_key)
   local all_hi, all_lo = 0, 0
-  for bucket, hi in pairs(changed_hi) do
-    local lo = changed_lo[bucket]
+  for bucket, entries in pairs(toggled) do
+    local hi, lo = 0, 0
+    for _, e in pairs(entries) do
+      local h, l = entry_lanes(e[1], e[2], e[3])
+      hi, lo = bit.bxor(hi, h), bit.bxor(lo, l)
+    end
     if hi ~= 0 or lo ~= 0 then
       xor_stored(digest_key, "b" .. bucket, hi, lo)
       all_hi, all_lo = bit.bxor(all_hi, hi), bit.bxor(all_lo, lo)

@@ -133,63 +133,76 @@ if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", 
 return advanced`,
 
   /**
-   * KEYS: lease, page, idem, pages, digest, bucket index, empty index, tombstone index, expiring index.
-   * ARGV: epoch,
-   * now, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket,
-   * startAt (where the entry of `field` starts when absent), then a field and a delta per further
-   * change. Returns {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...} |
-   * {"conflict"} | {"stale"}.
+   * Publisher increments of one partition, in order, atomically. KEYS: the partition's entry script
+   * keys (lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, expiring
+   * index), then per op its page and its idempotency key. ARGV: epoch, now, then per op: page,
+   * field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket, startAt
+   * (where the entry of `field` starts when absent), the number of further changes, then a field
+   * and a delta per further change. Returns {"stale"} when the fence is, else one reply per op:
+   * {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...} | {"conflict"}.
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
 if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
-local seen = redis.call("HMGET", KEYS[3], "counter", "delta", "payload", "expiresAt", "fingerprint")
-if seen[1] and now < tonumber(seen[4]) then
-  local same
-  if ARGV[10] ~= "" then same = seen[5] == ARGV[10]
-  else same = not seen[5] and seen[1] == ARGV[5] and seen[2] == ARGV[6] end
-  if same then
-    -- The entries as they are now, "" where absent: the op's, then each further change's.
-    local reply = {"duplicate", seen[3]}
-    local fields = {ARGV[4]}
-    for i = 13, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
-    for _, field in ipairs(fields) do reply[#reply + 1] = redis.call("HGET", KEYS[2], field) or "" end
-    return reply
+expiring_key = KEYS[8]
+-- One op: ARGV from a, its page's hash and its idempotency key.
+local function increment(page_key, idem_key, a)
+  local page, field, counter, delta, fingerprint = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 7]
+  local bucket = ARGV[a + 8]
+  local further_to = a + 10 + 2 * tonumber(ARGV[a + 10])
+  local seen = redis.call("HMGET", idem_key, "counter", "delta", "payload", "expiresAt", "fingerprint")
+  if seen[1] and now < tonumber(seen[4]) then
+    local same
+    if fingerprint ~= "" then same = seen[5] == fingerprint
+    else same = not seen[5] and seen[1] == counter and seen[2] == delta end
+    if same then
+      -- The entries as they are now, "" where absent: the op's, then each further change's.
+      local reply = {"duplicate", seen[3]}
+      local fields = {field}
+      for i = a + 11, further_to, 2 do fields[#fields + 1] = ARGV[i] end
+      for _, f in ipairs(fields) do reply[#reply + 1] = redis.call("HGET", page_key, f) or "" end
+      return reply
+    end
+    return {"conflict"}
   end
-  return {"conflict"}
-end
-expiring_key = KEYS[9]
-local result = {"applied"}
-local created, stored = false, false
-local function change(field, delta, start)
-  local p, n, existed = read_entry(KEYS[2], field)
-  if not existed then p, n = start, start end
-  -- An entry started at the floor is stored even when nothing is added, as the op reports it.
-  if delta ~= 0 or (not existed and start > 0) then
-    local old = existed and format_entry(p, n)
-    if delta > 0 then p = p + delta else n = n - delta end
-    set_field(KEYS[2], ARGV[3], ARGV[11], field, old, format_entry(p, n), KEYS[8], now)
-    stored = true
-    if not existed then created = true end
+  local result = {"applied"}
+  local created, stored = false, false
+  local function change(f, d, start)
+    local p, n, existed = read_entry(page_key, f)
+    if not existed then p, n = start, start end
+    -- An entry started at the floor is stored even when nothing is added, as the op reports it.
+    if d ~= 0 or (not existed and start > 0) then
+      local old = existed and format_entry(p, n)
+      if d > 0 then p = p + d else n = n - d end
+      set_field(page_key, page, bucket, f, old, format_entry(p, n), KEYS[7], now)
+      stored = true
+      if not existed then created = true end
+    end
+    result[#result + 1] = string.format("%d", p)
+    result[#result + 1] = string.format("%d", n)
   end
-  result[#result + 1] = string.format("%d", p)
-  result[#result + 1] = string.format("%d", n)
+  change(field, tonumber(delta), tonumber(ARGV[a + 9]))
+  -- The payload's {own} placeholders become this entry's value right after the op (store.ts).
+  local payload = string.gsub(ARGV[a + 4], "{own}", string.format("%d", tonumber(result[2]) - tonumber(result[3])))
+  for i = a + 11, further_to, 2 do change(ARGV[i], tonumber(ARGV[i + 1]), 0) end
+  if created then
+    redis.call("ZADD", KEYS[2], 0, page)
+    redis.call("ZADD", KEYS[5], bucket, page)
+  end
+  -- A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
+  if stored then redis.call("ZREM", KEYS[6], page) end
+  redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", ARGV[a + 5])
+  if fingerprint ~= "" then redis.call("HSET", idem_key, "fingerprint", fingerprint) end
+  redis.call("PEXPIRE", idem_key, ARGV[a + 6])
+  return result
 end
-change(ARGV[4], tonumber(ARGV[6]), tonumber(ARGV[12]))
--- The payload's {own} placeholders become this entry's value right after the op (store.ts).
-local payload = string.gsub(ARGV[7], "{own}", string.format("%d", tonumber(result[2]) - tonumber(result[3])))
-for i = 13, #ARGV, 2 do change(ARGV[i], tonumber(ARGV[i + 1]), 0) end
-if created then
-  redis.call("ZADD", KEYS[4], 0, ARGV[3])
-  redis.call("ZADD", KEYS[6], ARGV[11], ARGV[3])
+local replies, a = {}, 3
+for k = 9, #KEYS, 2 do
+  replies[#replies + 1] = increment(KEYS[k], KEYS[k + 1], a)
+  a = a + 11 + 2 * tonumber(ARGV[a + 10])
 end
-apply_digests(KEYS[5])
--- A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
-if stored then redis.call("ZREM", KEYS[7], ARGV[3]) end
-redis.call("HSET", KEYS[3], "counter", ARGV[5], "delta", ARGV[6], "payload", payload, "expiresAt", ARGV[8])
-if ARGV[10] ~= "" then redis.call("HSET", KEYS[3], "fingerprint", ARGV[10]) end
-redis.call("PEXPIRE", KEYS[3], ARGV[9])
-return result`,
+apply_digests(KEYS[4])
+return replies`,
 
   /**
    * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: epoch, now,

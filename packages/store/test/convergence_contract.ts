@@ -34,7 +34,7 @@ export function pageIn(partition: number, n: number): string {
 }
 
 /** The digest of a set of records, computed from the definition, not by any store. */
-function expectedDigest(records: ReadonlyMap<string, PageRecord>, bucket?: number): string {
+export function expectedDigest(records: ReadonlyMap<string, PageRecord>, bucket?: number): string {
   let d = ZERO_DIGEST;
   for (const [page, record] of records) {
     if (bucket !== undefined && bucketOf(page) !== bucket) continue;

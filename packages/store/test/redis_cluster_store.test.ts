@@ -10,6 +10,7 @@ import { InvalidStoreInputError, RedisStore, StoreError, type Lease } from "@liv
 import { RedisCluster, describeWithRedisCluster } from "../../../test/support/redis_cluster.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
+import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeWindowContract } from "./window_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 import { PagePlacement } from "./page_placement.js";
@@ -52,6 +53,7 @@ describeWithRedisCluster("redis cluster store", () => {
   describeConvergenceContract("redis cluster store", openPlaced);
   describePurgeContract("redis cluster store", openPlaced);
   describeWindowContract("redis cluster store", openPlaced);
+  describeIncrementBatchContract("redis cluster store", openPlaced);
 
   describe("redis cluster store", () => {
     const cleanups: (() => Promise<unknown>)[] = [];

@@ -13,6 +13,7 @@ import {
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
+import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeWindowContract } from "./window_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 
@@ -120,6 +121,9 @@ describeWithRedis("redis store", () => {
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
   describeWindowContract("redis store", (now) =>
+    RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
+  );
+  describeIncrementBatchContract("redis store", (now) =>
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
 

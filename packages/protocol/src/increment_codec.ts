@@ -1,0 +1,94 @@
+/**
+ * Decoders of publisher increments between gateways and owners (internal.ts): one increment, a
+ * batch of them, and their answers. Part of the bus codec (internal_codec.ts).
+ */
+import { isErrorCode } from "./errors.js";
+import { isCounterName, isIdempotencyKey, isPageId } from "./ids.js";
+import {
+  MAX_INCREMENT_BATCH,
+  type ErrorReply,
+  type IncrementReply,
+  type IncrementRequest,
+  type InternalMessage,
+  type NodeRequest,
+} from "./internal.js";
+import {
+  field,
+  fieldsOf,
+  isBoolean,
+  isNatural,
+  isSafeInteger,
+  isString,
+  listOf,
+  malformed,
+  type Fields,
+} from "./internal_fields.js";
+
+function incrementFields(m: Fields): IncrementRequest {
+  return {
+    type: "increment",
+    page: field(m, "page", isPageId),
+    counter: field(m, "counter", isCounterName),
+    delta: field(m, "delta", isSafeInteger),
+    key: field(m, "key", isIdempotencyKey),
+  };
+}
+
+function incrementedOf(m: Fields): IncrementReply {
+  return {
+    type: "incremented",
+    page: field(m, "page", isPageId),
+    counter: field(m, "counter", isCounterName),
+    value: field(m, "value", isSafeInteger),
+    updatedAt: field(m, "updatedAt", isNatural),
+    duplicate: field(m, "duplicate", isBoolean),
+  };
+}
+
+export function errorOf(m: Fields): ErrorReply {
+  return {
+    type: "error",
+    code: field(m, "code", isErrorCode),
+    message: field(m, "message", isString),
+  };
+}
+
+/** One answer of an `increments_done` reply: incremented or an error. */
+function itemReplyOf(v: unknown): IncrementReply | ErrorReply {
+  const m = fieldsOf(v, "reply");
+  const type = m.get("type");
+  if (type === "incremented") return incrementedOf(m);
+  if (type === "error") return errorOf(m);
+  return malformed("an increments reply item is neither incremented nor error");
+}
+
+/** A list of 1..MAX_INCREMENT_BATCH items. */
+function batchOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
+  if (!Array.isArray(v) || v.length === 0 || v.length > MAX_INCREMENT_BATCH)
+    malformed(`${what} must hold 1..${MAX_INCREMENT_BATCH} items`);
+  return listOf(v, item, what);
+}
+
+function incrementOf(v: unknown): IncrementRequest {
+  const m = fieldsOf(v, "item");
+  if (m.get("type") !== "increment") malformed("an item is not an increment");
+  return incrementFields(m);
+}
+
+/** The decoders of this file's messages; `withHop` adds a request's forwarding count. */
+export function incrementDecoders(
+  withHop: (m: Fields, request: NodeRequest) => NodeRequest,
+): ReadonlyArray<readonly [string, (m: Fields) => InternalMessage]> {
+  return [
+    ["increment", (m) => withHop(m, incrementFields(m))],
+    [
+      "increments",
+      (m) => withHop(m, { type: "increments", items: batchOf(m.get("items"), incrementOf, "items") }),
+    ],
+    ["incremented", incrementedOf],
+    [
+      "increments_done",
+      (m) => ({ type: "increments_done", replies: batchOf(m.get("replies"), itemReplyOf, "replies") }),
+    ],
+  ];
+}

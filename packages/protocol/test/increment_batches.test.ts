@@ -1,0 +1,95 @@
+/**
+ * The bus messages that carry publisher increments in batches (a gateway's `increments` request and
+ * its owner's `increments_done` answer): round trips, categories, and malformed batches rejected as
+ * bad_frame.
+ */
+import { pack } from "msgpackr";
+import { describe, expect, it } from "vitest";
+import {
+  MAX_INCREMENT_BATCH,
+  decodeMessage,
+  decodeNodeReply,
+  decodeNodeRequest,
+  encodeMessage,
+  isNodeReply,
+  isNodeRequest,
+  replyTo,
+  type IncrementRequest,
+  type IncrementsReply,
+  type InternalMessage,
+} from "../src/index.js";
+import { protocolErrorOf } from "./protocol_error_of.js";
+
+const TS = 1_717_171_717_171;
+
+const item = (i: number, page = "hot"): IncrementRequest => ({
+  type: "increment",
+  page,
+  counter: "likes",
+  delta: i % 2 === 0 ? 1 : -3,
+  key: `key-${i}`,
+});
+
+const BATCH: InternalMessage = { type: "increments", items: [item(0), item(1, "a/b?c%d"), item(2)] };
+const DONE: IncrementsReply = {
+  type: "increments_done",
+  replies: [
+    { type: "incremented", page: "hot", counter: "likes", value: 7, updatedAt: TS, duplicate: false },
+    { type: "error", code: "idempotency_conflict", message: "the key was used for another change" },
+    { type: "incremented", page: "hot", counter: "likes", value: 8, updatedAt: TS, duplicate: true },
+  ],
+};
+
+const bytesOf = (v: unknown): Uint8Array => Uint8Array.from(pack(v));
+
+describe("internal codec - increment batches", () => {
+  it("internal - round-trips a batch of increments and its per-item answers, in order", () => {
+    expect(decodeNodeRequest(encodeMessage(BATCH))).toEqual(BATCH);
+    expect(decodeNodeRequest(encodeMessage({ ...BATCH, hop: 1 }))).toEqual({ ...BATCH, hop: 1 });
+    expect(decodeNodeReply(encodeMessage(DONE))).toEqual(DONE);
+    expect(isNodeRequest(BATCH)).toBe(true);
+    expect(isNodeReply(DONE)).toBe(true);
+    protocolErrorOf(() => decodeNodeReply(encodeMessage(BATCH)), "unknown_type");
+    protocolErrorOf(() => decodeNodeRequest(encodeMessage(DONE)), "unknown_type");
+  });
+
+  it("internal - a batch request expects the batch answer; an error answer is the batch's error", () => {
+    const request = { type: "increments", items: [item(0)] } as const;
+    expect(replyTo(request, decodeNodeReply(encodeMessage(DONE)))).toEqual(DONE);
+    protocolErrorOf(
+      () => replyTo(request, { type: "error", code: "unavailable", message: "no owner" }),
+      "unavailable",
+    );
+    protocolErrorOf(() => replyTo(request, DONE.replies[0]!), "internal");
+  });
+
+  it("internal - holds 1..MAX_INCREMENT_BATCH items, each a valid increment", () => {
+    const full = {
+      type: "increments",
+      items: Array.from({ length: MAX_INCREMENT_BATCH }, (_, i) => item(i)),
+    };
+    expect(decodeNodeRequest(encodeMessage(full as InternalMessage))).toEqual(full);
+    const bad: unknown[] = [
+      { type: "increments", items: [] },
+      { type: "increments", items: [...full.items, item(MAX_INCREMENT_BATCH)] },
+      { type: "increments" },
+      { type: "increments", items: item(0) },
+      { type: "increments", items: [{ ...item(0), type: "reset" }] },
+      { type: "increments", items: [{ ...item(0), page: "a b" }] },
+      { type: "increments", items: [item(0), { ...item(1), delta: 1.5 }] },
+      { type: "increments", items: [{ ...item(0), key: "" }] },
+      { type: "increments", items: [item(0)], hop: -1 },
+    ];
+    for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+  });
+
+  it("internal - an answer item is incremented or an error, never another reply", () => {
+    const bad: unknown[] = [
+      { type: "increments_done", replies: [] },
+      { type: "increments_done", replies: [{ type: "ack" }] },
+      { type: "increments_done", replies: [{ type: "error", code: "no_such_code", message: "" }] },
+      { type: "increments_done", replies: [{ ...DONE.replies[0], value: "7" }] },
+    ];
+    for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+  });
+});
