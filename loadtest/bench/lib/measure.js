@@ -156,3 +156,31 @@ export async function forceGc(inspectPort) {
   await call("HeapProfiler.collectGarbage");
   ws.close();
 }
+
+/**
+ * `process.memoryUsage()` of another Node process started with `--inspect=127.0.0.1:<port>`
+ * (rss, heapTotal, heapUsed, external, arrayBuffers; bytes), read over the inspector protocol.
+ */
+export async function memoryUsageOf(inspectPort) {
+  const targets = await (await globalThis.fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json();
+  const ws = new WebSocket(targets[0].webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const reply = await new Promise((resolve) => {
+    ws.on("message", (data) => {
+      const msg = JSON.parse(data.toString());
+      if (msg.id === 1) resolve(msg.result.result.value);
+    });
+    ws.send(
+      JSON.stringify({
+        id: 1,
+        method: "Runtime.evaluate",
+        params: { expression: "process.memoryUsage()", returnByValue: true },
+      }),
+    );
+  });
+  ws.close();
+  return reply;
+}

@@ -1,0 +1,73 @@
+/**
+ * What a process's V8 heap holds, by kind of object: a heap snapshot taken over the inspector
+ * protocol (HeapProfiler.takeHeapSnapshot, which collects garbage first), summed per type and
+ * constructor. Two censuses subtracted and divided by the sockets opened in between list what one
+ * socket retains (the memory bench prints it with `--set census=1`).
+ */
+import WebSocket from "ws";
+
+/** Node types whose names are their contents (strings) or code: summed per type only. */
+const BY_TYPE_ONLY = new Set([
+  "string",
+  "concatenated string",
+  "sliced string",
+  "code",
+  "number",
+  "bigint",
+  "regexp",
+]);
+
+async function snapshotText(inspectPort) {
+  const targets = await (await globalThis.fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json();
+  const ws = new WebSocket(targets[0].webSocketDebuggerUrl, { maxPayload: 2 ** 30 });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const chunks = [];
+  await new Promise((resolve) => {
+    ws.on("message", (data) => {
+      const msg = JSON.parse(data.toString());
+      if (msg.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(msg.params.chunk);
+      else if (msg.id === 1) resolve();
+    });
+    ws.send(
+      JSON.stringify({ id: 1, method: "HeapProfiler.takeHeapSnapshot", params: { reportProgress: false } }),
+    );
+  });
+  ws.close();
+  return chunks.join("");
+}
+
+/** `type:name` -> { count, bytes } of the live heap of the process (shallow sizes). */
+export async function heapCensus(inspectPort) {
+  const text = await snapshotText(inspectPort);
+  if (process.env.LC_HEAP_DUMP)
+    (await import("node:fs")).writeFileSync(`${process.env.LC_HEAP_DUMP}-${Date.now()}.heapsnapshot`, text);
+  const snap = JSON.parse(text);
+  const fields = snap.snapshot.meta.node_fields;
+  const types = snap.snapshot.meta.node_types[0];
+  const width = fields.length;
+  const [typeAt, nameAt, sizeAt] = ["type", "name", "self_size"].map((f) => fields.indexOf(f));
+  const census = new Map();
+  for (let i = 0; i < snap.nodes.length; i += width) {
+    const type = types[snap.nodes[i + typeAt]];
+    const key = BY_TYPE_ONLY.has(type) ? type : `${type}:${snap.strings[snap.nodes[i + nameAt]]}`;
+    const row = census.get(key) ?? { count: 0, bytes: 0 };
+    row.count++;
+    row.bytes += snap.nodes[i + sizeAt];
+    census.set(key, row);
+  }
+  return census;
+}
+
+/** Rows that grew from `before` to `after`, per `per` (sockets), largest first: [key, count, bytes]. */
+export function censusGrowth(before, after, per, top = 25) {
+  const rows = [];
+  for (const [key, a] of after) {
+    const b = before.get(key) ?? { count: 0, bytes: 0 };
+    const bytes = (a.bytes - b.bytes) / per;
+    if (bytes > 0.5) rows.push([key, Math.round(((a.count - b.count) / per) * 100) / 100, Math.round(bytes)]);
+  }
+  return rows.sort((x, y) => y[2] - x[2]).slice(0, top);
+}
