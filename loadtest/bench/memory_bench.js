@@ -168,6 +168,8 @@ async function gatewayCost(o, log) {
         LIVECOUNT_NODE_ID: "memory-gateway",
         LIVECOUNT_PORT: String(port),
         LIVECOUNT_HOST: "127.0.0.1",
+        // Room for every socket of the run (the default, 18,000, leaves headroom under 20,000 files).
+        LIVECOUNT_MAX_CONNECTIONS: String(o.sockets + o.warmupSockets),
       },
       dir,
       ["--inspect=127.0.0.1:0"],
