@@ -18,6 +18,7 @@ import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
+import { OpenSockets } from "./open_sockets.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
@@ -51,6 +52,8 @@ export interface SocketData {
   rateFullAt: BucketFullAt;
   /** Created the first time the socket needs any of it. */
   rare: RareSocketState | undefined;
+  /** Where the socket sits among the open ones (open_sockets.ts); -1 before it opens and once closed. */
+  openSlot: number;
 }
 
 /** Per-socket state that only sockets doing something unusual need. */
@@ -130,7 +133,7 @@ export function topicOf(page: string, encoding: Encoding): string {
  */
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
-  readonly #open = new Set<Socket>();
+  readonly #open = new OpenSockets<Socket>();
   readonly #limits: BucketLimits;
   #nextId = 1;
 
@@ -141,7 +144,14 @@ export class SocketRouter {
 
   /** State for a new socket from `address` (its key in the connection limits). */
   newSocketData(address: string): SocketData {
-    return { id: this.#nextId++, address, pages: undefined, rateFullAt: FULL_BUCKET_AT, rare: undefined };
+    return {
+      id: this.#nextId++,
+      address,
+      pages: undefined,
+      rateFullAt: FULL_BUCKET_AT,
+      rare: undefined,
+      openSlot: -1,
+    };
   }
 
   /** Sockets open now. */
@@ -285,7 +295,7 @@ export class SocketRouter {
 
   /** Ends every open socket with a close frame (shutdown: clients reconnect to another gateway). */
   endAll(code: number, reason: string): void {
-    for (const ws of [...this.#open]) ws.end(code, reason);
+    for (const ws of this.#open.list()) ws.end(code, reason);
   }
 
   /**
