@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startFleet } from "../driver/viewers.js";
 import { censusGrowth, heapCensus } from "./lib/heap_census.js";
-import { forceGc, memoryUsageOf, openFds, round, rssBytes } from "./lib/measure.js";
+import { forceGc, memoryUsageOf, openFds, round, rssByMapping, rssBytes } from "./lib/measure.js";
 import {
   benchDir,
   freePort,
@@ -87,6 +87,7 @@ async function idleViewerCost(name, proc, url, o, log) {
   await sleep(o.settleS * 1000);
   const rss0 = await sampleRss(proc.pid, inspectPort);
   const heap0 = await memoryUsageOf(inspectPort);
+  const maps0 = rssByMapping(proc.pid);
   const census0 = o.census && name === "gateway" ? await heapCensus(inspectPort) : undefined;
   log(
     `memory: ${name} (pid ${proc.pid}) RSS ${(rss0 / 2 ** 20).toFixed(1)} MiB with 0 sockets; opening ${o.sockets}`,
@@ -119,6 +120,13 @@ async function idleViewerCost(name, proc, url, o, log) {
     }
     const [mid, end] = readings;
     const n = end.open;
+    const maps = rssByMapping(proc.pid);
+    log(
+      `memory: ${name}: RSS growth per viewer by mapping: ` +
+        Object.keys(maps)
+          .map((k) => `${k} ${Math.round((maps[k] - maps0[k]) / n)} B`)
+          .join(", "),
+    );
     if (census0 !== undefined) {
       log("memory: V8 heap growth per viewer (bytes, objects, kind):");
       for (const [key, count, bytes] of censusGrowth(census0, await heapCensus(inspectPort), n))

@@ -184,3 +184,24 @@ export async function memoryUsageOf(inspectPort) {
   ws.close();
   return reply;
 }
+
+/**
+ * Resident bytes of a process by mapping (/proc/<pid>/smaps): "[heap]" (the brk heap: malloc's main
+ * arena), "[anon]" (anonymous maps: V8's heap pages, malloc's other arenas and large blocks), and
+ * "file" (code and data of binaries and libraries).
+ */
+export function rssByMapping(pid) {
+  const out = { "[heap]": 0, "[anon]": 0, file: 0, other: 0 };
+  let kind = "other";
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head !== null) {
+      const name = head[1];
+      kind = name === "" ? "[anon]" : name === "[heap]" ? "[heap]" : name.startsWith("/") ? "file" : "other";
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB$/.exec(line);
+    if (rss !== null) out[kind] += Number(rss[1]) * 1024;
+  }
+  return out;
+}
