@@ -1,9 +1,7 @@
-import type { Encoding } from "@livecount/protocol";
-
 /**
  * What a socket sees on one page: watching it, and, when joined, counting as `viewer`. The topic
- * its count frames come on is derived (`topicOf(page, encoding)`), not stored: a string per socket
- * would cost more than the membership itself.
+ * its count frames come on (`topicOf(page, encoding)`) is not stored: a string per socket would cost
+ * more than the membership itself, and even the encoding would cost every membership a field.
  */
 export interface PageMembership {
   /** The page id as PageViews holds it: one string per page, however many sockets see it. */
@@ -12,8 +10,6 @@ export interface PageMembership {
   viewer: string | undefined;
   /** Whether the page is in front of its viewer on this socket (meaningful when joined). */
   active: boolean;
-  /** How the socket asked for the page, so how its count frames are encoded. */
-  readonly encoding: Encoding;
 }
 
 /**

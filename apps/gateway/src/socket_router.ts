@@ -338,7 +338,9 @@ export class SocketRouter {
     const m = findPage(state.pages, page);
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
     state.pages = withoutPage(state.pages, m);
-    ws.unsubscribe(topicOf(m.page, m.encoding));
+    // The socket is on one of the page's two topics; which one is not stored (a field per membership).
+    ws.unsubscribe(topicOf(m.page, "json"));
+    ws.unsubscribe(topicOf(m.page, "msgpack"));
     this.#release(state, m);
     if (m.viewer !== undefined) {
       const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
@@ -378,7 +380,7 @@ export class SocketRouter {
       return undefined;
     }
     const { id, frame } = this.#o.views.watch(page);
-    const m: PageMembership = { page: id, viewer, active, encoding };
+    const m: PageMembership = { page: id, viewer, active };
     state.pages = withPage(state.pages, m);
     ws.subscribe(topicOf(id, encoding));
     if (frame !== undefined) this.#send(ws, encoding, frame);

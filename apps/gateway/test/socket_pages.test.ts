@@ -14,7 +14,6 @@ const member = (page: string): PageMembership => ({
   page,
   viewer: undefined,
   active: false,
-  encoding: "json",
 });
 
 describe("gateway - the pages of a socket", () => {
