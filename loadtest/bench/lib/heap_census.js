@@ -4,7 +4,7 @@
  * constructor. Two censuses subtracted and divided by the sockets opened in between list what one
  * socket retains (the memory bench prints it with `--set census=1`).
  */
-import WebSocket from "ws";
+import { inspectorSession } from "./measure.js";
 
 /** Node types whose names are their contents (strings) or code: summed per type only. */
 const BY_TYPE_ONLY = new Set([
@@ -18,33 +18,18 @@ const BY_TYPE_ONLY = new Set([
 ]);
 
 async function snapshotText(inspectPort) {
-  const targets = await (await globalThis.fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json();
-  const ws = new WebSocket(targets[0].webSocketDebuggerUrl, { maxPayload: 2 ** 30 });
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
   const chunks = [];
-  await new Promise((resolve) => {
-    ws.on("message", (data) => {
-      const msg = JSON.parse(data.toString());
-      if (msg.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(msg.params.chunk);
-      else if (msg.id === 1) resolve();
-    });
-    ws.send(
-      JSON.stringify({ id: 1, method: "HeapProfiler.takeHeapSnapshot", params: { reportProgress: false } }),
-    );
+  const session = await inspectorSession(inspectPort, (method, params) => {
+    if (method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(params.chunk);
   });
-  ws.close();
+  await session.call("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
+  session.close();
   return chunks.join("");
 }
 
 /** `type:name` -> { count, bytes } of the live heap of the process (shallow sizes). */
 export async function heapCensus(inspectPort) {
-  const text = await snapshotText(inspectPort);
-  if (process.env.LC_HEAP_DUMP)
-    (await import("node:fs")).writeFileSync(`${process.env.LC_HEAP_DUMP}-${Date.now()}.heapsnapshot`, text);
-  const snap = JSON.parse(text);
+  const snap = JSON.parse(await snapshotText(inspectPort));
   const fields = snap.snapshot.meta.node_fields;
   const types = snap.snapshot.meta.node_types[0];
   const width = fields.length;
