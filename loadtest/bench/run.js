@@ -211,15 +211,31 @@ function rows(name, r) {
       return [
         [
           name,
-          `gateway RSS / idle joined viewer, bytes (${fmt(r.viewers)} viewers)`,
+          `gateway RSS / idle joined viewer, bytes (${fmt(r.viewers)} viewers; baseline: bare uWS)`,
           r.rssPerViewerBytes,
-          "",
-          "",
-          "<= 1,536",
+          r.goals.rssPerViewer.baseline ?? "",
+          r.goals.rssPerViewer.ratio !== undefined ? `${r.goals.rssPerViewer.ratio}x` : "",
+          "<= 1,200",
           yes(r.goals.rssPerViewer.met),
         ],
-        [name, "  of which V8 heap used / viewer, bytes", r.heapUsedPerViewerBytes, "", "", "", ""],
-        [name, "  RSS / viewer, second half only, bytes", r.rssPerViewerSecondHalfBytes, "", "", "", ""],
+        [
+          name,
+          "  of which V8 heap used / viewer, bytes",
+          r.heapUsedPerViewerBytes,
+          r.floor?.heapUsedPerViewerBytes ?? "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
+          "  RSS / viewer, second half only, bytes",
+          r.rssPerViewerSecondHalfBytes,
+          r.floor?.rssPerViewerSecondHalfBytes ?? "",
+          "",
+          "",
+          "",
+        ],
       ];
     case "latency":
       return [

@@ -10,12 +10,19 @@
  * never counts a viewer, so its slot is free as soon as it closes (`released`).
  *
  * The map holds only addresses with an open or held slot; held slots are released in the order
- * they were taken (one FIFO, since every hold is as long), lazily on the next call.
+ * they were taken (one FIFO, since every hold is as long), lazily on the next call. It also hands out
+ * one string per address (`interned`), for every socket of the address to keep instead of its own.
  */
 export type ConnectionRefusal = "per_ip" | "gateway_full";
 
+/** The slots of one address: its key as kept by every socket of it, and how many. */
+interface AddressSlots {
+  readonly key: string;
+  n: number;
+}
+
 export class ConnectionLimits {
-  readonly #byAddress = new Map<string, number>();
+  readonly #byAddress = new Map<string, AddressSlots>();
   /** Slots of closed sockets, oldest first: released at `until`. */
   readonly #held: Array<{ readonly key: string; readonly until: number }> = [];
   #heldHead = 0;
@@ -32,13 +39,20 @@ export class ConnectionLimits {
   refusal(key: string): ConnectionRefusal | undefined {
     this.#releaseHeld();
     if (this.#total >= this.maxTotal) return "gateway_full";
-    if ((this.#byAddress.get(key) ?? 0) >= this.maxPerAddress) return "per_ip";
+    if ((this.#byAddress.get(key)?.n ?? 0) >= this.maxPerAddress) return "per_ip";
     return undefined;
+  }
+
+  /** `key`, as the string already held for its address when it holds a slot (else `key` itself). */
+  interned(key: string): string {
+    return this.#byAddress.get(key)?.key ?? key;
   }
 
   opened(key: string): void {
     this.#total++;
-    this.#byAddress.set(key, (this.#byAddress.get(key) ?? 0) + 1);
+    const slots = this.#byAddress.get(key);
+    if (slots !== undefined) slots.n++;
+    else this.#byAddress.set(key, { key, n: 1 });
   }
 
   /** A socket of `key` closed: its slot is held for `holdMs` (its viewers linger that long). */
@@ -78,9 +92,9 @@ export class ConnectionLimits {
   }
 
   #release(key: string): void {
-    const n = this.#byAddress.get(key);
-    if (n === undefined) return;
-    if (n > 1) this.#byAddress.set(key, n - 1);
+    const slots = this.#byAddress.get(key);
+    if (slots === undefined) return;
+    if (slots.n > 1) slots.n--;
     else this.#byAddress.delete(key);
   }
 }

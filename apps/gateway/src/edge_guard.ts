@@ -45,7 +45,8 @@ export class EdgeGuard {
     if (!this.#o.origins.allows(req.getHeader("origin"))) return this.#refuse(res, "origin");
     const key = limitKeyOf(this.clientAddress(res, req));
     const refusal = this.#o.limits.refusal(key);
-    return refusal === undefined ? key : this.#refuse(res, refusal);
+    // Every socket keeps its key: one string per address, not one per socket.
+    return refusal === undefined ? this.#o.limits.interned(key) : this.#refuse(res, refusal);
   }
 
   /**

@@ -111,7 +111,7 @@ export class EventStreams {
     if (streams === undefined) this.#byPage.set(page, (streams = new Set()));
     streams.add(stream);
     this.#o.metrics.eventStreams.inc();
-    const current = this.#o.views.watch(page);
+    const current = this.#o.views.watch(page).frame;
     this.#o.metrics.watchedPages.set(this.#o.views.size);
     const first = current === undefined ? OPENED : countEvent(current.ts, encodeServerFrame(current, "json"));
     this.#send(stream, first, () => {

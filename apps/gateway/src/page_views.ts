@@ -45,11 +45,13 @@ class PageView {
   /** The last frame sent, to skip unchanged values. */
   sent: CountFrame | undefined;
   subscription: Subscription | undefined;
+  readonly page: string;
   readonly partition: number;
   readonly backoff: Backoff;
   retryTimer: TimerHandle | undefined;
 
-  constructor(partition: number, backoff: Backoff) {
+  constructor(page: string, partition: number, backoff: Backoff) {
+    this.page = page;
     this.partition = partition;
     this.backoff = backoff;
   }
@@ -138,12 +140,15 @@ export class PageViews {
     return this.#views.has(page);
   }
 
-  /** Adds a watcher; returns the current frame when the page's value is already known. */
-  watch(page: string): CountFrame | undefined {
+  /**
+   * Adds a watcher. Returns the page id as held here, one string per watched page for every socket
+   * to share, and the current frame when the page's value is already known.
+   */
+  watch(page: string): { readonly id: string; readonly frame: CountFrame | undefined } {
     let view = this.#views.get(page);
     if (view === undefined) {
       const partition = partitionOf(page, this.#opts.partitions);
-      view = new PageView(partition, new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
+      view = new PageView(page, partition, new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
       this.#views.set(page, view);
       const v = view;
       view.subscription = this.#opts.bus.subscribe(pageSubject(page, partition), (data) =>
@@ -153,9 +158,10 @@ export class PageViews {
       void this.#loadSnapshot(page, view);
     }
     view.watchers++;
-    return view.loaded
-      ? (view.sent ?? view.frame(page, this.#opts.clock.now(), this.#opts.liveness))
+    const frame = view.loaded
+      ? (view.sent ?? view.frame(view.page, this.#opts.clock.now(), this.#opts.liveness))
       : undefined;
+    return { id: view.page, frame };
   }
 
   unwatch(page: string): void {

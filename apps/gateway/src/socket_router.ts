@@ -7,24 +7,31 @@ import {
   type CountFrame,
   type Encoding,
 } from "@livecount/protocol";
-import { takeTokens, type BucketLimits, type Clock } from "@livecount/runtime";
+import {
+  FULL_BUCKET_AT,
+  takeTokensAt,
+  type BucketFullAt,
+  type BucketLimits,
+  type Clock,
+} from "@livecount/runtime";
 import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
+import { OpenSockets } from "./open_sockets.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
 import type { PrivatePages } from "./private_pages.js";
-
-/** What a socket sees on one page: watching it, and, when joined, counting as `viewer`. */
-interface PageMembership {
-  /** Namespaced viewer key when the socket joined; undefined when it only watches. */
-  viewer: string | undefined;
-  /** Whether the page is in front of its viewer on this socket (meaningful when joined). */
-  active: boolean;
-  readonly topic: string;
-}
+import {
+  findPage,
+  pageCount,
+  pagesOf,
+  withPage,
+  withoutPage,
+  type PageMembership,
+  type SocketPages,
+} from "./socket_pages.js";
 
 /** A frame that arrived while a join token of its socket was being verified. */
 interface QueuedFrame {
@@ -32,12 +39,25 @@ interface QueuedFrame {
   readonly encoding: Encoding;
 }
 
-/** Per-socket state, kept in uWS user data. */
+/**
+ * Per-socket state, kept in uWS user data. uWS copies these fields onto its socket object, where
+ * each costs every open socket a slot: what idle sockets do not need lives in `rare`.
+ */
 export interface SocketData {
   readonly id: number;
-  /** What the socket counts under in the connection limits: its client address (edge_guard.ts). */
+  /** What the socket counts under in the connection limits: its client address, interned (edge_guard.ts). */
   readonly address: string;
-  readonly pages: Map<string, PageMembership>;
+  pages: SocketPages;
+  /** The frame rate limit's token bucket, in one number (takeTokensAt). */
+  rateFullAt: BucketFullAt;
+  /** Created the first time the socket needs any of it. */
+  rare: RareSocketState | undefined;
+  /** Where the socket sits among the open ones (open_sockets.ts); -1 before it opens and once closed. */
+  openSlot: number;
+}
+
+/** Per-socket state that only sockets doing something unusual need. */
+interface RareSocketState {
   /** Pages this socket left as a viewer within the grace window (left_viewers.ts). */
   left: LeftViewers | undefined;
   /**
@@ -47,13 +67,14 @@ export interface SocketData {
   queued: QueuedFrame[] | undefined;
   /** The socket is closed: a verification finishing late must not touch it. */
   closed: boolean;
-  /** Token bucket for the frame rate limit. */
-  tokens: number;
-  refilledAt: number;
   /** Frames dropped for the rate limit; past a limit the socket is closed. */
   violations: number;
   /** A frame to it was dropped for backpressure (it does not read): it is being closed as a slow consumer. */
   slow: boolean;
+}
+
+function rareOf(state: SocketData): RareSocketState {
+  return (state.rare ??= { left: undefined, queued: undefined, closed: false, violations: 0, slow: false });
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -96,7 +117,7 @@ const MAX_RATE_VIOLATIONS = 100;
  * frame and closed it), or the close code.
  */
 function closeReason(state: SocketData, code: number): string {
-  if (state.slow) return "slow_consumer";
+  if (state.rare?.slow === true) return "slow_consumer";
   if (code === 1000 || code === 1001) return "normal";
   return String(code);
 }
@@ -112,7 +133,7 @@ export function topicOf(page: string, encoding: Encoding): string {
  */
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
-  readonly #open = new Set<Socket>();
+  readonly #open = new OpenSockets<Socket>();
   readonly #limits: BucketLimits;
   #nextId = 1;
 
@@ -126,14 +147,10 @@ export class SocketRouter {
     return {
       id: this.#nextId++,
       address,
-      pages: new Map(),
-      left: undefined,
-      queued: undefined,
-      closed: false,
-      tokens: this.#o.burst,
-      refilledAt: this.#o.clock.now(),
-      violations: 0,
-      slow: false,
+      pages: undefined,
+      rateFullAt: FULL_BUCKET_AT,
+      rare: undefined,
+      openSlot: -1,
     };
   }
 
@@ -157,7 +174,7 @@ export class SocketRouter {
       return;
     }
     if (!this.#takeToken(state)) {
-      if (++state.violations >= MAX_RATE_VIOLATIONS) {
+      if (++rareOf(state).violations >= MAX_RATE_VIOLATIONS) {
         this.#o.metrics.socketsClosed.inc({ reason: "rate_limited" });
         ws.end(CLOSE_POLICY_VIOLATION, "rate limit exceeded");
       } else this.#error(ws, encoding, new ProtocolError("rate_limited"));
@@ -171,7 +188,8 @@ export class SocketRouter {
       return;
     }
     this.#o.metrics.framesIn.inc({ type: frame.type });
-    if (state.queued !== undefined) state.queued.push({ frame, encoding });
+    const queued = state.rare?.queued;
+    if (queued !== undefined) queued.push({ frame, encoding });
     else this.#route(ws, state, frame, encoding);
   }
 
@@ -194,7 +212,7 @@ export class SocketRouter {
         );
       case "active":
         if (frame.page !== undefined) return this.#setActive(state, frame.page, frame.active);
-        for (const page of state.pages.keys()) this.#setActive(state, page, frame.active);
+        for (const m of pagesOf(state.pages)) this.#setActive(state, m.page, frame.active);
         return;
       case "leave":
         return this.#leave(ws, frame.page, true);
@@ -213,34 +231,35 @@ export class SocketRouter {
     frame: Extract<ClientFrame, { type: "join" | "watch" }>,
     encoding: Encoding,
   ): void {
-    state.queued = [];
+    const rare = rareOf(state);
+    rare.queued = [];
     const { page } = frame;
     this.#o.privatePages
       .verify(frame.token, page)
       .then(
         (sub) => {
-          if (state.closed) return;
+          if (rare.closed) return;
           ws.cork(() => {
             if (frame.type === "join") this.#join(ws, encoding, page, `v:${sub}`, frame.active !== false);
             else this.#watch(ws, encoding, page);
           });
         },
         (err: unknown) => {
-          if (!state.closed) ws.cork(() => this.#error(ws, encoding, err));
+          if (!rare.closed) ws.cork(() => this.#error(ws, encoding, err));
         },
       )
-      .finally(() => this.#drain(ws, state));
+      .finally(() => this.#drain(ws, state, rare));
   }
 
   /** Handles the frames that waited for a verification, until one starts another. */
-  #drain(ws: Socket, state: SocketData): void {
-    const queued = state.queued ?? [];
-    state.queued = undefined;
-    if (state.closed || queued.length === 0) return;
+  #drain(ws: Socket, state: SocketData, rare: RareSocketState): void {
+    const queued = rare.queued ?? [];
+    rare.queued = undefined;
+    if (rare.closed || queued.length === 0) return;
     ws.cork(() => {
       for (let i = 0; i < queued.length; i++) {
-        if (state.queued !== undefined) {
-          state.queued.push(...queued.slice(i));
+        if (rare.queued !== undefined) {
+          rare.queued.push(...queued.slice(i));
           return;
         }
         this.#route(ws, state, queued[i]!.frame, queued[i]!.encoding);
@@ -253,7 +272,7 @@ export class SocketRouter {
    * (closeOnBackpressureLimit closes it next).
    */
   dropped(ws: Socket): void {
-    ws.getUserData().slow = true;
+    rareOf(ws.getUserData()).slow = true;
     this.#o.metrics.framesDropped.inc();
   }
 
@@ -261,11 +280,14 @@ export class SocketRouter {
   close(ws: Socket, code: number): void {
     this.#open.delete(ws);
     const state = ws.getUserData();
-    state.closed = true;
-    state.queued = undefined;
-    for (const [page, m] of state.pages) this.#release(state, page, m);
-    state.pages.clear();
-    state.left = undefined;
+    const { rare } = state;
+    if (rare !== undefined) {
+      rare.closed = true;
+      rare.queued = undefined;
+      rare.left = undefined;
+    }
+    for (const m of pagesOf(state.pages)) this.#release(state, m);
+    state.pages = undefined;
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: closeReason(state, code) });
     this.#gauges();
@@ -273,7 +295,7 @@ export class SocketRouter {
 
   /** Ends every open socket with a close frame (shutdown: clients reconnect to another gateway). */
   endAll(code: number, reason: string): void {
-    for (const ws of [...this.#open]) ws.end(code, reason);
+    for (const ws of this.#open.list()) ws.end(code, reason);
   }
 
   /**
@@ -284,45 +306,47 @@ export class SocketRouter {
    */
   #join(ws: Socket, encoding: Encoding, page: string, key: string, active: boolean): void {
     const state = ws.getUserData();
-    const existing = state.pages.get(page);
-    if (existing !== undefined) {
-      if (existing.viewer === key) return this.#setActive(state, page, active);
-      if (existing.viewer !== undefined) this.#removeViewer(page, existing, true);
-      existing.viewer = key;
-      existing.active = active;
-    } else if (!this.#subscribe(ws, encoding, page, key, active)) return;
-    const left = takeLeft(state.left, page, this.#o.clock.now());
-    if (left !== undefined && left !== key) this.#dropLeft(page, left);
-    this.#o.forwarder.enqueue(page, key, this.#o.presence.add(page, key, active));
+    let m = findPage(state.pages, page);
+    if (m !== undefined) {
+      if (m.viewer === key) return this.#setActive(state, page, active);
+      if (m.viewer !== undefined) this.#removeViewer(m, true);
+      m.viewer = key;
+      m.active = active;
+    } else if ((m = this.#subscribe(ws, encoding, page, key, active)) === undefined) return;
+    const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
+    if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
+    this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active));
   }
 
   /** Whether a joined page is in front of its viewer on this socket; a no-op for pages not joined. */
   #setActive(state: SocketData, page: string, active: boolean): void {
-    const m = state.pages.get(page);
+    const m = findPage(state.pages, page);
     if (m?.viewer === undefined || m.active === active) return;
     m.active = active;
-    const hold = this.#o.presence.setActive(page, m.viewer, active);
-    if (hold !== undefined) this.#o.forwarder.enqueue(page, m.viewer, hold);
+    const hold = this.#o.presence.setActive(m.page, m.viewer, active);
+    if (hold !== undefined) this.#o.forwarder.enqueue(m.page, m.viewer, hold);
   }
 
   #watch(ws: Socket, encoding: Encoding, page: string): void {
-    if (ws.getUserData().pages.has(page)) return;
+    if (findPage(ws.getUserData().pages, page) !== undefined) return;
     this.#subscribe(ws, encoding, page, undefined, false);
   }
 
   /** `leave` undoes a join; `unwatch` undoes a watch. Either one for what the socket does not have is a no-op. */
   #leave(ws: Socket, page: string, joined: boolean): void {
     const state = ws.getUserData();
-    const m = state.pages.get(page);
+    const m = findPage(state.pages, page);
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
-    state.pages.delete(page);
-    ws.unsubscribe(m.topic);
-    this.#release(state, page, m);
+    state.pages = withoutPage(state.pages, m);
+    // The socket is on one of the page's two topics; which one is not stored (a field per membership).
+    ws.unsubscribe(topicOf(m.page, "json"));
+    ws.unsubscribe(topicOf(m.page, "msgpack"));
+    this.#release(state, m);
     if (m.viewer !== undefined) {
       const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
       rememberLeft(
-        (state.left ??= new Map()),
-        page,
+        (rareOf(state).left ??= new Map()),
+        m.page,
         m.viewer,
         this.#o.clock.now(),
         leftViewerHoldMs,
@@ -344,36 +368,36 @@ export class SocketRouter {
     page: string,
     viewer: string | undefined,
     active: boolean,
-  ): boolean {
+  ): PageMembership | undefined {
     const state = ws.getUserData();
     const { maxPagesPerSocket } = this.#o;
     const refusal =
-      state.pages.size >= maxPagesPerSocket
+      pageCount(state.pages) >= maxPagesPerSocket
         ? new ProtocolError("too_many_pages", `at most ${maxPagesPerSocket} pages per connection`, { page })
         : this.#o.addressPages.take(state.address, page, !this.#o.views.has(page));
     if (refusal !== undefined) {
       this.#error(ws, encoding, refusal);
-      return false;
+      return undefined;
     }
-    const topic = topicOf(page, encoding);
-    state.pages.set(page, { viewer, active, topic });
-    ws.subscribe(topic);
-    const current = this.#o.views.watch(page);
-    if (current !== undefined) this.#send(ws, encoding, current);
+    const { id, frame } = this.#o.views.watch(page);
+    const m: PageMembership = { page: id, viewer, active };
+    state.pages = withPage(state.pages, m);
+    ws.subscribe(topicOf(id, encoding));
+    if (frame !== undefined) this.#send(ws, encoding, frame);
     this.#gauges();
-    return true;
+    return m;
   }
 
-  #release(state: SocketData, page: string, m: PageMembership): void {
-    if (m.viewer !== undefined) this.#removeViewer(page, m, false);
-    this.#o.views.unwatch(page);
+  #release(state: SocketData, m: PageMembership): void {
+    if (m.viewer !== undefined) this.#removeViewer(m, false);
+    this.#o.views.unwatch(m.page);
     this.#o.addressPages.release(state.address);
   }
 
-  /** The socket stops counting as its viewer of `page`; `drop`: the viewer gets no grace at the owner. */
-  #removeViewer(page: string, m: PageMembership, drop: boolean): void {
+  /** The socket stops counting as its viewer of the page; `drop`: the viewer gets no grace at the owner. */
+  #removeViewer(m: PageMembership, drop: boolean): void {
     const viewer = m.viewer!;
-    this.#o.forwarder.enqueue(page, viewer, this.#o.presence.remove(page, viewer, m.active), drop);
+    this.#o.forwarder.enqueue(m.page, viewer, this.#o.presence.remove(m.page, viewer, m.active), drop);
   }
 
   #send(ws: Socket, encoding: Encoding, frame: CountFrame): void {
@@ -388,7 +412,10 @@ export class SocketRouter {
   }
 
   #takeToken(state: SocketData): boolean {
-    return takeTokens(state, 1, this.#limits, this.#o.clock.now()) === 0;
+    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, this.#o.clock.now());
+    if (next === undefined) return false;
+    state.rateFullAt = next;
+    return true;
   }
 
   #gauges(): void {

@@ -66,6 +66,34 @@ describe("gateway - protocol v1 over a real socket", () => {
     expect(leaving.counts(page)).toHaveLength(before);
   });
 
+  test("gateway - unwatch stops count frames for a binary socket too, and a watch after it brings them back", async () => {
+    const page = "proto-unwatch-msgpack";
+    const leaving = await platform.connect({ encoding: "msgpack" });
+    leaving.watch(page);
+    await leaving.waitForViewers(page, 0);
+    const staying = await platform.watcher(page);
+    leaving.unwatch(page);
+    await leaving.ping();
+    const before = leaving.counts(page).length;
+
+    const joiner = await platform.connect();
+    joiner.join(page);
+    await staying.waitForViewers(page, 1);
+    await leaving.ping();
+    expect(leaving.counts(page)).toHaveLength(before);
+
+    // Watching again as JSON: the frames come again, as text now.
+    leaving.sendRaw(JSON.stringify({ type: "watch", page }));
+    await leaving.waitForViewers(page, 1);
+    joiner.leave(page);
+    await leaving.waitForViewers(page, 0);
+    const binary = leaving.received.filter((r) => r.frame.type === "count").map((r) => r.binary);
+    // Binary frames until the unwatch, none while unwatched, text frames after the JSON watch.
+    expect(binary.slice(0, before).every((b) => b)).toBe(true);
+    expect(binary.length).toBeGreaterThanOrEqual(before + 2);
+    expect(binary.slice(before).some((b) => b)).toBe(false);
+  });
+
   test("gateway - a ping is answered by a pong", async () => {
     const client = await platform.connect();
     client.send({ type: "ping" });

@@ -128,31 +128,77 @@ export function round(x, digits = 3) {
 }
 
 /**
- * Forces a full garbage collection in another Node process started with
- * `--inspect=127.0.0.1:<port>`, over the inspector protocol (HeapProfiler.collectGarbage).
+ * A session on the inspector protocol of another Node process started with
+ * `--inspect=127.0.0.1:<port>`: `call(method, params)` resolves with the result; every event goes to
+ * `onEvent(method, params)`.
  */
-export async function forceGc(inspectPort) {
+export async function inspectorSession(inspectPort, onEvent = () => {}) {
   const targets = await (await globalThis.fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json();
-  const ws = new WebSocket(targets[0].webSocketDebuggerUrl);
+  const ws = new WebSocket(targets[0].webSocketDebuggerUrl, { maxPayload: 2 ** 30 });
   await new Promise((resolve, reject) => {
     ws.once("open", resolve);
     ws.once("error", reject);
   });
+  const pending = new Map();
+  ws.on("message", (data) => {
+    const msg = JSON.parse(data.toString());
+    if (msg.id === undefined) onEvent(msg.method, msg.params);
+    else {
+      pending.get(msg.id)?.(msg.result);
+      pending.delete(msg.id);
+    }
+  });
   let id = 0;
-  const call = (method) =>
-    new Promise((resolve) => {
-      const mine = ++id;
-      const onMessage = (data) => {
-        if (JSON.parse(data.toString()).id === mine) {
-          ws.off("message", onMessage);
-          resolve();
-        }
-      };
-      ws.on("message", onMessage);
-      ws.send(JSON.stringify({ id: mine, method }));
-    });
+  return {
+    call: (method, params = {}) =>
+      new Promise((resolve) => {
+        pending.set(++id, resolve);
+        ws.send(JSON.stringify({ id, method, params }));
+      }),
+    close: () => ws.close(),
+  };
+}
+
+/** Forces a full garbage collection in another Node process, over the inspector protocol. */
+export async function forceGc(inspectPort) {
+  const session = await inspectorSession(inspectPort);
   // Twice: the first pass may leave objects only the second can free (weak references, finalizers).
-  await call("HeapProfiler.collectGarbage");
-  await call("HeapProfiler.collectGarbage");
-  ws.close();
+  await session.call("HeapProfiler.collectGarbage");
+  await session.call("HeapProfiler.collectGarbage");
+  session.close();
+}
+
+/**
+ * `process.memoryUsage()` of another Node process (rss, heapTotal, heapUsed, external, arrayBuffers;
+ * bytes), read over the inspector protocol.
+ */
+export async function memoryUsageOf(inspectPort) {
+  const session = await inspectorSession(inspectPort);
+  const reply = await session.call("Runtime.evaluate", {
+    expression: "process.memoryUsage()",
+    returnByValue: true,
+  });
+  session.close();
+  return reply.result.value;
+}
+
+/**
+ * Resident bytes of a process by mapping (/proc/<pid>/smaps): "[heap]" (the brk heap: malloc's main
+ * arena), "[anon]" (anonymous maps: V8's heap pages, malloc's other arenas and large blocks), and
+ * "file" (code and data of binaries and libraries).
+ */
+export function rssByMapping(pid) {
+  const out = { "[heap]": 0, "[anon]": 0, file: 0, other: 0 };
+  let kind = "other";
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head !== null) {
+      const name = head[1];
+      kind = name === "" ? "[anon]" : name === "[heap]" ? "[heap]" : name.startsWith("/") ? "file" : "other";
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB$/.exec(line);
+    if (rss !== null) out[kind] += Number(rss[1]) * 1024;
+  }
+  return out;
 }

@@ -249,6 +249,12 @@ export async function startRedisCluster(dir, { masters = 3, replicas = 1 } = {})
  */
 const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32"];
 
+/**
+ * Environment a gateway runs with in every deployment (infra/k8s, infra/compose, infra/local/cluster.mjs,
+ * apps/gateway's start script); infra/README.md says why.
+ */
+const GATEWAY_ENV = { MALLOC_ARENA_MAX: "2" };
+
 /** Extra node flags for product processes, e.g. LC_BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/p". */
 function productFlags() {
   return (process.env.LC_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
@@ -287,7 +293,12 @@ export function spawnProduct(name, entry, env, dir, nodeFlags = []) {
   const deployed = entry === "apps/counter/dist/main.js" ? COUNTER_NODE_FLAGS : [];
   const child = spawn(process.execPath, [...deployed, ...productFlags(), ...nodeFlags, join(ROOT, entry)], {
     cwd: ROOT,
-    env: { ...base, ...BENCH_EDGE_ENV, ...env },
+    env: {
+      ...(entry === "apps/gateway/dist/main.js" ? GATEWAY_ENV : {}),
+      ...base,
+      ...BENCH_EDGE_ENV,
+      ...env,
+    },
     stdio: ["ignore", log, log],
   });
   return track(child, name, logPath);

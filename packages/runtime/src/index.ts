@@ -14,4 +14,12 @@ export {
 export { createLogger, silentLogger, type Logger } from "./logger.js";
 export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
 export { stopOnSignals } from "./shutdown.js";
-export { fullBucket, takeTokens, type BucketLimits, type BucketState } from "./token_bucket.js";
+export {
+  FULL_BUCKET_AT,
+  fullBucket,
+  takeTokens,
+  takeTokensAt,
+  type BucketFullAt,
+  type BucketLimits,
+  type BucketState,
+} from "./token_bucket.js";

@@ -35,3 +35,30 @@ export function takeTokens(bucket: BucketState, cost: number, limits: BucketLimi
   }
   return Math.max(1, Math.ceil((cost - bucket.tokens) / ratePerS));
 }
+
+/**
+ * A bucket in one number, for state kept by the thousand (a socket's user data, where a second
+ * field and its boxed double cost memory per socket): the moment the bucket is full again,
+ * measured in tokens since the epoch (epoch-ms × ratePerS / 1000). 0, or any moment past, is a full
+ * bucket. Each take moves it forward by its cost, an integer, so takes at one instant add up
+ * exactly; it behaves as `BucketState` does (generic cell rate algorithm).
+ */
+export type BucketFullAt = number;
+
+/** A full bucket, whenever it is read. */
+export const FULL_BUCKET_AT: BucketFullAt = 0;
+
+/**
+ * Takes `cost` tokens from the bucket that is full again at `fullAt`: returns the bucket's new
+ * `fullAt`, or undefined (nothing taken) when it holds fewer than `cost` tokens at `now`.
+ */
+export function takeTokensAt(
+  fullAt: BucketFullAt,
+  cost: number,
+  limits: BucketLimits,
+  now: number,
+): BucketFullAt | undefined {
+  const nowTokens = (now / 1000) * limits.ratePerS;
+  const next = Math.max(fullAt, nowTokens) + cost;
+  return next - nowTokens <= limits.burst ? next : undefined;
+}
