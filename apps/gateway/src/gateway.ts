@@ -1,6 +1,6 @@
 import type { Bus } from "@livecount/bus";
 import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
-import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
+import { COUNTS_SUBPROTOCOL, encodeServerFrame, offersCounts, type CountFrame } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
@@ -18,6 +18,7 @@ import { Reply, requestInfo } from "./http_io.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
 import { OwnerClient } from "./owner_client.js";
+import { PageSetTopics, type TopicPublisher } from "./page_set_topics.js";
 import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
 import { PrivatePages } from "./private_pages.js";
@@ -82,6 +83,9 @@ export class Gateway {
   readonly #presence = new LocalPresence();
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
+  readonly #pageSets = new PageSetTopics();
+  readonly #publishToTopic: TopicPublisher = (topic, frame, isBinary) =>
+    this.#app.publish(topic, frame, isBinary);
   readonly #router: SocketRouter;
   readonly #streams: EventStreams;
   readonly #app: uWS.TemplatedApp;
@@ -141,7 +145,7 @@ export class Gateway {
       stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });
     this.#app = createApp(config.tls);
-    const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
+    const sink: FrameSink = { publish: (ts, frames) => this.#publish(ts, frames) };
     this.#views = new PageViews({
       dc: config.dc,
       bus,
@@ -198,6 +202,7 @@ export class Gateway {
       presence: this.#presence,
       forwarder: this.#forwarder,
       views: this.#views,
+      pageSets: this.#pageSets,
       metrics: this.#metrics,
       clock: this.#clock,
       incarnation: config.incarnation,
@@ -271,10 +276,14 @@ export class Gateway {
         upgrade: (res, req, context) => {
           const address = guard.admit(res, req);
           if (address === undefined) return;
+          // A client offering livecount.counts gets counts frames and that subprotocol named back;
+          // any other offer is answered as protocol v1 gateways always have: the header as sent.
+          const protocols = req.getHeader("sec-websocket-protocol");
+          const counts = offersCounts(protocols);
           res.upgrade(
-            this.#router.newSocketData(address),
+            this.#router.newSocketData(address, counts),
             req.getHeader("sec-websocket-key"),
-            req.getHeader("sec-websocket-protocol"),
+            counts ? COUNTS_SUBPROTOCOL : protocols,
             req.getHeader("sec-websocket-extensions"),
             context,
           );
@@ -378,10 +387,20 @@ export class Gateway {
   }
 
   /**
+   * Publishes one window's changed values: count frames to the pages' topics (protocol v1 sockets)
+   * and event streams, and one counts frame per page set of counts sockets.
+   */
+  #publish(ts: number, frames: readonly CountFrame[]): void {
+    for (const frame of frames) this.#publishCount(frame);
+    if (this.#pageSets.size > 0)
+      this.#metrics.countsFrames.inc(this.#pageSets.publish(ts, frames, this.#publishToTopic));
+  }
+
+  /**
    * Encodes a count frame once per encoding that has subscribers and publishes it to the page's
    * topic; event streams of the page get the JSON the sockets get.
    */
-  #publish(frame: CountFrame): void {
+  #publishCount(frame: CountFrame): void {
     let json: string | undefined;
     const topic = topicOf(frame.page, "json");
     if (this.#app.numSubscribers(topic) > 0) {

@@ -1,7 +1,9 @@
 import {
   ProtocolError,
   decodeClientFrame,
+  encodeCountsEntry,
   encodeServerFrame,
+  spliceCountsFrame,
   errorFrameOf,
   type ClientFrame,
   type CountFrame,
@@ -12,6 +14,7 @@ import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
+import type { PageSet, PageSetTopics } from "./page_set_topics.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
@@ -23,7 +26,8 @@ interface PageMembership {
   viewer: string | undefined;
   /** Whether the page is in front of its viewer on this socket (meaningful when joined). */
   active: boolean;
-  readonly topic: string;
+  /** The encoding of the frame that joined or watched the page: its frames go out in it. */
+  readonly encoding: Encoding;
 }
 
 /** A frame that arrived while a join token of its socket was being verified. */
@@ -54,6 +58,13 @@ export interface SocketData {
   violations: number;
   /** A frame to it was dropped for backpressure (it does not read): it is being closed as a slow consumer. */
   slow: boolean;
+  /**
+   * It negotiated `livecount.counts`: it gets one counts frame per window through its page sets
+   * instead of count frames through page topics.
+   */
+  readonly counts: boolean;
+  /** Its page set per encoding it watches pages in (counts sockets only). */
+  sets: Partial<Record<Encoding, PageSet>> | undefined;
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -62,6 +73,8 @@ export interface SocketRouterOptions {
   readonly presence: LocalPresence;
   readonly forwarder: PresenceForwarder;
   readonly views: PageViews;
+  /** Where counts sockets are grouped by the pages they watch. */
+  readonly pageSets: PageSetTopics;
   readonly metrics: GatewayMetrics;
   readonly clock: Clock;
   /** This gateway's incarnation, part of the viewer key of sockets that name no viewer. */
@@ -121,8 +134,11 @@ export class SocketRouter {
     this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
   }
 
-  /** State for a new socket from `address` (its key in the connection limits). */
-  newSocketData(address: string): SocketData {
+  /**
+   * State for a new socket from `address` (its key in the connection limits); `counts`: it
+   * negotiated counts frames.
+   */
+  newSocketData(address: string, counts: boolean): SocketData {
     return {
       id: this.#nextId++,
       address,
@@ -134,6 +150,8 @@ export class SocketRouter {
       refilledAt: this.#o.clock.now(),
       violations: 0,
       slow: false,
+      counts,
+      sets: undefined,
     };
   }
 
@@ -265,6 +283,9 @@ export class SocketRouter {
     state.queued = undefined;
     for (const [page, m] of state.pages) this.#release(state, page, m);
     state.pages.clear();
+    // uWS has unsubscribed the closed socket from its topics.
+    for (const set of Object.values(state.sets ?? {})) this.#o.pageSets.leave(set);
+    state.sets = undefined;
     state.left = undefined;
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: closeReason(state, code) });
@@ -316,7 +337,8 @@ export class SocketRouter {
     const m = state.pages.get(page);
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
     state.pages.delete(page);
-    ws.unsubscribe(m.topic);
+    if (state.counts) this.#regroup(ws, state, m.encoding);
+    else ws.unsubscribe(topicOf(page, m.encoding));
     this.#release(state, page, m);
     if (m.viewer !== undefined) {
       const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
@@ -355,11 +377,11 @@ export class SocketRouter {
       this.#error(ws, encoding, refusal);
       return false;
     }
-    const topic = topicOf(page, encoding);
-    state.pages.set(page, { viewer, active, topic });
-    ws.subscribe(topic);
+    state.pages.set(page, { viewer, active, encoding });
+    if (state.counts) this.#regroup(ws, state, encoding);
+    else ws.subscribe(topicOf(page, encoding));
     const current = this.#o.views.watch(page);
-    if (current !== undefined) this.#send(ws, encoding, current);
+    if (current !== undefined) this.#send(ws, state, encoding, current);
     this.#gauges();
     return true;
   }
@@ -376,8 +398,25 @@ export class SocketRouter {
     this.#o.forwarder.enqueue(page, viewer, this.#o.presence.remove(page, viewer, m.active), drop);
   }
 
-  #send(ws: Socket, encoding: Encoding, frame: CountFrame): void {
-    ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
+  /**
+   * Moves a counts socket to the page set of its pages in `encoding` (after it took or dropped one):
+   * from then on each window's frame for those pages reaches it in one frame.
+   */
+  #regroup(ws: Socket, state: SocketData, encoding: Encoding): void {
+    const pages: string[] = [];
+    for (const [page, m] of state.pages) if (m.encoding === encoding) pages.push(page);
+    const sets = (state.sets ??= {});
+    const next = this.#o.pageSets.move(ws, sets[encoding], pages, encoding);
+    if (next !== undefined) sets[encoding] = next;
+    else delete sets[encoding];
+  }
+
+  /** A page's current value, to one socket: a count frame, or a counts frame of that page alone. */
+  #send(ws: Socket, state: SocketData, encoding: Encoding, frame: CountFrame): void {
+    const data = state.counts
+      ? spliceCountsFrame(frame.ts, [encodeCountsEntry(frame, encoding)], encoding)
+      : encodeServerFrame(frame, encoding);
+    ws.send(data, encoding === "msgpack");
   }
 
   /** Answers a failed frame with an error frame (a ProtocolError's code, message and page). */
