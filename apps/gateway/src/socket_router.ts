@@ -1,12 +1,9 @@
 import {
   ProtocolError,
   decodeClientFrame,
-  encodeCountsEntry,
   encodeServerFrame,
-  spliceCountsFrame,
   errorFrameOf,
   type ClientFrame,
-  type CountFrame,
   type Encoding,
 } from "@livecount/protocol";
 import { takeTokens, type BucketLimits, type Clock } from "@livecount/runtime";
@@ -14,7 +11,8 @@ import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
-import type { PageSet, PageSetTopics } from "./page_set_topics.js";
+import type { PageDelivery } from "./page_delivery.js";
+import type { PageSet } from "./page_set_topics.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
@@ -73,8 +71,8 @@ export interface SocketRouterOptions {
   readonly presence: LocalPresence;
   readonly forwarder: PresenceForwarder;
   readonly views: PageViews;
-  /** Where counts sockets are grouped by the pages they watch. */
-  readonly pageSets: PageSetTopics;
+  /** How the values of a socket's pages reach it. */
+  readonly delivery: PageDelivery;
   readonly metrics: GatewayMetrics;
   readonly clock: Clock;
   /** This gateway's incarnation, part of the viewer key of sockets that name no viewer. */
@@ -112,11 +110,6 @@ function closeReason(state: SocketData, code: number): string {
   if (state.slow) return "slow_consumer";
   if (code === 1000 || code === 1001) return "normal";
   return String(code);
-}
-
-/** The topic count frames of `page` are published on for sockets speaking `encoding`. */
-export function topicOf(page: string, encoding: Encoding): string {
-  return (encoding === "json" ? "j:" : "m:") + page;
 }
 
 /**
@@ -283,9 +276,7 @@ export class SocketRouter {
     state.queued = undefined;
     for (const [page, m] of state.pages) this.#release(state, page, m);
     state.pages.clear();
-    // uWS has unsubscribed the closed socket from its topics.
-    for (const set of Object.values(state.sets ?? {})) this.#o.pageSets.leave(set);
-    state.sets = undefined;
+    this.#o.delivery.closed(state);
     state.left = undefined;
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: closeReason(state, code) });
@@ -337,8 +328,7 @@ export class SocketRouter {
     const m = state.pages.get(page);
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
     state.pages.delete(page);
-    if (state.counts) this.#regroup(ws, state, m.encoding);
-    else ws.unsubscribe(topicOf(page, m.encoding));
+    this.#o.delivery.unfollow(ws, state, page, m.encoding);
     this.#release(state, page, m);
     if (m.viewer !== undefined) {
       const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
@@ -378,10 +368,9 @@ export class SocketRouter {
       return false;
     }
     state.pages.set(page, { viewer, active, encoding });
-    if (state.counts) this.#regroup(ws, state, encoding);
-    else ws.subscribe(topicOf(page, encoding));
+    this.#o.delivery.follow(ws, state, page, encoding);
     const current = this.#o.views.watch(page);
-    if (current !== undefined) this.#send(ws, state, encoding, current);
+    if (current !== undefined) this.#o.delivery.send(ws, state, encoding, current);
     this.#gauges();
     return true;
   }
@@ -396,27 +385,6 @@ export class SocketRouter {
   #removeViewer(page: string, m: PageMembership, drop: boolean): void {
     const viewer = m.viewer!;
     this.#o.forwarder.enqueue(page, viewer, this.#o.presence.remove(page, viewer, m.active), drop);
-  }
-
-  /**
-   * Moves a counts socket to the page set of its pages in `encoding` (after it took or dropped one):
-   * from then on each window's frame for those pages reaches it in one frame.
-   */
-  #regroup(ws: Socket, state: SocketData, encoding: Encoding): void {
-    const pages: string[] = [];
-    for (const [page, m] of state.pages) if (m.encoding === encoding) pages.push(page);
-    const sets = (state.sets ??= {});
-    const next = this.#o.pageSets.move(ws, sets[encoding], pages, encoding);
-    if (next !== undefined) sets[encoding] = next;
-    else delete sets[encoding];
-  }
-
-  /** A page's current value, to one socket: a count frame, or a counts frame of that page alone. */
-  #send(ws: Socket, state: SocketData, encoding: Encoding, frame: CountFrame): void {
-    const data = state.counts
-      ? spliceCountsFrame(frame.ts, [encodeCountsEntry(frame, encoding)], encoding)
-      : encodeServerFrame(frame, encoding);
-    ws.send(data, encoding === "msgpack");
   }
 
   /** Answers a failed frame with an error frame (a ProtocolError's code, message and page). */
