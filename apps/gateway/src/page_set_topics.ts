@@ -18,8 +18,6 @@ export interface PageSet {
   readonly pages: readonly string[];
   /** Sockets in the set; the set is forgotten when the last one leaves. */
   sockets: number;
-  /** Entries of the frame being built by the current publish; empty between publishes. */
-  readonly entries: CountsEntry[];
 }
 
 /** What a socket offers for topics (uWS's WebSocket). */
@@ -55,7 +53,7 @@ export class PageSetTopics {
     const key = `${encoding} ${pages.join(" ")}`;
     let set = this.#sets.get(key);
     if (set === undefined) {
-      set = { topic: `c:${this.#nextId++}`, encoding, pages, sockets: 0, entries: [] };
+      set = { topic: `c:${this.#nextId++}`, encoding, pages, sockets: 0 };
       this.#sets.set(key, set);
       for (const page of pages) {
         let sets = this.#byPage.get(page);
@@ -108,7 +106,7 @@ export class PageSetTopics {
    * frames were published.
    */
   publish(ts: number, frames: readonly CountFrame[], send: TopicPublisher): number {
-    const touched: PageSet[] = [];
+    const touched = new Map<PageSet, CountsEntry[]>();
     for (const frame of frames) {
       const sets = this.#byPage.get(frame.page);
       if (sets === undefined) continue;
@@ -119,14 +117,13 @@ export class PageSetTopics {
           set.encoding === "json"
             ? (json ??= encodeCountsEntry(frame, "json"))
             : (msgpack ??= encodeCountsEntry(frame, "msgpack"));
-        if (set.entries.length === 0) touched.push(set);
-        set.entries.push(entry);
+        const entries = touched.get(set);
+        if (entries === undefined) touched.set(set, [entry]);
+        else entries.push(entry);
       }
     }
-    for (const set of touched) {
-      send(set.topic, spliceCountsFrame(ts, set.entries, set.encoding), set.encoding === "msgpack");
-      set.entries.length = 0;
-    }
-    return touched.length;
+    for (const [set, entries] of touched)
+      send(set.topic, spliceCountsFrame(ts, entries, set.encoding), set.encoding === "msgpack");
+    return touched.size;
   }
 }
