@@ -12,6 +12,8 @@ import {
  * published once to the set's uWS topic (uWS copies it to each subscriber in native code).
  */
 export interface PageSet {
+  /** The encoding and the pages: what names the set among others. */
+  readonly key: string;
   readonly topic: string;
   readonly encoding: Encoding;
   /** Sorted page ids. */
@@ -53,7 +55,7 @@ export class PageSetTopics {
     const key = `${encoding} ${pages.join(" ")}`;
     let set = this.#sets.get(key);
     if (set === undefined) {
-      set = { topic: `c:${this.#nextId++}`, encoding, pages, sockets: 0 };
+      set = { key, topic: `c:${this.#nextId++}`, encoding, pages, sockets: 0 };
       this.#sets.set(key, set);
       for (const page of pages) {
         let sets = this.#byPage.get(page);
@@ -92,7 +94,7 @@ export class PageSetTopics {
   /** A socket is no longer in `set` (it changed pages, or closed). */
   leave(set: PageSet): void {
     if (--set.sockets > 0) return;
-    this.#sets.delete(`${set.encoding} ${set.pages.join(" ")}`);
+    this.#sets.delete(set.key);
     for (const page of set.pages) {
       const sets = this.#byPage.get(page);
       sets?.delete(set);
