@@ -235,7 +235,7 @@ function receive(c: Conn, data: unknown): void {
     return;
   }
   if (!f) return;
-  if (f.type == "counts") for (const id in f.pages) show(c, id, f.pages[id]!);
+  if (f.type == "counts") for (const id in f.pages) show(c, id, f.pages[id]);
   else if (f.type == "count") show(c, f.page, f);
   else if (f.type == "error") {
     const p = c.p.get(f.page!);
@@ -251,9 +251,10 @@ function receive(c: Conn, data: unknown): void {
 }
 
 /** A page's new value, to its elements. */
-function show(c: Conn, page: string, v: Value): void {
+function show(c: Conn, page: string, v: Value | null | undefined): void {
   const p = c.p.get(page);
-  if (!p) return;
+  // A malformed value is dropped: the widget never throws into the host page.
+  if (!p || !v) return;
   p.c = {
     page,
     viewers: v.viewers,
