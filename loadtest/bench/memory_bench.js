@@ -28,6 +28,8 @@ export const defaults = {
   pages: 1000,
   warmupSockets: 500,
   settleS: 3,
+  /** 1: the viewers negotiate `counts` frames (as the widget does); 0: protocol v1 `count` frames. */
+  counts: 0,
 };
 
 /** Median RSS over a few samples, after forced GCs. */
@@ -100,6 +102,7 @@ export async function memoryBench(options = {}, log = console.error) {
       pages,
       viewerPrefix: "warm-",
       addrStart: 50,
+      frames: o.counts === 1 ? "counts" : "count",
       onSpawn,
     });
     await warm.close();
@@ -123,6 +126,7 @@ export async function memoryBench(options = {}, log = console.error) {
             workers: Math.max(1, Math.floor(o.workers / 2)),
             pages,
             pageOffset: i * half,
+            frames: o.counts === 1 ? "counts" : "count",
             mode: "join",
             viewerPrefix: `idle${i}-`,
             addrStart: 60 + i * o.workers,

@@ -53,8 +53,9 @@ export class PageDelivery {
 
   /** The socket closed (uWS has dropped its topics): it leaves its page sets. */
   closed(state: SocketData): void {
-    for (const set of Object.values(state.sets ?? {})) this.#sets.leave(set);
-    state.sets = undefined;
+    if (state.jsonSet !== undefined) this.#sets.leave(state.jsonSet);
+    if (state.msgpackSet !== undefined) this.#sets.leave(state.msgpackSet);
+    state.jsonSet = state.msgpackSet = undefined;
   }
 
   /** A page's current value, to one socket: a count frame, or a counts frame of that page alone. */
@@ -79,10 +80,9 @@ export class PageDelivery {
   #regroup(ws: Socket, state: SocketData, encoding: Encoding): void {
     const pages: string[] = [];
     for (const [page, m] of state.pages) if (m.encoding === encoding) pages.push(page);
-    const sets = (state.sets ??= {});
-    const next = this.#sets.move(ws, sets[encoding], pages, encoding);
-    if (next !== undefined) sets[encoding] = next;
-    else delete sets[encoding];
+    // Two fields rather than a map per socket: every idle viewer holds them.
+    if (encoding === "json") state.jsonSet = this.#sets.move(ws, state.jsonSet, pages, encoding);
+    else state.msgpackSet = this.#sets.move(ws, state.msgpackSet, pages, encoding);
   }
 
   /**

@@ -61,8 +61,9 @@ export interface SocketData {
    * instead of count frames through page topics.
    */
   readonly counts: boolean;
-  /** Its page set per encoding it watches pages in (counts sockets only). */
-  sets: Partial<Record<Encoding, PageSet>> | undefined;
+  /** Its page sets of the pages it watches in JSON and in msgpack (counts sockets only). */
+  jsonSet: PageSet | undefined;
+  msgpackSet: PageSet | undefined;
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -144,7 +145,8 @@ export class SocketRouter {
       violations: 0,
       slow: false,
       counts,
-      sets: undefined,
+      jsonSet: undefined,
+      msgpackSet: undefined,
     };
   }
 
