@@ -40,6 +40,8 @@ export const defaults = {
   census: 0,
   /** 0: skip the bare uWS floor. */
   floor: 1,
+  /** 1: the viewers negotiate `counts` frames (as the widget does); 0: protocol v1 `count` frames. */
+  counts: 0,
 };
 
 const GOAL_BYTES = 1200;
@@ -73,6 +75,8 @@ async function idleViewerCost(name, proc, url, o, log) {
   const inspectPort = inspectPortOf(proc);
   const pages = Array.from({ length: o.pages }, (_, i) => `memory-${i}`);
   const onSpawn = (child, worker) => trackChild(child, worker);
+  // The floor (a bare uWS server) speaks protocol v1 only.
+  const frames = name === "gateway" && o.counts === 1 ? "counts" : "count";
   // Warm-up: the same code paths (upgrade, join, first frame, leave on close) run once before.
   const warm = await startFleet({
     url,
@@ -81,6 +85,7 @@ async function idleViewerCost(name, proc, url, o, log) {
     pages,
     viewerPrefix: "warm-",
     addrStart: 50,
+    frames,
     onSpawn,
   });
   await warm.close();
@@ -106,6 +111,7 @@ async function idleViewerCost(name, proc, url, o, log) {
           workers: Math.max(1, Math.floor(o.workers / 2)),
           pages,
           pageOffset: i * half,
+          frames,
           mode: "join",
           viewerPrefix: `idle${i}-`,
           addrStart: 60 + i * o.workers,

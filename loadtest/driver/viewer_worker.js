@@ -3,9 +3,12 @@
  * source address (so one process stays under the open-file limit and one address under its
  * ephemeral ports), joins or watches pages, optionally churns, and counts what comes back.
  *
- * Clients: `ws` speaking livecount protocol v1 (JSON text frames), or `socketio` (socket.io-client,
- * websocket transport only) speaking the Socket.IO baseline's events (`watch`/`join` with a page,
- * `count` frames of the same shape), for the fan-out comparison.
+ * Clients: `ws` speaking livecount protocol v1 (JSON text frames; with `frames: "counts"` it offers
+ * the `livecount.counts` subprotocol and reads `counts` frames, every changed page of the socket in
+ * one frame), or `socketio` (socket.io-client, websocket transport only) speaking the Socket.IO
+ * baseline's events (`watch`/`join` with a page, `count` frames of the same shape), for the fan-out
+ * comparison. `pageUpdates` counts page values received: one per count frame, one per page of a
+ * counts frame.
  *
  * IPC: the parent sends {cmd: "start", options}; the worker answers {type: "opened", ...} once every
  * socket is open and has its first count frame of each of its pages, then {cmd: "stats"} ->
@@ -31,6 +34,7 @@ import WebSocket from "ws";
  * @property {number} connectConcurrency  handshakes in flight at once
  * @property {number} churnPerS       sockets per second that leave their pages and join the next ones
  * @property {string} [counter]       a counter whose last value per page is tracked (e.g. "likes")
+ * @property {"count"|"counts"} [frames]  `ws` client: protocol v1 count frames, or negotiated counts frames
  */
 
 const FIRST_COUNT_TIMEOUT_MS = 30_000;
@@ -62,6 +66,8 @@ const stats = {
   closed: 0,
   frames: 0,
   countFrames: 0,
+  countsFrames: 0,
+  pageUpdates: 0,
   errorFrames: 0,
   badFrames: 0,
   wrongPage: 0,
@@ -82,16 +88,17 @@ function pagesFrom(start) {
   return out;
 }
 
-function onCount(v, frame) {
-  stats.countFrames++;
-  if (!v.pages.includes(frame.page)) {
-    if (v.previous.has(frame.page)) stats.lateFrames++;
+/** One page's value, from a count frame or one page of a counts frame. */
+function onPageValue(v, page, value) {
+  stats.pageUpdates++;
+  if (!v.pages.includes(page)) {
+    if (v.previous.has(page)) stats.lateFrames++;
     else stats.wrongPage++;
     return;
   }
-  if (typeof frame.viewers !== "number" || frame.viewers < 0) stats.badFrames++;
-  if (options.counter !== undefined) v.last.set(frame.page, frame.counters?.[options.counter]);
-  if (v.awaiting.delete(frame.page)) {
+  if (typeof value.viewers !== "number" || value.viewers < 0) stats.badFrames++;
+  if (options.counter !== undefined) v.last.set(page, value.counters?.[options.counter]);
+  if (v.awaiting.delete(page)) {
     latencies.push(performance.now() - v.joinedAt);
     if (v.awaiting.size === 0) complete++;
   }
@@ -106,8 +113,13 @@ function onFrame(v, text) {
     stats.badFrames++;
     return;
   }
-  if (frame.type === "count") onCount(v, frame);
-  else if (frame.type === "error") {
+  if (frame.type === "count") {
+    stats.countFrames++;
+    onPageValue(v, frame.page, frame);
+  } else if (frame.type === "counts") {
+    stats.countsFrames++;
+    for (const page in frame.pages) onPageValue(v, page, frame.pages[page]);
+  } else if (frame.type === "error") {
     stats.errorFrames++;
     stats.firstError ??= `${frame.code}: ${frame.message}`;
   }
@@ -139,7 +151,11 @@ function sendLeaves(v) {
 
 function connectWs(v) {
   return new Promise((resolve) => {
-    const ws = new WebSocket(options.url, { localAddress: options.localAddress, perMessageDeflate: false });
+    const protocols = options.frames === "counts" ? ["livecount.counts"] : [];
+    const ws = new WebSocket(options.url, protocols, {
+      localAddress: options.localAddress,
+      perMessageDeflate: false,
+    });
     v.conn = ws;
     let settled = false;
     ws.on("open", () => {
@@ -187,7 +203,8 @@ function connectSocketIo(v) {
     });
     socket.on("count", (frame) => {
       stats.frames++;
-      onCount(v, frame);
+      stats.countFrames++;
+      onPageValue(v, frame.page, frame);
     });
     socket.on("connect_error", (err) => {
       stats.firstError ??= String(err.message);

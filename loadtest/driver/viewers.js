@@ -3,7 +3,7 @@
  * The Node viewer driver: many WebSocket viewers spread over worker processes, each worker on its
  * own loopback source address 127.0.0.x (one process stays under the 20,000 open-file limit, one
  * address under its ~28k ephemeral ports). Viewers join (or watch) pages, optionally churn, and the
- * driver prints open sockets, count frames per second and join -> first count latency.
+ * driver prints open sockets, page updates per second and join -> first count latency.
  *
  *   node loadtest/driver/viewers.js --url ws://127.0.0.1:8080/ws --sockets 10000 --workers 4 \
  *     --pages 100 --mode join --churn 50 --duration 30
@@ -11,6 +11,7 @@
  * Options (all optional):
  *   --url ws://127.0.0.1:8080/ws   gateway WebSocket URL (http://host:port for --client socketio)
  *   --client ws|socketio           protocol v1 over `ws`, or the Socket.IO baseline's events
+ *   --frames count|counts          `ws`: count frames, or negotiate livecount.counts (one frame per window)
  *   --sockets 1000                 sockets in total
  *   --workers 4                    worker processes (each <= 19,000 sockets)
  *   --pages 100                    pages page-0..page-(n-1), assigned round robin
@@ -72,6 +73,8 @@ function aggregate(replies) {
     open: 0,
     frames: 0,
     countFrames: 0,
+    countsFrames: 0,
+    pageUpdates: 0,
     errorFrames: 0,
     badFrames: 0,
     wrongPage: 0,
@@ -90,6 +93,8 @@ function aggregate(replies) {
       "open",
       "frames",
       "countFrames",
+      "countsFrames",
+      "pageUpdates",
       "errorFrames",
     ]) {
       total[k] += r[k] ?? 0;
@@ -136,6 +141,7 @@ export function latencySummary(latencies) {
  * @param {number} [o.addrStart]      first source address 127.0.0.<addrStart>
  * @param {number} [o.connectConcurrency]
  * @param {string} [o.counter]        a counter to track the last value of, per page
+ * @param {"count"|"counts"} [o.frames]  `ws` client: count frames, or negotiated counts frames
  * @param {(child: import("node:child_process").ChildProcess, name: string) => void} [o.onSpawn]
  */
 export async function startFleet(o) {
@@ -172,6 +178,7 @@ export async function startFleet(o) {
             connectConcurrency: o.connectConcurrency ?? 100,
             churnPerS: (o.churnPerS ?? 0) / workers,
             counter: o.counter,
+            frames: o.frames ?? "count",
           },
         },
         "opened",
@@ -200,6 +207,7 @@ async function main() {
     options: {
       url: { type: "string", default: "ws://127.0.0.1:8080/ws" },
       client: { type: "string", default: "ws" },
+      frames: { type: "string", default: "count" },
       sockets: { type: "string", default: "1000" },
       workers: { type: "string" },
       pages: { type: "string", default: "100" },
@@ -225,6 +233,7 @@ async function main() {
   const fleet = await startFleet({
     url: values.url,
     client: values.client,
+    frames: values.frames,
     sockets,
     workers: values.workers === undefined ? undefined : Number(values.workers),
     pages,
@@ -251,9 +260,10 @@ async function main() {
     const s = await fleet.stats();
     const now = Date.now();
     const l = latencySummary(s.latencies);
-    const rate = ((s.countFrames - previous.countFrames) * 1000) / (now - last);
+    const rate = ((s.pageUpdates - previous.pageUpdates) * 1000) / (now - last);
     console.log(
-      `open ${s.open} closed ${s.closed} | count frames ${Math.round(rate)}/s (total ${s.countFrames}) | ` +
+      `open ${s.open} closed ${s.closed} | page updates ${Math.round(rate)}/s (total ${s.pageUpdates}, ` +
+        `in ${s.countFrames + s.countsFrames} frames) | ` +
         `errors ${s.errorFrames} bad ${s.badFrames + s.wrongPage}` +
         (l.count > 0
           ? ` | joins ${l.count}: first count p50 ${l.p50.toFixed(1)} p99 ${l.p99.toFixed(1)} ms`

@@ -9,7 +9,8 @@
 //
 // Environment: WS_URL (default ws://127.0.0.1:8080/ws), PAGES (100), PAGE_PREFIX (k6-page-),
 // VUS (200), RAMP (30s), HOLD (1m), STAY_S (20: seconds a visit lasts), VISIBLE_TIMEOUT_MS (5000),
-// HIDDEN_SHARE (0.3: visits that start in a background tab).
+// HIDDEN_SHARE (0.3: visits that start in a background tab), COUNTS (0; 1: offer the
+// `livecount.counts` subprotocol and read `counts` frames, each page of one checked like a count frame).
 //
 // Checks: the handshake is a 101; a count frame arrives after the join, for the joined page; the
 // count comes to include this viewer (viewers >= 1) within VISIBLE_TIMEOUT_MS; frames are well
@@ -27,6 +28,10 @@ const HOLD = __ENV.HOLD || "1m";
 const STAY_MS = parseInt(__ENV.STAY_S || "20", 10) * 1000;
 const VISIBLE_TIMEOUT_MS = parseInt(__ENV.VISIBLE_TIMEOUT_MS || "5000", 10);
 const HIDDEN_SHARE = parseFloat(__ENV.HIDDEN_SHARE || "0.3");
+const COUNTS = __ENV.COUNTS === "1";
+const CONNECT_PARAMS = COUNTS
+  ? { tags: { name: "viewer" }, headers: { "Sec-WebSocket-Protocol": "livecount.counts" } }
+  : { tags: { name: "viewer" } };
 
 /** join sent -> first count frame of the page (the value the gateway had then). */
 const joinToFirstCount = new Trend("join_to_first_count", true);
@@ -84,7 +89,26 @@ export default function () {
   let firstSeen = false;
   let counted = false;
 
-  const res = ws.connect(WS_URL, { tags: { name: "viewer" } }, function (socket) {
+  /** A page's value: a count frame, or one page of a counts frame made into one. */
+  function onCount(frame) {
+    countFrames.add(1);
+    check(frame, {
+      "count frame is well formed": isCountFrame,
+      "count frame is for the joined page": (f) => f.page === page,
+    });
+    const now = Date.now();
+    if (!firstSeen) {
+      firstSeen = true;
+      firstCountReceived.add(true);
+      joinToFirstCount.add(now - joinedAt);
+    }
+    if (!counted && frame.page === page && frame.viewers >= 1) {
+      counted = true;
+      joinToCounted.add(now - joinedAt);
+    }
+  }
+
+  const res = ws.connect(WS_URL, CONNECT_PARAMS, function (socket) {
     socket.on("open", function () {
       joinedAt = Date.now();
       const hidden = Math.random() < HIDDEN_SHARE;
@@ -117,21 +141,10 @@ export default function () {
         check(frame, { "no error frame": () => false });
         return;
       }
-      if (frame.type !== "count") return;
-      countFrames.add(1);
-      check(frame, {
-        "count frame is well formed": isCountFrame,
-        "count frame is for the joined page": (f) => f.page === page,
-      });
-      const now = Date.now();
-      if (!firstSeen) {
-        firstSeen = true;
-        firstCountReceived.add(true);
-        joinToFirstCount.add(now - joinedAt);
-      }
-      if (!counted && frame.page === page && frame.viewers >= 1) {
-        counted = true;
-        joinToCounted.add(now - joinedAt);
+      if (frame.type === "count") onCount(frame);
+      else if (frame.type === "counts" && typeof frame.pages === "object" && frame.pages !== null) {
+        for (const p of Object.keys(frame.pages))
+          onCount(Object.assign({}, frame.pages[p], { type: "count", page: p, ts: frame.ts }));
       }
     });
 

@@ -31,6 +31,8 @@ declare global {
     __sockets: WebSocket[];
     /** Every `livecount` event detail seen on the page, in order. */
     __details: LiveCountDetail[];
+    /** Frames the first socket received, parsed, once a test starts recording them. */
+    __frames: Array<{ type: string }>;
   }
 }
 
@@ -185,6 +187,35 @@ describe.skipIf(skip)("widget in Chromium", () => {
     await expect.poll(() => viewersOverHttp("article-4"), { timeout: SETTLE_MS, interval: 100 }).toBe(0);
     expect(await viewersOverHttp("article-3")).toBe(1);
     expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+  });
+
+  it("negotiates counts frames on its one socket and shows every page's changes from them", async () => {
+    const tab = await open(await newBrowser(), "article-c1");
+    await waitForText(tab, "#likes", "0");
+    await tab.evaluate(() => {
+      document.body.insertAdjacentHTML("beforeend", '<live-count id="c2" page="article-c2" counter="likes">');
+      window.__frames = [];
+      window.__sockets[0]!.addEventListener("message", (e) =>
+        window.__frames.push(JSON.parse(e.data as string)),
+      );
+    });
+    await waitForText(tab, "#c2", "0");
+    const like = (page: string): Promise<Response> =>
+      fetch(`${gatewayOrigin}/v1/pages/${page}/counter`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "idempotency-key": `widget-counts-${page}` },
+        body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+      });
+    expect((await Promise.all([like("article-c1"), like("article-c2")])).map((r) => r.status)).toEqual([
+      200, 200,
+    ]);
+    await waitForText(tab, "#likes", "1");
+    await waitForText(tab, "#c2", "1");
+    const sockets = await tab.evaluate(() => window.__sockets.map((w) => w.protocol));
+    expect(sockets).toEqual(["livecount.counts"]);
+    const types = await tab.evaluate(() => window.__frames.map((f) => f.type));
+    expect(types.length).toBeGreaterThan(0);
+    expect(types.every((t) => t === "counts")).toBe(true);
   });
 
   it("reconnects after the socket drops and joins again without a dip", async () => {

@@ -26,6 +26,13 @@ export interface CountFrame {
   readonly lag_ms?: number;
 }
 
+/** Negotiated with the `livecount.counts` subprotocol: every changed page of the socket at once. */
+export interface CountsFrame {
+  readonly type: "counts";
+  readonly ts: number;
+  readonly pages: Readonly<Record<string, Omit<CountFrame, "type" | "page" | "ts">>>;
+}
+
 export interface ErrorFrame {
   readonly type: "error";
   readonly code: string;
@@ -37,7 +44,7 @@ export interface PongFrame {
   readonly type: "pong";
 }
 
-export type ServerFrame = CountFrame | ErrorFrame | PongFrame;
+export type ServerFrame = CountFrame | CountsFrame | ErrorFrame | PongFrame;
 
 export interface Received {
   readonly frame: ServerFrame;
@@ -62,6 +69,8 @@ export interface ClientOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** For wss://: the PEM certificate to trust (a test's self-signed one). */
   readonly ca?: string;
+  /** WebSocket subprotocols to offer (`Sec-WebSocket-Protocol`), e.g. `livecount.counts`. */
+  readonly protocols?: readonly string[];
 }
 
 /** How long a client waits for something it expects by default. */
@@ -96,8 +105,8 @@ export class TestClient {
 
   /** Opens a socket to `url` (ws://host:port/ws) and resolves once it is open. */
   static async connect(url: string, options: ClientOptions = {}): Promise<TestClient> {
-    const { localAddress, headers, ca } = options;
-    const ws = new WebSocket(url, {
+    const { localAddress, headers, ca, protocols } = options;
+    const ws = new WebSocket(url, protocols === undefined ? [] : [...protocols], {
       ...(localAddress !== undefined ? { localAddress } : {}),
       ...(headers !== undefined ? { headers: { ...headers } } : {}),
       ...(ca !== undefined ? { ca } : {}),
@@ -144,6 +153,13 @@ export class TestClient {
 
   unwatch(page: string): void {
     this.send({ type: "unwatch", page });
+  }
+
+  /** Every counts frame received, in order. */
+  countsFrames(): CountsFrame[] {
+    const out: CountsFrame[] = [];
+    for (const r of this.received) if (r.frame.type === "counts") out.push(r.frame);
+    return out;
   }
 
   /** Every count frame received for `page`, in order. */

@@ -1,6 +1,6 @@
 import type { Bus } from "@livecount/bus";
 import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
-import { encodeServerFrame, type CountFrame } from "@livecount/protocol";
+import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
@@ -19,11 +19,12 @@ import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
 import { IncrementBatcher } from "./increment_batcher.js";
 import { OwnerClient } from "./owner_client.js";
+import { PageDelivery } from "./page_delivery.js";
 import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
 import { PrivatePages } from "./private_pages.js";
 import { AddressRateLimiter } from "./rate_limits.js";
-import { SocketRouter, topicOf, type SocketData } from "./socket_router.js";
+import { SocketRouter, type SocketData } from "./socket_router.js";
 
 export interface GatewayOptions {
   readonly config: GatewayConfig;
@@ -69,8 +70,8 @@ function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
 /**
  * A gateway: terminates WebSockets (uWS, idle timeout with automatic pings finds dead sockets),
  * keeps this process's presence per page and forwards it to page owners, watches pages its sockets
- * watch and publishes one encoded count frame per update to each page's topic, and serves the
- * HTTP API.
+ * watch and publishes each coalescing window's changed values to them (page_delivery.ts), and
+ * serves the HTTP API.
  */
 export class Gateway {
   readonly #o: GatewayOptions;
@@ -83,6 +84,7 @@ export class Gateway {
   readonly #presence = new LocalPresence();
   readonly #forwarder: PresenceForwarder;
   readonly #views: PageViews;
+  readonly #delivery: PageDelivery;
   readonly #router: SocketRouter;
   readonly #streams: EventStreams;
   readonly #app: uWS.TemplatedApp;
@@ -142,7 +144,7 @@ export class Gateway {
       stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });
     this.#app = createApp(config.tls);
-    const sink: FrameSink = { publish: (frame) => this.#publish(frame) };
+    const sink: FrameSink = { publish: (ts, frames) => this.#delivery.publish(ts, frames) };
     this.#views = new PageViews({
       dc: config.dc,
       bus,
@@ -195,10 +197,12 @@ export class Gateway {
       heartbeatS: config.sseHeartbeatS,
       maxUnsentBytes: config.maxBackpressureBytes,
     });
+    this.#delivery = new PageDelivery({ app: this.#app, streams: this.#streams, metrics: this.#metrics });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
       views: this.#views,
+      delivery: this.#delivery,
       metrics: this.#metrics,
       clock: this.#clock,
       incarnation: config.incarnation,
@@ -273,10 +277,14 @@ export class Gateway {
         upgrade: (res, req, context) => {
           const address = guard.admit(res, req);
           if (address === undefined) return;
+          // A client offering livecount.counts gets counts frames and that subprotocol named back;
+          // any other offer is answered as protocol v1 gateways always have: the header as sent.
+          const protocols = req.getHeader("sec-websocket-protocol");
+          const counts = offersCounts(protocols);
           res.upgrade(
-            this.#router.newSocketData(address),
+            this.#router.newSocketData(address, counts),
             req.getHeader("sec-websocket-key"),
-            req.getHeader("sec-websocket-protocol"),
+            counts ? COUNTS_SUBPROTOCOL : protocols,
             req.getHeader("sec-websocket-extensions"),
             context,
           );
@@ -377,27 +385,5 @@ export class Gateway {
   /** Event streams open here, and whether their heartbeat timer is armed; for diagnostics and tests. */
   get eventStreams(): { readonly open: number; readonly heartbeatArmed: boolean } {
     return { open: this.#streams.size, heartbeatArmed: this.#streams.heartbeatArmed };
-  }
-
-  /**
-   * Encodes a count frame once per encoding that has subscribers and publishes it to the page's
-   * topic; event streams of the page get the JSON the sockets get.
-   */
-  #publish(frame: CountFrame): void {
-    let json: string | undefined;
-    const topic = topicOf(frame.page, "json");
-    if (this.#app.numSubscribers(topic) > 0) {
-      this.#app.publish(topic, (json = encodeServerFrame(frame, "json")), false);
-      this.#metrics.countFrames.inc();
-    }
-    if (this.#streams.has(frame.page)) {
-      this.#streams.publish(frame.page, frame.ts, json ?? encodeServerFrame(frame, "json"));
-      this.#metrics.countFrames.inc();
-    }
-    const msgpack = topicOf(frame.page, "msgpack");
-    if (this.#app.numSubscribers(msgpack) > 0) {
-      this.#app.publish(msgpack, encodeServerFrame(frame, "msgpack"), true);
-      this.#metrics.countFrames.inc();
-    }
   }
 }

@@ -8,6 +8,7 @@ export class GatewayMetrics {
   readonly framesIn: Counter<"type">;
   readonly frameErrors: Counter<"code">;
   readonly countFrames: Counter;
+  readonly countsFrames: Counter;
   readonly presenceOpsSent: Counter;
   /** Bus requests that carried publisher increments to owners, and the increments they carried. */
   readonly incrementRequests: Counter;
@@ -55,6 +56,11 @@ export class GatewayMetrics {
     this.countFrames = new Counter({
       name: "livecount_gateway_count_frames_published_total",
       help: "Count frames published to page topics (once per page update and encoding) and to event streams (once per page update)",
+      registers,
+    });
+    this.countsFrames = new Counter({
+      name: "livecount_gateway_counts_frames_published_total",
+      help: "Counts frames published to page-set topics (once per window per set of pages that counts sockets watch in one encoding)",
       registers,
     });
     this.presenceOpsSent = new Counter({

@@ -14,9 +14,10 @@ import {
 import type { OwnerClient } from "./owner_client.js";
 import { totalsOf } from "./page_reading.js";
 
-/** Where count frames go: the gateway publishes them to the page's sockets. */
+/** Where count frames go: the gateway publishes them to the pages' sockets. */
 export interface FrameSink {
-  publish(frame: CountFrame): void;
+  /** One window's changed values, all computed at `ts` (a socket's pages among them travel together). */
+  publish(ts: number, frames: readonly CountFrame[]): void;
 }
 
 export interface PageViewsOptions {
@@ -276,16 +277,19 @@ export class PageViews {
     this.#coalescer.request();
   }
 
+  /** Publishes every dirty page's new value at once: one timer tick, aligned for all sockets. */
   #flush(): void {
     const ts = this.#opts.clock.now();
+    const frames: CountFrame[] = [];
     for (const page of this.#dirty) {
       const view = this.#views.get(page);
       if (view === undefined || !view.loaded) continue;
       const frame = view.frame(page, ts, this.#opts.liveness);
       if (sameValue(view.sent, frame)) continue;
       view.sent = frame;
-      this.#opts.sink.publish(frame);
+      frames.push(frame);
     }
     this.#dirty.clear();
+    if (frames.length > 0) this.#opts.sink.publish(ts, frames);
   }
 }

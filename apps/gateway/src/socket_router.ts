@@ -4,7 +4,6 @@ import {
   encodeServerFrame,
   errorFrameOf,
   type ClientFrame,
-  type CountFrame,
   type Encoding,
 } from "@livecount/protocol";
 import {
@@ -19,6 +18,7 @@ import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
 import type { LocalPresence } from "./local_presence.js";
 import { OpenSockets } from "./open_sockets.js";
+import type { CountsSets, PageDelivery } from "./page_delivery.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
@@ -54,6 +54,11 @@ export interface SocketData {
   rare: RareSocketState | undefined;
   /** Where the socket sits among the open ones (open_sockets.ts); -1 before it opens and once closed. */
   openSlot: number;
+  /**
+   * Its page sets when it negotiated `livecount.counts` (one counts frame per window through them,
+   * page_delivery.ts); undefined for a protocol v1 socket (count frames through page topics).
+   */
+  readonly counts: CountsSets | undefined;
 }
 
 /** Per-socket state that only sockets doing something unusual need. */
@@ -83,6 +88,8 @@ export interface SocketRouterOptions {
   readonly presence: LocalPresence;
   readonly forwarder: PresenceForwarder;
   readonly views: PageViews;
+  /** How the values of a socket's pages reach it. */
+  readonly delivery: PageDelivery;
   readonly metrics: GatewayMetrics;
   readonly clock: Clock;
   /** This gateway's incarnation, part of the viewer key of sockets that name no viewer. */
@@ -122,11 +129,6 @@ function closeReason(state: SocketData, code: number): string {
   return String(code);
 }
 
-/** The topic count frames of `page` are published on for sockets speaking `encoding`. */
-export function topicOf(page: string, encoding: Encoding): string {
-  return (encoding === "json" ? "j:" : "m:") + page;
-}
-
 /**
  * Decodes client frames and routes them: presence to the local presence and its forwarder, watches
  * to the page views, frames back through uWS topics. It owns no presence logic of its own.
@@ -142,8 +144,11 @@ export class SocketRouter {
     this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
   }
 
-  /** State for a new socket from `address` (its key in the connection limits). */
-  newSocketData(address: string): SocketData {
+  /**
+   * State for a new socket from `address` (its key in the connection limits); `counts`: it
+   * negotiated counts frames.
+   */
+  newSocketData(address: string, counts: boolean): SocketData {
     return {
       id: this.#nextId++,
       address,
@@ -151,6 +156,7 @@ export class SocketRouter {
       rateFullAt: FULL_BUCKET_AT,
       rare: undefined,
       openSlot: -1,
+      counts: counts ? { json: undefined, msgpack: undefined } : undefined,
     };
   }
 
@@ -288,6 +294,7 @@ export class SocketRouter {
     }
     for (const m of pagesOf(state.pages)) this.#release(state, m);
     state.pages = undefined;
+    this.#o.delivery.closed(state);
     this.#o.metrics.sockets.dec();
     this.#o.metrics.socketsClosed.inc({ reason: closeReason(state, code) });
     this.#gauges();
@@ -338,9 +345,7 @@ export class SocketRouter {
     const m = findPage(state.pages, page);
     if (m === undefined || (m.viewer !== undefined) !== joined) return;
     state.pages = withoutPage(state.pages, m);
-    // The socket is on one of the page's two topics; which one is not stored (a field per membership).
-    ws.unsubscribe(topicOf(m.page, "json"));
-    ws.unsubscribe(topicOf(m.page, "msgpack"));
+    this.#o.delivery.unfollow(ws, state, m.page);
     this.#release(state, m);
     if (m.viewer !== undefined) {
       const { leftViewerHoldMs, maxPagesPerSocket } = this.#o;
@@ -382,8 +387,8 @@ export class SocketRouter {
     const { id, frame } = this.#o.views.watch(page);
     const m: PageMembership = { page: id, viewer, active };
     state.pages = withPage(state.pages, m);
-    ws.subscribe(topicOf(id, encoding));
-    if (frame !== undefined) this.#send(ws, encoding, frame);
+    this.#o.delivery.follow(ws, state, id, encoding);
+    if (frame !== undefined) this.#o.delivery.send(ws, state, encoding, frame);
     this.#gauges();
     return m;
   }
@@ -398,10 +403,6 @@ export class SocketRouter {
   #removeViewer(m: PageMembership, drop: boolean): void {
     const viewer = m.viewer!;
     this.#o.forwarder.enqueue(m.page, viewer, this.#o.presence.remove(m.page, viewer, m.active), drop);
-  }
-
-  #send(ws: Socket, encoding: Encoding, frame: CountFrame): void {
-    ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
   /** Answers a failed frame with an error frame (a ProtocolError's code, message and page). */

@@ -75,6 +75,26 @@ describe("gateway - slow consumers", () => {
     await batch([{ page: pages[0]!, counter: "likes" }]);
     await eventually(() => expect(healthy.lastCount(pages[0]!)?.counters.likes).toBe(likesBefore + 1));
   });
+
+  test("gateway - a socket that negotiated counts frames is held to the same limit", async () => {
+    const closedBefore = await closedAs(platform, "slow_consumer");
+    const slow = await platform.connect({ protocols: ["livecount.counts"] });
+    for (const page of pages) slow.watch(page);
+    await eventually(() => expect(slow.countsFrames().length).toBeGreaterThan(0));
+    const open = await metric(platform, "livecount_gateway_sockets");
+
+    slow.ws.pause();
+    let round = 0;
+    await eventually(
+      async () => {
+        round++;
+        await batch(pages.map((page) => ({ page, counter: counter(round % COUNTERS) })));
+        expect(await metric(platform, "livecount_gateway_sockets")).toBe(open - 1);
+      },
+      { timeoutMs: 10_000, intervalMs: 25 },
+    );
+    expect(await closedAs(platform, "slow_consumer")).toBe(closedBefore + 1);
+  });
 });
 
 /** `livecount_gateway_sockets_closed_total{reason=...}` (0 when absent). */

@@ -8,6 +8,7 @@
  * ever-growing queue.
  */
 import { Agent, request } from "node:http";
+import { prng } from "./prng.js";
 
 /**
  * @param {object} o
@@ -15,6 +16,9 @@ import { Agent, request } from "node:http";
  * @param {string[]} o.pages
  * @param {number} o.perPagePerS    changes per page per second
  * @param {string} [o.key]          publisher key (Authorization: Bearer)
+ * @param {number} [o.phaseSeed]    each page's phase within the period in a random order drawn from
+ *                                  this seed; absent: in page order (page i changes i/n of a period
+ *                                  after page 0)
  */
 export function startChanges(o) {
   const agent = new Agent({ keepAlive: true, maxSockets: 32 });
@@ -82,13 +86,21 @@ export function startChanges(o) {
     });
 
   const intervalMs = 1000 / o.perPagePerS;
+  const slots = o.pages.map((_, i) => i);
+  if (o.phaseSeed !== undefined) {
+    const random = prng(o.phaseSeed);
+    for (let i = slots.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [slots[i], slots[j]] = [slots[j], slots[i]];
+    }
+  }
   // Pages are spread over the interval, so changes arrive evenly rather than in bursts.
   const timers = o.pages.map((page, i) =>
     setTimeout(
       () => {
         timers[i] = setInterval(() => void put(page), intervalMs);
       },
-      (intervalMs * i) / o.pages.length,
+      (intervalMs * slots[i]) / o.pages.length,
     ),
   );
 

@@ -5,7 +5,8 @@
  */
 import { Packr, Unpackr } from "msgpackr";
 import { ProtocolError } from "./errors.js";
-import type { ClientFrame, CountFrame, Encoding, ErrorFrame, ServerFrame } from "./frames.js";
+import { encodeCountsFrame } from "./counts_codec.js";
+import type { ClientFrame, CountFrame, Encoding, ErrorFrame, PageValue, ServerFrame } from "./frames.js";
 import { TOKEN_MAX_LENGTH, isCounterName, isPageId, isTokenShape, isViewerId } from "./ids.js";
 import { guardMsgpack } from "./msgpack_guard.js";
 
@@ -245,6 +246,8 @@ export function encodeServerFrame(frame: ServerFrame, encoding: Encoding): strin
   switch (frame.type) {
     case "count":
       return encodeCountFrame(frame, encoding);
+    case "counts":
+      return encodeCountsFrame(frame, encoding);
     case "error": {
       const canonical: ErrorFrame =
         frame.page === undefined
@@ -284,31 +287,45 @@ function toCounters(v: unknown): Record<string, number> {
   return Object.fromEntries(entries) as Record<string, number>;
 }
 
+/** A page's value (of a count frame, or of one page of a counts frame), checked. */
+function toPageValue(raw: RawFrame): PageValue {
+  const { viewers, active, connections, counters, dcs, lag_ms } = raw;
+  if (!isCount(viewers)) throw badFrame("viewers must be a non-negative safe integer");
+  if (active !== undefined && !isCount(active)) throw badFrame("active must be a non-negative safe integer");
+  if (connections !== undefined && !isCount(connections))
+    throw badFrame("connections must be a non-negative safe integer");
+  if (dcs !== undefined && !(Array.isArray(dcs) && dcs.every((d) => typeof d === "string"))) {
+    throw badFrame("dcs must be a list of data center ids");
+  }
+  if (lag_ms !== undefined && !isCount(lag_ms)) throw badFrame("lag_ms must be a non-negative safe integer");
+  return {
+    viewers,
+    ...(active !== undefined ? { active } : {}),
+    ...(connections !== undefined ? { connections } : {}),
+    counters: toCounters(counters),
+    ...(dcs !== undefined ? { dcs: dcs as string[] } : {}),
+    ...(lag_ms !== undefined ? { lag_ms } : {}),
+  };
+}
+
 function toServerFrame(frame: unknown): ServerFrame {
   const type = frameType(frame);
   const raw = frame as RawFrame;
   switch (type) {
     case "count": {
-      const { viewers, active, connections, counters, ts, dcs, lag_ms } = raw;
-      if (!isCount(viewers)) throw badFrame("viewers must be a non-negative safe integer");
-      if (active !== undefined && !isCount(active))
-        throw badFrame("active must be a non-negative safe integer");
-      if (connections !== undefined && !isCount(connections))
-        throw badFrame("connections must be a non-negative safe integer");
+      if (!isCount(raw.ts)) throw badFrame("ts must be a non-negative safe integer");
+      return { type, page: pageOf(raw), ...toPageValue(raw), ts: raw.ts };
+    }
+    case "counts": {
+      const { ts, pages } = raw;
       if (!isCount(ts)) throw badFrame("ts must be a non-negative safe integer");
-      const frame = { type, page: pageOf(raw), viewers, counters: toCounters(counters), ts } as const;
-      if (dcs !== undefined && !(Array.isArray(dcs) && dcs.every((d) => typeof d === "string"))) {
-        throw badFrame("dcs must be a list of data center ids");
-      }
-      if (lag_ms !== undefined && !isCount(lag_ms))
-        throw badFrame("lag_ms must be a non-negative safe integer");
-      return {
-        ...frame,
-        ...(active !== undefined ? { active } : {}),
-        ...(connections !== undefined ? { connections } : {}),
-        ...(dcs !== undefined ? { dcs: dcs as string[] } : {}),
-        ...(lag_ms !== undefined ? { lag_ms } : {}),
-      };
+      if (!isPlainObject(pages)) throw badFrame("pages must be an object");
+      const entries = Object.entries(pages).map(([page, value]): [string, PageValue] => {
+        if (!isPageId(page)) throw new ProtocolError("invalid_page");
+        if (!isPlainObject(value)) throw badFrame("a page's value must be an object");
+        return [page, toPageValue(value)];
+      });
+      return { type, ts, pages: Object.fromEntries(entries) };
     }
     case "error": {
       const { code, message, page } = raw;

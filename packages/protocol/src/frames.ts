@@ -27,9 +27,8 @@ export type ClientFrame =
 
 export type ClientFrameType = ClientFrame["type"];
 
-export interface CountFrame {
-  readonly type: "count";
-  readonly page: string;
+/** A page's value, as a `count` frame and each page of a `counts` frame carry it. */
+export interface PageValue {
   /** Distinct viewers with an open socket on the page, summed over live data centers. */
   readonly viewers: number;
   /** Of those, the viewers with at least one active socket on the page (a visible tab). */
@@ -38,12 +37,40 @@ export interface CountFrame {
   readonly connections?: number;
   /** Durable counters of the page by name (likes, reactions, ...). */
   readonly counters: Readonly<Record<string, number>>;
-  /** Milliseconds since the epoch when this value was computed. */
-  readonly ts: number;
   /** Data centers whose entries make up the value (live ones; a partitioned DC's viewers drop out). */
   readonly dcs?: readonly string[];
   /** How stale the oldest contributing data center's entries may be, in ms (0 with one DC). */
   readonly lag_ms?: number;
+}
+
+export interface CountFrame extends PageValue {
+  readonly type: "count";
+  readonly page: string;
+  /** Milliseconds since the epoch when this value was computed. */
+  readonly ts: number;
+}
+
+/**
+ * Every page of a socket whose value changed in one coalescing window, in one frame: what a socket
+ * that negotiated {@link COUNTS_SUBPROTOCOL} gets instead of `count` frames.
+ */
+export interface CountsFrame {
+  readonly type: "counts";
+  /** Milliseconds since the epoch when these values were computed. */
+  readonly ts: number;
+  /** Page id -> its value, exactly what a `count` frame of the page would carry. */
+  readonly pages: Readonly<Record<string, PageValue>>;
+}
+
+/**
+ * The WebSocket subprotocol (`Sec-WebSocket-Protocol`) a client offers on the upgrade to `/ws` to get
+ * `counts` frames instead of `count` frames. A gateway that takes it names it in its answer.
+ */
+export const COUNTS_SUBPROTOCOL = "livecount.counts";
+
+/** Whether a `Sec-WebSocket-Protocol` request header (a comma-separated list) offers `livecount.counts`. */
+export function offersCounts(header: string): boolean {
+  return header.split(",").some((p) => p.trim() === COUNTS_SUBPROTOCOL);
 }
 
 export interface ErrorFrame {
@@ -58,7 +85,7 @@ export interface PongFrame {
   readonly type: "pong";
 }
 
-export type ServerFrame = CountFrame | ErrorFrame | PongFrame;
+export type ServerFrame = CountFrame | CountsFrame | ErrorFrame | PongFrame;
 
 export type Encoding = "json" | "msgpack";
 

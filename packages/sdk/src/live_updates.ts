@@ -35,6 +35,22 @@ export function countUpdate(f: Record<string, unknown>): CountUpdate | undefined
   };
 }
 
+/**
+ * The updates of a counts frame (`{"type":"counts","ts","pages":{page: value}}`), one per
+ * well-formed page value, each read like a count frame of that page.
+ */
+export function countsUpdates(f: Record<string, unknown>): CountUpdate[] {
+  const { pages, ts } = f;
+  if (typeof pages !== "object" || pages === null || Array.isArray(pages)) return [];
+  const out: CountUpdate[] = [];
+  for (const [page, value] of Object.entries(pages)) {
+    if (typeof value !== "object" || value === null) continue;
+    const update = countUpdate({ ...(value as Record<string, unknown>), page, ts });
+    if (update !== undefined) out.push(update);
+  }
+  return out;
+}
+
 /** Calls a subscription's listener; one that throws is reported, never thrown into the connection. */
 export function notify(
   listener: CountListener,

@@ -2,20 +2,24 @@
  * Live values over protocol v1's WebSocket: one socket per client, shared by every subscription,
  * opened on the first subscribe and closed after the last unsubscribe. A dropped socket is
  * reopened with full-jitter backoff and every page is joined or watched again; an application
- * ping finds a connection that died silently.
+ * ping finds a connection that died silently. The socket offers the `livecount.counts`
+ * subprotocol, so a window's changes of all its pages come in one `counts` frame; `count` frames
+ * (from a gateway that predates them) are read the same.
  */
 import { fullJitterMs } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
-import { countUpdate, notify, parseFrame, reportToPage, safely } from "./live_updates.js";
+import { countUpdate, countsUpdates, notify, parseFrame, reportToPage, safely } from "./live_updates.js";
 import type { CountUpdate } from "./types.js";
 
 /** Bivariant callback parameter, so both DOM's WebSocket and the `ws` package's fit. */
 type Handler<E> = { bivarianceHack(event: E): void }["bivarianceHack"];
 
-/** What the SDK needs of a WebSocket: the browser's, Node 22's global, or the `ws` package's. */
 /** How long a page refused as `rate_limited` waits at least before it is asked for again. */
 const RETRY_REFUSED_MS = 1_000;
+/** The subprotocol that asks the gateway for `counts` frames (docs/protocol.md). */
+const COUNTS_SUBPROTOCOL = "livecount.counts";
 
+/** What the SDK needs of a WebSocket: the browser's, Node 22's global, or the `ws` package's. */
 export interface WebSocketLike {
   readonly readyState: number;
   onopen: Handler<unknown> | null;
@@ -26,7 +30,8 @@ export interface WebSocketLike {
   close(code?: number, reason?: string): void;
 }
 
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+/** Called with the URL and the subprotocols to offer (`["livecount.counts"]`). */
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
 
 export type CountListener = (update: CountUpdate) => void;
 
@@ -185,7 +190,7 @@ export class Subscriptions implements LiveValues {
     if (this.#closed || this.#pages.size === 0) return;
     let ws: WebSocketLike;
     try {
-      ws = new this.#o.WebSocket!(this.#o.url);
+      ws = new this.#o.WebSocket!(this.#o.url, [COUNTS_SUBPROTOCOL]);
     } catch (err) {
       this.#report(errorFromCode("network_error", `cannot open ${this.#o.url}`, { cause: err }));
       this.#scheduleReconnect();
@@ -293,14 +298,9 @@ export class Subscriptions implements LiveValues {
   #receive(text: string): void {
     const f = parseFrame(text);
     if (f === undefined) return;
-    if (f.type === "count") {
-      const update = countUpdate(f);
-      const state = update !== undefined ? this.#pages.get(update.page) : undefined;
-      if (update === undefined || state === undefined) return;
-      // After a reconnect the first frame may repeat the last value; listeners may see it twice.
-      state.last = update;
-      for (const sub of [...state.subs]) this.#call(sub, update);
-    } else if (f.type === "error" && typeof f.code === "string") {
+    if (f.type === "count") this.#update(countUpdate(f));
+    else if (f.type === "counts") for (const update of countsUpdates(f)) this.#update(update);
+    else if (f.type === "error" && typeof f.code === "string") {
       const page = typeof f.page === "string" ? f.page : undefined;
       const error = errorFromCode(f.code, typeof f.message === "string" ? f.message : f.code, {
         ...(page !== undefined ? { page } : {}),
@@ -321,6 +321,15 @@ export class Subscriptions implements LiveValues {
       }
       reportToPage(state?.subs ?? [], error, (e) => this.#report(e));
     }
+  }
+
+  /** A page's new value, to its subscriptions. */
+  #update(update: CountUpdate | undefined): void {
+    const state = update !== undefined ? this.#pages.get(update.page) : undefined;
+    if (update === undefined || state === undefined) return;
+    // After a reconnect the first frame may repeat the last value; listeners may see it twice.
+    state.last = update;
+    for (const sub of [...state.subs]) this.#call(sub, update);
   }
 
   #call(sub: Subscription, update: CountUpdate): void {

@@ -23,7 +23,9 @@
  *   `signJoinToken`); sent with the join or watch. Without a valid one the server answers
  *   `unauthorized` and the element gets `data-error="unauthorized"`.
  *
- * Every element on a page shares one socket per server and one join (or watch) per page id.
+ * Every element on a page shares one socket per server and one join (or watch) per page id. The
+ * socket offers the `livecount.counts` subprotocol: a window's changes of all its pages come in one
+ * `counts` frame; `count` frames (a gateway that predates them) are read the same.
  * Each update dispatches a bubbling `livecount` CustomEvent with
  * `{ page, viewers, active, connections, counters }`.
  *
@@ -44,9 +46,13 @@ export interface LiveCountDetail {
   readonly counters: Readonly<Record<string, number>>;
 }
 
-/** The server frames the widget reads (protocol v1 `count` and `error`; `pong` is ignored). */
+/** A page's value as count and counts frames carry it. */
+type Value = Omit<LiveCountDetail, "page">;
+
+/** The server frames the widget reads (`count`, `counts` and `error`; `pong` is ignored). */
 type ServerFrame =
-  | ({ type: "count"; ts: number } & LiveCountDetail)
+  | ({ type: "count"; page: string } & Value)
+  | { type: "counts"; pages: Record<string, Value> }
   | { type: "error"; code: string; message: string; page?: string };
 
 /** What this socket has told the server about a page: nothing, `watch`, or `join`. */
@@ -197,7 +203,7 @@ function connect(c: Conn): void {
   let opened = 0;
   let w: WebSocket;
   try {
-    w = c.w = new WebSocket(c.u);
+    w = c.w = new WebSocket(c.u, "livecount.counts");
   } catch {
     // A malformed URL or a blocked scheme (ws: from an https: page) throws synchronously.
     return retry(c);
@@ -228,25 +234,35 @@ function receive(c: Conn, data: unknown): void {
   } catch {
     return;
   }
-  const p = f && c.p.get(f.page!);
-  if (!p) return;
-  if (f.type == "count") {
-    p.c = {
-      page: f.page,
-      viewers: f.viewers,
-      active: f.active,
-      connections: f.connections,
-      counters: f.counters || {},
-    };
-    p.x = undefined;
-  } else if (f.type == "error") {
+  if (!f) return;
+  if (f.type == "counts") for (const id in f.pages) show(c, id, f.pages[id]);
+  else if (f.type == "count") show(c, f.page, f);
+  else if (f.type == "error") {
+    const p = c.p.get(f.page!);
+    if (!p) return;
     p.x = f.code;
     // Refused for now (too many new pages from this address): not subscribed, ask again later.
     if (f.code == "rate_limited") {
       p.s = NONE;
       setTimeout(queue, RETRY_MS + Math.random() * RETRY_MS * 3, c);
     }
-  } else return;
+    p.e.forEach((el) => el.r());
+  }
+}
+
+/** A page's new value, to its elements. */
+function show(c: Conn, page: string, v: Value | null | undefined): void {
+  const p = c.p.get(page);
+  // A malformed value is dropped: the widget never throws into the host page.
+  if (!p || !v) return;
+  p.c = {
+    page,
+    viewers: v.viewers,
+    active: v.active,
+    connections: v.connections,
+    counters: v.counters || {},
+  };
+  p.x = undefined;
   p.e.forEach((el) => el.r());
 }
 
