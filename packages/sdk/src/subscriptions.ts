@@ -4,7 +4,7 @@
  * reopened with full-jitter backoff and every page is joined or watched again; an application
  * ping finds a connection that died silently.
  */
-import { fullJitterMs } from "./backoff.js";
+import { reconnectDelayMs } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
 import { countUpdate, notify, parseFrame, reportToPage, safely } from "./live_updates.js";
 import type { CountUpdate } from "./types.js";
@@ -124,6 +124,8 @@ export class Subscriptions implements LiveValues {
   #ws: WebSocketLike | undefined;
   /** Tries since the last socket the server answered on; drives the backoff. */
   #failures = 0;
+  /** When the current outage began: the first reconnect after a socket the server answered on. */
+  #downSince = 0;
   #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   /** Pages refused as `rate_limited` (too many new pages from this address), asked for again soon. */
@@ -223,7 +225,10 @@ export class Subscriptions implements LiveValues {
   #scheduleReconnect(): void {
     if (this.#closed || this.#pages.size === 0 || this.#reconnectTimer !== undefined) return;
     const { baseMs, maxMs } = this.#o.reconnect;
-    this.#reconnectTimer = setTimeout(() => this.#connect(), fullJitterMs(this.#failures++, baseMs, maxMs));
+    const now = Date.now();
+    if (this.#failures === 0) this.#downSince = now;
+    const delayMs = reconnectDelayMs(this.#failures++, now - this.#downSince, baseMs, maxMs);
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delayMs);
   }
 
   #disconnect(): void {
