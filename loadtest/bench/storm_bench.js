@@ -22,7 +22,7 @@ import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
-import { cpuSeconds, percentile, round } from "./lib/measure.js";
+import { cpuSeconds, cpuTimes, percentile, round } from "./lib/measure.js";
 import { poll, readPages, watchPages } from "./lib/page_watch.js";
 import { prng } from "./lib/prng.js";
 import {
@@ -292,7 +292,9 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
     const cpuToExact = Object.fromEntries(
       Object.entries(cpuOf).map(([k, p]) => [k, round(cpuSeconds(p.pid) - cpuBefore[k], 2)]),
     );
-    cpuToExact[kind] = round(cpuSeconds(server.pid), 2);
+    const serverCpu = cpuTimes(server.pid);
+    cpuToExact[kind] = round(serverCpu.user + serverCpu.system, 2);
+    cpuToExact[`${kind}System`] = round(serverCpu.system, 2);
     const overflows = listenOverflows() - overflowsBefore;
     const after = await Promise.all(clients.map((p) => ask(p, { cmd: "stats" }, "stats")));
     const reopened = after
