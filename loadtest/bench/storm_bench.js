@@ -330,6 +330,8 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       reconnectAttempts: sum(after, "attempts"),
       refusedAttempts: sum(after, "failures"),
       errorFrames: sum(after, "errorFrames"),
+      /** Count frames the tabs received from the restart until exact (after includes the first connects). */
+      countFramesToExact: sum(after, "countFrames") - sum(opened, "countFrames"),
       firstError: after.find((r) => r.firstError)?.firstError,
       tabsJoinedMs: tabsJoinedAt === undefined ? undefined : tabsJoinedAt - restartedAt,
       framesExactMs: framesExactAt === undefined ? undefined : framesExactAt - restartedAt,

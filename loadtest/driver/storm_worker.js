@@ -38,7 +38,7 @@ let options;
 /** @type {Tab[]} */
 const tabs = [];
 let closing = false;
-const stats = { attempts: 0, failures: 0, opens: 0, errorFrames: 0, firstError: undefined };
+const stats = { attempts: 0, failures: 0, opens: 0, countFrames: 0, errorFrames: 0, firstError: undefined };
 
 /** One tab: its socket, like the widget's `Conn` for one server. */
 class Tab {
@@ -108,6 +108,7 @@ class Tab {
       return;
     }
     if (frame.type === "count") {
+      stats.countFrames++;
       if (this.awaiting.delete(frame.page) && this.awaiting.size === 0) this.joinedAt = Date.now();
     } else if (frame.type === "error") {
       stats.errorFrames++;
