@@ -49,6 +49,8 @@ export const defaults = {
   twoTabs: 0.1,
   twoPages: 0.1,
   seed: 5,
+  /** The widget's first reconnect delay cap (BACKOFF_BASE_MS), to try other spreads. */
+  baseMs: 500,
   /** 1: the widget's reconnect delay is capped by the outage's length; 0: the doubling alone. */
   capByOutage: 1,
   /** How long after the restart the pages must be exact before the run gives up. */
@@ -57,8 +59,8 @@ export const defaults = {
   graceMs: 3000,
 };
 
-/** The widget's reconnect constants (packages/widget/src/livecount.ts). */
-const WIDGET = { baseMs: 500, maxMs: 30_000, stableMs: 10_000 };
+/** The widget's other reconnect constants (packages/widget/src/livecount.ts). */
+const WIDGET = { maxMs: 30_000, stableMs: 10_000 };
 /** Per-address limits at the gateway's defaults; connections raised for the watchers only. */
 const DEFAULT_EDGE_ENV = {
   LIVECOUNT_MAX_CONNECTIONS_PER_IP: "500",
@@ -211,6 +213,7 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
               ),
               tabs: scenario.clients[c],
               ...WIDGET,
+              baseMs: o.baseMs,
               connectConcurrency: 50,
               capByOutage: o.capByOutage === 1,
             },
