@@ -22,7 +22,9 @@
  * multi-dc (f: two data centers: heal -> convergence of 10k active pages, cross-DC like latency),
  * heal-100k (the heal of 100k pages, measured on the stores' digests), bootstrap (a DC joining with
  * an empty Redis learns 100k pages from its peer: time and bytes moved), hotpage (g: exactly-once
- * increments on one page over HTTP, gateway + counter node, against one uWS + Redis process).
+ * increments on one page over HTTP, gateway + counter node, against one uWS + Redis process), storm
+ * (18,000 tabs reconnecting after a gateway's kill -9 and restart: time until every page is exact)
+ * and storm-standalone (the same against the one-process standalone server).
  *
  * Every child process is killed when the run ends, fails or is interrupted (SIGINT/SIGTERM).
  * LC_BENCH_NODE_FLAGS adds node flags to product processes (e.g. "--cpu-prof --cpu-prof-dir=DIR");
@@ -38,6 +40,7 @@ import { latencyBench } from "./latency_bench.js";
 import { installCleanup, machine } from "./lib/processes.js";
 import { memoryBench } from "./memory_bench.js";
 import { multiDcBench } from "./multi_dc_bench.js";
+import { stormBench } from "./storm_bench.js";
 
 const QUICK = {
   counter: { events: 400_000, naiveEvents: 100_000 },
@@ -50,6 +53,8 @@ const QUICK = {
   "heal-100k": { pages: 10_000, sample: 500 },
   bootstrap: { pages: 10_000, sample: 500 },
   hotpage: { warmupS: 2, measureS: 5 },
+  storm: { sockets: 3000, pages: 200 },
+  "storm-standalone": { sockets: 3000, pages: 200 },
 };
 
 const BENCHMARKS = {
@@ -63,6 +68,8 @@ const BENCHMARKS = {
   "heal-100k": (o) => largeHealBench(o),
   bootstrap: (o) => bootstrapBench(o),
   hotpage: (o) => hotpageBench(o),
+  storm: (o) => stormBench(o, "gateway"),
+  "storm-standalone": (o) => stormBench(o, "standalone"),
 };
 
 const fmt = (x) =>
@@ -390,6 +397,28 @@ function rows(name, r) {
         ]);
       return out;
     }
+    case "storm":
+    case "storm-standalone":
+      return [
+        [
+          name,
+          `restart -> every page exact, ms (${fmt(r.sockets)} tabs, ${fmt(r.viewers)} viewers, ${fmt(r.pages)} pages)`,
+          r.goals.exactAfterRestart.value,
+          "",
+          "",
+          "<= 3,000",
+          yes(r.goals.exactAfterRestart.met),
+        ],
+        [
+          name,
+          "  listening / tabs back p50, p99, max, ms",
+          `${r.listeningMs} / ${r.tabsBackP50Ms}, ${r.tabsBackP99Ms}, ${r.tabsBackMaxMs}`,
+          "",
+          "",
+          "",
+          "",
+        ],
+      ];
     default:
       return [];
   }

@@ -266,7 +266,11 @@ export class CounterNode {
     const { dc, nodeId } = this.#config;
     this.#subs.push(
       this.#bus.serve(nodeSubject(dc, nodeId), (data) => this.#router.serve(data)),
-      listenToGateways(this.#bus, dc, this.#log, (beat) => this.#intake.heartbeat(beat)),
+      listenToGateways(this.#bus, dc, this.#log, (beat) => {
+        // A gateway that just started learns the ring from node heartbeats: it gets one now rather
+        // than routing nothing until the next (up to a third of the node lease).
+        if (this.#intake.heartbeat(beat)) this.#membership.announce();
+      }),
     );
     this.#convergence.start();
     this.#emptyPages.start();

@@ -1,4 +1,4 @@
-import { GatewayLeases } from "@livecount/cluster";
+import { GatewayLeases, type GatewayLease } from "@livecount/cluster";
 import type {
   GatewayHeartbeat,
   NodeReply,
@@ -100,16 +100,40 @@ export class PresenceIntake {
     return { type: "ack" };
   }
 
-  /** A gateway heartbeat: alive, or going down (its sockets closed; viewers linger for the grace window). */
-  heartbeat(beat: GatewayHeartbeat): void {
-    if (beat.state === "up") {
-      this.#leases.touch(beat.gateway, this.#o.now(), beat.leaseMs);
-      return;
+  /**
+   * A gateway heartbeat: alive, or going down (its sockets closed; viewers linger for the grace
+   * window). A restarted gateway (same node, later start) ends its previous incarnation the same
+   * way: that process is dead, and the viewers it held linger while they reconnect, so the count
+   * neither dips nor keeps the dead sockets until the old lease lapses. True when the gateway was
+   * not known here: it has just started (or this node has).
+   */
+  heartbeat(beat: GatewayHeartbeat): boolean {
+    const known = this.#leases.knows(beat.gateway);
+    if (beat.state === "down") {
+      const lease = this.#leases.drop(beat.gateway);
+      if (lease !== undefined) this.#release(lease);
+      return false;
     }
-    const lease = this.#leases.drop(beat.gateway);
-    for (const page of lease?.pages ?? []) {
+    const origin =
+      beat.node !== undefined && beat.startedAt !== undefined
+        ? { node: beat.node, startedAt: beat.startedAt }
+        : undefined;
+    this.#leases.touch(beat.gateway, this.#o.now(), beat.leaseMs, origin);
+    for (const lease of this.#leases.supersede(beat.gateway)) {
+      this.#o.logger.info(
+        { gateway: lease.gateway, by: beat.gateway },
+        "gateway restarted; releasing its viewers",
+      );
+      this.#release(lease);
+    }
+    return !known;
+  }
+
+  /** Everything `lease`'s gateway held here lingers for the grace window (its sockets are gone). */
+  #release({ gateway, pages }: GatewayLease): void {
+    for (const page of pages) {
       this.#o.registry.find(page)?.run((failure) => {
-        if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(beat.gateway, new Map());
+        if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(gateway, new Map());
       });
     }
   }

@@ -1,4 +1,4 @@
-import { VIEWERS_COUNTER } from "@livecount/protocol";
+import { CONNECTIONS_COUNTER, VIEWERS_COUNTER } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
 import {
   GATEWAY_LEASE_MS,
@@ -64,6 +64,39 @@ describe("counter - presence intake", () => {
     u.registry.tick(u.clock.now());
     expect(viewers(page)).toBe(0);
     expect(u.intake.remembers(page)).toBe(false);
+  });
+
+  test("counter - a gateway restarted under the same node id releases its previous incarnation at once, with the grace window", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    const beat = (gateway: string, startedAt: number) =>
+      u.intake.heartbeat({
+        type: "gateway",
+        gateway,
+        node: "gw",
+        startedAt,
+        leaseMs: GATEWAY_LEASE_MS,
+        state: "up",
+      });
+    expect(beat("gw-old", 1)).toBe(true);
+    await u.intake.batch(
+      presenceBatch(3, "gw-old", [
+        [page, "v:1", true],
+        [page, "v:2", true],
+      ]),
+    );
+    expect(beat("gw-old", 1)).toBe(false);
+    // The restarted process: its first heartbeat is news, and ends the old incarnation.
+    expect(beat("gw-new", 2)).toBe(true);
+    await u.intake.batch(presenceBatch(3, "gw-new", [[page, "v:1", true]]));
+    await u.clock.advance(0);
+    expect(viewers(page)).toBe(2);
+    // v:2 did not come back: it lingers for the grace window, not for the old lease.
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(page)).toBe(1);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
   });
 
   test("counter - a sync replaces what the gateway held, on pages it no longer lists too", async () => {

@@ -13,6 +13,13 @@ type Range = [Address, number];
 /** Bits of an IPv6 address that identify one subscriber: providers hand out a /64 (or shorter). */
 const IPV6_SUBSCRIBER_BITS = 64;
 
+/**
+ * A dotted IPv4 address already in canonical form (decimal, no leading zeros), as peers usually
+ * are: it needs no parsing. Every upgrade and request resolves its address, and ipaddr.js's
+ * validation was a visible share of a gateway's time under a reconnect storm.
+ */
+const CANONICAL_IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
 /** An address in canonical form (IPv4-mapped IPv6 as IPv4), or undefined when it is not one. */
 function parse(text: string): Address | undefined {
   return ipaddr.isValid(text) ? ipaddr.process(text) : undefined;
@@ -36,6 +43,7 @@ export class ClientAddresses {
    * reports and the `X-Forwarded-For` header ("" when absent).
    */
   resolve(peer: string, forwardedFor: string): string {
+    if (forwardedFor === "" && CANONICAL_IPV4.test(peer)) return peer;
     let client = parse(peer);
     if (client === undefined) return peer;
     if (forwardedFor === "" || !this.#isTrusted(client)) return client.toString();
@@ -61,6 +69,7 @@ export class ClientAddresses {
  * subscriber can pick any address of their prefix.
  */
 export function limitKeyOf(address: string): string {
+  if (CANONICAL_IPV4.test(address)) return address;
   const parsed = parse(address);
   if (parsed === undefined || parsed.kind() === "ipv4") return address;
   const prefix = ipaddr.IPv6.networkAddressFromCIDR(`${address}/${IPV6_SUBSCRIBER_BITS}`);

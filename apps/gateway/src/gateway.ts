@@ -34,6 +34,12 @@ export interface GatewayOptions {
   readonly clock?: Clock;
   /** Extra `POST` routes of the embedding process (the demo page's buttons); see HttpApiOptions. */
   readonly routes?: ReadonlyMap<string, HttpRoute>;
+  /**
+   * How long `start()` waits to learn the ring (counter nodes answer a new gateway's first
+   * heartbeat with theirs) before it takes sockets, so the first joins after a restart find their
+   * owners. Default 0: listen at once (the standalone process starts its counter node afterwards).
+   */
+  readonly ringWaitMs?: number;
 }
 
 /** uWS's DISABLED compression: count frames are tiny and per-message deflate costs CPU and memory per socket. */
@@ -137,6 +143,8 @@ export class Gateway {
       logger: this.#log,
       dc: config.dc,
       gateway: config.incarnation,
+      node: config.nodeId,
+      startedAt: this.#clock.now(),
       leaseMs: config.gatewayLeaseMs,
       // Owners may have let our lease lapse and dropped our viewers: give them everything again.
       onStall: () => this.#forwarder.resyncAll(),
@@ -344,6 +352,7 @@ export class Gateway {
       }),
     );
     this.#heartbeat.start();
+    await this.#ringKnown(this.#o.ringWaitMs ?? 0);
     this.#port = await new Promise<number>((resolve, reject) => {
       this.#app.listen(config.host, config.port, (socket) => {
         if (socket === false) return reject(new Error(`cannot listen on ${config.host}:${config.port}`));
@@ -375,6 +384,22 @@ export class Gateway {
     for (const off of this.#unsubscribers) off();
     this.#status = "stopped";
     this.#log.info("gateway stopped");
+  }
+
+  /** Resolves once some counter node is on the ring, or after `waitMs`. */
+  #ringKnown(waitMs: number): Promise<void> {
+    if (waitMs <= 0 || this.#membership.ring.nodes.length > 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        off();
+        this.#clock.clearTimeout(timer);
+        resolve();
+      };
+      const timer = this.#clock.setTimeout(done, waitMs);
+      const off = this.#membership.onChange((ring) => {
+        if (ring.nodes.length > 0) done();
+      });
+    });
   }
 
   /** Viewers this gateway holds (distinct per page); for diagnostics and tests. */

@@ -21,7 +21,9 @@ const CONSOLE_HEADERS = {
  */
 export function loadAssets(logger: Logger): Map<string, Asset> {
   const assets = new Map<string, Asset>();
-  const consoleFile = (name: string): string => new URL(`../console/${name}`, import.meta.url).href;
+  // Through the package's exports, not relative to this module: the process may run from a bundle
+  // elsewhere (apps/standalone/dist/main.js).
+  const consoleFile = (name: string): string => import.meta.resolve(`@livecount/gateway/console/${name}`);
   const files: ReadonlyArray<readonly [string, string, string, Asset["headers"]?]> = [
     [
       "/livecount.js",

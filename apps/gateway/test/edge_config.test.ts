@@ -120,5 +120,11 @@ describe("gateway - edge settings", () => {
     expect(limitKeyOf("2001:db8:1:2:aaaa::1")).toBe(limitKeyOf("2001:db8:1:2:bbbb::2"));
     expect(limitKeyOf("2001:db8:1:2::1")).not.toBe(limitKeyOf("2001:db8:1:3::1"));
     expect(limitKeyOf("203.0.113.7")).toBe("203.0.113.7");
+    // Plain IPv4 peers without a header come back as they are; other spellings are canonicalised.
+    expect(a.resolve("203.0.113.7", "")).toBe("203.0.113.7");
+    expect(a.resolve("127.0.0.1", "")).toBe("127.0.0.1");
+    expect(a.resolve("0x7f.0.0.1", "")).toBe("127.0.0.1");
+    expect(a.resolve("not an address", "")).toBe("not an address");
+    expect(limitKeyOf("255.255.255.255")).toBe("255.255.255.255");
   });
 });

@@ -1,6 +1,6 @@
 import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
 import type { Logger } from "@livecount/runtime";
-import { MemoryStore, RedisStore, type Store } from "@livecount/store";
+import type { Store } from "@livecount/store";
 import type { ClusterConfig } from "./cluster_config.js";
 
 /**
@@ -29,6 +29,9 @@ export async function connectBus(
  * in-memory store (nothing survives a restart).
  */
 export async function openStore(config: ClusterConfig, logger: Logger): Promise<Store> {
+  // Loaded here, not with this module: a gateway never opens a store, and ioredis is a good part of
+  // its start-up time, which a restarted gateway's viewers wait through.
+  const { MemoryStore, RedisStore } = await import("@livecount/store");
   if (config.redisUrl === undefined && config.redisCluster === undefined) return new MemoryStore();
   const log = logger.child({ component: "store" });
   const store = await RedisStore.connect({

@@ -15,6 +15,12 @@ export interface GatewayHeartbeatOptions {
   readonly dc: string;
   /** The gateway's incarnation: a new one every process start. */
   readonly gateway: string;
+  /**
+   * Its LIVECOUNT_NODE_ID, stable across restarts, and when this incarnation started: owners let an
+   * earlier incarnation of the same node go as soon as they hear this one.
+   */
+  readonly node: string;
+  readonly startedAt: number;
   readonly leaseMs: number;
   /**
    * A heartbeat went out so late (the process did not run: GC, SIGSTOP, starved) that owners may
@@ -54,7 +60,7 @@ export class GatewayHeartbeatSender {
   }
 
   #beat(state: "up" | "down"): void {
-    const { bus, clock, dc, gateway, leaseMs } = this.#o;
+    const { bus, clock, dc, gateway, node, startedAt, leaseMs } = this.#o;
     const now = clock.now();
     const silentMs = now - this.#lastBeatAt;
     if (state === "up" && this.#lastBeatAt > 0 && silentMs > STALL_FACTOR * leaseMs) {
@@ -62,7 +68,15 @@ export class GatewayHeartbeatSender {
       this.#o.onStall(silentMs);
     }
     this.#lastBeatAt = now;
-    const beat: GatewayHeartbeat = { type: "gateway", gateway, leaseMs, state, ...this.#o.stats?.() };
+    const beat: GatewayHeartbeat = {
+      type: "gateway",
+      gateway,
+      node,
+      startedAt,
+      leaseMs,
+      state,
+      ...this.#o.stats?.(),
+    };
     bus.publish(gatewaysSubject(dc), encodeMessage(beat));
     this.#o.onBeat?.();
     if (state === "up") this.#timer = clock.setTimeout(() => this.#beat("up"), this.#intervalMs);

@@ -14,9 +14,16 @@ export interface GatewayLease {
   readonly pages: ReadonlySet<string>;
 }
 
+/** Which gateway process an incarnation is: its stable node id and when it started. */
+export interface GatewayOrigin {
+  readonly node: string;
+  readonly startedAt: number;
+}
+
 interface LeaseState {
   lastSeen: number;
   leaseMs: number;
+  origin: GatewayOrigin | undefined;
   readonly pages: Set<string>;
 }
 
@@ -27,17 +34,41 @@ export class GatewayLeases {
   constructor(private readonly defaultLeaseMs: number) {}
 
   /**
-   * The gateway was heard at `now`: a heartbeat (with its lease) or a presence request (which keeps
-   * the lease already known).
+   * The gateway was heard at `now`: a heartbeat (with its lease, and which process it is) or a
+   * presence request (which keeps what is already known).
    */
-  touch(gateway: string, now: number, leaseMs?: number): void {
+  touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): void {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
-      this.#leases.set(gateway, { lastSeen: now, leaseMs: leaseMs ?? this.defaultLeaseMs, pages: new Set() });
+      this.#leases.set(gateway, {
+        lastSeen: now,
+        leaseMs: leaseMs ?? this.defaultLeaseMs,
+        origin,
+        pages: new Set(),
+      });
       return;
     }
     lease.lastSeen = Math.max(lease.lastSeen, now);
     if (leaseMs !== undefined) lease.leaseMs = leaseMs;
+    if (origin !== undefined) lease.origin = origin;
+  }
+
+  /**
+   * Forgets and returns the incarnations of `gateway`'s node that started before it: that node was
+   * restarted, so they are dead (kill -9, a crash) and need not be waited for until their lease
+   * lapses. Node ids are unique per process, as for counter nodes.
+   */
+  supersede(gateway: string): GatewayLease[] {
+    const origin = this.#leases.get(gateway)?.origin;
+    if (origin === undefined) return [];
+    const superseded: GatewayLease[] = [];
+    for (const [other, lease] of this.#leases) {
+      if (other === gateway || lease.origin?.node !== origin.node) continue;
+      if (lease.origin.startedAt >= origin.startedAt) continue;
+      this.#leases.delete(other);
+      superseded.push({ gateway: other, pages: lease.pages });
+    }
+    return superseded;
   }
 
   /** Records that `gateway` holds viewers on `page` here; the gateway must have been touched. */

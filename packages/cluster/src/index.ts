@@ -7,5 +7,5 @@ export {
   listenToGateways,
   type GatewayHeartbeatOptions,
 } from "./gateway_heartbeat.js";
-export { GatewayLeases, type GatewayLease } from "./gateway_leases.js";
+export { GatewayLeases, type GatewayLease, type GatewayOrigin } from "./gateway_leases.js";
 export { Membership, type MembershipOptions, type RingListener } from "./membership.js";

@@ -79,6 +79,11 @@ export class Membership {
     return () => this.#listeners.delete(listener);
   }
 
+  /** Announces this node now, between its regular heartbeats (a newcomer is waiting to learn the ring). */
+  announce(): void {
+    if (!this.#leaving) this.#beat();
+  }
+
   /** Announces that this node is leaving: peers drop it from the ring at once. */
   leave(): void {
     this.#leaving = true;

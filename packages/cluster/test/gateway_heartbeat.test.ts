@@ -23,6 +23,8 @@ describe("cluster - gateway heartbeat", () => {
       logger: silentLogger,
       dc: "dc1",
       gateway: "gw-1",
+      node: "gw",
+      startedAt: 1_000,
       leaseMs: LEASE_MS,
       onStall,
     });
@@ -33,7 +35,9 @@ describe("cluster - gateway heartbeat", () => {
     const { clock, beats, sender } = setUp();
     sender.start();
     await bus.flush();
-    expect(beats).toEqual([{ type: "gateway", gateway: "gw-1", leaseMs: LEASE_MS, state: "up" }]);
+    expect(beats).toEqual([
+      { type: "gateway", gateway: "gw-1", node: "gw", startedAt: 1_000, leaseMs: LEASE_MS, state: "up" },
+    ]);
     await clock.advance(LEASE_MS / 3 - 1);
     await bus.flush();
     expect(beats).toHaveLength(1);
@@ -93,6 +97,8 @@ describe("cluster - gateway heartbeat", () => {
       logger,
       dc: "dc1",
       gateway: "gw-1",
+      node: "gw",
+      startedAt: 1_000,
       leaseMs: LEASE_MS,
       onStall: (ms) => stalls.push(ms),
       onBeat: () => beats++,

@@ -28,6 +28,28 @@ describe("cluster - gateway leases", () => {
     expect(leases.expire(T0 + LEASE_MS)).toHaveLength(1);
   });
 
+  test("cluster - a later incarnation of a gateway's node supersedes the earlier ones, never a later one or another node's", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-1-old", T0, LEASE_MS, { node: "gw-1", startedAt: T0 - 50_000 });
+    leases.holds("gw-1-old", "p1");
+    leases.touch("gw-2-a", T0, LEASE_MS, { node: "gw-2", startedAt: T0 - 40_000 });
+    leases.touch("legacy", T0);
+    leases.touch("gw-1-new", T0 + 100, LEASE_MS, { node: "gw-1", startedAt: T0 });
+    // The earlier incarnation hearing itself again supersedes nothing.
+    expect(leases.supersede("gw-1-old")).toEqual([]);
+    const superseded = leases.supersede("gw-1-new");
+    expect(superseded.map((l) => [l.gateway, [...l.pages]])).toEqual([["gw-1-old", ["p1"]]]);
+    expect(leases.knows("gw-1-old")).toBe(false);
+    expect([leases.knows("gw-1-new"), leases.knows("gw-2-a"), leases.knows("legacy")]).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    // A gateway that never said which node it is (an older release) supersedes nothing.
+    expect(leases.supersede("legacy")).toEqual([]);
+    expect(leases.supersede("gw-1-new")).toEqual([]);
+  });
+
   test("cluster - a late message never moves a lease back in time", () => {
     const leases = new GatewayLeases(LEASE_MS);
     leases.touch("gw-a", T0 + 5_000);

@@ -342,6 +342,14 @@ export interface GatewayHeartbeat {
   /** Open sockets and distinct local viewers when it beat, for the status API (absent from older gateways). */
   readonly sockets?: number;
   readonly viewers?: number;
+  /**
+   * The gateway's LIVECOUNT_NODE_ID (stable across restarts) and when this incarnation started (ms
+   * since the epoch): an owner that hears a later incarnation of the same node lets the earlier
+   * one go at once, as if it had said `down`, instead of waiting for its lease (absent from older
+   * gateways).
+   */
+  readonly node?: string;
+  readonly startedAt?: number;
 }
 
 /** Counter node heartbeat: membership of the ring. "leaving" hands partitions over before exit. */

@@ -268,7 +268,8 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       gateway: field(m, "gateway", isInternalId),
       leaseMs: field(m, "leaseMs", isPositive),
       state: field(m, "state", isGatewayState),
-      ...optionalNaturals(m, "sockets", "viewers"),
+      ...optionalNaturals(m, "sockets", "viewers", "startedAt"),
+      ...(m.get("node") !== undefined ? { node: field(m, "node", isInternalId) } : {}),
     }),
   ],
   [

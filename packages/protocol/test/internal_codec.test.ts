@@ -101,6 +101,14 @@ const MESSAGES: readonly InternalMessage[] = [
   },
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "up" },
   { type: "gateway", gateway: "gw-1a2b", leaseMs: 10_000, state: "down" },
+  {
+    type: "gateway",
+    gateway: "gw-1a2b",
+    leaseMs: 10_000,
+    state: "up",
+    startedAt: 1_700_000_000_000,
+    node: "gw",
+  },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "up" },
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
   { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000 },
@@ -233,6 +241,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   message: [undefined, 1, null],
   leaseMs: [undefined, 0, -1, 1.5, "1"],
   purgeBefore: [null, -1, 1.5, "1"],
+  startedAt: [null, -1, 1.5, "1"],
   olderThanMs: [undefined, -1, 1.5, "1", null],
   before: [undefined, -1, 1.5, "1"],
   kept: [undefined, -1, 1.5, "1"],
@@ -314,6 +323,8 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
     return msg.type === "page_state" || msg.type === "page_stats"
       ? INVALID_STATE_COUNTERS
       : INVALID_UPDATE_COUNTERS;
+  // A gateway heartbeat's node is optional (older gateways leave it out); when present, an id.
+  if (field === "node" && msg.type === "gateway") return INVALID_FIELD_VALUES.node!.slice(1);
   // A gateway heartbeat cannot be "leaving" and a node heartbeat cannot be "down".
   if (field === "state") return [...INVALID_FIELD_VALUES.state!, msg.type === "gateway" ? "leaving" : "down"];
   const values = INVALID_FIELD_VALUES[field];

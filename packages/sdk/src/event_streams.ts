@@ -6,7 +6,7 @@
  * client's full-jitter backoff (no sooner than a refusal's Retry-After). A stream only watches:
  * counting as a viewer (`mode: "join"`) needs the WebSocket.
  */
-import { fullJitterMs, parseRetryAfter } from "./backoff.js";
+import { parseRetryAfter, reconnectDelayMs } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
 import { countUpdate, notify, parseFrame, reportToPage } from "./live_updates.js";
 import {
@@ -49,6 +49,8 @@ interface PageStream {
   last: CountUpdate | undefined;
   /** Tries since the last event; drives the backoff. */
   failures: number;
+  /** When the current outage began: the first retry after an event. */
+  downSince: number;
   /** Closes the open connection, if any; closed so, it does not reconnect. */
   close: (() => void) | undefined;
   /** The token the open connection was opened with. */
@@ -80,6 +82,7 @@ export class EventStreams implements LiveValues {
         subs: new Set(),
         last: undefined,
         failures: 0,
+        downSince: 0,
         close: undefined,
         token: undefined,
         reconnectTimer: undefined,
@@ -217,7 +220,9 @@ export class EventStreams implements LiveValues {
     this.#stop(state);
     if (this.#closed || this.#pages.get(page) !== state) return;
     const { baseMs, maxMs } = this.#o.reconnect;
-    const delay = Math.max(minMs, fullJitterMs(state.failures++, baseMs, maxMs));
+    const now = Date.now();
+    if (state.failures === 0) state.downSince = now;
+    const delay = Math.max(minMs, reconnectDelayMs(state.failures++, now - state.downSince, baseMs, maxMs));
     state.reconnectTimer = setTimeout(() => {
       state.reconnectTimer = undefined;
       this.#open(page, state);

@@ -1,6 +1,6 @@
 export { LivecountClient } from "./client.js";
 export type { ChangeOptions, ListOptions, LivecountClientOptions, ReadOptions } from "./client_options.js";
-export { DEFAULT_RETRY, type RetryOptions } from "./backoff.js";
+export { DEFAULT_RETRY, reconnectDelayMs, type RetryOptions } from "./backoff.js";
 export { MAX_CHANGE, QUEUE_DEFAULTS, type QueueOptions } from "./change_queue.js";
 export {
   AuthError,

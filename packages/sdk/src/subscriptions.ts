@@ -6,7 +6,7 @@
  * subprotocol, so a window's changes of all its pages come in one `counts` frame; `count` frames
  * (from a gateway that predates them) are read the same.
  */
-import { fullJitterMs } from "./backoff.js";
+import { reconnectDelayMs } from "./backoff.js";
 import { LivecountError, errorFromCode } from "./errors.js";
 import { countUpdate, countsUpdates, notify, parseFrame, reportToPage, safely } from "./live_updates.js";
 import type { CountUpdate } from "./types.js";
@@ -129,6 +129,8 @@ export class Subscriptions implements LiveValues {
   #ws: WebSocketLike | undefined;
   /** Tries since the last socket the server answered on; drives the backoff. */
   #failures = 0;
+  /** When the current outage began: the first reconnect after a socket the server answered on. */
+  #downSince = 0;
   #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   /** Pages refused as `rate_limited` (too many new pages from this address), asked for again soon. */
@@ -228,7 +230,10 @@ export class Subscriptions implements LiveValues {
   #scheduleReconnect(): void {
     if (this.#closed || this.#pages.size === 0 || this.#reconnectTimer !== undefined) return;
     const { baseMs, maxMs } = this.#o.reconnect;
-    this.#reconnectTimer = setTimeout(() => this.#connect(), fullJitterMs(this.#failures++, baseMs, maxMs));
+    const now = Date.now();
+    if (this.#failures === 0) this.#downSince = now;
+    const delayMs = reconnectDelayMs(this.#failures++, now - this.#downSince, baseMs, maxMs);
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delayMs);
   }
 
   #disconnect(): void {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { fullJitterMs, parseRetryAfter, retryOptions } from "../src/backoff.js";
+import { fullJitterMs, parseRetryAfter, reconnectDelayMs, retryOptions } from "../src/backoff.js";
 import { newIdempotencyKey } from "../src/ids.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 
@@ -15,6 +15,21 @@ describe("sdk - backoff", () => {
       expect(delays.some((d) => d < cap / 2) && delays.some((d) => d >= cap / 2)).toBe(true);
     }
     expect(fullJitterMs(1000, 100, 5000, () => 0.999)).toBeLessThan(5000);
+  });
+
+  test("sdk - a reconnect waits no longer than the outage has lasted, and at least as long as the doubling would allow otherwise", () => {
+    const random = mulberry32(testSeed("sdk reconnect delay")).next;
+    // A short outage: after many quick failures the cap is the time spent down, not base * 2^n.
+    for (const downMs of [0, 100, 600, 1500]) {
+      const delays = Array.from({ length: 400 }, () => reconnectDelayMs(12, downMs, 250, 10_000, random));
+      const cap = Math.max(250, downMs);
+      expect(Math.max(...delays)).toBeLessThan(cap);
+      expect(delays.some((d) => d >= cap / 2)).toBe(true);
+    }
+    // A long outage backs off as before: the doubling and the maximum bound the delay.
+    expect(reconnectDelayMs(2, 60_000, 250, 10_000, () => 0.999)).toBe(Math.floor(0.999 * 1000));
+    expect(reconnectDelayMs(30, 60_000, 250, 10_000, () => 0.999)).toBe(Math.floor(0.999 * 10_000));
+    expect(reconnectDelayMs(0, 0, 250, 10_000, () => 0.5)).toBe(125);
   });
 
   test("sdk - Retry-After in seconds or as an HTTP date", () => {

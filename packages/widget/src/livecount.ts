@@ -61,7 +61,12 @@ const NONE = 0;
 const WATCH = 1;
 const JOIN = 2;
 
-/** Full-jitter exponential backoff: a retry waits random(0, min(CAP, BASE * 2^attempt)). */
+/**
+ * Full-jitter exponential backoff: a retry waits random(0, min(CAP, BASE * 2^attempt, down)), where
+ * `down` is how long the connection has been down (at least BASE): a gateway restarted within a
+ * second gets its widgets back within about another second, spread over it, not after an unlucky
+ * few drew a long delay early. The SDK's reconnects follow the same rule (reconnectDelayMs).
+ */
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_CAP_MS = 30_000;
 /** A connection that stayed open this long was healthy: the next drop starts the backoff over. */
@@ -99,6 +104,8 @@ interface Conn {
   w?: WebSocket;
   /** Failed attempts since the last stable connection; drives the backoff. */
   n: number;
+  /** When the current outage began (the first retry after a stable connection). */
+  d?: number;
   /** Pending reconnect timer. */
   t?: ReturnType<typeof setTimeout>;
   /** A sync is queued for the end of the current task. */
@@ -223,8 +230,15 @@ function connect(c: Conn): void {
 }
 
 function retry(c: Conn): void {
+  const now = Date.now();
+  if (!c.n) c.d = now;
   if (c.p.size)
-    c.t = setTimeout(connect, Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** c.n++), c);
+    c.t = setTimeout(
+      connect,
+      Math.random() *
+        Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** c.n++, Math.max(BACKOFF_BASE_MS, now - c.d!)),
+      c,
+    );
 }
 
 function receive(c: Conn, data: unknown): void {

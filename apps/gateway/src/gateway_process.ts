@@ -1,4 +1,4 @@
-import { connectBus } from "@livecount/cluster";
+import { HEARTBEATS_PER_LEASE, connectBus } from "@livecount/cluster";
 import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
@@ -18,7 +18,9 @@ try {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const bus = await connectBus(config, logger);
-  const gateway = new Gateway({ config, bus, logger, registry });
+  // Up to one node heartbeat interval: counter nodes answer the first heartbeat at once.
+  const ringWaitMs = config.nodeLeaseMs / HEARTBEATS_PER_LEASE;
+  const gateway = new Gateway({ config, bus, logger, registry, ringWaitMs });
   await gateway.start();
   stopOnSignals(logger, () => gateway.stop().then(() => bus.close()));
 } catch (err) {

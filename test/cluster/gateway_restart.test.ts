@@ -1,0 +1,96 @@
+/**
+ * A gateway killed (SIGKILL) and restarted under the same LIVECOUNT_NODE_ID, with real processes
+ * (nats-server, redis-server, a counter node and gateways from the built output): the restarted
+ * process's first heartbeat tells the owners that the previous incarnation is dead, so what it held
+ * is released at once, with the grace window, instead of counting until its lease lapses. Viewers
+ * who come back within the grace never dip; the dead process's sockets stop counting as
+ * connections at once; viewers who do not come back stop counting after the grace window.
+ */
+import type { CountFrame } from "@livecount/protocol";
+import { expect, onTestFinished, test } from "vitest";
+import { describeWithBinary } from "../support/binaries.js";
+import { TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { Crowd } from "../support/crowd.js";
+import { eventually } from "../support/eventually.js";
+import { natsServerAvailable } from "../support/nats_server.js";
+import { redisServerAvailable } from "../support/redis_server.js";
+
+const TEST_TIMEOUT_MS = 60_000;
+/** Slack for a loaded 2-core machine over any bound derived from the settings. */
+const MARGIN_MS = 2000;
+
+describeWithBinary(
+  natsServerAvailable() && redisServerAvailable(),
+  "nats-server and redis-server are required",
+  "cluster - gateway restart",
+  () => {
+    test(
+      "cluster - a gateway killed and restarted under the same node id releases its previous incarnation at once: viewers who reconnect never dip, the dead sockets stop counting as connections, the others drop after the grace window, all long before the lease",
+      async () => {
+        const graceMs = 2000;
+        /** Long, so that anything the old incarnation still held would show for a long time. */
+        const gatewayLeaseMs = 30_000;
+        const cluster = await TestCluster.start({
+          counters: 1,
+          gateways: 2,
+          env: { LIVECOUNT_GRACE_MS: String(graceMs), LIVECOUNT_GATEWAY_LEASE_MS: String(gatewayLeaseMs) },
+        });
+        onTestFinished(async ({ task }) => {
+          const failed = task.result?.state === "fail";
+          if (failed) console.error(`\n----- logs (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`);
+          await cluster.stop(failed);
+        });
+        const crowd = new Crowd();
+        onTestFinished(() => crowd.close());
+        const [keeper, victim] = cluster.gateways as [ClusterProcess, ClusterProcess];
+        const page = "restarted-gateway";
+        await crowd.seat(victim.wsUrl, page, "back", 3);
+        await crowd.seat(victim.wsUrl, page, "gone", 2);
+        // A second tab of one returning viewer: two connections, one viewer.
+        await crowd.join(victim.wsUrl, page, "back-0");
+        const watcher = await crowd.watcher(keeper.wsUrl, [page]);
+        const last = (): CountFrame | undefined => watcher.lastCount(page);
+        await eventually(() => expect([last()?.viewers, last()?.connections]).toEqual([5, 6]), {
+          timeoutMs: 10_000,
+        });
+
+        const framesBefore = watcher.received.length;
+        await victim.kill();
+        crowd.gatewayGone(victim.wsUrl);
+        const restartedAt = Date.now();
+        await victim.start();
+        const readyMs = Date.now() - restartedAt;
+        for (let i = 0; i < 3; i++) await crowd.join(victim.wsUrl, page, `back-${i}`);
+
+        // Exact: the three who came back, one socket each, the dead sockets no longer counted.
+        await eventually(() => expect([last()?.viewers, last()?.connections]).toEqual([3, 3]), {
+          timeoutMs: gatewayLeaseMs / 2,
+          intervalMs: 20,
+        });
+        const exactMs = Date.now() - restartedAt;
+        console.info(
+          `cluster gateway restart: ${JSON.stringify({ readyMs, exactMs, graceMs, gatewayLeaseMs })}`,
+        );
+        // Released when the restarted process first beat, before it was ready: the lingering
+        // viewers drop one grace window after that.
+        expect(exactMs).toBeLessThanOrEqual(readyMs + graceMs + MARGIN_MS);
+        expect(exactMs).toBeLessThan(gatewayLeaseMs / 2);
+        const frames = watcher.received
+          .slice(framesBefore)
+          .map((r) => r.frame)
+          .filter((f): f is CountFrame => f.type === "count" && f.page === page);
+        // Never below the viewers who came back, never above those who were there.
+        for (const f of frames) {
+          expect(f.viewers).toBeGreaterThanOrEqual(3);
+          expect(f.viewers).toBeLessThanOrEqual(5);
+          expect(f.connections).toBeLessThanOrEqual(6);
+        }
+        // The two who did not come back lingered, then dropped together.
+        const viewers = frames.map((f) => f.viewers).filter((v, i, all) => i === 0 || v !== all[i - 1]);
+        expect(viewers).toEqual([5, 3]);
+        expect(crowd.expected(page)).toBe(3);
+      },
+      TEST_TIMEOUT_MS,
+    );
+  },
+);
