@@ -70,10 +70,9 @@ export interface IncrementRequest {
 export const MAX_INCREMENT_BATCH = 1000;
 
 /**
- * Gateway -> owner: the publisher increments a gateway took in one turn for pages this node owns,
- * in one bus request. Each item is handled as its own `increment` request would be (forwarded when
- * another node owns its page) and answered on its own, in order (`IncrementsReply`): one item's
- * error is that item's only. 1..MAX_INCREMENT_BATCH items.
+ * Gateway -> owner: a turn's publisher increments for pages this node owns, 1..MAX_INCREMENT_BATCH.
+ * Each item is handled (forwarded when another node owns its page) and answered on its own, in
+ * order (`IncrementsReply`): one item's error is that item's only.
  */
 export interface IncrementsRequest {
   readonly type: "increments";
@@ -343,10 +342,8 @@ export interface GatewayHeartbeat {
   readonly sockets?: number;
   readonly viewers?: number;
   /**
-   * The gateway's LIVECOUNT_NODE_ID (stable across restarts) and when this incarnation started (ms
-   * since the epoch): an owner that hears a later incarnation of the same node lets the earlier
-   * one go at once, as if it had said `down`, instead of waiting for its lease (absent from older
-   * gateways).
+   * Its LIVECOUNT_NODE_ID and when this incarnation started (ms since the epoch): an owner hearing a
+   * later incarnation lets the earlier one go at once, as on `down` (absent from older gateways).
    */
   readonly node?: string;
   readonly startedAt?: number;
