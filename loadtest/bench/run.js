@@ -4,7 +4,7 @@
  * redis-server on free ports), prints a table and the full results as JSON on stdout. Progress goes
  * to stderr. One or more benchmarks can be picked by name:
  *
- *   node loadtest/bench/run.js                    all of them (about 4 minutes)
+ *   node loadtest/bench/run.js                    all of them (well over 10 minutes; durationS in the JSON)
  *   node loadtest/bench/run.js counter latency    only these
  *   node loadtest/bench/run.js --quick            smaller sizes, a smoke test (about 1 minute)
  *   node loadtest/bench/run.js latency --set coalesceMs=0   override an option (see each *_bench.js)
