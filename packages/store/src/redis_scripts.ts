@@ -59,18 +59,22 @@ for k = 9, #KEYS do
   at = at + 3
   -- "durable" here: known not to be empty (a durable counter, or a viewer present).
   local durable = false
+  -- Presence fields as stored after this run, by field (zero or not): one written twice in the
+  -- group counts by its last value.
+  local present = {}
   for _ = 1, count do
     local field, p, n = w[at], w[at + 1], w[at + 2]
     local _, existed, zero = merge_entry(page_key, page, bucket, field, p, n, w[at + 3])
     at = at + 4
     if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
       durable = true
-    elseif is_presence(field) and existed ~= nil and not zero then
-      -- A viewer present: not empty, known from this field instead of reading the whole page
-      -- (which holds up to thousands of unique-visitor registers).
-      durable = true
+    elseif is_presence(field) and existed ~= nil then
+      present[field] = not zero
     end
   end
+  -- A viewer present: not empty, known from its field instead of reading the whole page (which
+  -- holds up to thousands of unique-visitor registers).
+  for _, viewers in pairs(present) do durable = durable or viewers end
   note_emptiness(KEYS[6], page_key, page, ARGV[2], durable)
 end
 apply_digests(KEYS[4])

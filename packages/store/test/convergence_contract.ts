@@ -468,5 +468,32 @@ export function describeConvergenceContract(name: string, open: OpenStore): void
       expect(await store.removeEmptyPages(fence, nowMs, 10)).toHaveLength(3);
       expect((await store.listPages("", undefined, 10)).pages).toEqual([]);
     });
+
+    test(`${name} - a presence entry written twice in one write counts for emptiness by its last value`, async () => {
+      const store = await fresh();
+      const fence = await lease(store, 15);
+      const [emptied, held] = [pageIn(15, 0), pageIn(15, 1)] as [string, string];
+      const viewers = (page: string, p: number, n: number, dc = "dc1") => ({
+        page,
+        counter: "@viewers",
+        dc,
+        entry: { p, n },
+        indexed: dc === "dc1",
+      });
+      // A turn's remote entries arrive in one write: the same entry twice, a later one after it.
+      await store.write([
+        {
+          fence,
+          writes: [
+            viewers(emptied, 5, 4, "dc2"),
+            viewers(emptied, 5, 5, "dc2"),
+            viewers(held, 2, 2, "dc2"),
+            viewers(held, 3, 2, "dc2"),
+          ],
+        },
+      ]);
+      expect(await store.removeEmptyPages(fence, nowMs, 10)).toEqual([emptied]);
+      expect((await store.listPages("", undefined, 10)).pages).toEqual([held]);
+    });
   });
 }
