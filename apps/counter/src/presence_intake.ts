@@ -103,9 +103,10 @@ export class PresenceIntake {
   /**
    * A gateway heartbeat: alive, or going down (its sockets closed; viewers linger for the grace
    * window). A restarted gateway (same node, later start) ends its previous incarnation the same
-   * way: that process is dead, and the viewers it held linger while they reconnect, so the count
-   * neither dips nor keeps the dead sockets until the old lease lapses. True when the gateway was
-   * not known here: it has just started (or this node has).
+   * way once that one has missed a heartbeat (here or at a later sweep): that process is dead, and
+   * the viewers it held linger while they reconnect, so the count neither dips nor keeps the dead
+   * sockets until the old lease lapses. True when the gateway was not known here: it has just
+   * started (or this node has).
    */
   heartbeat(beat: GatewayHeartbeat): boolean {
     const known = this.#leases.knows(beat.gateway);
@@ -119,14 +120,21 @@ export class PresenceIntake {
         ? { node: beat.node, startedAt: beat.startedAt }
         : undefined;
     this.#leases.touch(beat.gateway, this.#o.now(), beat.leaseMs, origin);
-    for (const lease of this.#leases.supersede(beat.gateway)) {
-      this.#o.logger.info(
-        { gateway: lease.gateway, by: beat.gateway },
-        "gateway restarted; releasing its viewers",
+    if (this.#leases.hasLaterIncarnation(beat.gateway))
+      this.#o.logger.warn(
+        { gateway: beat.gateway, node: beat.node },
+        "two live gateways share a node id; LIVECOUNT_NODE_ID must be unique per gateway process",
       );
+    this.#supersede(this.#o.now());
+    return !known;
+  }
+
+  /** Earlier incarnations of restarted gateways that missed a heartbeat: their viewers linger. */
+  #supersede(now: number): void {
+    for (const lease of this.#leases.supersede(now)) {
+      this.#o.logger.info({ gateway: lease.gateway }, "gateway restarted; releasing its viewers");
       this.#release(lease);
     }
-    return !known;
   }
 
   /** Everything `lease`'s gateway held here lingers for the grace window (its sockets are gone). */
@@ -147,6 +155,7 @@ export class PresenceIntake {
     const stalledMs = now - this.#lastSweepAt - this.#o.sweepMs;
     if (this.#lastSweepAt > 0 && stalledMs > this.#o.sweepMs) this.#leases.compensateStall(stalledMs);
     this.#lastSweepAt = now;
+    this.#supersede(now);
     this.#expire(now);
   }
 

@@ -66,7 +66,7 @@ describe("counter - presence intake", () => {
     expect(u.intake.remembers(page)).toBe(false);
   });
 
-  test("counter - a gateway restarted under the same node id releases its previous incarnation at once, with the grace window", async () => {
+  test("counter - a gateway restarted under the same node id releases its previous incarnation once that one misses a heartbeat, with the grace window", async () => {
     u = await buildUnits();
     const page = pageIn(3);
     await u.acquire(3);
@@ -87,16 +87,54 @@ describe("counter - presence intake", () => {
       ]),
     );
     expect(beat("gw-old", 1)).toBe(false);
-    // The restarted process: its first heartbeat is news, and ends the old incarnation.
+    // The restarted process: its first heartbeat is news. The old incarnation beat just now, so it
+    // is not yet known to be dead.
     expect(beat("gw-new", 2)).toBe(true);
     await u.intake.batch(presenceBatch(3, "gw-new", [[page, "v:1", true]]));
     await u.clock.advance(0);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(3);
+    // One and a half heartbeat intervals (a third of the lease each) without a beat: dead.
+    await u.clock.advance(GATEWAY_LEASE_MS / 2);
+    expect(beat("gw-new", 2)).toBe(false);
+    await u.clock.advance(0);
     expect(viewers(page)).toBe(2);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
     // v:2 did not come back: it lingers for the grace window, not for the old lease.
     await u.clock.advance(GRACE_MS);
     u.registry.tick(u.clock.now());
     expect(viewers(page)).toBe(1);
     expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
+  });
+
+  test("counter - an earlier incarnation that still beats is a second process under the node id: it keeps its viewers", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    const beat = (gateway: string, startedAt: number): void => {
+      u.intake.heartbeat({
+        type: "gateway",
+        gateway,
+        node: "gw",
+        startedAt,
+        leaseMs: GATEWAY_LEASE_MS,
+        state: "up",
+      });
+    };
+    beat("gw-a", 1);
+    beat("gw-b", 2);
+    await u.intake.batch(presenceBatch(3, "gw-a", [[page, "v:a", true]]));
+    await u.intake.batch(presenceBatch(3, "gw-b", [[page, "v:b", true]]));
+    // Both beat every interval for several leases; sweeps run in between.
+    for (let t = 0; t < 3 * GATEWAY_LEASE_MS; t += GATEWAY_LEASE_MS / 3) {
+      await u.clock.advance(GATEWAY_LEASE_MS / 3);
+      beat("gw-b", 2);
+      beat("gw-a", 1);
+      u.intake.sweep(u.clock.now());
+    }
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(page)).toBe(2);
+    expect(u.intake.remembers(page)).toBe(true);
   });
 
   test("counter - a sync replaces what the gateway held, on pages it no longer lists too", async () => {

@@ -1,3 +1,5 @@
+import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
+
 /**
  * What a counter node knows of the gateways that sent it presence: when each was last heard, its
  * lease, and the pages where it contributed viewers. Pure state: time comes in as arguments, the
@@ -19,6 +21,13 @@ export interface GatewayOrigin {
   readonly node: string;
   readonly startedAt: number;
 }
+
+/**
+ * Heartbeat intervals an earlier incarnation must have been silent for before a later one of its
+ * node supersedes it: a live process beats every interval, so one and a half of them without a beat
+ * is a missed beat, with room for a late one.
+ */
+export const SUPERSEDE_SILENCE = 1.5;
 
 interface LeaseState {
   lastSeen: number;
@@ -54,21 +63,41 @@ export class GatewayLeases {
   }
 
   /**
-   * Forgets and returns the incarnations of `gateway`'s node that started before it: that node was
-   * restarted, so they are dead (kill -9, a crash) and need not be waited for until their lease
-   * lapses. Node ids are unique per process, as for counter nodes.
+   * Forgets and returns, at `now`, every incarnation of a gateway node that started before another
+   * incarnation of the same node and has missed a heartbeat since (silent for SUPERSEDE_SILENCE
+   * heartbeat intervals): that node was restarted, so they are dead (kill -9, a crash) and need not
+   * be waited for until their lease lapses. An earlier incarnation that still beats is not dead but
+   * a second process under the same node id (a misconfiguration: node ids are unique per process,
+   * as for counter nodes); it keeps its viewers. Called on every heartbeat and every sweep.
    */
-  supersede(gateway: string): GatewayLease[] {
-    const origin = this.#leases.get(gateway)?.origin;
-    if (origin === undefined) return [];
+  supersede(now: number): GatewayLease[] {
+    const latest = new Map<string, number>();
+    for (const { origin } of this.#leases.values()) {
+      if (origin !== undefined && origin.startedAt > (latest.get(origin.node) ?? -Infinity))
+        latest.set(origin.node, origin.startedAt);
+    }
     const superseded: GatewayLease[] = [];
-    for (const [other, lease] of this.#leases) {
-      if (other === gateway || lease.origin?.node !== origin.node) continue;
-      if (lease.origin.startedAt >= origin.startedAt) continue;
-      this.#leases.delete(other);
-      superseded.push({ gateway: other, pages: lease.pages });
+    for (const [gateway, lease] of this.#leases) {
+      const { origin } = lease;
+      if (origin === undefined || origin.startedAt >= latest.get(origin.node)!) continue;
+      const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
+      if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
+      this.#leases.delete(gateway);
+      superseded.push({ gateway, pages: lease.pages });
     }
     return superseded;
+  }
+
+  /**
+   * Whether a later incarnation of `gateway`'s node is known: heard from while it still beats, it is
+   * a second process under the same node id.
+   */
+  hasLaterIncarnation(gateway: string): boolean {
+    const origin = this.#leases.get(gateway)?.origin;
+    if (origin === undefined) return false;
+    for (const lease of this.#leases.values())
+      if (lease.origin?.node === origin.node && lease.origin.startedAt > origin.startedAt) return true;
+    return false;
   }
 
   /** Records that `gateway` holds viewers on `page` here; the gateway must have been touched. */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
-import { GatewayLeases } from "../src/gateway_leases.js";
+import { HEARTBEATS_PER_LEASE } from "../src/cluster_config.js";
+import { GatewayLeases, SUPERSEDE_SILENCE } from "../src/gateway_leases.js";
 
 const LEASE_MS = 10_000;
 const T0 = 1_000_000;
@@ -28,16 +29,19 @@ describe("cluster - gateway leases", () => {
     expect(leases.expire(T0 + LEASE_MS)).toHaveLength(1);
   });
 
-  test("cluster - a later incarnation of a gateway's node supersedes the earlier ones, never a later one or another node's", () => {
+  test("cluster - a later incarnation of a gateway's node supersedes the earlier ones once they miss a heartbeat, never a later one or another node's", () => {
     const leases = new GatewayLeases(LEASE_MS);
+    const silence = (SUPERSEDE_SILENCE * LEASE_MS) / HEARTBEATS_PER_LEASE;
     leases.touch("gw-1-old", T0, LEASE_MS, { node: "gw-1", startedAt: T0 - 50_000 });
     leases.holds("gw-1-old", "p1");
     leases.touch("gw-2-a", T0, LEASE_MS, { node: "gw-2", startedAt: T0 - 40_000 });
     leases.touch("legacy", T0);
     leases.touch("gw-1-new", T0 + 100, LEASE_MS, { node: "gw-1", startedAt: T0 });
-    // The earlier incarnation hearing itself again supersedes nothing.
-    expect(leases.supersede("gw-1-old")).toEqual([]);
-    const superseded = leases.supersede("gw-1-new");
+    expect(leases.hasLaterIncarnation("gw-1-old")).toBe(true);
+    expect(leases.hasLaterIncarnation("gw-1-new")).toBe(false);
+    // Heard within the silence: it may be alive (a second process under the node id).
+    expect(leases.supersede(T0 + silence - 1)).toEqual([]);
+    const superseded = leases.supersede(T0 + silence);
     expect(superseded.map((l) => [l.gateway, [...l.pages]])).toEqual([["gw-1-old", ["p1"]]]);
     expect(leases.knows("gw-1-old")).toBe(false);
     expect([leases.knows("gw-1-new"), leases.knows("gw-2-a"), leases.knows("legacy")]).toEqual([
@@ -45,9 +49,21 @@ describe("cluster - gateway leases", () => {
       true,
       true,
     ]);
-    // A gateway that never said which node it is (an older release) supersedes nothing.
-    expect(leases.supersede("legacy")).toEqual([]);
-    expect(leases.supersede("gw-1-new")).toEqual([]);
+    // Gateways that never said which node they are (an older release), and the only incarnation
+    // of a node, are superseded by nothing, however silent.
+    expect(leases.supersede(T0 + LEASE_MS - 1)).toEqual([]);
+  });
+
+  test("cluster - an earlier incarnation that keeps beating is never superseded", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
+    leases.touch("gw-a", T0, LEASE_MS, { node: "gw", startedAt: 1 });
+    leases.touch("gw-b", T0, LEASE_MS, { node: "gw", startedAt: 2 });
+    for (let now = T0; now < T0 + 10 * LEASE_MS; now += interval) {
+      leases.touch("gw-a", now, LEASE_MS);
+      leases.touch("gw-b", now, LEASE_MS);
+      expect(leases.supersede(now + interval - 1)).toEqual([]);
+    }
   });
 
   test("cluster - a late message never moves a lease back in time", () => {
