@@ -69,7 +69,7 @@ describeWithBinary(
 
         // Exact: the three who came back, one socket each, the dead sockets no longer counted.
         await eventually(() => expect([last()?.viewers, last()?.connections]).toEqual([3, 3]), {
-          timeoutMs: gatewayLeaseMs / 2,
+          timeoutMs: gatewayLeaseMs,
           intervalMs: 20,
         });
         const exactMs = Date.now() - restartedAt;
@@ -78,7 +78,7 @@ describeWithBinary(
         );
         // Released at most 1.5 heartbeat intervals after its last beat: the lingering viewers drop
         // one grace window after that.
-        expect(exactMs).toBeLessThanOrEqual(releasedWithinMs + graceMs + MARGIN_MS);
+        expect(exactMs).toBeLessThanOrEqual(releasedWithinMs + graceMs + 2 * MARGIN_MS);
         const frames = watcher.received
           .slice(framesBefore)
           .map((r) => r.frame)

@@ -11,6 +11,7 @@ export class CounterMetrics {
   readonly publishes: Counter;
   readonly forwards: Counter;
   readonly gatewayExpiries: Counter;
+  readonly gatewayRestarts: Counter;
   readonly actors: Gauge;
   readonly partitions: Gauge;
   readonly flushSeconds: Histogram;
@@ -72,6 +73,11 @@ export class CounterMetrics {
     this.gatewayExpiries = new Counter({
       name: "livecount_counter_gateway_expiries_total",
       help: "Gateways whose lease lapsed",
+      registers,
+    });
+    this.gatewayRestarts = new Counter({
+      name: "livecount_counter_gateway_restarts_total",
+      help: "Gateway incarnations released because a later one of their node id was heard and they missed a heartbeat",
       registers,
     });
     this.actors = new Gauge({ name: "livecount_counter_actors", help: "Page actors in memory", registers });

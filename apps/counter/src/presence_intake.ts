@@ -132,6 +132,7 @@ export class PresenceIntake {
   /** Earlier incarnations of restarted gateways that missed a heartbeat: their viewers linger. */
   #supersede(now: number): void {
     for (const lease of this.#leases.supersede(now)) {
+      this.#o.metrics.gatewayRestarts.inc();
       this.#o.logger.info({ gateway: lease.gateway }, "gateway restarted; releasing its viewers");
       this.#release(lease);
     }
