@@ -34,6 +34,7 @@ import {
   forkHelper,
   freePort,
   spawnProduct,
+  startCounterNode,
   startNats,
   startRedis,
   waitHttp,
@@ -181,15 +182,8 @@ async function livecountSide(o, dir, log) {
   const procs = [];
   try {
     const common = { LIVECOUNT_NATS_URL: nats.url, LIVECOUNT_REDIS_URL: redis.url, LIVECOUNT_DC: "dc1" };
-    const counterPort = await freePort();
-    const counter = spawnProduct(
-      "counter",
-      "apps/counter/dist/main.js",
-      { ...common, LIVECOUNT_NODE_ID: "hot-counter", LIVECOUNT_PORT: String(counterPort) },
-      dir,
-    );
+    const counter = await startCounterNode(dir, "hot-counter", common);
     procs.push(counter);
-    await waitHttp(`http://127.0.0.1:${counterPort}/readyz`, "counter node", counter);
     const port = await freePort();
     const gateway = spawnProduct(
       "gateway",

@@ -23,6 +23,7 @@ import {
   benchDir,
   freePort,
   spawnProduct,
+  startCounterNode,
   startNats,
   startRedis,
   trackChild,
@@ -164,15 +165,7 @@ async function gatewayCost(o, log) {
   const procs = [];
   try {
     const common = { LIVECOUNT_NATS_URL: nats.url, LIVECOUNT_REDIS_URL: redis.url, LIVECOUNT_DC: "dc1" };
-    const counterPort = await freePort();
-    const counter = spawnProduct(
-      "counter",
-      "apps/counter/dist/main.js",
-      { ...common, LIVECOUNT_NODE_ID: "memory-counter", LIVECOUNT_PORT: String(counterPort) },
-      dir,
-    );
-    procs.push(counter);
-    await waitHttp(`http://127.0.0.1:${counterPort}/readyz`, "counter node", counter);
+    procs.push(await startCounterNode(dir, "memory-counter", common));
     const port = await freePort();
     const gateway = spawnProduct(
       "gateway",

@@ -28,6 +28,7 @@ import { prng } from "./lib/prng.js";
 import {
   ask,
   benchDir,
+  fetchOk,
   forkHelper,
   freePort,
   spawnProduct,
@@ -365,15 +366,5 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
     }
     await nats?.stop();
     await redis?.stop();
-  }
-}
-
-async function fetchOk(url) {
-  try {
-    const res = await globalThis.fetch(url);
-    await res.arrayBuffer();
-    return res.ok;
-  } catch {
-    return false;
   }
 }

@@ -304,6 +304,22 @@ export function spawnProduct(name, entry, env, dir, nodeFlags = []) {
   return track(child, name, logPath);
 }
 
+/**
+ * Starts a counter node (`env` on top of its node id and port) and waits until it owns every
+ * partition (/readyz). The caller stops it.
+ */
+export async function startCounterNode(dir, nodeId, env) {
+  const port = await freePort();
+  const counter = spawnProduct(
+    "counter",
+    "apps/counter/dist/main.js",
+    { ...env, LIVECOUNT_NODE_ID: nodeId, LIVECOUNT_PORT: String(port) },
+    dir,
+  );
+  await waitHttp(`http://127.0.0.1:${port}/readyz`, "counter node", counter);
+  return counter;
+}
+
 /** Forks a bench helper script (IPC channel open); its output goes to `<dir>/<name>.log`. */
 export function forkHelper(name, script, args, dir, extraEnv = {}) {
   const logPath = join(dir, `${name}.log`);
@@ -322,22 +338,20 @@ export function trackChild(child, name) {
   return track(child, name, undefined);
 }
 
+/** Whether GET `url` answers 2xx now (false when it cannot be reached). */
+export async function fetchOk(url) {
+  try {
+    const res = await globalThis.fetch(url);
+    await res.arrayBuffer();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
 /** Waits until GET `url` answers 2xx. */
 export async function waitHttp(url, what, proc, timeoutMs = READY_TIMEOUT_MS) {
-  await waitUntil(
-    async () => {
-      try {
-        const res = await globalThis.fetch(url);
-        await res.arrayBuffer();
-        return res.ok;
-      } catch {
-        return false;
-      }
-    },
-    what,
-    timeoutMs,
-    proc,
-  );
+  await waitUntil(() => fetchOk(url), what, timeoutMs, proc);
 }
 
 /** Node's version and the machine, for the report. */
