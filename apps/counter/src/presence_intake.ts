@@ -60,6 +60,9 @@ export class PresenceIntake {
     }
     const loading: Array<Promise<void>> = [];
     for (const [page, ops] of byPage) {
+      // Recorded now, not when the ops run: a sync that arrives while the page still loads must
+      // see the page among the gateway's and queue its replacement behind these ops.
+      this.#leases.holds(batch.gateway, page);
       const apply = (actor: PageActor): void => {
         // The gateway went down or lapsed while the page loaded: what it sent is history now.
         if (!this.#leases.knows(batch.gateway)) return;
@@ -87,6 +90,8 @@ export class PresenceIntake {
     for (const page of this.#leases.pagesOf(sync.gateway)) {
       if (!pages.has(page) && partitionOf(page, this.#o.partitions) === sync.partition) pages.add(page);
     }
+    // As for batches: recorded when queued, so a later sync queues behind this one's work.
+    for (const page of pages) if (heldIn(sync, page).size > 0) this.#leases.holds(sync.gateway, page);
     await Promise.all(
       [...pages].map((page) =>
         this.#o.registry.run(page, sync.partition, (actor) => {

@@ -137,6 +137,29 @@ describe("counter - presence intake", () => {
     expect(u.intake.remembers(page)).toBe(true);
   });
 
+  test("counter - a sync clears what the same gateway's earlier batch or sync holds on a page still loading", async () => {
+    for (const first of ["batch", "sync"] as const) {
+      u = await buildUnits();
+      const page = pageIn(3);
+      await u.acquire(3);
+      u.store.holdLoads = true;
+      // The earlier request's work waits in the loading actor's mailbox when the sync arrives.
+      const earlier =
+        first === "batch"
+          ? u.intake.batch(presenceBatch(3, "gw", [[page, "v:1", true]]))
+          : u.intake.sync({ type: "presence_sync", gateway: "gw", partition: 3, pages: { [page]: ["v:1"] } });
+      const later = u.intake.sync({ type: "presence_sync", gateway: "gw", partition: 3, pages: {} });
+      u.store.holdLoads = false;
+      for (const held of u.store.heldLoads.splice(0)) held.release();
+      await Promise.all([earlier, later]);
+      await u.clock.advance(GRACE_MS);
+      u.registry.tick(u.clock.now());
+      expect(viewers(page), first).toBe(0);
+      expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER) ?? 0, first).toBe(0);
+      if (first === "batch") await u.close();
+    }
+  });
+
   test("counter - a sync replaces what the gateway held, on pages it no longer lists too", async () => {
     u = await buildUnits();
     const [a, b] = [pageIn(3, 0), pageIn(3, 1)];
