@@ -211,6 +211,11 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     const names = (): Promise<string[]> => tab.locator("#page-list a").allTextContents();
     const all = Array.from({ length: 30 }, (_, i) => `bulk-${String(i).padStart(2, "0")}`);
     await expect.poll(names, { timeout: SETTLE_MS }).toEqual(all.slice(0, 25));
+    // The listing of every page (shown on sign-in) starts with the same names: Next belongs to the
+    // filtered one only once its status says so.
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toBe('Pages 1–25 starting with "bulk-".');
     expect(await tab.getByRole("button", { name: "Previous" }).isDisabled()).toBe(true);
     await tab.getByRole("button", { name: "Next" }).click();
     await expect.poll(names, { timeout: SETTLE_MS }).toEqual(all.slice(25));
