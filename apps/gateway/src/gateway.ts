@@ -15,6 +15,7 @@ import { AdminApi } from "./admin_api.js";
 import { HttpApi, type HttpRoute } from "./http_api.js";
 import { loadAssets } from "./http_assets.js";
 import { Reply, requestInfo } from "./http_io.js";
+import { ListenSockets } from "./listen_sockets.js";
 import { LocalPresence } from "./local_presence.js";
 import { OriginPolicy } from "./origin_policy.js";
 import { IncrementBatcher } from "./increment_batcher.js";
@@ -96,7 +97,7 @@ export class Gateway {
   readonly #app: uWS.TemplatedApp;
   readonly #heartbeat: GatewayHeartbeatSender;
   readonly #unsubscribers: Array<() => void> = [];
-  #listenSocket: uWS.us_listen_socket | undefined;
+  readonly #listening = new ListenSockets();
   #port = 0;
   #status: "new" | "running" | "stopping" | "stopped" = "new";
 
@@ -353,15 +354,9 @@ export class Gateway {
     );
     this.#heartbeat.start();
     await this.#ringKnown(this.#o.ringWaitMs ?? 0);
-    this.#port = await new Promise<number>((resolve, reject) => {
-      this.#app.listen(config.host, config.port, (socket) => {
-        if (socket === false) return reject(new Error(`cannot listen on ${config.host}:${config.port}`));
-        this.#listenSocket = socket;
-        resolve(uWS.us_socket_local_port(socket));
-      });
-    });
+    this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
     this.#status = "running";
-    this.#log.info({ port: this.#port }, "gateway listening");
+    this.#log.info({ port: this.#port, sockets: this.#listening.size }, "gateway listening");
     return this.#port;
   }
 
@@ -369,7 +364,7 @@ export class Gateway {
   async stop(): Promise<void> {
     if (this.#status !== "running") return;
     this.#status = "stopping";
-    if (this.#listenSocket !== undefined) uWS.us_listen_socket_close(this.#listenSocket);
+    this.#listening.close();
     this.#heartbeat.stop();
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");

@@ -10,6 +10,14 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   /** LIVECOUNT_HOST: address to listen on. Default 0.0.0.0. */
   readonly host: string;
   /**
+   * LIVECOUNT_LISTEN_SOCKETS: sockets listening on the port (SO_REUSEPORT), each with uWS's fixed
+   * accept queue of 512 handshakes (listen_sockets.ts). Default 8: 4,096 handshakes wait between two
+   * event-loop turns, the depth Linux allows one socket by default (net.core.somaxconn since 5.4),
+   * enough for a restarted gateway's returning audience; each costs one file descriptor. A port of
+   * 0 is listened on once.
+   */
+  readonly listenSockets: number;
+  /**
    * LIVECOUNT_IDLE_TIMEOUT_S: a socket that answers no ping for this long is closed and stops
    * counting. Default 16, minimum 8 (uWS works in 4 s steps).
    */
@@ -60,6 +68,8 @@ export const MAX_FRAME_BYTES = 16 * 1024;
 export const WIRE_FRAME_BYTES = 64 * 1024;
 export const MAX_BODY_BYTES = 64 * 1024;
 const MIN_IDLE_TIMEOUT_S = 8;
+/** Past this many accept queues the handshakes wait on the event loop, not on queue depth. */
+const MAX_LISTEN_SOCKETS = 64;
 
 export function readGatewayConfig(env: Env): GatewayConfig {
   const cluster = readClusterConfig(env);
@@ -74,6 +84,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     ...readEdgeConfig(env),
     port: readInt(env, "LIVECOUNT_PORT", 8080, { min: 0, max: 65535 }),
     host: env.LIVECOUNT_HOST?.trim() || "0.0.0.0",
+    listenSockets: readInt(env, "LIVECOUNT_LISTEN_SOCKETS", 8, { min: 1, max: MAX_LISTEN_SOCKETS }),
     idleTimeoutS,
     publisherKeys,
     publisherRatePerS: readInt(env, "LIVECOUNT_PUBLISHER_RATE", 1000, { min: 1 }),
