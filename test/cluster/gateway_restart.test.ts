@@ -1,9 +1,10 @@
 /**
  * A gateway killed (SIGKILL) and restarted under the same LIVECOUNT_NODE_ID, with real processes
  * (nats-server, redis-server, a counter node and gateways from the built output): the restarted
- * process's heartbeats tell the owners that the previous incarnation is dead once that one has
- * missed a heartbeat (1.5 intervals of silence), so what it held is released then, with the grace
- * window, instead of counting until its lease lapses. Viewers who come back within the grace never
+ * process's first heartbeat makes the owners ask for the previous incarnation, which no longer
+ * answers (its NATS connection died with it), so what it held is released at once, with the grace
+ * window, instead of counting until it has missed a heartbeat (1.5 intervals of silence) or its
+ * lease lapses. Viewers who come back within the grace never
  * dip; the dead process's sockets stop counting as connections then; viewers who do not come back
  * stop counting after the grace window.
  */
@@ -26,15 +27,15 @@ describeWithBinary(
   "cluster - gateway restart",
   () => {
     test(
-      "cluster - a gateway killed and restarted under the same node id releases its previous incarnation once it missed a heartbeat: viewers who reconnect never dip, the dead sockets stop counting as connections, the others drop after the grace window, all before the lease",
+      "cluster - a gateway killed and restarted under the same node id releases its previous incarnation as soon as it starts: viewers who reconnect never dip, the dead sockets stop counting as connections, the others drop after the grace window, long before a missed heartbeat",
       async () => {
         const graceMs = 2000;
         /**
-         * Heartbeats every 4 s: the old incarnation is released at most 6 s (1.5 intervals) after its
-         * last beat, while its lease would run 8 s or more past the kill.
+         * Heartbeats every 20 s: waiting for a missed one (1.5 intervals, 30 s after the last beat)
+         * would release the old incarnation 10 s after the kill at the earliest.
          */
-        const gatewayLeaseMs = 12_000;
-        const releasedWithinMs = (1.5 * gatewayLeaseMs) / 3;
+        const gatewayLeaseMs = 60_000;
+        const silenceReleaseMs = (1.5 * gatewayLeaseMs) / 3 - gatewayLeaseMs / 3;
         const cluster = await TestCluster.start({
           counters: 1,
           gateways: 2,
@@ -76,13 +77,19 @@ describeWithBinary(
         console.info(
           `cluster gateway restart: ${JSON.stringify({ readyMs, exactMs, graceMs, gatewayLeaseMs })}`,
         );
-        // Released at most 1.5 heartbeat intervals after its last beat: the lingering viewers drop
-        // one grace window after that.
-        expect(exactMs).toBeLessThanOrEqual(releasedWithinMs + graceMs + 2 * MARGIN_MS);
-        const frames = watcher.received
+        const received = watcher.received
           .slice(framesBefore)
-          .map((r) => r.frame)
-          .filter((f): f is CountFrame => f.type === "count" && f.page === page);
+          .filter(
+            (r): r is typeof r & { frame: CountFrame } => r.frame.type === "count" && r.frame.page === page,
+          );
+        const frames = received.map((r) => r.frame);
+        // Released once the restarted process was heard, not after a missed heartbeat: the dead
+        // sockets stopped counting by the time it was ready, give or take a coalescing window.
+        const releasedMs = received.find((r) => (r.frame.connections ?? Infinity) <= 3)!.at - restartedAt;
+        expect(releasedMs).toBeLessThanOrEqual(readyMs + MARGIN_MS);
+        expect(releasedMs).toBeLessThan(silenceReleaseMs);
+        // The lingering viewers drop one grace window after that.
+        expect(exactMs).toBeLessThanOrEqual(readyMs + graceMs + 2 * MARGIN_MS);
         // Never below the viewers who came back, never above those who were there; until the old
         // incarnation is released its sockets count beside the new ones (6 + 3).
         for (const f of frames) {

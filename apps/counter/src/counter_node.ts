@@ -1,5 +1,12 @@
 import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
-import { DcLiveness, Membership, listenToGateways, registerDcMetrics } from "@livecount/cluster";
+import {
+  DcLiveness,
+  HEARTBEATS_PER_LEASE,
+  Membership,
+  listenToGateways,
+  probeGateway,
+  registerDcMetrics,
+} from "@livecount/cluster";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import type { Registry } from "prom-client";
@@ -269,7 +276,9 @@ export class CounterNode {
       listenToGateways(this.#bus, dc, this.#log, (beat) => {
         // A gateway that just started learns the ring from node heartbeats: it gets one now rather
         // than routing nothing until the next (up to a third of the node lease).
-        if (this.#intake.heartbeat(beat)) this.#membership.announce();
+        if (!this.#intake.heartbeat(beat)) return;
+        this.#membership.announce();
+        this.#probePredecessors(beat.gateway);
       }),
     );
     this.#convergence.start();
@@ -342,6 +351,21 @@ export class CounterNode {
       this.#membership.renewIncarnation();
       this.#log.warn({ incarnation: this.#membership.incarnation }, "presence state lost; new incarnation");
     });
+  }
+
+  /**
+   * A gateway started: asks whether the earlier incarnations of its node still run. One that has no
+   * responder any more is gone (kill -9, a crash) and is released now rather than once it has missed
+   * a heartbeat, up to 5 s later (GatewayLeases.supersede, which still covers an unanswered probe).
+   * The probe waits at most a heartbeat interval: past that, the missed heartbeat decides.
+   */
+  #probePredecessors(gateway: string): void {
+    const timeoutMs = this.#config.gatewayLeaseMs / HEARTBEATS_PER_LEASE;
+    for (const earlier of this.#intake.predecessors(gateway)) {
+      void probeGateway(this.#bus, this.#config.dc, earlier, timeoutMs).then((presence) => {
+        if (presence === "gone" && this.#status === "running") this.#intake.gone(earlier);
+      });
+    }
   }
 
   // --- time --------------------------------------------------------------------------------------

@@ -136,11 +136,31 @@ export class PresenceIntake {
 
   /** Earlier incarnations of restarted gateways that missed a heartbeat: their viewers linger. */
   #supersede(now: number): void {
-    for (const lease of this.#leases.supersede(now)) {
-      this.#o.metrics.gatewayRestarts.inc();
-      this.#o.logger.info({ gateway: lease.gateway }, "gateway restarted; releasing its viewers");
-      this.#release(lease);
-    }
+    for (const lease of this.#leases.supersede(now)) this.#restarted(lease);
+  }
+
+  /**
+   * Incarnations of `gateway`'s node known here that started before it: what a restart replaced,
+   * for the node to ask whether they still run.
+   */
+  predecessors(gateway: string): string[] {
+    return this.#leases.earlierIncarnations(gateway);
+  }
+
+  /**
+   * Nothing answers for `gateway` any more (a probe found no responder): its process is gone. It is
+   * released as a superseded incarnation is, at once rather than after a missed heartbeat: its
+   * viewers linger for the grace window while they reconnect, its sockets stop counting.
+   */
+  gone(gateway: string): void {
+    const lease = this.#leases.drop(gateway);
+    if (lease !== undefined) this.#restarted(lease);
+  }
+
+  #restarted(lease: GatewayLease): void {
+    this.#o.metrics.gatewayRestarts.inc();
+    this.#o.logger.info({ gateway: lease.gateway }, "gateway restarted; releasing its viewers");
+    this.#release(lease);
   }
 
   /** Everything `lease`'s gateway held here lingers for the grace window (its sockets are gone). */

@@ -106,6 +106,47 @@ describe("counter - presence intake", () => {
     expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
   });
 
+  test("counter - a restarted gateway's predecessors are the earlier incarnations of its node; one found gone is released at once, with the grace window", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    const beat = (gateway: string, node: string, startedAt: number) =>
+      u.intake.heartbeat({
+        type: "gateway",
+        gateway,
+        node,
+        startedAt,
+        leaseMs: GATEWAY_LEASE_MS,
+        state: "up",
+      });
+    beat("gw-old", "gw", 1);
+    beat("other", "other-node", 0);
+    await u.intake.batch(
+      presenceBatch(3, "gw-old", [
+        [page, "v:1", true],
+        [page, "v:2", true],
+      ]),
+    );
+    expect(u.intake.predecessors("gw-old")).toEqual([]);
+    expect(beat("gw-new", "gw", 2)).toBe(true);
+    expect(u.intake.predecessors("gw-new")).toEqual(["gw-old"]);
+    expect(u.intake.predecessors("unknown")).toEqual([]);
+    await u.intake.batch(presenceBatch(3, "gw-new", [[page, "v:1", true]]));
+    await u.clock.advance(0);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(3);
+    // The old incarnation beat just now: only a probe can tell it is gone, and did.
+    u.intake.gone("gw-old");
+    u.intake.gone("gw-old");
+    await u.clock.advance(0);
+    expect(viewers(page)).toBe(2);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
+    expect(u.intake.predecessors("gw-new")).toEqual([]);
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(page)).toBe(1);
+    expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
+  });
+
   test("counter - an earlier incarnation that still beats is a second process under the node id: it keeps its viewers", async () => {
     u = await buildUnits();
     const page = pageIn(3);

@@ -30,6 +30,7 @@ export {
   antiEntropySubject,
   assertToken,
   dcUpdatesSubject,
+  gatewaySubject,
   gatewaysSubject,
   ID_TOKEN_MAX_LENGTH,
   nodeSubject,

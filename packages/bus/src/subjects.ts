@@ -13,6 +13,7 @@
  * | `lc.node.<dc>.<node>`  | request/reply  | NodeRequest -> NodeReply     | gateways, publishers, peers -> one counter node |
  * | `lc.nodes.<dc>`        | publish        | NodeHeartbeat                | counter nodes -> ring members of the DC         |
  * | `lc.gateways.<dc>`     | publish        | GatewayHeartbeat             | gateways -> counter nodes of the DC             |
+ * | `lc.gateway.<dc>.<gw64>` | request/reply | empty -> empty            | counter nodes -> one gateway process: alive?    |
  *
  * `<page64>` is the page id's UTF-8 bytes in base64url without padding: its alphabet has no '.',
  * '*', '>' or whitespace, so a page id can never add a token or become a wildcard (a page named '>'
@@ -38,6 +39,7 @@ const PARTITION_TOKEN = /^(0|[1-9][0-9]{0,8})$/;
 const NODE_PREFIX = `${SUBJECT_ROOT}.node.`;
 const NODES_PREFIX = `${SUBJECT_ROOT}.nodes.`;
 const GATEWAYS_PREFIX = `${SUBJECT_ROOT}.gateways.`;
+const GATEWAY_PREFIX = `${SUBJECT_ROOT}.gateway.`;
 const AE_PREFIX = `${SUBJECT_ROOT}.ae.`;
 const DC_UPDATES_PREFIX = `${SUBJECT_ROOT}.dcupdates.`;
 
@@ -124,6 +126,17 @@ export function nodesSubject(dc: string): string {
 export function gatewaysSubject(dc: string): string {
   assertToken("dc", dc);
   return GATEWAYS_PREFIX + dc;
+}
+
+/**
+ * One gateway incarnation of a DC, which answers every request while it runs: `<gw64>` is its id
+ * (any printable ASCII, as heartbeats carry it) in base64url, as page ids are encoded. A request
+ * that finds no responder there proves the process gone (its broker connection closed with it).
+ */
+export function gatewaySubject(dc: string, gateway: string): string {
+  assertToken("dc", dc);
+  if (gateway.length === 0) throw new InvalidSubjectError("gateway id must not be empty");
+  return `${GATEWAY_PREFIX}${dc}.${Buffer.from(gateway, "utf8").toString("base64url")}`;
 }
 
 /** Anti-entropy summaries for the counter nodes of `dc` (each compares the partitions it holds). */

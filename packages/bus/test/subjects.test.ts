@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   assertToken,
   dcUpdatesSubject,
+  gatewaySubject,
   gatewaysSubject,
   InvalidSubjectError,
   isSubject,
@@ -120,12 +121,26 @@ describe("subjects - ids", () => {
     expect(gatewaysSubject("eu-west")).toBe("lc.gateways.eu-west");
   });
 
+  it("gives every gateway incarnation id, any printable ASCII of any length, one literal subject of its own", () => {
+    const ids = ["gw-1", "gw.1", "gw-1.*", ">", "x".repeat(73), "gw 1"];
+    const subjects = ids.map((id) => gatewaySubject("dc1", id));
+    for (const subject of subjects) {
+      expect(isSubject(subject), subject).toBe(true);
+      expect(subject.split(".").slice(0, 3)).toEqual(["lc", "gateway", "dc1"]);
+      expect(subject.split(".")).toHaveLength(4);
+    }
+    expect(new Set(subjects).size).toBe(ids.length);
+    expect(subjects).not.toContain(gatewaysSubject("dc1"));
+    expect(() => gatewaySubject("dc1", "")).toThrow(InvalidSubjectError);
+  });
+
   it("rejects ids outside [A-Za-z0-9_-]{1,64} with InvalidSubjectError", () => {
     for (const bad of ["", "a.b", "*", ">", "a b", "é", "a\n", "x".repeat(65)]) {
       expect(() => assertToken("dc", bad), JSON.stringify(bad)).toThrow(InvalidSubjectError);
       expect(() => nodesSubject(bad)).toThrow(/^dc must be/);
       expect(() => nodeSubject("dc1", bad)).toThrow(/^node must be/);
       expect(() => gatewaysSubject(bad)).toThrow(InvalidSubjectError);
+      expect(() => gatewaySubject(bad, "gw")).toThrow(InvalidSubjectError);
     }
     expect(() => assertToken("node", "x".repeat(64))).not.toThrow();
   });

@@ -2,8 +2,19 @@
  * Both sides of the gateway heartbeat: a gateway announces its incarnation on `lc.gateways.<dc>`
  * every third of its lease (and `down` when it stops); counter nodes listen and keep
  * `GatewayLeases`. While heartbeats arrive, a gateway's presence contributions are alive.
+ *
+ * A gateway also answers on its own subject (`lc.gateway.<dc>.<incarnation>`) while it runs, so a
+ * counter node that hears a restarted gateway can ask whether the earlier incarnation is still
+ * there: no responder means its process is gone (the broker dropped its subscriptions with its
+ * connection), and its viewers need not be held until it misses a heartbeat.
  */
-import { gatewaysSubject, type Bus, type Subscription } from "@livecount/bus";
+import {
+  gatewaySubject,
+  gatewaysSubject,
+  NoRespondersError,
+  type Bus,
+  type Subscription,
+} from "@livecount/bus";
 import { decodeMessage, encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
@@ -42,13 +53,17 @@ export class GatewayHeartbeatSender {
   readonly #intervalMs: number;
   #timer: TimerHandle | undefined;
   #lastBeatAt = 0;
+  #presence: Subscription | undefined;
 
   constructor(options: GatewayHeartbeatOptions) {
     this.#o = options;
     this.#intervalMs = Math.floor(options.leaseMs / HEARTBEATS_PER_LEASE);
   }
 
+  /** Answers presence probes, then beats: an owner hearing this incarnation can always find it. */
   start(): void {
+    const { bus, dc, gateway } = this.#o;
+    this.#presence ??= bus.serve(gatewaySubject(dc, gateway), () => ALIVE);
     this.#beat("up");
   }
 
@@ -57,6 +72,8 @@ export class GatewayHeartbeatSender {
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#beat("down");
+    this.#presence?.unsubscribe();
+    this.#presence = undefined;
   }
 
   #beat(state: "up" | "down"): void {
@@ -80,6 +97,31 @@ export class GatewayHeartbeatSender {
     bus.publish(gatewaysSubject(dc), encodeMessage(beat));
     this.#o.onBeat?.();
     if (state === "up") this.#timer = clock.setTimeout(() => this.#beat("up"), this.#intervalMs);
+  }
+}
+
+const ALIVE = new Uint8Array(0);
+
+/** What a probe learnt of a gateway incarnation. */
+export type GatewayPresence = "alive" | "gone" | "unknown";
+
+/**
+ * Asks whether gateway incarnation `gateway` of `dc` still runs: "alive" when it answers, "gone"
+ * when nothing serves its subject (its process ended, or predates probes and was restarted),
+ * "unknown" when the answer did not come within `timeoutMs` or the bus is down (then only its
+ * heartbeats tell). Never rejects.
+ */
+export async function probeGateway(
+  bus: Bus,
+  dc: string,
+  gateway: string,
+  timeoutMs: number,
+): Promise<GatewayPresence> {
+  try {
+    await bus.request(gatewaySubject(dc, gateway), ALIVE, { timeoutMs });
+    return "alive";
+  } catch (err) {
+    return err instanceof NoRespondersError ? "gone" : "unknown";
   }
 }
 

@@ -100,6 +100,20 @@ export class GatewayLeases {
     return false;
   }
 
+  /**
+   * Known incarnations of `gateway`'s node that started before it: the processes a restart replaced,
+   * unless one still runs (a second process under the same node id).
+   */
+  earlierIncarnations(gateway: string): string[] {
+    const origin = this.#leases.get(gateway)?.origin;
+    if (origin === undefined) return [];
+    const earlier: string[] = [];
+    for (const [other, lease] of this.#leases)
+      if (lease.origin?.node === origin.node && lease.origin.startedAt < origin.startedAt)
+        earlier.push(other);
+    return earlier;
+  }
+
   /** Records that `gateway` holds viewers on `page` here; the gateway must have been touched. */
   holds(gateway: string, page: string): void {
     this.#leases.get(gateway)?.pages.add(page);

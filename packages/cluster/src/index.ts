@@ -5,7 +5,9 @@ export { registerDcMetrics } from "./dc_metrics.js";
 export {
   GatewayHeartbeatSender,
   listenToGateways,
+  probeGateway,
   type GatewayHeartbeatOptions,
+  type GatewayPresence,
 } from "./gateway_heartbeat.js";
 export { GatewayLeases, type GatewayLease, type GatewayOrigin } from "./gateway_leases.js";
 export { Membership, type MembershipOptions, type RingListener } from "./membership.js";

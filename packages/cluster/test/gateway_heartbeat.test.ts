@@ -1,9 +1,9 @@
-import { MemoryBus, gatewaysSubject } from "@livecount/bus";
+import { MemoryBus, gatewaySubject, gatewaysSubject } from "@livecount/bus";
 import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { GatewayHeartbeatSender, listenToGateways } from "../src/gateway_heartbeat.js";
+import { GatewayHeartbeatSender, listenToGateways, probeGateway } from "../src/gateway_heartbeat.js";
 import { WARN, logLines } from "./log_lines.js";
 
 const LEASE_MS = 9_000;
@@ -48,6 +48,40 @@ describe("cluster - gateway heartbeat", () => {
     await clock.advance(LEASE_MS);
     await bus.flush();
     expect(beats.map((b) => b.state)).toEqual(["up", "up", "down"]);
+  });
+
+  test("cluster - a running gateway answers probes of its incarnation; once stopped, or never started, it is gone", async () => {
+    const { clock, sender } = setUp();
+    const probe = () => probeGateway(bus, "dc1", "gw-1", 100);
+    expect(await probe()).toBe("gone");
+    sender.start();
+    expect(await probe()).toBe("alive");
+    // Another DC's gateway of the same id, and another incarnation of the node, are not this one.
+    expect(await probeGateway(bus, "dc2", "gw-1", 100)).toBe("gone");
+    expect(await probeGateway(bus, "dc1", "gw-2", 100)).toBe("gone");
+    await clock.advance(LEASE_MS);
+    expect(await probe()).toBe("alive");
+    sender.stop();
+    expect(await probe()).toBe("gone");
+  });
+
+  test("cluster - a probe that gets no answer in time, or no bus, knows nothing: only a missing responder means gone", async () => {
+    const clock = new ManualClock();
+    bus = new MemoryBus({ clock });
+    // Something listens on the subject but does not answer (a stuck process): a timeout.
+    bus.subscribe(gatewaySubject("dc1", "stuck"), () => {});
+    const answer = probeGateway(bus, "dc1", "stuck", 250);
+    await clock.advance(249);
+    let settled = false;
+    void answer.then(() => (settled = true));
+    await clock.advance(0);
+    expect(settled).toBe(false);
+    await clock.advance(1);
+    expect(await answer).toBe("unknown");
+    // Any printable id makes a subject of its own, dots and wildcards included.
+    expect(await probeGateway(bus, "dc1", "gw.*>", 250)).toBe("gone");
+    await bus.close();
+    expect(await probeGateway(bus, "dc1", "stuck", 250)).toBe("unknown");
   });
 
   test("cluster - a heartbeat sent two thirds of a lease late reports the stall, a punctual one never does", async () => {
