@@ -154,26 +154,34 @@ export async function increment(
     (pipe) => {
       for (const { fence, ops: indexes } of calls) {
         const partition = fence.partition;
-        const scriptKeys = keys.entryScriptKeys(partition);
-        const args: Arg[] = [fence.epoch, now];
+        const pageKeys = new Map<string, number>();
+        const idemKeys: string[] = [];
+        const flat: Array<string | number> = [];
         for (const i of indexes) {
           const op = ops[i]!;
-          scriptKeys.push(keys.page(op.page, partition), keys.idem(op.page, partition, op.key));
-          args.push(
+          const pageKey = keys.page(op.page, partition);
+          let pageIndex = pageKeys.get(pageKey);
+          if (pageIndex === undefined) pageKeys.set(pageKey, (pageIndex = pageKeys.size + 1));
+          idemKeys.push(keys.idem(op.page, partition, op.key));
+          // Strings where the script stores or compares the value as Redis has it (an argument).
+          flat.push(
+            pageIndex,
             op.page,
             entryField(op.counter, op.dc),
             op.counter,
-            op.delta,
+            String(op.delta),
             op.payload,
-            now + keyTtlMs,
-            keyTtlMs,
+            String(now + keyTtlMs),
+            String(keyTtlMs),
             op.fingerprint ?? "",
-            bucketOf(op.page),
+            String(bucketOf(op.page)),
             op.startAt ?? 0,
             op.also?.length ?? 0,
           );
-          for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
+          for (const c of op.also ?? []) flat.push(entryField(c.counter, op.dc), c.delta);
         }
+        const scriptKeys = [...keys.entryScriptKeys(partition), ...pageKeys.keys(), ...idemKeys];
+        const args: Arg[] = [fence.epoch, now, pageKeys.size, packer.pack(flat)];
         queueScript(pipe(partition), "lcIncrement", scriptKeys, args);
       }
     },
