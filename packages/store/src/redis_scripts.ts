@@ -140,32 +140,34 @@ return advanced`,
    * Publisher increments of one partition, in order, atomically. KEYS: the partition's entry script
    * keys (lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, expiring
    * index), then each page the ops change once, then per op its idempotency key. ARGV: epoch, now,
-   * the number of pages, then the ops as one MessagePack array (one argument instead of a dozen per
-   * op: writing arguments was most of a call's cost on both sides): per op its page's index among
-   * the page keys, page, field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for
-   * none), bucket, startAt (where the entry of `field` starts when absent), the number of further
-   * changes, then a field and a delta per further change. Returns {"stale"} when the fence is, else
-   * one reply per op: {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...} |
-   * {"conflict"}.
+   * expiresAt and keyTtlMs of the keys, then two MessagePack arrays (one argument each instead of a
+   * dozen per op: writing and reading arguments was most of a call's cost on both sides): the pages,
+   * as page and bucket per page key, and the ops, per op its page's index (1-based), field, counter,
+   * delta, payload, fingerprint ("" for none), startAt (where the entry of `field` starts when
+   * absent), the number of further changes, then a field and a delta per further change. Returns
+   * one MessagePack array (one reply to decode instead of five per op): {"stale"} when the fence is,
+   * else one reply per op: {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...}
+   * | {"conflict"}.
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
-if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
+if not fence_current(KEYS[1], ARGV[1], now) then return cmsgpack.pack({"stale"}) end
 expiring_key = KEYS[8]
-local w = cmsgpack.unpack(ARGV[4])
+local expires_at, key_ttl_ms = ARGV[3], ARGV[4]
+local page_of, w = cmsgpack.unpack(ARGV[5]), cmsgpack.unpack(ARGV[6])
 -- The entries the run changes, by page key and field: read once, changed in memory op after op, and
 -- written once at its end (a hot page's counter changes with every op of the run). Each holds p, n,
 -- whether it exists as of the ops so far, its value before the run (false when absent) and whether
 -- it changed. The digests are of the state, so one write from the first to the last value keeps them
--- as the writes op by op would. Per page: its id, bucket, whether the run created an entry of it and
+-- as the writes op by op would. Per page: its index, whether the run created an entry of it and
 -- whether it stored one.
 local entries, pages = {}, {}
-local function entry_of(page_key, page, bucket, field)
+local function entry_of(page_key, index, field)
   local fields = entries[page_key]
   if not fields then
     fields = {}
     entries[page_key] = fields
-    pages[page_key] = {page = page, bucket = bucket, created = false, stored = false}
+    pages[page_key] = {index = index, created = false, stored = false}
   end
   local e = fields[field]
   if not e then
@@ -183,10 +185,10 @@ local function entry_now(page_key, field)
 end
 -- One op: w from a, and its idempotency key.
 local function increment(idem_key, a)
-  local page_key = KEYS[8 + w[a]]
-  local page, field, counter, delta, fingerprint = w[a + 1], w[a + 2], w[a + 3], w[a + 4], w[a + 8]
-  local bucket = w[a + 9]
-  local further_to = a + 11 + 2 * w[a + 11]
+  local index = w[a]
+  local page_key = KEYS[8 + index]
+  local field, counter, delta, fingerprint = w[a + 1], w[a + 2], w[a + 3], w[a + 5]
+  local further_to = a + 7 + 2 * w[a + 7]
   local seen = redis.call("HMGET", idem_key, "counter", "delta", "payload", "expiresAt", "fingerprint")
   if seen[1] and now < tonumber(seen[4]) then
     local same
@@ -195,14 +197,14 @@ local function increment(idem_key, a)
     if same then
       -- The entries as they are now, "" where absent: the op's, then each further change's.
       local reply = {"duplicate", seen[3], entry_now(page_key, field)}
-      for i = a + 12, further_to, 2 do reply[#reply + 1] = entry_now(page_key, w[i]) end
+      for i = a + 8, further_to, 2 do reply[#reply + 1] = entry_now(page_key, w[i]) end
       return reply
     end
     return {"conflict"}
   end
   local result = {"applied"}
   local function change(f, d, start)
-    local e = entry_of(page_key, page, bucket, f)
+    local e = entry_of(page_key, index, f)
     -- An entry started at the floor is stored even when nothing is added, as the op reports it.
     if d ~= 0 or (not e.exists and start > 0) then
       if not e.exists then
@@ -213,41 +215,42 @@ local function increment(idem_key, a)
       e.changed = true
       pages[page_key].stored = true
     end
-    result[#result + 1] = string.format("%d", e.p)
-    result[#result + 1] = string.format("%d", e.n)
+    result[#result + 1] = e.p
+    result[#result + 1] = e.n
     return e
   end
-  local state = change(field, tonumber(delta), w[a + 10])
+  local state = change(field, tonumber(delta), w[a + 6])
   -- The payload's {own} placeholders become this entry's value right after the op (store.ts).
-  local payload = string.gsub(w[a + 5], "{own}", string.format("%d", state.p - state.n))
-  for i = a + 12, further_to, 2 do change(w[i], w[i + 1], 0) end
+  local payload = string.gsub(w[a + 4], "{own}", string.format("%d", state.p - state.n))
+  for i = a + 8, further_to, 2 do change(w[i], w[i + 1], 0) end
   if fingerprint ~= "" then
-    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", w[a + 6], "fingerprint", fingerprint)
+    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at, "fingerprint", fingerprint)
   else
-    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", w[a + 6])
+    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at)
   end
-  redis.call("PEXPIRE", idem_key, w[a + 7])
+  redis.call("PEXPIRE", idem_key, key_ttl_ms)
   return result
 end
 local replies, a = {}, 1
-for k = 9 + tonumber(ARGV[3]), #KEYS do
+for k = 9 + #page_of / 2, #KEYS do
   replies[#replies + 1] = increment(KEYS[k], a)
-  a = a + 12 + 2 * w[a + 11]
+  a = a + 8 + 2 * w[a + 7]
 end
 for page_key, fields in pairs(entries) do
   local pg = pages[page_key]
+  local page, bucket = page_of[2 * pg.index - 1], page_of[2 * pg.index]
   for field, e in pairs(fields) do
-    if e.changed then set_field(page_key, pg.page, pg.bucket, field, e.old, format_entry(e.p, e.n), KEYS[7], now) end
+    if e.changed then set_field(page_key, page, bucket, field, e.old, format_entry(e.p, e.n), KEYS[7], now) end
   end
   if pg.created then
-    redis.call("ZADD", KEYS[2], 0, pg.page)
-    redis.call("ZADD", KEYS[5], pg.bucket, pg.page)
+    redis.call("ZADD", KEYS[2], 0, page)
+    redis.call("ZADD", KEYS[5], bucket, page)
   end
   -- A durable counter: the page is not empty any more (a run that stored nothing leaves it be).
-  if pg.stored then redis.call("ZREM", KEYS[6], pg.page) end
+  if pg.stored then redis.call("ZREM", KEYS[6], page) end
 end
 apply_digests(KEYS[4])
-return replies`,
+return cmsgpack.pack(replies)`,
 
   /**
    * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: epoch, now,
