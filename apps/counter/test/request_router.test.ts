@@ -73,6 +73,7 @@ describe("counter - request router", () => {
       ring: () => ring,
       fenceOf: (p) => u.fences.get(p),
       whenHeld: async (p) => u.fences.get(p),
+      servingFence: (p) => u.fences.get(p),
       registry: u.registry,
       intake: u.intake,
       writer: u.writer,
@@ -185,5 +186,93 @@ describe("counter - request router", () => {
       code: "unavailable",
     });
     expect(await ask(router, { type: "snapshot", page })).toMatchObject({ type: "page_state", page });
+  });
+});
+
+describe("counter - request router, increment batches", () => {
+  let u: Units;
+  afterEach(async () => u.close());
+
+  test("counter - a batch's items of this node's pages commit here, others go the general route, each answered in order", async () => {
+    u = await buildUnits();
+    const ring = new HashRing(["me", "other"], { partitions: PARTITIONS });
+    const mine = ring.partitionsOf("me")[0]!;
+    const theirs = ring.partitionsOf("other")[0]!;
+    await u.acquire(mine);
+    const forwarded: NodeRequest[] = [];
+    u.bus.serve(nodeSubject(DC, "other"), (data) => {
+      const request = decodeNodeRequest(data);
+      forwarded.push(request);
+      return encodeMessage(
+        request.type === "increment"
+          ? {
+              type: "incremented",
+              page: request.page,
+              counter: "likes",
+              value: 40,
+              updatedAt: 1,
+              duplicate: false,
+            }
+          : { type: "error", code: "internal", message: "unexpected" },
+      );
+    });
+    let running = true;
+    const router = new RequestRouter({
+      dc: DC,
+      nodeId: "me",
+      partitions: PARTITIONS,
+      forwardTimeoutMs: 1_000,
+      ownershipWaitMs: 0,
+      bus: u.bus,
+      store: u.store,
+      logger: silentLogger,
+      metrics: new CounterMetrics(new Registry(), {
+        partitionsOwned: () => 1,
+        partitionsBootstrapped: () => 1,
+      }),
+      ring: () => ring,
+      fenceOf: (p) => u.fences.get(p),
+      whenHeld: async (p) => u.fences.get(p),
+      servingFence: (p) => u.fences.get(p),
+      registry: u.registry,
+      intake: u.intake,
+      writer: u.writer,
+      isRunning: () => running,
+      nodeInfo: () => NODE_INFO,
+      purge: async () => {
+        throw new Error("not in this test");
+      },
+    });
+    const [here, there] = [pageIn(mine), pageIn(theirs)];
+    const item = (page: string, key: string, delta = 1) =>
+      ({ type: "increment", page, counter: "likes", delta, key }) as const;
+    const batch = {
+      type: "increments",
+      items: [item(here, "a"), item(there, "b"), item(here, "c", 2), item(here, "a")],
+    } as const;
+    /** Serves the batch, turning the manual clock until it is answered (loads, the commit's turn). */
+    const serve = async (): Promise<NodeReply> => {
+      let answer: Uint8Array | undefined;
+      void router.serve(encodeMessage(batch)).then((a) => (answer = a));
+      for (let turn = 0; turn < 100 && answer === undefined; turn++) await u.clock.advance(0);
+      if (answer === undefined) throw new Error("the batch was not answered");
+      return decodeNodeReply(answer);
+    };
+    expect(await serve()).toMatchObject({
+      type: "increments_done",
+      replies: [
+        { type: "incremented", page: here, value: 1, duplicate: false },
+        { type: "incremented", page: there, value: 40 },
+        { type: "incremented", page: here, value: 3, duplicate: false },
+        { type: "incremented", page: here, value: 1, duplicate: true },
+      ],
+    });
+    expect(forwarded).toEqual([{ ...item(there, "b"), hop: 1 }]);
+    // A stopping node answers every item unavailable, retryable.
+    running = false;
+    expect(await serve()).toMatchObject({
+      type: "increments_done",
+      replies: batch.items.map(() => ({ type: "error", code: "unavailable" })),
+    });
   });
 });
