@@ -39,7 +39,9 @@ describe("counter - request router", () => {
   afterEach(async () => u.close());
 
   /** Node "me" owns what the ring gives it; node "other" (on the same bus) answers what it is sent. */
-  async function setUp(opts: { otherHangs?: boolean } = {}): Promise<{
+  async function setUp(
+    opts: { otherHangs?: boolean; otherAnswers?: (request: NodeRequest) => NodeReply } = {},
+  ): Promise<{
     router: RequestRouter;
     mine: number;
     theirs: number;
@@ -55,7 +57,10 @@ describe("counter - request router", () => {
     u.bus.serve(nodeSubject(DC, "other"), (data) => {
       forwarded.push(decodeNodeRequest(data));
       if (opts.otherHangs === true) return new Promise<Uint8Array>(() => {});
-      return encodeMessage({ type: "page_state", page: "x", counters: {}, ts: 1 });
+      const request = forwarded.at(-1)!;
+      return encodeMessage(
+        opts.otherAnswers?.(request) ?? { type: "page_state", page: "x", counters: {}, ts: 1 },
+      );
     });
     const router = new RequestRouter({
       dc: DC,
@@ -187,61 +192,20 @@ describe("counter - request router", () => {
     });
     expect(await ask(router, { type: "snapshot", page })).toMatchObject({ type: "page_state", page });
   });
-});
-
-describe("counter - request router, increment batches", () => {
-  let u: Units;
-  afterEach(async () => u.close());
 
   test("counter - a batch's items of this node's pages commit here, others go the general route, each answered in order", async () => {
-    u = await buildUnits();
-    const ring = new HashRing(["me", "other"], { partitions: PARTITIONS });
-    const mine = ring.partitionsOf("me")[0]!;
-    const theirs = ring.partitionsOf("other")[0]!;
-    await u.acquire(mine);
-    const forwarded: NodeRequest[] = [];
-    u.bus.serve(nodeSubject(DC, "other"), (data) => {
-      const request = decodeNodeRequest(data);
-      forwarded.push(request);
-      return encodeMessage(
-        request.type === "increment"
+    const { router, mine, theirs, forwarded } = await setUp({
+      otherAnswers: (r) =>
+        r.type === "increment"
           ? {
               type: "incremented",
-              page: request.page,
-              counter: "likes",
+              page: r.page,
+              counter: r.counter,
               value: 40,
               updatedAt: 1,
               duplicate: false,
             }
           : { type: "error", code: "internal", message: "unexpected" },
-      );
-    });
-    let running = true;
-    const router = new RequestRouter({
-      dc: DC,
-      nodeId: "me",
-      partitions: PARTITIONS,
-      forwardTimeoutMs: 1_000,
-      ownershipWaitMs: 0,
-      bus: u.bus,
-      store: u.store,
-      logger: silentLogger,
-      metrics: new CounterMetrics(new Registry(), {
-        partitionsOwned: () => 1,
-        partitionsBootstrapped: () => 1,
-      }),
-      ring: () => ring,
-      fenceOf: (p) => u.fences.get(p),
-      whenHeld: async (p) => u.fences.get(p),
-      servingFence: (p) => u.fences.get(p),
-      registry: u.registry,
-      intake: u.intake,
-      writer: u.writer,
-      isRunning: () => running,
-      nodeInfo: () => NODE_INFO,
-      purge: async () => {
-        throw new Error("not in this test");
-      },
     });
     const [here, there] = [pageIn(mine), pageIn(theirs)];
     const item = (page: string, key: string, delta = 1) =>
