@@ -27,7 +27,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { keysSent, runLoad, wrkBinary } from "./lib/http_load.js";
-import { cpuTimes, metricSum, round, scrape } from "./lib/measure.js";
+import { callDeltas, cpuTimes, metricSum, redisStats, round, scrape } from "./lib/measure.js";
 import {
   ask,
   benchDir,
@@ -88,7 +88,10 @@ async function measure(name, t, o, log) {
   const before = await t.read();
   const cpu0 = t.pids.map(cpuTimes);
   const m0 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
+  // The embedded process has no Redis.
+  const redis0 = t.redis !== undefined ? await redisStats(t.redis) : undefined;
   const r = await load(`hot-${run}`, o.measureS);
+  const redis1 = t.redis !== undefined ? await redisStats(t.redis) : undefined;
   const m1 = t.metricsUrl !== undefined ? await scrape(t.metricsUrl) : undefined;
   const cpu1 = t.pids.map(cpuTimes);
   const cpuEach = cpu1.map((c, i) => round(c.user + c.system - cpu0[i].user - cpu0[i].system, 2));
@@ -117,6 +120,16 @@ async function measure(name, t, o, log) {
     /** Of which in the kernel (system time): socket reads and writes, mostly. */
     systemCpuSecondsByProcess: Object.fromEntries(t.names.map((name, i) => [name, systemEach[i]])),
     requestsPerServerCpuSecond: Math.round(r.ok / cpu),
+    ...(redis0 !== undefined && redis1 !== undefined
+      ? {
+          /**
+           * Redis commands per 2xx answer in the window, those scripts run included
+           * (commandstats), and of them script calls: what group commit shares among increments.
+           */
+          redisCommandsPerIncrement: perIncrement(redis0, redis1, r.ok),
+          redisScriptCallsPerIncrement: perIncrement(redis0, redis1, r.ok, ["evalsha", "eval"]),
+        }
+      : {}),
     ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
   };
   if (m0 !== undefined && m1 !== undefined) {
@@ -134,6 +147,14 @@ async function measure(name, t, o, log) {
       `(${r.driver}); ${r.ok} 2xx, ${r.failed} failed, ${sent} sent, counter +${moved}, exact ${result.exact}`,
   );
   return result;
+}
+
+/** Calls per 2xx answer between two redisStats, of `only` these commands or of all. */
+function perIncrement(before, after, ok, only = undefined) {
+  const calls = Object.entries(callDeltas(before, after))
+    .filter(([name]) => only === undefined || only.includes(name))
+    .reduce((sum, [, n]) => sum + n, 0);
+  return round(calls / ok, 3);
 }
 
 /** The page's counter through the public API. */
@@ -179,6 +200,7 @@ async function replayAll(baseUrl, prefix, sentPerThread, before, moved, result) 
 async function livecountSide(o, dir, log) {
   const nats = await startNats(dir);
   const redis = await startRedis(dir);
+  const client = new Redis(redis.url);
   const procs = [];
   try {
     const common = { LIVECOUNT_NATS_URL: nats.url, LIVECOUNT_REDIS_URL: redis.url, LIVECOUNT_DC: "dc1" };
@@ -210,6 +232,7 @@ async function livecountSide(o, dir, log) {
         pids: [gateway.pid, counter.pid, nats.pid, redis.pid],
         names: ["gateway", "counter", "nats-server", "redis-server"],
         metricsUrl: `${baseUrl}/metrics`,
+        redis: client,
         read: () => readApi(baseUrl),
         verify: (prefix, sent, before, moved, result) =>
           replayAll(baseUrl, prefix, sent, before, moved, result),
@@ -218,6 +241,7 @@ async function livecountSide(o, dir, log) {
       log,
     );
   } finally {
+    client.disconnect();
     for (const p of procs.reverse()) await p.stop();
     await nats.stop();
     await redis.stop();
@@ -244,6 +268,7 @@ async function baselineSide(o, dir, log) {
         dir,
         pids: [server.pid, redis.pid],
         names: ["server", "redis-server"],
+        redis: client,
         read,
         verify: async (prefix, sent, before, moved, result) => {
           // One idempotency key per counted increment, warm-up included: the counter is their number.

@@ -235,6 +235,7 @@ export class CounterNode {
       ring: () => this.#membership.ring,
       fenceOf: (partition) => this.#convergence.servingFence(partition),
       whenHeld: (partition, timeoutMs) => this.#convergence.whenServing(partition, timeoutMs),
+      servingFence: (partition) => this.#convergence.servingFence(partition),
       registry: this.#registry,
       intake: this.#intake,
       writer: this.#writer,

@@ -117,15 +117,18 @@ export class DurableWriter {
 
   /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
   increment(actor: PageActor, request: IncrementRequest): Promise<NodeReply> {
-    return new Promise((resolve) => {
-      this.#increments.push({ actor, request, resolve: whileQueued(actor, resolve) });
-      if (this.#incrementsScheduled) return;
-      this.#incrementsScheduled = true;
-      // Deferred to the end of the turn: every increment read from the same socket data shares the batch.
-      this.#o.clock.defer(() => {
-        this.#incrementsScheduled = false;
-        this.#chain(() => this.#commitIncrements(), "increment batch");
-      });
+    return new Promise((resolve) => this.queueIncrement(actor, request, resolve));
+  }
+
+  /** `increment` without a promise of its own: `resolve` gets the reply (a batch's items share one). */
+  queueIncrement(actor: PageActor, request: IncrementRequest, resolve: (reply: NodeReply) => void): void {
+    this.#increments.push({ actor, request, resolve: whileQueued(actor, resolve) });
+    if (this.#incrementsScheduled) return;
+    this.#incrementsScheduled = true;
+    // Deferred to the end of the turn: every increment read from the same socket data shares the batch.
+    this.#o.clock.defer(() => {
+      this.#incrementsScheduled = false;
+      this.#chain(() => this.#commitIncrements(), "increment batch");
     });
   }
 

@@ -4,6 +4,7 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
+  type IncrementRequest,
   type IncrementsReply,
   type IncrementsRequest,
   type ListPagesRequest,
@@ -19,7 +20,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { errorReply } from "./replies.js";
-import { ActorClosedError } from "./page_actor.js";
+import { ActorClosedError, type PageActor } from "./page_actor.js";
 import { SeriesCache, readStats } from "./stats_read.js";
 import { readWindow } from "./window_read.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -39,6 +40,8 @@ export interface RequestRouterOptions {
   readonly ring: () => HashRing;
   readonly fenceOf: (partition: number) => Fence | undefined;
   readonly whenHeld: (partition: number, timeoutMs: number) => Promise<Fence | undefined>;
+  /** The fence `whenHeld` would resolve with right now, or undefined when it would wait. */
+  readonly servingFence: (partition: number) => Fence | undefined;
   readonly registry: ActorRegistry;
   readonly intake: PresenceIntake;
   readonly writer: DurableWriter;
@@ -108,19 +111,49 @@ export class RequestRouter {
 
   /**
    * A gateway's batch of increments: each item as its own request would be (they share the next
-   * group commit), each answered on its own.
+   * group commit), each answered on its own. An item of a page this node serves right now goes
+   * straight to its actor and the commit queue; any other takes the general route (forwarded,
+   * waiting for its lease, or refused).
    */
-  async #increments(request: BatchRequest): Promise<IncrementsReply> {
-    const hop = request.hop;
-    const replies = await Promise.all(
-      request.items.map((item) => this.#answer(hop === undefined ? item : { ...item, hop })),
-    );
-    return {
-      type: "increments_done",
-      replies: replies.map((r) =>
-        r.type === "incremented" || r.type === "error" ? r : errorReply("internal", `got ${r.type}`),
-      ),
-    };
+  #increments(request: BatchRequest): Promise<IncrementsReply> {
+    const { hop, items } = request;
+    const replies = new Array<IncrementsReply["replies"][number]>(items.length);
+    let left = items.length;
+    return new Promise((resolve) => {
+      items.forEach((item, i) => {
+        const settle = (r: NodeReply): void => {
+          replies[i] =
+            r.type === "incremented" || r.type === "error" ? r : errorReply("internal", `got ${r.type}`);
+          if (--left === 0) resolve({ type: "increments_done", replies });
+        };
+        const single = hop === undefined ? item : { ...item, hop };
+        if (!this.#incrementNow(single, settle)) void this.#answer(single).then(settle);
+      });
+    });
+  }
+
+  /**
+   * Queues an increment of a page whose partition this node owns and serves now, answering it
+   * through `settle` as #route would; false (nothing done) for any other.
+   */
+  #incrementNow(request: IncrementRequest, settle: (reply: NodeReply) => void): boolean {
+    if (!this.#o.isRunning()) return false;
+    const partition = partitionOf(request.page, this.#o.partitions);
+    if (this.#o.ring().ownerOf(partition) !== this.#o.nodeId) return false;
+    if (this.#o.servingFence(partition) === undefined) return false;
+    let actor: PageActor;
+    try {
+      actor = this.#o.registry.get(request.page, partition);
+    } catch {
+      // The general route meets the same failure and answers it as any request's.
+      return false;
+    }
+    actor.run((failure) => {
+      // Closed under the request (its partition moved on): the caller retries, as in #answer.
+      if (failure !== undefined) settle(errorReply("unavailable", failure.message));
+      else this.#o.writer.queueIncrement(actor, request, settle);
+    });
+    return true;
   }
 
   async #route(request: SingleRequest): Promise<NodeReply> {

@@ -39,7 +39,9 @@ describe("counter - request router", () => {
   afterEach(async () => u.close());
 
   /** Node "me" owns what the ring gives it; node "other" (on the same bus) answers what it is sent. */
-  async function setUp(opts: { otherHangs?: boolean } = {}): Promise<{
+  async function setUp(
+    opts: { otherHangs?: boolean; otherAnswers?: (request: NodeRequest) => NodeReply } = {},
+  ): Promise<{
     router: RequestRouter;
     mine: number;
     theirs: number;
@@ -55,7 +57,10 @@ describe("counter - request router", () => {
     u.bus.serve(nodeSubject(DC, "other"), (data) => {
       forwarded.push(decodeNodeRequest(data));
       if (opts.otherHangs === true) return new Promise<Uint8Array>(() => {});
-      return encodeMessage({ type: "page_state", page: "x", counters: {}, ts: 1 });
+      const request = forwarded.at(-1)!;
+      return encodeMessage(
+        opts.otherAnswers?.(request) ?? { type: "page_state", page: "x", counters: {}, ts: 1 },
+      );
     });
     const router = new RequestRouter({
       dc: DC,
@@ -73,6 +78,7 @@ describe("counter - request router", () => {
       ring: () => ring,
       fenceOf: (p) => u.fences.get(p),
       whenHeld: async (p) => u.fences.get(p),
+      servingFence: (p) => u.fences.get(p),
       registry: u.registry,
       intake: u.intake,
       writer: u.writer,
@@ -185,5 +191,52 @@ describe("counter - request router", () => {
       code: "unavailable",
     });
     expect(await ask(router, { type: "snapshot", page })).toMatchObject({ type: "page_state", page });
+  });
+
+  test("counter - a batch's items of this node's pages commit here, others go the general route, each answered in order", async () => {
+    const { router, mine, theirs, forwarded } = await setUp({
+      otherAnswers: (r) =>
+        r.type === "increment"
+          ? {
+              type: "incremented",
+              page: r.page,
+              counter: r.counter,
+              value: 40,
+              updatedAt: 1,
+              duplicate: false,
+            }
+          : { type: "error", code: "internal", message: "unexpected" },
+    });
+    const [here, there] = [pageIn(mine), pageIn(theirs)];
+    const item = (page: string, key: string, delta = 1) =>
+      ({ type: "increment", page, counter: "likes", delta, key }) as const;
+    const batch = {
+      type: "increments",
+      items: [item(here, "a"), item(there, "b"), item(here, "c", 2), item(here, "a")],
+    } as const;
+    /** Serves the batch, turning the manual clock until it is answered (loads, the commit's turn). */
+    const serve = async (): Promise<NodeReply> => {
+      let answer: Uint8Array | undefined;
+      void router.serve(encodeMessage(batch)).then((a) => (answer = a));
+      for (let turn = 0; turn < 100 && answer === undefined; turn++) await u.clock.advance(0);
+      if (answer === undefined) throw new Error("the batch was not answered");
+      return decodeNodeReply(answer);
+    };
+    expect(await serve()).toMatchObject({
+      type: "increments_done",
+      replies: [
+        { type: "incremented", page: here, value: 1, duplicate: false },
+        { type: "incremented", page: there, value: 40 },
+        { type: "incremented", page: here, value: 3, duplicate: false },
+        { type: "incremented", page: here, value: 1, duplicate: true },
+      ],
+    });
+    expect(forwarded).toEqual([{ ...item(there, "b"), hop: 1 }]);
+    // A stopping node answers every item unavailable, retryable.
+    running = false;
+    expect(await serve()).toMatchObject({
+      type: "increments_done",
+      replies: batch.items.map(() => ({ type: "error", code: "unavailable" })),
+    });
   });
 });

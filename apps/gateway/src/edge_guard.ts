@@ -63,8 +63,13 @@ export class EdgeGuard {
 
   /** The client address of an HTTP request or upgrade (LIVECOUNT_TRUSTED_PROXIES). */
   clientAddress(res: HttpResponse, req: HttpRequest): string {
+    return this.clientAddressOf(res, req.getHeader("x-forwarded-for"));
+  }
+
+  /** `clientAddress` from the request's `X-Forwarded-For` ("" when absent), read beforehand. */
+  clientAddressOf(res: HttpResponse, forwardedFor: string): string {
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString("latin1");
-    return this.#o.addresses.resolve(peer, req.getHeader("x-forwarded-for"));
+    return this.#o.addresses.resolve(peer, forwardedFor);
   }
 
   opened(key: string): void {

@@ -310,7 +310,10 @@ export class Gateway {
         },
       })
       .any("/*", (res, req) => {
-        const info = requestInfo(req, guard.clientAddress(res, req));
+        // The header now (uWS requests die at the first await), the address only when a route
+        // asks: requests with a key never do.
+        const forwardedFor = req.getHeader("x-forwarded-for");
+        const info = requestInfo(req, () => guard.clientAddressOf(res, forwardedFor));
         void api.handle(new Reply(res, info.head), info);
       });
     if (config.adminKey === undefined)

@@ -110,10 +110,13 @@ export function readBody(reply: Reply, limit: number): Promise<Buffer> {
   });
 }
 
+/** Rejects malformed UTF-8; holds no state between calls, so one serves every request. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
 /** Parses a JSON body, rejecting with invalid_body. */
 export function parseJson(body: Buffer): unknown {
   try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+    return JSON.parse(UTF8.decode(body));
   } catch (err) {
     throw new ProtocolError("invalid_body", "body is not valid JSON", { cause: err });
   }
@@ -129,7 +132,11 @@ export interface RequestInfo {
   readonly query: string;
   /** The headers routes read (WANTED_HEADERS), lowercase; absent ones are missing. */
   readonly headers: Readonly<Record<string, string>>;
-  /** The client's address (after LIVECOUNT_TRUSTED_PROXIES). */
+  /**
+   * The client's address (after LIVECOUNT_TRUSTED_PROXIES), resolved when first read: a request
+   * with a key never needs it. Read it before the route's first await (the response may be aborted
+   * by then); routes that need it do.
+   */
   readonly address: string;
 }
 
@@ -142,19 +149,23 @@ const WANTED_HEADERS = [
   "sec-fetch-site",
 ] as const;
 
-export function requestInfo(req: HttpRequest, address: string): RequestInfo {
+/** `address` resolves the client's address; it is called once, when a route first reads it. */
+export function requestInfo(req: HttpRequest, address: () => string): RequestInfo {
   const headers: Record<string, string> = {};
   for (const h of WANTED_HEADERS) {
     const v = req.getHeader(h);
     if (v !== "") headers[h] = v;
   }
   const method = req.getCaseSensitiveMethod().toUpperCase();
+  let resolved: string | undefined;
   return {
     method: method === "HEAD" ? "GET" : method,
     head: method === "HEAD",
     path: req.getUrl(),
     query: req.getQuery() ?? "",
     headers,
-    address,
+    get address(): string {
+      return (resolved ??= address());
+    },
   };
 }

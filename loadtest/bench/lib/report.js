@@ -307,6 +307,15 @@ function rows(name, r) {
         ],
         [
           name,
+          "  Redis commands (of them script calls) per increment",
+          `${lc.redisCommandsPerIncrement} (${lc.redisScriptCallsPerIncrement})`,
+          `${b.redisCommandsPerIncrement} (${b.redisScriptCallsPerIncrement})`,
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
           "  counter moved / 2xx / sent, exact",
           `${fmt(lc.counterMoved)} / ${fmt(lc.ok)} / ${fmt(lc.sent)}, ${lc.exact}`,
           `${fmt(b.counterMoved)} / ${fmt(b.ok)} / ${fmt(b.sent)}, ${b.exact}`,

@@ -68,16 +68,21 @@ export type Arg = string | number | Buffer;
  */
 export type Pipe = (partition: number) => ChainableCommander;
 
-/** Queues a script defined with `defineCommand` (as EVALSHA, or EVAL on a fresh connection). */
+/**
+ * Queues a script defined with `defineCommand` (as EVALSHA, or EVAL on a fresh connection).
+ * `buffer`: its reply's strings come back as Buffers, undecoded (a script answering MessagePack).
+ */
 export function queueScript(
   pipeline: ChainableCommander,
   name: ScriptName,
   keys: readonly string[],
   args: readonly Arg[],
+  { buffer = false }: { buffer?: boolean } = {},
 ) {
-  // defineCommand adds the script as a method at runtime, which the typings cannot know.
-  const commands = pipeline as unknown as Record<ScriptName, (...a: Arg[]) => ChainableCommander>;
-  commands[name](keys.length, ...keys, ...args);
+  // defineCommand adds the script as a method at runtime (and its `<name>Buffer` twin), which the
+  // typings cannot know.
+  const commands = pipeline as unknown as Record<string, (...a: Arg[]) => ChainableCommander>;
+  commands[buffer ? `${name}Buffer` : name]!(keys.length, ...keys, ...args);
 }
 
 /**

@@ -6,7 +6,7 @@
  * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
  * that lost its replica.
  */
-import { Packr } from "msgpackr";
+import { Packr, Unpackr } from "msgpackr";
 import { bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
@@ -35,6 +35,8 @@ const OPS_PER_SCRIPT = 100;
  * names (they hold a NUL) arrive as they were sent.
  */
 const packer = new Packr({ useRecords: false, variableMapSize: true });
+/** What Lua's cmsgpack packs: plain arrays, strings and numbers. */
+const unpackr = new Unpackr({ useRecords: false });
 
 /** Store.write of validated, non-empty groups. */
 export async function writeGroups(
@@ -154,34 +156,50 @@ export async function increment(
     (pipe) => {
       for (const { fence, ops: indexes } of calls) {
         const partition = fence.partition;
-        const scriptKeys = keys.entryScriptKeys(partition);
-        const args: Arg[] = [fence.epoch, now];
+        const pageKeys = new Map<string, number>();
+        const pages: string[] = [];
+        const idemKeys: string[] = [];
+        const flat: Array<string | number> = [];
         for (const i of indexes) {
           const op = ops[i]!;
-          scriptKeys.push(keys.page(op.page, partition), keys.idem(op.page, partition, op.key));
-          args.push(
-            op.page,
+          const pageKey = keys.page(op.page, partition);
+          let pageIndex = pageKeys.get(pageKey);
+          if (pageIndex === undefined) {
+            pageKeys.set(pageKey, (pageIndex = pageKeys.size + 1));
+            pages.push(op.page, String(bucketOf(op.page)));
+          }
+          idemKeys.push(keys.idem(op.page, partition, op.key));
+          // The delta as a string: the script stores it with the key and compares it as stored.
+          flat.push(
+            pageIndex,
             entryField(op.counter, op.dc),
             op.counter,
-            op.delta,
+            String(op.delta),
             op.payload,
-            now + keyTtlMs,
-            keyTtlMs,
             op.fingerprint ?? "",
-            bucketOf(op.page),
             op.startAt ?? 0,
             op.also?.length ?? 0,
           );
-          for (const c of op.also ?? []) args.push(entryField(c.counter, op.dc), c.delta);
+          for (const c of op.also ?? []) flat.push(entryField(c.counter, op.dc), c.delta);
         }
-        queueScript(pipe(partition), "lcIncrement", scriptKeys, args);
+        const scriptKeys = [...keys.entryScriptKeys(partition), ...pageKeys.keys(), ...idemKeys];
+        const args: Arg[] = [
+          fence.epoch,
+          now,
+          now + keyTtlMs,
+          keyTtlMs,
+          packer.pack(pages),
+          packer.pack(flat),
+        ];
+        queueScript(pipe(partition), "lcIncrement", scriptKeys, args, { buffer: true });
       }
     },
     { durable: true },
   );
   const outcomes = new Array<IncrementOutcome>(ops.length);
   calls.forEach((call, c) => {
-    const reply = replies[c];
+    const reply =
+      replies[c] instanceof Buffer ? (unpackr.unpack(replies[c] as Buffer) as unknown) : replies[c];
     const stale = Array.isArray(reply) && reply[0] === "stale";
     call.ops.forEach((i, k) => {
       outcomes[i] =

@@ -139,21 +139,56 @@ return advanced`,
   /**
    * Publisher increments of one partition, in order, atomically. KEYS: the partition's entry script
    * keys (lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, expiring
-   * index), then per op its page and its idempotency key. ARGV: epoch, now, then per op: page,
-   * field, counter, delta, payload, expiresAt, keyTtlMs, fingerprint ("" for none), bucket, startAt
-   * (where the entry of `field` starts when absent), the number of further changes, then a field
-   * and a delta per further change. Returns {"stale"} when the fence is, else one reply per op:
-   * {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...} | {"conflict"}.
+   * index), then each page the ops change once, then per op its idempotency key. ARGV: epoch, now,
+   * expiresAt and keyTtlMs of the keys, then two MessagePack arrays (one argument each instead of a
+   * dozen per op: writing and reading arguments was most of a call's cost on both sides): the pages,
+   * as page and bucket per page key, and the ops, per op its page's index (1-based), field, counter,
+   * delta, payload, fingerprint ("" for none), startAt (where the entry of `field` starts when
+   * absent), the number of further changes, then a field and a delta per further change. Returns
+   * one MessagePack array (one reply to decode instead of five per op): {"stale"} when the fence is,
+   * else one reply per op: {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...}
+   * | {"conflict"}.
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
-if not fence_current(KEYS[1], ARGV[1], now) then return {"stale"} end
+if not fence_current(KEYS[1], ARGV[1], now) then return cmsgpack.pack({"stale"}) end
 expiring_key = KEYS[8]
--- One op: ARGV from a, its page's hash and its idempotency key.
-local function increment(page_key, idem_key, a)
-  local page, field, counter, delta, fingerprint = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 7]
-  local bucket = ARGV[a + 8]
-  local further_to = a + 10 + 2 * tonumber(ARGV[a + 10])
+local expires_at, key_ttl_ms = ARGV[3], ARGV[4]
+local page_of, w = cmsgpack.unpack(ARGV[5]), cmsgpack.unpack(ARGV[6])
+-- The entries the run changes, by page key and field: read once, changed in memory op after op, and
+-- written once at its end (a hot page's counter changes with every op of the run). Each holds p, n,
+-- whether it exists as of the ops so far, its value before the run (false when absent) and whether
+-- it changed. The digests are of the state, so one write from the first to the last value keeps them
+-- as the writes op by op would. Per page: its index, whether the run created an entry of it and
+-- whether it stored one.
+local entries, pages = {}, {}
+local function entry_of(page_key, index, field)
+  local fields = entries[page_key]
+  if not fields then
+    fields = {}
+    entries[page_key] = fields
+    pages[page_key] = {index = index, created = false, stored = false}
+  end
+  local e = fields[field]
+  if not e then
+    local p, n, existed = read_entry(page_key, field)
+    e = {p = p, n = n, exists = existed, old = existed and format_entry(p, n), changed = false}
+    fields[field] = e
+  end
+  return e
+end
+-- An entry as it is now: "p:n", or "" where absent.
+local function entry_now(page_key, field)
+  local e = entries[page_key] and entries[page_key][field]
+  if not e then return redis.call("HGET", page_key, field) or "" end
+  return e.exists and format_entry(e.p, e.n) or ""
+end
+-- One op: w from a, and its idempotency key.
+local function increment(idem_key, a)
+  local index = w[a]
+  local page_key = KEYS[8 + index]
+  local field, counter, delta, fingerprint = w[a + 1], w[a + 2], w[a + 3], w[a + 5]
+  local further_to = a + 7 + 2 * w[a + 7]
   local seen = redis.call("HMGET", idem_key, "counter", "delta", "payload", "expiresAt", "fingerprint")
   if seen[1] and now < tonumber(seen[4]) then
     local same
@@ -161,52 +196,61 @@ local function increment(page_key, idem_key, a)
     else same = not seen[5] and seen[1] == counter and seen[2] == delta end
     if same then
       -- The entries as they are now, "" where absent: the op's, then each further change's.
-      local reply = {"duplicate", seen[3]}
-      local fields = {field}
-      for i = a + 11, further_to, 2 do fields[#fields + 1] = ARGV[i] end
-      for _, f in ipairs(fields) do reply[#reply + 1] = redis.call("HGET", page_key, f) or "" end
+      local reply = {"duplicate", seen[3], entry_now(page_key, field)}
+      for i = a + 8, further_to, 2 do reply[#reply + 1] = entry_now(page_key, w[i]) end
       return reply
     end
     return {"conflict"}
   end
   local result = {"applied"}
-  local created, stored = false, false
   local function change(f, d, start)
-    local p, n, existed = read_entry(page_key, f)
-    if not existed then p, n = start, start end
+    local e = entry_of(page_key, index, f)
     -- An entry started at the floor is stored even when nothing is added, as the op reports it.
-    if d ~= 0 or (not existed and start > 0) then
-      local old = existed and format_entry(p, n)
-      if d > 0 then p = p + d else n = n - d end
-      set_field(page_key, page, bucket, f, old, format_entry(p, n), KEYS[7], now)
-      stored = true
-      if not existed then created = true end
+    if d ~= 0 or (not e.exists and start > 0) then
+      if not e.exists then
+        e.p, e.n, e.exists = start, start, true
+        pages[page_key].created = true
+      end
+      if d > 0 then e.p = e.p + d else e.n = e.n - d end
+      e.changed = true
+      pages[page_key].stored = true
     end
-    result[#result + 1] = string.format("%d", p)
-    result[#result + 1] = string.format("%d", n)
+    result[#result + 1] = e.p
+    result[#result + 1] = e.n
+    return e
   end
-  change(field, tonumber(delta), tonumber(ARGV[a + 9]))
+  local state = change(field, tonumber(delta), w[a + 6])
   -- The payload's {own} placeholders become this entry's value right after the op (store.ts).
-  local payload = string.gsub(ARGV[a + 4], "{own}", string.format("%d", tonumber(result[2]) - tonumber(result[3])))
-  for i = a + 11, further_to, 2 do change(ARGV[i], tonumber(ARGV[i + 1]), 0) end
-  if created then
+  local payload = string.gsub(w[a + 4], "{own}", string.format("%d", state.p - state.n))
+  for i = a + 8, further_to, 2 do change(w[i], w[i + 1], 0) end
+  if fingerprint ~= "" then
+    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at, "fingerprint", fingerprint)
+  else
+    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at)
+  end
+  redis.call("PEXPIRE", idem_key, key_ttl_ms)
+  return result
+end
+local replies, a = {}, 1
+for k = 9 + #page_of / 2, #KEYS do
+  replies[#replies + 1] = increment(KEYS[k], a)
+  a = a + 8 + 2 * w[a + 7]
+end
+for page_key, fields in pairs(entries) do
+  local pg = pages[page_key]
+  local page, bucket = page_of[2 * pg.index - 1], page_of[2 * pg.index]
+  for field, e in pairs(fields) do
+    if e.changed then set_field(page_key, page, bucket, field, e.old, format_entry(e.p, e.n), KEYS[7], now) end
+  end
+  if pg.created then
     redis.call("ZADD", KEYS[2], 0, page)
     redis.call("ZADD", KEYS[5], bucket, page)
   end
-  -- A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
-  if stored then redis.call("ZREM", KEYS[6], page) end
-  redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", ARGV[a + 5])
-  if fingerprint ~= "" then redis.call("HSET", idem_key, "fingerprint", fingerprint) end
-  redis.call("PEXPIRE", idem_key, ARGV[a + 6])
-  return result
-end
-local replies, a = {}, 3
-for k = 9, #KEYS, 2 do
-  replies[#replies + 1] = increment(KEYS[k], KEYS[k + 1], a)
-  a = a + 11 + 2 * tonumber(ARGV[a + 10])
+  -- A durable counter: the page is not empty any more (a run that stored nothing leaves it be).
+  if pg.stored then redis.call("ZREM", KEYS[6], page) end
 end
 apply_digests(KEYS[4])
-return replies`,
+return cmsgpack.pack(replies)`,
 
   /**
    * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: epoch, now,
