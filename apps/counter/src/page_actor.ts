@@ -54,7 +54,7 @@ export class PageActor {
     this.page = page;
     this.partition = partition;
     this.subject = pageSubject(page, partition);
-    this.series = new PageSeries(page, host.dc, host.visitorKey);
+    this.series = new PageSeries(page, host.dc, host.visitorHash);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }

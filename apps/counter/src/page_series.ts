@@ -4,7 +4,7 @@
  * page's next flush and never held: a page may have thousands, which only reads need, and reads go
  * to the store. This DC's are published once durable, like its other entries.
  */
-import { HLL_REGISTERS, mergeEntry, registerOf, type Entry } from "@livecount/crdt";
+import { HLL_REGISTERS, mergeEntry, type Entry } from "@livecount/crdt";
 import {
   dayOf,
   hourOf,
@@ -14,8 +14,8 @@ import {
   peakMinuteOf,
   uniqueRegisterOf,
 } from "@livecount/protocol";
-import { createHmac } from "node:crypto";
 import type { EntryWrite } from "@livecount/store";
+import type { VisitorHash } from "./visitor_hash.js";
 
 /** Ranks kept in a Map up to this many registers, in an array of every register beyond (4 KB). */
 const SPARSE_RANKS = 256;
@@ -34,7 +34,7 @@ interface PeakState {
 export class PageSeries {
   readonly #page: string;
   readonly #dc: string;
-  readonly #key: string;
+  readonly #hash: VisitorHash;
   /** Entries to write, by "counter\0dc": a later copy of the same entry merges into the queued one. */
   #writes = new Map<string, EntryWrite>();
   /** This DC's entries among #writes, to publish once written. */
@@ -45,11 +45,11 @@ export class PageSeries {
   #visitors: { day: number; ranks: Ranks } | undefined;
   #peak: PeakState | undefined;
 
-  /** `key`: LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
-  constructor(page: string, dc: string, key: string) {
+  /** `hash`: keyed by LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
+  constructor(page: string, dc: string, hash: VisitorHash) {
     this.#page = page;
     this.#dc = dc;
-    this.#key = key;
+    this.#hash = hash;
   }
 
   /** Another DC's time bucket entry, received here: to persist. */
@@ -80,7 +80,7 @@ export class PageSeries {
   #visitor(viewer: string, now: number): boolean {
     const day = dayOf(now);
     if (this.#visitors?.day !== day) this.#visitors = { day, ranks: new Map() };
-    const { index, rank } = visitorRegister(viewer, this.#key);
+    const { index, rank } = this.#hash.register(viewer);
     const ranks = this.#visitors.ranks;
     if ((ranks instanceof Map ? (ranks.get(index) ?? 0) : ranks[index]!) >= rank) return false;
     if (ranks instanceof Map) {
@@ -165,15 +165,6 @@ export class PageSeries {
   get pending(): boolean {
     return this.#writes.size > 0 || this.#publish.size > 0;
   }
-}
-
-/**
- * The HyperLogLog register a viewer key falls in, and its rank there, from a keyed hash (HMAC-SHA256):
- * without the key nobody can pick ids that land where they want.
- */
-export function visitorRegister(viewer: string, key: string): { index: number; rank: number } {
-  const digest = createHmac("sha256", key).update(viewer).digest();
-  return registerOf(digest.readUInt32BE(0), digest.readUInt32BE(4));
 }
 
 function dense(ranks: ReadonlyMap<number, number>): Uint8Array {

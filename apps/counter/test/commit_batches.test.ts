@@ -10,13 +10,14 @@ import {
   takeResetRound,
   type PendingReset,
 } from "../src/reset_batch.js";
+import { VisitorHash } from "../src/visitor_hash.js";
 
 const NOW = 5_000;
 const FENCE: Fence = { partition: 3, epoch: 7 };
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,
-  visitorKey: "test-visitor-key-0123",
+  visitorHash: new VisitorHash("test-visitor-key-0123"),
   now: () => NOW,
   markDirty: () => {},
   wakeAt: () => {},

@@ -1,11 +1,12 @@
 import { describe, expect, test } from "vitest";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
 import { DurableEntries, errorReply, parsePayload } from "../src/replies.js";
+import { VisitorHash } from "../src/visitor_hash.js";
 
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,
-  visitorKey: "test-visitor-key-0123",
+  visitorHash: new VisitorHash("test-visitor-key-0123"),
   now: () => 0,
   markDirty: () => {},
   wakeAt: () => {},
