@@ -116,9 +116,10 @@ export class PageActor {
    */
   presenceOps(gateway: string, ops: ReadonlyArray<Omit<PresenceOp, "page">>): void {
     const now = this.#host.now();
+    const presence = this.#presence;
     for (const op of ops) {
-      const hold = op.present ? { sockets: op.sockets ?? 1, active: op.active ?? true } : undefined;
-      this.#presence.apply(gateway, op.viewer, hold, now, op.drop === true ? 0 : this.#host.graceMs);
+      if (op.present) presence.hold(gateway, op.viewer, op.sockets ?? 1, op.active ?? true);
+      else presence.release(gateway, op.viewer, now, op.drop === true ? 0 : this.#host.graceMs);
     }
     this.#syncPresence();
   }
@@ -151,8 +152,7 @@ export class PageActor {
   }
 
   #visited(arrived: readonly string[]): void {
-    const present = (): Iterable<string> => this.#presence.viewers();
-    if (this.#status === "active" && this.series.visitors(arrived, present, this.#host.now()))
+    if (this.#status === "active" && this.series.visitors(arrived, this.#presence, this.#host.now()))
       this.#host.markDirty(this);
   }
 
@@ -345,7 +345,7 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
-    writes.push(...this.series.take());
+    this.series.take(writes);
     this.#writing = true;
     return writes;
   }
