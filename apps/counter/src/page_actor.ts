@@ -273,16 +273,21 @@ export class PageActor {
    * another DC purged back there (docs/architecture.md, "Purging tombstones").
    */
   entriesOf(dc: string): Record<string, Entry> {
-    const entries: Array<[string, Entry]> = [];
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries(this.#entryMapOf(dc));
+  }
+
+  /** `entriesOf` as a Map, as published. */
+  #entryMapOf(dc: string): Map<string, Entry> {
+    const entries = new Map<string, Entry>();
     for (const [name, counter] of this.#counters) {
       const e = counter.entry(dc);
       if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
       const deleted = deletedCounterOf(name) ?? name;
       if (this.#settledDelete(deleted, dc)) continue;
-      entries.push([name, e]);
+      entries.set(name, e);
     }
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return Object.fromEntries(entries);
+    return entries;
   }
 
   /**
@@ -370,9 +375,9 @@ export class PageActor {
   }
 
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */
-  takeUnpublished(): Map<string, Record<string, Entry>> {
-    const updates = new Map<string, Record<string, Entry>>();
-    for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
+  takeUnpublished(): Map<string, Map<string, Entry>> {
+    const updates = new Map<string, Map<string, Entry>>();
+    for (const dc of this.#unpublished) updates.set(dc, this.#entryMapOf(dc));
     this.#unpublished.clear();
     this.series.publishInto(updates);
     return updates;

@@ -140,10 +140,10 @@ export class PageSeries {
   }
 
   /** Adds this DC's entries taken with the last `take()` to its update (durable once it is published). */
-  publishInto(updates: Map<string, Record<string, Entry>>): void {
+  publishInto(updates: Map<string, Map<string, Entry>>): void {
     if (this.#taken.size === 0) return;
-    const own = updates.get(this.#dc) ?? {};
-    for (const [name, entry] of this.#taken) own[name] = entry;
+    const own = updates.get(this.#dc) ?? new Map<string, Entry>();
+    for (const [name, entry] of this.#taken) own.set(name, entry);
     updates.set(this.#dc, own);
     this.#taken = new Map();
   }
