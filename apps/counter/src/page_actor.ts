@@ -263,7 +263,8 @@ export class PageActor {
 
   /** This data center's entry of every counter, as published to the page subject. */
   ownEntries(): Record<string, Entry> {
-    return this.entriesOf(this.#host.dc);
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries(this.entriesOf(this.#host.dc));
   }
 
   /**
@@ -272,13 +273,7 @@ export class PageActor {
    * published those once, and sending them again with every presence change would bring a counter
    * another DC purged back there (docs/architecture.md, "Purging tombstones").
    */
-  entriesOf(dc: string): Record<string, Entry> {
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return Object.fromEntries(this.#entryMapOf(dc));
-  }
-
-  /** `entriesOf` as a Map, as published. */
-  #entryMapOf(dc: string): Map<string, Entry> {
+  entriesOf(dc: string): Map<string, Entry> {
     const entries = new Map<string, Entry>();
     for (const [name, counter] of this.#counters) {
       const e = counter.entry(dc);
@@ -377,7 +372,7 @@ export class PageActor {
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */
   takeUnpublished(): Map<string, Map<string, Entry>> {
     const updates = new Map<string, Map<string, Entry>>();
-    for (const dc of this.#unpublished) updates.set(dc, this.#entryMapOf(dc));
+    for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
     this.#unpublished.clear();
     this.series.publishInto(updates);
     return updates;
