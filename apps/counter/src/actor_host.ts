@@ -1,5 +1,6 @@
 /** What a page actor needs from its node, and what its mailbox holds. */
 import type { PageActor } from "./page_actor.js";
+import type { VisitorHash } from "./visitor_hash.js";
 
 export type ActorStatus = "loading" | "active" | "closed";
 
@@ -17,8 +18,8 @@ export class ActorClosedError extends Error {
 export interface ActorHost {
   readonly dc: string;
   readonly graceMs: number;
-  /** LIVECOUNT_VISITOR_KEY: the key of the unique-visitor hash (page_series.ts). */
-  readonly visitorKey: string;
+  /** The unique-visitor hash, keyed by LIVECOUNT_VISITOR_KEY (visitor_hash.ts). */
+  readonly visitorHash: VisitorHash;
   now(): number;
   /** The actor has entries to persist and publish. */
   markDirty(actor: PageActor): void;

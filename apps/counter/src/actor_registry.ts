@@ -5,6 +5,7 @@ import { DEFAULT_VISITOR_KEY } from "./counter_config.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { PageActor, type ActorHost } from "./page_actor.js";
+import { VisitorHash } from "./visitor_hash.js";
 
 export interface ActorRegistryOptions {
   readonly dc: string;
@@ -54,7 +55,7 @@ export type TeardownReason =
 export class ActorRegistry implements ActorHost {
   readonly dc: string;
   readonly graceMs: number;
-  readonly visitorKey: string;
+  readonly visitorHash: VisitorHash;
   readonly #o: ActorRegistryOptions;
   /** Lines that can repeat per request or message, throttled (LogThrottle). */
   readonly #logs = new LogThrottle();
@@ -78,7 +79,7 @@ export class ActorRegistry implements ActorHost {
     this.#o = options;
     this.dc = options.dc;
     this.graceMs = options.graceMs;
-    this.visitorKey = options.visitorKey ?? DEFAULT_VISITOR_KEY;
+    this.visitorHash = new VisitorHash(options.visitorKey ?? DEFAULT_VISITOR_KEY);
   }
 
   // --- ActorHost ---------------------------------------------------------------------------------

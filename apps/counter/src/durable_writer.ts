@@ -1,6 +1,12 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
-import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
+import {
+  encodeMessage,
+  encodePageUpdate,
+  type IncrementRequest,
+  type NodeReply,
+  type ResetRequest,
+} from "@livecount/protocol";
 import { Coalescer, LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import {
   PartialWriteError,
@@ -157,13 +163,14 @@ export class DurableWriter {
   #publishUpdate(update: DurableUpdate, ts: number): void {
     const { page, partition, dc, counters } = update;
     if (update.local === true) {
-      const entries = Object.fromEntries(Object.entries(counters).map(([name, e]) => [name, { [dc]: e }]));
+      // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+      const entries = Object.fromEntries([...counters].map(([name, e]) => [name, { [dc]: e }]));
       this.#publishLocal(partition, { [page]: entries }, ts);
       return;
     }
     this.#o.bus.publish(
       this.#o.subjectOf(page, partition),
-      encodeMessage({ type: "update", page, dc, counters, ts }),
+      encodePageUpdate({ type: "update", page, dc, counters, ts }),
     );
     this.#o.metrics.publishes.inc();
   }
@@ -347,7 +354,7 @@ export class DurableWriter {
       actor: PageActor;
       writes: EntryWrite[];
       /** Entries to publish per DC, as of this write: exactly what is durable once it succeeds. */
-      updates: Map<string, Record<string, Entry>>;
+      updates: Map<string, Map<string, Entry>>;
     }> = [];
     for (const actor of actors) {
       if (actor.status !== "active") continue;

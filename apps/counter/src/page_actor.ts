@@ -54,7 +54,7 @@ export class PageActor {
     this.page = page;
     this.partition = partition;
     this.subject = pageSubject(page, partition);
-    this.series = new PageSeries(page, host.dc, host.visitorKey);
+    this.series = new PageSeries(page, host.dc, host.visitorHash);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }
@@ -116,9 +116,10 @@ export class PageActor {
    */
   presenceOps(gateway: string, ops: ReadonlyArray<Omit<PresenceOp, "page">>): void {
     const now = this.#host.now();
+    const presence = this.#presence;
     for (const op of ops) {
-      const hold = op.present ? { sockets: op.sockets ?? 1, active: op.active ?? true } : undefined;
-      this.#presence.apply(gateway, op.viewer, hold, now, op.drop === true ? 0 : this.#host.graceMs);
+      if (op.present) presence.hold(gateway, op.viewer, op.sockets ?? 1, op.active ?? true);
+      else presence.release(gateway, op.viewer, now, op.drop === true ? 0 : this.#host.graceMs);
     }
     this.#syncPresence();
   }
@@ -151,8 +152,7 @@ export class PageActor {
   }
 
   #visited(arrived: readonly string[]): void {
-    const present = (): Iterable<string> => this.#presence.viewers();
-    if (this.#status === "active" && this.series.visitors(arrived, present, this.#host.now()))
+    if (this.#status === "active" && this.series.visitors(arrived, this.#presence, this.#host.now()))
       this.#host.markDirty(this);
   }
 
@@ -263,7 +263,8 @@ export class PageActor {
 
   /** This data center's entry of every counter, as published to the page subject. */
   ownEntries(): Record<string, Entry> {
-    return this.entriesOf(this.#host.dc);
+    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
+    return Object.fromEntries(this.entriesOf(this.#host.dc));
   }
 
   /**
@@ -272,17 +273,16 @@ export class PageActor {
    * published those once, and sending them again with every presence change would bring a counter
    * another DC purged back there (docs/architecture.md, "Purging tombstones").
    */
-  entriesOf(dc: string): Record<string, Entry> {
-    const entries: Array<[string, Entry]> = [];
+  entriesOf(dc: string): Map<string, Entry> {
+    const entries = new Map<string, Entry>();
     for (const [name, counter] of this.#counters) {
       const e = counter.entry(dc);
       if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
       const deleted = deletedCounterOf(name) ?? name;
       if (this.#settledDelete(deleted, dc)) continue;
-      entries.push([name, e]);
+      entries.set(name, e);
     }
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return Object.fromEntries(entries);
+    return entries;
   }
 
   /**
@@ -345,7 +345,7 @@ export class PageActor {
       }
     }
     this.#unwritten.clear();
-    writes.push(...this.series.take());
+    this.series.take(writes);
     this.#writing = true;
     return writes;
   }
@@ -370,8 +370,8 @@ export class PageActor {
   }
 
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */
-  takeUnpublished(): Map<string, Record<string, Entry>> {
-    const updates = new Map<string, Record<string, Entry>>();
+  takeUnpublished(): Map<string, Map<string, Entry>> {
+    const updates = new Map<string, Map<string, Entry>>();
     for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
     this.#unpublished.clear();
     this.series.publishInto(updates);

@@ -15,10 +15,10 @@ class Holders {
   active: boolean;
   more: Map<string, Hold> | undefined;
 
-  constructor(gateway: string, hold: Hold) {
+  constructor(gateway: string, sockets: number, active: boolean) {
     this.gateway = gateway;
-    this.sockets = hold.sockets;
-    this.active = hold.active;
+    this.sockets = sockets;
+    this.active = active;
   }
 
   holds(gateway: string): boolean {
@@ -39,11 +39,11 @@ class Holders {
     return false;
   }
 
-  set(gateway: string, hold: Hold): void {
+  set(gateway: string, sockets: number, active: boolean): void {
     if (gateway === this.gateway) {
-      this.sockets = hold.sockets;
-      this.active = hold.active;
-    } else (this.more ??= new Map()).set(gateway, hold);
+      this.sockets = sockets;
+      this.active = active;
+    } else (this.more ??= new Map()).set(gateway, { sockets, active });
   }
 
   /** Lets `gateway` go; false when it was the last holder (this object is then stale). */
@@ -132,8 +132,30 @@ export class PagePresence {
    * departure with `graceMs` 0 ends the viewer now, also when it was already lingering.
    */
   apply(gateway: string, viewer: string, hold: Hold | undefined, now: number, graceMs: number): void {
+    if (hold !== undefined) this.hold(gateway, viewer, hold.sockets, hold.active);
+    else this.release(gateway, viewer, now, graceMs);
+  }
+
+  /** `apply` of a hold, given as its fields: a batch of transitions makes no object per viewer. */
+  hold(gateway: string, viewer: string, sockets: number, active: boolean): void {
     const holders = this.#holders.get(viewer);
-    if (hold !== undefined) return this.#hold(gateway, viewer, holders, hold);
+    if (holders === undefined) {
+      if (!this.#endLingering(viewer)) this.#arrived(viewer);
+      this.#holders.set(viewer, new Holders(gateway, sockets, active));
+      this.#connections += sockets;
+      if (active) this.#active++;
+      return;
+    }
+    const wasActive = holders.anyActive;
+    this.#connections -= holders.totalSockets;
+    holders.set(gateway, sockets, active);
+    this.#connections += holders.totalSockets;
+    this.#active += Number(holders.anyActive) - Number(wasActive);
+  }
+
+  /** `apply` of a departure. */
+  release(gateway: string, viewer: string, now: number, graceMs: number): void {
+    const holders = this.#holders.get(viewer);
     if (holders === undefined) {
       if (graceMs <= 0) this.#endLingering(viewer);
       return;
@@ -149,21 +171,6 @@ export class PagePresence {
     this.#holders.delete(viewer);
     if (graceMs > 0) this.#lingering.set(viewer, { at: now + graceMs, active: wasActive });
     else if (wasActive) this.#active--;
-  }
-
-  #hold(gateway: string, viewer: string, holders: Holders | undefined, hold: Hold): void {
-    if (holders === undefined) {
-      if (!this.#endLingering(viewer)) this.#arrived(viewer);
-      this.#holders.set(viewer, new Holders(gateway, hold));
-      this.#connections += hold.sockets;
-      if (hold.active) this.#active++;
-      return;
-    }
-    const wasActive = holders.anyActive;
-    this.#connections -= holders.totalSockets;
-    holders.set(gateway, hold);
-    this.#connections += holders.totalSockets;
-    this.#active += Number(holders.anyActive) - Number(wasActive);
   }
 
   /** Ends a viewer's grace; false when it was not lingering. */

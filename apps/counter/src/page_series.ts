@@ -4,7 +4,7 @@
  * page's next flush and never held: a page may have thousands, which only reads need, and reads go
  * to the store. This DC's are published once durable, like its other entries.
  */
-import { HLL_REGISTERS, mergeEntry, registerOf, type Entry } from "@livecount/crdt";
+import { HLL_REGISTERS, mergeEntry, type Entry } from "@livecount/crdt";
 import {
   dayOf,
   hourOf,
@@ -14,8 +14,8 @@ import {
   peakMinuteOf,
   uniqueRegisterOf,
 } from "@livecount/protocol";
-import { createHmac } from "node:crypto";
 import type { EntryWrite } from "@livecount/store";
+import type { VisitorHash } from "./visitor_hash.js";
 
 /** Ranks kept in a Map up to this many registers, in an array of every register beyond (4 KB). */
 const SPARSE_RANKS = 256;
@@ -34,60 +34,61 @@ interface PeakState {
 export class PageSeries {
   readonly #page: string;
   readonly #dc: string;
-  readonly #key: string;
-  /** Entries to write, by "counter\0dc": a later copy of the same entry merges into the queued one. */
-  #writes = new Map<string, EntryWrite>();
-  /** This DC's entries among #writes, to publish once written. */
-  #publish = new Map<string, Entry>();
-  /** Those taken with the writes of the flush in progress. */
+  readonly #hash: VisitorHash;
+  /** Other DCs' entries to write, by "counter\0dc": a later copy of the same entry merges into the queued one. */
+  #remote = new Map<string, EntryWrite>();
+  /**
+   * This DC's entries to write and then publish, by counter, as their `p` (their `n` is 0): a raise
+   * is a number in a map until the flush takes it, however often the entry rises before.
+   */
+  #own = new Map<string, number>();
+  /** This DC's entries taken with the writes of the flush in progress. */
   #taken = new Map<string, Entry>();
   /** Today's registers as this owner raised them: an arrival that raises none writes nothing. */
   #visitors: { day: number; ranks: Ranks } | undefined;
   #peak: PeakState | undefined;
 
-  /** `key`: LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
-  constructor(page: string, dc: string, key: string) {
+  /** `hash`: keyed by LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
+  constructor(page: string, dc: string, hash: VisitorHash) {
     this.#page = page;
     this.#dc = dc;
-    this.#key = key;
+    this.#hash = hash;
   }
 
   /** Another DC's time bucket entry, received here: to persist. */
   remote(counter: string, dc: string, entry: Entry): void {
-    this.#queue({ page: this.#page, counter, dc, entry });
-  }
-
-  /** Queues a write, merged (max) with one of the same entry already queued: the queue stays bounded. */
-  #queue(write: EntryWrite): void {
-    const id = `${write.counter}\u0000${write.dc}`;
-    const queued = this.#writes.get(id)?.entry;
-    const entry = queued === undefined ? write.entry : mergeEntry(queued, write.entry);
-    this.#writes.set(id, { ...write, entry });
+    const id = `${counter}\u0000${dc}`;
+    const queued = this.#remote.get(id)?.entry;
+    const merged = queued === undefined ? entry : mergeEntry(queued, entry);
+    this.#remote.set(id, { page: this.#page, counter, dc, entry: merged });
   }
 
   /**
    * Arrived viewers are visitors of the day; on a new day (or in a new actor, or after the store
    * removed the page) so is everyone `present`. True when something is to write.
    */
-  visitors(arrived: readonly string[], present: () => Iterable<string>, now: number): boolean {
-    const all = this.#visitors?.day !== dayOf(now) ? [...present(), ...arrived] : arrived;
+  visitors(arrived: readonly string[], present: { viewers(): Iterable<string> }, now: number): boolean {
+    const day = dayOf(now);
     let raised = false;
-    for (const viewer of all) raised = this.#visitor(viewer, now) || raised;
+    if (this.#visitors?.day !== day) {
+      this.#visitors = { day, ranks: new Map() };
+      for (const viewer of present.viewers()) raised = this.#visitor(viewer, day) || raised;
+    }
+    for (const viewer of arrived) raised = this.#visitor(viewer, day) || raised;
     return raised;
   }
 
   /** A viewer started counting here: its register of today may rise. True when something is to write. */
-  #visitor(viewer: string, now: number): boolean {
-    const day = dayOf(now);
-    if (this.#visitors?.day !== day) this.#visitors = { day, ranks: new Map() };
-    const { index, rank } = visitorRegister(viewer, this.#key);
-    const ranks = this.#visitors.ranks;
+  #visitor(viewer: string, day: number): boolean {
+    const visitors = this.#visitors!;
+    const { index, rank } = this.#hash.register(viewer);
+    const ranks = visitors.ranks;
     if ((ranks instanceof Map ? (ranks.get(index) ?? 0) : ranks[index]!) >= rank) return false;
     if (ranks instanceof Map) {
       ranks.set(index, rank);
-      if (ranks.size > SPARSE_RANKS) this.#visitors.ranks = dense(ranks);
+      if (ranks.size > SPARSE_RANKS) visitors.ranks = dense(ranks);
     } else ranks[index] = rank;
-    this.#own(uniqueRegisterOf(day, index), rank);
+    this.#raise(uniqueRegisterOf(day, index), rank);
     return true;
   }
 
@@ -107,37 +108,42 @@ export class PageSeries {
     let raised = false;
     if (most > p.minuteMax) {
       p.minuteMax = most;
-      this.#own(peakMinuteOf(minute), most);
+      this.#raise(peakMinuteOf(minute), most);
       raised = true;
     }
     if (most > p.hourMax) {
       p.hourMax = most;
-      this.#own(peakHourOf(hour), most);
+      this.#raise(peakHourOf(hour), most);
       raised = true;
     }
     return raised;
   }
 
-  #own(counter: string, p: number): void {
-    const entry = { p, n: 0 };
-    this.#queue({ page: this.#page, counter, dc: this.#dc, entry });
-    this.#publish.set(counter, entry);
+  /** This DC's entry of `counter` rises to `p` (its `n` stays 0). */
+  #raise(counter: string, p: number): void {
+    const queued = this.#own.get(counter);
+    if (queued === undefined || queued < p) this.#own.set(counter, p);
   }
 
-  /** The entries to write with this flush; this DC's are published once it succeeds (`takePublished`). */
-  take(): EntryWrite[] {
-    const writes = [...this.#writes.values()];
-    this.#writes = new Map();
-    this.#taken = this.#publish;
-    this.#publish = new Map();
-    return writes;
+  /** Adds the entries to write with this flush to `writes`; this DC's are published once it succeeds (`publishInto`). */
+  take(writes: EntryWrite[]): void {
+    for (const write of this.#remote.values()) writes.push(write);
+    this.#remote = new Map();
+    const taken = new Map<string, Entry>();
+    for (const [counter, p] of this.#own) {
+      const entry = { p, n: 0 };
+      writes.push({ page: this.#page, counter, dc: this.#dc, entry });
+      taken.set(counter, entry);
+    }
+    this.#own = new Map();
+    this.#taken = taken;
   }
 
   /** Adds this DC's entries taken with the last `take()` to its update (durable once it is published). */
-  publishInto(updates: Map<string, Record<string, Entry>>): void {
+  publishInto(updates: Map<string, Map<string, Entry>>): void {
     if (this.#taken.size === 0) return;
-    const own = updates.get(this.#dc) ?? {};
-    for (const [name, entry] of this.#taken) own[name] = entry;
+    const own = updates.get(this.#dc) ?? new Map<string, Entry>();
+    for (const [name, entry] of this.#taken) own.set(name, entry);
     updates.set(this.#dc, own);
     this.#taken = new Map();
   }
@@ -146,10 +152,8 @@ export class PageSeries {
   restore(writes: readonly EntryWrite[]): void {
     for (const w of writes) {
       if (!isSeriesCounter(w.counter)) continue;
-      this.#queue(w);
-      const queued = this.#publish.get(w.counter);
-      if (w.dc === this.#dc && (queued === undefined || queued.p < w.entry.p))
-        this.#publish.set(w.counter, w.entry);
+      if (w.dc === this.#dc) this.#raise(w.counter, w.entry.p);
+      else this.remote(w.counter, w.dc, w.entry);
     }
   }
 
@@ -163,17 +167,8 @@ export class PageSeries {
   }
 
   get pending(): boolean {
-    return this.#writes.size > 0 || this.#publish.size > 0;
+    return this.#remote.size > 0 || this.#own.size > 0;
   }
-}
-
-/**
- * The HyperLogLog register a viewer key falls in, and its rank there, from a keyed hash (HMAC-SHA256):
- * without the key nobody can pick ids that land where they want.
- */
-export function visitorRegister(viewer: string, key: string): { index: number; rank: number } {
-  const digest = createHmac("sha256", key).update(viewer).digest();
-  return registerOf(digest.readUInt32BE(0), digest.readUInt32BE(4));
 }
 
 function dense(ranks: ReadonlyMap<number, number>): Uint8Array {

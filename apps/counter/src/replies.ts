@@ -11,7 +11,8 @@ export interface DurableUpdate {
   readonly page: string;
   readonly partition: number;
   readonly dc: string;
-  readonly counters: Readonly<Record<string, Entry>>;
+  /** By counter name (a Map: time bucket names are new keys on nearly every page; encodePageUpdate). */
+  readonly counters: ReadonlyMap<string, Entry>;
   /** For this DC's gateways only (its updates subject), not every DC's page subject. */
   readonly local?: boolean;
 }
@@ -47,8 +48,7 @@ export class DurableEntries {
   }
 
   updates(): DurableUpdate[] {
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    return [...this.#updates.values()].map((u) => ({ ...u, counters: Object.fromEntries(u.counters) }));
+    return [...this.#updates.values()];
   }
 }
 

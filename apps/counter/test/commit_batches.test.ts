@@ -10,13 +10,14 @@ import {
   takeResetRound,
   type PendingReset,
 } from "../src/reset_batch.js";
+import { VisitorHash } from "../src/visitor_hash.js";
 
 const NOW = 5_000;
 const FENCE: Fence = { partition: 3, epoch: 7 };
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,
-  visitorKey: "test-visitor-key-0123",
+  visitorHash: new VisitorHash("test-visitor-key-0123"),
   now: () => NOW,
   markDirty: () => {},
   wakeAt: () => {},
@@ -305,7 +306,7 @@ describe("counter - observed resets", () => {
         page: "p",
         partition: 3,
         dc: "dc1",
-        counters: { likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } },
+        counters: new Map(Object.entries({ likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } })),
       },
     ]);
     expect(settled.lost).toEqual(new Set([3]));
@@ -385,17 +386,17 @@ describe("counter - observed resets", () => {
         page: "p",
         partition: 3,
         dc: "dc1",
-        counters: { likes: { p: 5, n: 12 }, "@del:likes": { p: 19, n: 0 } },
+        counters: new Map(Object.entries({ likes: { p: 5, n: 12 }, "@del:likes": { p: 19, n: 0 } })),
       },
-      { page: "q", partition: 3, dc: "dc1", counters: { likes: { p: 3, n: 0 } } },
+      { page: "q", partition: 3, dc: "dc1", counters: new Map([["likes", { p: 3, n: 0 }]]) },
       {
         page: "s",
         partition: 3,
         dc: "dc1",
-        counters: { likes: { p: 4, n: 4 }, "@del:likes": { p: 8, n: 0 } },
+        counters: new Map(Object.entries({ likes: { p: 4, n: 4 }, "@del:likes": { p: 8, n: 0 } })),
         local: true,
       },
-      { page: "t", partition: 3, dc: "dc1", counters: { likes: { p: 4, n: 4 } }, local: true },
+      { page: "t", partition: 3, dc: "dc1", counters: new Map([["likes", { p: 4, n: 4 }]]), local: true },
     ]);
     expect(settled.outcomes.map((o) => o.outcome)).toEqual([
       "duplicate",

@@ -4,6 +4,7 @@ import { describe, expect, test } from "vitest";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
 import type { Hold } from "../src/page_presence.js";
+import { VisitorHash } from "../src/visitor_hash.js";
 
 const DC = "dc1";
 const GRACE_MS = 3000;
@@ -23,7 +24,7 @@ function heldAll(viewers: Iterable<string>): Map<string, Hold> {
 class FakeHost implements ActorHost {
   readonly dc = DC;
   readonly graceMs = GRACE_MS;
-  readonly visitorKey = "test-visitor-key-0123";
+  readonly visitorHash = new VisitorHash("test-visitor-key-0123");
   time = T0;
   dirty = 0;
   readonly wakes: number[] = [];

@@ -1,17 +1,21 @@
-import { HLL_REGISTERS, estimateDistinct } from "@livecount/crdt";
+import { HLL_REGISTERS, estimateDistinct, registerOf } from "@livecount/crdt";
+import { VIEWER_KEY_MAX_LENGTH } from "@livecount/protocol";
+import { createHash } from "node:crypto";
+import siphash24 from "siphash24";
 import { describe, expect, test } from "vitest";
-import { visitorRegister } from "../src/page_series.js";
+import { VisitorHash } from "../src/visitor_hash.js";
 
 /** The registers of `ids` as one owner raises them: per register, the largest rank. */
 function registersOf(ids: Iterable<string>, into = new Map<number, number>()): Map<number, number> {
   for (const id of ids) {
-    const { index, rank } = visitorRegister(id, KEY);
+    const { index, rank } = HASH.register(id);
     into.set(index, Math.max(into.get(index) ?? 0, rank));
   }
   return into;
 }
 
 const KEY = "unique-visitors-test-key";
+const HASH = new VisitorHash(KEY);
 
 const ids = (prefix: string, n: number, from = 0): string[] =>
   Array.from({ length: n }, (_, i) => `v:${prefix}-${from + i}`);
@@ -60,10 +64,31 @@ describe("counter - unique visitors (HyperLogLog)", () => {
 
   test("counter - the register of an id depends on the key: ids picked for one key land anywhere under another", () => {
     const picked = ids("pick", 2000);
-    const one = picked.map((id) => visitorRegister(id, KEY).index);
-    const other = picked.map((id) => visitorRegister(id, `${KEY}-other`).index);
-    const same = one.filter((index, i) => index === other[i]).length;
+    const other = new VisitorHash(`${KEY}-other`);
+    const one = picked.map((id) => HASH.register(id).index);
+    const two = picked.map((id) => other.register(id).index);
+    const same = one.filter((index, i) => index === two[i]).length;
     // By chance about 2000 / 4096 of them.
     expect(same).toBeLessThan(20);
+  });
+
+  test("counter - the visitor hash is SipHash-2-4 under the first 16 bytes of SHA-256 of the key", () => {
+    // The reference vector of the SipHash paper: key 00..0f, message 00..0e.
+    const message = Uint8Array.from({ length: 15 }, (_, i) => i);
+    const key = Uint8Array.from({ length: 16 }, (_, i) => i);
+    expect(Buffer.from(siphash24(message, key)).toString("hex")).toBe("e545be4961ca29a1");
+    // The register of an id: the first 32 bits (little-endian) pick it, the lowest set bit of the next 32 ranks it.
+    const sipKey = createHash("sha256").update(KEY).digest().subarray(0, 16);
+    const out = Buffer.from(siphash24(Buffer.from("v:someone"), sipKey));
+    expect(HASH.register("v:someone")).toEqual(registerOf(out.readUInt32LE(0), out.readUInt32LE(4)));
+  });
+
+  test("counter - an id longer than any viewer key is hashed whole, like a short one", () => {
+    const long = `v:${"x".repeat(VIEWER_KEY_MAX_LENGTH)}`;
+    const sipKey = createHash("sha256").update(KEY).digest().subarray(0, 16);
+    const out = Buffer.from(siphash24(Buffer.from(long), sipKey));
+    expect(HASH.register(long)).toEqual(registerOf(out.readUInt32LE(0), out.readUInt32LE(4)));
+    // The scratch buffer is not left holding the long id: the next short one hashes as before.
+    expect(HASH.register("v:someone")).toEqual(new VisitorHash(KEY).register("v:someone"));
   });
 });

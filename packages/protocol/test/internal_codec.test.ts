@@ -7,6 +7,7 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
+  encodePageUpdate,
   isBroadcast,
   isDigest,
   isNodeReply,
@@ -185,6 +186,23 @@ describe("internal codec", () => {
       expect(decoded).toEqual(msg);
       expect(JSON.stringify(decoded)).toBe(JSON.stringify(msg));
     }
+  });
+
+  it("internal - a page update encoded from a Map is the bytes of the same update from a record", () => {
+    const counters = {
+      [VIEWERS_COUNTER]: { p: 3, n: 1 },
+      "@u:20415:17": { p: 2, n: 0 },
+      likes: { p: 1, n: 0 },
+    };
+    const update = { type: "update", page: "home", dc: "dc1", ts: 1_700_000_000_000 } as const;
+    const fromMap = encodePageUpdate({ ...update, counters: new Map(Object.entries(counters)) });
+    expect(Buffer.from(fromMap)).toEqual(Buffer.from(encodeMessage({ ...update, counters })));
+    expect(decodeMessage(fromMap)).toEqual({ ...update, counters });
+    // A counter named "__proto__" stays a counter through the Map.
+    const proto = decodeMessage(
+      encodePageUpdate({ ...update, counters: new Map([["__proto__", { p: 1, n: 0 }]]) }),
+    );
+    expect(proto.type === "update" && Object.keys(proto.counters)).toEqual(["__proto__"]);
   });
 
   it("internal - keeps record keys that are Object.prototype members as own properties", () => {
