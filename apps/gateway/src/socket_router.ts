@@ -40,11 +40,11 @@ interface QueuedFrame {
 }
 
 /**
- * Per-socket state, kept in uWS user data. uWS copies these fields onto its socket object, where
- * each costs every open socket a slot: what idle sockets do not need lives in `rare`.
+ * Per-socket state, kept in uWS user data. uWS copies these fields onto its socket object, into a
+ * property array V8 grows three slots at a time: six fields fill two steps (64 bytes a socket), a
+ * seventh would take a third (88). What idle sockets do not need lives in `rare`.
  */
 export interface SocketData {
-  readonly id: number;
   /** What the socket counts under in the connection limits: its client address, interned (edge_guard.ts). */
   readonly address: string;
   pages: SocketPages;
@@ -63,6 +63,12 @@ export interface SocketData {
 
 /** Per-socket state that only sockets doing something unusual need. */
 interface RareSocketState {
+  /**
+   * The viewer key the socket counts as when a join names no viewer (`s:<incarnation>:<n>`), made at
+   * its first such join and kept for its life, so it is one viewer on every page it joins that way.
+   * The widget always names its viewer: an anonymous join is the unusual case.
+   */
+  self: string | undefined;
   /** Pages this socket left as a viewer within the grace window (left_viewers.ts). */
   left: LeftViewers | undefined;
   /**
@@ -79,7 +85,14 @@ interface RareSocketState {
 }
 
 function rareOf(state: SocketData): RareSocketState {
-  return (state.rare ??= { left: undefined, queued: undefined, closed: false, violations: 0, slow: false });
+  return (state.rare ??= {
+    self: undefined,
+    left: undefined,
+    queued: undefined,
+    closed: false,
+    violations: 0,
+    slow: false,
+  });
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -137,7 +150,8 @@ export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new OpenSockets<Socket>();
   readonly #limits: BucketLimits;
-  #nextId = 1;
+  /** The number of the next socket that joins without naming a viewer. */
+  #nextSelf = 1;
 
   constructor(options: SocketRouterOptions) {
     this.#o = options;
@@ -150,7 +164,6 @@ export class SocketRouter {
    */
   newSocketData(address: string, counts: boolean): SocketData {
     return {
-      id: this.#nextId++,
       address,
       pages: undefined,
       rateFullAt: FULL_BUCKET_AT,
@@ -213,7 +226,7 @@ export class SocketRouter {
           ws,
           encoding,
           frame.page,
-          frame.viewer !== undefined ? `v:${frame.viewer}` : `s:${this.#o.incarnation}:${state.id}`,
+          frame.viewer !== undefined ? `v:${frame.viewer}` : this.#selfKey(state),
           frame.active !== false,
         );
       case "active":
@@ -323,6 +336,11 @@ export class SocketRouter {
     const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
     this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active));
+  }
+
+  /** The viewer key of a socket that joins without naming a viewer: its own, the same on every page. */
+  #selfKey(state: SocketData): string {
+    return (rareOf(state).self ??= `s:${this.#o.incarnation}:${this.#nextSelf++}`);
   }
 
   /** Whether a joined page is in front of its viewer on this socket; a no-op for pages not joined. */
