@@ -48,16 +48,13 @@ export interface SocketData {
   /** What the socket counts under in the connection limits: its client address, interned (edge_guard.ts). */
   readonly address: string;
   pages: SocketPages;
-  /** The frame rate limit's token bucket, in one number (takeTokensAt). */
+  /** The frame rate limit's token bucket, in one number (takeTokensAt), in whole tokens (#takeToken). */
   rateFullAt: BucketFullAt;
   /** Created the first time the socket needs any of it. */
   rare: RareSocketState | undefined;
   /** Where the socket sits among the open ones (open_sockets.ts); -1 before it opens and once closed. */
   openSlot: number;
-  /**
-   * Its page sets when it negotiated `livecount.counts` (one counts frame per window through them,
-   * page_delivery.ts); undefined for a protocol v1 socket (count frames through page topics).
-   */
+  /** Its page sets when it negotiated `livecount.counts` (page_delivery.ts); undefined for protocol v1. */
   readonly counts: CountsSets | undefined;
 }
 
@@ -65,8 +62,7 @@ export interface SocketData {
 interface RareSocketState {
   /**
    * The viewer key the socket counts as when a join names no viewer (`s:<incarnation>:<n>`), made at
-   * its first such join and kept for its life, so it is one viewer on every page it joins that way.
-   * The widget always names its viewer: an anonymous join is the unusual case.
+   * its first such join and kept for its life. The widget always names its viewer.
    */
   self: string | undefined;
   /** Pages this socket left as a viewer within the grace window (left_viewers.ts). */
@@ -150,12 +146,15 @@ export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new OpenSockets<Socket>();
   readonly #limits: BucketLimits;
+  /** When the router started (epoch-ms): the sockets' buckets count tokens from here (#takeToken). */
+  readonly #tokensFrom: number;
   /** The number of the next socket that joins without naming a viewer. */
   #nextSelf = 1;
 
   constructor(options: SocketRouterOptions) {
     this.#o = options;
     this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
+    this.#tokensFrom = options.clock.now();
   }
 
   /**
@@ -430,10 +429,17 @@ export class SocketRouter {
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
+  /**
+   * Takes a frame's token. The bucket counts whole tokens since the router started, rounded down: a
+   * small integer V8 keeps in the socket's field itself (for three years at 20 a second), where a
+   * fraction or an epoch-sized number is a 16-byte heap number per socket. Rounding down lets a
+   * socket send at most one frame more than the exact bucket would.
+   */
   #takeToken(state: SocketData): boolean {
-    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, this.#o.clock.now());
+    const now = this.#o.clock.now() - this.#tokensFrom;
+    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, now);
     if (next === undefined) return false;
-    state.rateFullAt = next;
+    state.rateFullAt = Math.floor(next);
     return true;
   }
 
