@@ -1,4 +1,4 @@
-import { dcUpdatesSubject, pageSubject, type Bus, type Subscription } from "@livecount/bus";
+import { dcUpdatesSubject, pageSubject, type Bus, type BusHandler, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
 import { decodeMessage, isSeriesCounter, type CountFrame } from "@livecount/protocol";
@@ -38,7 +38,10 @@ export interface PageViewsOptions {
   readonly maxRetryMs: number;
 }
 
-/** This gateway's view of one watched page: every data center's entries, merged. */
+/**
+ * This gateway's view of one watched page: every data center's entries, merged. A gateway may watch
+ * a page for one viewer, so what a view holds is what each such page costs.
+ */
 class PageView {
   readonly counters = new Map<string, PNCounter>();
   watchers = 0;
@@ -48,13 +51,16 @@ class PageView {
   subscription: Subscription | undefined;
   readonly page: string;
   readonly partition: number;
-  readonly backoff: Backoff;
+  /** The page's subject: its updates come on it (the string the bus holds too). */
+  readonly subject: string;
+  /** The retry delays of its snapshot, made at its first failure. */
+  backoff: Backoff | undefined;
   retryTimer: TimerHandle | undefined;
 
-  constructor(page: string, partition: number, backoff: Backoff) {
+  constructor(page: string, partition: number) {
     this.page = page;
     this.partition = partition;
-    this.backoff = backoff;
+    this.subject = pageSubject(page, partition);
   }
 
   merge(counters: Readonly<Record<string, Readonly<Record<string, { p: number; n: number }>>>>): boolean {
@@ -126,6 +132,8 @@ export class PageViews {
   readonly #coalescer: Coalescer;
   /** Per partition with watched pages: how many, and the subscription to this DC's updates of it. */
   readonly #partitions = new Map<number, { pages: number; subscription: Subscription }>();
+  /** One handler for every page's subject: a closure per watched page would cost each about 120 bytes. */
+  readonly #onPageUpdate: BusHandler = (data, subject) => this.#onUpdate(data, subject);
 
   constructor(opts: PageViewsOptions) {
     this.#opts = opts;
@@ -149,12 +157,9 @@ export class PageViews {
     let view = this.#views.get(page);
     if (view === undefined) {
       const partition = partitionOf(page, this.#opts.partitions);
-      view = new PageView(page, partition, new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs));
+      view = new PageView(page, partition);
       this.#views.set(page, view);
-      const v = view;
-      view.subscription = this.#opts.bus.subscribe(pageSubject(page, partition), (data) =>
-        this.#onUpdate(page, v, data),
-      );
+      view.subscription = this.#opts.bus.subscribe(view.subject, this.#onPageUpdate);
       this.#watchPartition(partition);
       void this.#loadSnapshot(page, view);
     }
@@ -233,16 +238,19 @@ export class PageViews {
     }
   }
 
-  #onUpdate(page: string, view: PageView, data: Uint8Array): void {
+  /** One data center's entries of a page, on the page's subject (an update naming another page is dropped). */
+  #onUpdate(data: Uint8Array, subject: string): void {
     let msg;
     try {
       msg = decodeMessage(data);
     } catch (err) {
-      this.#logs.log(this.#opts.logger, "warn", { err, page }, "malformed page update");
+      this.#logs.log(this.#opts.logger, "warn", { err, subject }, "malformed page update");
       return;
     }
-    if (msg.type !== "update" || msg.page !== page) return;
-    if (view.mergeFrom(msg.dc, msg.counters) && view.loaded) this.#markDirty(page);
+    if (msg.type !== "update") return;
+    const view = this.#views.get(msg.page);
+    if (view === undefined || view.subject !== subject) return;
+    if (view.mergeFrom(msg.dc, msg.counters) && view.loaded) this.#markDirty(msg.page);
   }
 
   async #loadSnapshot(page: string, view: PageView): Promise<void> {
@@ -254,7 +262,7 @@ export class PageViews {
       });
       if (this.#views.get(page) !== view) return;
       view.merge(reply.counters);
-      view.backoff.reset();
+      view.backoff = undefined;
       if (!view.loaded) {
         view.loaded = true;
         // Everyone watching so far is waiting for a first frame, even if the value is all zeros.
@@ -263,7 +271,7 @@ export class PageViews {
       this.#markDirty(page);
     } catch (err) {
       if (this.#views.get(page) !== view) return;
-      const delay = view.backoff.next();
+      const delay = (view.backoff ??= new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs)).next();
       this.#logs.log(this.#opts.logger, "warn", { err, page, retryInMs: delay }, "snapshot failed; retrying");
       view.retryTimer = this.#opts.clock.setTimeout(() => {
         view.retryTimer = undefined;

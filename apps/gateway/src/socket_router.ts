@@ -40,29 +40,31 @@ interface QueuedFrame {
 }
 
 /**
- * Per-socket state, kept in uWS user data. uWS copies these fields onto its socket object, where
- * each costs every open socket a slot: what idle sockets do not need lives in `rare`.
+ * Per-socket state, kept in uWS user data. uWS copies these fields onto its socket object, into a
+ * property array V8 grows three slots at a time: six fields fill two steps (64 bytes a socket), a
+ * seventh would take a third (88). What idle sockets do not need lives in `rare`.
  */
 export interface SocketData {
-  readonly id: number;
   /** What the socket counts under in the connection limits: its client address, interned (edge_guard.ts). */
   readonly address: string;
   pages: SocketPages;
-  /** The frame rate limit's token bucket, in one number (takeTokensAt). */
+  /** The frame rate limit's token bucket, in one number (takeTokensAt), in whole tokens (#takeToken). */
   rateFullAt: BucketFullAt;
   /** Created the first time the socket needs any of it. */
   rare: RareSocketState | undefined;
   /** Where the socket sits among the open ones (open_sockets.ts); -1 before it opens and once closed. */
   openSlot: number;
-  /**
-   * Its page sets when it negotiated `livecount.counts` (one counts frame per window through them,
-   * page_delivery.ts); undefined for a protocol v1 socket (count frames through page topics).
-   */
+  /** Its page sets when it negotiated `livecount.counts` (page_delivery.ts); undefined for protocol v1. */
   readonly counts: CountsSets | undefined;
 }
 
 /** Per-socket state that only sockets doing something unusual need. */
 interface RareSocketState {
+  /**
+   * The viewer key the socket counts as when a join names no viewer (`s:<incarnation>:<n>`), made at
+   * its first such join and kept for its life. The widget always names its viewer.
+   */
+  self: string | undefined;
   /** Pages this socket left as a viewer within the grace window (left_viewers.ts). */
   left: LeftViewers | undefined;
   /**
@@ -79,7 +81,14 @@ interface RareSocketState {
 }
 
 function rareOf(state: SocketData): RareSocketState {
-  return (state.rare ??= { left: undefined, queued: undefined, closed: false, violations: 0, slow: false });
+  return (state.rare ??= {
+    self: undefined,
+    left: undefined,
+    queued: undefined,
+    closed: false,
+    violations: 0,
+    slow: false,
+  });
 }
 
 export type Socket = WebSocket<SocketData>;
@@ -137,11 +146,15 @@ export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new OpenSockets<Socket>();
   readonly #limits: BucketLimits;
-  #nextId = 1;
+  /** When the router started (epoch-ms): the sockets' buckets count tokens from here (#takeToken). */
+  readonly #tokensFrom: number;
+  /** The number of the next socket that joins without naming a viewer. */
+  #nextSelf = 1;
 
   constructor(options: SocketRouterOptions) {
     this.#o = options;
     this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
+    this.#tokensFrom = options.clock.now();
   }
 
   /**
@@ -150,7 +163,6 @@ export class SocketRouter {
    */
   newSocketData(address: string, counts: boolean): SocketData {
     return {
-      id: this.#nextId++,
       address,
       pages: undefined,
       rateFullAt: FULL_BUCKET_AT,
@@ -213,7 +225,7 @@ export class SocketRouter {
           ws,
           encoding,
           frame.page,
-          frame.viewer !== undefined ? `v:${frame.viewer}` : `s:${this.#o.incarnation}:${state.id}`,
+          frame.viewer !== undefined ? `v:${frame.viewer}` : this.#selfKey(state),
           frame.active !== false,
         );
       case "active":
@@ -325,6 +337,11 @@ export class SocketRouter {
     this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active));
   }
 
+  /** The viewer key of a socket that joins without naming a viewer: its own, the same on every page. */
+  #selfKey(state: SocketData): string {
+    return (rareOf(state).self ??= `s:${this.#o.incarnation}:${this.#nextSelf++}`);
+  }
+
   /** Whether a joined page is in front of its viewer on this socket; a no-op for pages not joined. */
   #setActive(state: SocketData, page: string, active: boolean): void {
     const m = findPage(state.pages, page);
@@ -412,10 +429,17 @@ export class SocketRouter {
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
   }
 
+  /**
+   * Takes a frame's token. The bucket counts whole tokens since the router started, rounded down: a
+   * small integer V8 keeps in the socket's field itself (for three years at 20 a second), where a
+   * fraction or an epoch-sized number is a 16-byte heap number per socket. Rounding down lets a
+   * socket send at most one frame more than the exact bucket would.
+   */
   #takeToken(state: SocketData): boolean {
-    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, this.#o.clock.now());
+    const now = this.#o.clock.now() - this.#tokensFrom;
+    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, now);
     if (next === undefined) return false;
-    state.rateFullAt = next;
+    state.rateFullAt = Math.floor(next);
     return true;
   }
 

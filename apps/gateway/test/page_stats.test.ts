@@ -61,7 +61,7 @@ describe("gateway - page stats", () => {
     expect(after.updated_at).toBeGreaterThan(0);
   });
 
-  test("gateway - a page nobody viewed has no stats but zeros; anonymous sockets are each a visitor", async () => {
+  test("gateway - a page nobody viewed has no stats but zeros; anonymous sockets are each one visitor", async () => {
     expect(await stats("stats-nobody")).toMatchObject({
       viewers: 0,
       peak_viewers: { "1h": 0, "24h": 0 },
@@ -73,6 +73,19 @@ describe("gateway - page stats", () => {
     await platform.waitForViewers(page, 5);
     await eventually(async () =>
       expect(await stats(page)).toMatchObject({ peak_viewers: { "1h": 5 }, unique_visitors: { "24h": 5 } }),
+    );
+    // Leaving and joining again, or joining once more, a socket is still the visitor it was.
+    for (const s of sockets) {
+      s.send({ type: "leave", page });
+      s.join(page);
+      s.join(page);
+    }
+    // A named viewer joins after them: once it counts, the owner has had everything the sockets sent.
+    const sentinel = await platform.connect();
+    sentinel.join(page, "sentinel");
+    await platform.waitForViewers(page, 6);
+    await eventually(async () =>
+      expect(await stats(page)).toMatchObject({ viewers: 6, connections: 6, unique_visitors: { "24h": 6 } }),
     );
   });
 });

@@ -93,6 +93,32 @@ export interface NatsBusOptions {
   noEcho?: boolean;
 }
 
+/** What nats.js calls with each message of a subscription. */
+type MsgCallback = (err: NatsError | null, msg: Msg) => void;
+
+/**
+ * A subscription's handle: the connection and nats.js's subscription in one small object. A gateway
+ * holds one per watched page, so a closure over them (and its context) would cost every page more.
+ */
+class NatsBusSubscription implements Subscription {
+  readonly #nc: NatsConnection;
+  readonly #sub: NatsSubscription;
+
+  constructor(nc: NatsConnection, sub: NatsSubscription) {
+    this.#nc = nc;
+    this.#sub = sub;
+  }
+
+  unsubscribe(): void {
+    if (this.#sub.isClosed() || this.#nc.isClosed()) return;
+    try {
+      this.#sub.unsubscribe();
+    } catch {
+      // The connection is closing: the server forgets the subscription anyway.
+    }
+  }
+}
+
 export class NatsBus implements Bus {
   readonly #nc: NatsConnection;
   readonly #log: BusLogger | undefined;
@@ -151,7 +177,8 @@ export class NatsBus implements Bus {
   }
 
   subscribe(subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription {
-    return this.#subscribe(subject, opts?.queue, (msg) => {
+    return this.#subscribe(subject, opts?.queue, (err, msg) => {
+      if (err !== null) return this.#subscriptionFailed(err, subject);
       try {
         handler(msg.data, msg.subject);
       } catch (err) {
@@ -162,7 +189,10 @@ export class NatsBus implements Bus {
   }
 
   serve(subject: string, responder: BusResponder, opts?: { queue?: string }): Subscription {
-    return this.#subscribe(subject, opts?.queue, (msg) => this.#answer(msg, responder));
+    return this.#subscribe(subject, opts?.queue, (err, msg) => {
+      if (err !== null) return this.#subscriptionFailed(err, subject);
+      this.#answer(msg, responder);
+    });
   }
 
   async request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array> {
@@ -234,32 +264,23 @@ export class NatsBus implements Bus {
     if (this.#closing !== undefined || this.#nc.isClosed()) throw new BusClosedError("bus is closed");
   }
 
-  #subscribe(subject: string, queue: string | undefined, onMessage: (msg: Msg) => void): Subscription {
+  /** Subscribes with one callback per subscription, the only closure a subscription holds. */
+  #subscribe(subject: string, queue: string | undefined, callback: MsgCallback): Subscription {
     this.#assertOpen();
     assertSubjectPattern(subject);
     if (queue !== undefined) assertQueueName(queue);
     let sub: NatsSubscription;
     try {
-      sub = this.#nc.subscribe(subject, {
-        queue,
-        callback: (err, msg) => {
-          if (err === null) onMessage(msg);
-          else this.#log?.error({ err, subject }, "bus subscription failed");
-        },
-      });
+      // nats.js copies the options onto its subscription: an absent queue costs no property there.
+      sub = this.#nc.subscribe(subject, queue === undefined ? { callback } : { queue, callback });
     } catch (err) {
       throw toBusError(err, `subscribe to ${subject}`);
     }
-    return {
-      unsubscribe: () => {
-        if (sub.isClosed() || this.#nc.isClosed()) return;
-        try {
-          sub.unsubscribe();
-        } catch {
-          // The connection is closing: the server forgets the subscription anyway.
-        }
-      },
-    };
+    return new NatsBusSubscription(this.#nc, sub);
+  }
+
+  #subscriptionFailed(err: Error, subject: string): void {
+    this.#log?.error({ err, subject }, "bus subscription failed");
   }
 
   #answer(msg: Msg, responder: BusResponder): void {
