@@ -234,13 +234,16 @@ end
 -- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
 local function purged_remains(page_key, first, last, floor)
   local remains, values, has_tomb = {}, {}, false
+  -- Most records hold no tombstone: nothing to build then.
+  for e = first, last, 3 do
+    if is_tombstone(ARGV[e]) then has_tomb = true end
+  end
+  if not has_tomb then return remains end
   for e = first, last, 3 do
     local counter = counter_of(ARGV[e])
-    if is_tombstone(counter) then has_tomb = true end
     values[counter] = values[counter] or {}
     table.insert(values[counter], ARGV[e + 1] .. ":" .. ARGV[e + 2])
   end
-  if not has_tomb then return remains end
   local held = {}
   local fields = redis.call("HKEYS", page_key)
   for _, field in ipairs(fields) do held[counter_of(field)] = true end
