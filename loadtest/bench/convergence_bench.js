@@ -15,7 +15,7 @@
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DCS, DataCenters, waitFor } from "./lib/data_centers.js";
-import { round } from "./lib/measure.js";
+import { cpuSeconds, round } from "./lib/measure.js";
 import { benchDir } from "./lib/processes.js";
 
 export const defaults = {
@@ -82,6 +82,10 @@ export async function largeHealBench(options = {}, log = console.error) {
     const cutLeft = o.dcLeaseMs + 500 - (performance.now() - cutAt);
     if (cutLeft > 0) await sleep(cutLeft);
     if (await centers.sameState()) throw new Error("the DCs agree while cut: the benchmark measures nothing");
+    // CPU of every server process over the heal: less noisy than wall time on a shared machine.
+    const servers = procs.filter((p) => p.name !== "link");
+    const cpu = () => new Map(servers.map((p) => [p.name, cpuSeconds(p.pid)]));
+    const cpuBefore = cpu();
     const healAt = performance.now();
     await centers.heal();
     let notLinkedAt = healAt;
@@ -98,6 +102,9 @@ export async function largeHealBench(options = {}, log = console.error) {
     );
     const linkedAt = performance.now();
     const sameAt = await whenSameState(centers, o.timeoutMs);
+    const cpuByProcess = Object.fromEntries(
+      [...cpu()].map(([name, s]) => [name, round(s - cpuBefore.get(name), 2)]),
+    );
     // The links came back at some moment in (notLinkedAt, linkedAt]: the earlier bound never flatters.
     const from = Math.max(healAt, notLinkedAt);
     const sample = pick(pages, o.sample);
@@ -113,6 +120,13 @@ export async function largeHealBench(options = {}, log = console.error) {
       healToLinkedMs: Math.round(linkedAt - healAt),
       linkedToSameStateMs: Math.round(sameAt - from),
       healToSameStateMs: Math.round(sameAt - healAt),
+      cpuFromHealToSameState: {
+        serversCpuS: round(
+          Object.values(cpuByProcess).reduce((a, b) => a + b, 0),
+          2,
+        ),
+        byProcess: cpuByProcess,
+      },
       sampleChecked: sample.length * DCS.length,
       sampleWrong: wrong.length,
       antiEntropy: moved,

@@ -15,7 +15,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
 import { ActorClosedError } from "./page_actor.js";
-import { chunkPages } from "./page_chunks.js";
+import { chunkPages, countsOf } from "./page_chunks.js";
 import { PurgeExchange } from "./purge_exchange.js";
 
 export interface AntiEntropyOptions {
@@ -352,7 +352,8 @@ export class AntiEntropy {
     registry.holdLoads(partition, written);
     const advanced = await written;
     const resident: Array<Promise<void>> = [];
-    for (const [page, record] of advanced) {
+    // Actors hold no time buckets: a page whose buckets alone advanced is nothing to them.
+    for (const [page, record] of countsOf(advanced)) {
       if (registry.find(page) === undefined) continue;
       resident.push(
         registry

@@ -21,6 +21,7 @@ import {
 import type { CounterMetrics } from "./counter_metrics.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
+import { countsOf } from "./page_chunks.js";
 import { errorReply, type DurableUpdate } from "./replies.js";
 import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
 
@@ -204,7 +205,9 @@ export class DurableWriter {
       (merged, ts) => {
         if (merged === null || merged.size === 0) return;
         // For this DC's gateways only, in one message: every other DC holds these entries already.
-        this.#publishLocal(fence.partition, Object.fromEntries(merged), ts);
+        // Counts only: gateways show no time bucket, and buckets are most of a busy page's entries.
+        const counts = countsOf(merged);
+        if (counts.length > 0) this.#publishLocal(fence.partition, Object.fromEntries(counts), ts);
       },
     );
     if (advanced !== null) return advanced;

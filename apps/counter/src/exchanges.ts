@@ -31,6 +31,12 @@ export class Exchanges {
    * remote nor offered to it for driving: the transfer in flight brings both to the max.
    */
   readonly #driving = new Map<string, TimerHandle>();
+  /**
+   * `remote|partition` of exchanges the remote drives (its pull came) whose pages have not all come
+   * yet (its `done`): under way, so a follow-up comparison leaves them be. Compared while this node
+   * still merges them, they would differ, and be transferred a second time.
+   */
+  readonly #remoteDriving = new Set<string>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
   readonly #exchanged = new Map<string, Set<number>>();
 
@@ -66,6 +72,7 @@ export class Exchanges {
     const k = key(remote, partition);
     this.#clear(this.#leftToRemote, k);
     this.#answered.delete(k);
+    this.#remoteDriving.add(k);
   }
 
   isDriving(remote: string, partition: number): boolean {
@@ -87,13 +94,16 @@ export class Exchanges {
   /** `remote`'s `done` for `partition` came: its side of the exchange is merged here. */
   done(remote: string, partition: number): void {
     this.#clear(this.#driving, key(remote, partition));
+    this.#remoteDriving.delete(key(remote, partition));
     this.#exchanged.get(remote)?.add(partition);
   }
 
-  /** Held partitions not exchanged with `remote` since it was last heard, and none in flight. */
+  /** Held partitions not exchanged with `remote` since it was last heard, and none in flight either way. */
   notExchanged(remote: string, held: Iterable<number>): number[] {
     const exchanged = this.#exchanged.get(remote) ?? new Set<number>();
-    return [...held].filter((p) => !exchanged.has(p) && !this.isDriving(remote, p));
+    return [...held].filter(
+      (p) => !exchanged.has(p) && !this.isDriving(remote, p) && !this.#remoteDriving.has(key(remote, p)),
+    );
   }
 
   /** `remote` went down, or was heard again: whatever was in flight with it may be lost. */
@@ -103,6 +113,7 @@ export class Exchanges {
       for (const k of [...timers.keys()]) if (k.startsWith(prefix)) this.#clear(timers, k);
     }
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
+    for (const k of [...this.#remoteDriving]) if (k.startsWith(prefix)) this.#remoteDriving.delete(k);
     if (heardAgain) this.#exchanged.set(remote, new Set());
     else this.#exchanged.delete(remote);
   }
@@ -123,6 +134,7 @@ export class Exchanges {
     for (const timers of [this.#driving, this.#leftToRemote]) {
       for (const k of [...timers.keys()]) if (k.endsWith(suffix)) this.#clear(timers, k);
     }
+    for (const k of [...this.#remoteDriving]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
   }
 
   /** Forgets answers too old to cross anything. */
@@ -137,6 +149,7 @@ export class Exchanges {
       timers.clear();
     }
     this.#answered.clear();
+    this.#remoteDriving.clear();
     this.#exchanged.clear();
   }
 

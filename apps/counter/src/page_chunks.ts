@@ -25,6 +25,18 @@ export function* chunkPages(
   let chunk: Array<[string, PageRecord]> = [];
   let size = 0;
   for (const [page, record] of pages) {
+    // A page that fits in what the message has left goes as it is: nothing to cut or reorder.
+    const count = entryCount(record);
+    if (size + count <= max) {
+      chunk.push([page, record]);
+      size += count;
+      if (size >= max) {
+        yield chunk;
+        chunk = [];
+        size = 0;
+      }
+      continue;
+    }
     let part: PageRecord = {};
     let partSize = 0;
     const counters = Object.entries(record).sort(
@@ -49,6 +61,26 @@ export function* chunkPages(
     size += partSize;
   }
   if (chunk.length > 0) yield chunk;
+}
+
+/**
+ * The pages of `records` without their time buckets, as a DC's gateways get what anti-entropy
+ * brought (they show no time bucket); pages left with nothing are left out.
+ */
+export function countsOf(records: ReadonlyMap<string, PageRecord>): Array<[string, PageRecord]> {
+  const out: Array<[string, PageRecord]> = [];
+  for (const [page, record] of records) {
+    const counts = Object.entries(record).filter(([counter]) => !isSeriesCounter(counter));
+    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
+    if (counts.length > 0) out.push([page, Object.fromEntries(counts)]);
+  }
+  return out;
+}
+
+function entryCount(record: PageRecord): number {
+  let n = 0;
+  for (const entries of Object.values(record)) n += Object.keys(entries).length;
+  return n;
 }
 
 function addEntry(record: PageRecord, counter: string, dc: string, entry: Entry): void {

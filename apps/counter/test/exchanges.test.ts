@@ -78,6 +78,25 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
   });
 
+  test("counter - an exchange the remote drives is left out of follow-ups until its done came, or the remote was heard again", () => {
+    const { x } = setUp();
+    x.forget("dc2", true);
+    // dc2 drives 1 and 2 (their pulls came); its pages of 1 are all here, those of 2 are not.
+    x.remoteDrives("dc2", 1);
+    x.remoteDrives("dc2", 2);
+    x.done("dc2", 1);
+    // 1 is exchanged, 2 is under way (compared now, it would differ while its pages merge).
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([3]);
+    // Another DC's comparisons are their own.
+    expect(x.notExchanged("dc-3", [2])).toEqual([2]);
+    x.remoteDrives("dc2", 4);
+    x.dropPartition(4);
+    expect(x.notExchanged("dc2", [4])).toEqual([4]);
+    // Heard again: whatever was under way may be lost, so every partition is compared again.
+    x.forget("dc2", true);
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
+  });
+
   test("counter - a dropped partition stops its timers, other partitions keep theirs", async () => {
     const { clock, x } = setUp();
     const stalled: number[] = [];

@@ -2,7 +2,7 @@ import type { Entry } from "@livecount/crdt";
 import { encodeMessage, isSeriesCounter, uniqueRegisterOf, windowCounterOf } from "@livecount/protocol";
 import type { PageRecord } from "@livecount/store";
 import { describe, expect, test } from "vitest";
-import { chunkPages } from "../src/page_chunks.js";
+import { chunkPages, countsOf } from "../src/page_chunks.js";
 
 /** NATS's default payload limit. */
 const MAX_PAYLOAD = 1_048_576;
@@ -79,5 +79,37 @@ describe("counter - anti-entropy messages cut by entries", () => {
     const chunks = [...chunkPages(pages, 10)];
     expect(chunks.map((c) => c.reduce((n, [, r]) => n + entries(r), 0))).toEqual([10, 10, 10, 10, 10]);
     expect(chunks.flat().filter(([, r]) => Object.keys(r).some(isSeriesCounter))).toEqual([]);
+  });
+
+  test("counter - a page that fits goes as it was read, not rebuilt", () => {
+    const record: PageRecord = {
+      likes: { dc1: { p: 2, n: 0 } },
+      [windowCounterOf("likes", 29_000_000)]: { dc1: { p: 2, n: 0 } },
+    };
+    const [chunk] = [...chunkPages([["p", record]], 10)];
+    expect(chunk![0]![1]).toBe(record);
+  });
+});
+
+describe("counter - what anti-entropy brought, for this DC's gateways", () => {
+  test("counter - time buckets are left out, and pages holding nothing else", () => {
+    const counts = countsOf(
+      new Map<string, PageRecord>([
+        [
+          "a",
+          {
+            likes: { dc1: { p: 3, n: 0 } },
+            [windowCounterOf("likes", 29_000_000)]: { dc1: { p: 3, n: 0 } },
+            [uniqueRegisterOf(20_000, 5)]: { dc2: { p: 4, n: 0 } },
+          },
+        ],
+        ["b", { [windowCounterOf("likes", 29_000_001)]: { dc2: { p: 1, n: 0 } } }],
+        ["c", JSON.parse('{"__proto__": {"dc1": {"p": 1, "n": 0}}}') as PageRecord],
+      ]),
+    );
+    expect(counts.map(([page]) => page)).toEqual(["a", "c"]);
+    expect(counts[0]![1]).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
+    // A counter named "__proto__" stays a counter.
+    expect(Object.keys(counts[1]![1])).toEqual(["__proto__"]);
   });
 });

@@ -28,15 +28,18 @@ end
 -- Digest changes of one script run: the entry values XORed into each bucket's digest, kept by
 -- parity (a value XORed in twice cancels out), hashed once at the end (apply_digests). An entry a
 -- run changes many times (a hot page's counter) costs two hashes, its first and its last value.
+-- Each is kept as what its hash is taken of (entry_lanes), so nothing is built twice; a zero
+-- presence entry hashes to nothing and is not kept at all.
 local toggled = {}
 local function toggle(bucket, page, field, value)
+  if is_presence(field) and is_zero(value) then return end
   local entries = toggled[bucket]
   if not entries then
     entries = {}
     toggled[bucket] = entries
   end
   local key = page .. "\0" .. field .. "\0" .. value
-  if entries[key] then entries[key] = nil else entries[key] = {page, field, value} end
+  if entries[key] then entries[key] = nil else entries[key] = true end
 end
 -- A nil new_value: the entry was removed.
 local function entry_changed(page, bucket, field, old_value, new_value)
@@ -234,13 +237,16 @@ end
 -- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
 local function purged_remains(page_key, first, last, floor)
   local remains, values, has_tomb = {}, {}, false
+  -- Most records hold no tombstone: nothing to build then.
+  for e = first, last, 3 do
+    if is_tombstone(ARGV[e]) then has_tomb = true end
+  end
+  if not has_tomb then return remains end
   for e = first, last, 3 do
     local counter = counter_of(ARGV[e])
-    if is_tombstone(counter) then has_tomb = true end
     values[counter] = values[counter] or {}
     table.insert(values[counter], ARGV[e + 1] .. ":" .. ARGV[e + 2])
   end
-  if not has_tomb then return remains end
   local held = {}
   local fields = redis.call("HKEYS", page_key)
   for _, field in ipairs(fields) do held[counter_of(field)] = true end
@@ -262,8 +268,8 @@ local function apply_digests(digest_key)
   local all_hi, all_lo = 0, 0
   for bucket, entries in pairs(toggled) do
     local hi, lo = 0, 0
-    for _, e in pairs(entries) do
-      local h, l = entry_lanes(e[1], e[2], e[3])
+    for hashed in pairs(entries) do
+      local h, l = digest_lanes(redis.sha1hex(hashed))
       hi, lo = bit.bxor(hi, h), bit.bxor(lo, l)
     end
     if hi ~= 0 or lo ~= 0 then

@@ -112,7 +112,7 @@ for i = 9, #KEYS do
     local changed, durable = {}, false
     for e = first, a, 3 do
       local field = ARGV[e]
-      if not remains[counter_of(field)] then
+      if next(remains) == nil or not remains[counter_of(field)] then
         local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
         local indexed = is_presence(field) and string.sub(field, -#ARGV[3]) == ARGV[3]
         local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, indexed)
