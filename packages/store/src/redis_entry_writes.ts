@@ -35,8 +35,11 @@ const OPS_PER_SCRIPT = 100;
  * names (they hold a NUL) arrive as they were sent.
  */
 const packer = new Packr({ useRecords: false, variableMapSize: true });
-/** What Lua's cmsgpack packs: plain arrays, strings and numbers. */
-const unpackr = new Unpackr({ useRecords: false });
+/**
+ * What Lua's cmsgpack packs: plain arrays, strings and numbers. cmsgpack packs a value of 2^32 or
+ * more as a 64-bit integer, which must come back a number (counters stay below 2^53), not a BigInt.
+ */
+const unpackr = new Unpackr({ useRecords: false, int64AsType: "number" });
 
 /** Store.write of validated, non-empty groups. */
 export async function writeGroups(

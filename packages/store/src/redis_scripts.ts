@@ -1,7 +1,8 @@
 /**
  * The Redis store's Lua scripts. Each runs atomically; each receives its keys and arguments as
- * listed. Numbers travel as decimal strings; `string.format("%d")` writes them back exactly (plain
- * tostring would switch to exponent form). Every script that changes an entry keeps the partition's
+ * listed. Numbers travel as decimal strings, or inside one MessagePack argument where a script
+ * takes a batch; `string.format("%d")` writes them back exactly (plain tostring would switch to
+ * exponent form). Every script that changes an entry keeps the partition's
  * digests (digest.ts) and bucket index current in the same step, so a digest never disagrees with
  * the entries it sums up.
  */
@@ -172,6 +173,8 @@ local function entry_of(page_key, index, field)
   local e = fields[field]
   if not e then
     local p, n, existed = read_entry(page_key, field)
+    -- Refused here, while the run has written nothing: Redis keeps a failed script's writes.
+    if not p then error("unreadable entry " .. field .. " of " .. page_key) end
     e = {p = p, n = n, exists = existed, old = existed and format_entry(p, n), changed = false}
     fields[field] = e
   end
@@ -183,13 +186,18 @@ local function entry_now(page_key, field)
   if not e then return redis.call("HGET", page_key, field) or "" end
   return e.exists and format_entry(e.p, e.n) or ""
 end
+-- The idempotency keys the run's applied ops record, by key: {counter, delta, payload, expiresAt,
+-- fingerprint or false}. Written after the entries, so a run that fails part way never leaves a key
+-- saying "applied" over changes it did not store; a later op of the run with the same key finds it here.
+local recorded, recorded_keys = {}, {}
 -- One op: w from a, and its idempotency key.
 local function increment(idem_key, a)
   local index = w[a]
   local page_key = KEYS[8 + index]
   local field, counter, delta, fingerprint = w[a + 1], w[a + 2], w[a + 3], w[a + 5]
   local further_to = a + 7 + 2 * w[a + 7]
-  local seen = redis.call("HMGET", idem_key, "counter", "delta", "payload", "expiresAt", "fingerprint")
+  local seen = recorded[idem_key]
+    or redis.call("HMGET", idem_key, "counter", "delta", "payload", "expiresAt", "fingerprint")
   if seen[1] and now < tonumber(seen[4]) then
     local same
     if fingerprint ~= "" then same = seen[5] == fingerprint
@@ -223,12 +231,8 @@ local function increment(idem_key, a)
   -- The payload's {own} placeholders become this entry's value right after the op (store.ts).
   local payload = string.gsub(w[a + 4], "{own}", string.format("%d", state.p - state.n))
   for i = a + 8, further_to, 2 do change(w[i], w[i + 1], 0) end
-  if fingerprint ~= "" then
-    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at, "fingerprint", fingerprint)
-  else
-    redis.call("HSET", idem_key, "counter", counter, "delta", delta, "payload", payload, "expiresAt", expires_at)
-  end
-  redis.call("PEXPIRE", idem_key, key_ttl_ms)
+  recorded[idem_key] = {counter, delta, payload, expires_at, fingerprint ~= "" and fingerprint}
+  recorded_keys[#recorded_keys + 1] = idem_key
   return result
 end
 local replies, a = {}, 1
@@ -250,6 +254,15 @@ for page_key, fields in pairs(entries) do
   if pg.stored then redis.call("ZREM", KEYS[6], page) end
 end
 apply_digests(KEYS[4])
+for _, idem_key in ipairs(recorded_keys) do
+  local r = recorded[idem_key]
+  if r[5] then
+    redis.call("HSET", idem_key, "counter", r[1], "delta", r[2], "payload", r[3], "expiresAt", r[4], "fingerprint", r[5])
+  else
+    redis.call("HSET", idem_key, "counter", r[1], "delta", r[2], "payload", r[3], "expiresAt", r[4])
+  end
+  redis.call("PEXPIRE", idem_key, key_ttl_ms)
+end
 return cmsgpack.pack(replies)`,
 
   /**

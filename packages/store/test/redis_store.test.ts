@@ -212,6 +212,45 @@ describeWithRedis("redis store", () => {
       await eventually(async () => expect(await admin.keys(`${keyPrefix}idem:*`)).toEqual([]), 5_000);
     });
 
+    test("redis store - a call that fails part way records no idempotency key, so its retry applies once", async () => {
+      const keyPrefix = uniquePrefix();
+      const store = await connect(server.url, keyPrefix);
+      const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
+      const admin = new Redis(server.url);
+      cleanups.push(() => admin.quit());
+      // An entry nobody can read, met by the call's third op after two good ones.
+      await admin.hset(`${keyPrefix}page:p1`, "shares\u0000dc1", "garbage");
+      const ops = [
+        op(fence, "k1", { delta: 5 }),
+        op(fence, "k2", { delta: 3 }),
+        op(fence, "k3", { counter: "shares" }),
+      ];
+      await expect(store.increment(ops, KEY_TTL_MS)).rejects.toBeInstanceOf(StoreError);
+      expect(await admin.keys(`${keyPrefix}idem:*`)).toEqual([]);
+      expect(await admin.hget(`${keyPrefix}page:p1`, "likes\u0000dc1")).toBeNull();
+
+      await admin.hdel(`${keyPrefix}page:p1`, "shares\u0000dc1");
+      const retried = await store.increment(ops, KEY_TTL_MS);
+      expect(retried.map((o) => o.kind)).toEqual(["applied", "applied", "applied"]);
+      expect((await store.increment(ops, KEY_TTL_MS)).map((o) => o.kind)).toEqual([
+        "duplicate",
+        "duplicate",
+        "duplicate",
+      ]);
+      expect((await store.load("p1"))?.likes).toEqual({ dc1: { p: 8, n: 0 } });
+    });
+
+    test("redis store - a key used twice in one call applies once: the second use is its duplicate", async () => {
+      const store = await connect();
+      const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
+      const outcomes = await store.increment(
+        [op(fence, "k1", { delta: 2 }), op(fence, "k1", { delta: 2 }), op(fence, "k1", { delta: 7 })],
+        KEY_TTL_MS,
+      );
+      expect(outcomes.map((o) => o.kind)).toEqual(["applied", "duplicate", "conflict"]);
+      expect((await store.load("p1"))?.likes).toEqual({ dc1: { p: 2, n: 0 } });
+    });
+
     test("redis store - connect rejects with a StoreError when Redis is unreachable", async () => {
       const scratch = await RedisServer.start();
       const url = scratch.url;
