@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import * as uWS from "uWebSockets.js";
 
 /**
@@ -11,6 +12,11 @@ import * as uWS from "uWebSockets.js";
  * times on it gives several accept queues, and the kernel spreads new connections over them by a
  * hash of their addresses: `count` sockets hold `count` x 512 handshakes between two turns. A port of
  * 0 (a free one picked by the kernel) is listened on once: uSockets sets no SO_REUSEPORT there.
+ *
+ * SO_REUSEPORT would also let a second process listening on the port with it (another gateway
+ * given the same port, an old one still draining) take part of the connections without an error
+ * anywhere. So the port is first bound without it, and closed again: that fails while anything
+ * listens there, and the gateway refuses to start rather than share its port.
  */
 export class ListenSockets {
   readonly #sockets: uWS.us_listen_socket[] = [];
@@ -21,6 +27,7 @@ export class ListenSockets {
    */
   async open(app: uWS.TemplatedApp, host: string, port: number, count: number): Promise<number> {
     const times = port === 0 ? 1 : count;
+    if (port !== 0) await ensureFree(host, port);
     for (let i = 0; i < times; i++) {
       const socket = await listenOnce(app, host, port);
       if (socket === false) {
@@ -49,4 +56,21 @@ function listenOnce(
   port: number,
 ): Promise<uWS.us_listen_socket | false> {
   return new Promise((resolve) => app.listen(host, port, resolve));
+}
+
+/** Rejects when anything listens on `host`:`port` (bound without SO_REUSEPORT, then closed). */
+function ensureFree(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (err: NodeJS.ErrnoException) =>
+      reject(
+        new Error(
+          err.code === "EADDRINUSE"
+            ? `cannot listen on ${host}:${port}: another process listens there`
+            : `cannot listen on ${host}:${port}: ${err.message}`,
+        ),
+      ),
+    );
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }

@@ -84,6 +84,23 @@ describe("gateway - listen sockets", () => {
     expect(listening(port)).toBe(1);
   });
 
+  test("listen sockets - a port another gateway listens on (SO_REUSEPORT) is refused, not shared", async () => {
+    const port = await freePort();
+    const first = new ListenSockets();
+    const second = new ListenSockets();
+    opened.push(first, second);
+    await first.open(app(), HOST, port, 2);
+    await expect(second.open(app(), HOST, port, 2)).rejects.toThrow(
+      `cannot listen on ${HOST}:${port}: another process listens there`,
+    );
+    expect(second.size).toBe(0);
+    expect(listening(port)).toBe(2);
+    // Once the first has stopped, the port is free again.
+    first.close();
+    expect(await second.open(app(), HOST, port, 2)).toBe(port);
+    expect(listening(port)).toBe(2);
+  });
+
   test("config - LIVECOUNT_LISTEN_SOCKETS is 8 by default and takes 1..64", () => {
     expect(readGatewayConfig({}).listenSockets).toBe(8);
     expect(readGatewayConfig({ LIVECOUNT_LISTEN_SOCKETS: "1" }).listenSockets).toBe(1);
