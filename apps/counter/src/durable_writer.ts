@@ -97,10 +97,10 @@ export class DurableWriter {
     if (suppressed !== undefined) this.#o.logger.error({ err, ...fields, suppressed }, msg);
   }
 
-  /** The actor has entries to persist and publish. */
-  markDirty(actor: PageActor): void {
+  /** The actor has entries to persist and publish (changed at `since`, by default now). */
+  markDirty(actor: PageActor, since = this.#o.clock.now()): void {
     this.#dirty.add(actor);
-    this.#dirtySince ??= this.#o.clock.now();
+    this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
     this.#flusher.request();
   }
 
@@ -362,7 +362,10 @@ export class DurableWriter {
     for (const actor of actors) {
       if (actor.status !== "active") continue;
       const fence = this.#o.fenceOf(actor.partition);
-      if (fence === undefined) continue;
+      if (fence === undefined) {
+        this.markDirty(actor, since); // its renewal is late: written once renewed, dropped if lost
+        continue;
+      }
       const writes = actor.takeUnwritten();
       // Taken together with the writes: a change made during the round trip is published by the
       // next flush, after its own write.
@@ -434,12 +437,9 @@ export class DurableWriter {
   ): void {
     for (const { actor, writes, updates } of taken) {
       actor.restoreUnwritten(writes, updates.keys());
-      // An actor torn down during the round trip was forgotten: it must not come back.
-      if (actor.status === "active") this.#dirty.add(actor);
+      // One torn down during the round trip was forgotten: it must not come back. Dirty since `since`.
+      if (actor.status === "active") this.markDirty(actor, since);
     }
-    // Still waiting since the first of them, not since this failure.
-    if (since !== undefined) this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
-    this.#flusher.request();
   }
 }
 

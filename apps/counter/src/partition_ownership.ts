@@ -126,21 +126,33 @@ export class PartitionOwnership {
     this.#timer = this.#opts.clock.setTimeout(() => void this.#cycle(), ms);
   }
 
+  /**
+   * The next cycle is due a third of a lease after this one *started*, not after it ended: a
+   * renewal that waited long for the store (a busy Redis runs long flush scripts ahead of it) must
+   * not push the next one later by as much, or two slow round trips in a row outlast the lease.
+   * A renewal that could not be tried is tried again after `retryMs`.
+   */
   async #cycle(): Promise<void> {
+    const started = this.#opts.clock.now();
+    let retry = false;
     try {
-      await this.#renew();
+      retry = await this.#renew();
       await this.#acquireWanted();
     } catch (err) {
+      retry = true;
       const suppressed = this.#logs.admit("cycle");
       if (suppressed !== undefined)
         this.#opts.logger.error({ err, suppressed }, "partition lease cycle failed");
     }
-    const pending = [...this.#wanted].some((p) => !this.#held.has(p));
-    this.#schedule(pending ? Math.min(this.#opts.retryMs, this.#opts.leaseMs / 3) : this.#opts.leaseMs / 3);
+    const { retryMs, leaseMs } = this.#opts;
+    const pending = retry || [...this.#wanted].some((p) => !this.#held.has(p));
+    const due = pending ? Math.min(retryMs, leaseMs / 3) : leaseMs / 3;
+    this.#schedule(Math.max(0, started + due - this.#opts.clock.now()));
   }
 
-  async #renew(): Promise<void> {
-    if (this.#held.size === 0) return;
+  /** Renews every held lease; true if some could not be tried (the store failed for them). */
+  async #renew(): Promise<boolean> {
+    if (this.#held.size === 0) return false;
     const leases = [...this.#held.values()];
     const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
     let kept: Lease[];
@@ -161,12 +173,16 @@ export class PartitionOwnership {
         );
     }
     const keptBy = new Map(kept.map((l) => [l.partition, l]));
+    const sentAt = validUntil - this.#opts.leaseMs;
+    /** Renewed although they had run out when the renewal went out (nobody took them meanwhile). */
+    let late = 0;
     for (const lease of leases) {
       if (untried.has(lease.partition)) continue;
       const renewed = keptBy.get(lease.partition);
       if (renewed !== undefined) {
         // A lease released meanwhile must not come back.
         if (this.#held.has(lease.partition)) {
+          if ((this.#validUntil.get(lease.partition) ?? 0) <= sentAt) late++;
           this.#held.set(lease.partition, renewed);
           this.#validUntil.set(lease.partition, validUntil);
         }
@@ -178,6 +194,8 @@ export class PartitionOwnership {
       this.#opts.logger.warn({ partition: lease.partition, epoch: lease.epoch }, "partition lease lost");
       await this.#onLost(lease.partition, "lost");
     }
+    if (late > 0) this.#opts.logger.warn({ partitions: late }, "partition leases renewed after they ran out");
+    return untried.size > 0;
   }
 
   async #acquireWanted(): Promise<void> {

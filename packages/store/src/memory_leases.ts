@@ -42,8 +42,8 @@ export class MemoryLeases {
     const renewed: Lease[] = [];
     for (const lease of leases) {
       const held = this.#leases.get(lease.partition);
+      // Run out but not taken (a takeover writes a new epoch): still this holder's, so renewed.
       if (held === undefined || held.node !== lease.node || held.epoch !== lease.epoch) continue;
-      if (!isLive(held.expiresAt, now)) continue;
       held.expiresAt = now + ttlMs;
       renewed.push({ ...lease, expiresAt: held.expiresAt });
     }

@@ -26,13 +26,15 @@ local epoch = redis.call("INCR", KEYS[2])
 redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
 return epoch`,
 
-  /** KEYS: lease. ARGV: node, epoch, now, expiresAt. Returns 1 if renewed, 0 if lost. */
+  /**
+   * KEYS: lease. ARGV: node, epoch, expiresAt. Returns 1 if renewed, 0 if lost. A lease that
+   * ran out but still names this holder and epoch is renewed too: nobody took it meanwhile (a
+   * takeover writes its own node and a new epoch), so no other fence was ever current for it.
+   */
   lcRenew: `
-local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
-if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] or tonumber(ARGV[3]) >= tonumber(lease[3]) then
-  return 0
-end
-redis.call("HSET", KEYS[1], "expiresAt", ARGV[4])
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return 0 end
+redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
 return 1`,
 
   /** KEYS: lease. ARGV: node, epoch. */

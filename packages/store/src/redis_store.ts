@@ -153,15 +153,14 @@ export class RedisStore implements Store {
     assertTtl("lease ttl", ttlMs);
     this.#leases.assertOpen();
     if (leases.length === 0) return [];
-    const now = this.#now();
-    const expiresAt = now + ttlMs;
+    const expiresAt = this.#now() + ttlMs;
     const replies = await this.#leases.runEach("renew", (pipe) => {
       for (const l of leases) {
         queueScript(
           pipe(l.partition),
           "lcRenew",
           [this.#keys.lease(l.partition)],
-          [l.node, l.epoch, now, expiresAt],
+          [l.node, l.epoch, expiresAt],
         );
       }
     });

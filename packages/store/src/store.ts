@@ -174,8 +174,10 @@ export interface Store {
    */
   acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null>;
   /**
-   * Extends each lease still held (same node and epoch, not expired) to `now + ttlMs`, in one round
-   * trip. Returns the renewed leases; lost ones are missing and must be re-acquired. When part of
+   * Extends each lease still held (same node and epoch) to `now + ttlMs`, in one round trip. One
+   * that ran out is renewed too while nobody took it (a takeover bumps the epoch), so a holder whose
+   * renewal came late keeps its epoch and its state; until then its fence was refused as stale.
+   * Returns the renewed leases; lost ones are missing and must be re-acquired. When part of
    * the store fails and the rest answers, rejects with a {@link PartialWriteError} of the leases
    * not tried and those renewed.
    */

@@ -132,11 +132,27 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.acquire(1, "node-b", LEASE_MS)).toBeNull();
       });
 
-      test(`${name} - an expired lease cannot be renewed even when nobody took it`, async () => {
+      test(`${name} - a lease that ran out is renewed with its epoch while nobody took it`, async () => {
         const l = await lease(0, "node-a");
         advance(LEASE_MS);
+        const writes = [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }];
+        // Ran out: its fence is stale until renewed, and another node may take it.
+        expect(await store.write([{ fence: l, writes }])).toEqual([l]);
+        expect(await store.renew([l], LEASE_MS)).toEqual([{ ...l, expiresAt: nowMs + LEASE_MS }]);
+        expect(await store.write([{ fence: l, writes }])).toEqual([]);
+        expect(await store.acquire(0, "node-b", LEASE_MS)).toBeNull();
+      });
+
+      test(`${name} - a lease that ran out and was taken is not renewed by its former holder`, async () => {
+        const l = await lease(0, "node-a");
+        advance(LEASE_MS);
+        const taken = await lease(0, "node-b");
         expect(await store.renew([l], LEASE_MS)).toEqual([]);
-        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: 2 });
+        expect(await store.renew([taken], LEASE_MS)).toHaveLength(1);
+        // Taken and released: the former holder still cannot have it back by renewing.
+        await store.release(taken);
+        expect(await store.renew([l], LEASE_MS)).toEqual([]);
+        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: 3 });
       });
 
       test(`${name} - epochs are counted per partition`, async () => {
