@@ -22,18 +22,8 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
 import { countsOf } from "./page_chunks.js";
-import { errorReply, type DurableUpdate } from "./replies.js";
+import { errorReply, type AnsweredChanges, type DurableUpdate } from "./replies.js";
 import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
-
-/** What a settled commit of publisher changes holds (increments and resets alike). */
-interface AnsweredChanges {
-  readonly answers: ReadonlyArray<{
-    readonly pending: { resolve(reply: NodeReply): void };
-    readonly reply: NodeReply;
-  }>;
-  readonly durable: readonly DurableUpdate[];
-  readonly lost: ReadonlySet<number>;
-}
 
 export interface DurableWriterOptions {
   readonly dc: string;

@@ -3,7 +3,7 @@
  * intake, the durable writer and the commit steps.
  */
 import type { Entry } from "@livecount/crdt";
-import { ProtocolError, type ErrorCode, type ErrorReply } from "@livecount/protocol";
+import { ProtocolError, type ErrorCode, type ErrorReply, type NodeReply } from "@livecount/protocol";
 import type { PageActor } from "./page_actor.js";
 
 /** One data center's entries of a page that are durable and may be published (one update message). */
@@ -15,6 +15,16 @@ export interface DurableUpdate {
   readonly counters: ReadonlyMap<string, Entry>;
   /** For this DC's gateways only (its updates subject), not every DC's page subject. */
   readonly local?: boolean;
+}
+
+/** What a settled commit of publisher changes holds (increments and resets alike). */
+export interface AnsweredChanges {
+  readonly answers: ReadonlyArray<{
+    readonly pending: { resolve(reply: NodeReply): void };
+    readonly reply: NodeReply;
+  }>;
+  readonly durable: readonly DurableUpdate[];
+  readonly lost: ReadonlySet<number>;
 }
 
 export function errorReply(code: ErrorCode, message?: string): ErrorReply {
