@@ -58,6 +58,8 @@ export const defaults = {
   timeoutS: 30,
   /** The gateway's grace window (LIVECOUNT_GRACE_MS); the settled check waits past it. */
   graceMs: 3000,
+  /** The restarted server's LIVECOUNT_LISTEN_SOCKETS; 0 keeps the product's default. */
+  listenSockets: 0,
 };
 
 /** The widget's other reconnect constants (packages/widget/src/livecount.ts). */
@@ -169,6 +171,7 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
     LIVECOUNT_DC: "dc1",
     LIVECOUNT_NODE_ID: `storm-${kind}`,
     LIVECOUNT_GRACE_MS: String(o.graceMs),
+    ...(o.listenSockets > 0 ? { LIVECOUNT_LISTEN_SOCKETS: String(o.listenSockets) } : {}),
   };
   let nats;
   let redis;

@@ -101,8 +101,8 @@ describe("gateway - listen sockets", () => {
     expect(listening(port)).toBe(2);
   });
 
-  test("config - LIVECOUNT_LISTEN_SOCKETS is 8 by default and takes 1..64", () => {
-    expect(readGatewayConfig({}).listenSockets).toBe(8);
+  test("config - LIVECOUNT_LISTEN_SOCKETS is 32 by default and takes 1..64", () => {
+    expect(readGatewayConfig({}).listenSockets).toBe(32);
     expect(readGatewayConfig({ LIVECOUNT_LISTEN_SOCKETS: "1" }).listenSockets).toBe(1);
     expect(readGatewayConfig({ LIVECOUNT_LISTEN_SOCKETS: "64" }).listenSockets).toBe(64);
     for (const bad of ["0", "65", "2.5", "many"])
