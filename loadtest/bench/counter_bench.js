@@ -179,6 +179,15 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
   );
   await sleep(SETTLE_MS);
   const m1 = await scrape(metricsUrl);
+  const d = (name) => metricSum(m1, name) - metricSum(m0, name);
+  const flushMeanMs = round(
+    (d("livecount_counter_flush_seconds_sum") / d("livecount_counter_flushes_total")) * 1000,
+    1,
+  );
+  log(
+    `counter: ${d("livecount_counter_flushes_total")} flushes, mean ${flushMeanMs} ms; ` +
+      `${d("livecount_counter_flush_failures_total")} failed, written again`,
+  );
   const r1 = await redisNodeStats(redisClients);
   const redisCpu = redisNodes.reduce((sum, n, i) => sum + cpuSeconds(n.pid) - redis0[i], 0);
   for (const c of redisClients) c.disconnect();
@@ -189,7 +198,6 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
       : { url: store.LIVECOUNT_REDIS_URL, partitions: o.partitions },
   );
   const check = await verifyLivecount(nc, reader, load.truth).finally(() => reader.close());
-  const d = (name) => metricSum(m1, name) - metricSum(m0, name);
   const cpu = d("process_cpu_seconds_total");
   const roundTrips = d("livecount_counter_store_round_trips_total");
   const calls = callDeltas(r0, r1);
@@ -213,6 +221,8 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
     pageLoads,
     roundTripsInclLoadsPerEvent: round((roundTrips + pageLoads) / load.events, 6),
     flushes: d("livecount_counter_flushes_total"),
+    flushFailures: d("livecount_counter_flush_failures_total"),
+    flushMeanMs,
     updatesPublished: d("livecount_counter_updates_published_total"),
     redisCommands,
     redisCommandsPerEvent: round(redisCommands / load.events, 6),

@@ -35,6 +35,13 @@ export interface CounterConfig extends ClusterConfig {
    * can read here, a script could pick viewer ids that each fill a register and inflate the estimate.
    */
   readonly visitorKey: string;
+  /**
+   * LIVECOUNT_FLUSH_MAX_WRITES: the most entries one flush writes to the store; pages past it are
+   * flushed next, at once. Default 20000: some 0.4 s of a loaded Redis on a 2-core VM (45,000
+   * entries a second), well inside the 5 s command timeout even at a third of that speed, and a few
+   * thousand busy pages per flush.
+   */
+  readonly flushMaxWrites: number;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
   readonly settleMs: number;
   /** Derived: how often lingering viewers and gateway leases are checked. */
@@ -50,6 +57,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     passivateMs: readInt(env, "LIVECOUNT_PASSIVATE_MS", 60000, { min: 1000 }),
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
+    flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),
     emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
     webhook: readWebhookConfig(env),
     visitorKey: readVisitorKey(env),

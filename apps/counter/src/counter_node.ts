@@ -153,6 +153,7 @@ export class CounterNode {
       passivateMs: config.passivateMs,
       maxActors: config.maxActors,
       coalesceMs: config.coalesceMs,
+      flushMaxWrites: config.flushMaxWrites,
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,

@@ -19,9 +19,11 @@ import {
   type Store,
 } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
+import { DirtyPages } from "./dirty_pages.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
 import { countsOf } from "./page_chunks.js";
+import { RemoteWrites } from "./remote_writes.js";
 import { errorReply, type AnsweredChanges, type DurableUpdate } from "./replies.js";
 import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
 
@@ -34,6 +36,13 @@ export interface DurableWriterOptions {
   readonly metrics: CounterMetrics;
   /** At most one flush of dirty pages per window. */
   readonly coalesceMs: number;
+  /**
+   * The most entries one flush writes (LIVECOUNT_FLUSH_MAX_WRITES); the pages past it stay dirty for
+   * the next flush, which follows at once. Every script of a flush waits behind the ones before it:
+   * unbounded, a store that falls behind gets flushes that outlast the command timeout, fail, and are
+   * written again in full.
+   */
+  readonly flushMaxWrites: number;
   /** How long an idempotency key is remembered, in ms. */
   readonly idempotencyTtlMs: number;
   /** The fence of a partition this node holds, or undefined. */
@@ -58,9 +67,7 @@ export interface DurableWriterOptions {
  */
 export class DurableWriter {
   readonly #o: DurableWriterOptions;
-  readonly #dirty = new Set<PageActor>();
-  /** When the oldest change not yet taken by a flush was made; undefined when there is none. */
-  #dirtySince: number | undefined;
+  readonly #dirty = new DirtyPages();
   readonly #flusher: Coalescer;
   /** Failures repeat every window while the store (or a shard of it) is down: one line per kind and interval. */
   readonly #logs = new LogThrottle();
@@ -69,11 +76,11 @@ export class DurableWriter {
   #increments: PendingIncrement[] = [];
   #incrementsScheduled = false;
   #resets: PendingReset[] = [];
-  /** Other DCs' entries waiting for this turn's remote write, per partition. */
-  readonly #remote = new Map<number, { fence: Fence; writes: EntryWrite[]; done: Promise<void> }>();
+  readonly #remote: RemoteWrites;
 
   constructor(options: DurableWriterOptions) {
     this.#o = options;
+    this.#remote = new RemoteWrites(options);
     this.#flusher = new Coalescer(
       options.clock,
       options.coalesceMs,
@@ -89,8 +96,7 @@ export class DurableWriter {
 
   /** The actor has entries to persist and publish (changed at `since`, by default now). */
   markDirty(actor: PageActor, since = this.#o.clock.now()): void {
-    this.#dirty.add(actor);
-    this.#dirtySince = Math.min(since, this.#dirtySince ?? since);
+    this.#dirty.add(actor, since);
     this.#flusher.request();
   }
 
@@ -109,7 +115,8 @@ export class DurableWriter {
    * most while the store answers, growing while it fails. The status API's flush lag.
    */
   get flushLagMs(): number {
-    return this.#dirtySince === undefined ? 0 : Math.max(0, this.#o.clock.now() - this.#dirtySince);
+    const since = this.#dirty.since;
+    return since === undefined ? 0 : Math.max(0, this.#o.clock.now() - since);
   }
 
   /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
@@ -205,36 +212,9 @@ export class DurableWriter {
     return new Map();
   }
 
-  /**
-   * Persists other DCs' entries of pages not in memory, as they arrived on the page subjects: a
-   * max-merge under the partition's fence, not published again (every watcher got them from the same
-   * subject). Writes of one turn share a round trip.
-   */
+  /** Persists other DCs' entries of pages not in memory (RemoteWrites). */
   writeRemote(fence: Fence, writes: readonly EntryWrite[]): Promise<void> {
-    const pending = this.#remote.get(fence.partition);
-    if (pending !== undefined && pending.fence.epoch === fence.epoch) {
-      pending.writes.push(...writes);
-      return pending.done;
-    }
-    const batch = { fence, writes: [...writes] };
-    const done = new Promise<void>((resolve) =>
-      this.#o.clock.defer(() => {
-        if (this.#remote.get(fence.partition)?.writes === batch.writes) this.#remote.delete(fence.partition);
-        resolve(this.#writeRemote(batch.fence, batch.writes));
-      }),
-    );
-    this.#remote.set(fence.partition, { ...batch, done });
-    return done;
-  }
-
-  async #writeRemote(fence: Fence, writes: readonly EntryWrite[]): Promise<void> {
-    try {
-      this.#o.metrics.storeWrites.inc();
-      if ((await this.#o.store.write([{ fence, writes }])).length > 0) this.#o.lost(fence.partition);
-    } catch (err) {
-      // Anti-entropy repairs what is not stored here: the other DC's store still holds it.
-      this.#o.logger.warn({ err, partition: fence.partition }, "remote entries not stored");
-    }
+    return this.#remote.write(fence, writes);
   }
 
   /**
@@ -246,6 +226,11 @@ export class DurableWriter {
     if (this.#resets.length > 0) this.#chain(() => this.#commitResets(), "reset round");
     await this.#tail;
     await this.#flusher.drain();
+    // A flush stops at its bound: again while each leaves fewer pages waiting (not while failing).
+    for (let left = Infinity; this.#dirty.size > 0 && this.#dirty.size < left;) {
+      left = this.#dirty.size;
+      await this.#flusher.drain();
+    }
   }
 
   close(): void {
@@ -336,12 +321,13 @@ export class DurableWriter {
     return settled;
   }
 
-  /** Persists every dirty page's entries in one round trip, then publishes this DC's that became durable. */
+  /**
+   * Persists dirty pages' entries (up to the flush bound) in one round trip, then publishes this
+   * DC's that became durable.
+   */
   async #flush(): Promise<void> {
-    const actors = [...this.#dirty];
-    this.#dirty.clear();
-    const since = this.#dirtySince;
-    this.#dirtySince = undefined;
+    const since = this.#dirty.since;
+    const actors = this.#dirty.take(this.#o.flushMaxWrites);
     const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
     const taken: Array<{
       actor: PageActor;
@@ -366,6 +352,8 @@ export class DurableWriter {
       if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
       group.writes.push(...writes);
     }
+    // Pages left for the next flush: this one went out at its bound.
+    if (this.#dirty.size > 0) this.#flusher.request();
     const { metrics, store } = this.#o;
     const stopTimer = metrics.flushSeconds.startTimer();
     let lost: Set<number>;

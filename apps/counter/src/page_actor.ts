@@ -350,6 +350,13 @@ export class PageActor {
     return writes;
   }
 
+  /** How many entries `takeUnwritten` would return now: what a flush bounds. */
+  get unwrittenCount(): number {
+    let n = this.series.pendingCount;
+    for (const dcs of this.#unwritten.values()) n += dcs.size;
+    return n;
+  }
+
   /** The write of the entries last taken is durable (or was refused for a stale fence). */
   written(): void {
     this.#writing = false;
@@ -389,8 +396,7 @@ export class PageActor {
 
   get hasPendingWork(): boolean {
     return (
-      this.#unwritten.size > 0 ||
-      this.series.pending ||
+      this.unwrittenCount > 0 ||
       this.#unpublished.size > 0 ||
       this.#writing ||
       this.#queuedChanges > 0 ||
@@ -405,10 +411,7 @@ export class PageActor {
 
   #counter(name: string): PNCounter {
     let c = this.#counters.get(name);
-    if (c === undefined) {
-      c = new PNCounter();
-      this.#counters.set(name, c);
-    }
+    if (c === undefined) this.#counters.set(name, (c = new PNCounter()));
     return c;
   }
 

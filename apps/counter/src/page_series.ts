@@ -166,8 +166,9 @@ export class PageSeries {
     this.#peak = undefined;
   }
 
-  get pending(): boolean {
-    return this.#remote.size > 0 || this.#own.size > 0;
+  /** Entries the next `take` adds. */
+  get pendingCount(): number {
+    return this.#remote.size + this.#own.size;
   }
 }
 

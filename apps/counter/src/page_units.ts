@@ -15,6 +15,7 @@ export interface PageUnitsOptions {
   readonly passivateMs: number;
   readonly maxActors: number;
   readonly coalesceMs: number;
+  readonly flushMaxWrites: number;
   readonly idempotencyTtlMs: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -78,6 +79,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     logger,
     metrics,
     coalesceMs: o.coalesceMs,
+    flushMaxWrites: o.flushMaxWrites,
     idempotencyTtlMs: o.idempotencyTtlMs,
     fenceOf: o.fenceOf,
     lost: o.lost,

@@ -9,4 +9,11 @@ describe("counter - config", () => {
     expect(readCounterConfig({ LIVECOUNT_VISITOR_KEY: "k".repeat(16) }).visitorKey).toBe("k".repeat(16));
     expect(() => readCounterConfig({ LIVECOUNT_VISITOR_KEY: "k".repeat(15) })).toThrow(ConfigError);
   });
+
+  test("counter - LIVECOUNT_FLUSH_MAX_WRITES: 20000 entries by default, at least 100", () => {
+    expect(readCounterConfig({}).flushMaxWrites).toBe(20_000);
+    expect(readCounterConfig({ LIVECOUNT_FLUSH_MAX_WRITES: "100" }).flushMaxWrites).toBe(100);
+    expect(() => readCounterConfig({ LIVECOUNT_FLUSH_MAX_WRITES: "99" })).toThrow(ConfigError);
+    expect(() => readCounterConfig({ LIVECOUNT_FLUSH_MAX_WRITES: "many" })).toThrow(ConfigError);
+  });
 });

@@ -83,6 +83,68 @@ describe("counter - durable writer", () => {
     expect(u.writer.flushLagMs).toBe(0);
   });
 
+  test("counter - a flush stops at LIVECOUNT_FLUSH_MAX_WRITES entries; the pages past it go in the next flushes, oldest first", async () => {
+    const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
+    // A join writes several entries (viewers, active, connections, the visitor's register, peaks):
+    // one page reaches a bound of 3 on its own.
+    u = await buildUnits({ flushMaxWrites: 3 });
+    await u.acquire(1);
+    for (const page of pages) await joinOne(page);
+    const perPage = u.registry.find(pages[0]!)!.unwrittenCount;
+    expect(perPage).toBeGreaterThanOrEqual(3);
+
+    await u.clock.advance(0);
+    expect(u.timeline).toEqual(["write:start", `write:done:${pages[0]}`, `publish:${pages[0]}`]);
+    expect(u.writer.dirtyCount).toBe(2);
+    expect(u.writer.flushLagMs).toBe(0); // the clock has not moved: the lag is still counted from the join
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.slice(3)).toEqual(["write:start", `write:done:${pages[1]}`, `publish:${pages[1]}`]);
+    expect(u.writer.flushLagMs).toBe(COALESCE_MS);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.slice(6)).toEqual(["write:start", `write:done:${pages[2]}`, `publish:${pages[2]}`]);
+    expect(u.writer.dirtyCount).toBe(0);
+    expect(u.writer.flushLagMs).toBe(0);
+    for (const page of pages) {
+      const own = (await u.store.load(page))[VIEWERS_COUNTER]?.dc1;
+      expect(own!.p - own!.n).toBe(1);
+    }
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - draining (handover, shutdown) writes every dirty page, however many flushes that takes", async () => {
+    const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
+    u = await buildUnits({ flushMaxWrites: 3 });
+    await u.acquire(1);
+    for (const page of pages) await joinOne(page);
+    await u.writer.drain();
+    expect(u.writer.dirtyCount).toBe(0);
+    expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual(
+      pages.map((page) => `write:done:${page}`),
+    );
+  });
+
+  test("counter - draining stops when the store fails instead of retrying forever", async () => {
+    u = await buildUnits({ flushMaxWrites: 3 });
+    await u.acquire(1);
+    await joinOne(pageIn(1, 0));
+    u.store.failWrites = 100;
+    await u.writer.drain().catch(() => {});
+    expect(u.writer.dirtyCount).toBe(1);
+    expect(u.timeline.filter((e) => e === "write:failed").length).toBeLessThanOrEqual(2);
+    u.store.failWrites = 0;
+  });
+
+  test("counter - a flush under its bound takes every dirty page in one write", async () => {
+    const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
+    u = await buildUnits();
+    await u.acquire(1);
+    for (const page of pages) await joinOne(page);
+    const writes = pages.reduce((n, page) => n + u.registry.find(page)!.unwrittenCount, 0);
+    await u.clock.advance(0);
+    expect(u.timeline[1]).toBe(`write:done:${pages.join(",")}`);
+    expect(u.store.entriesWritten).toBe(writes);
+  });
+
   test("counter - an increment is acknowledged only after it is durable and published; a failed store answers unavailable and publishes nothing", async () => {
     u = await buildUnits();
     const page = pageIn(2);

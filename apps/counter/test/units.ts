@@ -35,6 +35,8 @@ export const SETTLE_MS = 2_000;
 export const PASSIVATE_MS = 5_000;
 export const GATEWAY_LEASE_MS = 6_000;
 export const COALESCE_MS = 50;
+/** LIVECOUNT_FLUSH_MAX_WRITES's default. */
+export const FLUSH_MAX_WRITES = 20_000;
 export const SWEEP_MS = 100;
 export const MAX_ACTORS = 200;
 
@@ -42,6 +44,8 @@ export const MAX_ACTORS = 200;
 export class FlakyStore extends MemoryStore {
   /** The next this many write/increment/load calls reject. */
   failWrites = 0;
+  /** Entries the successful writes carried, in all. */
+  entriesWritten = 0;
   failIncrements = 0;
   /** The next this many increment calls apply, then reject as if their answer was lost. */
   loseIncrementAnswers = 0;
@@ -95,6 +99,7 @@ export class FlakyStore extends MemoryStore {
     const failed = groups.filter((g) => this.failPartitions.has(g.fence.partition));
     const through = groups.filter((g) => !this.failPartitions.has(g.fence.partition));
     const stale = await super.write(through);
+    this.entriesWritten += through.reduce((n, g) => n + g.writes.length, 0);
     const pages = new Set(through.flatMap((g) => g.writes.map((w) => w.page)));
     this.timeline.push(`write:done:${[...pages].join(",")}`);
     if (failed.length > 0)
@@ -202,7 +207,9 @@ export interface Units {
 }
 
 /** `occupancy`: the watch of occupancy webhooks, as a node with LIVECOUNT_WEBHOOK_URL wires it. */
-export async function buildUnits(options: { readonly occupancy?: OccupancyWatch } = {}): Promise<Units> {
+export async function buildUnits(
+  options: { readonly occupancy?: OccupancyWatch; readonly flushMaxWrites?: number } = {},
+): Promise<Units> {
   const clock = new ManualClock();
   const timeline: string[] = [];
   const published: PageUpdate[] = [];
@@ -228,6 +235,7 @@ export async function buildUnits(options: { readonly occupancy?: OccupancyWatch 
     passivateMs: PASSIVATE_MS,
     maxActors: MAX_ACTORS,
     coalesceMs: COALESCE_MS,
+    flushMaxWrites: options.flushMaxWrites ?? FLUSH_MAX_WRITES,
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,

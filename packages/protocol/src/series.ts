@@ -18,7 +18,22 @@ export const UNIQUE_PREFIX = "@u:";
 export const PEAK_MINUTE_PREFIX = "@pm:";
 export const PEAK_HOUR_PREFIX = "@ph:";
 
-const NATURAL = /^(0|[1-9]\d{0,14})$/;
+/**
+ * The natural number written in `name` from `start` to `end` (exclusive) in canonical decimal (no
+ * leading zero, at most 15 digits), or -1. Names are checked on every flush and every received
+ * entry: this reads them in place, with no regular expression and no substring.
+ */
+function naturalIn(name: string, start: number, end: number): number {
+  const length = end - start;
+  if (length < 1 || length > 15 || (length > 1 && name.charCodeAt(start) === 48)) return -1;
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const digit = name.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    n = n * 10 + digit;
+  }
+  return n;
+}
 
 export function dayOf(ms: number): number {
   return Math.floor(ms / DAY_MS);
@@ -34,11 +49,21 @@ export function uniqueRegisterOf(day: number, register: number): string {
 
 /** The day and register of a unique-visitor entry, or undefined for any other name. */
 export function uniqueRegisterParts(name: string): { day: number; register: number } | undefined {
-  if (!name.startsWith(UNIQUE_PREFIX)) return undefined;
-  const [day, register, ...rest] = name.slice(UNIQUE_PREFIX.length).split(":");
-  if (rest.length > 0 || !NATURAL.test(day ?? "") || !NATURAL.test(register ?? "")) return undefined;
-  if (Number(register) >= HLL_REGISTERS) return undefined;
-  return { day: Number(day), register: Number(register) };
+  if (!isUniqueRegister(name)) return undefined;
+  const cut = name.indexOf(":", UNIQUE_PREFIX.length);
+  return {
+    day: naturalIn(name, UNIQUE_PREFIX.length, cut),
+    register: naturalIn(name, cut + 1, name.length),
+  };
+}
+
+/** Whether `name` is a unique-visitor entry (uniqueRegisterParts without building the parts). */
+function isUniqueRegister(name: string): boolean {
+  if (!name.startsWith(UNIQUE_PREFIX)) return false;
+  const cut = name.indexOf(":", UNIQUE_PREFIX.length);
+  if (cut < 0 || naturalIn(name, UNIQUE_PREFIX.length, cut) < 0) return false;
+  const register = naturalIn(name, cut + 1, name.length);
+  return register >= 0 && register < HLL_REGISTERS;
 }
 
 export function peakMinuteOf(minute: number): string {
@@ -51,7 +76,7 @@ export function peakHourOf(hour: number): string {
 
 function isPeakCounter(name: string): boolean {
   for (const prefix of [PEAK_MINUTE_PREFIX, PEAK_HOUR_PREFIX])
-    if (name.startsWith(prefix)) return NATURAL.test(name.slice(prefix.length));
+    if (name.startsWith(prefix)) return naturalIn(name, prefix.length, name.length) >= 0;
   return false;
 }
 
@@ -65,11 +90,15 @@ export const SERIES_PREFIXES: readonly string[] = [
 
 /** Entries of a page's time series (window buckets, unique-visitor registers, peaks). */
 export function isSeriesCounter(name: unknown): name is string {
+  // Every series name starts with "@" and no counter name does: most names are out at once.
   return (
     typeof name === "string" &&
-    (isWindowCounter(name) || uniqueRegisterParts(name) !== undefined || isPeakCounter(name))
+    name.charCodeAt(0) === AT &&
+    (isWindowCounter(name) || isUniqueRegister(name) || isPeakCounter(name))
   );
 }
+
+const AT = 0x40;
 
 /** The minutes (the current one included) a "last hour" peak reads, and the hours a "last day" one. */
 export function peakSpans(now: number): { minutes: number[]; hours: number[] } {
