@@ -350,14 +350,33 @@ export class AntiEntropy {
     const { registry } = this.#o;
     const written = this.#o.writer.mergeIntoStore(fence, new Map(Object.entries(pages)));
     registry.holdLoads(partition, written);
-    const advanced = await written;
+    let advanced: Map<string, PageRecord>;
+    try {
+      advanced = await written;
+    } catch (err) {
+      // Applied or not, unknown (a timeout): resident actors take every entry, unconfirmed.
+      await this.#mergeResident(partition, new Map(Object.entries(pages)), "unconfirmed");
+      throw err;
+    }
+    await this.#mergeResident(partition, advanced, "stored");
+    this.#o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
+    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
+  }
+
+  /** Gives pages' entries to their actors in memory (PageActor.mergeDurable); pages not in memory load them. */
+  async #mergeResident(
+    partition: number,
+    pages: ReadonlyMap<string, PageRecord>,
+    store: "stored" | "unconfirmed",
+  ): Promise<void> {
+    const { registry } = this.#o;
     const resident: Array<Promise<void>> = [];
     // Actors hold no time buckets: a page whose buckets alone advanced is nothing to them.
-    for (const [page, record] of countsOf(advanced)) {
+    for (const [page, record] of countsOf(pages)) {
       if (registry.find(page) === undefined) continue;
       resident.push(
         registry
-          .run(page, partition, (actor) => actor.mergeDurable(record))
+          .run(page, partition, (actor) => actor.mergeDurable(record, store))
           .catch((err: unknown) => {
             // Closed meanwhile: it is in the store, where its next actor loads it from.
             if (!(err instanceof ActorClosedError)) throw err;
@@ -365,8 +384,6 @@ export class AntiEntropy {
       );
     }
     await Promise.all(resident);
-    this.#o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
-    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
   }
 
   /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */

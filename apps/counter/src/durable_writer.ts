@@ -423,9 +423,9 @@ export class DurableWriter {
 
 /** Keeps the actor in memory until its change is answered. */
 function whileQueued(actor: PageActor, resolve: (reply: NodeReply) => void): (reply: NodeReply) => void {
-  actor.changeQueued();
+  actor.changesQueued(1);
   return (reply) => {
-    actor.changeAnswered();
+    actor.changesQueued(-1);
     resolve(reply);
   };
 }

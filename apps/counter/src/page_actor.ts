@@ -308,16 +308,19 @@ export class PageActor {
   }
 
   /**
-   * Installs entries of any data center, this one's included, that this DC's store holds already
-   * (anti-entropy writes them there first and publishes what advanced): nothing to persist or
-   * publish. A DC rebuilt from an empty store gets its own entries back this way.
+   * Installs entries of any DC, this one's included, that this DC's store holds already (anti-entropy
+   * writes them there first and publishes what advanced). A DC rebuilt from an empty store gets its
+   * own entries back this way. `unconfirmed`: the store's merge failed without saying whether it
+   * applied (a timeout): what advanced is written and published by the next flush.
    */
-  mergeDurable(record: PageRecord): void {
+  mergeDurable(record: PageRecord, store: "stored" | "unconfirmed" = "stored"): void {
     let ownAdvanced = false;
     for (const [name, entries] of Object.entries(record)) {
       if (isSeriesCounter(name)) continue;
       for (const [dc, entry] of Object.entries(entries)) {
-        if (this.#counter(name).merge(dc, entry) && dc === this.#host.dc) ownAdvanced = true;
+        if (!this.#counter(name).merge(dc, entry)) continue;
+        if (dc === this.#host.dc) ownAdvanced = true;
+        if (store === "unconfirmed") this.#markWrite(name, dc);
       }
     }
     if (ownAdvanced) this.#ownRaised();
@@ -371,9 +374,9 @@ export class PageActor {
   }
 
   #markUnwritten(counter: string, dc: string): void {
-    let dcs = this.#unwritten.get(counter);
-    if (dcs === undefined) this.#unwritten.set(counter, (dcs = new Set()));
-    dcs.add(dc);
+    const dcs = this.#unwritten.get(counter);
+    if (dcs === undefined) this.#unwritten.set(counter, new Set([dc]));
+    else dcs.add(dc);
   }
 
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */
@@ -385,13 +388,9 @@ export class PageActor {
     return updates;
   }
 
-  /** A publisher change of this page waits for the commit chain: the actor must stay until it is answered. */
-  changeQueued(): void {
-    this.#queuedChanges++;
-  }
-
-  changeAnswered(): void {
-    this.#queuedChanges--;
+  /** A publisher change of this page waits for the commit chain (+1) or was answered (-1): the actor stays meanwhile. */
+  changesQueued(delta: 1 | -1): void {
+    this.#queuedChanges += delta;
   }
 
   get hasPendingWork(): boolean {
@@ -415,8 +414,10 @@ export class PageActor {
     return c;
   }
 
-  #markPublish(): void {
-    this.#unpublished.add(this.#host.dc);
+  /** The entry is to be written, then published, by the next flush. */
+  #markWrite(name: string, dc: string): void {
+    this.#markUnwritten(name, dc);
+    this.#unpublished.add(dc);
     this.#host.markDirty(this);
   }
 
@@ -443,8 +444,7 @@ export class PageActor {
     const delta = value - (own.p - own.n);
     if (delta === 0) return;
     const entry = this.#counter(name).add(this.#host.dc, delta);
-    this.#markUnwritten(name, this.#host.dc);
-    this.#markPublish();
+    this.#markWrite(name, this.#host.dc);
     this.#host.presenceRaised(this.partition, entry.p);
   }
 }

@@ -3,12 +3,27 @@
  * (test/support/dc_simulation.ts): real counter nodes and stores, hours of clock time in seconds.
  */
 import { VIEWERS_COUNTER, decodeMessage } from "@livecount/protocol";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, StoreError } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation } from "../../../test/support/dc_simulation.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 
 const HOUR_MS = 3_600_000;
+
+/** A store whose anti-entropy merges apply, then fail, when told: an answer lost to a timeout. */
+class AnswerLosingStore extends MemoryStore {
+  loseMergeAnswers = false;
+  lostMergeAnswers = 0;
+
+  override async mergePages(
+    ...args: Parameters<MemoryStore["mergePages"]>
+  ): ReturnType<MemoryStore["mergePages"]> {
+    const advanced = await super.mergePages(...args);
+    if (!this.loseMergeAnswers) return advanced;
+    this.lostMergeAnswers++;
+    throw new StoreError("redis mergePages failed: Command timed out");
+  }
+}
 
 describe("counter - convergence across data centers (simulated clock)", () => {
   let sim: DcSimulation;
@@ -97,6 +112,32 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     sim.drop = undefined;
     expect((await disagreeing(truth)).length).toBe(30);
     await sim.run(2_500);
+    await expectEverywhere(["dc1", "dc2"], truth);
+  });
+
+  test("counter - a merge the store applied but whose answer was lost (a timeout) still reaches the pages in memory", async () => {
+    sim = new DcSimulation();
+    const dc1 = sim.add("dc1");
+    sim.add("dc2");
+    const store = new AnswerLosingStore({ now: () => sim.clock.now() });
+    dc1.store = store;
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    sim.cut("dc1", "dc2");
+    const truth = new Map<string, number>();
+    for (let i = 0; i < 20; i++) {
+      // Liked on both sides: each DC's actor of the page is in memory when the other's entry comes.
+      await sim.dc("dc1").increment(`p${i}`, "likes", 1, `a-${i}`);
+      await sim.dc("dc2").increment(`p${i}`, "likes", 2, `b-${i}`);
+      truth.set(`p${i}`, 3);
+    }
+    await sim.run(8_000);
+    // Every anti-entropy merge into dc1's store applies, then fails as a timed-out call would: the
+    // stores end identical, so no comparison sends those pages again.
+    store.loseMergeAnswers = true;
+    sim.link("dc1", "dc2");
+    await sim.run(5_000);
+    expect(store.lostMergeAnswers).toBeGreaterThan(0);
     await expectEverywhere(["dc1", "dc2"], truth);
   });
 
