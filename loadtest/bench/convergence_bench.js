@@ -48,7 +48,8 @@ async function wrongPages(centers, sample, expected) {
   const wrong = [];
   for (const dc of DCS) {
     const likes = await centers.likesOf(dc, sample);
-    for (const page of sample) if (likes.get(page) !== expected) wrong.push(`${dc}:${page}`);
+    for (const page of sample)
+      if (likes.get(page) !== expected) wrong.push(`${dc}:${page}=${likes.get(page)}`);
   }
   return wrong;
 }
@@ -132,6 +133,12 @@ export async function largeHealBench(options = {}, log = console.error) {
       antiEntropy: moved,
     };
     log(`heal: ${JSON.stringify(result)}`);
+    if (wrong.length > 0) {
+      log(`heal: wrong pages (expected ${4} likes), e.g. ${wrong.slice(0, 8).join(" ")}`);
+      await sleep(3000);
+      const still = await wrongPages(centers, sample, 4);
+      log(`heal: 3 s later ${still.length} wrong, e.g. ${still.slice(0, 8).join(" ")}`);
+    }
     return {
       config: o,
       ...result,

@@ -237,11 +237,25 @@ export class DataCenters {
         .slice(i, i + 100)
         .map((p) => `page=${encodeURIComponent(p)}`)
         .join("&");
-      const res = await globalThis.fetch(`${this.dcs[dc].gatewayUrl}/v1/counters?${query}`);
-      const body = await res.json();
+      const body = await this.#read(dc, `/v1/counters?${query}`);
       for (const page of body.pages) out.set(page.page, page.counters.likes ?? 0);
     }
     return out;
+  }
+
+  /**
+   * A read from a DC's gateway, retried while it answers 503 (an owner busy with a heal's merge did
+   * not answer within the request timeout) or 429 (the read budget): those say "later", not "wrong".
+   */
+  async #read(dc, path) {
+    for (let attempt = 1; ; attempt++) {
+      const res = await globalThis.fetch(`${this.dcs[dc].gatewayUrl}${path}`);
+      if (res.ok) return res.json();
+      const text = await res.text();
+      if ((res.status !== 503 && res.status !== 429) || attempt >= 20)
+        throw new Error(`GET ${path.slice(0, 60)}... on ${dc} answered ${res.status}: ${text.slice(0, 200)}`);
+      await sleep(250);
+    }
   }
 
   async close() {
