@@ -42,6 +42,12 @@ export interface CounterConfig extends ClusterConfig {
    * thousand busy pages per flush.
    */
   readonly flushMaxWrites: number;
+  /**
+   * LIVECOUNT_AE_MERGES_IN_FLIGHT: anti-entropy merges a node sends its store at once. Default 2:
+   * Redis runs one script at a time, so a second keeps it busy and more only wait in its queue, where
+   * a heal's hundreds of page chunks outlast the 5 s command timeout (and are merged twice).
+   */
+  readonly mergesInFlight: number;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
   readonly settleMs: number;
   /** Derived: how often lingering viewers and gateway leases are checked. */
@@ -58,6 +64,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),
+    mergesInFlight: readInt(env, "LIVECOUNT_AE_MERGES_IN_FLIGHT", 2, { min: 1, max: 64 }),
     emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
     webhook: readWebhookConfig(env),
     visitorKey: readVisitorKey(env),

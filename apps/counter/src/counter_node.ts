@@ -154,6 +154,7 @@ export class CounterNode {
       maxActors: config.maxActors,
       coalesceMs: config.coalesceMs,
       flushMaxWrites: config.flushMaxWrites,
+      mergesInFlight: config.mergesInFlight,
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,

@@ -7,7 +7,7 @@ import {
   type NodeReply,
   type ResetRequest,
 } from "@livecount/protocol";
-import { Coalescer, LogThrottle, type Clock, type Logger } from "@livecount/runtime";
+import { Coalescer, ConcurrencyLimit, LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import {
   PartialWriteError,
   type EntryWrite,
@@ -43,6 +43,12 @@ export interface DurableWriterOptions {
    * written again in full.
    */
   readonly flushMaxWrites: number;
+  /**
+   * Anti-entropy merges into the store at once (LIVECOUNT_AE_MERGES_IN_FLIGHT); the others wait
+   * here rather than in Redis, where every DC's page chunks of a heal would queue behind each other
+   * until the last passed the command timeout.
+   */
+  readonly mergesInFlight: number;
   /** How long an idempotency key is remembered, in ms. */
   readonly idempotencyTtlMs: number;
   /** The fence of a partition this node holds, or undefined. */
@@ -77,10 +83,12 @@ export class DurableWriter {
   #incrementsScheduled = false;
   #resets: PendingReset[] = [];
   readonly #remote: RemoteWrites;
+  readonly #merges: ConcurrencyLimit;
 
   constructor(options: DurableWriterOptions) {
     this.#o = options;
     this.#remote = new RemoteWrites(options);
+    this.#merges = new ConcurrencyLimit(options.mergesInFlight);
     this.#flusher = new Coalescer(
       options.clock,
       options.coalesceMs,
@@ -197,7 +205,7 @@ export class DurableWriter {
     const advanced = await this.#persist(
       async () => {
         this.#o.metrics.storeWrites.inc();
-        return this.#o.store.mergePages(fence, pages, this.#o.dc);
+        return this.#merges.run(() => this.#o.store.mergePages(fence, pages, this.#o.dc));
       },
       (merged, ts) => {
         if (merged === null || merged.size === 0) return;

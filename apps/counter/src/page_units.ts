@@ -16,6 +16,7 @@ export interface PageUnitsOptions {
   readonly maxActors: number;
   readonly coalesceMs: number;
   readonly flushMaxWrites: number;
+  readonly mergesInFlight: number;
   readonly idempotencyTtlMs: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -80,6 +81,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     metrics,
     coalesceMs: o.coalesceMs,
     flushMaxWrites: o.flushMaxWrites,
+    mergesInFlight: o.mergesInFlight,
     idempotencyTtlMs: o.idempotencyTtlMs,
     fenceOf: o.fenceOf,
     lost: o.lost,

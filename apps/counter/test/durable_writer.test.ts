@@ -341,6 +341,24 @@ describe("counter - durable writer", () => {
     expect(await u.store.load(stolen)).toEqual({});
   });
 
+  test("counter - at most LIVECOUNT_AE_MERGES_IN_FLIGHT anti-entropy merges reach the store at once; the rest wait their turn", async () => {
+    u = await buildUnits(); // 2 in flight, the default
+    const fence = await u.acquire(2);
+    u.timeline.length = 0;
+    let release!: () => void;
+    u.store.hold = new Promise((resolve) => (release = resolve));
+    const merges = [0, 1, 2, 3].map((n) =>
+      u.writer.mergeIntoStore(fence, new Map([[pageIn(2, n), { likes: { dc2: { p: n + 1, n: 0 } } }]])),
+    );
+    await u.clock.advance(0);
+    expect(u.timeline.filter((e) => e === "write:start")).toHaveLength(2);
+    u.store.hold = undefined;
+    release();
+    const advanced = await Promise.all(merges);
+    expect(u.timeline.filter((e) => e === "write:start")).toHaveLength(4);
+    expect(advanced.map((pages) => pages.size)).toEqual([1, 1, 1, 1]);
+  });
+
   test("counter - entries learnt by anti-entropy are written first, then published for this DC's watchers only; a stale fence publishes nothing", async () => {
     u = await buildUnits();
     const [page, other] = [pageIn(2), pageIn(2, 1)];

@@ -236,6 +236,7 @@ export async function buildUnits(
     maxActors: MAX_ACTORS,
     coalesceMs: COALESCE_MS,
     flushMaxWrites: options.flushMaxWrites ?? FLUSH_MAX_WRITES,
+    mergesInFlight: 2,
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,

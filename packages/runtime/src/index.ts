@@ -2,6 +2,7 @@ export { Backoff, fullJitterMs } from "./backoff.js";
 export { BearerKeys, bearerOf } from "./bearer_keys.js";
 export { sleep, systemClock, yieldTurn, type Clock, type TimerHandle } from "./clock.js";
 export { Coalescer } from "./coalescer.js";
+export { ConcurrencyLimit } from "./concurrency_limit.js";
 export {
   ConfigError,
   readInt,
