@@ -32,7 +32,7 @@ export class PageActor {
   readonly subject: string;
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
-  readonly #presence = new PagePresence((viewer) => this.#visited([viewer]));
+  readonly #presence = new PagePresence((viewer) => this.#visited(viewer));
   /** Entries changed here and not yet durable: counter -> data centers. */
   readonly #unwritten = new Map<string, Set<string>>();
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
@@ -148,11 +148,12 @@ export class PageActor {
   /** The page's viewers as this DC shows them (over live DCs) now: the peaks may rise. */
   notePeak(viewers: number): void {
     if (this.series.viewers(viewers, this.#host.now())) this.#host.markDirty(this);
-    this.#visited([]);
+    this.#visited(undefined);
   }
 
-  #visited(arrived: readonly string[]): void {
-    if (this.#status === "active" && this.series.visitors(arrived, this.#presence, this.#host.now()))
+  /** A viewer arrived (or none: the day may have turned): its register of the day may rise. */
+  #visited(arrived: string | undefined): void {
+    if (this.#status === "active" && this.series.visitor(arrived, this.#presence, this.#host.now()))
       this.#host.markDirty(this);
   }
 

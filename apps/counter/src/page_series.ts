@@ -15,7 +15,7 @@ import {
   uniqueRegisterOf,
 } from "@livecount/protocol";
 import type { EntryWrite } from "@livecount/store";
-import type { VisitorHash } from "./visitor_hash.js";
+import { RANK_BITS, RANK_MASK, type VisitorHash } from "./visitor_hash.js";
 
 /** Ranks kept in a Map up to this many registers, in an array of every register beyond (4 KB). */
 const SPARSE_RANKS = 256;
@@ -45,7 +45,7 @@ export class PageSeries {
   /** This DC's entries taken with the writes of the flush in progress. */
   #taken = new Map<string, Entry>();
   /** Today's registers as this owner raised them: an arrival that raises none writes nothing. */
-  #visitors: { day: number; ranks: Ranks } | undefined;
+  #visitors: { day: number; ranks: Ranks; raised: Map<number, number> } | undefined;
   #peak: PeakState | undefined;
 
   /** `hash`: keyed by LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
@@ -64,32 +64,45 @@ export class PageSeries {
   }
 
   /**
-   * Arrived viewers are visitors of the day; on a new day (or in a new actor, or after the store
-   * removed the page) so is everyone `present`. True when something is to write.
+   * An arrived viewer (if any) is a visitor of the day; on a new day (or in a new actor, or after the
+   * store removed the page) so is everyone `present`. True when something is to write.
    */
-  visitors(arrived: readonly string[], present: { viewers(): Iterable<string> }, now: number): boolean {
+  visitor(arrived: string | undefined, present: { viewers(): Iterable<string> }, now: number): boolean {
     const day = dayOf(now);
     let raised = false;
     if (this.#visitors?.day !== day) {
-      this.#visitors = { day, ranks: new Map() };
-      for (const viewer of present.viewers()) raised = this.#visitor(viewer, day) || raised;
+      this.#nameRegisters();
+      this.#visitors = { day, ranks: new Map(), raised: new Map() };
+      for (const viewer of present.viewers()) raised = this.#visitor(viewer) || raised;
     }
-    for (const viewer of arrived) raised = this.#visitor(viewer, day) || raised;
-    return raised;
+    return (arrived !== undefined && this.#visitor(arrived)) || raised;
   }
 
-  /** A viewer started counting here: its register of today may rise. True when something is to write. */
-  #visitor(viewer: string, day: number): boolean {
+  /**
+   * A viewer started counting here: its register of today may rise. True when something is to
+   * write. A raised register is a number in `raised` until the flush (or the next day) names it.
+   */
+  #visitor(viewer: string): boolean {
     const visitors = this.#visitors!;
-    const { index, rank } = this.#hash.register(viewer);
+    const register = this.#hash.register(viewer);
+    const index = register >>> RANK_BITS;
+    const rank = register & RANK_MASK;
     const ranks = visitors.ranks;
     if ((ranks instanceof Map ? (ranks.get(index) ?? 0) : ranks[index]!) >= rank) return false;
     if (ranks instanceof Map) {
       ranks.set(index, rank);
       if (ranks.size > SPARSE_RANKS) visitors.ranks = dense(ranks);
     } else ranks[index] = rank;
-    this.#raise(uniqueRegisterOf(day, index), rank);
+    visitors.raised.set(index, rank);
     return true;
+  }
+
+  /** Registers raised since the last flush become entries to write, by name. */
+  #nameRegisters(): void {
+    const visitors = this.#visitors;
+    if (visitors === undefined || visitors.raised.size === 0) return;
+    for (const [index, rank] of visitors.raised) this.#raise(uniqueRegisterOf(visitors.day, index), rank);
+    visitors.raised.clear();
   }
 
   /**
@@ -127,6 +140,7 @@ export class PageSeries {
 
   /** Adds the entries to write with this flush to `writes`; this DC's are published once it succeeds (`publishInto`). */
   take(writes: EntryWrite[]): void {
+    this.#nameRegisters();
     for (const write of this.#remote.values()) writes.push(write);
     this.#remote = new Map();
     const taken = new Map<string, Entry>();
@@ -162,13 +176,14 @@ export class PageSeries {
    * here are gone there, so the next visitors and viewers write them again.
    */
   forget(): void {
+    this.#nameRegisters(); // raised since the last flush: still to write
     this.#visitors = undefined;
     this.#peak = undefined;
   }
 
   /** Entries the next `take` adds. */
   get pendingCount(): number {
-    return this.#remote.size + this.#own.size;
+    return this.#remote.size + this.#own.size + (this.#visitors?.raised.size ?? 0);
   }
 }
 

@@ -14,6 +14,9 @@ import { createHash } from "node:crypto";
 import siphash24 from "siphash24";
 
 const KEY_BYTES = 16;
+/** Bits of a `register()` value that hold the rank (at most HLL_MAX_RANK, below 64). */
+export const RANK_BITS = 6;
+export const RANK_MASK = (1 << RANK_BITS) - 1;
 /** Viewer keys are printable ASCII (protocol ids.ts): one byte a character. */
 const SCRATCH_BYTES = VIEWER_KEY_MAX_LENGTH;
 
@@ -29,12 +32,16 @@ export class VisitorHash {
     this.#key = createHash("sha256").update(secret).digest().subarray(0, KEY_BYTES);
   }
 
-  /** The register `viewer` falls in and its rank there. */
-  register(viewer: string): { index: number; rank: number } {
+  /**
+   * The register `viewer` falls in and its rank there, as one number (it runs for every arrival: no
+   * object): `index << RANK_BITS | rank`.
+   */
+  register(viewer: string): number {
     const { read, written } = this.#encoder.encodeInto(viewer, this.#scratch);
     // Longer than any valid key: hashed all the same, from a buffer of its own.
     const bytes = read === viewer.length ? this.#scratch.subarray(0, written) : Buffer.from(viewer, "utf8");
     siphash24(bytes, this.#key, this.#out, true);
-    return registerOf(this.#view.getUint32(0, true), this.#view.getUint32(4, true));
+    const { index, rank } = registerOf(this.#view.getUint32(0, true), this.#view.getUint32(4, true));
+    return (index << RANK_BITS) | rank;
   }
 }
