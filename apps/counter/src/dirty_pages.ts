@@ -1,27 +1,38 @@
 import type { PageActor } from "./page_actor.js";
 
 /**
- * The page actors whose entries wait for a flush, in the order they became dirty, and since when
- * the oldest change among them waits: what the durable writer flushes next, and its lag.
+ * The page actors whose entries wait for a flush, by partition, partitions in the order they became
+ * dirty, and since when the oldest change among them waits: what the durable writer flushes next,
+ * and its lag. A partition's pages go to the store in one script, so a flush takes whole partitions:
+ * split over two flushes, a partition would pay its script's fixed work (the fence, the page and
+ * bucket indexes, the digests) twice.
  */
 export class DirtyPages {
-  readonly #actors = new Set<PageActor>();
+  readonly #byPartition = new Map<number, Set<PageActor>>();
+  #size = 0;
   /** When the oldest change not yet taken by a flush was made; undefined when there is none. */
   #since: number | undefined;
 
   /** The actor has entries to persist and publish, changed at `since`. */
   add(actor: PageActor, since: number): void {
-    this.#actors.add(actor);
     this.#since = Math.min(since, this.#since ?? since);
+    const actors = this.#byPartition.get(actor.partition);
+    if (actors === undefined) this.#byPartition.set(actor.partition, new Set([actor]));
+    else if (!actors.has(actor)) actors.add(actor);
+    else return;
+    this.#size++;
   }
 
   /** The actor left memory. */
   delete(actor: PageActor): void {
-    this.#actors.delete(actor);
+    const actors = this.#byPartition.get(actor.partition);
+    if (actors?.delete(actor) !== true) return;
+    this.#size--;
+    if (actors.size === 0) this.#byPartition.delete(actor.partition);
   }
 
   get size(): number {
-    return this.#actors.size;
+    return this.#size;
   }
 
   /** When the oldest change not yet taken by a flush was made; undefined when none waits. */
@@ -30,19 +41,23 @@ export class DirtyPages {
   }
 
   /**
-   * Takes actors, the longest dirty first, until their entries reach `maxWrites`. The rest stay, and
-   * `since` stays the oldest change before this take: the lag keeps counting from it.
+   * Takes whole partitions, the longest dirty first, until their entries reach `maxWrites` (the
+   * partition that reaches it goes whole). The rest stay, and `since` stays the oldest change before
+   * this take: the lag keeps counting from it.
    */
   take(maxWrites: number): PageActor[] {
     const taken: PageActor[] = [];
     let writes = 0;
-    for (const actor of this.#actors) {
+    for (const [partition, actors] of this.#byPartition) {
       if (writes >= maxWrites) break;
-      taken.push(actor);
-      this.#actors.delete(actor);
-      writes += actor.unwrittenCount;
+      for (const actor of actors) {
+        taken.push(actor);
+        writes += actor.unwrittenCount;
+      }
+      this.#byPartition.delete(partition);
+      this.#size -= actors.size;
     }
-    if (this.#actors.size === 0) this.#since = undefined;
+    if (this.#size === 0) this.#since = undefined;
     return taken;
   }
 }

@@ -33,12 +33,12 @@ describe("counter - durable writer", () => {
     return u.registry.run(page, partition, (actor) => u.writer.increment(actor, request));
   }
 
-  /** A gateway's presence batch: viewer v:1 joined `page` (in partition 1). */
-  function joinOne(page: string): Promise<unknown> {
+  /** A gateway's presence batch: viewer v:1 joined `page` (in `partition`, 1 by default). */
+  function joinOne(page: string, partition = 1): Promise<unknown> {
     return u.intake.batch({
       type: "presence",
       gateway: "gw",
-      partition: 1,
+      partition,
       ops: [{ page, viewer: "v:1", present: true }],
     });
   }
@@ -83,15 +83,16 @@ describe("counter - durable writer", () => {
     expect(u.writer.flushLagMs).toBe(0);
   });
 
-  test("counter - a flush stops at LIVECOUNT_FLUSH_MAX_WRITES entries; the pages past it go in the next flushes, oldest first", async () => {
-    const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
+  test("counter - a flush stops at LIVECOUNT_FLUSH_MAX_WRITES entries; the partitions past it go in the next flushes, oldest first", async () => {
+    const pages = [pageIn(1), pageIn(2), pageIn(3)];
     // A join writes several entries (viewers, active, connections, the visitor's register, peaks):
     // one page reaches a bound of 3 on its own.
     u = await buildUnits({ flushMaxWrites: 3 });
-    await u.acquire(1);
-    for (const page of pages) await joinOne(page);
-    const perPage = u.registry.find(pages[0]!)!.unwrittenCount;
-    expect(perPage).toBeGreaterThanOrEqual(3);
+    for (const [i, page] of pages.entries()) {
+      await u.acquire(i + 1);
+      await joinOne(page, i + 1);
+    }
+    expect(u.registry.find(pages[0]!)!.unwrittenCount).toBeGreaterThanOrEqual(3);
 
     await u.clock.advance(0);
     expect(u.timeline).toEqual(["write:start", `write:done:${pages[0]}`, `publish:${pages[0]}`]);
@@ -111,11 +112,31 @@ describe("counter - durable writer", () => {
     publishesFollowDurableWrites(u.timeline);
   });
 
-  test("counter - draining (handover, shutdown) writes every dirty page, however many flushes that takes", async () => {
-    const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
+  test("counter - a flush takes a partition's dirty pages whole, past the bound: one script each, never split", async () => {
+    const [a, b, other] = [pageIn(1, 0), pageIn(1, 1), pageIn(2)];
     u = await buildUnits({ flushMaxWrites: 3 });
     await u.acquire(1);
-    for (const page of pages) await joinOne(page);
+    await u.acquire(2);
+    await joinOne(a);
+    await joinOne(other, 2);
+    await joinOne(b);
+    await u.clock.advance(0);
+    expect(u.timeline[1]).toBe(`write:done:${a},${b}`);
+    expect(u.writer.dirtyCount).toBe(1);
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual([
+      `write:done:${a},${b}`,
+      `write:done:${other}`,
+    ]);
+  });
+
+  test("counter - draining (handover, shutdown) writes every dirty page, however many flushes that takes", async () => {
+    const pages = [pageIn(1), pageIn(2), pageIn(3)];
+    u = await buildUnits({ flushMaxWrites: 3 });
+    for (const [i, page] of pages.entries()) {
+      await u.acquire(i + 1);
+      await joinOne(page, i + 1);
+    }
     await u.writer.drain();
     expect(u.writer.dirtyCount).toBe(0);
     expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual(
