@@ -36,10 +36,10 @@ export interface CounterConfig extends ClusterConfig {
    */
   readonly visitorKey: string;
   /**
-   * LIVECOUNT_FLUSH_MAX_WRITES: the most entries one flush writes to the store; pages past it are
-   * flushed next, at once. Default 20000: some 0.4 s of a loaded Redis on a 2-core VM (45,000
-   * entries a second), well inside the 5 s command timeout even at a third of that speed, and a few
-   * thousand busy pages per flush.
+   * LIVECOUNT_FLUSH_MAX_WRITES: about the most entries one flush writes to the store (it takes whole
+   * partitions, so the last may pass it); the rest are flushed next, at once. Default 20000: some
+   * 0.6 s of a loaded Redis on the 2-core VM, well inside the 5 s command timeout even at a third
+   * of that speed, and a few thousand busy pages per flush.
    */
   readonly flushMaxWrites: number;
   /**

@@ -37,8 +37,8 @@ export interface DurableWriterOptions {
   /** At most one flush of dirty pages per window. */
   readonly coalesceMs: number;
   /**
-   * The most entries one flush writes (LIVECOUNT_FLUSH_MAX_WRITES); the pages past it stay dirty for
-   * the next flush, which follows at once. Every script of a flush waits behind the ones before it:
+   * About the most entries one flush writes (LIVECOUNT_FLUSH_MAX_WRITES: whole partitions, the last
+   * may pass it); the rest stay dirty for the next flush, which follows at once. Every script of a flush waits behind the ones before it:
    * unbounded, a store that falls behind gets flushes that outlast the command timeout, fail, and are
    * written again in full.
    */
