@@ -43,9 +43,10 @@ export interface CounterConfig extends ClusterConfig {
    */
   readonly flushMaxWrites: number;
   /**
-   * LIVECOUNT_AE_MERGES_IN_FLIGHT: anti-entropy merges a node sends its store at once. Default 2:
-   * Redis runs one script at a time, so a second keeps it busy and more only wait in its queue, where
-   * a heal's hundreds of page chunks outlast the 5 s command timeout (and are merged twice).
+   * LIVECOUNT_AE_MERGES_IN_FLIGHT: anti-entropy merges a node sends its store at once. Default 8:
+   * enough queued that Redis (one script at a time) never waits for the node between two, few
+   * enough that the last waits well inside the 5 s command timeout; unbounded, a heal's hundreds of
+   * page chunks queued in Redis until the last timed out (and were merged twice).
    */
   readonly mergesInFlight: number;
   /** Derived: after taking a partition over, how long gateways get to resync presence before `viewers` moves. */
@@ -64,7 +65,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),
-    mergesInFlight: readInt(env, "LIVECOUNT_AE_MERGES_IN_FLIGHT", 2, { min: 1, max: 64 }),
+    mergesInFlight: readInt(env, "LIVECOUNT_AE_MERGES_IN_FLIGHT", 8, { min: 1, max: 64 }),
     emptyPageTtlMs: readInt(env, "LIVECOUNT_EMPTY_PAGE_TTL_S", 3600, { min: 1 }) * 1000,
     webhook: readWebhookConfig(env),
     visitorKey: readVisitorKey(env),

@@ -17,8 +17,8 @@ describe("counter - config", () => {
     expect(() => readCounterConfig({ LIVECOUNT_FLUSH_MAX_WRITES: "many" })).toThrow(ConfigError);
   });
 
-  test("counter - LIVECOUNT_AE_MERGES_IN_FLIGHT: 2 merges at once by default, 1 to 64", () => {
-    expect(readCounterConfig({}).mergesInFlight).toBe(2);
+  test("counter - LIVECOUNT_AE_MERGES_IN_FLIGHT: 8 merges at once by default, 1 to 64", () => {
+    expect(readCounterConfig({}).mergesInFlight).toBe(8);
     expect(readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "1" }).mergesInFlight).toBe(1);
     expect(readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "64" }).mergesInFlight).toBe(64);
     expect(() => readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "0" })).toThrow(ConfigError);

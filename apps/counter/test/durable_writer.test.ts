@@ -363,7 +363,7 @@ describe("counter - durable writer", () => {
   });
 
   test("counter - at most LIVECOUNT_AE_MERGES_IN_FLIGHT anti-entropy merges reach the store at once; the rest wait their turn", async () => {
-    u = await buildUnits(); // 2 in flight, the default
+    u = await buildUnits(); // MERGES_IN_FLIGHT (2) at once
     const fence = await u.acquire(2);
     u.timeline.length = 0;
     let release!: () => void;

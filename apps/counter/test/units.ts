@@ -35,6 +35,8 @@ export const SETTLE_MS = 2_000;
 export const PASSIVATE_MS = 5_000;
 export const GATEWAY_LEASE_MS = 6_000;
 export const COALESCE_MS = 50;
+/** Anti-entropy merges at once in these tests (LIVECOUNT_AE_MERGES_IN_FLIGHT). */
+export const MERGES_IN_FLIGHT = 2;
 /** LIVECOUNT_FLUSH_MAX_WRITES's default. */
 export const FLUSH_MAX_WRITES = 20_000;
 export const SWEEP_MS = 100;
@@ -236,7 +238,7 @@ export async function buildUnits(
     maxActors: MAX_ACTORS,
     coalesceMs: COALESCE_MS,
     flushMaxWrites: options.flushMaxWrites ?? FLUSH_MAX_WRITES,
-    mergesInFlight: 2,
+    mergesInFlight: MERGES_IN_FLIGHT,
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,
