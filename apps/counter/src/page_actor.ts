@@ -262,12 +262,6 @@ export class PageActor {
     return Object.fromEntries([...this.#counters].map(([name, counter]) => [name, counter.entries()]));
   }
 
-  /** This data center's entry of every counter, as published to the page subject. */
-  ownEntries(): Record<string, Entry> {
-    // fromEntries defines own properties, so a counter named "__proto__" stays a counter.
-    return Object.fromEntries(this.entriesOf(this.#host.dc));
-  }
-
   /**
    * One data center's entry of every counter it has one of (this DC's of every counter), but for
    * deleted counters whose entry here is zero and that stay hidden, and their tombstones: the delete
