@@ -43,6 +43,14 @@ describe("counter - durable writer", () => {
     });
   }
 
+  /** Page i (in partition i + 1) gets a viewer, its partition held here: one partition per page. */
+  async function joinEach(pages: readonly string[]): Promise<void> {
+    for (const [i, page] of pages.entries()) {
+      await u.acquire(i + 1);
+      await joinOne(page, i + 1);
+    }
+  }
+
   function reset(page: string, partition: number, key: string, tombstone = false): Promise<NodeReply> {
     const request: ResetRequest = { type: "reset", page, counter: "likes", key, tombstone };
     return u.registry.run(page, partition, (actor) => u.writer.reset(actor, request));
@@ -88,10 +96,7 @@ describe("counter - durable writer", () => {
     // A join writes several entries (viewers, active, connections, the visitor's register, peaks):
     // one page reaches a bound of 3 on its own.
     u = await buildUnits({ flushMaxWrites: 3 });
-    for (const [i, page] of pages.entries()) {
-      await u.acquire(i + 1);
-      await joinOne(page, i + 1);
-    }
+    await joinEach(pages);
     expect(u.registry.find(pages[0]!)!.unwrittenCount).toBeGreaterThanOrEqual(3);
 
     await u.clock.advance(0);
@@ -133,10 +138,7 @@ describe("counter - durable writer", () => {
   test("counter - draining (handover, shutdown) writes every dirty page, however many flushes that takes", async () => {
     const pages = [pageIn(1), pageIn(2), pageIn(3)];
     u = await buildUnits({ flushMaxWrites: 3 });
-    for (const [i, page] of pages.entries()) {
-      await u.acquire(i + 1);
-      await joinOne(page, i + 1);
-    }
+    await joinEach(pages);
     await u.writer.drain();
     expect(u.writer.dirtyCount).toBe(0);
     expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual(
