@@ -38,9 +38,9 @@ export interface DurableWriterOptions {
   readonly coalesceMs: number;
   /**
    * About the most entries one flush writes (LIVECOUNT_FLUSH_MAX_WRITES: whole partitions, the last
-   * may pass it); the rest stay dirty for the next flush, which follows at once. Every script of a flush waits behind the ones before it:
-   * unbounded, a store that falls behind gets flushes that outlast the command timeout, fail, and are
-   * written again in full.
+   * may pass it); the rest stay dirty for the next flush, which follows at once. Every script of a
+   * flush waits behind the ones before it: unbounded, a store that falls behind gets flushes that
+   * outlast the command timeout, fail, and are written again in full.
    */
   readonly flushMaxWrites: number;
   /**
