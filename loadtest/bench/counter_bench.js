@@ -180,12 +180,11 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
   await sleep(SETTLE_MS);
   const m1 = await scrape(metricsUrl);
   const d = (name) => metricSum(m1, name) - metricSum(m0, name);
-  const flushMeanMs = round(
-    (d("livecount_counter_flush_seconds_sum") / d("livecount_counter_flushes_total")) * 1000,
-    1,
-  );
+  const flushes = d("livecount_counter_flushes_total");
+  const flushMeanMs =
+    flushes === 0 ? 0 : round((d("livecount_counter_flush_seconds_sum") / flushes) * 1000, 1);
   log(
-    `counter: ${d("livecount_counter_flushes_total")} flushes, mean ${flushMeanMs} ms; ` +
+    `counter: ${flushes} flushes, mean ${flushMeanMs} ms; ` +
       `${d("livecount_counter_flush_failures_total")} failed, written again`,
   );
   const r1 = await redisNodeStats(redisClients);
@@ -220,7 +219,7 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
     roundTripsPerEvent: round(roundTrips / load.events, 6),
     pageLoads,
     roundTripsInclLoadsPerEvent: round((roundTrips + pageLoads) / load.events, 6),
-    flushes: d("livecount_counter_flushes_total"),
+    flushes,
     flushFailures: d("livecount_counter_flush_failures_total"),
     flushMeanMs,
     updatesPublished: d("livecount_counter_updates_published_total"),
