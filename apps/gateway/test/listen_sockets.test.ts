@@ -4,6 +4,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import * as uWS from "uWebSockets.js";
 import { readGatewayConfig } from "../src/gateway_config.js";
 import { ListenSockets } from "../src/listen_sockets.js";
+import { freePort } from "../../../test/support/ports.js";
 
 const HOST = "127.0.0.1";
 /** /proc/net/tcp's state of a listening socket. */
@@ -17,15 +18,6 @@ function listening(port: number): number {
     .slice(1)
     .map((line) => line.trim().split(/\s+/))
     .filter((f) => f[1] === local && f[3] === TCP_LISTEN).length;
-}
-
-/** A port free right now (the kernel's pick, released at once). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, HOST, resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 function app(): uWS.TemplatedApp {

@@ -92,16 +92,27 @@ export function binary(name, envVar, fallback) {
   throw new Error(`${name} not found: install it (apt-get install ${name}) or set ${envVar}`);
 }
 
-/** A port nobody listens on right now (bind 0, release). */
+/** Ports handed out by freePort in this process: the kernel may pick a released port again. */
+const givenPorts = new Set();
+
+/**
+ * A port nobody listens on right now (bind 0, release) and not handed out before in this process,
+ * so two servers started one after the other never get the same port.
+ */
 export async function freePort(host = LOOPBACK) {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const server = createServer();
+      server.once("error", reject);
+      server.listen(0, host, () => {
+        const { port } = server.address();
+        server.close(() => resolve(port));
+      });
     });
-  });
+    if (givenPorts.has(port)) continue;
+    givenPorts.add(port);
+    return port;
+  }
 }
 
 /** Resolves with the first bytes a TCP server sends after `hello` (nothing sent when undefined). */
