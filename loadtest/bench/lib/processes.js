@@ -279,7 +279,8 @@ export const BENCH_ADMIN_KEY = "bench-admin-key-0000001";
  * loopback address, far past the per-address default (500) that protects a public gateway.
  */
 const BENCH_EDGE_ENV = {
-  LIVECOUNT_LOG_LEVEL: "warn",
+  // LC_BENCH_LOG_LEVEL=info shows start-up and progress (logs kept with LC_BENCH_KEEP=1).
+  LIVECOUNT_LOG_LEVEL: process.env.LC_BENCH_LOG_LEVEL ?? "warn",
   LIVECOUNT_ADMIN_KEY: BENCH_ADMIN_KEY,
   LIVECOUNT_MAX_CONNECTIONS_PER_IP: "20000",
   // The load drivers invent many pages from a handful of loopback addresses.
