@@ -1,5 +1,6 @@
 import { BusError, nodeSubject, type Bus } from "@livecount/bus";
 import {
+  MAX_SNAPSHOT_REPLY_ENTRIES,
   ProtocolError,
   decodeNodeReply,
   decodeNodeRequest,
@@ -12,6 +13,8 @@ import {
   type NodeReply,
   type NodeRequest,
   type PurgedReply,
+  type SnapshotsReply,
+  type SnapshotsRequest,
 } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { LogThrottle, type Logger } from "@livecount/runtime";
@@ -52,9 +55,10 @@ export interface RequestRouterOptions {
   readonly purge: (olderThanMs: number) => Promise<PurgedReply>;
 }
 
-/** Increments of several publisher requests in one bus request, and every other request. */
+/** Increments of several publisher requests or snapshots of several pages in one bus request, and every other request. */
 type BatchRequest = Extract<NodeRequest, IncrementsRequest>;
-type SingleRequest = Exclude<NodeRequest, IncrementsRequest>;
+type SnapshotsBatch = Extract<NodeRequest, SnapshotsRequest>;
+type SingleRequest = Exclude<NodeRequest, IncrementsRequest | SnapshotsRequest>;
 
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
 const MAX_HOPS = 1;
@@ -92,6 +96,7 @@ export class RequestRouter {
       return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
     }
     if (request.type === "increments") return encodeMessage(await this.#increments(request));
+    if (request.type === "snapshots") return encodeMessage(await this.#snapshots(request));
     return encodeMessage(await this.#answer(request));
   }
 
@@ -130,6 +135,33 @@ export class RequestRouter {
         if (!this.#incrementNow(single, settle)) void this.#answer(single).then(settle);
       });
     });
+  }
+
+  /**
+   * A gateway's snapshots of the pages it started watching in one turn: each page as its own
+   * `snapshot` would be (forwarded, waiting for its lease, or refused), in order. Pages past
+   * MAX_SNAPSHOT_REPLY_ENTRIES are answered payload_too_large, so the reply stays within the bus's
+   * payload limit; the gateway asks for them on their own.
+   */
+  async #snapshots(request: SnapshotsBatch): Promise<SnapshotsReply> {
+    const { hop, pages } = request;
+    const replies = await Promise.all(
+      pages.map((page) =>
+        this.#answer(hop === undefined ? { type: "snapshot", page } : { type: "snapshot", page, hop }),
+      ),
+    );
+    let entries = 0;
+    return {
+      type: "page_states",
+      replies: replies.map((reply) => {
+        if (reply.type === "error") return reply;
+        if (reply.type !== "page_state") return errorReply("internal", `got ${reply.type}`);
+        for (const counter of Object.values(reply.counters)) entries += Object.keys(counter).length;
+        return entries <= MAX_SNAPSHOT_REPLY_ENTRIES
+          ? reply
+          : errorReply("payload_too_large", "past the reply's size; ask for this page on its own");
+      }),
+    };
   }
 
   /**

@@ -1,5 +1,6 @@
 import { nodeSubject } from "@livecount/bus";
 import {
+  MAX_SNAPSHOT_REPLY_ENTRIES,
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
@@ -238,5 +239,45 @@ describe("counter - request router", () => {
       type: "increments_done",
       replies: batch.items.map(() => ({ type: "error", code: "unavailable" })),
     });
+  });
+
+  test("counter - a snapshots batch answers each page as its own snapshot would, in order, and cuts the reply at its entry budget", async () => {
+    // Another node's pages come back with 60% of the reply's entry budget each: the second passes it.
+    const big = Math.ceil(MAX_SNAPSHOT_REPLY_ENTRIES * 0.6);
+    const counters = Object.fromEntries(
+      Array.from({ length: big }, (_, i) => [`c${i}`, { [DC]: { p: 1, n: 0 } }]),
+    );
+    const { router, mine, theirs, forwarded } = await setUp({
+      otherAnswers: (r) =>
+        r.type === "snapshot"
+          ? { type: "page_state", page: r.page, counters, ts: 1 }
+          : { type: "error", code: "internal", message: "unexpected" },
+    });
+    const [here, there, there2, here2] = [pageIn(mine), pageIn(theirs), pageIn(theirs, 1), pageIn(mine, 1)];
+    u.store.failLoads = 1;
+    const reply = await ask(router, { type: "snapshots", pages: [here, there, here2, there2] });
+    expect(reply).toMatchObject({
+      type: "page_states",
+      replies: [
+        // The store's first load fails: that page alone is unavailable, retryable.
+        { type: "error", code: "unavailable" },
+        { type: "page_state", page: there },
+        { type: "page_state", page: here2, counters: {} },
+        { type: "error", code: "payload_too_large" },
+      ],
+    });
+    expect(forwarded).toEqual([
+      { type: "snapshot", page: there, hop: 1 },
+      { type: "snapshot", page: there2, hop: 1 },
+    ]);
+    // A forwarded batch is not forwarded again: each page of another node is refused.
+    expect(await ask(router, { type: "snapshots", pages: [there, here2], hop: 1 })).toMatchObject({
+      type: "page_states",
+      replies: [
+        { type: "error", code: "unavailable" },
+        { type: "page_state", page: here2 },
+      ],
+    });
+    expect(forwarded).toHaveLength(2);
   });
 });

@@ -1,7 +1,13 @@
 import { dcUpdatesSubject, pageSubject, type Bus, type BusHandler, type Subscription } from "@livecount/bus";
 import type { DcLiveness } from "@livecount/cluster";
 import { PNCounter } from "@livecount/crdt";
-import { decodeMessage, isSeriesCounter, type CountFrame } from "@livecount/protocol";
+import {
+  MAX_SNAPSHOT_BATCH,
+  ProtocolError,
+  decodeMessage,
+  isSeriesCounter,
+  type CountFrame,
+} from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import {
   Backoff,
@@ -122,6 +128,10 @@ function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
  * takes a snapshot from the owner; updates merge on top (idempotent and commutative, so the order of
  * snapshot and updates does not matter); the last watcher unsubscribes. Changed values go out as
  * one coalesced frame per page per window.
+ *
+ * Pages first watched in one turn of the event loop start together at its end: their subscriptions
+ * and one `snapshots` request per owner leave in one write to the bus. After a restart every page
+ * is new at once, and a request and a write per page were most of the gateway's work.
  */
 export class PageViews {
   readonly #opts: PageViewsOptions;
@@ -132,6 +142,8 @@ export class PageViews {
   readonly #coalescer: Coalescer;
   /** Per partition with watched pages: how many, and the subscription to this DC's updates of it. */
   readonly #partitions = new Map<number, { pages: number; subscription: Subscription }>();
+  /** Views made in this turn, started together at its end (#startViews). */
+  #starting: PageView[] = [];
   /** One handler for every page's subject: a closure per watched page would cost each about 120 bytes. */
   readonly #onPageUpdate: BusHandler = (data, subject) => this.#onUpdate(data, subject);
 
@@ -159,9 +171,7 @@ export class PageViews {
       const partition = partitionOf(page, this.#opts.partitions);
       view = new PageView(page, partition);
       this.#views.set(page, view);
-      view.subscription = this.#opts.bus.subscribe(view.subject, this.#onPageUpdate);
-      this.#watchPartition(partition);
-      void this.#loadSnapshot(page, view);
+      if (this.#starting.push(view) === 1) this.#opts.clock.defer(() => this.#startViews());
     }
     view.watchers++;
     const frame = view.loaded
@@ -173,11 +183,85 @@ export class PageViews {
   unwatch(page: string): void {
     const view = this.#views.get(page);
     if (view === undefined || --view.watchers > 0) return;
-    view.subscription?.unsubscribe();
     if (view.retryTimer !== undefined) this.#opts.clock.clearTimeout(view.retryTimer);
     this.#views.delete(page);
     this.#dirty.delete(page);
+    // A view left in the turn it was made never subscribed (#startViews skips it).
+    if (view.subscription === undefined) return;
+    view.subscription.unsubscribe();
     this.#unwatchPartition(view.partition);
+  }
+
+  /** Subscribes the views made this turn and still watched, then loads their snapshots in batches. */
+  #startViews(): void {
+    const views = this.#starting.filter((view) => this.#views.get(view.page) === view);
+    this.#starting = [];
+    for (const view of views) {
+      view.subscription = this.#opts.bus.subscribe(view.subject, this.#onPageUpdate);
+      this.#watchPartition(view.partition);
+    }
+    this.#loadSnapshots(views);
+  }
+
+  /** Snapshots of `views`: one request per owner and MAX_SNAPSHOT_BATCH pages, a lone page as `snapshot`. */
+  #loadSnapshots(views: readonly PageView[]): void {
+    const byOwner = new Map<string, PageView[]>();
+    for (const view of views) {
+      let owner: string;
+      try {
+        owner = this.#opts.owners.ownerOfPage(view.page);
+      } catch {
+        // No live owner: the single path fails and retries it with backoff.
+        void this.#loadSnapshot(view.page, view);
+        continue;
+      }
+      const batch = byOwner.get(owner);
+      if (batch === undefined) byOwner.set(owner, [view]);
+      else batch.push(view);
+    }
+    for (const [owner, batch] of byOwner) {
+      for (let i = 0; i < batch.length; i += MAX_SNAPSHOT_BATCH) {
+        const chunk = batch.slice(i, i + MAX_SNAPSHOT_BATCH);
+        if (chunk.length === 1) void this.#loadSnapshot(chunk[0]!.page, chunk[0]!);
+        else void this.#loadBatch(owner, chunk);
+      }
+    }
+  }
+
+  /** One owner's answer for several pages: each page's reply counts as its own snapshot's would. */
+  async #loadBatch(owner: string, views: readonly PageView[]): Promise<void> {
+    let replies;
+    try {
+      replies = (
+        await this.#opts.owners.toNode(owner, { type: "snapshots", pages: views.map((v) => v.page) })
+      ).replies;
+    } catch (err) {
+      // An owner of an earlier release does not know the batch (bad_frame): each page goes on its own.
+      const alone = err instanceof ProtocolError && err.code === "bad_frame";
+      for (const view of views) {
+        if (alone) void this.#loadSnapshot(view.page, view);
+        else this.#snapshotFailed(view, err);
+      }
+      return;
+    }
+    views.forEach((view, i) => {
+      const reply = replies[i];
+      if (reply?.type === "page_state" && reply.page === view.page)
+        this.#snapshotLoaded(view, reply.counters);
+      // Past what one reply carries: asked for on its own, at once.
+      else if (reply?.type === "error" && reply.code === "payload_too_large")
+        void this.#loadSnapshot(view.page, view);
+      else
+        this.#snapshotFailed(
+          view,
+          reply?.type === "error"
+            ? new ProtocolError(reply.code, reply.message)
+            : new ProtocolError(
+                "internal",
+                `the owner answered ${view.page} with ${reply?.type ?? "nothing"}`,
+              ),
+        );
+    });
   }
 
   /** A page of `partition` is watched: this DC's anti-entropy updates of the partition are wanted. */
@@ -208,7 +292,10 @@ export class PageViews {
 
   /** Takes fresh snapshots of every watched page (after a bus reconnect: updates may have been missed). */
   resnapshotAll(): void {
-    for (const [page, view] of this.#views) void this.#loadSnapshot(page, view);
+    // Views not started yet load their first snapshot at the end of the turn.
+    this.#loadSnapshots(
+      [...this.#views.values()].filter((v) => v.subscription !== undefined && v.retryTimer === undefined),
+    );
   }
 
   close(): void {
@@ -256,28 +343,35 @@ export class PageViews {
   async #loadSnapshot(page: string, view: PageView): Promise<void> {
     if (view.retryTimer !== undefined) return;
     try {
-      const reply = await this.#opts.owners.forPage(page, {
-        type: "snapshot",
-        page,
-      });
-      if (this.#views.get(page) !== view) return;
-      view.merge(reply.counters);
-      view.backoff = undefined;
-      if (!view.loaded) {
-        view.loaded = true;
-        // Everyone watching so far is waiting for a first frame, even if the value is all zeros.
-        view.sent = undefined;
-      }
-      this.#markDirty(page);
+      const reply = await this.#opts.owners.forPage(page, { type: "snapshot", page });
+      this.#snapshotLoaded(view, reply.counters);
     } catch (err) {
-      if (this.#views.get(page) !== view) return;
-      const delay = (view.backoff ??= new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs)).next();
-      this.#logs.log(this.#opts.logger, "warn", { err, page, retryInMs: delay }, "snapshot failed; retrying");
-      view.retryTimer = this.#opts.clock.setTimeout(() => {
-        view.retryTimer = undefined;
-        if (this.#views.get(page) === view) void this.#loadSnapshot(page, view);
-      }, delay);
+      this.#snapshotFailed(view, err);
     }
+  }
+
+  #snapshotLoaded(view: PageView, counters: Parameters<PageView["merge"]>[0]): void {
+    if (this.#views.get(view.page) !== view) return;
+    view.merge(counters);
+    view.backoff = undefined;
+    if (!view.loaded) {
+      view.loaded = true;
+      // Everyone watching so far is waiting for a first frame, even if the value is all zeros.
+      view.sent = undefined;
+    }
+    this.#markDirty(view.page);
+  }
+
+  /** Tries the page's snapshot again after a backoff delay, unless it is unwatched by then. */
+  #snapshotFailed(view: PageView, err: unknown): void {
+    const { page } = view;
+    if (this.#views.get(page) !== view || view.retryTimer !== undefined) return;
+    const delay = (view.backoff ??= new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs)).next();
+    this.#logs.log(this.#opts.logger, "warn", { err, page, retryInMs: delay }, "snapshot failed; retrying");
+    view.retryTimer = this.#opts.clock.setTimeout(() => {
+      view.retryTimer = undefined;
+      if (this.#views.get(page) === view) void this.#loadSnapshot(page, view);
+    }, delay);
   }
 
   #markDirty(page: string): void {

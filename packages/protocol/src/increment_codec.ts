@@ -13,13 +13,13 @@ import {
   type NodeRequest,
 } from "./internal.js";
 import {
+  batchOf,
   field,
   fieldsOf,
   isBoolean,
   isNatural,
   isSafeInteger,
   isString,
-  listOf,
   malformed,
   type Fields,
 } from "./internal_fields.js";
@@ -62,13 +62,6 @@ function itemReplyOf(v: unknown): IncrementReply | ErrorReply {
   return malformed("an increments reply item is neither incremented nor error");
 }
 
-/** A list of 1..MAX_INCREMENT_BATCH items. */
-function batchOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[] {
-  if (!Array.isArray(v) || v.length === 0 || v.length > MAX_INCREMENT_BATCH)
-    malformed(`${what} must hold 1..${MAX_INCREMENT_BATCH} items`);
-  return listOf(v, item, what);
-}
-
 function incrementOf(v: unknown): IncrementRequest {
   const m = fieldsOf(v, "item");
   if (m.get("type") !== "increment") malformed("an item is not an increment");
@@ -83,12 +76,19 @@ export function incrementDecoders(
     ["increment", (m) => withHop(m, incrementFields(m))],
     [
       "increments",
-      (m) => withHop(m, { type: "increments", items: batchOf(m.get("items"), incrementOf, "items") }),
+      (m) =>
+        withHop(m, {
+          type: "increments",
+          items: batchOf(m.get("items"), incrementOf, "items", MAX_INCREMENT_BATCH),
+        }),
     ],
     ["incremented", incrementedOf],
     [
       "increments_done",
-      (m) => ({ type: "increments_done", replies: batchOf(m.get("replies"), itemReplyOf, "replies") }),
+      (m) => ({
+        type: "increments_done",
+        replies: batchOf(m.get("replies"), itemReplyOf, "replies", MAX_INCREMENT_BATCH),
+      }),
     ],
   ];
 }

@@ -5,6 +5,12 @@ export * from "./series.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";
+export {
+  MAX_SNAPSHOT_BATCH,
+  MAX_SNAPSHOT_REPLY_ENTRIES,
+  type SnapshotsReply,
+  type SnapshotsRequest,
+} from "./snapshot_batch.js";
 export * from "./codec.js";
 export * from "./counts_codec.js";
 export * from "./internal_codec.js";

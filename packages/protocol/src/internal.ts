@@ -4,6 +4,7 @@
  */
 import type { Entries, Entry } from "@livecount/crdt";
 import type { ErrorCode } from "./errors.js";
+import type { SnapshotsReply, SnapshotsRequest } from "./snapshot_batch.js";
 
 /** One viewer's presence on one page at one gateway. Set semantics: applying it twice is harmless. */
 export interface PresenceOp {
@@ -145,6 +146,7 @@ export type NodeRequest = (
   | PresenceBatch
   | PresenceSync
   | SnapshotRequest
+  | SnapshotsRequest
   | IncrementRequest
   | IncrementsRequest
   | ResetRequest
@@ -280,6 +282,7 @@ export interface IncrementsReply {
 export type NodeReply =
   | AckReply
   | PageStateReply
+  | SnapshotsReply
   | IncrementReply
   | IncrementsReply
   | ResetReply
@@ -295,6 +298,7 @@ export interface RepliesByRequest {
   readonly presence: AckReply;
   readonly presence_sync: AckReply;
   readonly snapshot: PageStateReply;
+  readonly snapshots: SnapshotsReply;
   readonly increment: IncrementReply;
   readonly increments: IncrementsReply;
   readonly reset: ResetReply;

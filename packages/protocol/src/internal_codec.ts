@@ -8,6 +8,7 @@ import type { Entry } from "@livecount/crdt";
 import { Packr, Unpackr, type Options } from "msgpackr";
 import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
 import { errorOf, incrementDecoders } from "./increment_codec.js";
+import { pageStateOf, snapshotDecoders } from "./snapshot_batch.js";
 import { ProtocolError } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
@@ -182,15 +183,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     }),
   ],
   ["ack", () => ({ type: "ack" })],
-  [
-    "page_state",
-    (m) => ({
-      type: "page_state",
-      page: field(m, "page", isPageId),
-      counters: recordOf(m.get("counters"), isCounterKey, entriesOf, "counters"),
-      ts: field(m, "ts", isNatural),
-    }),
-  ],
+  ["page_state", pageStateOf],
   [
     "counter_reset",
     (m) => ({
@@ -296,6 +289,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
     }),
   ],
   ...incrementDecoders(withHop),
+  ...snapshotDecoders(withHop),
   ...ANTI_ENTROPY_DECODERS,
 ]);
 
@@ -303,6 +297,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "presence",
   "presence_sync",
   "snapshot",
+  "snapshots",
   "increment",
   "increments",
   "reset",
@@ -315,6 +310,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
 const REPLY_TYPES: ReadonlySet<string> = new Set([
   "ack",
   "page_state",
+  "page_states",
   "incremented",
   "increments_done",
   "counter_reset",

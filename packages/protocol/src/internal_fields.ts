@@ -51,6 +51,12 @@ export function listOf<T>(v: unknown, item: (v: unknown) => T, what: string): T[
   return v.map(item);
 }
 
+/** A list of 1..`max` items: a batch request or its answers. */
+export function batchOf<T>(v: unknown, item: (v: unknown) => T, what: string, max: number): T[] {
+  if (!Array.isArray(v) || v.length === 0 || v.length > max) malformed(`${what} must hold 1..${max} items`);
+  return v.map(item);
+}
+
 /** A map with checked keys as a plain object; keys such as "__proto__" stay own properties. */
 export function recordOf<T>(
   v: unknown,

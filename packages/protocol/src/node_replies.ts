@@ -6,6 +6,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   presence: "ack",
   presence_sync: "ack",
   snapshot: "page_state",
+  snapshots: "page_states",
   increment: "incremented",
   increments: "increments_done",
   reset: "counter_reset",

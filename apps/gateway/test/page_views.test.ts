@@ -1,0 +1,187 @@
+/**
+ * Pages a gateway starts watching in one turn take their snapshots together: one `snapshots` request
+ * per owner and MAX_SNAPSHOT_BATCH pages, each page's answer its own. Against an owner played on an
+ * in-memory bus (to inject its answers): every page gets its first frame with its value, a page the
+ * reply had no room for is asked for on its own at once, a page the owner could not serve is retried,
+ * an owner of an earlier release gets each page on its own, and a page left in the turn it was
+ * watched costs neither a subscription nor a request.
+ */
+import { MemoryBus, nodeSubject, pageSubject, type BusHandler, type Subscription } from "@livecount/bus";
+import { DcLiveness, Membership } from "@livecount/cluster";
+import {
+  MAX_SNAPSHOT_BATCH,
+  decodeNodeRequest,
+  encodeMessage,
+  type CountFrame,
+  type NodeReply,
+  type NodeRequest,
+  type PageStateReply,
+} from "@livecount/protocol";
+import { partitionOf } from "@livecount/ring";
+import { silentLogger, systemClock } from "@livecount/runtime";
+import { afterEach, describe, expect, test } from "vitest";
+import { OwnerClient } from "../src/owner_client.js";
+import { PageViews } from "../src/page_views.js";
+import { eventually } from "../../../test/support/eventually.js";
+
+const DC = "dc1";
+const OWNER = "owner-1";
+
+/** A page's state at the owner: `likes` is the page's number in its name. */
+const stateOf = (page: string): PageStateReply => ({
+  type: "page_state",
+  page,
+  counters: { likes: { [DC]: { p: Number(page.slice(1)), n: 0 } } },
+  ts: 1,
+});
+
+describe("gateway - page views", () => {
+  const stops: Array<() => void | Promise<void>> = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0).reverse()) await stop();
+  });
+
+  /** Page views whose only owner answers each request with `answer`; what it was asked, in order. */
+  function setUp(answer: (request: NodeRequest) => NodeReply) {
+    const bus = new MemoryBus({ clock: systemClock });
+    stops.push(() => bus.close());
+    const subscribed: string[] = [];
+    const subscribe = bus.subscribe.bind(bus);
+    bus.subscribe = (subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription => {
+      subscribed.push(subject);
+      return subscribe(subject, handler, opts);
+    };
+    const membership = new Membership({
+      bus,
+      clock: systemClock,
+      logger: silentLogger,
+      dc: DC,
+      partitions: 8,
+      vnodes: 8,
+      leaseMs: 10_000,
+      self: OWNER,
+    });
+    membership.start();
+    stops.push(() => membership.stop());
+    const asked: string[] = [];
+    bus.serve(nodeSubject(DC, OWNER), async (data) => {
+      const request = decodeNodeRequest(data);
+      asked.push(request.type === "snapshots" ? `snapshots(${request.pages.length})` : request.type);
+      return encodeMessage(answer(request));
+    });
+    const liveness = new DcLiveness({
+      bus,
+      clock: systemClock,
+      logger: silentLogger,
+      dc: DC,
+      leaseMs: 10_000,
+      heartbeatMs: 1_000,
+    });
+    /** The latest frame of each page. */
+    const frames = new Map<string, CountFrame>();
+    const views = new PageViews({
+      dc: DC,
+      bus,
+      owners: new OwnerClient(bus, membership, DC, 1_000),
+      sink: { publish: (_ts, published) => published.forEach((f) => frames.set(f.page, f)) },
+      liveness,
+      clock: systemClock,
+      logger: silentLogger,
+      partitions: 8,
+      coalesceMs: 5,
+      retryMs: 20,
+      maxRetryMs: 40,
+    });
+    stops.push(() => views.close());
+    return { views, asked, frames, subscribed };
+  }
+
+  /** Resolves once every page of `pages` has had a frame showing its likes. */
+  const framesOf = (frames: Map<string, CountFrame>, pages: readonly string[]): Promise<void> =>
+    eventually(
+      () => {
+        const missing = pages.filter((p) => frames.get(p)?.counters.likes !== Number(p.slice(1)));
+        if (missing.length > 0)
+          throw new Error(`${missing.length} pages without their frame, e.g. ${missing[0]}`);
+      },
+      { timeoutMs: 5_000, intervalMs: 10 },
+    );
+
+  const pages = (n: number, from = 1): string[] => Array.from({ length: n }, (_, i) => `p${from + i}`);
+
+  test("views - pages first watched in one turn take one snapshots request per MAX_SNAPSHOT_BATCH; a lone one a snapshot", async () => {
+    const { views, asked, frames } = setUp((r) =>
+      r.type === "snapshots"
+        ? { type: "page_states", replies: r.pages.map(stateOf) }
+        : r.type === "snapshot"
+          ? stateOf(r.page)
+          : { type: "error", code: "internal", message: "unexpected" },
+    );
+    const first = pages(MAX_SNAPSHOT_BATCH + 44);
+    // Watched twice in the turn: one view, one page in the request.
+    for (const page of [...first, ...first.slice(0, 10)]) expect(views.watch(page).frame).toBeUndefined();
+    await framesOf(frames, first);
+    expect(asked).toEqual([`snapshots(${MAX_SNAPSHOT_BATCH})`, "snapshots(44)"]);
+    // Loaded: another watcher of the page gets its frame at once.
+    expect(views.watch("p7").frame?.counters.likes).toBe(7);
+    views.watch("p9999");
+    await framesOf(frames, ["p9999"]);
+    expect(asked.at(-1)).toBe("snapshot");
+  });
+
+  test("views - a page the reply had no room for is asked for alone at once; one the owner could not serve is retried", async () => {
+    let refusals = 0;
+    const { views, asked, frames } = setUp((r) => {
+      if (r.type === "snapshot") return stateOf(r.page);
+      if (r.type !== "snapshots") return { type: "error", code: "internal", message: "unexpected" };
+      return {
+        type: "page_states",
+        replies: r.pages.map((page, i) =>
+          i === 0 && refusals++ === 0
+            ? { type: "error", code: "unavailable", message: "partition 3 is not owned yet" }
+            : i >= 3
+              ? { type: "error", code: "payload_too_large", message: "past the reply's size" }
+              : stateOf(page),
+        ),
+      };
+    });
+    const all = pages(5);
+    for (const page of all) views.watch(page);
+    await framesOf(frames, all);
+    // p4 and p5 alone at once; p1 alone after its backoff.
+    expect(asked).toEqual(["snapshots(5)", "snapshot", "snapshot", "snapshot"]);
+  });
+
+  test("views - an owner of an earlier release refuses the batch as unknown: each page goes on its own", async () => {
+    const { views, asked, frames } = setUp((r) =>
+      r.type === "snapshot"
+        ? stateOf(r.page)
+        : { type: "error", code: "bad_frame", message: 'unknown message type "snapshots"' },
+    );
+    const all = pages(4);
+    for (const page of all) views.watch(page);
+    await framesOf(frames, all);
+    expect(asked).toEqual(["snapshots(4)", "snapshot", "snapshot", "snapshot", "snapshot"]);
+  });
+
+  test("views - a page left in the turn it was watched is neither subscribed nor asked for", async () => {
+    const { views, asked, frames, subscribed } = setUp((r) =>
+      r.type === "snapshots"
+        ? { type: "page_states", replies: r.pages.map(stateOf) }
+        : r.type === "snapshot"
+          ? stateOf(r.page)
+          : { type: "error", code: "internal", message: "unexpected" },
+    );
+    const before = subscribed.length;
+    views.watch("p1");
+    views.watch("p2");
+    views.unwatch("p2");
+    await framesOf(frames, ["p1"]);
+    expect(asked).toEqual(["snapshot"]);
+    const subjectOf = (page: string): string => pageSubject(page, partitionOf(page, 8));
+    expect(subscribed.slice(before).filter((s) => s === subjectOf("p2"))).toEqual([]);
+    expect(subscribed.slice(before).filter((s) => s === subjectOf("p1"))).toHaveLength(1);
+    expect(views.size).toBe(1);
+    expect(frames.has("p2")).toBe(false);
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * Snapshots of several pages in one bus request, and their decoders (part of the bus codec,
+ * internal_codec.ts). A gateway takes a snapshot of every page it starts watching; after a restart
+ * it starts watching every page at once, and one request per page was most of its work then. The
+ * pages it starts watching in one turn go to each owner together, and each is answered on its own,
+ * as a `snapshot` of it would be.
+ */
+import { errorOf } from "./increment_codec.js";
+import { isPageId } from "./ids.js";
+import type { ErrorReply, InternalMessage, NodeRequest, PageStateReply } from "./internal.js";
+import {
+  batchOf,
+  entriesOf,
+  field,
+  fieldsOf,
+  isCounterKey,
+  isNatural,
+  malformed,
+  recordOf,
+  type Fields,
+} from "./internal_fields.js";
+
+/** The most pages one `snapshots` request names. */
+export const MAX_SNAPSHOT_BATCH = 256;
+
+/**
+ * Entries one `page_states` reply carries at most (about 40 bytes each in msgpack: 320 KB, a third
+ * of NATS's default 1 MB payload). Pages past it are answered `payload_too_large`, and asked for
+ * again on their own.
+ */
+export const MAX_SNAPSHOT_REPLY_ENTRIES = 8000;
+
+/**
+ * Gateway -> owner: snapshots of 1..MAX_SNAPSHOT_BATCH pages. Each page is handled (forwarded when
+ * another node owns it) and answered on its own, in order (`SnapshotsReply`).
+ */
+export interface SnapshotsRequest {
+  readonly type: "snapshots";
+  readonly pages: readonly string[];
+}
+
+/** The answers to a `snapshots` request: one per page, in the request's order. */
+export interface SnapshotsReply {
+  readonly type: "page_states";
+  readonly replies: ReadonlyArray<PageStateReply | ErrorReply>;
+}
+
+/** A `page_state` message's fields as the reply. */
+export function pageStateOf(m: Fields): PageStateReply {
+  return {
+    type: "page_state",
+    page: field(m, "page", isPageId),
+    counters: recordOf(m.get("counters"), isCounterKey, entriesOf, "counters"),
+    ts: field(m, "ts", isNatural),
+  };
+}
+
+function stateReplyOf(v: unknown): PageStateReply | ErrorReply {
+  const m = fieldsOf(v, "reply");
+  const type = m.get("type");
+  if (type === "page_state") return pageStateOf(m);
+  if (type === "error") return errorOf(m);
+  return malformed("a page_states reply item is neither page_state nor error");
+}
+
+function pageOf(v: unknown): string {
+  if (!isPageId(v)) malformed("a page id is malformed");
+  return v;
+}
+
+/** The decoders of this file's messages; `withHop` adds a request's forwarding count. */
+export function snapshotDecoders(
+  withHop: (m: Fields, request: NodeRequest) => NodeRequest,
+): ReadonlyArray<readonly [string, (m: Fields) => InternalMessage]> {
+  return [
+    [
+      "snapshots",
+      (m) =>
+        withHop(m, {
+          type: "snapshots",
+          pages: batchOf(m.get("pages"), pageOf, "pages", MAX_SNAPSHOT_BATCH),
+        }),
+    ],
+    [
+      "page_states",
+      (m) => ({
+        type: "page_states",
+        replies: batchOf(m.get("replies"), stateReplyOf, "replies", MAX_SNAPSHOT_BATCH),
+      }),
+    ],
+  ];
+}

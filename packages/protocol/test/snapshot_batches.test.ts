@@ -1,0 +1,80 @@
+/**
+ * The bus messages that carry snapshots of several pages (a gateway's `snapshots` request and its
+ * owner's `page_states` answer): round trips, and malformed batches rejected as bad_frame.
+ */
+import { pack } from "msgpackr";
+import { describe, expect, it } from "vitest";
+import {
+  MAX_SNAPSHOT_BATCH,
+  decodeMessage,
+  decodeNodeReply,
+  decodeNodeRequest,
+  encodeMessage,
+  isNodeReply,
+  isNodeRequest,
+  replyTo,
+  type InternalMessage,
+  type SnapshotsReply,
+} from "../src/index.js";
+import { protocolErrorOf } from "./protocol_error_of.js";
+
+const TS = 1_717_171_717_171;
+
+const BATCH: InternalMessage = { type: "snapshots", pages: ["home", "a/b?c%d", "__proto__"] };
+const STATES: SnapshotsReply = {
+  type: "page_states",
+  replies: [
+    { type: "page_state", page: "home", counters: { likes: { dc1: { p: 3, n: 1 } } }, ts: TS },
+    { type: "error", code: "unavailable", message: "partition 7 is not owned yet" },
+    { type: "page_state", page: "__proto__", counters: {}, ts: TS },
+  ],
+};
+
+const bytesOf = (v: unknown): Uint8Array => Uint8Array.from(pack(v));
+
+describe("internal codec - snapshot batches", () => {
+  it("internal - round-trips a batch of snapshots and its per-page answers, in order", () => {
+    expect(decodeNodeRequest(encodeMessage(BATCH))).toEqual(BATCH);
+    expect(decodeNodeRequest(encodeMessage({ ...BATCH, hop: 1 }))).toEqual({ ...BATCH, hop: 1 });
+    expect(decodeNodeReply(encodeMessage(STATES))).toEqual(STATES);
+    expect(isNodeRequest(BATCH)).toBe(true);
+    expect(isNodeReply(STATES)).toBe(true);
+    protocolErrorOf(() => decodeNodeReply(encodeMessage(BATCH)), "unknown_type");
+    protocolErrorOf(() => decodeNodeRequest(encodeMessage(STATES)), "unknown_type");
+    const request = { type: "snapshots", pages: ["home"] } as const;
+    expect(replyTo(request, decodeNodeReply(encodeMessage(STATES)))).toEqual(STATES);
+    protocolErrorOf(() => replyTo(request, STATES.replies[0]!), "internal");
+  });
+
+  it("internal - names 1..MAX_SNAPSHOT_BATCH valid page ids", () => {
+    const full = { type: "snapshots", pages: Array.from({ length: MAX_SNAPSHOT_BATCH }, (_, i) => `p${i}`) };
+    expect(decodeNodeRequest(encodeMessage(full as InternalMessage))).toEqual(full);
+    const bad: unknown[] = [
+      { type: "snapshots", pages: [] },
+      { type: "snapshots", pages: [...full.pages, "one-more"] },
+      { type: "snapshots" },
+      { type: "snapshots", pages: "home" },
+      { type: "snapshots", pages: ["home", "a b"] },
+      { type: "snapshots", pages: ["home", 7] },
+      { type: "snapshots", pages: ["home"], hop: -1 },
+    ];
+    for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+  });
+
+  it("internal - an answer item is a page state or an error, never another reply", () => {
+    const bad: unknown[] = [
+      { type: "page_states", replies: [] },
+      { type: "page_states", replies: [{ type: "ack" }] },
+      { type: "page_states", replies: [{ type: "error", code: "no_such_code", message: "" }] },
+      {
+        type: "page_states",
+        replies: [{ ...STATES.replies[0], counters: { likes: { dc1: { p: -1, n: 0 } } } }],
+      },
+      {
+        type: "page_states",
+        replies: Array.from({ length: MAX_SNAPSHOT_BATCH + 1 }, () => STATES.replies[2]),
+      },
+    ];
+    for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+  });
+});
