@@ -1,6 +1,7 @@
 import { BusError, nodeSubject, type Bus } from "@livecount/bus";
 import {
-  MAX_SNAPSHOT_REPLY_ENTRIES,
+  MAX_SNAPSHOT_REPLY_BYTES,
+  pageStateBytes,
   ProtocolError,
   decodeNodeReply,
   decodeNodeRequest,
@@ -139,9 +140,10 @@ export class RequestRouter {
 
   /**
    * A gateway's snapshots of the pages it started watching in one turn: each page as its own
-   * `snapshot` would be (forwarded, waiting for its lease, or refused), in order. Pages past
-   * MAX_SNAPSHOT_REPLY_ENTRIES are answered payload_too_large, so the reply stays within the bus's
-   * payload limit; the gateway asks for them on their own.
+   * `snapshot` would be (forwarded, waiting for its lease, or refused), in order, answered once the
+   * slowest is. A page that would take the reply past MAX_SNAPSHOT_REPLY_BYTES is answered
+   * payload_too_large, so the reply stays within the bus's payload limit; the gateway asks for it
+   * on its own.
    */
   async #snapshots(request: SnapshotsBatch): Promise<SnapshotsReply> {
     const { hop, pages } = request;
@@ -150,16 +152,17 @@ export class RequestRouter {
         this.#answer(hop === undefined ? { type: "snapshot", page } : { type: "snapshot", page, hop }),
       ),
     );
-    let entries = 0;
+    let bytes = 0;
     return {
       type: "page_states",
       replies: replies.map((reply) => {
         if (reply.type === "error") return reply;
         if (reply.type !== "page_state") return errorReply("internal", `got ${reply.type}`);
-        for (const counter of Object.values(reply.counters)) entries += Object.keys(counter).length;
-        return entries <= MAX_SNAPSHOT_REPLY_ENTRIES
-          ? reply
-          : errorReply("payload_too_large", "past the reply's size; ask for this page on its own");
+        const size = pageStateBytes(reply);
+        if (bytes + size > MAX_SNAPSHOT_REPLY_BYTES)
+          return errorReply("payload_too_large", "past the reply's size; ask for this page on its own");
+        bytes += size;
+        return reply;
       }),
     };
   }

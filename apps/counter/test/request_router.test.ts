@@ -1,6 +1,7 @@
 import { nodeSubject } from "@livecount/bus";
 import {
-  MAX_SNAPSHOT_REPLY_ENTRIES,
+  MAX_SNAPSHOT_REPLY_BYTES,
+  pageStateBytes,
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
@@ -241,21 +242,29 @@ describe("counter - request router", () => {
     });
   });
 
-  test("counter - a snapshots batch answers each page as its own snapshot would, in order, and cuts the reply at its entry budget", async () => {
-    // Another node's pages come back with 60% of the reply's entry budget each: the second passes it.
-    const big = Math.ceil(MAX_SNAPSHOT_REPLY_ENTRIES * 0.6);
-    const counters = Object.fromEntries(
-      Array.from({ length: big }, (_, i) => [`c${i}`, { [DC]: { p: 1, n: 0 } }]),
-    );
+  test("counter - a snapshots batch answers each page as its own snapshot would, in order, and cuts the reply at its size budget", async () => {
+    // Another node's pages come back with 60% of the reply's budget each: the second one passes it.
+    const counters: Record<string, Record<string, { p: number; n: number }>> = {};
+    const bigState = { type: "page_state", page: "x", counters, ts: 1 } as const;
+    // Long names and many data centers: the size in few entries, quick to encode and check.
+    const dcs = Array.from({ length: 20 }, (_, d) => `${"d".repeat(100)}${d}`);
+    for (let i = 0; pageStateBytes(bigState) < MAX_SNAPSHOT_REPLY_BYTES * 0.6; i++)
+      counters[`${"c".repeat(60)}${i}`] = Object.fromEntries(dcs.map((dc) => [dc, { p: 1, n: 0 }]));
     const { router, mine, theirs, forwarded } = await setUp({
       otherAnswers: (r) =>
         r.type === "snapshot"
           ? { type: "page_state", page: r.page, counters, ts: 1 }
           : { type: "error", code: "internal", message: "unexpected" },
     });
-    const [here, there, there2, here2] = [pageIn(mine), pageIn(theirs), pageIn(theirs, 1), pageIn(mine, 1)];
+    const [here, there, here2, there2, here3] = [
+      pageIn(mine),
+      pageIn(theirs),
+      pageIn(mine, 1),
+      pageIn(theirs, 1),
+      pageIn(mine, 2),
+    ];
     u.store.failLoads = 1;
-    const reply = await ask(router, { type: "snapshots", pages: [here, there, here2, there2] });
+    const reply = await ask(router, { type: "snapshots", pages: [here, there, here2, there2, here3] });
     expect(reply).toMatchObject({
       type: "page_states",
       replies: [
@@ -264,6 +273,8 @@ describe("counter - request router", () => {
         { type: "page_state", page: there },
         { type: "page_state", page: here2, counters: {} },
         { type: "error", code: "payload_too_large" },
+        // A page refused for its size takes none of the budget: a small one after it still fits.
+        { type: "page_state", page: here3, counters: {} },
       ],
     });
     expect(forwarded).toEqual([

@@ -196,11 +196,21 @@ export class PageViews {
   #startViews(): void {
     const views = this.#starting.filter((view) => this.#views.get(view.page) === view);
     this.#starting = [];
+    const started: PageView[] = [];
     for (const view of views) {
-      view.subscription = this.#opts.bus.subscribe(view.subject, this.#onPageUpdate);
-      this.#watchPartition(view.partition);
+      try {
+        view.subscription = this.#opts.bus.subscribe(view.subject, this.#onPageUpdate);
+        this.#watchPartition(view.partition);
+      } catch (err) {
+        // The bus closed under the turn (the process is stopping): the page stays unwatched.
+        view.subscription?.unsubscribe();
+        view.subscription = undefined;
+        this.#logs.log(this.#opts.logger, "warn", { err, page: view.page }, "page not subscribed");
+        continue;
+      }
+      started.push(view);
     }
-    this.#loadSnapshots(views);
+    this.#loadSnapshots(started);
   }
 
   /** Snapshots of `views`: one request per owner and MAX_SNAPSHOT_BATCH pages, a lone page as `snapshot`. */
@@ -341,7 +351,8 @@ export class PageViews {
   }
 
   async #loadSnapshot(page: string, view: PageView): Promise<void> {
-    if (view.retryTimer !== undefined) return;
+    // A retry is due already, or the page was left (or watched anew) meanwhile.
+    if (view.retryTimer !== undefined || this.#views.get(page) !== view) return;
     try {
       const reply = await this.#opts.owners.forPage(page, { type: "snapshot", page });
       this.#snapshotLoaded(view, reply.counters);

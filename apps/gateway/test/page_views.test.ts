@@ -93,7 +93,7 @@ describe("gateway - page views", () => {
       maxRetryMs: 40,
     });
     stops.push(() => views.close());
-    return { views, asked, frames, subscribed };
+    return { views, asked, frames, subscribed, bus };
   }
 
   /** Resolves once every page of `pages` has had a frame showing its likes. */
@@ -183,5 +183,24 @@ describe("gateway - page views", () => {
     expect(subscribed.slice(before).filter((s) => s === subjectOf("p1"))).toHaveLength(1);
     expect(views.size).toBe(1);
     expect(frames.has("p2")).toBe(false);
+  });
+
+  test("views - a bus closed before the turn ends leaves the turn's pages unwatched, without a throw", async () => {
+    const { views, asked, bus } = setUp((r) =>
+      r.type === "snapshots"
+        ? { type: "page_states", replies: r.pages.map(stateOf) }
+        : { type: "error", code: "internal", message: "unexpected" },
+    );
+    views.watch("p1");
+    views.watch("p2");
+    await bus.close();
+    // The deferred start runs at the end of this turn; an exception there would fail the run.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(asked).toEqual([]);
+    // Left as they were watched: unwatching them has nothing to undo.
+    views.unwatch("p1");
+    views.unwatch("p2");
+    expect(views.size).toBe(0);
   });
 });

@@ -7,7 +7,8 @@ export * from "./frames.js";
 export * from "./internal.js";
 export {
   MAX_SNAPSHOT_BATCH,
-  MAX_SNAPSHOT_REPLY_ENTRIES,
+  MAX_SNAPSHOT_REPLY_BYTES,
+  pageStateBytes,
   type SnapshotsReply,
   type SnapshotsRequest,
 } from "./snapshot_batch.js";

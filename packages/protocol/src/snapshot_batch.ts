@@ -24,11 +24,25 @@ import {
 export const MAX_SNAPSHOT_BATCH = 256;
 
 /**
- * Entries one `page_states` reply carries at most (about 40 bytes each in msgpack: 320 KB, a third
- * of NATS's default 1 MB payload). Pages past it are answered `payload_too_large`, and asked for
- * again on their own.
+ * Bytes one `page_states` reply carries at most, as pageStateBytes counts them: half of NATS's
+ * default 1 MB payload. Pages past it are answered `payload_too_large` and asked for again on
+ * their own.
  */
-export const MAX_SNAPSHOT_REPLY_ENTRIES = 8000;
+export const MAX_SNAPSHOT_REPLY_BYTES = 512 * 1024;
+
+/**
+ * About what a page state takes in msgpack, never less: its page id and every counter name, data
+ * center id and entry (ids and names are ASCII, a byte a character), with room for the headers
+ * and the largest numbers.
+ */
+export function pageStateBytes(state: PageStateReply): number {
+  let bytes = 48 + state.page.length;
+  for (const [counter, entries] of Object.entries(state.counters)) {
+    bytes += 5 + counter.length;
+    for (const dc of Object.keys(entries)) bytes += 27 + dc.length;
+  }
+  return bytes;
+}
 
 /**
  * Gateway -> owner: snapshots of 1..MAX_SNAPSHOT_BATCH pages. Each page is handled (forwarded when

@@ -6,6 +6,7 @@ import { pack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
   MAX_SNAPSHOT_BATCH,
+  pageStateBytes,
   decodeMessage,
   decodeNodeReply,
   decodeNodeRequest,
@@ -14,6 +15,7 @@ import {
   isNodeRequest,
   replyTo,
   type InternalMessage,
+  type PageStateReply,
   type SnapshotsReply,
 } from "../src/index.js";
 import { protocolErrorOf } from "./protocol_error_of.js";
@@ -76,5 +78,35 @@ describe("internal codec - snapshot batches", () => {
       },
     ];
     for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+  });
+
+  it("internal - a page state's size estimate is never below its msgpack, whatever its ids and numbers", () => {
+    const long = (c: string, n: number): string => c.repeat(n);
+    const states: PageStateReply[] = [
+      { type: "page_state", page: "p", counters: {}, ts: 0 },
+      STATES.replies[0] as PageStateReply,
+      {
+        type: "page_state",
+        page: long("a", 128),
+        counters: Object.fromEntries(
+          Array.from({ length: 40 }, (_, i) => [
+            `${long("c", 60)}${i}`,
+            Object.fromEntries(
+              Array.from({ length: 20 }, (_, d) => [
+                `${long("d", 120)}${d}`,
+                { p: Number.MAX_SAFE_INTEGER, n: Number.MAX_SAFE_INTEGER - d },
+              ]),
+            ),
+          ]),
+        ),
+        ts: Number.MAX_SAFE_INTEGER,
+      },
+    ];
+    for (const state of states) {
+      const encoded = encodeMessage(state).byteLength;
+      expect(pageStateBytes(state)).toBeGreaterThanOrEqual(encoded);
+      // An estimate, not a bound out of reach: within twice the real size and 64 bytes.
+      expect(pageStateBytes(state)).toBeLessThanOrEqual(2 * encoded + 64);
+    }
   });
 });
