@@ -130,7 +130,7 @@ function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
  * one coalesced frame per page per window.
  *
  * Pages first watched in one turn of the event loop start together at its end: their subscriptions
- * and one `snapshots` request per owner leave in one write to the bus. After a restart every page
+ * and one `snapshots` request per partition leave in one write to the bus. After a restart every page
  * is new at once, and a request and a write per page were most of the gateway's work.
  */
 export class PageViews {
@@ -213,23 +213,28 @@ export class PageViews {
     this.#loadSnapshots(started);
   }
 
-  /** Snapshots of `views`: one request per owner and MAX_SNAPSHOT_BATCH pages, a lone page as `snapshot`. */
+  /**
+   * Snapshots of `views`: one request per partition and MAX_SNAPSHOT_BATCH pages, a lone page as
+   * `snapshot`. Per partition, not per owner: an owner answers a batch once its slowest page is
+   * read, and a page of a partition it is still taking over waits for the lease; only its own
+   * partition's pages wait with it.
+   */
   #loadSnapshots(views: readonly PageView[]): void {
-    const byOwner = new Map<string, PageView[]>();
+    const byPartition = new Map<number, PageView[]>();
     for (const view of views) {
-      let owner: string;
-      try {
-        owner = this.#opts.owners.ownerOfPage(view.page);
-      } catch {
-        // No live owner: the single path fails and retries it with backoff.
-        void this.#loadSnapshot(view.page, view);
-        continue;
-      }
-      const batch = byOwner.get(owner);
-      if (batch === undefined) byOwner.set(owner, [view]);
+      const batch = byPartition.get(view.partition);
+      if (batch === undefined) byPartition.set(view.partition, [view]);
       else batch.push(view);
     }
-    for (const [owner, batch] of byOwner) {
+    for (const batch of byPartition.values()) {
+      let owner: string;
+      try {
+        owner = this.#opts.owners.ownerOfPage(batch[0]!.page);
+      } catch {
+        // No live owner: the single path fails and retries each page with backoff.
+        for (const view of batch) void this.#loadSnapshot(view.page, view);
+        continue;
+      }
       for (let i = 0; i < batch.length; i += MAX_SNAPSHOT_BATCH) {
         const chunk = batch.slice(i, i + MAX_SNAPSHOT_BATCH);
         if (chunk.length === 1) void this.#loadSnapshot(chunk[0]!.page, chunk[0]!);

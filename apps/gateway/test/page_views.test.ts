@@ -1,6 +1,6 @@
 /**
  * Pages a gateway starts watching in one turn take their snapshots together: one `snapshots` request
- * per owner and MAX_SNAPSHOT_BATCH pages, each page's answer its own. Against an owner played on an
+ * per partition and MAX_SNAPSHOT_BATCH pages, each page's answer its own. Against an owner played on an
  * in-memory bus (to inject its answers): every page gets its first frame with its value, a page the
  * reply had no room for is asked for on its own at once, a page the owner could not serve is retried,
  * an owner of an earlier release gets each page on its own, and a page left in the turn it was
@@ -42,7 +42,7 @@ describe("gateway - page views", () => {
   });
 
   /** Page views whose only owner answers each request with `answer`; what it was asked, in order. */
-  function setUp(answer: (request: NodeRequest) => NodeReply) {
+  function setUp(answer: (request: NodeRequest) => NodeReply | Promise<NodeReply>) {
     const bus = new MemoryBus({ clock: systemClock });
     stops.push(() => bus.close());
     const subscribed: string[] = [];
@@ -67,7 +67,7 @@ describe("gateway - page views", () => {
     bus.serve(nodeSubject(DC, OWNER), async (data) => {
       const request = decodeNodeRequest(data);
       asked.push(request.type === "snapshots" ? `snapshots(${request.pages.length})` : request.type);
-      return encodeMessage(answer(request));
+      return encodeMessage(await answer(request));
     });
     const liveness = new DcLiveness({
       bus,
@@ -107,26 +107,51 @@ describe("gateway - page views", () => {
       { timeoutMs: 5_000, intervalMs: 10 },
     );
 
-  const pages = (n: number, from = 1): string[] => Array.from({ length: n }, (_, i) => `p${from + i}`);
+  /** `n` pages of `partition` (of 8), from `p1` on: a page's number is its likes at the owner. */
+  const pagesIn = (partition: number, n: number): string[] => {
+    const found: string[] = [];
+    for (let k = 1; found.length < n; k++) if (partitionOf(`p${k}`, 8) === partition) found.push(`p${k}`);
+    return found;
+  };
 
-  test("views - pages first watched in one turn take one snapshots request per MAX_SNAPSHOT_BATCH; a lone one a snapshot", async () => {
-    const { views, asked, frames } = setUp((r) =>
-      r.type === "snapshots"
-        ? { type: "page_states", replies: r.pages.map(stateOf) }
-        : r.type === "snapshot"
-          ? stateOf(r.page)
-          : { type: "error", code: "internal", message: "unexpected" },
-    );
-    const first = pages(MAX_SNAPSHOT_BATCH + 44);
+  test("views - pages first watched in one turn take one snapshots request per partition and MAX_SNAPSHOT_BATCH pages; a lone one a snapshot", async () => {
+    const partitionsAsked: number[][] = [];
+    const { views, asked, frames } = setUp((r) => {
+      if (r.type === "snapshot") return stateOf(r.page);
+      if (r.type !== "snapshots") return { type: "error", code: "internal", message: "unexpected" };
+      partitionsAsked.push([...new Set(r.pages.map((page) => partitionOf(page, 8)))]);
+      return { type: "page_states", replies: r.pages.map(stateOf) };
+    });
+    const [big, small, lone] = [pagesIn(0, MAX_SNAPSHOT_BATCH + 44), pagesIn(1, 20), pagesIn(2, 1)];
+    const all = [...big, ...small, ...lone];
     // Watched twice in the turn: one view, one page in the request.
-    for (const page of [...first, ...first.slice(0, 10)]) expect(views.watch(page).frame).toBeUndefined();
-    await framesOf(frames, first);
-    expect(asked).toEqual([`snapshots(${MAX_SNAPSHOT_BATCH})`, "snapshots(44)"]);
+    for (const page of [...all, ...big.slice(0, 10)]) expect(views.watch(page).frame).toBeUndefined();
+    await framesOf(frames, all);
+    expect(asked).toEqual([`snapshots(${MAX_SNAPSHOT_BATCH})`, "snapshots(44)", "snapshots(20)", "snapshot"]);
+    // Each request names one partition's pages: a lease wait there holds up no other partition.
+    expect(partitionsAsked).toEqual([[0], [0], [1]]);
     // Loaded: another watcher of the page gets its frame at once.
-    expect(views.watch("p7").frame?.counters.likes).toBe(7);
-    views.watch("p9999");
-    await framesOf(frames, ["p9999"]);
+    expect(views.watch(big[6]!).frame?.counters.likes).toBe(Number(big[6]!.slice(1)));
+    const later = pagesIn(3, 1)[0]!;
+    views.watch(later);
+    await framesOf(frames, [later]);
     expect(asked.at(-1)).toBe("snapshot");
+  });
+
+  test("views - a partition whose owner is slow to answer holds up no other partition's pages", async () => {
+    const { views, frames } = setUp(async (r) => {
+      if (r.type !== "snapshots") return { type: "error", code: "internal", message: "unexpected" };
+      // Partition 0 waits, as a partition the owner is still taking over waits for its lease.
+      if (r.pages.some((page) => partitionOf(page, 8) === 0)) await new Promise((ok) => setTimeout(ok, 600));
+      return { type: "page_states", replies: r.pages.map(stateOf) };
+    });
+    const [slow, quick] = [pagesIn(0, 3), pagesIn(1, 3)];
+    const started = Date.now();
+    for (const page of [...slow, ...quick]) views.watch(page);
+    await framesOf(frames, quick);
+    expect(Date.now() - started).toBeLessThan(400);
+    expect(slow.filter((page) => frames.has(page))).toEqual([]);
+    await framesOf(frames, slow);
   });
 
   test("views - a page the reply had no room for is asked for alone at once; one the owner could not serve is retried", async () => {
@@ -145,10 +170,10 @@ describe("gateway - page views", () => {
         ),
       };
     });
-    const all = pages(5);
+    const all = pagesIn(0, 5);
     for (const page of all) views.watch(page);
     await framesOf(frames, all);
-    // p4 and p5 alone at once; p1 alone after its backoff.
+    // The fourth and fifth alone at once; the first alone after its backoff.
     expect(asked).toEqual(["snapshots(5)", "snapshot", "snapshot", "snapshot"]);
   });
 
@@ -158,7 +183,7 @@ describe("gateway - page views", () => {
         ? stateOf(r.page)
         : { type: "error", code: "bad_frame", message: 'unknown message type "snapshots"' },
     );
-    const all = pages(4);
+    const all = pagesIn(0, 4);
     for (const page of all) views.watch(page);
     await framesOf(frames, all);
     expect(asked).toEqual(["snapshots(4)", "snapshot", "snapshot", "snapshot", "snapshot"]);
