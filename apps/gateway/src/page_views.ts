@@ -130,8 +130,8 @@ function sameValue(a: CountFrame | undefined, b: CountFrame): boolean {
  * one coalesced frame per page per window.
  *
  * Pages first watched in one turn of the event loop start together at its end: their subscriptions
- * and one `snapshots` request per partition leave in one write to the bus. After a restart every page
- * is new at once, and a request and a write per page were most of the gateway's work.
+ * and one `snapshots` request per partition leave in one write to the bus. After a restart every
+ * page is new at once, and a request and a write per page would add up to thousands of each.
  */
 export class PageViews {
   readonly #opts: PageViewsOptions;
