@@ -1,16 +1,16 @@
 /**
- * Decoders of publisher increments between gateways and owners (internal.ts): one increment, a
- * batch of them, and their answers. Part of the bus codec (internal_codec.ts).
+ * Publisher increments in batches between gateways and owners, and the decoders of increments (the
+ * single one is in internal.ts): one increment, a batch of them, and their answers. Part of the bus
+ * codec (internal_codec.ts).
  */
 import { isErrorCode } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isPageId } from "./ids.js";
-import {
-  MAX_INCREMENT_BATCH,
-  type ErrorReply,
-  type IncrementReply,
-  type IncrementRequest,
-  type InternalMessage,
-  type NodeRequest,
+import type {
+  ErrorReply,
+  IncrementReply,
+  IncrementRequest,
+  InternalMessage,
+  NodeRequest,
 } from "./internal.js";
 import {
   batchOf,
@@ -23,6 +23,25 @@ import {
   malformed,
   type Fields,
 } from "./internal_fields.js";
+
+/** The most increments one `increments` request may carry. */
+export const MAX_INCREMENT_BATCH = 1000;
+
+/**
+ * Gateway -> owner: a turn's publisher increments for pages this node owns, 1..MAX_INCREMENT_BATCH.
+ * Each item is handled (forwarded when another node owns its page) and answered on its own, in
+ * order (`IncrementsReply`): one item's error is that item's only.
+ */
+export interface IncrementsRequest {
+  readonly type: "increments";
+  readonly items: readonly IncrementRequest[];
+}
+
+/** The answers to an `increments` request: one per item, in the items' order. */
+export interface IncrementsReply {
+  readonly type: "increments_done";
+  readonly replies: ReadonlyArray<IncrementReply | ErrorReply>;
+}
 
 function incrementFields(m: Fields): IncrementRequest {
   return {

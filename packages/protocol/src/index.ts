@@ -5,6 +5,7 @@ export * from "./series.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";
+export { MAX_INCREMENT_BATCH, type IncrementsReply, type IncrementsRequest } from "./increment_codec.js";
 export {
   MAX_SNAPSHOT_BATCH,
   MAX_SNAPSHOT_REPLY_BYTES,

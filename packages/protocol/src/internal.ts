@@ -4,6 +4,7 @@
  */
 import type { Entries, Entry } from "@livecount/crdt";
 import type { ErrorCode } from "./errors.js";
+import type { IncrementsReply, IncrementsRequest } from "./increment_codec.js";
 import type { SnapshotsReply, SnapshotsRequest } from "./snapshot_batch.js";
 
 /** One viewer's presence on one page at one gateway. Set semantics: applying it twice is harmless. */
@@ -65,19 +66,6 @@ export interface IncrementRequest {
   /** Signed change; negative decrements. */
   readonly delta: number;
   readonly key: string;
-}
-
-/** The most increments one `increments` request may carry. */
-export const MAX_INCREMENT_BATCH = 1000;
-
-/**
- * Gateway -> owner: a turn's publisher increments for pages this node owns, 1..MAX_INCREMENT_BATCH.
- * Each item is handled (forwarded when another node owns its page) and answered on its own, in
- * order (`IncrementsReply`): one item's error is that item's only.
- */
-export interface IncrementsRequest {
-  readonly type: "increments";
-  readonly items: readonly IncrementRequest[];
 }
 
 /**
@@ -271,12 +259,6 @@ export interface ErrorReply {
   readonly type: "error";
   readonly code: ErrorCode;
   readonly message: string;
-}
-
-/** The answers to an `increments` request: one per item, in the items' order. */
-export interface IncrementsReply {
-  readonly type: "increments_done";
-  readonly replies: ReadonlyArray<IncrementReply | ErrorReply>;
 }
 
 export type NodeReply =
