@@ -33,8 +33,8 @@ export class VisitorHash {
   }
 
   /**
-   * The register `viewer` falls in and its rank there, as one number (it runs for every arrival: no
-   * object): `index << RANK_BITS | rank`.
+   * The register `viewer` falls in and its rank there, as one number, `index << RANK_BITS | rank`:
+   * it runs for every arrival, and the caller keeps a number per raised register, not an object.
    */
   register(viewer: string): number {
     const { read, written } = this.#encoder.encodeInto(viewer, this.#scratch);

@@ -72,14 +72,26 @@ export function errorOf(m: Fields): ErrorReply {
   };
 }
 
-/** One answer of an `increments_done` reply: incremented or an error. */
-function itemReplyOf(v: unknown): IncrementReply | ErrorReply {
-  const m = fieldsOf(v, "reply");
-  const type = m.get("type");
-  if (type === "incremented") return incrementedOf(m);
-  if (type === "error") return errorOf(m);
-  return malformed("an increments reply item is neither incremented nor error");
+/**
+ * The decoder of one answer of a batch's reply (`what`: "an increments", ...): the reply `type`,
+ * decoded by `decode`, or an error.
+ */
+export function answerOf<T>(
+  type: string,
+  decode: (m: Fields) => T,
+  what: string,
+): (v: unknown) => T | ErrorReply {
+  return (v) => {
+    const m = fieldsOf(v, "reply");
+    const t = m.get("type");
+    if (t === type) return decode(m);
+    if (t === "error") return errorOf(m);
+    return malformed(`${what} reply item is neither ${type} nor error`);
+  };
 }
+
+/** One answer of an `increments_done` reply: incremented or an error. */
+const itemReplyOf = answerOf("incremented", incrementedOf, "an increments");
 
 function incrementOf(v: unknown): IncrementRequest {
   const m = fieldsOf(v, "item");

@@ -1,21 +1,20 @@
 /**
  * Snapshots of several pages in one bus request, and their decoders (part of the bus codec,
  * internal_codec.ts). A gateway takes a snapshot of every page it starts watching; after a restart
- * it starts watching every page at once, and one request per page was most of its work then. The
- * pages it starts watching in one turn go to each owner together, and each is answered on its own,
- * as a `snapshot` of it would be.
+ * it starts watching every page at once. The pages it starts watching in one turn go to their
+ * owners in one request per partition, and each is answered on its own, as a `snapshot` of it
+ * would be.
  */
-import { errorOf } from "./increment_codec.js";
+import { answerOf } from "./increment_codec.js";
 import { isPageId } from "./ids.js";
 import type { ErrorReply, InternalMessage, NodeRequest, PageStateReply } from "./internal.js";
 import {
   batchOf,
   entriesOf,
   field,
-  fieldsOf,
   isCounterKey,
   isNatural,
-  malformed,
+  pageIdOf,
   recordOf,
   type Fields,
 } from "./internal_fields.js";
@@ -69,18 +68,8 @@ export function pageStateOf(m: Fields): PageStateReply {
   };
 }
 
-function stateReplyOf(v: unknown): PageStateReply | ErrorReply {
-  const m = fieldsOf(v, "reply");
-  const type = m.get("type");
-  if (type === "page_state") return pageStateOf(m);
-  if (type === "error") return errorOf(m);
-  return malformed("a page_states reply item is neither page_state nor error");
-}
-
-function pageOf(v: unknown): string {
-  if (!isPageId(v)) malformed("a page id is malformed");
-  return v;
-}
+/** One answer of a `page_states` reply: a page state or an error. */
+const stateReplyOf = answerOf("page_state", pageStateOf, "a page_states");
 
 /** The decoders of this file's messages; `withHop` adds a request's forwarding count. */
 export function snapshotDecoders(
@@ -92,7 +81,7 @@ export function snapshotDecoders(
       (m) =>
         withHop(m, {
           type: "snapshots",
-          pages: batchOf(m.get("pages"), pageOf, "pages", MAX_SNAPSHOT_BATCH),
+          pages: batchOf(m.get("pages"), pageIdOf, "pages", MAX_SNAPSHOT_BATCH),
         }),
     ],
     [
