@@ -1,5 +1,5 @@
 import { LogThrottle, sleep, type Clock, type Logger } from "@livecount/runtime";
-import { SERIES_PREFIXES, VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
+import { SERIES_PREFIXES, VIEWERS_COUNTER } from "@livecount/protocol";
 import { isPresenceCounter, type PageRecord, type Store } from "@livecount/store";
 import { DEFAULT_VISITOR_KEY } from "./counter_config.js";
 import type { CounterMetrics } from "./counter_metrics.js";
@@ -46,6 +46,9 @@ const CAP_HEADROOM = 0.9;
 /** Why an actor leaves memory; every reason goes through the same teardown. */
 export type TeardownReason =
   "passivated" | "evicted" | "partition_lost" | "partition_released" | "load_failed" | "shutdown";
+
+/** Every data center counts (no liveness given: tests, one DC). */
+const ALL_LIVE = (): boolean => true;
 
 /**
  * The page actors of one counter node: created on demand and loaded from the store, ticked when a
@@ -112,7 +115,7 @@ export class ActorRegistry implements ActorHost {
   viewersChanged(actor: PageActor): void {
     if (this.#actors.get(actor.page) !== actor || actor.status !== "active") return;
     const { occupancy, isLive } = this.#o;
-    actor.notePeak(livePresenceOf(actor.entries(VIEWERS_COUNTER), isLive ?? (() => true)));
+    actor.notePeak(actor.livePresence(VIEWERS_COUNTER, isLive ?? ALL_LIVE));
     occupancy?.observe(actor);
   }
 

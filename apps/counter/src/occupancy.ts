@@ -1,4 +1,4 @@
-import { VIEWERS_COUNTER, livePresenceOf } from "@livecount/protocol";
+import { VIEWERS_COUNTER } from "@livecount/protocol";
 import type { Level, OccupancyRules } from "./occupancy_rules.js";
 import type { PageActor } from "./page_actor.js";
 import type { OccupancyEvent } from "./webhook_event.js";
@@ -52,7 +52,7 @@ export class Occupancy implements OccupancyWatch {
   observe(actor: PageActor): void {
     if (actor.status !== "active") return;
     const { rules, isLive } = this.#o;
-    const viewers = livePresenceOf(actor.entries(VIEWERS_COUNTER), isLive);
+    const viewers = actor.livePresence(VIEWERS_COUNTER, isLive);
     const level = this.#levels.get(actor);
     if (level === undefined) {
       this.#levels.set(actor, rules.initial(viewers));

@@ -24,6 +24,8 @@ export class VisitorHash {
   readonly #key: Uint8Array;
   readonly #out = new Uint8Array(8);
   readonly #scratch = new Uint8Array(SCRATCH_BYTES);
+  /** `#scratch`'s first n bytes at [n], made once: a view per arrival was most of what hashing allocated. */
+  readonly #prefixes = Array.from({ length: SCRATCH_BYTES + 1 }, (_, n) => this.#scratch.subarray(0, n));
   readonly #view = new DataView(this.#out.buffer);
   readonly #encoder = new TextEncoder();
 
@@ -39,7 +41,7 @@ export class VisitorHash {
   register(viewer: string): number {
     const { read, written } = this.#encoder.encodeInto(viewer, this.#scratch);
     // Longer than any valid key: hashed all the same, from a buffer of its own.
-    const bytes = read === viewer.length ? this.#scratch.subarray(0, written) : Buffer.from(viewer, "utf8");
+    const bytes = read === viewer.length ? this.#prefixes[written]! : Buffer.from(viewer, "utf8");
     siphash24(bytes, this.#key, this.#out, true);
     const { index, rank } = registerOf(this.#view.getUint32(0, true), this.#view.getUint32(4, true));
     return (index << RANK_BITS) | rank;
