@@ -10,7 +10,7 @@ import {
   deletedCounterOf,
   isSeriesCounter,
   tombstoneOf,
-  type PresenceOp,
+  type HoldCode,
 } from "@livecount/protocol";
 import { isPresenceCounter, purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
 import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
@@ -111,16 +111,11 @@ export class PageActor {
   // --- presence ---------------------------------------------------------------------------------
 
   /**
-   * A batch of one gateway's transitions on this page, in order; the entries move once for all. A
-   * `drop` departure gets no grace (PresenceOp in the protocol package).
+   * A batch of one gateway's transitions on this page, in order (viewer key, hold code, ...: protocol
+   * presence_pages.ts); the entries move once for all. A dropped viewer gets no grace.
    */
-  presenceOps(gateway: string, ops: ReadonlyArray<Omit<PresenceOp, "page">>): void {
-    const now = this.#host.now();
-    const presence = this.#presence;
-    for (const op of ops) {
-      if (op.present) presence.hold(gateway, op.viewer, op.sockets ?? 1, op.active ?? true);
-      else presence.release(gateway, op.viewer, now, op.drop === true ? 0 : this.#host.graceMs);
-    }
+  presenceTransitions(gateway: string, transitions: ReadonlyArray<string | HoldCode>): void {
+    this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs);
     this.#syncPresence();
   }
 
@@ -168,6 +163,11 @@ export class PageActor {
   /** Every data center's entry of a counter. */
   entries(counter: string): Entries {
     return this.#counters.get(counter)?.entries() ?? {};
+  }
+
+  /** A presence counter over the DCs `isLive` accepts, as `livePresenceOf`, with no copy of the entries. */
+  livePresence(counter: string, isLive: (dc: string) => boolean): number {
+    return Math.max(0, this.#counters.get(counter)?.value(isLive) ?? 0);
   }
 
   /** A counter's value over every data center. */

@@ -1,3 +1,5 @@
+import { HOLD_LEFT, activeOfCode, socketsOfCode, type HoldCode } from "@livecount/protocol";
+
 /** What one gateway holds of a viewer: how many of its sockets count as the viewer, and whether any is active. */
 export interface Hold {
   readonly sockets: number;
@@ -134,6 +136,24 @@ export class PagePresence {
   apply(gateway: string, viewer: string, hold: Hold | undefined, now: number, graceMs: number): void {
     if (hold !== undefined) this.hold(gateway, viewer, hold.sockets, hold.active);
     else this.release(gateway, viewer, now, graceMs);
+  }
+
+  /**
+   * One gateway's transitions, in order: viewer key, hold code, ... (protocol presence_pages.ts). A
+   * viewer it left lingers for `graceMs`; one it dropped ends now.
+   */
+  transitions(
+    gateway: string,
+    transitions: ReadonlyArray<string | HoldCode>,
+    now: number,
+    graceMs: number,
+  ): void {
+    for (let i = 0; i < transitions.length; i += 2) {
+      const viewer = transitions[i] as string;
+      const code = transitions[i + 1] as HoldCode;
+      if (code > HOLD_LEFT) this.hold(gateway, viewer, socketsOfCode(code), activeOfCode(code));
+      else this.release(gateway, viewer, now, code === HOLD_LEFT ? graceMs : 0);
+    }
   }
 
   /** `apply` of a hold, given as its fields: a batch of transitions makes no object per viewer. */

@@ -1,10 +1,13 @@
 import { GatewayLeases, type GatewayLease } from "@livecount/cluster";
-import type {
-  GatewayHeartbeat,
-  NodeReply,
-  PresenceBatch,
-  PresenceOp,
-  PresenceSync,
+import {
+  codeOf,
+  type GatewayHeartbeat,
+  type HoldCode,
+  type NodeReply,
+  type PageTransitions,
+  type PresenceBatch,
+  type PresencePages,
+  type PresenceSync,
 } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
@@ -26,9 +29,6 @@ export interface PresenceIntakeOptions {
   readonly now: () => number;
 }
 
-/** One transition of a page's viewer, a `drop` (no grace) included. */
-type Op = Omit<PresenceOp, "page">;
-
 /**
  * Presence as gateways send it to a page's owner: batches of transitions and whole-partition syncs,
  * applied to page actors, and the gateway leases that say whose contributions are still alive.
@@ -44,39 +44,59 @@ export class PresenceIntake {
     this.#leases = new GatewayLeases(options.gatewayLeaseMs);
   }
 
-  /** A batch of one gateway's transitions on pages of one partition, in order. */
-  async batch(batch: PresenceBatch): Promise<NodeReply> {
-    this.#touch(batch.gateway);
-    const byPage = new Map<string, Op[]>();
+  /**
+   * A batch of one gateway's transitions on pages of one partition, in order, as gateways of earlier
+   * releases send it (`presence`): grouped by page, it is applied as `presence_pages` is.
+   */
+  batch(batch: PresenceBatch): Promise<NodeReply> {
+    const byPage = new Map<string, Array<string | HoldCode>>();
     for (const op of batch.ops) {
-      let ops = byPage.get(op.page);
-      if (ops === undefined) {
-        // Checked once per page, not per op: hashing every op's page would cost more than the op.
-        if (partitionOf(op.page, this.#o.partitions) !== batch.partition)
-          return wrongPartition(op.page, batch);
-        byPage.set(op.page, (ops = []));
-      }
-      ops.push(op);
+      let transitions = byPage.get(op.page);
+      if (transitions === undefined) byPage.set(op.page, (transitions = []));
+      transitions.push(op.viewer, codeOf(op));
     }
+    return this.pages({
+      type: "presence_pages",
+      gateway: batch.gateway,
+      partition: batch.partition,
+      pages: [...byPage],
+    });
+  }
+
+  /** A batch of one gateway's transitions on pages of one partition, grouped by page, in order per page. */
+  async pages(batch: PresencePages): Promise<NodeReply> {
+    this.#touch(batch.gateway);
+    // Checked once per page, not per transition: hashing every viewer's page would cost more than
+    // the transition. Nothing is applied from a batch with a page of another partition.
+    for (const [page] of batch.pages)
+      if (partitionOf(page, this.#o.partitions) !== batch.partition) return wrongPartition(page, batch);
     const loading: Array<Promise<void>> = [];
-    for (const [page, ops] of byPage) {
-      // Recorded now, not when the ops run: a sync that arrives while the page still loads must
-      // see the page among the gateway's and queue its replacement behind these ops.
-      this.#leases.holds(batch.gateway, page);
-      const apply = (actor: PageActor): void => {
-        // The gateway went down or lapsed while the page loaded: what it sent is history now.
-        if (!this.#leases.knows(batch.gateway)) return;
-        this.#leases.holds(batch.gateway, page);
-        actor.presenceOps(batch.gateway, ops);
-      };
-      // An active actor handles it now (its mailbox is empty); only a loading one costs a promise.
-      const actor = this.#o.registry.find(page);
-      if (actor?.status === "active") apply(actor);
-      else loading.push(this.#o.registry.run(page, batch.partition, apply));
+    let count = 0;
+    for (const entry of batch.pages) {
+      count += entry[1].length / 2;
+      const pending = this.#apply(batch, entry);
+      if (pending !== undefined) loading.push(pending);
     }
     if (loading.length > 0) await Promise.all(loading);
-    this.#o.metrics.presenceOps.inc(batch.ops.length);
+    this.#o.metrics.presenceOps.inc(count);
     return { type: "ack" };
+  }
+
+  /** One page's transitions, now when its actor is active (its mailbox is empty), else once it is. */
+  #apply(batch: PresencePages, [page, transitions]: PageTransitions): Promise<void> | undefined {
+    // Recorded now, not when the transitions run: a sync that arrives while the page still loads
+    // must see the page among the gateway's and queue its replacement behind them.
+    this.#leases.holds(batch.gateway, page);
+    const apply = (actor: PageActor): void => {
+      // The gateway went down or lapsed while the page loaded: what it sent is history now.
+      if (!this.#leases.knows(batch.gateway)) return;
+      this.#leases.holds(batch.gateway, page);
+      actor.presenceTransitions(batch.gateway, transitions);
+    };
+    const actor = this.#o.registry.find(page);
+    if (actor?.status !== "active") return this.#o.registry.run(page, batch.partition, apply);
+    apply(actor);
+    return undefined;
   }
 
   /** A gateway's whole contribution to one partition, replacing what it held there. */
@@ -212,7 +232,7 @@ export class PresenceIntake {
   }
 }
 
-function wrongPartition(page: string, request: PresenceBatch | PresenceSync): NodeReply {
+function wrongPartition(page: string, request: PresencePages | PresenceSync): NodeReply {
   return errorReply("bad_frame", `page ${JSON.stringify(page)} is not in partition ${request.partition}`);
 }
 

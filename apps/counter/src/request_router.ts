@@ -61,6 +61,13 @@ type BatchRequest = Extract<NodeRequest, IncrementsRequest>;
 type SnapshotsBatch = Extract<NodeRequest, SnapshotsRequest>;
 type SingleRequest = Exclude<NodeRequest, IncrementsRequest | SnapshotsRequest>;
 
+type PresenceRequest = Extract<NodeRequest, { type: "presence" | "presence_pages" | "presence_sync" }>;
+
+/** A gateway's presence: about one partition, served by its owner only, never forwarded. */
+function isPresence(request: NodeRequest): request is PresenceRequest {
+  return request.type === "presence" || request.type === "presence_pages" || request.type === "presence_sync";
+}
+
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
 const MAX_HOPS = 1;
 
@@ -85,10 +92,7 @@ export class RequestRouter {
     let request: NodeRequest;
     try {
       request = decodeNodeRequest(data);
-      if (
-        (request.type === "presence" || request.type === "presence_sync") &&
-        request.partition >= this.#o.partitions
-      ) {
+      if (isPresence(request) && request.partition >= this.#o.partitions) {
         throw new ProtocolError("bad_frame", `partition ${request.partition} is out of range`);
       }
     } catch (err) {
@@ -197,16 +201,13 @@ export class RequestRouter {
     if (request.type === "list_pages") return listPages(this.#o.store, request);
     if (request.type === "node_status") return this.#o.nodeInfo();
     if (request.type === "purge") return this.#o.purge(request.olderThanMs);
-    const partition =
-      request.type === "presence" || request.type === "presence_sync"
-        ? request.partition
-        : partitionOf(request.page, this.#o.partitions);
+    const partition = isPresence(request) ? request.partition : partitionOf(request.page, this.#o.partitions);
     const owner = this.#o.ring().ownerOf(partition);
     if (owner !== this.#o.nodeId) {
       // Presence is never forwarded: a batch or sync is only valid in order with what its gateway
       // sent that owner, and a forwarded one could land after the gateway's resync with the new
       // owner, bringing back viewers who left. The gateway routes it again itself.
-      if (request.type === "presence" || request.type === "presence_sync") {
+      if (isPresence(request)) {
         return errorReply("unavailable", `partition ${partition} belongs to ${owner ?? "no live node"}`);
       }
       return this.#forward(owner, request);
@@ -215,7 +216,7 @@ export class RequestRouter {
     // for a lease. Applied after a wait (the gateway timed out, resynced elsewhere, and holds nobody
     // here any more) it would bring back viewers who left. The gateway retries it.
     const fence =
-      request.type === "presence"
+      request.type === "presence" || request.type === "presence_pages"
         ? this.#o.fenceOf(partition)
         : await this.#o.whenHeld(partition, this.#o.ownershipWaitMs);
     if (fence === undefined) return errorReply("unavailable", `partition ${partition} is not owned yet`);
@@ -223,6 +224,8 @@ export class RequestRouter {
     switch (request.type) {
       case "presence":
         return intake.batch(request);
+      case "presence_pages":
+        return intake.pages(request);
       case "presence_sync":
         return intake.sync(request);
       case "snapshot":

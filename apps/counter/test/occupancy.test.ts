@@ -1,5 +1,5 @@
 import { pageSubject } from "@livecount/bus";
-import { VIEWERS_COUNTER, encodeMessage, type PresenceOp } from "@livecount/protocol";
+import { VIEWERS_COUNTER, encodeMessage, transitionsOf, type PresenceOp } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
@@ -82,7 +82,7 @@ describe("counter - occupancy", () => {
     const drop: Omit<PresenceOp, "page"> = { viewer: "v:1", present: false, drop: true };
     for (let i = 0; i < 3; i++) {
       await u.intake.batch(presenceBatch(2, "gw-1", [[page, "v:1", true]]));
-      await u.registry.run(page, 2, (actor) => actor.presenceOps("gw-1", [drop]));
+      await u.registry.run(page, 2, (actor) => actor.presenceTransitions("gw-1", transitionsOf([drop])));
     }
     expect(brief(events)).toEqual([
       "page.occupied @1",

@@ -1,5 +1,11 @@
 import type { Entry } from "@livecount/crdt";
-import { ACTIVE_COUNTER, CONNECTIONS_COUNTER, VIEWERS_COUNTER, isSeriesCounter } from "@livecount/protocol";
+import {
+  ACTIVE_COUNTER,
+  CONNECTIONS_COUNTER,
+  VIEWERS_COUNTER,
+  isSeriesCounter,
+  transitionsOf,
+} from "@livecount/protocol";
 import { describe, expect, test } from "vitest";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
@@ -81,16 +87,16 @@ describe("counter - page actor", () => {
     expect(actor.status).toBe("closed");
     expect(failures).toHaveLength(1);
     expect(failures[0]?.name).toBe("ActorClosedError");
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     expect(host.dirty).toBe(0);
   });
 
   test("counter - joins grow p and leaves grow n of the data center's viewers entry, once the grace is over", () => {
     const host = new FakeHost();
     const actor = activeActor(host);
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
-    actor.presenceOps("g2", [{ viewer: "v:b", present: true }]);
-    actor.presenceOps("g2", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
+    actor.presenceTransitions("g2", transitionsOf([{ viewer: "v:b", present: true }]));
+    actor.presenceTransitions("g2", transitionsOf([{ viewer: "v:a", present: true }]));
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.dirty).toBeGreaterThan(0);
     // Two viewers, both active, on three sockets (v:a on g1 and g2): every presence entry indexed.
@@ -101,8 +107,8 @@ describe("counter - page actor", () => {
     ]);
 
     host.time += 100;
-    actor.presenceOps("g1", [{ viewer: "v:a", present: false }]);
-    actor.presenceOps("g2", [{ viewer: "v:a", present: false }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: false }]));
+    actor.presenceTransitions("g2", transitionsOf([{ viewer: "v:a", present: false }]));
     // Lingering: nothing moves yet, and the actor asked to be woken when the grace ends.
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 0 });
     expect(host.wakes).toContain(T0 + 100 + GRACE_MS);
@@ -114,15 +120,16 @@ describe("counter - page actor", () => {
     expect(viewersEntry(actor)).toEqual({ p: 2, n: 1 });
     expect(actor.value(VIEWERS_COUNTER)).toBe(1);
 
-    actor.presenceOps("g3", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g3", transitionsOf([{ viewer: "v:a", present: true }]));
     expect(viewersEntry(actor)).toEqual({ p: 3, n: 1 });
   });
 
   test("counter - a gateway's death drops its viewers at once and moves only n", () => {
     const host = new FakeHost();
     const actor = activeActor(host);
-    for (const v of ["v:a", "v:b", "v:c"]) actor.presenceOps("dead", [{ viewer: v, present: true }]);
-    actor.presenceOps("live", [{ viewer: "v:c", present: true }]);
+    for (const v of ["v:a", "v:b", "v:c"])
+      actor.presenceTransitions("dead", transitionsOf([{ viewer: v, present: true }]));
+    actor.presenceTransitions("live", transitionsOf([{ viewer: "v:c", present: true }]));
     actor.dropGateway("dead");
     expect(viewersEntry(actor)).toEqual({ p: 3, n: 2 });
     expect(actor.viewers).toBe(1);
@@ -134,7 +141,7 @@ describe("counter - page actor", () => {
       [VIEWERS_COUNTER]: { dc2: { p: 9, n: 4 } },
       likes: { dc2: { p: 3, n: 0 } },
     });
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     expect(actor.value(VIEWERS_COUNTER)).toBe(6);
     expect(actor.snapshot()[VIEWERS_COUNTER]).toEqual({ dc1: { p: 1, n: 0 }, dc2: { p: 9, n: 4 } });
     expect(Object.fromEntries(actor.entriesOf(DC))).toEqual({
@@ -152,7 +159,7 @@ describe("counter - page actor", () => {
       "@del:likes": { dc1: { p: 6, n: 0 } },
       shares: { dc1: { p: 2, n: 0 } },
     });
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     // What a presence flush publishes: another DC that purged `likes` must not get it back.
     expect(Object.keys(Object.fromEntries(actor.entriesOf(DC))).sort()).toEqual([
       ACTIVE_COUNTER,
@@ -175,7 +182,7 @@ describe("counter - page actor", () => {
   test("counter - presence that arrives while the page loads is applied after it", () => {
     const host = new FakeHost();
     const actor = new PageActor(host, "page", 7, 0);
-    actor.run(() => actor.presenceOps("g1", [{ viewer: "v:a", present: true }]));
+    actor.run(() => actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }])));
     expect(actor.status).toBe("loading");
     expect(viewersEntry(actor)).toEqual({ p: 0, n: 0 });
     actor.loaded({ [VIEWERS_COUNTER]: { [DC]: { p: 5, n: 5 } } });
@@ -188,7 +195,7 @@ describe("counter - page actor", () => {
     // The previous owner left 6 viewers counted; gateways resync them one by one.
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, settleAt);
     expect(actor.settled).toBe(false);
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     actor.replaceGateway("g2", held("v:b", "v:c"));
     host.time = settleAt - 1;
     actor.tick(host.time);
@@ -208,7 +215,7 @@ describe("counter - page actor", () => {
     const host = new FakeHost();
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 10, n: 4 } } }, T0 + 3000);
     expect(host.wakes).toEqual([T0 + 3000]);
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     host.time = T0 + 2999;
     actor.tick(host.time);
     expect(viewersEntry(actor)).toEqual({ p: 10, n: 4 });
@@ -221,7 +228,7 @@ describe("counter - page actor", () => {
     const host = new FakeHost();
     const actor = activeActor(host, { [VIEWERS_COUNTER]: { [DC]: { p: 4, n: 4 } } }, T0 + 3000);
     expect(actor.settled).toBe(true);
-    actor.presenceOps("g1", [{ viewer: "v:a", present: true }]);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
     expect(viewersEntry(actor)).toEqual({ p: 5, n: 4 });
   });
 
@@ -256,18 +263,18 @@ describe("counter - page actor", () => {
           const v = rnd.pick(VIEWERS);
           op = `join ${g} ${v}`;
           held.add(v);
-          actor.presenceOps(g, [{ viewer: v, present: true }]);
+          actor.presenceTransitions(g, transitionsOf([{ viewer: v, present: true }]));
         } else if (roll < 0.65) {
           op = `leave ${g}`;
           if (held.size > 0) {
             const v = rnd.pick([...held]);
             held.delete(v);
-            actor.presenceOps(g, [{ viewer: v, present: false }]);
+            actor.presenceTransitions(g, transitionsOf([{ viewer: v, present: false }]));
           }
         } else if (roll < 0.72) {
           // A batch retried after a lost acknowledgement: the owner sees the same ops again.
           op = `retry ${g}`;
-          for (const v of held) actor.presenceOps(g, [{ viewer: v, present: true }]);
+          for (const v of held) actor.presenceTransitions(g, transitionsOf([{ viewer: v, present: true }]));
         } else if (roll < 0.78) {
           op = `resync ${g}`;
           actor.replaceGateway(g, heldAll(held));
@@ -281,7 +288,7 @@ describe("counter - page actor", () => {
           for (const v of held) {
             if (rnd.chance(0.5)) {
               holds.get(heir)!.add(v);
-              actor.presenceOps(heir, [{ viewer: v, present: true }]);
+              actor.presenceTransitions(heir, transitionsOf([{ viewer: v, present: true }]));
             }
           }
         } else if (roll < 0.88) {

@@ -1,6 +1,10 @@
 import { nodeSubject } from "@livecount/bus";
 import {
+  CONNECTIONS_COUNTER,
+  HOLD_DROPPED,
   MAX_SNAPSHOT_REPLY_BYTES,
+  VIEWERS_COUNTER,
+  holdCode,
   pageStateBytes,
   decodeNodeReply,
   decodeNodeRequest,
@@ -113,6 +117,13 @@ describe("counter - request router", () => {
     });
     const outOfRange = { type: "presence", gateway: "g", partition: PARTITIONS, ops: [] } as const;
     expect(await ask(router, outOfRange)).toMatchObject({ type: "error", code: "bad_frame" });
+    const pagesOutOfRange = {
+      type: "presence_pages",
+      gateway: "g",
+      partition: PARTITIONS,
+      pages: [],
+    } as const;
+    expect(await ask(router, pagesOutOfRange)).toMatchObject({ type: "error", code: "bad_frame" });
   });
 
   test("counter - a node_status request is answered by the node itself, never forwarded, through the codec", async () => {
@@ -142,6 +153,63 @@ describe("counter - request router", () => {
     const { router, theirs, forwarded } = await setUp();
     const reply = await ask(router, { type: "presence", gateway: "g", partition: theirs, ops: [] });
     expect(reply).toMatchObject({ type: "error", code: "unavailable" });
+    const pages = [[pageIn(theirs), ["v:a", holdCode(1, true)]]] as const;
+    const grouped = await ask(router, { type: "presence_pages", gateway: "g", partition: theirs, pages });
+    expect(grouped).toMatchObject({ type: "error", code: "unavailable" });
+    expect(forwarded).toEqual([]);
+  });
+
+  test("counter - presence grouped by page counts as the same ops one by one; a page of another partition applies nothing", async () => {
+    const { router, mine, forwarded } = await setUp();
+    const [a, b] = [pageIn(mine, 1), pageIn(mine, 2)];
+    const viewers = (page: string): number => u.registry.find(page)?.value(VIEWERS_COUNTER) ?? 0;
+    const connections = (page: string): number => u.registry.find(page)?.value(CONNECTIONS_COUNTER) ?? 0;
+    const grouped = await ask(router, {
+      type: "presence_pages",
+      gateway: "g1",
+      partition: mine,
+      pages: [
+        [
+          a,
+          [
+            "v:1",
+            holdCode(1, true),
+            "v:2",
+            holdCode(3, false),
+            "v:3",
+            holdCode(1, true),
+            "v:3",
+            HOLD_DROPPED,
+          ],
+        ],
+        [b, ["v:1", holdCode(2, true)]],
+      ],
+    });
+    expect(grouped).toEqual({ type: "ack" });
+    const single = await ask(router, {
+      type: "presence",
+      gateway: "g2",
+      partition: mine,
+      ops: [
+        { page: b, viewer: "v:9", present: true, sockets: 2 },
+        { page: b, viewer: "v:1", present: true, active: false },
+      ],
+    });
+    expect(single).toEqual({ type: "ack" });
+    // v:3 was dropped at once; v:1 on b is one viewer held by two gateways.
+    expect([viewers(a), connections(a), viewers(b), connections(b)]).toEqual([2, 4, 2, 5]);
+    const other = pageIn((mine + 1) % PARTITIONS);
+    const mixed = await ask(router, {
+      type: "presence_pages",
+      gateway: "g1",
+      partition: mine,
+      pages: [
+        [a, ["v:4", holdCode(1, true)]],
+        [other, ["v:5", holdCode(1, true)]],
+      ],
+    });
+    expect(mixed).toMatchObject({ type: "error", code: "bad_frame" });
+    expect(viewers(a)).toBe(2);
     expect(forwarded).toEqual([]);
   });
 

@@ -7,6 +7,19 @@ export * from "./frames.js";
 export * from "./internal.js";
 export { MAX_INCREMENT_BATCH, type IncrementsReply, type IncrementsRequest } from "./increment_codec.js";
 export {
+  HOLD_DROPPED,
+  HOLD_LEFT,
+  activeOfCode,
+  codeOf,
+  holdCode,
+  opsOf,
+  transitionsOf,
+  socketsOfCode,
+  type HoldCode,
+  type PageTransitions,
+  type PresencePages,
+} from "./presence_pages.js";
+export {
   MAX_SNAPSHOT_BATCH,
   MAX_SNAPSHOT_REPLY_BYTES,
   pageStateBytes,

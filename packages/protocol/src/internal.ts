@@ -5,6 +5,7 @@
 import type { Entries, Entry } from "@livecount/crdt";
 import type { ErrorCode } from "./errors.js";
 import type { IncrementsReply, IncrementsRequest } from "./increment_codec.js";
+import type { PresencePages } from "./presence_pages.js";
 import type { SnapshotsReply, SnapshotsRequest } from "./snapshot_batch.js";
 
 /** One viewer's presence on one page at one gateway. Set semantics: applying it twice is harmless. */
@@ -25,7 +26,10 @@ export interface PresenceOp {
   readonly active?: boolean;
 }
 
-/** Gateway -> owner: viewer transitions on pages of one partition, in order, one batch in flight. */
+/**
+ * Gateway -> owner: viewer transitions on pages of one partition, in order, one batch in flight.
+ * Gateways send `presence_pages` (the same transitions, grouped by page); owners take both.
+ */
 export interface PresenceBatch {
   readonly type: "presence";
   /** Gateway incarnation: a new id every process start, so a restarted gateway is a new contributor. */
@@ -132,6 +136,7 @@ export interface Forwardable {
 
 export type NodeRequest = (
   | PresenceBatch
+  | PresencePages
   | PresenceSync
   | SnapshotRequest
   | SnapshotsRequest
@@ -278,6 +283,7 @@ export type NodeReply =
 /** The reply each kind of request gets when it succeeds. */
 export interface RepliesByRequest {
   readonly presence: AckReply;
+  readonly presence_pages: AckReply;
   readonly presence_sync: AckReply;
   readonly snapshot: PageStateReply;
   readonly snapshots: SnapshotsReply;

@@ -8,6 +8,7 @@ import type { Entry } from "@livecount/crdt";
 import { Packr, Unpackr, type Options } from "msgpackr";
 import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
 import { errorOf, incrementDecoders } from "./increment_codec.js";
+import { presencePagesDecoders } from "./presence_pages.js";
 import { pageStateOf, snapshotDecoders } from "./snapshot_batch.js";
 import { ProtocolError } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
@@ -290,11 +291,13 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
   ],
   ...incrementDecoders(withHop),
   ...snapshotDecoders(withHop),
+  ...presencePagesDecoders(withHop),
   ...ANTI_ENTROPY_DECODERS,
 ]);
 
 const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "presence",
+  "presence_pages",
   "presence_sync",
   "snapshot",
   "snapshots",

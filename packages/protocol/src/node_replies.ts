@@ -4,6 +4,7 @@ import type { NodeReply, NodeRequest, RepliesByRequest, ReplyTo } from "./intern
 /** The reply type each request type expects. */
 const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["type"] } = {
   presence: "ack",
+  presence_pages: "ack",
   presence_sync: "ack",
   snapshot: "page_state",
   snapshots: "page_states",

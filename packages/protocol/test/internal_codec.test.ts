@@ -140,6 +140,30 @@ const INVALID_BUCKET_DIGESTS: readonly unknown[] = [
   ["0123456789abcdeg"],
   Array.from({ length: 4097 }, () => "0000000000000000"),
 ];
+/** Pages of a presence_pages batch: [page id, [viewer key, hold code, ...]] each. */
+const INVALID_PRESENCE_PAGES: readonly unknown[] = [
+  undefined,
+  null,
+  {},
+  { home: ["v:a", 3] },
+  [null],
+  [["home"]],
+  [["home", ["v:a", 3], 1]],
+  [["", ["v:a", 3]]],
+  [["bad page", []]],
+  [["home", "v:a"]],
+  [["home", { "v:a": 3 }]],
+  [["home", ["v:a"]]],
+  [["home", ["v:a", 3, "v:b"]]],
+  [["home", ["v:a", 1]]],
+  [["home", ["v:a", -2]]],
+  [["home", ["v:a", 2.5]]],
+  [["home", ["v:a", "3"]]],
+  [["home", ["v:a", true]]],
+  [["home", ["v:a", 2 ** 53]]],
+  [["home", ["", 3]]],
+  [["home", [3, "v:a"]]],
+];
 /** Pages of anti-entropy entries: page -> counter -> data center -> entry. */
 const INVALID_AE_PAGES: readonly unknown[] = [
   undefined,
@@ -156,6 +180,7 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
   if (field === "digests")
     return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
   if (field === "pages" && (msg.type === "ae_entries" || msg.type === "updates")) return INVALID_AE_PAGES;
+  if (field === "pages" && msg.type === "presence_pages") return INVALID_PRESENCE_PAGES;
   if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "counters")

@@ -162,4 +162,16 @@ export const MESSAGES: readonly InternalMessage[] = [
     ]),
     ts: TS,
   },
+  {
+    type: "presence_pages",
+    gateway: "gw-1a2b",
+    partition: 17,
+    pages: [
+      // Joined (one active socket), left, dropped, three sockets none active, two sockets one active.
+      ["home", ["v:abc", 3, "s:gw-1a2b:42", 0, "v:old", -1, "v:tabs", 6, "v:two", 5]],
+      ["__proto__", ["v:b", 3]],
+      ["constructor", []],
+    ],
+  },
+  { type: "presence_pages", gateway: "gw-1a2b", partition: 0, pages: [], hop: 1 },
 ];
