@@ -1,4 +1,12 @@
-import type { PresenceOp } from "@livecount/protocol";
+import {
+  HOLD_DROPPED,
+  HOLD_LEFT,
+  ProtocolError,
+  holdCode,
+  opsOf,
+  type HoldCode,
+  type PageTransitions,
+} from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Hold, LocalPresence } from "./local_presence.js";
@@ -23,8 +31,16 @@ export interface ForwarderOptions {
 }
 
 interface PartitionQueue {
-  /** Latest state per `page\0viewer`: set semantics make older ops for the same pair irrelevant. */
-  ops: Map<string, PresenceOp>;
+  /**
+   * Latest hold code per page and viewer: set semantics make older transitions of the same pair
+   * irrelevant. Grouped by page as `presence_pages` carries them.
+   */
+  pages: Map<string, Map<string, HoldCode>>;
+  /**
+   * The owner answered a `presence_pages` batch bad_frame: it is of an earlier release, and gets
+   * `presence` batches until the partition's owner changes.
+   */
+  legacy: boolean;
   /** The owner must get the whole contribution instead of deltas (new owner, reconnect). */
   sync: boolean;
   /**
@@ -61,7 +77,11 @@ export class PresenceForwarder {
    */
   enqueue(page: string, viewer: string, hold: Hold | undefined, drop = false): void {
     const q = this.#queue(partitionOf(page, this.#opts.partitions));
-    if (!q.sync) q.ops.set(`${page}\u0000${viewer}`, presenceOp(page, viewer, hold, drop));
+    if (!q.sync) {
+      let viewers = q.pages.get(page);
+      if (viewers === undefined) q.pages.set(page, (viewers = new Map()));
+      viewers.set(viewer, codeOf(hold, drop));
+    }
     this.#scheduleFlush();
   }
 
@@ -75,9 +95,11 @@ export class PresenceForwarder {
     }
     for (const p of moved) {
       this.#markSync(p);
-      // The new owner is worth trying at once, whatever the old one cost us in backoff.
+      // The new owner is worth trying at once, whatever the old one cost us in backoff, and in the
+      // batch format of this release.
       const q = this.#queue(p);
       q.backoff.reset();
+      q.legacy = false;
       if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
       q.timer = undefined;
     }
@@ -93,7 +115,7 @@ export class PresenceForwarder {
   /** True when nothing is queued or in flight. */
   get idle(): boolean {
     for (const q of this.#queues.values())
-      if (q.inFlight !== undefined || q.sync || q.ops.size > 0) return false;
+      if (q.inFlight !== undefined || q.sync || q.pages.size > 0) return false;
     return true;
   }
 
@@ -123,7 +145,8 @@ export class PresenceForwarder {
     let q = this.#queues.get(partition);
     if (q === undefined) {
       q = {
-        ops: new Map(),
+        pages: new Map(),
+        legacy: false,
         sync: false,
         generation: 0,
         inFlight: undefined,
@@ -139,7 +162,7 @@ export class PresenceForwarder {
     const q = this.#queue(partition);
     q.sync = true;
     q.generation++;
-    q.ops.clear();
+    q.pages.clear();
   }
 
   #scheduleFlush(): void {
@@ -156,31 +179,53 @@ export class PresenceForwarder {
       if (q.inFlight === q.generation || q.timer !== undefined) continue;
       if (q.sync) void this.#sendSync(partition, q);
       else if (q.inFlight !== undefined) continue;
-      else if (q.ops.size > 0) void this.#sendOps(partition, q);
+      else if (q.pages.size > 0) void this.#sendPages(partition, q);
       else this.#queues.delete(partition);
     }
   }
 
-  async #sendOps(partition: number, q: PartitionQueue): Promise<void> {
-    const ops = q.ops;
-    q.ops = new Map();
+  async #sendPages(partition: number, q: PartitionQueue): Promise<void> {
+    const queued = q.pages;
+    q.pages = new Map();
     const generation = q.generation;
     q.inFlight = generation;
+    const pages: PageTransitions[] = [];
+    let count = 0;
+    for (const [page, viewers] of queued) {
+      const transitions: Array<string | HoldCode> = [];
+      for (const [viewer, code] of viewers) transitions.push(viewer, code);
+      pages.push([page, transitions]);
+      count += viewers.size;
+    }
     try {
-      await this.#opts.owners.request(partition, {
-        type: "presence",
-        gateway: this.#opts.gateway,
-        partition,
-        ops: [...ops.values()],
-      });
-      this.#sent(q, generation, ops.size);
+      await this.#send(partition, q, pages);
+      this.#sent(q, generation, count);
     } catch (err) {
-      // Superseded by a sync meanwhile: the sync carries the current state, these ops are history.
+      // Superseded by a sync meanwhile: the sync carries the current state, these are history.
       if (generation !== q.generation) return this.#settled(q, generation);
-      // Newer ops for the same pair queued meanwhile win; the rest go out again in order.
-      for (const [key, op] of ops) if (!q.ops.has(key)) q.ops.set(key, op);
+      // Newer transitions of the same pair queued meanwhile win; the rest go out again.
+      for (const [page, viewers] of queued) {
+        const newer = q.pages.get(page);
+        if (newer === undefined) q.pages.set(page, viewers);
+        else for (const [viewer, code] of viewers) if (!newer.has(viewer)) newer.set(viewer, code);
+      }
       this.#failed(partition, q, generation, err);
     }
+  }
+
+  /** One batch to the partition's owner: `presence_pages`, or `presence` to an owner of an earlier release. */
+  async #send(partition: number, q: PartitionQueue, pages: readonly PageTransitions[]): Promise<void> {
+    const { owners, gateway } = this.#opts;
+    if (!q.legacy) {
+      try {
+        await owners.request(partition, { type: "presence_pages", gateway, partition, pages });
+        return;
+      } catch (err) {
+        if (!(err instanceof ProtocolError && err.code === "bad_frame")) throw err;
+        q.legacy = true;
+      }
+    }
+    await owners.request(partition, { type: "presence", gateway, partition, ops: pages.flatMap(opsOf) });
   }
 
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
@@ -223,7 +268,7 @@ export class PresenceForwarder {
   /** A request of `generation` is over; the queue is free unless a newer one is in flight. */
   #settled(q: PartitionQueue, generation: number): void {
     if (q.inFlight === generation) q.inFlight = undefined;
-    if (q.sync || q.ops.size > 0) this.#scheduleFlush();
+    if (q.sync || q.pages.size > 0) this.#scheduleFlush();
     else if (this.#idleWaiters.size > 0 && this.idle) for (const wake of [...this.#idleWaiters]) wake();
   }
 
@@ -244,15 +289,8 @@ export class PresenceForwarder {
   }
 }
 
-/** The op telling an owner what this gateway holds of a viewer, defaults (one socket, active) left out. */
-function presenceOp(page: string, viewer: string, hold: Hold | undefined, drop: boolean): PresenceOp {
-  if (hold === undefined)
-    return drop ? { page, viewer, present: false, drop } : { page, viewer, present: false };
-  return {
-    page,
-    viewer,
-    present: true,
-    ...(hold.sockets !== 1 ? { sockets: hold.sockets } : {}),
-    ...(hold.active ? {} : { active: false }),
-  };
+/** What this gateway holds of a viewer on a page, as the owner is told it (protocol presence_pages.ts). */
+function codeOf(hold: Hold | undefined, drop: boolean): HoldCode {
+  if (hold === undefined) return drop ? HOLD_DROPPED : HOLD_LEFT;
+  return holdCode(hold.sockets, hold.active);
 }

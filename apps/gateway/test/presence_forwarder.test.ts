@@ -1,5 +1,12 @@
-import type { NodeReply, NodeRequest } from "@livecount/protocol";
-import { HashRing } from "@livecount/ring";
+import {
+  HOLD_DROPPED,
+  HOLD_LEFT,
+  ProtocolError,
+  holdCode,
+  type NodeReply,
+  type NodeRequest,
+} from "@livecount/protocol";
+import { HashRing, partitionOf } from "@livecount/ring";
 import { silentLogger, systemClock } from "@livecount/runtime";
 import { describe, expect, test } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
@@ -13,17 +20,24 @@ const PARTITIONS = 8;
 class Owners {
   owner = "old";
   readonly dead = new Set<string>();
+  /** Owners of an earlier release: they refuse `presence_pages` as bad_frame, as such an owner does. */
+  readonly earlier = new Set<string>();
+  /** Owners that fail every request as unavailable (a partition not owned yet). */
+  readonly refusing = new Set<string>();
   readonly sent: Array<{ owner: string; request: NodeRequest }> = [];
 
   request(_partition: number, request: NodeRequest): Promise<NodeReply> {
     const owner = this.owner;
     this.sent.push({ owner, request });
     if (this.dead.has(owner)) return new Promise(() => {});
+    if (this.refusing.has(owner)) return Promise.reject(new ProtocolError("unavailable"));
+    if (this.earlier.has(owner) && request.type === "presence_pages")
+      return Promise.reject(new ProtocolError("bad_frame", 'unknown message type "presence_pages"'));
     return Promise.resolve({ type: "ack" });
   }
 }
 
-function forwarder(owners: Owners, presence: LocalPresence): PresenceForwarder {
+function forwarder(owners: Owners, presence: LocalPresence, retryMs = 10_000): PresenceForwarder {
   return new PresenceForwarder({
     owners: owners as unknown as OwnerClient,
     presence,
@@ -32,8 +46,9 @@ function forwarder(owners: Owners, presence: LocalPresence): PresenceForwarder {
     gateway: "gw-1",
     partitions: PARTITIONS,
     batchMs: 1,
-    retryMs: 10_000,
-    maxRetryMs: 10_000,
+    retryMs,
+    maxRetryMs: retryMs,
+    random: () => 1,
   });
 }
 
@@ -84,8 +99,8 @@ describe("gateway - presence forwarder", () => {
     f.enqueue("__proto__", "v:1", presence.remove("__proto__", "v:1", true));
     await eventually(() => expect(owners.sent).toHaveLength(2));
     expect(owners.sent[1]!.request).toMatchObject({
-      type: "presence",
-      ops: [{ page: "__proto__", viewer: "v:1", present: false }],
+      type: "presence_pages",
+      pages: [["__proto__", ["v:1", HOLD_LEFT]]],
     });
     f.close();
   });
@@ -99,16 +114,12 @@ describe("gateway - presence forwarder", () => {
     f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", false));
     await eventually(() => expect(owners.sent).toHaveLength(1));
     // Latest state per viewer: v:1 on two sockets (one visible), v:2 on one hidden socket.
-    expect(owners.sent[0]!.request).toMatchObject({
-      type: "presence",
-      ops: [
-        { page: "page-a", viewer: "v:1", present: true, sockets: 2 },
-        { page: "page-a", viewer: "v:2", present: true, active: false },
-      ],
+    expect(owners.sent[0]!.request).toEqual({
+      type: "presence_pages",
+      gateway: "gw-1",
+      partition: partitionOf("page-a", PARTITIONS),
+      pages: [["page-a", ["v:1", holdCode(2, true), "v:2", holdCode(1, false)]]],
     });
-    const ops = (owners.sent[0]!.request as unknown as { ops: Array<Record<string, unknown>> }).ops;
-    expect(ops[0]).not.toHaveProperty("active");
-    expect(ops[1]).not.toHaveProperty("sockets");
     // The visible socket of v:1 goes to the background: v:1 is no longer active here.
     expect(presence.setActive("page-a", "v:1", false)).toEqual({ sockets: 2, active: false });
     // v:2's only socket comes to the front and goes back.
@@ -139,5 +150,85 @@ describe("gateway - presence forwarder", () => {
     expect(presence.remove("p", "v:1", false)).toBeUndefined();
     expect(presence.has("p", "v:1")).toBe(false);
     expect(presence.setActive("p", "v:1", true)).toBeUndefined();
+  });
+
+  test("gateway - an owner of an earlier release gets the same transitions as presence ops, until the owner changes", async () => {
+    const owners = new Owners();
+    owners.earlier.add("old");
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence);
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", false));
+    f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", false));
+    f.enqueue("page-a", "v:3", undefined, true);
+    await eventually(() => expect(owners.sent).toHaveLength(2));
+    expect(owners.sent.map((s) => s.request.type)).toEqual(["presence_pages", "presence"]);
+    const partition = partitionOf("page-a", PARTITIONS);
+    expect(owners.sent[1]!.request).toEqual({
+      type: "presence",
+      gateway: "gw-1",
+      partition,
+      ops: [
+        { page: "page-a", viewer: "v:1", present: true, sockets: 2 },
+        { page: "page-a", viewer: "v:2", present: true, active: false },
+        { page: "page-a", viewer: "v:3", present: false, drop: true },
+      ],
+    });
+    // Known to be of an earlier release: the next batch is sent as it takes it, at once.
+    f.enqueue("page-a", "v:2", presence.remove("page-a", "v:2", false));
+    await eventually(() => expect(owners.sent).toHaveLength(3));
+    expect(owners.sent[2]!.request).toMatchObject({
+      type: "presence",
+      ops: [{ page: "page-a", viewer: "v:2", present: false }],
+    });
+    // A new owner (of this release) gets this release's batches again, after its sync.
+    owners.owner = "new";
+    f.onRingChange(
+      new HashRing(["new"], { partitions: PARTITIONS }),
+      new HashRing(["old"], { partitions: PARTITIONS }),
+      new Set(),
+    );
+    await eventually(() => expect(owners.sent).toHaveLength(4));
+    expect(owners.sent[3]!.request.type).toBe("presence_sync");
+    f.enqueue("page-a", "v:4", presence.add("page-a", "v:4", true));
+    await eventually(() => expect(owners.sent).toHaveLength(5));
+    expect(owners.sent[4]!.request).toEqual({
+      type: "presence_pages",
+      gateway: "gw-1",
+      partition,
+      pages: [["page-a", ["v:4", holdCode(1, true)]]],
+    });
+    f.close();
+  });
+
+  test("gateway - a failed batch goes again with what was queued meanwhile, the newer state of a viewer winning", async () => {
+    const owners = new Owners();
+    owners.refusing.add("old");
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence, 30);
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", true));
+    await eventually(() => expect(owners.sent).toHaveLength(1));
+    // While the batch fails and waits for its retry: v:2 leaves, a new viewer joins.
+    f.enqueue("page-a", "v:2", presence.remove("page-a", "v:2", true), true);
+    f.enqueue("page-a", "v:3", presence.add("page-a", "v:3", true));
+    owners.refusing.clear();
+    await eventually(() => expect(owners.sent).toHaveLength(2), { timeoutMs: 2000 });
+    const [, retried] = owners.sent;
+    expect(retried!.request.type).toBe("presence_pages");
+    const transitions = new Map<unknown, unknown>();
+    const pages = retried!.request.type === "presence_pages" ? retried!.request.pages : [];
+    expect(pages.map(([page]) => page)).toEqual(["page-a"]);
+    const flat = pages[0]![1];
+    for (let i = 0; i < flat.length; i += 2) transitions.set(flat[i], flat[i + 1]);
+    expect(transitions).toEqual(
+      new Map<unknown, unknown>([
+        ["v:2", HOLD_DROPPED],
+        ["v:3", holdCode(1, true)],
+        ["v:1", holdCode(1, true)],
+      ]),
+    );
+    expect(f.idle).toBe(true);
+    f.close();
   });
 });
