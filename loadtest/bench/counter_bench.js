@@ -49,6 +49,8 @@ export const defaults = {
   targetViewers: 10,
   seed: 42,
   maxSeconds: 60,
+  /** 1: batches grouped by page (`presence_pages`), as gateways send them; 0: `presence` batches of earlier gateways. */
+  grouped: 1,
 };
 
 async function runLoad(dir, name, config) {
@@ -266,6 +268,7 @@ export function loadConfigOf(o, nats) {
     targetViewers: o.targetViewers,
     seed: o.seed,
     maxSeconds: o.maxSeconds,
+    format: o.grouped === 0 ? "ops" : "pages",
   };
 }
 

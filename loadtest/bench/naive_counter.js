@@ -1,7 +1,7 @@
 /**
  * The baseline for the counter node benchmark: the obvious presence counter. It serves the same
- * PresenceBatch requests over NATS (decoded and validated with the same codec as the counter
- * node) and keeps each page's viewers as a Redis set, one command per event, awaiting each
+ * presence requests over NATS (`presence_pages`, or `presence` batches; decoded and validated with
+ * the same codec as the counter node) and keeps each page's viewers as a Redis set, one command per event, awaiting each
  * (SADD on join, SREM on leave; the count is SCARD). No actors, no batching, no grace window.
  *
  * Forked by the counter bench with NATS_URL, REDIS_URL and SUBJECT in its environment; it sends
@@ -18,6 +18,15 @@ const ACK = encodeMessage({ type: "ack" });
 let commands = 0;
 let events = 0;
 
+/** One event: SADD on a join, SREM on a leave, awaited. */
+async function apply(page, viewer, present) {
+  const key = KEY_PREFIX + page;
+  if (present) await redis.sadd(key, viewer);
+  else await redis.srem(key, viewer);
+  commands++;
+  events++;
+}
+
 async function handle(msg) {
   let request;
   try {
@@ -26,17 +35,17 @@ async function handle(msg) {
     msg.respond(encodeMessage({ type: "error", code: "bad_frame", message: String(err.message) }));
     return;
   }
-  if (request.type !== "presence") {
+  if (request.type === "presence") {
+    for (const op of request.ops) await apply(op.page, op.viewer, op.present);
+  } else if (request.type === "presence_pages") {
+    for (const [page, transitions] of request.pages) {
+      for (let i = 0; i < transitions.length; i += 2)
+        await apply(page, transitions[i], transitions[i + 1] > 0);
+    }
+  } else {
     msg.respond(encodeMessage({ type: "error", code: "unknown_type", message: request.type }));
     return;
   }
-  for (const op of request.ops) {
-    const key = KEY_PREFIX + op.page;
-    if (op.present) await redis.sadd(key, op.viewer);
-    else await redis.srem(key, op.viewer);
-    commands++;
-  }
-  events += request.ops.length;
   msg.respond(ACK);
 }
 

@@ -1,7 +1,9 @@
 /**
- * Presence load over real NATS, in its own process: plays many gateways sending PresenceBatch
- * requests (internal protocol, msgpack) to one subject, the way apps/gateway's PresenceForwarder
- * does: per (gateway, partition) one batch in flight, batches of one partition's pages only.
+ * Presence load over real NATS, in its own process: plays many gateways sending presence batches
+ * (internal protocol, msgpack) to one subject, the way apps/gateway's PresenceForwarder does: per
+ * (gateway, partition) one batch in flight, batches of one partition's pages only, as
+ * `presence_pages` (grouped by page, as gateways send them) or, with `format: "ops"`, as the
+ * `presence` batches of earlier gateways (one map per op).
  * Viewers join and leave many pages; the driver keeps the truth (who is present where) so the
  * bench can check afterwards that the counter applied every event.
  *
@@ -12,7 +14,7 @@
  * and the naive baseline get the very same events.
  */
 import { gatewaysSubject } from "@livecount/bus";
-import { decodeMessage, encodeMessage } from "@livecount/protocol";
+import { HOLD_LEFT, decodeMessage, encodeMessage, holdCode } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { connect } from "nats";
 import { performance } from "node:perf_hooks";
@@ -38,7 +40,20 @@ const REQUEST_TIMEOUT_MS = 60_000;
  * @property {number} targetViewers per gateway and page: below it joins are likelier than leaves
  * @property {number} seed
  * @property {number} maxSeconds    stop early (reported) if the target is too slow
+ * @property {"pages" | "ops"} [format] presence_pages (default) or presence batches
  */
+
+/** A batch's ops as a request in `format`; the same transitions, in the same order per page. */
+function batchMessage(format, gateway, partition, ops) {
+  if (format === "ops") return { type: "presence", gateway, partition, ops };
+  const byPage = new Map();
+  for (const { page, viewer, present } of ops) {
+    let transitions = byPage.get(page);
+    if (transitions === undefined) byPage.set(page, (transitions = []));
+    transitions.push(viewer, present ? holdCode(1, true) : HOLD_LEFT);
+  }
+  return { type: "presence_pages", gateway, partition, pages: [...byPage] };
+}
 
 /** @param {LoadConfig} c */
 async function run(c) {
@@ -98,7 +113,7 @@ async function run(c) {
     return {
       slot,
       size,
-      data: encodeMessage({ type: "presence", gateway: gatewayIds[g], partition: p, ops }),
+      data: encodeMessage(batchMessage(c.format ?? "pages", gatewayIds[g], p, ops)),
     };
   };
 
