@@ -141,8 +141,15 @@ export class PageSeries {
   /** Adds the entries to write with this flush to `writes`; this DC's are published once it succeeds (`publishInto`). */
   take(writes: EntryWrite[]): void {
     this.#nameRegisters();
-    for (const write of this.#remote.values()) writes.push(write);
-    this.#remote = new Map();
+    // Maps are made anew only when they held something: every dirty page is taken at every flush.
+    if (this.#remote.size > 0) {
+      for (const write of this.#remote.values()) writes.push(write);
+      this.#remote = new Map();
+    }
+    if (this.#own.size === 0) {
+      if (this.#taken.size > 0) this.#taken = new Map();
+      return;
+    }
     const taken = new Map<string, Entry>();
     for (const [counter, p] of this.#own) {
       const entry = { p, n: 0 };
