@@ -101,15 +101,16 @@ export async function mergePages(
   const replies = await conn.run("mergePages", (pipe) => {
     for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
       const chunk = ids.slice(from, from + PAGES_PER_MERGE);
-      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc)];
+      const flat: Array<string | number> = [];
       for (const page of chunk) {
-        args.push(page, bucketOf(page), 0);
-        const countAt = args.length - 1;
+        flat.push(page, bucketOf(page), 0);
+        const countAt = flat.length - 1;
         for (const [counter, byDc] of Object.entries(pages.get(page)!)) {
-          for (const [dc, e] of Object.entries(byDc)) args.push(entryField(counter, dc), e.p, e.n);
+          for (const [dc, e] of Object.entries(byDc)) flat.push(entryField(counter, dc), e.p, e.n);
         }
-        args[countAt] = (args.length - countAt - 1) / 3;
+        flat[countAt] = (flat.length - countAt - 1) / 3;
       }
+      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc), packer.pack(flat)];
       const scriptKeys = [...partitionKeys, ...chunk.map((page) => keys.page(page, partition))];
       queueScript(pipe(partition), "lcMerge", scriptKeys, args);
     }

@@ -233,19 +233,19 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
   end
   return value, existed, new_p == new_n
 end
--- The counters (with their tombstones) of an incoming record, ARGV[first..last] as field, p, n,
--- that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
-local function purged_remains(page_key, first, last, floor)
+-- The counters (with their tombstones) of an incoming record, args[first..last] as field, p, n
+-- (numbers), that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
+local function purged_remains(page_key, args, first, last, floor)
   local remains, values, has_tomb = {}, {}, false
   -- Most records hold no tombstone: nothing to build then.
   for e = first, last, 3 do
-    if is_tombstone(ARGV[e]) then has_tomb = true end
+    if is_tombstone(args[e]) then has_tomb = true end
   end
   if not has_tomb then return remains end
   for e = first, last, 3 do
-    local counter = counter_of(ARGV[e])
+    local counter = counter_of(args[e])
     values[counter] = values[counter] or {}
-    table.insert(values[counter], ARGV[e + 1] .. ":" .. ARGV[e + 2])
+    table.insert(values[counter], string.format("%d:%d", args[e + 1], args[e + 2]))
   end
   local held = {}
   local fields = redis.call("HKEYS", page_key)

@@ -87,8 +87,9 @@ return 1`,
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
    * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the fields of indexed
-   * entries (a NUL and the DC whose presence entries are indexed), then per page: page, bucket,
-   * entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
+   * entries (a NUL and the DC whose presence entries are indexed), then the pages as one MessagePack
+   * array (one argument instead of three per entry, as lcWrite takes its writes): per page, page,
+   * bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
    * list: per page where an entry advanced, its index (1-based, in KEYS order of pages) and its
    * advanced fields and values, flat. A page not in the store whose entries are all presence at zero
    * is left out, and so are a purged counter's remains (page_merge.ts, purgedRemains).
@@ -100,23 +101,24 @@ hw_raised = floor
 local purge_floor = tonumber(redis.call("HGET", KEYS[4], "pf") or "0")
 expiring_key = KEYS[8]
 local advanced = {}
-local a = 3
+local m = cmsgpack.unpack(ARGV[4])
+local a = 0
 for i = 9, #KEYS do
-  local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local page, bucket, count = m[a + 1], m[a + 2], m[a + 3]
   local first = a + 4
   a = a + 3 + 3 * count
   local skip = redis.call("EXISTS", KEYS[i]) == 0
   for e = first, a, 3 do
     if not skip then break end
-    if not (is_visit(ARGV[e]) or (is_presence(ARGV[e]) and ARGV[e + 1] == ARGV[e + 2])) then skip = false end
+    if not (is_visit(m[e]) or (is_presence(m[e]) and m[e + 1] == m[e + 2])) then skip = false end
   end
   if not skip then
-    local remains = purged_remains(KEYS[i], first, a, purge_floor)
+    local remains = purged_remains(KEYS[i], m, first, a, purge_floor)
     local changed, durable = {}, false
     for e = first, a, 3 do
-      local field = ARGV[e]
+      local field = m[e]
       if next(remains) == nil or not remains[counter_of(field)] then
-        local p, n = tonumber(ARGV[e + 1]), tonumber(ARGV[e + 2])
+        local p, n = m[e + 1], m[e + 2]
         local indexed = is_presence(field) and string.sub(field, -#ARGV[3]) == ARGV[3]
         local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, indexed)
         if value then
