@@ -198,7 +198,7 @@ export class PresenceForwarder {
       count += viewers.size;
     }
     try {
-      await this.#send(partition, q, pages);
+      await this.#send(partition, q, generation, pages);
       this.#sent(q, generation, count);
     } catch (err) {
       // Superseded by a sync meanwhile: the sync carries the current state, these are history.
@@ -213,16 +213,30 @@ export class PresenceForwarder {
     }
   }
 
-  /** One batch to the partition's owner: `presence_pages`, or `presence` to an owner of an earlier release. */
-  async #send(partition: number, q: PartitionQueue, pages: readonly PageTransitions[]): Promise<void> {
+  /**
+   * One batch to the partition's owner: `presence_pages`, or `presence` to an owner of an earlier
+   * release, which refuses the type it does not know. A batch a sync superseded while it was being
+   * refused is not sent again: the partition may have another owner by then, which must not get
+   * transitions older than its sync, nor be taken for an earlier release.
+   */
+  async #send(
+    partition: number,
+    q: PartitionQueue,
+    generation: number,
+    pages: readonly PageTransitions[],
+  ): Promise<void> {
     const { owners, gateway } = this.#opts;
     if (!q.legacy) {
       try {
         await owners.request(partition, { type: "presence_pages", gateway, partition, pages });
         return;
       } catch (err) {
-        if (!(err instanceof ProtocolError && err.code === "bad_frame")) throw err;
+        if (!isUnknownType(err) || generation !== q.generation) throw err;
         q.legacy = true;
+        this.#opts.logger.info(
+          { partition },
+          "the partition's owner is of an earlier release: presence goes to it as presence batches",
+        );
       }
     }
     await owners.request(partition, { type: "presence", gateway, partition, ops: pages.flatMap(opsOf) });
@@ -287,6 +301,16 @@ export class PresenceForwarder {
       this.#scheduleFlush();
     }, delay);
   }
+}
+
+/**
+ * An owner's refusal of a request type it does not know (the message of every release's decoder): any
+ * other bad_frame is this gateway's or its configuration's fault, and the earlier form would not help.
+ */
+function isUnknownType(err: unknown): boolean {
+  return (
+    err instanceof ProtocolError && err.code === "bad_frame" && err.message.includes("unknown message type")
+  );
 }
 
 /** What this gateway holds of a viewer on a page, as the owner is told it (protocol presence_pages.ts). */

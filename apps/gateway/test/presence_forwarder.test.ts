@@ -16,6 +16,20 @@ import { PresenceForwarder } from "../src/presence_forwarder.js";
 
 const PARTITIONS = 8;
 
+/** What an owner of an earlier release answers a presence_pages batch (its decoder's words). */
+const UNKNOWN_TYPE = new ProtocolError("bad_frame", 'unknown message type "presence_pages"');
+
+/** A promise and the functions that settle it. */
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
 /** Owners as the ring says; requests to a dead owner hang (the fault injected here). */
 class Owners {
   owner = "old";
@@ -25,14 +39,18 @@ class Owners {
   /** Owners that fail every request as unavailable (a partition not owned yet). */
   readonly refusing = new Set<string>();
   readonly sent: Array<{ owner: string; request: NodeRequest }> = [];
+  /** The answer to the next request, settled by the test when it chooses. */
+  next: Promise<NodeReply> | undefined;
 
   request(_partition: number, request: NodeRequest): Promise<NodeReply> {
     const owner = this.owner;
     this.sent.push({ owner, request });
+    const next = this.next;
+    this.next = undefined;
+    if (next !== undefined) return next;
     if (this.dead.has(owner)) return new Promise(() => {});
     if (this.refusing.has(owner)) return Promise.reject(new ProtocolError("unavailable"));
-    if (this.earlier.has(owner) && request.type === "presence_pages")
-      return Promise.reject(new ProtocolError("bad_frame", 'unknown message type "presence_pages"'));
+    if (this.earlier.has(owner) && request.type === "presence_pages") return Promise.reject(UNKNOWN_TYPE);
     return Promise.resolve({ type: "ack" });
   }
 }
@@ -203,24 +221,25 @@ describe("gateway - presence forwarder", () => {
 
   test("gateway - a failed batch goes again with what was queued meanwhile, the newer state of a viewer winning", async () => {
     const owners = new Owners();
-    owners.refusing.add("old");
     const presence = new LocalPresence();
     const f = forwarder(owners, presence, 30);
+    const answer = deferred<NodeReply>();
+    owners.next = answer.promise;
     f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
     f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", true));
     await eventually(() => expect(owners.sent).toHaveLength(1));
-    // While the batch fails and waits for its retry: v:2 leaves, a new viewer joins.
+    // While the batch is in flight: v:2 is dropped, a new viewer joins; then the batch fails.
     f.enqueue("page-a", "v:2", presence.remove("page-a", "v:2", true), true);
     f.enqueue("page-a", "v:3", presence.add("page-a", "v:3", true));
-    owners.refusing.clear();
+    answer.reject(new ProtocolError("unavailable"));
     await eventually(() => expect(owners.sent).toHaveLength(2), { timeoutMs: 2000 });
-    const [, retried] = owners.sent;
-    expect(retried!.request.type).toBe("presence_pages");
-    const transitions = new Map<unknown, unknown>();
-    const pages = retried!.request.type === "presence_pages" ? retried!.request.pages : [];
+    const retried = owners.sent[1]!.request;
+    const pages = retried.type === "presence_pages" ? retried.pages : [];
     expect(pages.map(([page]) => page)).toEqual(["page-a"]);
+    const transitions = new Map<unknown, unknown>();
     const flat = pages[0]![1];
     for (let i = 0; i < flat.length; i += 2) transitions.set(flat[i], flat[i + 1]);
+    // v:2's drop, queued after the failed batch took its join, wins over it.
     expect(transitions).toEqual(
       new Map<unknown, unknown>([
         ["v:2", HOLD_DROPPED],
@@ -228,7 +247,56 @@ describe("gateway - presence forwarder", () => {
         ["v:1", holdCode(1, true)],
       ]),
     );
-    expect(f.idle).toBe(true);
+    await eventually(() => expect(f.idle).toBe(true));
+    f.close();
+  });
+
+  test("gateway - a batch refused by an earlier owner after a sync superseded it is not sent again to the new owner", async () => {
+    const owners = new Owners();
+    owners.earlier.add("old");
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence);
+    const refusal = deferred<NodeReply>();
+    owners.next = refusal.promise;
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    await eventually(() => expect(owners.sent).toHaveLength(1));
+    // v:1 leaves and the partition moves to an owner of this release before the old one answers.
+    f.enqueue("page-a", "v:1", presence.remove("page-a", "v:1", true));
+    f.enqueue("page-a", "v:0", presence.add("page-a", "v:0", true));
+    owners.owner = "new";
+    f.onRingChange(
+      new HashRing(["new"], { partitions: PARTITIONS }),
+      new HashRing(["old"], { partitions: PARTITIONS }),
+      new Set(),
+    );
+    await eventually(() => expect(owners.sent).toHaveLength(2));
+    expect(owners.sent[1]).toMatchObject({
+      owner: "new",
+      request: { type: "presence_sync", pages: { "page-a": ["v:0"] } },
+    });
+    refusal.reject(UNKNOWN_TYPE);
+    // v:1's join is history: nothing brings it to the new owner, which is not taken for an earlier release.
+    f.enqueue("page-a", "v:4", presence.add("page-a", "v:4", true));
+    await eventually(() => expect(owners.sent).toHaveLength(3));
+    expect(owners.sent[2]!.request).toMatchObject({
+      type: "presence_pages",
+      pages: [["page-a", ["v:4", holdCode(1, true)]]],
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(owners.sent).toHaveLength(3);
+    f.close();
+  });
+
+  test("gateway - a bad_frame other than an unknown type is retried in this release's form, not sent as presence ops", async () => {
+    const owners = new Owners();
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence, 30);
+    const refusal = Promise.reject(new ProtocolError("bad_frame", 'page "page-a" is not in partition 3'));
+    refusal.catch(() => {}); // handled by the forwarder once it asks
+    owners.next = refusal;
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    await eventually(() => expect(owners.sent).toHaveLength(2), { timeoutMs: 2000 });
+    expect(owners.sent.map((s) => s.request.type)).toEqual(["presence_pages", "presence_pages"]);
     f.close();
   });
 });
