@@ -430,6 +430,13 @@ export interface AeEntries {
 
 /** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */
 export const MAX_PARTITIONS = 65536;
+
+/**
+ * The most sockets a gateway may say it holds of one viewer on a page: more than one process can
+ * open (20,000 files here, LIVECOUNT_MAX_CONNECTIONS below that), so a larger count is a bug or a
+ * lie, and `@connections` only ever grows from what gateways say.
+ */
+export const MAX_VIEWER_SOCKETS = 2 ** 20;
 /** The most pages one anti-entropy message may carry. */
 export const MAX_AE_PAGES = 10_000;
 

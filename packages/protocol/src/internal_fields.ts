@@ -6,7 +6,7 @@
 import { isEntry, type Entries, type Entry } from "@livecount/crdt";
 import { ProtocolError } from "./errors.js";
 import { isCounterName, isInternalId, isPageId, isPresenceCounterName, isViewerKey } from "./ids.js";
-import { MAX_PARTITIONS, type PresenceOp } from "./internal.js";
+import { MAX_PARTITIONS, MAX_VIEWER_SOCKETS, type PresenceOp } from "./internal.js";
 import { isTombstoneCounter } from "./visibility.js";
 import { isSeriesCounter } from "./series.js";
 
@@ -42,6 +42,8 @@ export function naturalOf(v: unknown): number {
   return v;
 }
 export const isPositive = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) > 0;
+/** What a gateway holds of one viewer on a page: 1..MAX_VIEWER_SOCKETS sockets. */
+const isViewerSockets = (v: unknown): v is number => isPositive(v) && v <= MAX_VIEWER_SOCKETS;
 /** Counter names inside the system: a public name, a presence counter, a tombstone or a series entry. */
 export const isCounterKey = (v: unknown): v is string =>
   isCounterName(v) || isPresenceCounterName(v) || isTombstoneCounter(v) || isSeriesCounter(v);
@@ -103,7 +105,7 @@ export function presenceOpOf(v: unknown): PresenceOp {
   const sockets = m.get("sockets");
   const active = m.get("active");
   if (drop !== undefined && !isBoolean(drop)) malformed("field drop is malformed");
-  if (sockets !== undefined && !isPositive(sockets)) malformed("field sockets is malformed");
+  if (sockets !== undefined && !isViewerSockets(sockets)) malformed("field sockets is malformed");
   if (active !== undefined && !isBoolean(active)) malformed("field active is malformed");
   if (drop === undefined && sockets === undefined && active === undefined) return op;
   return {
@@ -116,7 +118,11 @@ export function presenceOpOf(v: unknown): PresenceOp {
 
 /** Socket counts per viewer (`PresenceSync.sockets`). */
 export function socketCountsOf(v: unknown): number[] {
-  return listOf(v, (n) => (isPositive(n) ? n : malformed("a socket count is not positive")), "sockets");
+  return listOf(
+    v,
+    (n) => (isViewerSockets(n) ? n : malformed(`a socket count is not in 1..${MAX_VIEWER_SOCKETS}`)),
+    "sockets",
+  );
 }
 
 function viewerKeyOf(v: unknown): string {

@@ -8,7 +8,7 @@
  * nothing else.
  */
 import { isInternalId, isPageId, isViewerKey } from "./ids.js";
-import type { InternalMessage, NodeRequest, PresenceOp } from "./internal.js";
+import { MAX_VIEWER_SOCKETS, type InternalMessage, type NodeRequest, type PresenceOp } from "./internal.js";
 import { field, isNatural, malformed, type Fields } from "./internal_fields.js";
 
 /** The viewer no longer counts here; it lingers at the owner for the grace window (`present: false`). */
@@ -18,7 +18,8 @@ export const HOLD_DROPPED = -1;
 
 /**
  * What a gateway holds of a viewer on a page, as one number: HOLD_LEFT, HOLD_DROPPED, or for a
- * viewer it holds, `2 * sockets + (active ? 1 : 0)` with `sockets` >= 1 (one active socket: 3).
+ * viewer it holds, `2 * sockets + (active ? 1 : 0)` with 1 <= `sockets` <= MAX_VIEWER_SOCKETS (one
+ * active socket: 3).
  */
 export type HoldCode = number;
 
@@ -73,7 +74,12 @@ export function opsOf([page, transitions]: PageTransitions): PresenceOp[] {
 }
 
 function isHoldCode(v: unknown): v is HoldCode {
-  return Number.isSafeInteger(v) && ((v as number) >= 2 || v === HOLD_LEFT || v === HOLD_DROPPED);
+  return (
+    Number.isSafeInteger(v) &&
+    (((v as number) >= 2 && (v as number) <= holdCode(MAX_VIEWER_SOCKETS, true)) ||
+      v === HOLD_LEFT ||
+      v === HOLD_DROPPED)
+  );
 }
 
 /** One page's transitions in order: viewer key, hold code, viewer key, hold code, ... */
@@ -103,8 +109,9 @@ function pageTransitionsOf(v: unknown): readonly PageTransitions[] {
     if (!Array.isArray(item) || item.length !== 2 || !isPageId(item[0]))
       malformed("each page must be [page id, transitions]");
     const transitions: unknown = item[1];
-    if (!Array.isArray(transitions) || transitions.length % 2 !== 0)
-      malformed("transitions must be viewer key and hold code pairs");
+    // A page without transitions would still load its actor at the owner: nothing sends one.
+    if (!Array.isArray(transitions) || transitions.length === 0 || transitions.length % 2 !== 0)
+      malformed("transitions must be one or more viewer key and hold code pairs");
     for (let i = 0; i < transitions.length; i += 2) {
       if (!isViewerKey(transitions[i])) malformed("viewer key is malformed");
       if (!isHoldCode(transitions[i + 1])) malformed("hold code is malformed");

@@ -46,6 +46,7 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
     [{ page: "p", viewer: "v:a", present: true, sockets: 0 }],
     [{ page: "p", viewer: "v:a", present: true, sockets: 1.5 }],
     [{ page: "p", viewer: "v:a", present: true, sockets: "2" }],
+    [{ page: "p", viewer: "v:a", present: true, sockets: 2 ** 20 + 1 }],
     [{ page: "p", viewer: "v:a", present: true, active: "yes" }],
     [["p", "v:a", true]],
   ],
@@ -54,7 +55,16 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   peak24h: [undefined, -1, 1.5, "1"],
   unique24h: [undefined, -1, 1.5, "1"],
   // Optional (absent is valid): socket counts per viewer of a page, each positive.
-  sockets: [null, [], { home: 2 }, { home: [0] }, { home: [-1] }, { home: [1.5] }, { "bad page": [1] }],
+  sockets: [
+    null,
+    [],
+    { home: 2 },
+    { home: [0] },
+    { home: [-1] },
+    { home: [1.5] },
+    { home: [2 ** 20 + 1] },
+    { "bad page": [1] },
+  ],
   // Optional: viewers of a page none of whose sockets is active.
   passive: [null, [], { home: "v:a" }, { home: [""] }, { home: [1] }, { "": ["v:a"] }],
   pages: [
@@ -153,8 +163,11 @@ const INVALID_PRESENCE_PAGES: readonly unknown[] = [
   [["bad page", []]],
   [["home", "v:a"]],
   [["home", { "v:a": 3 }]],
+  [["home", []]],
   [["home", ["v:a"]]],
   [["home", ["v:a", 3, "v:b"]]],
+  // 2^20 + 1 sockets, one more than MAX_VIEWER_SOCKETS.
+  [["home", ["v:a", 2 ** 21 + 2]]],
   [["home", ["v:a", 1]]],
   [["home", ["v:a", -2]]],
   [["home", ["v:a", 2.5]]],

@@ -170,7 +170,7 @@ export const MESSAGES: readonly InternalMessage[] = [
       // Joined (one active socket), left, dropped, three sockets none active, two sockets one active.
       ["home", ["v:abc", 3, "s:gw-1a2b:42", 0, "v:old", -1, "v:tabs", 6, "v:two", 5]],
       ["__proto__", ["v:b", 3]],
-      ["constructor", []],
+      ["constructor", ["v:c", 0]],
     ],
   },
   { type: "presence_pages", gateway: "gw-1a2b", partition: 0, pages: [], hop: 1 },
