@@ -29,15 +29,18 @@ class Holders {
 
   /** Sockets over every holder. */
   get totalSockets(): number {
+    // Most viewers have one holder: no iterator for them (this runs on every transition).
+    if (this.more === undefined) return this.sockets;
     let n = this.sockets;
-    for (const h of this.more?.values() ?? []) n += h.sockets;
+    for (const h of this.more.values()) n += h.sockets;
     return n;
   }
 
   /** Whether any holder has an active socket. */
   get anyActive(): boolean {
     if (this.active) return true;
-    for (const h of this.more?.values() ?? []) if (h.active) return true;
+    if (this.more === undefined) return false;
+    for (const h of this.more.values()) if (h.active) return true;
     return false;
   }
 

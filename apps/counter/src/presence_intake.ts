@@ -1,11 +1,11 @@
 import { GatewayLeases, type GatewayLease } from "@livecount/cluster";
 import {
-  codeOf,
+  transitionsOf,
   type GatewayHeartbeat,
-  type HoldCode,
   type NodeReply,
   type PageTransitions,
   type PresenceBatch,
+  type PresenceOp,
   type PresencePages,
   type PresenceSync,
 } from "@livecount/protocol";
@@ -49,18 +49,14 @@ export class PresenceIntake {
    * releases send it (`presence`): grouped by page, it is applied as `presence_pages` is.
    */
   batch(batch: PresenceBatch): Promise<NodeReply> {
-    const byPage = new Map<string, Array<string | HoldCode>>();
+    const byPage = new Map<string, PresenceOp[]>();
     for (const op of batch.ops) {
-      let transitions = byPage.get(op.page);
-      if (transitions === undefined) byPage.set(op.page, (transitions = []));
-      transitions.push(op.viewer, codeOf(op));
+      const ops = byPage.get(op.page);
+      if (ops === undefined) byPage.set(op.page, [op]);
+      else ops.push(op);
     }
-    return this.pages({
-      type: "presence_pages",
-      gateway: batch.gateway,
-      partition: batch.partition,
-      pages: [...byPage],
-    });
+    const pages = [...byPage].map(([page, ops]): PageTransitions => [page, transitionsOf(ops)]);
+    return this.pages({ type: "presence_pages", gateway: batch.gateway, partition: batch.partition, pages });
   }
 
   /** A batch of one gateway's transitions on pages of one partition, grouped by page, in order per page. */

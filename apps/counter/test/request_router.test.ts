@@ -46,7 +46,12 @@ describe("counter - request router", () => {
 
   /** Node "me" owns what the ring gives it; node "other" (on the same bus) answers what it is sent. */
   async function setUp(
-    opts: { otherHangs?: boolean; otherAnswers?: (request: NodeRequest) => NodeReply } = {},
+    opts: {
+      otherHangs?: boolean;
+      otherAnswers?: (request: NodeRequest) => NodeReply;
+      /** Told of every wait for a lease the router starts. */
+      onWait?: (partition: number) => void;
+    } = {},
   ): Promise<{
     router: RequestRouter;
     mine: number;
@@ -83,7 +88,10 @@ describe("counter - request router", () => {
       }),
       ring: () => ring,
       fenceOf: (p) => u.fences.get(p),
-      whenHeld: async (p) => u.fences.get(p),
+      whenHeld: async (p) => {
+        opts.onWait?.(p);
+        return u.fences.get(p);
+      },
       servingFence: (p) => u.fences.get(p),
       registry: u.registry,
       intake: u.intake,
@@ -157,6 +165,35 @@ describe("counter - request router", () => {
     const grouped = await ask(router, { type: "presence_pages", gateway: "g", partition: theirs, pages });
     expect(grouped).toMatchObject({ type: "error", code: "unavailable" });
     expect(forwarded).toEqual([]);
+  });
+
+  test("counter - presence batches never wait for a lease; a sync does", async () => {
+    const waits: number[] = [];
+    const { router, mine } = await setUp({ onWait: (p) => waits.push(p) });
+    // A partition of this node whose lease it does not hold yet (setUp acquires `mine` only).
+    const ring = new HashRing(["me", "other"], { partitions: PARTITIONS });
+    const pending = ring.partitionsOf("me").find((p) => p !== mine)!;
+    expect(u.fences.get(pending)).toBeUndefined();
+    const page = pageIn(pending);
+    for (const request of [
+      {
+        type: "presence_pages",
+        gateway: "g",
+        partition: pending,
+        pages: [[page, ["v:a", holdCode(1, true)]]],
+      },
+      { type: "presence", gateway: "g", partition: pending, ops: [{ page, viewer: "v:a", present: true }] },
+    ] as const) {
+      expect(await ask(router, request)).toMatchObject({ type: "error", code: "unavailable" });
+    }
+    expect(waits).toEqual([]);
+    await ask(router, {
+      type: "presence_sync",
+      gateway: "g",
+      partition: pending,
+      pages: { [page]: ["v:a"] },
+    });
+    expect(waits).toEqual([pending]);
   });
 
   test("counter - presence grouped by page counts as the same ops one by one; a page of another partition applies nothing", async () => {
