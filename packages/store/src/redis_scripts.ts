@@ -86,13 +86,12 @@ return 1`,
 
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
-   * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the fields of indexed
-   * entries (a NUL and the DC whose presence entries are indexed), then the pages as one MessagePack
-   * array (one argument instead of three per entry, as lcWrite takes its writes): per page, page,
-   * bucket, entry count, then field, p, n per entry. Returns 0 if the fence is stale, else a
-   * list: per page where an entry advanced, its index (1-based, in KEYS order of pages) and its
-   * advanced fields and values, flat. A page not in the store whose entries are all presence at zero
-   * is left out, and so are a purged counter's remains (page_merge.ts, purgedRemains).
+   * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the
+   * fields of indexed entries (a NUL and the DC whose presence entries are indexed), then the pages
+   * as one MessagePack array (as lcWrite takes its writes): per page, page, bucket, entry count,
+   * then field, p, n per entry. Returns 0 if the fence is stale, else per page where an entry
+   * advanced, its index (1-based, in KEYS order) and its advanced fields and values, flat. A page not
+   * in the store with only presence entries at zero is left out, as are a purged counter's remains.
    */
   lcMerge: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
