@@ -37,8 +37,8 @@ interface PartitionQueue {
    */
   pages: Map<string, Map<string, HoldCode>>;
   /**
-   * The owner answered a `presence_pages` batch bad_frame: it is of an earlier release, and gets
-   * `presence` batches until the partition's owner changes.
+   * The owner refused `presence_pages` as a type it does not know: it is of an earlier release, and
+   * gets `presence` batches until the partition's owner changes.
    */
   legacy: boolean;
   /** The owner must get the whole contribution instead of deltas (new owner, reconnect). */
