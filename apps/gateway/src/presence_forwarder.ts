@@ -80,7 +80,7 @@ export class PresenceForwarder {
     if (!q.sync) {
       let viewers = q.pages.get(page);
       if (viewers === undefined) q.pages.set(page, (viewers = new Map()));
-      viewers.set(viewer, codeOf(hold, drop));
+      viewers.set(viewer, holdCodeOf(hold, drop));
     }
     this.#scheduleFlush();
   }
@@ -314,7 +314,7 @@ function isUnknownType(err: unknown): boolean {
 }
 
 /** What this gateway holds of a viewer on a page, as the owner is told it (protocol presence_pages.ts). */
-function codeOf(hold: Hold | undefined, drop: boolean): HoldCode {
+function holdCodeOf(hold: Hold | undefined, drop: boolean): HoldCode {
   if (hold === undefined) return drop ? HOLD_DROPPED : HOLD_LEFT;
   return holdCode(hold.sockets, hold.active);
 }

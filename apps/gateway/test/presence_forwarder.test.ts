@@ -55,6 +55,16 @@ class Owners {
   }
 }
 
+/** Every partition moves from owner "old" to owner "new", as the ring tells the forwarder. */
+function moveToNew(f: PresenceForwarder, owners: Owners): void {
+  owners.owner = "new";
+  f.onRingChange(
+    new HashRing(["new"], { partitions: PARTITIONS }),
+    new HashRing(["old"], { partitions: PARTITIONS }),
+    new Set(),
+  );
+}
+
 function forwarder(owners: Owners, presence: LocalPresence, retryMs = 10_000): PresenceForwarder {
   return new PresenceForwarder({
     owners: owners as unknown as OwnerClient,
@@ -80,13 +90,8 @@ describe("gateway - presence forwarder", () => {
     await eventually(() => expect(owners.sent).toHaveLength(1));
 
     // The old owner died with the batch in flight; the ring moves the partition.
-    owners.owner = "new";
     f.enqueue("page-a", "v:2", presence.add("page-a", "v:2", true));
-    f.onRingChange(
-      new HashRing(["new"], { partitions: PARTITIONS }),
-      new HashRing(["old"], { partitions: PARTITIONS }),
-      new Set(),
-    );
+    moveToNew(f, owners);
     const sync = await eventually(
       () => {
         const s = owners.sent.find((x) => x.owner === "new" && x.request.type === "presence_sync");
@@ -200,12 +205,7 @@ describe("gateway - presence forwarder", () => {
       ops: [{ page: "page-a", viewer: "v:2", present: false }],
     });
     // A new owner (of this release) gets this release's batches again, after its sync.
-    owners.owner = "new";
-    f.onRingChange(
-      new HashRing(["new"], { partitions: PARTITIONS }),
-      new HashRing(["old"], { partitions: PARTITIONS }),
-      new Set(),
-    );
+    moveToNew(f, owners);
     await eventually(() => expect(owners.sent).toHaveLength(4));
     expect(owners.sent[3]!.request.type).toBe("presence_sync");
     f.enqueue("page-a", "v:4", presence.add("page-a", "v:4", true));
@@ -263,12 +263,7 @@ describe("gateway - presence forwarder", () => {
     // v:1 leaves and the partition moves to an owner of this release before the old one answers.
     f.enqueue("page-a", "v:1", presence.remove("page-a", "v:1", true));
     f.enqueue("page-a", "v:0", presence.add("page-a", "v:0", true));
-    owners.owner = "new";
-    f.onRingChange(
-      new HashRing(["new"], { partitions: PARTITIONS }),
-      new HashRing(["old"], { partitions: PARTITIONS }),
-      new Set(),
-    );
+    moveToNew(f, owners);
     await eventually(() => expect(owners.sent).toHaveLength(2));
     expect(owners.sent[1]).toMatchObject({
       owner: "new",
