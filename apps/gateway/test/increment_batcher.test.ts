@@ -5,7 +5,6 @@
  * earlier release, which refuses the batch as unknown, gets each increment on its own.
  */
 import { MemoryBus, nodeSubject } from "@livecount/bus";
-import { Membership } from "@livecount/cluster";
 import {
   ProtocolError,
   decodeNodeRequest,
@@ -14,12 +13,13 @@ import {
   type IncrementRequest,
   type NodeReply,
 } from "@livecount/protocol";
-import { silentLogger, systemClock } from "@livecount/runtime";
+import { systemClock } from "@livecount/runtime";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import { GatewayMetrics } from "../src/gateway_metrics.js";
 import { IncrementBatcher } from "../src/increment_batcher.js";
 import { OwnerClient } from "../src/owner_client.js";
+import { soleOwnerMembership } from "./fixtures/sole_owner.js";
 
 const OWNER = "owner-1";
 const TIMEOUT_MS = 300;
@@ -43,17 +43,7 @@ describe("gateway - increment batches", () => {
   function setUp(answer: (request: ReturnType<typeof decodeNodeRequest>) => NodeReply | undefined) {
     const bus = new MemoryBus({ clock: systemClock });
     stops.push(() => bus.close());
-    const membership = new Membership({
-      bus,
-      clock: systemClock,
-      logger: silentLogger,
-      dc: "dc1",
-      partitions: 8,
-      vnodes: 8,
-      leaseMs: 10_000,
-      self: OWNER,
-    });
-    membership.start();
+    const membership = soleOwnerMembership(bus, "dc1", OWNER);
     stops.push(() => membership.stop());
     const seen: string[] = [];
     bus.serve(nodeSubject("dc1", OWNER), async (data) => {

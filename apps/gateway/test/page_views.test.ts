@@ -7,7 +7,7 @@
  * watched costs neither a subscription nor a request.
  */
 import { MemoryBus, nodeSubject, pageSubject, type BusHandler, type Subscription } from "@livecount/bus";
-import { DcLiveness, Membership } from "@livecount/cluster";
+import { DcLiveness } from "@livecount/cluster";
 import {
   MAX_SNAPSHOT_BATCH,
   decodeNodeRequest,
@@ -23,6 +23,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { OwnerClient } from "../src/owner_client.js";
 import { PageViews } from "../src/page_views.js";
 import { eventually } from "../../../test/support/eventually.js";
+import { soleOwnerMembership } from "./fixtures/sole_owner.js";
 
 const DC = "dc1";
 const OWNER = "owner-1";
@@ -51,17 +52,7 @@ describe("gateway - page views", () => {
       subscribed.push(subject);
       return subscribe(subject, handler, opts);
     };
-    const membership = new Membership({
-      bus,
-      clock: systemClock,
-      logger: silentLogger,
-      dc: DC,
-      partitions: 8,
-      vnodes: 8,
-      leaseMs: 10_000,
-      self: OWNER,
-    });
-    membership.start();
+    const membership = soleOwnerMembership(bus, DC, OWNER);
     stops.push(() => membership.stop());
     const asked: string[] = [];
     bus.serve(nodeSubject(DC, OWNER), async (data) => {
