@@ -3,7 +3,6 @@
  * its owner's `increments_done` answer): round trips, categories, and malformed batches rejected as
  * bad_frame.
  */
-import { pack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
   MAX_INCREMENT_BATCH,
@@ -11,14 +10,13 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
-  isNodeReply,
-  isNodeRequest,
   replyTo,
   type IncrementRequest,
   type IncrementsReply,
   type InternalMessage,
 } from "../src/index.js";
 import { protocolErrorOf } from "./protocol_error_of.js";
+import { bytesOf, expectBatchRoundTrip } from "./batch_round_trip.js";
 
 const TS = 1_717_171_717_171;
 
@@ -40,17 +38,9 @@ const DONE: IncrementsReply = {
   ],
 };
 
-const bytesOf = (v: unknown): Uint8Array => Uint8Array.from(pack(v));
-
 describe("internal codec - increment batches", () => {
   it("internal - round-trips a batch of increments and its per-item answers, in order", () => {
-    expect(decodeNodeRequest(encodeMessage(BATCH))).toEqual(BATCH);
-    expect(decodeNodeRequest(encodeMessage({ ...BATCH, hop: 1 }))).toEqual({ ...BATCH, hop: 1 });
-    expect(decodeNodeReply(encodeMessage(DONE))).toEqual(DONE);
-    expect(isNodeRequest(BATCH)).toBe(true);
-    expect(isNodeReply(DONE)).toBe(true);
-    protocolErrorOf(() => decodeNodeReply(encodeMessage(BATCH)), "unknown_type");
-    protocolErrorOf(() => decodeNodeRequest(encodeMessage(DONE)), "unknown_type");
+    expectBatchRoundTrip(BATCH, DONE);
   });
 
   it("internal - a batch request expects the batch answer; an error answer is the batch's error", () => {

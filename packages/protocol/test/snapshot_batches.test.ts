@@ -2,7 +2,6 @@
  * The bus messages that carry snapshots of several pages (a gateway's `snapshots` request and its
  * owner's `page_states` answer): round trips, and malformed batches rejected as bad_frame.
  */
-import { pack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
   MAX_SNAPSHOT_BATCH,
@@ -11,14 +10,13 @@ import {
   decodeNodeReply,
   decodeNodeRequest,
   encodeMessage,
-  isNodeReply,
-  isNodeRequest,
   replyTo,
   type InternalMessage,
   type PageStateReply,
   type SnapshotsReply,
 } from "../src/index.js";
 import { protocolErrorOf } from "./protocol_error_of.js";
+import { bytesOf, expectBatchRoundTrip } from "./batch_round_trip.js";
 
 const TS = 1_717_171_717_171;
 
@@ -32,17 +30,9 @@ const STATES: SnapshotsReply = {
   ],
 };
 
-const bytesOf = (v: unknown): Uint8Array => Uint8Array.from(pack(v));
-
 describe("internal codec - snapshot batches", () => {
   it("internal - round-trips a batch of snapshots and its per-page answers, in order", () => {
-    expect(decodeNodeRequest(encodeMessage(BATCH))).toEqual(BATCH);
-    expect(decodeNodeRequest(encodeMessage({ ...BATCH, hop: 1 }))).toEqual({ ...BATCH, hop: 1 });
-    expect(decodeNodeReply(encodeMessage(STATES))).toEqual(STATES);
-    expect(isNodeRequest(BATCH)).toBe(true);
-    expect(isNodeReply(STATES)).toBe(true);
-    protocolErrorOf(() => decodeNodeReply(encodeMessage(BATCH)), "unknown_type");
-    protocolErrorOf(() => decodeNodeRequest(encodeMessage(STATES)), "unknown_type");
+    expectBatchRoundTrip(BATCH, STATES);
     const request = { type: "snapshots", pages: ["home"] } as const;
     expect(replyTo(request, decodeNodeReply(encodeMessage(STATES)))).toEqual(STATES);
     protocolErrorOf(() => replyTo(request, STATES.replies[0]!), "internal");
