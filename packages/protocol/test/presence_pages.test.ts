@@ -59,4 +59,29 @@ describe("presence pages", () => {
     const asOps = encodeMessage({ type: "presence", gateway: "gw", partition: 3, ops: pages.flatMap(opsOf) });
     expect(encodeMessage(batch).byteLength).toBeLessThan(asOps.byteLength / 2);
   });
+
+  it("presence pages - a viewer may be held with MAX_VIEWER_SOCKETS sockets, in either form, and no more", () => {
+    const at = (code: number): PresencePages => ({
+      type: "presence_pages",
+      gateway: "gw",
+      partition: 1,
+      pages: [["home", ["v:a", code]]],
+    });
+    for (const active of [true, false]) {
+      const code = holdCode(MAX_VIEWER_SOCKETS, active);
+      expect(decodeNodeRequest(encodeMessage(at(code)))).toEqual(at(code));
+      expect(() => decodeNodeRequest(encodeMessage(at(code + 2)))).toThrow(/hold code/);
+    }
+    const op = (sockets: number) =>
+      encodeMessage({
+        type: "presence",
+        gateway: "gw",
+        partition: 1,
+        ops: [{ page: "home", viewer: "v:a", present: true, sockets }],
+      });
+    expect(decodeNodeRequest(op(MAX_VIEWER_SOCKETS))).toMatchObject({
+      ops: [{ sockets: MAX_VIEWER_SOCKETS }],
+    });
+    expect(() => decodeNodeRequest(op(MAX_VIEWER_SOCKETS + 1))).toThrow(/sockets/);
+  });
 });
