@@ -4,24 +4,35 @@
  * the largest first. Used to find what limits a benchmark:
  *
  *   LC_BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" node loadtest/bench/run.js counter
- *   node loadtest/bench/profile_summary.js /tmp/prof/CPU.*.cpuprofile [top=25]
+ *   node loadtest/bench/profile_summary.js /tmp/prof/CPU.*.cpuprofile [top=25] [fromMs-toMs]
+ *
+ * The optional window keeps only the samples taken that many milliseconds after the profile started
+ * (the process's start): the storm's restarted gateway, say, from its spawn to exact (`0-3500`), not
+ * its idle time after or its shutdown.
  *
  * Product processes are started with LC_BENCH_NODE_FLAGS; they write the profile when they exit
  * after SIGTERM, which the bench sends at the end of each benchmark.
  */
 import { readFileSync } from "node:fs";
 
-const [file, topArg] = process.argv.slice(2);
+const [file, topArg, windowArg] = process.argv.slice(2);
 if (file === undefined) {
-  console.error("usage: node loadtest/bench/profile_summary.js <file.cpuprofile> [top]");
+  console.error("usage: node loadtest/bench/profile_summary.js <file.cpuprofile> [top] [fromMs-toMs]");
   process.exit(2);
 }
 const top = Number(topArg ?? 25);
 const profile = JSON.parse(readFileSync(file, "utf8"));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const selfUs = new Map();
+const [fromMs, toMs] = (windowArg ?? "0-Infinity").split("-").map(Number);
 // timeDeltas[i] is the time before sample i; attribute it to that sample's node.
-profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+let atUs = 0;
+profile.samples.forEach((id, i) => {
+  const deltaUs = profile.timeDeltas[i] ?? 0;
+  atUs += deltaUs;
+  if (atUs < fromMs * 1000 || atUs > toMs * 1000) return;
+  selfUs.set(id, (selfUs.get(id) ?? 0) + deltaUs);
+});
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
 const shortUrl = (url) =>

@@ -60,6 +60,8 @@ export const defaults = {
   graceMs: 3000,
   /** The restarted server's LIVECOUNT_LISTEN_SOCKETS; 0 keeps the product's default. */
   listenSockets: 0,
+  /** The restarted server's LIVECOUNT_COALESCE_MS; 0 keeps the product's default. */
+  coalesceMs: 0,
 };
 
 /** The widget's other reconnect constants (packages/widget/src/livecount.ts). */
@@ -250,11 +252,17 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
     await server.exited;
     watch.reset();
     clients.forEach((c, i) => (cpuOf[`client${i}`] = c));
+    // What the tabs had received when the server died: frames from then on are the storm's.
+    const killed = await Promise.all(clients.map((p) => ask(p, { cmd: "stats" }, "stats")));
     const cpuBefore = Object.fromEntries(Object.entries(cpuOf).map(([k, p]) => [k, cpuSeconds(p.pid)]));
     const loadAtRestart = loadavg().map((x) => round(x, 2));
     const overflowsBefore = listenOverflows();
     const restartedAt = Date.now();
-    server = spawnServer(kind, `${kind}-restarted`, port, env, dir);
+    const restartEnv = {
+      ...env,
+      ...(o.coalesceMs > 0 ? { LIVECOUNT_COALESCE_MS: String(o.coalesceMs) } : {}),
+    };
+    server = spawnServer(kind, `${kind}-restarted`, port, restartEnv, dir);
     procs.push(server);
     const listening = await poll(
       async () => ((await fetchOk(`${httpUrl}/healthz`)) ? Date.now() : undefined),
@@ -337,8 +345,8 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       reconnectAttempts: sum(after, "attempts"),
       refusedAttempts: sum(after, "failures"),
       errorFrames: sum(after, "errorFrames"),
-      /** Count frames the tabs received from the restart until exact (after includes the first connects). */
-      countFramesToExact: sum(after, "countFrames") - sum(opened, "countFrames"),
+      /** Count frames the tabs received from the kill until exact. */
+      countFramesToExact: sum(after, "countFrames") - sum(killed, "countFrames"),
       firstError: after.find((r) => r.firstError)?.firstError,
       tabsJoinedMs: tabsJoinedAt === undefined ? undefined : tabsJoinedAt - restartedAt,
       framesExactMs: framesExactAt === undefined ? undefined : framesExactAt - restartedAt,
