@@ -112,20 +112,21 @@ export async function mergePages(
       }
       const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc), packer.pack(flat)];
       const scriptKeys = [...partitionKeys, ...chunk.map((page) => keys.page(page, partition))];
-      queueScript(pipe(partition), "lcMerge", scriptKeys, args);
+      queueScript(pipe(partition), "lcMerge", scriptKeys, args, { buffer: true });
     }
   });
   // Every chunk checks the fence: the lease may run out between two.
   if (replies.includes(0)) return null;
   const advanced = new RecordsBuilder();
   replies.forEach((reply, chunk) => {
-    const flat = reply as Array<number | string[]>;
-    for (let i = 0; i < flat.length; i += 2) {
+    // Per page that advanced: its index in the chunk, how many entries, then field and value each.
+    const flat = unpackr.unpack(reply as Buffer) as Array<number | string>;
+    for (let i = 0; i < flat.length;) {
       const page = ids[chunk * PAGES_PER_MERGE + (flat[i] as number) - 1]!;
-      const fields = flat[i + 1] as string[];
-      for (let f = 0; f < fields.length; f += 2) {
-        const { counter, dc } = splitEntryField(fields[f]!);
-        advanced.add(page, counter, dc, parseEntry(fields[f + 1]));
+      const end = i + 2 + 2 * (flat[i + 1] as number);
+      for (i += 2; i < end; i += 2) {
+        const { counter, dc } = splitEntryField(flat[i] as string);
+        advanced.add(page, counter, dc, parseEntry(flat[i + 1] as string));
       }
     }
   });

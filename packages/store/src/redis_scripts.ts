@@ -89,8 +89,9 @@ return 1`,
    * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the
    * fields of indexed entries (a NUL and the DC whose presence entries are indexed), then the pages
    * as one MessagePack array (as lcWrite takes its writes): per page, page, bucket, entry count,
-   * then field, p, n per entry. Returns 0 if the fence is stale, else per page where an entry
-   * advanced, its index (1-based, in KEYS order) and its advanced fields and values, flat. A page not
+   * then field, p, n per entry. Returns 0 if the fence is stale, else one MessagePack array (one
+   * reply to decode instead of a nested array per page): per page where an entry advanced, its index
+   * (1-based, in KEYS order), how many entries advanced, then each one's field and value. A page not
    * in the store with only presence entries at zero is left out, as are a purged counter's remains.
    */
   lcMerge: `${LUA_HELPERS}
@@ -113,7 +114,9 @@ for i = 9, #KEYS do
   end
   if not skip then
     local remains = purged_remains(KEYS[i], m, first, a, purge_floor)
-    local changed, durable = {}, false
+    local count_at, durable = #advanced + 2, false
+    advanced[count_at - 1] = i - 8
+    advanced[count_at] = 0
     for e = first, a, 3 do
       local field = m[e]
       if next(remains) == nil or not remains[counter_of(field)] then
@@ -121,24 +124,26 @@ for i = 9, #KEYS do
         local indexed = is_presence(field) and string.sub(field, -#ARGV[3]) == ARGV[3]
         local value, existed = merge_entry(KEYS[i], page, bucket, field, p, n, indexed)
         if value then
-          changed[#changed + 1] = field
-          changed[#changed + 1] = value
+          advanced[#advanced + 1] = field
+          advanced[#advanced + 1] = value
+          advanced[count_at] = advanced[count_at] + 1
         end
         if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
           durable = true
         end
       end
     end
-    if #changed > 0 then
-      advanced[#advanced + 1] = i - 8
-      advanced[#advanced + 1] = changed
+    -- Nothing advanced: the page is left out of the reply.
+    if advanced[count_at] == 0 then
+      advanced[count_at] = nil
+      advanced[count_at - 1] = nil
     end
     note_emptiness(KEYS[6], KEYS[i], page, ARGV[2], durable)
   end
 end
 apply_digests(KEYS[4])
 if hw_raised > floor then redis.call("HSET", KEYS[4], "hw", string.format("%d", hw_raised)) end
-return advanced`,
+return cmsgpack.pack(advanced)`,
 
   /**
    * Publisher increments of one partition, in order, atomically. KEYS: the partition's entry script
