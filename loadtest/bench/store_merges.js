@@ -9,11 +9,11 @@
  *
  * Prints, per round (the store emptied before each), the client's CPU (this process, user +
  * system), Redis's CPU and the time Redis spent in the merge scripts (INFO commandstats), in µs
- * per page.
+ * per page; then the same for reading every page back by bucket, as a heal's sender reads them.
  */
 import { performance } from "node:perf_hooks";
 import { partitionOf } from "@livecount/ring";
-import { RedisStore } from "@livecount/store";
+import { DIGEST_BUCKETS, RedisStore } from "@livecount/store";
 import { Redis } from "ioredis";
 import { cpuTimes, round } from "./lib/measure.js";
 import { benchDir, startRedis } from "./lib/processes.js";
@@ -21,6 +21,8 @@ import { benchDir, startRedis } from "./lib/processes.js";
 const N = Number(process.argv[2] ?? 20_000);
 const ROUNDS = Number(process.argv[3] ?? 5);
 const PARTITIONS = 256;
+/** Buckets a heal's sender reads at once (apps/counter/src/anti_entropy.ts). */
+const BUCKETS_PER_READ = 64;
 
 /** Microseconds Redis has spent running EVALSHA so far. */
 async function scriptUs(admin) {
@@ -66,6 +68,29 @@ try {
     console.log(
       `round ${r + 1}: ${N} pages in ${Math.round(ms)} ms; client ${round((client.user + client.system) / N, 1)} ` +
         `us/page, redis ${round(redisUs / N, 1)} us/page (scripts ${round(script / N, 1)})`,
+    );
+    // The same pages read back as a heal's sender reads them: every bucket, 64 at a time.
+    const read0 = cpuTimes(redis.pid);
+    const readClient0 = process.cpuUsage();
+    let read = 0;
+    await Promise.all(
+      byPartition.map(async (_, p) => {
+        for (let b = 0; b < DIGEST_BUCKETS; b += BUCKETS_PER_READ) {
+          const buckets = Array.from(
+            { length: Math.min(BUCKETS_PER_READ, DIGEST_BUCKETS - b) },
+            (_, i) => b + i,
+          );
+          const pages = await store.bucketPages(p, buckets);
+          read += pages.size;
+        }
+      }),
+    );
+    const readClient = process.cpuUsage(readClient0);
+    const read1 = cpuTimes(redis.pid);
+    const readRedisUs = (read1.user + read1.system - read0.user - read0.system) * 1e6;
+    console.log(
+      `  read back ${read} pages: client ${round((readClient.user + readClient.system) / read, 1)} us/page, ` +
+        `redis ${round(readRedisUs / read, 1)} us/page`,
     );
     await store.close();
   }

@@ -63,27 +63,36 @@ export function isTombstone(counter: string): boolean {
   return counter.startsWith(TOMBSTONE_PREFIX);
 }
 
+/**
+ * Adds `dc`'s entry of `counter` to a page's record, the counter's entries made when it has none
+ * yet. Keys are own properties even when named "__proto__" (a plain assignment would set the
+ * prototype instead): no counter or DC id is lost or turned into something else.
+ */
+export function addToRecord(record: PageRecord, counter: string, dc: string, entry: Entry): void {
+  let entries = Object.hasOwn(record, counter) ? record[counter] : undefined;
+  if (entries === undefined) setOwn(record, counter, (entries = {}));
+  setOwn(entries, dc, entry);
+}
+
+function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
+  if (key === "__proto__") {
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  } else {
+    out[key] = value;
+  }
+}
+
 /** Records of pages built entry by entry (what `mergePages` returns). */
 export class RecordsBuilder {
-  readonly #pages = new Map<string, Map<string, Array<[string, Entry]>>>();
+  readonly #pages = new Map<string, PageRecord>();
 
   add(page: string, counter: string, dc: string, entry: Entry): void {
-    let counters = this.#pages.get(page);
-    if (counters === undefined) this.#pages.set(page, (counters = new Map()));
-    let entries = counters.get(counter);
-    if (entries === undefined) counters.set(counter, (entries = []));
-    entries.push([dc, entry]);
+    let record = this.#pages.get(page);
+    if (record === undefined) this.#pages.set(page, (record = {}));
+    addToRecord(record, counter, dc, entry);
   }
 
   build(): Map<string, PageRecord> {
-    const records = new Map<string, PageRecord>();
-    for (const [page, counters] of this.#pages) {
-      // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-      const record = Object.fromEntries(
-        [...counters].map(([counter, list]) => [counter, Object.fromEntries(list)]),
-      );
-      records.set(page, record);
-    }
-    return records;
+    return this.#pages;
   }
 }

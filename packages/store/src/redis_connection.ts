@@ -6,6 +6,7 @@
  */
 import calculateSlot from "cluster-key-slot";
 import { Cluster, Redis, type ChainableCommander } from "ioredis";
+import { Packr, Unpackr } from "msgpackr";
 import { partitionTag } from "./redis_keys.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { StoreError } from "./store.js";
@@ -59,6 +60,19 @@ const DOWN_MS = SLOTS_REFRESH_MS;
 
 /** A script argument: numbers travel as decimal strings. */
 export type Arg = string | number | Buffer;
+
+/**
+ * Plain MessagePack (no record extension) for Lua's cmsgpack; strings as str, so binary-safe field
+ * names (they hold a NUL) arrive as they were sent.
+ */
+export const packer = new Packr({ useRecords: false, variableMapSize: true });
+/**
+ * What Lua's cmsgpack packs: plain arrays, strings and numbers. cmsgpack packs a value of 2^32 or
+ * more as a 64-bit integer, which must come back a number (counters stay below 2^53), not a BigInt.
+ * Scripts with much to answer pack it (queued with `buffer`): one buffer to unpack costs the client
+ * far less than a nested reply, which ioredis decodes a string at a time.
+ */
+export const unpackr = new Unpackr({ useRecords: false, int64AsType: "number" });
 
 /**
  * What a call queues its commands on: the pipeline for the server of a partition's slot. On one

@@ -6,10 +6,9 @@
  * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
  * that lost its replica.
  */
-import { Packr, Unpackr } from "msgpackr";
 import { bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
-import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
+import { packer, queueScript, unpackr, type Arg, type RedisConnection } from "./redis_connection.js";
 import type { RedisKeys } from "./redis_keys.js";
 import { entryField, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import {
@@ -29,17 +28,6 @@ import {
 const PAGES_PER_MERGE = 100;
 /** Publisher increments applied by one script call: like PAGES_PER_MERGE, keeps each call short. */
 const OPS_PER_SCRIPT = 100;
-
-/**
- * Plain MessagePack (no record extension) for Lua's cmsgpack; strings as str, so binary-safe field
- * names (they hold a NUL) arrive as they were sent.
- */
-const packer = new Packr({ useRecords: false, variableMapSize: true });
-/**
- * What Lua's cmsgpack packs: plain arrays, strings and numbers. cmsgpack packs a value of 2^32 or
- * more as a 64-bit integer, which must come back a number (counters stay below 2^53), not a BigInt.
- */
-const unpackr = new Unpackr({ useRecords: false, int64AsType: "number" });
 
 /** Store.write of validated, non-empty groups. */
 export async function writeGroups(

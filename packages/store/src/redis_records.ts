@@ -8,6 +8,7 @@ import {
   type IncrementOutcome,
   type PageRecord,
 } from "./store.js";
+import { addToRecord } from "./page_merge.js";
 
 const ENTRY_VALUE = /^\d+:\d+$/;
 
@@ -50,29 +51,22 @@ export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome 
  * A page hash's fields (`{counter}\0{dc}` -> "p:n") as a record by counter and data center: from
  * HGETALL's object, or from the flat field, value, field, value... list a script returns.
  */
-export function pageRecord(fields: Readonly<Record<string, string>> | readonly string[]): PageRecord {
-  const byCounter = new Map<string, Array<[string, Entry]>>();
-  for (const [field, value] of fieldPairs(fields)) {
-    const { counter, dc } = splitEntryField(field);
-    let entries = byCounter.get(counter);
-    if (entries === undefined) byCounter.set(counter, (entries = []));
-    entries.push([dc, parseEntry(value)]);
-  }
-  // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-  return Object.fromEntries(
-    [...byCounter].map(([counter, entries]) => [counter, Object.fromEntries(entries)]),
-  );
-}
-
-function* fieldPairs(
-  fields: Readonly<Record<string, string>> | readonly string[],
-): Iterable<readonly [string, string]> {
+export function pageRecord(fields: Readonly<Record<string, string>> | readonly unknown[]): PageRecord {
+  const record: PageRecord = {};
   if (!Array.isArray(fields)) {
-    yield* Object.entries(fields);
-    return;
+    for (const [field, value] of Object.entries(fields)) addField(record, field, value);
+    return record;
   }
   if (fields.length % 2 !== 0) throw new StoreError("malformed page reply from redis: odd field list");
-  for (let i = 0; i < fields.length; i += 2) yield [fields[i]!, fields[i + 1]!];
+  for (let i = 0; i < fields.length; i += 2) addField(record, fields[i], fields[i + 1]);
+  return record;
+}
+
+function addField(record: PageRecord, field: unknown, value: unknown): void {
+  const sep = typeof field === "string" ? field.indexOf("\u0000") : -1;
+  if (sep < 0) throw new StoreError(`malformed entry field in redis: ${JSON.stringify(field)}`);
+  const name = field as string;
+  addToRecord(record, name.slice(0, sep), name.slice(sep + 1), parseEntry(value));
 }
 
 /** The counter and data center of an entry's field in a page hash. */

@@ -432,10 +432,11 @@ for i = 1, #fields, 2 do
 end
 return out`,
 
+  /** KEYS: pages. Returns one MessagePack array: per page, its fields and values, flat (HGETALL's). */
   lcLoad: `
 local pages = {}
 for i = 1, #KEYS do pages[i] = redis.call("HGETALL", KEYS[i]) end
-return pages`,
+return cmsgpack.pack(pages)`,
 
   /** KEYS: lease, digest. ARGV: epoch, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
   lcRaisePurgeFloor: `${LUA_HELPERS}

@@ -40,7 +40,7 @@ import { RedisKeys } from "./redis_keys.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
 import { entryField, pageRecord, parseEntry, readNonZero } from "./redis_records.js";
-import { RedisConnection, queueScript, type RedisConnectionOptions } from "./redis_connection.js";
+import { RedisConnection, queueScript, unpackr, type RedisConnectionOptions } from "./redis_connection.js";
 import { listPages } from "./redis_listing.js";
 import { increment, mergePages, writeGroups } from "./redis_entry_writes.js";
 import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites } from "./validate.js";
@@ -215,12 +215,15 @@ export class RedisStore implements Store {
           "lcLoad",
           indexes.map((i) => this.#page(pages[i]!)),
           [],
+          { buffer: true },
         );
       }
     });
     const records = new Array<PageRecord>(pages.length);
     chunks.forEach(({ indexes }, c) => {
-      (replies[c] as string[][]).forEach((flat, k) => (records[indexes[k]!] = pageRecord(flat)));
+      // One buffer per script (MessagePack): a nested reply costs ioredis a decode step per string.
+      const lists = unpackr.unpack(replies[c] as Buffer) as unknown[][];
+      lists.forEach((flat, k) => (records[indexes[k]!] = pageRecord(flat)));
     });
     return records;
   }

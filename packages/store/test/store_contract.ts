@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import {
   InvalidStoreInputError,
   StoreError,
+  bucketOf,
   type Fence,
   type IncrementOp,
   type Lease,
@@ -225,6 +226,25 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(Object.getOwnPropertyDescriptor(record, "__proto__")?.value).toEqual({ dc1: { p: 4, n: 1 } });
         expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
         expect(Object.hasOwn(Object.prototype, "dc1")).toBe(false);
+      });
+
+      test(`${name} - every read of whole pages keeps counters named like Object's properties`, async () => {
+        const fence = await lease();
+        const entry = { p: 4, n: 1 };
+        const names = ["__proto__", "constructor", "toString", "hasOwnProperty"];
+        await store.write([
+          { fence, writes: names.map((counter) => ({ page: "p1", counter, dc: "dc1", entry })) },
+        ]);
+        const expected = Object.fromEntries(names.map((counter) => [counter, { dc1: entry }]));
+        const [many] = await store.loadMany(["p1"]);
+        const inBucket = (await store.bucketPages(0, [bucketOf("p1")])).get("p1")!;
+        for (const record of [await store.load("p1"), many!, inBucket]) {
+          expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
+          for (const counter of names) {
+            expect(Object.getOwnPropertyDescriptor(record, counter)?.value).toEqual({ dc1: entry });
+          }
+          expect(record).toEqual(expected);
+        }
       });
 
       test(`${name} - write keeps counts exact up to the largest safe integer`, async () => {
