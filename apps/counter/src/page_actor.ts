@@ -309,17 +309,24 @@ export class PageActor {
    * applied (a timeout): what advanced is written and published by the next flush.
    */
   mergeDurable(record: PageRecord, store: "stored" | "unconfirmed" = "stored"): void {
-    let ownAdvanced = false;
+    // Presence that advanced, in any DC and in this one: what viewers and presence depend on. A heal
+    // moves likes on most pages and presence on few; the rest needs neither recomputed.
+    let presenceAdvanced = false;
+    let ownPresenceAdvanced = false;
     for (const [name, entries] of Object.entries(record)) {
       if (isSeriesCounter(name)) continue;
+      const presence = isPresenceCounter(name);
       for (const [dc, entry] of Object.entries(entries)) {
         if (!this.#counter(name).merge(dc, entry)) continue;
-        if (dc === this.#host.dc) ownAdvanced = true;
+        if (presence) {
+          presenceAdvanced = true;
+          if (dc === this.#host.dc) ownPresenceAdvanced = true;
+        }
         if (store === "unconfirmed") this.#markWrite(name, dc);
       }
     }
-    if (ownAdvanced) this.#ownRaised();
-    this.#host.viewersChanged?.(this);
+    if (ownPresenceAdvanced) this.#ownRaised();
+    if (presenceAdvanced) this.#host.viewersChanged?.(this);
   }
 
   /** This DC's presence entries moved up under the actor: presence keeps counting on top of them. */

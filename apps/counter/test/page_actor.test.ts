@@ -60,6 +60,8 @@ class FakeHost implements ActorHost {
   purgeFloor(): number {
     return 0;
   }
+
+  viewersChanged?: (actor: PageActor) => void;
 }
 
 function activeActor(
@@ -150,6 +152,35 @@ describe("counter - page actor", () => {
       [CONNECTIONS_COUNTER]: { p: 1, n: 0 },
       likes: { p: 0, n: 0 },
     });
+  });
+
+  test("counter - merged entries recount viewers and raise presence only when presence advanced", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, { likes: { dc1: { p: 1, n: 0 } } });
+    let recounts = 0;
+    host.viewersChanged = () => recounts++;
+    /** Whether the actor recounted its viewers since the last call. */
+    const recounted = (): boolean => {
+      const any = recounts > 0;
+      recounts = 0;
+      return any;
+    };
+    // Likes of both DCs, this one's included (a rebuilt DC gets them back): no viewer moved.
+    actor.mergeDurable({ likes: { dc1: { p: 5, n: 0 }, dc2: { p: 2, n: 0 } } });
+    expect(actor.value("likes")).toBe(7);
+    expect([recounted(), host.floor]).toEqual([false, 0]);
+    // Another DC's viewers: recounted, this DC's presence untouched.
+    actor.mergeDurable({ [VIEWERS_COUNTER]: { dc2: { p: 4, n: 1 } } });
+    expect([recounted(), host.floor]).toEqual([true, 0]);
+    // This DC's own viewers entry moved up under the actor: the floor rises, and presence counts on
+    // top of the entry (no viewer is held here, so it moves back to zero: dc2's 3 remain).
+    actor.mergeDurable({ [VIEWERS_COUNTER]: { dc1: { p: 6, n: 2 } } });
+    expect([recounted(), host.floor]).toEqual([true, 6]);
+    expect(actor.value(VIEWERS_COUNTER)).toBe(3);
+    expect(actor.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 6, n: 6 });
+    // Nothing advanced: nothing recounted.
+    actor.mergeDurable({ [VIEWERS_COUNTER]: { dc2: { p: 4, n: 1 } }, likes: { dc2: { p: 1, n: 0 } } });
+    expect(recounted()).toBe(false);
   });
 
   test("counter - a deleted counter still hidden with its entry here at zero is not published again, until it changes", () => {
