@@ -18,6 +18,14 @@ import { DCS, DataCenters, waitFor } from "./lib/data_centers.js";
 import { cpuSeconds, round } from "./lib/measure.js";
 import { benchDir } from "./lib/processes.js";
 
+/** The counter nodes' anti-entropy metrics a heal reports, by the name it reports them under. */
+const AE_METRICS = [
+  ["bytesSent", "livecount_counter_anti_entropy_bytes_sent_total"],
+  ["pagesSent", 'livecount_counter_anti_entropy_pages_total{direction="sent"}'],
+  ["pagesReceived", 'livecount_counter_anti_entropy_pages_total{direction="received"}'],
+  ["pagesChanged", 'livecount_counter_anti_entropy_pages_total{direction="changed"}'],
+];
+
 export const defaults = {
   pages: 100_000,
   /** Items per POST /v1/counters/increment (at most 1000). */
@@ -86,6 +94,16 @@ export async function largeHealBench(options = {}, log = console.error) {
     // CPU of every server process over the heal: less noisy than wall time on a shared machine.
     const servers = procs.filter((p) => p.name !== "link");
     const cpu = () => new Map(servers.map((p) => [p.name, cpuSeconds(p.pid)]));
+    /** What each DC's anti-entropy has moved so far, by metric (bytes sent; pages sent, received, changed). */
+    const movedNow = async () => {
+      const moved = {};
+      for (const dc of DCS) {
+        moved[dc] = {};
+        for (const [key, metric] of AE_METRICS) moved[dc][key] = await centers.counterMetric(dc, metric);
+      }
+      return moved;
+    };
+    const movedBefore = await movedNow();
     const cpuBefore = cpu();
     const healAt = performance.now();
     await centers.heal();
@@ -110,11 +128,12 @@ export async function largeHealBench(options = {}, log = console.error) {
     const from = Math.max(healAt, notLinkedAt);
     const sample = pick(pages, o.sample);
     const wrong = await wrongPages(centers, sample, 4);
+    // Pages sent against pages changed tell a heal that moved each page once from one that moved
+    // some twice (comparisons that crossed, transfers compared again).
+    const after = await movedNow();
     const moved = {};
     for (const dc of DCS) {
-      moved[dc] = {
-        bytesSent: await centers.counterMetric(dc, "livecount_counter_anti_entropy_bytes_sent_total"),
-      };
+      moved[dc] = Object.fromEntries(AE_METRICS.map(([key]) => [key, after[dc][key] - movedBefore[dc][key]]));
     }
     const result = {
       pages: o.pages,
