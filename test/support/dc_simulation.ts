@@ -48,6 +48,8 @@ export class SimDc {
   readonly bus: LinkedBus;
   store: MemoryStore;
   node: CounterNode | undefined;
+  /** The metrics of the node started last. */
+  registry = new Registry();
 
   constructor(
     readonly name: string,
@@ -83,7 +85,7 @@ export class SimDc {
       bus: this.bus,
       store: this.store,
       logger: silentLogger,
-      registry: new Registry(),
+      registry: (this.registry = new Registry()),
       clock: this.sim.clock,
       alone: false,
     });
@@ -139,6 +141,23 @@ export class SimDc {
     if (reply.type !== "page_state")
       throw new Error(`${this.name}: snapshot failed: ${JSON.stringify(reply)}`);
     return reply.counters as PageRecord;
+  }
+
+  /** Whether this DC's node holds `remote` live (its `livecount_counter_dc_up` gauge). */
+  async dcUp(remote: string): Promise<boolean> {
+    return (await this.metric(`livecount_counter_dc_up{dc="${remote}"}`)) === 1;
+  }
+
+  /** A metric of the node, `name` or `name{label="value",...}` (labels in any order), summed; 0 when absent. */
+  async metric(selector: string): Promise<number> {
+    const [, name, labelText = ""] = /^([^{]+)(?:\{(.*)\})?$/.exec(selector)!;
+    const wanted = [...labelText.matchAll(/(\w+)="([^"]*)"/g)].map(([, k, v]) => [k!, v!] as const);
+    const metric = this.registry.getSingleMetric(name!);
+    if (metric === undefined) return 0;
+    const { values } = await metric.get();
+    return values
+      .filter((v) => wanted.every(([k, want]) => String((v.labels as Record<string, unknown>)[k]) === want))
+      .reduce((sum, v) => sum + v.value, 0);
   }
 
   /** A counter's value summed over every DC's entry, as this DC holds it. */

@@ -98,7 +98,8 @@ export class AntiEntropy {
     this.#running = true;
     this.#summaries = this.#o.bus.subscribe(antiEntropySubject(this.#o.dc), (data) => this.#receive(data));
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
-      // Whatever was in flight with that DC may be lost: nothing waits for it any more.
+      // Comparisons with that DC not started yet are dropped; its transfers in flight end by their
+      // own silence if they were lost (Exchanges.forget).
       this.#exchanges.forget(remote, event.kind !== "down");
       if (event.kind === "down") return;
       void this.compare(remote);
@@ -211,6 +212,10 @@ export class AntiEntropy {
       return;
     }
     if (!isAntiEntropy(msg) || msg.to !== this.#o.dc || msg.from === this.#o.dc) return;
+    // Proof of life as good as a heartbeat, which may be queued behind this transfer's entries; and
+    // the other DC is sending, so a pull of its may be queued behind them too.
+    this.#o.liveness.heard(msg.from);
+    this.#exchanges.heard(msg.from);
     if (msg.type === "ae_summary") {
       void this.#onSummary(msg);
       return;
@@ -235,6 +240,11 @@ export class AntiEntropy {
     if (mine.length === 0) return;
     void this.#purge.compareTombs(msg, (p) => this.#held.has(p));
     const bootstrap = new Set(msg.bootstrap ?? []);
+    // Marked answered before anything is read: buckets the other DC sends meanwhile (its answer to
+    // this node's own summary) cross the answer this node is about to send, and only one side may
+    // drive (Exchanges.leftToRemote).
+    for (const [partition] of mine)
+      if (!bootstrap.has(partition)) this.#exchanges.answered(msg.from, partition);
     let local: string[];
     try {
       local = await this.#o.store.digests(mine.map(([p]) => p));
@@ -255,6 +265,8 @@ export class AntiEntropy {
         const digests = await this.#o.store.bucketDigests(partition);
         // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
         const floor = learning ? await this.#o.store.purgeFloor(partition) : 0;
+        // Driven from here meanwhile (the other's buckets came while these were read): not offered.
+        if (this.#exchanges.isDriving(msg.from, partition)) return;
         if (!learning) this.#exchanges.answered(msg.from, partition);
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
@@ -318,6 +330,7 @@ export class AntiEntropy {
   /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
   async #onEntries(msg: AeEntries): Promise<void> {
     if (this.#exchanges.isDriving(msg.from, msg.partition)) this.#progress(msg.from, msg.partition);
+    else this.#exchanges.remoteProgress(msg.from, msg.partition);
     if (msg.pull !== undefined) {
       // The other DC drives this comparison: a crossed one left to it is taken.
       this.#exchanges.remoteDrives(msg.from, msg.partition);

@@ -6,7 +6,11 @@ import type { Clock, TimerHandle } from "@livecount/runtime";
  * the comparisons crossed: only the DC whose name sorts first drives it.
  */
 const CROSSING_MS = 5_000;
-/** The DC that left a crossed comparison to the other takes it back if no entries came by then. */
+/**
+ * The DC that left a crossed comparison to the other takes it back if the other's pull has not come
+ * by then and nothing else has come from it for as long: while a heal's entries keep coming, the
+ * pull may just be waiting behind them here.
+ */
 const CROSSING_FALLBACK_MS = 3_000;
 /**
  * A transfer this node drives that neither sends nor receives anything for this long is lost (a
@@ -33,12 +37,15 @@ export class Exchanges {
   readonly #driving = new Map<string, TimerHandle>();
   /**
    * `remote|partition` of exchanges the remote drives (its pull came) whose pages have not all come
-   * yet (its `done`): under way, so a follow-up comparison leaves them be. Compared while this node
-   * still merges them, they would differ, and be transferred a second time.
+   * yet (its `done`) -> when its last message came: under way, so a follow-up comparison leaves them
+   * be while they keep coming. Compared while this node still merges them, they would differ, and be
+   * transferred a second time. Silent for TRANSFER_STALL_MS, one is taken for lost.
    */
-  readonly #remoteDriving = new Set<string>();
+  readonly #remoteDriving = new Map<string, number>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
   readonly #exchanged = new Map<string, Set<number>>();
+  /** Per remote DC, when an anti-entropy message of its last came. */
+  readonly #heardAt = new Map<string, number>();
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -57,14 +64,28 @@ export class Exchanges {
     const k = key(remote, partition);
     const at = this.#answered.get(k);
     if (at === undefined || this.#clock.now() - at >= CROSSING_MS || self < remote) return false;
-    if (!this.#leftToRemote.has(k)) {
-      const timer = this.#clock.setTimeout(() => {
-        this.#leftToRemote.delete(k);
-        takeBack();
-      }, CROSSING_FALLBACK_MS);
-      this.#leftToRemote.set(k, timer);
-    }
+    if (!this.#leftToRemote.has(k)) this.#awaitPull(remote, k, CROSSING_FALLBACK_MS, takeBack);
     return true;
+  }
+
+  /** Takes a crossed comparison back after `ms`, unless `remote` was heard within the fallback by then. */
+  #awaitPull(remote: string, k: string, ms: number, takeBack: () => void): void {
+    const timer = this.#clock.setTimeout(() => {
+      if (this.#leftToRemote.get(k) !== timer) return;
+      const quietMs = this.#clock.now() - (this.#heardAt.get(remote) ?? -Infinity);
+      if (quietMs < CROSSING_FALLBACK_MS) {
+        this.#awaitPull(remote, k, CROSSING_FALLBACK_MS - quietMs, takeBack);
+        return;
+      }
+      this.#leftToRemote.delete(k);
+      takeBack();
+    }, ms);
+    this.#leftToRemote.set(k, timer);
+  }
+
+  /** An anti-entropy message of `remote` came: it is sending, whatever it is still to send. */
+  heard(remote: string): void {
+    this.#heardAt.set(remote, this.#clock.now());
   }
 
   /** `remote` drives an exchange of `partition` (its pull came): nothing is left to take back. */
@@ -72,16 +93,26 @@ export class Exchanges {
     const k = key(remote, partition);
     this.#clear(this.#leftToRemote, k);
     this.#answered.delete(k);
-    this.#remoteDriving.add(k);
+    this.#remoteDriving.set(k, this.#clock.now());
+  }
+
+  /** Pages of an exchange `remote` drives came: it is still under way. */
+  remoteProgress(remote: string, partition: number): void {
+    const k = key(remote, partition);
+    if (this.#remoteDriving.has(k)) this.#remoteDriving.set(k, this.#clock.now());
   }
 
   isDriving(remote: string, partition: number): boolean {
     return this.#driving.has(key(remote, partition));
   }
 
-  /** A transfer this node drives moved (or starts): its stall timer starts again. */
+  /**
+   * A transfer this node drives moved (or starts): its stall timer starts again, and a crossed
+   * comparison of the partition left to `remote` is not taken back later (this one covers it).
+   */
   progress(remote: string, partition: number, stalled: () => void): void {
     const k = key(remote, partition);
+    this.#clear(this.#leftToRemote, k);
     this.#clear(this.#driving, k);
     const timer = this.#clock.setTimeout(() => {
       if (this.#driving.get(k) !== timer) return;
@@ -102,18 +133,28 @@ export class Exchanges {
   notExchanged(remote: string, held: Iterable<number>): number[] {
     const exchanged = this.#exchanged.get(remote) ?? new Set<number>();
     return [...held].filter(
-      (p) => !exchanged.has(p) && !this.isDriving(remote, p) && !this.#remoteDriving.has(key(remote, p)),
+      (p) => !exchanged.has(p) && !this.isDriving(remote, p) && !this.#remoteUnderWay(key(remote, p)),
     );
   }
 
-  /** `remote` went down, or was heard again: whatever was in flight with it may be lost. */
+  #remoteUnderWay(k: string): boolean {
+    const at = this.#remoteDriving.get(k);
+    return at !== undefined && this.#clock.now() - at < TRANSFER_STALL_MS;
+  }
+
+  /**
+   * `remote` went down, or was heard again (`heardAgain`): comparisons not started yet are dropped,
+   * and nothing counts as exchanged with it any more. Transfers in flight are not dropped: a DC
+   * declared down while a heal's entries kept its heartbeats waiting is heard again a moment later,
+   * its transfers still coming, and started over they would move every page twice. One that was
+   * lost ends by its own silence (TRANSFER_STALL_MS), and is compared again then.
+   */
   forget(remote: string, heardAgain: boolean): void {
     const prefix = `${remote}|`;
-    for (const timers of [this.#driving, this.#leftToRemote]) {
-      for (const k of [...timers.keys()]) if (k.startsWith(prefix)) this.#clear(timers, k);
-    }
+    for (const k of [...this.#leftToRemote.keys()])
+      if (k.startsWith(prefix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
-    for (const k of [...this.#remoteDriving]) if (k.startsWith(prefix)) this.#remoteDriving.delete(k);
+    this.#heardAt.delete(remote);
     if (heardAgain) this.#exchanged.set(remote, new Set());
     else this.#exchanged.delete(remote);
   }
@@ -134,13 +175,15 @@ export class Exchanges {
     for (const timers of [this.#driving, this.#leftToRemote]) {
       for (const k of [...timers.keys()]) if (k.endsWith(suffix)) this.#clear(timers, k);
     }
-    for (const k of [...this.#remoteDriving]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
+    for (const k of [...this.#remoteDriving.keys()]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
   }
 
-  /** Forgets answers too old to cross anything. */
+  /** Forgets answers too old to cross anything, and exchanges the remote drove that went silent. */
   prune(): void {
     const now = this.#clock.now();
     for (const [k, at] of this.#answered) if (now - at >= CROSSING_MS) this.#answered.delete(k);
+    for (const k of [...this.#remoteDriving.keys()])
+      if (!this.#remoteUnderWay(k)) this.#remoteDriving.delete(k);
   }
 
   clear(): void {
@@ -151,6 +194,7 @@ export class Exchanges {
     this.#answered.clear();
     this.#remoteDriving.clear();
     this.#exchanged.clear();
+    this.#heardAt.clear();
   }
 
   #clear(timers: Map<string, TimerHandle>, k: string): void {

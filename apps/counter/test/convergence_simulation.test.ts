@@ -2,10 +2,12 @@
  * Convergence across data centers from durable state alone, simulated in one process on one clock
  * (test/support/dc_simulation.ts): real counter nodes and stores, hours of clock time in seconds.
  */
-import { VIEWERS_COUNTER, decodeMessage } from "@livecount/protocol";
+import { DCS_SUBJECT, antiEntropySubject } from "@livecount/bus";
+import { VIEWERS_COUNTER, decodeMessage, encodeMessage } from "@livecount/protocol";
 import { MemoryStore, StoreError } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation } from "../../../test/support/dc_simulation.js";
+import type { ManualClock } from "../../../test/support/manual_clock.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 
 const HOUR_MS = 3_600_000;
@@ -25,6 +27,20 @@ class AnswerLosingStore extends MemoryStore {
   }
 }
 
+/** A store whose bucket digests take `delayMs` of clock time to read, when told: a busy Redis. */
+class SlowBucketsStore extends MemoryStore {
+  delayMs = 0;
+
+  constructor(private readonly clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  override async bucketDigests(partition: number): Promise<string[]> {
+    if (this.delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.delayMs));
+    return super.bucketDigests(partition);
+  }
+}
+
 describe("counter - convergence across data centers (simulated clock)", () => {
   let sim: DcSimulation;
   afterEach(async () => sim.stop());
@@ -37,6 +53,60 @@ describe("counter - convergence across data centers (simulated clock)", () => {
       expect(seen, `likes in ${dc}`).toEqual(truth);
     }
   }
+
+  test("counter - comparisons that cross while one side reads its bucket digests move each page once", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    const slow = new SlowBucketsStore(sim.clock);
+    sim.add("dc2").store = slow;
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    await sim.run(2_000);
+    sim.cut("dc1", "dc2");
+    const pages = Array.from({ length: 30 }, (_, i) => `crossed-${i}`);
+    for (const page of pages) {
+      await sim.dc("dc1").increment(page, "likes", 1, `a-${page}`);
+      await sim.dc("dc2").increment(page, "likes", 2, `b-${page}`);
+    }
+    await sim.run(6_000);
+    // Healed, both compare at once; dc2 answers dc1's summary slowly, so dc1's answer to dc2's
+    // summary reaches dc2 while it reads.
+    slow.delayMs = 1_000;
+    sim.link("dc1", "dc2");
+    await sim.run(15_000);
+    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 3])));
+    for (const dc of ["dc1", "dc2"]) {
+      expect(
+        await sim.dc(dc).metric('livecount_counter_anti_entropy_pages_total{direction="sent"}'),
+        dc,
+      ).toBe(pages.length);
+    }
+  });
+
+  test("counter - a DC whose heartbeats wait behind anti-entropy entries stays live while they come", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    sim.add("dc2");
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    await sim.run(2_000);
+    expect(await sim.dc("dc1").dcUp("dc2")).toBe(true);
+    // dc2's heartbeats held up on the way (as behind a heal's megabytes of entries on a NATS
+    // gateway); what anti-entropy sends from dc2 still arrives, for longer than dc2's lease (5 s).
+    sim.drop = (from, _to, subject) => from === "dc2" && subject === DCS_SUBJECT;
+    const summary = encodeMessage({ type: "ae_summary", from: "dc2", to: "dc1", digests: [] });
+    for (let s = 0; s < 8; s++) {
+      sim.dc("dc2").bus.publish(antiEntropySubject("dc1"), summary);
+      await sim.run(1_000);
+    }
+    expect(await sim.dc("dc1").dcUp("dc2")).toBe(true);
+    // Silent in every way for longer than the lease: down, as before.
+    await sim.run(6_000);
+    expect(await sim.dc("dc1").dcUp("dc2")).toBe(false);
+    sim.drop = undefined;
+    await sim.run(1_000);
+    expect(await sim.dc("dc1").dcUp("dc2")).toBe(true);
+  });
 
   test("counter - a two-hour partition heals exactly, untouched pages included, with no new traffic", async () => {
     const seed = testSeed("two-hour partition");

@@ -26,6 +26,37 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.leftToRemote("dc2", 4, "dc1", () => takenBack++)).toBe(false);
   });
 
+  test("counter - a crossed comparison is not taken back while the other DC keeps sending: after 3 s of its silence", async () => {
+    const { clock, x } = setUp();
+    let takenBack = 0;
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    // dc1's entries of other partitions keep coming (its pull of 4 waits behind them here).
+    for (let t = 0; t < 10_000; t += 1_000) {
+      x.heard("dc1");
+      await clock.advance(1_000);
+    }
+    expect(takenBack).toBe(0);
+    // Another DC sending says nothing about dc1.
+    x.heard("dc3");
+    await clock.advance(1_999);
+    expect(takenBack).toBe(0);
+    await clock.advance(1);
+    expect(takenBack).toBe(1);
+  });
+
+  test("counter - a crossed comparison this node drives after all is not taken back once its transfer is done", async () => {
+    const { clock, x } = setUp();
+    let takenBack = 0;
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    // Driven from here anyway (the other DC's buckets came before this node's answer was sent).
+    x.progress("dc1", 4, () => {});
+    x.done("dc1", 4);
+    await clock.advance(10_000);
+    expect(takenBack).toBe(0);
+  });
+
   test("counter - a crossed comparison the other DC drives is not taken back; an old answer crosses nothing", async () => {
     const { clock, x } = setUp();
     let takenBack = 0;
@@ -54,32 +85,36 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.isDriving("dc2", 7)).toBe(false);
   });
 
-  test("counter - done ends a driven exchange and counts as exchanged since the DC was heard; forget drops what was in flight", async () => {
+  test("counter - done ends a driven exchange and counts as exchanged since the DC was heard; a DC going down and up keeps what is in flight", async () => {
     const { clock, x } = setUp();
-    let stalls = 0;
+    const stalls: number[] = [];
     x.forget("dc2", true);
-    x.progress("dc2", 1, () => stalls++);
-    x.progress("dc2", 2, () => stalls++);
+    x.progress("dc2", 1, () => stalls.push(1));
+    x.progress("dc2", 2, () => stalls.push(2));
     x.done("dc2", 1);
     expect(x.isDriving("dc2", 1)).toBe(false);
     // 1 is exchanged, 2 is in flight, 3 was never compared.
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([3]);
-    x.progress("dc-3", 5, () => stalls++);
+    x.progress("dc-3", 5, () => stalls.push(5));
     expect(x.inFlight()).toEqual({ dc2: 1, "dc-3": 1 });
+    // dc2 declared down and heard again (its heartbeats late behind a heal's entries): the transfer
+    // of 2 is still under way, and is neither driven again nor offered to dc2 for driving.
     x.forget("dc2", false);
-    expect(x.inFlight()).toEqual({ "dc-3": 1 });
-    x.done("dc-3", 5);
-    expect(x.inFlight()).toEqual({});
-    await clock.advance(20_000);
-    expect(stalls).toBe(0);
-    expect(x.isDriving("dc2", 2)).toBe(false);
-    // Heard again: nothing exchanged since.
     x.forget("dc2", true);
+    expect(x.inFlight()).toEqual({ dc2: 1, "dc-3": 1 });
+    expect(x.isDriving("dc2", 2)).toBe(true);
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 3]);
+    x.done("dc-3", 5);
+    expect(x.inFlight()).toEqual({ dc2: 1 });
+    // Lost after all: it ends by its own silence, and is compared again then.
+    await clock.advance(10_000);
+    expect(stalls).toEqual([2]);
+    expect(x.isDriving("dc2", 2)).toBe(false);
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
   });
 
-  test("counter - an exchange the remote drives is left out of follow-ups until its done came, or the remote was heard again", () => {
-    const { x } = setUp();
+  test("counter - an exchange the remote drives is left out of follow-ups while its pages come, until its done or 10 s of silence", async () => {
+    const { clock, x } = setUp();
     x.forget("dc2", true);
     // dc2 drives 1 and 2 (their pulls came); its pages of 1 are all here, those of 2 are not.
     x.remoteDrives("dc2", 1);
@@ -92,9 +127,22 @@ describe("counter - anti-entropy exchanges", () => {
     x.remoteDrives("dc2", 4);
     x.dropPartition(4);
     expect(x.notExchanged("dc2", [4])).toEqual([4]);
-    // Heard again: whatever was under way may be lost, so every partition is compared again.
+    // Heard again: 2's pages are still coming, so it is still under way; 1 is to compare again.
     x.forget("dc2", true);
-    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
+    expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 3]);
+    // Each page of it that comes starts the wait again; a page of an exchange it does not drive
+    // starts nothing.
+    await clock.advance(9_000);
+    x.remoteProgress("dc2", 2);
+    x.remoteProgress("dc2", 3);
+    await clock.advance(9_000);
+    expect(x.notExchanged("dc2", [2, 3])).toEqual([3]);
+    // Silent for 10 s: taken for lost (the remote's own stall compares it again), and pruned.
+    await clock.advance(1_000);
+    expect(x.notExchanged("dc2", [2, 3])).toEqual([2, 3]);
+    x.prune();
+    x.remoteProgress("dc2", 2);
+    expect(x.notExchanged("dc2", [2])).toEqual([2]);
   });
 
   test("counter - a dropped partition stops its timers, other partitions keep theirs", async () => {
@@ -124,7 +172,7 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.leftToRemote("dc1", 4, "dc2", () => {})).toBe(true);
   });
 
-  test("counter - forgetting a DC drops its answers and timers only, not another DC's", async () => {
+  test("counter - forgetting a DC drops its answers and take-back timers only, not its transfers or another DC's", async () => {
     const { clock, x } = setUp();
     const fired: string[] = [];
     for (const remote of ["dc1", "dc3"]) {
@@ -133,15 +181,16 @@ describe("counter - anti-entropy exchanges", () => {
       x.progress(remote, 4, () => fired.push(`stalled ${remote}`));
     }
     expect(x.leftToRemote("dc3", 4, "dc4", () => fired.push("taken back dc3"))).toBe(true);
+    expect(x.leftToRemote("dc1", 5, "dc4", () => fired.push("taken back dc1"))).toBe(true);
     x.forget("dc1", false);
-    expect(x.isDriving("dc1", 4)).toBe(false);
+    expect(x.isDriving("dc1", 4)).toBe(true);
     expect(x.isDriving("dc3", 4)).toBe(true);
-    // dc1's answer went with it: nothing crosses any more.
+    // dc1's answers went with it: nothing crosses any more.
     expect(x.leftToRemote("dc1", 4, "dc2", () => fired.push("taken back dc1"))).toBe(false);
     // dc3's answers still cross.
     expect(x.leftToRemote("dc3", 5, "dc4", () => {})).toBe(true);
     await clock.advance(10_000);
-    expect(fired.sort()).toEqual(["stalled dc3", "taken back dc3"]);
+    expect(fired.sort()).toEqual(["stalled dc1", "stalled dc3", "taken back dc3"]);
   });
 
   test("counter - while a DC is down, a late done from it counts as no exchange", () => {

@@ -104,6 +104,18 @@ export class DcLiveness {
       .sort((a, b) => (a.dc < b.dc ? -1 : 1));
   }
 
+  /**
+   * Something other than a heartbeat came from `dc` (anti-entropy entries): it was live when it sent
+   * it, as a heartbeat would say. A heal moves megabytes over the link the heartbeats take too, and a
+   * node busy merging them reads its input late: heartbeats waiting behind the entries would let
+   * the lease lapse, and the DC would go down and up again mid-heal, every transfer in flight started
+   * over. Only a heartbeat brings a DC up (or reports a gap); this keeps a live one live.
+   */
+  heard(dc: string): void {
+    const remote = this.#remotes.get(dc);
+    if (remote?.live === true) remote.lastHeard = Math.max(remote.lastHeard, this.#o.clock.now());
+  }
+
   /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
   lagMs(dc: string): number {
     if (dc === this.#o.dc) return 0;

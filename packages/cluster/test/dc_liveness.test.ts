@@ -87,6 +87,31 @@ describe("cluster - data center liveness", () => {
     expect(lines.at(-1)).toMatchObject({ level: INFO, msg: "data center up again", dc: "dc2" });
   });
 
+  test("cluster - other messages from a live DC keep it live; they never bring one up", async () => {
+    const { clock, events, hear } = setUp();
+    liveness.heard("dc2");
+    expect(liveness.isLive("dc2")).toBe(false);
+    await hear("dc2", "n1", 1);
+    // Heartbeats silent (queued behind a transfer), its entries arriving: live past its lease.
+    for (let t = 0; t < 3 * LEASE_MS; t += LEASE_MS / 2) {
+      await clock.advance(LEASE_MS / 2);
+      liveness.heard("dc2");
+    }
+    expect(liveness.isLive("dc2")).toBe(true);
+    expect(liveness.lagMs("dc2")).toBe(0);
+    // Silent in every way: down after its lease, and entries arriving late do not bring it back.
+    await clock.advance(LEASE_MS + HEARTBEAT_MS);
+    expect(liveness.isLive("dc2")).toBe(false);
+    liveness.heard("dc2");
+    expect(liveness.isLive("dc2")).toBe(false);
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc2", "down"],
+    ]);
+    await hear("dc2", "n1", 2);
+    expect(events.at(-1)).toEqual(["dc2", "up"]);
+  });
+
   test("cluster - a DC's lease is the one its latest heartbeat announced", async () => {
     const { clock, hear } = setUp();
     await hear("dc2", "n1", 1, 10 * LEASE_MS);
