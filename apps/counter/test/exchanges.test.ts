@@ -26,6 +26,19 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.leftToRemote("dc2", 4, "dc1", () => takenBack++)).toBe(false);
   });
 
+  test("counter - a crossed comparison found crossed again is taken back 3 s after the first time, not later", async () => {
+    const { clock, x } = setUp();
+    let takenBack = 0;
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    await clock.advance(2_000);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    await clock.advance(1_000);
+    expect(takenBack).toBe(1);
+    await clock.advance(5_000);
+    expect(takenBack).toBe(1);
+  });
+
   test("counter - a crossed comparison is not taken back while the other DC keeps sending: after 3 s of its silence", async () => {
     const { clock, x } = setUp();
     let takenBack = 0;
@@ -136,6 +149,8 @@ describe("counter - anti-entropy exchanges", () => {
     x.remoteProgress("dc2", 2);
     x.remoteProgress("dc2", 3);
     await clock.advance(9_000);
+    // Pruning keeps what is still under way.
+    x.prune();
     expect(x.notExchanged("dc2", [2, 3])).toEqual([3]);
     // Silent for 10 s: taken for lost (the remote's own stall compares it again), and pruned.
     await clock.advance(1_000);
