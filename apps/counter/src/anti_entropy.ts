@@ -98,9 +98,9 @@ export class AntiEntropy {
     this.#running = true;
     this.#summaries = this.#o.bus.subscribe(antiEntropySubject(this.#o.dc), (data) => this.#receive(data));
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
-      // Comparisons with that DC not started yet are dropped; its transfers in flight end by their
-      // own silence if they were lost (Exchanges.forget).
-      this.#exchanges.forget(remote, event.kind !== "down");
+      // Comparisons with that DC not started yet are dropped; its transfers in flight are kept if
+      // they moved while it was down (Exchanges.forget).
+      this.#exchanges.forget(remote, event.kind);
       if (event.kind === "down") return;
       void this.compare(remote);
       for (const delayMs of FOLLOW_UP_MS) {
@@ -329,8 +329,8 @@ export class AntiEntropy {
 
   /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
   async #onEntries(msg: AeEntries): Promise<void> {
+    this.#exchanges.received(msg.from, msg.partition);
     if (this.#exchanges.isDriving(msg.from, msg.partition)) this.#progress(msg.from, msg.partition);
-    else this.#exchanges.remoteProgress(msg.from, msg.partition);
     if (msg.pull !== undefined) {
       // The other DC drives this comparison: a crossed one left to it is taken.
       this.#exchanges.remoteDrives(msg.from, msg.partition);

@@ -35,6 +35,8 @@ export class Exchanges {
    * remote nor offered to it for driving: the transfer in flight brings both to the max.
    */
   readonly #driving = new Map<string, TimerHandle>();
+  /** `remote|partition` of a transfer this node drives -> when it started or a message of it last came from `remote`. */
+  readonly #drivenHeardAt = new Map<string, number>();
   /**
    * `remote|partition` of exchanges the remote drives (its pull came) whose pages have not all come
    * yet (its `done`) -> when its last message came: under way, so a follow-up comparison leaves them
@@ -46,6 +48,8 @@ export class Exchanges {
   readonly #exchanged = new Map<string, Set<number>>();
   /** Per remote DC, when an anti-entropy message of its last came. */
   readonly #heardAt = new Map<string, number>();
+  /** Per remote DC that is down, since when: what made no progress since is lost once it is up. */
+  readonly #downAt = new Map<string, number>();
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -96,10 +100,12 @@ export class Exchanges {
     this.#remoteDriving.set(k, this.#clock.now());
   }
 
-  /** Pages of an exchange `remote` drives came: it is still under way. */
-  remoteProgress(remote: string, partition: number): void {
+  /** Pages of `remote` for `partition` came: an exchange with it either way is still under way. */
+  received(remote: string, partition: number): void {
     const k = key(remote, partition);
-    if (this.#remoteDriving.has(k)) this.#remoteDriving.set(k, this.#clock.now());
+    const now = this.#clock.now();
+    if (this.#remoteDriving.has(k)) this.#remoteDriving.set(k, now);
+    if (this.#driving.has(k)) this.#drivenHeardAt.set(k, now);
   }
 
   isDriving(remote: string, partition: number): boolean {
@@ -113,18 +119,24 @@ export class Exchanges {
   progress(remote: string, partition: number, stalled: () => void): void {
     const k = key(remote, partition);
     this.#clear(this.#leftToRemote, k);
+    if (!this.#driving.has(k)) this.#drivenHeardAt.set(k, this.#clock.now());
     this.#clear(this.#driving, k);
     const timer = this.#clock.setTimeout(() => {
       if (this.#driving.get(k) !== timer) return;
-      this.#driving.delete(k);
+      this.#stopDriving(k);
       stalled();
     }, TRANSFER_STALL_MS);
     this.#driving.set(k, timer);
   }
 
+  #stopDriving(k: string): void {
+    this.#clear(this.#driving, k);
+    this.#drivenHeardAt.delete(k);
+  }
+
   /** `remote`'s `done` for `partition` came: its side of the exchange is merged here. */
   done(remote: string, partition: number): void {
-    this.#clear(this.#driving, key(remote, partition));
+    this.#stopDriving(key(remote, partition));
     this.#remoteDriving.delete(key(remote, partition));
     this.#exchanged.get(remote)?.add(partition);
   }
@@ -143,20 +155,34 @@ export class Exchanges {
   }
 
   /**
-   * `remote` went down, or was heard again (`heardAgain`): comparisons not started yet are dropped,
-   * and nothing counts as exchanged with it any more. Transfers in flight are not dropped: a DC
-   * declared down while a heal's entries kept its heartbeats waiting is heard again a moment later,
-   * its transfers still coming, and started over they would move every page twice. One that was
-   * lost ends by its own silence (TRANSFER_STALL_MS), and is compared again then.
+   * `remote` went down, came up, or was heard with heartbeats missing (`gap`). Comparisons not
+   * started yet are dropped either way, and nothing counts as exchanged with it any more.
+   *
+   * Transfers in flight are kept while it is down, and judged when it is up: one that a message of
+   * `remote` moved since it went down was never cut (its heartbeats waited behind a heal's entries,
+   * or its node stalled), and started over it would move every page twice; one that nothing moved
+   * was cut with the link, and is compared again at once. A gap says messages were lost: nothing in
+   * flight is kept.
    */
-  forget(remote: string, heardAgain: boolean): void {
+  forget(remote: string, kind: "up" | "down" | "gap"): void {
     const prefix = `${remote}|`;
+    const now = this.#clock.now();
     for (const k of [...this.#leftToRemote.keys()])
       if (k.startsWith(prefix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
     this.#heardAt.delete(remote);
-    if (heardAgain) this.#exchanged.set(remote, new Set());
-    else this.#exchanged.delete(remote);
+    if (kind === "down") {
+      if (!this.#downAt.has(remote)) this.#downAt.set(remote, now);
+      this.#exchanged.delete(remote);
+      return;
+    }
+    const downAt = kind === "gap" ? Infinity : (this.#downAt.get(remote) ?? -Infinity);
+    this.#downAt.delete(remote);
+    for (const [k, at] of [...this.#drivenHeardAt])
+      if (k.startsWith(prefix) && at <= downAt) this.#stopDriving(k);
+    for (const [k, at] of [...this.#remoteDriving])
+      if (k.startsWith(prefix) && at <= downAt) this.#remoteDriving.delete(k);
+    this.#exchanged.set(remote, new Set());
   }
 
   /** Per remote DC with transfers this node drives in flight, how many partitions they are. */
@@ -172,9 +198,9 @@ export class Exchanges {
   /** The partition is not held here any more. */
   dropPartition(partition: number): void {
     const suffix = `|${partition}`;
-    for (const timers of [this.#driving, this.#leftToRemote]) {
-      for (const k of [...timers.keys()]) if (k.endsWith(suffix)) this.#clear(timers, k);
-    }
+    for (const k of [...this.#driving.keys()]) if (k.endsWith(suffix)) this.#stopDriving(k);
+    for (const k of [...this.#leftToRemote.keys()])
+      if (k.endsWith(suffix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#remoteDriving.keys()]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
   }
 
@@ -195,6 +221,8 @@ export class Exchanges {
     this.#remoteDriving.clear();
     this.#exchanged.clear();
     this.#heardAt.clear();
+    this.#downAt.clear();
+    this.#drivenHeardAt.clear();
   }
 
   #clear(timers: Map<string, TimerHandle>, k: string): void {

@@ -98,10 +98,10 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.isDriving("dc2", 7)).toBe(false);
   });
 
-  test("counter - done ends a driven exchange and counts as exchanged since the DC was heard; a DC going down and up keeps what is in flight", async () => {
+  test("counter - done ends a driven exchange and counts as exchanged since the DC was heard; one that moved while the DC was down is kept", async () => {
     const { clock, x } = setUp();
     const stalls: number[] = [];
-    x.forget("dc2", true);
+    x.forget("dc2", "up");
     x.progress("dc2", 1, () => stalls.push(1));
     x.progress("dc2", 2, () => stalls.push(2));
     x.done("dc2", 1);
@@ -110,10 +110,13 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([3]);
     x.progress("dc-3", 5, () => stalls.push(5));
     expect(x.inFlight()).toEqual({ dc2: 1, "dc-3": 1 });
-    // dc2 declared down and heard again (its heartbeats late behind a heal's entries): the transfer
-    // of 2 is still under way, and is neither driven again nor offered to dc2 for driving.
-    x.forget("dc2", false);
-    x.forget("dc2", true);
+    // dc2 declared down while its pages of 2 keep coming (its heartbeats late behind a heal's
+    // entries), then heard again: 2 is still under way, neither driven again nor offered to dc2.
+    await clock.advance(100);
+    x.forget("dc2", "down");
+    await clock.advance(100);
+    x.received("dc2", 2);
+    x.forget("dc2", "up");
     expect(x.inFlight()).toEqual({ dc2: 1, "dc-3": 1 });
     expect(x.isDriving("dc2", 2)).toBe(true);
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 3]);
@@ -126,9 +129,40 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 2, 3]);
   });
 
+  test("counter - what nothing moved while the DC was down was cut with the link: dropped when it is up; a gap drops everything", async () => {
+    const { clock, x } = setUp();
+    const stalls: number[] = [];
+    x.forget("dc2", "up");
+    x.progress("dc2", 1, () => stalls.push(1));
+    x.progress("dc2", 2, () => stalls.push(2));
+    x.remoteDrives("dc2", 3);
+    x.remoteDrives("dc2", 4);
+    await clock.advance(100);
+    // 5's pull came, and 6 started, in the very moment dc2 went down: nothing since.
+    x.remoteDrives("dc2", 5);
+    x.progress("dc2", 6, () => stalls.push(6));
+    x.forget("dc2", "down");
+    await clock.advance(100);
+    // Only 2 and 4 hear from dc2 while it is down (1 only sends, which proves nothing of the link);
+    // a second down changes nothing.
+    x.progress("dc2", 1, () => stalls.push(1));
+    x.received("dc2", 2);
+    x.received("dc2", 4);
+    x.forget("dc2", "down");
+    x.forget("dc2", "up");
+    expect([1, 2, 6].map((p) => x.isDriving("dc2", p))).toEqual([false, true, false]);
+    expect(x.notExchanged("dc2", [1, 2, 3, 4, 5, 6])).toEqual([1, 3, 5, 6]);
+    // Heard with heartbeats missing: messages were lost, nothing in flight is kept.
+    x.forget("dc2", "gap");
+    expect(x.inFlight()).toEqual({});
+    expect(x.notExchanged("dc2", [1, 2, 3, 4])).toEqual([1, 2, 3, 4]);
+    await clock.advance(20_000);
+    expect(stalls).toEqual([]);
+  });
+
   test("counter - an exchange the remote drives is left out of follow-ups while its pages come, until its done or 10 s of silence", async () => {
     const { clock, x } = setUp();
-    x.forget("dc2", true);
+    x.forget("dc2", "up");
     // dc2 drives 1 and 2 (their pulls came); its pages of 1 are all here, those of 2 are not.
     x.remoteDrives("dc2", 1);
     x.remoteDrives("dc2", 2);
@@ -141,13 +175,13 @@ describe("counter - anti-entropy exchanges", () => {
     x.dropPartition(4);
     expect(x.notExchanged("dc2", [4])).toEqual([4]);
     // Heard again: 2's pages are still coming, so it is still under way; 1 is to compare again.
-    x.forget("dc2", true);
+    x.forget("dc2", "up");
     expect(x.notExchanged("dc2", [1, 2, 3])).toEqual([1, 3]);
     // Each page of it that comes starts the wait again; a page of an exchange it does not drive
     // starts nothing.
     await clock.advance(9_000);
-    x.remoteProgress("dc2", 2);
-    x.remoteProgress("dc2", 3);
+    x.received("dc2", 2);
+    x.received("dc2", 3);
     await clock.advance(9_000);
     // Pruning keeps what is still under way.
     x.prune();
@@ -156,18 +190,22 @@ describe("counter - anti-entropy exchanges", () => {
     await clock.advance(1_000);
     expect(x.notExchanged("dc2", [2, 3])).toEqual([2, 3]);
     x.prune();
-    x.remoteProgress("dc2", 2);
+    x.received("dc2", 2);
     expect(x.notExchanged("dc2", [2])).toEqual([2]);
   });
 
   test("counter - a dropped partition stops its timers, other partitions keep theirs", async () => {
     const { clock, x } = setUp();
-    const stalled: number[] = [];
-    x.progress("dc2", 1, () => stalled.push(1));
-    x.progress("dc2", 11, () => stalled.push(11));
+    const fired: string[] = [];
+    x.progress("dc2", 1, () => fired.push("stalled 1"));
+    x.progress("dc2", 11, () => fired.push("stalled 11"));
+    for (const p of [1, 11]) {
+      x.answered("dc1", p);
+      expect(x.leftToRemote("dc1", p, "dc2", () => fired.push(`taken back ${p}`))).toBe(true);
+    }
     x.dropPartition(1);
     await clock.advance(10_000);
-    expect(stalled).toEqual([11]);
+    expect(fired.sort()).toEqual(["stalled 11", "taken back 11"]);
   });
 
   test("counter - an answer crosses the remote's digests for 5 s, not a moment longer", async () => {
@@ -197,7 +235,7 @@ describe("counter - anti-entropy exchanges", () => {
     }
     expect(x.leftToRemote("dc3", 4, "dc4", () => fired.push("taken back dc3"))).toBe(true);
     expect(x.leftToRemote("dc1", 5, "dc4", () => fired.push("taken back dc1"))).toBe(true);
-    x.forget("dc1", false);
+    x.forget("dc1", "down");
     expect(x.isDriving("dc1", 4)).toBe(true);
     expect(x.isDriving("dc3", 4)).toBe(true);
     // dc1's answers went with it: nothing crosses any more.
@@ -210,8 +248,8 @@ describe("counter - anti-entropy exchanges", () => {
 
   test("counter - while a DC is down, a late done from it counts as no exchange", () => {
     const { x } = setUp();
-    x.forget("dc2", true);
-    x.forget("dc2", false);
+    x.forget("dc2", "up");
+    x.forget("dc2", "down");
     x.done("dc2", 1);
     expect(x.notExchanged("dc2", [1, 2])).toEqual([1, 2]);
     // A done from a DC never heard is as harmless.
@@ -222,7 +260,7 @@ describe("counter - anti-entropy exchanges", () => {
   test("counter - clear stops every timer and forgets every exchange", async () => {
     const { clock, x } = setUp();
     const fired: string[] = [];
-    x.forget("dc2", true);
+    x.forget("dc2", "up");
     x.progress("dc2", 1, () => fired.push("stalled"));
     x.done("dc2", 3);
     x.answered("dc1", 4);
