@@ -318,10 +318,8 @@ export class PageActor {
       const presence = isPresenceCounter(name);
       for (const [dc, entry] of Object.entries(entries)) {
         if (!this.#counter(name).merge(dc, entry)) continue;
-        if (presence) {
-          presenceAdvanced = true;
-          if (dc === this.#host.dc) ownPresenceAdvanced = true;
-        }
+        presenceAdvanced ||= presence;
+        ownPresenceAdvanced ||= presence && dc === this.#host.dc;
         if (store === "unconfirmed") this.#markWrite(name, dc);
       }
     }

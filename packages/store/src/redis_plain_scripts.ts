@@ -1,0 +1,72 @@
+/**
+ * The Redis store's scripts that change no entry, and so keep no digest: partition leases, and
+ * reads of whole pages (redis_scripts.ts has the rest, and the conventions all share).
+ */
+
+/** Partition leases: who owns a partition, under which epoch, until when. */
+export const LEASE_SCRIPTS = {
+  /**
+   * KEYS: lease, epoch. ARGV: node, now, expiresAt, reclaimFrom ("" for none). Returns the epoch, or
+   * nil while another node (not a previous incarnation named by reclaimFrom) holds it.
+   */
+  lcAcquire: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
+if lease[1] and tonumber(ARGV[2]) < tonumber(lease[3]) then
+  if lease[1] == ARGV[1] then
+    redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
+    return tonumber(lease[2])
+  end
+  if ARGV[4] == "" or string.sub(lease[1], 1, #ARGV[4]) ~= ARGV[4] then return false end
+end
+local epoch = redis.call("INCR", KEYS[2])
+redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
+return epoch`,
+
+  /**
+   * KEYS: lease. ARGV: node, epoch, expiresAt. Returns 1 if renewed, 0 if lost. A lease that
+   * ran out but still names this holder and epoch is renewed too: nobody took it meanwhile (a
+   * takeover writes its own node and a new epoch), so no other fence was ever current for it.
+   */
+  lcRenew: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
+if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return 0 end
+redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
+return 1`,
+
+  /** KEYS: lease. ARGV: node, epoch. */
+  lcRelease: `
+local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
+if lease[1] == ARGV[1] and lease[2] == ARGV[2] then redis.call("DEL", KEYS[1]) end
+return 0`,
+} as const;
+
+/** Reads of whole pages, filtered or packed in Redis. */
+export const READ_SCRIPTS = {
+  /**
+   * KEYS: a page. ARGV: "1" to keep the entries whose counter starts with one of the prefixes that
+   * follow, "0" to keep the others. Returns their fields and values, flat: filtered here, so what is
+   * left out of a large page stays in Redis.
+   */
+  lcLoadPrefixed: `
+local fields, out, keep = redis.call("HGETALL", KEYS[1]), {}, ARGV[1] == "1"
+for i = 1, #fields, 2 do
+  local matched = false
+  for a = 2, #ARGV do
+    if string.sub(fields[i], 1, #ARGV[a]) == ARGV[a] then
+      matched = true
+      break
+    end
+  end
+  if matched == keep then
+    out[#out + 1] = fields[i]
+    out[#out + 1] = fields[i + 1]
+  end
+end
+return out`,
+
+  /** KEYS: pages. Returns one MessagePack array: per page, its fields and values, flat (HGETALL's). */
+  lcLoad: `
+local pages = {}
+for i = 1, #KEYS do pages[i] = redis.call("HGETALL", KEYS[i]) end
+return cmsgpack.pack(pages)`,
+} as const;
