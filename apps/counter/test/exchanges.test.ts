@@ -8,6 +8,14 @@ describe("counter - anti-entropy exchanges", () => {
     return { clock, x: new Exchanges(clock) };
   }
 
+  /** dc2 answered dc1's summary of partition 4 and dc1's buckets crossed it: left to dc1, counting take-backs. */
+  function leftToDc1(x: Exchanges): { takenBack: number } {
+    const seen = { takenBack: 0 };
+    x.answered("dc1", 4);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => seen.takenBack++)).toBe(true);
+    return seen;
+  }
+
   test("counter - crossed comparisons: the DC whose name sorts first drives, the other takes it back after 3 s without entries", async () => {
     const { clock, x } = setUp();
     let takenBack = 0;
@@ -28,46 +36,40 @@ describe("counter - anti-entropy exchanges", () => {
 
   test("counter - a crossed comparison found crossed again is taken back 3 s after the first time, not later", async () => {
     const { clock, x } = setUp();
-    let takenBack = 0;
-    x.answered("dc1", 4);
-    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    const seen = leftToDc1(x);
     await clock.advance(2_000);
-    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    expect(x.leftToRemote("dc1", 4, "dc2", () => seen.takenBack++)).toBe(true);
     await clock.advance(1_000);
-    expect(takenBack).toBe(1);
+    expect(seen.takenBack).toBe(1);
     await clock.advance(5_000);
-    expect(takenBack).toBe(1);
+    expect(seen.takenBack).toBe(1);
   });
 
   test("counter - a crossed comparison is not taken back while the other DC keeps sending: after 3 s of its silence", async () => {
     const { clock, x } = setUp();
-    let takenBack = 0;
-    x.answered("dc1", 4);
-    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    const seen = leftToDc1(x);
     // dc1's entries of other partitions keep coming (its pull of 4 waits behind them here).
     for (let t = 0; t < 10_000; t += 1_000) {
       x.heard("dc1");
       await clock.advance(1_000);
     }
-    expect(takenBack).toBe(0);
+    expect(seen.takenBack).toBe(0);
     // Another DC sending says nothing about dc1.
     x.heard("dc3");
     await clock.advance(1_999);
-    expect(takenBack).toBe(0);
+    expect(seen.takenBack).toBe(0);
     await clock.advance(1);
-    expect(takenBack).toBe(1);
+    expect(seen.takenBack).toBe(1);
   });
 
   test("counter - a crossed comparison this node drives after all is not taken back once its transfer is done", async () => {
     const { clock, x } = setUp();
-    let takenBack = 0;
-    x.answered("dc1", 4);
-    expect(x.leftToRemote("dc1", 4, "dc2", () => takenBack++)).toBe(true);
+    const seen = leftToDc1(x);
     // Driven from here anyway (the other DC's buckets came before this node's answer was sent).
     x.progress("dc1", 4, () => {});
     x.done("dc1", 4);
     await clock.advance(10_000);
-    expect(takenBack).toBe(0);
+    expect(seen.takenBack).toBe(0);
   });
 
   test("counter - a crossed comparison the other DC drives is not taken back; an old answer crosses nothing", async () => {
