@@ -14,7 +14,8 @@ export interface CounterConfig extends ClusterConfig {
   readonly idempotencyTtlMs: number;
   /**
    * LIVECOUNT_MAX_ACTORS: page actors one node keeps in memory before the least recently used idle
-   * ones leave early. Default 100000: about 200 MB of actors. Pages with viewers always stay.
+   * ones leave early. Default 100000: about 100 MB of idle actors (a page of likes: 1 KB of heap,
+   * loadtest/bench/actor_memory.js). Pages with viewers always stay (2 KB with one viewer).
    */
   readonly maxActors: number;
   /**

@@ -33,12 +33,12 @@ export class PageActor {
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
   readonly #presence = new PagePresence((viewer) => this.#visited(viewer));
-  /** Entries changed here and not yet durable: counter -> data centers. */
-  readonly #unwritten = new Map<string, Set<string>>();
+  /** Entries changed here and not yet durable: counter -> data centers (made on demand, as the next). */
+  #unwritten: Map<string, Set<string>> | undefined;
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
   readonly series: PageSeries;
   /** Data centers whose entries changed here and must be published once written. */
-  readonly #unpublished = new Set<string>();
+  #unpublished: Set<string> | undefined;
   /** Entries taken by a flush whose store round trip has not answered yet. */
   #writing = false;
   /** Publisher changes (increments, resets) queued for the commit chain and not answered yet. */
@@ -221,7 +221,7 @@ export class PageActor {
           );
       for (const name of [counter, tomb]) {
         this.#counters.delete(name);
-        this.#unwritten.delete(name);
+        this.#unwritten?.delete(name);
       }
       for (const { name, dc, entry } of news) {
         this.#counter(name).merge(dc, entry);
@@ -233,7 +233,7 @@ export class PageActor {
 
   /** Whether an entry of the counter or its tombstone waits for a flush (the store lacks it yet). */
   hasUnwritten(counter: string): boolean {
-    return this.#unwritten.has(counter) || this.#unwritten.has(tombstoneOf(counter));
+    return [counter, tombstoneOf(counter)].some((name) => this.#unwritten?.has(name) === true);
   }
 
   /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
@@ -339,7 +339,7 @@ export class PageActor {
    */
   takeUnwritten(): EntryWrite[] {
     const writes: EntryWrite[] = [];
-    for (const [counter, dcs] of this.#unwritten) {
+    for (const [counter, dcs] of this.#unwritten ?? []) {
       const c = this.#counter(counter);
       for (const dc of dcs) {
         // This DC's presence is indexed, so a later owner finds pages where it was left non-zero.
@@ -347,7 +347,7 @@ export class PageActor {
         writes.push({ page: this.page, counter, dc, entry: c.entry(dc), indexed });
       }
     }
-    this.#unwritten.clear();
+    this.#unwritten = undefined;
     this.series.take(writes);
     this.#writing = true;
     return writes;
@@ -356,7 +356,7 @@ export class PageActor {
   /** How many entries `takeUnwritten` would return now: what a flush bounds. */
   get unwrittenCount(): number {
     let n = this.series.pendingCount;
-    for (const dcs of this.#unwritten.values()) n += dcs.size;
+    for (const dcs of this.#unwritten?.values() ?? []) n += dcs.size;
     return n;
   }
 
@@ -370,11 +370,11 @@ export class PageActor {
     this.#writing = false;
     this.series.restore(writes);
     for (const w of writes) if (!isSeriesCounter(w.counter)) this.#markUnwritten(w.counter, w.dc);
-    for (const dc of unpublished) this.#unpublished.add(dc);
+    for (const dc of unpublished) (this.#unpublished ??= new Set()).add(dc);
   }
 
   #markUnwritten(counter: string, dc: string): void {
-    const dcs = this.#unwritten.get(counter);
+    const dcs = (this.#unwritten ??= new Map()).get(counter);
     if (dcs === undefined) this.#unwritten.set(counter, new Set([dc]));
     else dcs.add(dc);
   }
@@ -382,8 +382,8 @@ export class PageActor {
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */
   takeUnpublished(): Map<string, Map<string, Entry>> {
     const updates = new Map<string, Map<string, Entry>>();
-    for (const dc of this.#unpublished) updates.set(dc, this.entriesOf(dc));
-    this.#unpublished.clear();
+    for (const dc of this.#unpublished ?? []) updates.set(dc, this.entriesOf(dc));
+    this.#unpublished = undefined;
     this.series.publishInto(updates);
     return updates;
   }
@@ -396,7 +396,7 @@ export class PageActor {
   get hasPendingWork(): boolean {
     return (
       this.unwrittenCount > 0 ||
-      this.#unpublished.size > 0 ||
+      this.#unpublished !== undefined ||
       this.#writing ||
       this.#queuedChanges > 0 ||
       this.#mailbox.length > 0
@@ -417,7 +417,7 @@ export class PageActor {
   /** The entry is to be written, then published, by the next flush. */
   #markWrite(name: string, dc: string): void {
     this.#markUnwritten(name, dc);
-    this.#unpublished.add(dc);
+    (this.#unpublished ??= new Set()).add(dc);
     this.#host.markDirty(this);
   }
 

@@ -94,10 +94,14 @@ interface Lingering {
  * the owning actor runs the timers.
  */
 export class PagePresence {
-  /** viewer -> the gateways holding it. A viewer is in #holders or #lingering, never both. */
-  readonly #holders = new Map<string, Holders>();
+  /**
+   * viewer -> the gateways holding it. A viewer is in #holders or #lingering, never both. Both maps
+   * are made at their first viewer: an owner holds a PagePresence per resident page, many of them
+   * with no viewer (likes only), and an empty Map costs 184 bytes.
+   */
+  #holders: Map<string, Holders> | undefined;
   /** viewer -> until when it counts, in insertion order, which is deadline order (same grace for all). */
-  readonly #lingering = new Map<string, Lingering>();
+  #lingering: Map<string, Lingering> | undefined;
   #active = 0;
   #connections = 0;
   /** Told of every viewer that starts counting (not one coming back within its grace). */
@@ -109,7 +113,7 @@ export class PagePresence {
 
   /** Distinct viewers counting right now. */
   get count(): number {
-    return this.#holders.size + this.#lingering.size;
+    return (this.#holders?.size ?? 0) + (this.#lingering?.size ?? 0);
   }
 
   /** Of those, the viewers with an active socket (or that had one when they started lingering). */
@@ -128,7 +132,7 @@ export class PagePresence {
 
   /** Earliest lingering deadline, or undefined when nobody lingers. */
   nextDeadline(): number | undefined {
-    for (const l of this.#lingering.values()) return l.at;
+    for (const l of this.#lingering?.values() ?? []) return l.at;
     return undefined;
   }
 
@@ -161,10 +165,10 @@ export class PagePresence {
 
   /** `apply` of a hold, given as its fields: a batch of transitions makes no object per viewer. */
   hold(gateway: string, viewer: string, sockets: number, active: boolean): void {
-    const holders = this.#holders.get(viewer);
+    const holders = this.#holders?.get(viewer);
     if (holders === undefined) {
       if (!this.#endLingering(viewer)) this.#arrived(viewer);
-      this.#holders.set(viewer, new Holders(gateway, sockets, active));
+      (this.#holders ??= new Map()).set(viewer, new Holders(gateway, sockets, active));
       this.#connections += sockets;
       if (active) this.#active++;
       return;
@@ -178,7 +182,7 @@ export class PagePresence {
 
   /** `apply` of a departure. */
   release(gateway: string, viewer: string, now: number, graceMs: number): void {
-    const holders = this.#holders.get(viewer);
+    const holders = this.#holders?.get(viewer);
     if (holders === undefined) {
       if (graceMs <= 0) this.#endLingering(viewer);
       return;
@@ -191,16 +195,16 @@ export class PagePresence {
       this.#active += Number(holders.anyActive) - Number(wasActive);
       return;
     }
-    this.#holders.delete(viewer);
-    if (graceMs > 0) this.#lingering.set(viewer, { at: now + graceMs, active: wasActive });
+    this.#holders!.delete(viewer);
+    if (graceMs > 0) (this.#lingering ??= new Map()).set(viewer, { at: now + graceMs, active: wasActive });
     else if (wasActive) this.#active--;
   }
 
   /** Ends a viewer's grace; false when it was not lingering. */
   #endLingering(viewer: string): boolean {
-    const lingering = this.#lingering.get(viewer);
+    const lingering = this.#lingering?.get(viewer);
     if (lingering === undefined) return false;
-    this.#lingering.delete(viewer);
+    this.#lingering!.delete(viewer);
     if (lingering.active) this.#active--;
     return true;
   }
@@ -210,7 +214,7 @@ export class PagePresence {
    * a reconnect). Viewers it no longer holds linger like after a leave.
    */
   replace(gateway: string, held: ReadonlyMap<string, Hold>, now: number, graceMs: number): void {
-    for (const [viewer, holders] of this.#holders) {
+    for (const [viewer, holders] of this.#holders ?? []) {
       if (holders.holds(gateway) && !held.has(viewer)) this.apply(gateway, viewer, undefined, now, graceMs);
     }
     for (const [viewer, hold] of held) this.apply(gateway, viewer, hold, now, graceMs);
@@ -218,14 +222,14 @@ export class PagePresence {
 
   /** Drops everything `gateway` holds, without grace: its lease lapsed. */
   dropGateway(gateway: string): void {
-    for (const [viewer, holders] of this.#holders) {
+    for (const [viewer, holders] of this.#holders ?? []) {
       if (holders.holds(gateway)) this.apply(gateway, viewer, undefined, 0, 0);
     }
   }
 
   /** Ends the grace of viewers whose deadline has passed. */
   expire(now: number): void {
-    for (const [viewer, l] of this.#lingering) {
+    for (const [viewer, l] of this.#lingering ?? []) {
       if (l.at > now) break;
       this.#endLingering(viewer);
     }
@@ -233,13 +237,13 @@ export class PagePresence {
 
   /** Every viewer counting now, lingering ones included. */
   viewers(): IterableIterator<string> {
-    return [...this.#holders.keys(), ...this.#lingering.keys()].values();
+    return [...(this.#holders?.keys() ?? []), ...(this.#lingering?.keys() ?? [])].values();
   }
 
   /** Viewers held by `gateway` (for tests and diagnostics). */
   heldBy(gateway: string): string[] {
     const out: string[] = [];
-    for (const [viewer, holders] of this.#holders) if (holders.holds(gateway)) out.push(viewer);
+    for (const [viewer, holders] of this.#holders ?? []) if (holders.holds(gateway)) out.push(viewer);
     return out;
   }
 }

@@ -52,8 +52,17 @@ export function entryAdvances(a: Entry | undefined, b: Entry): boolean {
   return a === undefined ? b.p > 0 || b.n > 0 : b.p > a.p || b.n > a.n;
 }
 
+/** No entries yet: shared by every empty counter, never written (a replica's first entry copies it). */
+const NO_SLOTS: ReadonlyArray<ReplicaId | Entry> = Object.freeze([]);
+
 export class PNCounter {
-  readonly #entries = new Map<ReplicaId, Entry>();
+  /**
+   * Replica id and entry, alternating, one pair per replica. A counter holds one to a few replicas
+   * (data centers), and processes hold one per counter of every page they watch or own: a flat array
+   * sized to its pairs costs a third of a Map with its hash table, and a scan of a few ids is as fast
+   * as a lookup. A new replica copies the array (once per data center); an entry is replaced in place.
+   */
+  #slots: ReadonlyArray<ReplicaId | Entry> = NO_SLOTS;
 
   static from(entries: Entries): PNCounter {
     const c = new PNCounter();
@@ -81,7 +90,8 @@ export class PNCounter {
   /** Merges one replica's entry. Returns true when the state changed. Idempotent, commutative. */
   merge(replica: ReplicaId, entry: Entry): boolean {
     if (!isEntry(entry)) throw new InvalidEntryError(`malformed entry for ${replica}`);
-    const mine = this.#entries.get(replica);
+    const at = this.#indexOf(replica);
+    const mine = at < 0 ? undefined : (this.#slots[at + 1] as Entry);
     if (!entryAdvances(mine, entry)) return false;
     // Always a fresh object: storing the caller's would let later mutation of it (or its extra
     // fields) leak into this state.
@@ -98,27 +108,58 @@ export class PNCounter {
   }
 
   entry(replica: ReplicaId): Entry {
-    return this.#entries.get(replica) ?? ZERO_ENTRY;
+    const at = this.#indexOf(replica);
+    return at < 0 ? ZERO_ENTRY : (this.#slots[at + 1] as Entry);
   }
 
   /** sum(p) - sum(n), over the replicas accepted by `include` (all by default). */
   value(include?: (replica: ReplicaId) => boolean): number {
+    const slots = this.#slots;
     let v = 0;
-    for (const [replica, e] of this.#entries) if (include === undefined || include(replica)) v += e.p - e.n;
+    for (let i = 0; i < slots.length; i += 2) {
+      if (include !== undefined && !include(slots[i] as ReplicaId)) continue;
+      const e = slots[i + 1] as Entry;
+      v += e.p - e.n;
+    }
     return v;
   }
 
-  replicas(): IterableIterator<ReplicaId> {
-    return this.#entries.keys();
+  *replicas(): IterableIterator<ReplicaId> {
+    const slots = this.#slots;
+    for (let i = 0; i < slots.length; i += 2) yield slots[i] as ReplicaId;
   }
 
   /** A plain copy of every entry, the compact form that goes on the wire and into msgpack. */
   entries(): Record<ReplicaId, Entry> {
-    return Object.fromEntries(this.#entries);
+    const out: Record<ReplicaId, Entry> = {};
+    const slots = this.#slots;
+    for (let i = 0; i < slots.length; i += 2) {
+      const replica = slots[i] as ReplicaId;
+      const e = slots[i + 1] as Entry;
+      // An own property even for a replica named "__proto__" (an assignment would set the prototype).
+      if (replica === "__proto__")
+        Object.defineProperty(out, replica, {
+          value: e,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      else out[replica] = e;
+    }
+    return out;
+  }
+
+  #indexOf(replica: ReplicaId): number {
+    const slots = this.#slots;
+    for (let i = 0; i < slots.length; i += 2) if (slots[i] === replica) return i;
+    return -1;
   }
 
   #set(replica: ReplicaId, e: Entry): Entry {
-    this.#entries.set(replica, e);
+    const at = this.#indexOf(replica);
+    // concat sizes the copy to its pairs (a spread would leave room to grow: three times the bytes).
+    if (at < 0) this.#slots = this.#slots.concat(replica, e);
+    else (this.#slots as Array<ReplicaId | Entry>)[at + 1] = e;
     return e;
   }
 }

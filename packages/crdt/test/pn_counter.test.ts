@@ -167,6 +167,20 @@ describe("PNCounter", () => {
     expect(Object.keys(c.entries())).toEqual(["__proto__"]);
     expect(PNCounter.from(c.entries()).value()).toBe(2);
   });
+
+  it("crdt - counters share no state: each keeps its own replicas, in the order they came", () => {
+    const a = new PNCounter();
+    const b = new PNCounter();
+    a.increment("dc2", 3);
+    a.increment("dc1");
+    a.decrement("dc2");
+    b.increment("dc3", 7);
+    expect([...a.replicas()]).toEqual(["dc2", "dc1"]);
+    expect(a.entries()).toEqual({ dc2: { p: 3, n: 1 }, dc1: { p: 1, n: 0 } });
+    expect([...b.replicas()]).toEqual(["dc3"]);
+    expect(new PNCounter().entries()).toEqual({});
+    expect(a.value((dc) => dc !== "dc1")).toBe(2);
+  });
 });
 
 describe("entry helpers", () => {
