@@ -35,6 +35,8 @@ export const defaults = {
   /** Pages read back through each gateway after convergence. */
   sample: 2000,
   timeoutMs: 120_000,
+  /** 1: log the partitions that agree and the pages changed every 250 ms of the heal. */
+  trace: 0,
 };
 
 const ENV = (o) => ({
@@ -62,10 +64,26 @@ async function wrongPages(centers, sample, expected) {
   return wrong;
 }
 
-/** Every partition's digest equal in both DCs, polled; resolves with performance.now() when they are. */
-async function whenSameState(centers, timeoutMs) {
-  const deadline = performance.now() + timeoutMs;
+/**
+ * Every partition's digest equal in both DCs, polled; resolves with performance.now() when they are.
+ * With `trace`, logs every 250 ms how many partitions agree and how many pages each DC's anti-entropy
+ * has changed so far: where a heal's time goes (a steady climb is work, a flat stretch is waiting).
+ */
+async function whenSameState(centers, timeoutMs, trace, log) {
+  const start = performance.now();
+  const deadline = start + timeoutMs;
+  let traceAt = start;
   while (performance.now() < deadline) {
+    const now = performance.now();
+    if (trace && now >= traceAt) {
+      traceAt = now + 250;
+      const [a, b] = await Promise.all(DCS.map((dc) => centers.digests(dc)));
+      const changed = await Promise.all(DCS.map((dc) => centers.counterMetric(dc, AE_METRICS[3][1])));
+      const equal = a.filter((d, i) => d === b[i]).length;
+      log(
+        `heal: +${Math.round(now - start)} ms: ${equal}/${a.length} digests equal, pages changed ${changed.join(" / ")}`,
+      );
+    }
     if (await centers.sameState()) return performance.now();
     await sleep(10);
   }
@@ -120,7 +138,7 @@ export async function largeHealBench(options = {}, log = console.error) {
       10,
     );
     const linkedAt = performance.now();
-    const sameAt = await whenSameState(centers, o.timeoutMs);
+    const sameAt = await whenSameState(centers, o.timeoutMs, o.trace === 1, log);
     const cpuByProcess = Object.fromEntries(
       [...cpu()].map(([name, s]) => [name, round(s - cpuBefore.get(name), 2)]),
     );
