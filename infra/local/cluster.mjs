@@ -24,8 +24,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
-/** As in infra/k8s/counter.yaml: a larger young generation for the counter node (infra/README.md). */
-const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32"];
+/** As in infra/k8s/counter.yaml: a larger young generation and old-space start for the counter node (infra/README.md). */
+const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32", "--initial-old-space-size=128"];
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const runDir = fileURLToPath(new URL("./.run/", import.meta.url));

@@ -163,8 +163,8 @@ export class ClusterProcess {
     if (this.#child !== undefined) throw new Error(`${this.nodeId} is already running`);
     const fd = openSync(this.logPath, "a");
     writeSync(fd, `--- ${this.nodeId} start #${++this.#starts} at ${new Date().toISOString()} ---\n`);
-    // As deployed (infra/k8s): the counter node with a larger young generation.
-    const flags = this.kind === "counter" ? ["--max-semi-space-size=32"] : [];
+    // As deployed (infra/k8s): the counter node with a larger young generation and old-space start.
+    const flags = this.kind === "counter" ? ["--max-semi-space-size=32", "--initial-old-space-size=128"] : [];
     const child = spawn(process.execPath, ["--enable-source-maps", ...flags, ENTRY[this.kind]], {
       env: this.env,
       stdio: ["ignore", fd, fd],

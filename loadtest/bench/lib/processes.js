@@ -258,7 +258,7 @@ export async function startRedisCluster(dir, { masters = 3, replicas = 1 } = {})
  * Node flags a counter node runs with in every deployment (infra/k8s, infra/compose,
  * infra/local/cluster.mjs, apps/counter's start script); infra/README.md says why.
  */
-const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32"];
+const COUNTER_NODE_FLAGS = ["--max-semi-space-size=32", "--initial-old-space-size=128"];
 
 /**
  * Environment a gateway runs with in every deployment (infra/k8s, infra/compose, infra/local/cluster.mjs,
