@@ -14,8 +14,8 @@ export interface CounterConfig extends ClusterConfig {
   readonly idempotencyTtlMs: number;
   /**
    * LIVECOUNT_MAX_ACTORS: page actors one node keeps in memory before the least recently used idle
-   * ones leave early. Default 100000: about 100 MB of idle actors (a page of likes: 1 KB of heap,
-   * loadtest/bench/actor_memory.js). Pages with viewers always stay (2 KB with one viewer).
+   * ones leave early. Default 100000: 100 to 200 MB of idle actors (1 KB of heap for a page of likes,
+   * 2 KB once it has had viewers: loadtest/bench/actor_memory.js). Pages with viewers always stay.
    */
   readonly maxActors: number;
   /**
