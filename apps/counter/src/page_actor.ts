@@ -233,7 +233,8 @@ export class PageActor {
 
   /** Whether an entry of the counter or its tombstone waits for a flush (the store lacks it yet). */
   hasUnwritten(counter: string): boolean {
-    return [counter, tombstoneOf(counter)].some((name) => this.#unwritten?.has(name) === true);
+    const unwritten = this.#unwritten;
+    return unwritten !== undefined && (unwritten.has(counter) || unwritten.has(tombstoneOf(counter)));
   }
 
   /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
@@ -374,9 +375,8 @@ export class PageActor {
   }
 
   #markUnwritten(counter: string, dc: string): void {
-    const dcs = (this.#unwritten ??= new Map()).get(counter);
-    if (dcs === undefined) this.#unwritten.set(counter, new Set([dc]));
-    else dcs.add(dc);
+    const unwritten = (this.#unwritten ??= new Map());
+    unwritten.set(counter, (unwritten.get(counter) ?? new Set()).add(dc));
   }
 
   /** Each data center whose entries must be published after the write taken with them, with its entries now. */

@@ -263,6 +263,39 @@ describe("counter - page actor", () => {
     expect(viewersEntry(actor)).toEqual({ p: 5, n: 4 });
   });
 
+  test("counter - an actor is idle exactly when no viewer counts and its writes are taken, written and published", () => {
+    const host = new FakeHost();
+    const actor = activeActor(host, { likes: { dc2: { p: 2, n: 0 } } });
+    expect(actor.isIdle).toBe(true);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: true }]));
+    expect(actor.isIdle).toBe(false);
+    const writes = actor.takeUnwritten();
+    expect(writes.length).toBeGreaterThan(0);
+    expect(actor.hasPendingWork).toBe(true); // the write is in flight
+    actor.written();
+    expect(actor.takeUnpublished().get(DC)?.get(VIEWERS_COUNTER)).toEqual({ p: 1, n: 0 });
+    expect(actor.hasPendingWork).toBe(false);
+    actor.presenceTransitions("g1", transitionsOf([{ viewer: "v:a", present: false, drop: true }]));
+    expect(actor.hasPendingWork).toBe(true);
+    actor.takeUnwritten();
+    actor.written();
+    expect(actor.takeUnpublished().get(DC)?.get(VIEWERS_COUNTER)).toEqual({ p: 1, n: 1 });
+    expect(actor.isIdle).toBe(true);
+    // A failed write with nothing to publish again: only the entries wait, and go with the next.
+    actor.restoreUnwritten(writes, []);
+    expect(actor.unwrittenCount).toBeGreaterThan(0);
+    actor.takeUnwritten();
+    actor.written();
+    expect(actor.hasPendingWork).toBe(false);
+    // What publishes again is this DC's time buckets among the writes (peaks, visitors), no counter.
+    expect([...(actor.takeUnpublished().get(DC)?.keys() ?? [])].every(isSeriesCounter)).toBe(true);
+    expect(actor.isIdle).toBe(true);
+    // Merged entries of another DC, already durable, leave nothing to write.
+    actor.mergeDurable({ likes: { dc2: { p: 3, n: 0 } } });
+    expect(actor.entries("likes")).toEqual({ dc2: { p: 3, n: 0 } });
+    expect(actor.isIdle).toBe(true);
+  });
+
   test("counter - random joins, leaves, resyncs and gateway deaths converge to the distinct live viewers", () => {
     const seed = testSeed("page actor presence");
     const rnd = mulberry32(seed);

@@ -180,6 +180,13 @@ describe("PNCounter", () => {
     expect([...b.replicas()]).toEqual(["dc3"]);
     expect(new PNCounter().entries()).toEqual({});
     expect(a.value((dc) => dc !== "dc1")).toBe(2);
+    // An entry handed out earlier is a snapshot: a later change replaces it, never changes it.
+    const before = a.entry("dc2");
+    const entries = a.entries();
+    a.increment("dc2", 4);
+    expect(before).toEqual({ p: 3, n: 1 });
+    expect(entries.dc2).toEqual({ p: 3, n: 1 });
+    expect(a.entry("dc2")).toEqual({ p: 7, n: 1 });
   });
 });
 
