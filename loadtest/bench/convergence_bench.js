@@ -66,21 +66,25 @@ async function wrongPages(centers, sample, expected) {
 
 /**
  * Every partition's digest equal in both DCs, polled; resolves with performance.now() when they are.
- * With `trace`, logs every 250 ms how many partitions agree and how many pages each DC's anti-entropy
- * has changed so far: where a heal's time goes (a steady climb is work, a flat stretch is waiting).
+ * With `trace` ({ log, changedBefore: pages changed per DC when the heal began }), logs every 250 ms
+ * how many partitions agree and how many pages each DC's anti-entropy has changed since: where a
+ * heal's time goes (a steady climb is work, a flat stretch is waiting).
  */
-async function whenSameState(centers, timeoutMs, trace, log) {
+async function whenSameState(centers, timeoutMs, trace) {
   const start = performance.now();
   const deadline = start + timeoutMs;
+  const changedMetric = AE_METRICS.find(([key]) => key === "pagesChanged")[1];
   let traceAt = start;
   while (performance.now() < deadline) {
     const now = performance.now();
-    if (trace && now >= traceAt) {
+    if (trace !== undefined && now >= traceAt) {
       traceAt = now + 250;
       const [a, b] = await Promise.all(DCS.map((dc) => centers.digests(dc)));
-      const changed = await Promise.all(DCS.map((dc) => centers.counterMetric(dc, AE_METRICS[3][1])));
+      const changed = await Promise.all(
+        DCS.map(async (dc) => (await centers.counterMetric(dc, changedMetric)) - trace.changedBefore[dc]),
+      );
       const equal = a.filter((d, i) => d === b[i]).length;
-      log(
+      trace.log(
         `heal: +${Math.round(now - start)} ms: ${equal}/${a.length} digests equal, pages changed ${changed.join(" / ")}`,
       );
     }
@@ -138,7 +142,12 @@ export async function largeHealBench(options = {}, log = console.error) {
       10,
     );
     const linkedAt = performance.now();
-    const sameAt = await whenSameState(centers, o.timeoutMs, o.trace === 1, log);
+    const changedBefore = Object.fromEntries(DCS.map((dc) => [dc, movedBefore[dc].pagesChanged]));
+    const sameAt = await whenSameState(
+      centers,
+      o.timeoutMs,
+      o.trace === 1 ? { log, changedBefore } : undefined,
+    );
     const cpuByProcess = Object.fromEntries(
       [...cpu()].map(([name, s]) => [name, round(s - cpuBefore.get(name), 2)]),
     );
