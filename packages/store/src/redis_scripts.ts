@@ -338,10 +338,6 @@ for _, v in ipairs(out) do reply[#reply + 1] = v end
 return reply`,
 
   /**
-   * KEYS: page keys. Returns each page's fields and values, flat, in KEYS order: one command where a
-   * pipeline of HGETALLs costs the client one command object and one reply per page.
-   */
-  /**
    * KEYS: lease, pages, digest, bucket index, empty index, expiring index (all of the fence's
    * partition), then one page key per page. ARGV: epoch, now, then per page: page, bucket, field count
    * and its window bucket fields. Removes each field still in the expiring index as expired at `now`,
