@@ -17,10 +17,16 @@ import {
 import type { EntryWrite } from "@livecount/store";
 import { RANK_BITS, RANK_MASK, type VisitorHash } from "./visitor_hash.js";
 
-/** Ranks kept in a Map up to this many registers, in an array of every register beyond (4 KB). */
+/**
+ * Ranks kept sparse up to this many registers (a sorted array of `index << 8 | rank`, 4 bytes each),
+ * in an array of every register beyond (4 KB).
+ */
 const SPARSE_RANKS = 256;
 
-type Ranks = Map<number, number> | Uint8Array;
+/** Sparse: `index << RANK_SHIFT | rank` by index, ascending. Dense: the rank at each index. */
+type Ranks = number[] | Uint8Array;
+const RANK_SHIFT = 8;
+const SPARSE_RANK = (1 << RANK_SHIFT) - 1;
 
 /** The most viewers shown in the current minute and hour, and the value shown last. */
 interface PeakState {
@@ -46,8 +52,12 @@ export class PageSeries {
   #own: Map<string, number> | undefined;
   /** This DC's entries taken with the writes of the flush in progress. */
   #taken: Map<string, Entry> | undefined;
-  /** Today's registers as this owner raised them: an arrival that raises none writes nothing. */
-  #visitors: { day: number; ranks: Ranks; raised: Map<number, number> } | undefined;
+  /**
+   * Today's registers as this owner raised them: an arrival that raises none writes nothing.
+   * `raised`: the indexes raised since the last flush (an index may repeat), named with their rank
+   * then. Numbers in arrays, not Maps: this runs for every arriving viewer.
+   */
+  #visitors: { day: number; ranks: Ranks; raised: number[] } | undefined;
   #peak: PeakState | undefined;
 
   /** `hash`: keyed by LIVECOUNT_VISITOR_KEY, the same in every DC (registers merge across DCs). */
@@ -75,7 +85,7 @@ export class PageSeries {
     let raised = false;
     if (this.#visitors?.day !== day) {
       this.#nameRegisters();
-      this.#visitors = { day, ranks: new Map(), raised: new Map() };
+      this.#visitors = { day, ranks: [], raised: [] };
       for (const viewer of present.viewers()) raised = this.#visitor(viewer) || raised;
     }
     return (arrived !== undefined && this.#visitor(arrived)) || raised;
@@ -91,21 +101,22 @@ export class PageSeries {
     const index = register >>> RANK_BITS;
     const rank = register & RANK_MASK;
     const ranks = visitors.ranks;
-    if ((ranks instanceof Map ? (ranks.get(index) ?? 0) : ranks[index]!) >= rank) return false;
-    if (ranks instanceof Map) {
-      ranks.set(index, rank);
-      if (ranks.size > SPARSE_RANKS) visitors.ranks = dense(ranks);
-    } else ranks[index] = rank;
-    visitors.raised.set(index, rank);
+    if (ranks instanceof Uint8Array) {
+      if (ranks[index]! >= rank) return false;
+      ranks[index] = rank;
+    } else if (!raiseSparse(ranks, index, rank)) return false;
+    else if (ranks.length > SPARSE_RANKS) visitors.ranks = dense(ranks);
+    visitors.raised.push(index);
     return true;
   }
 
-  /** Registers raised since the last flush become entries to write, by name. */
+  /** Registers raised since the last flush become entries to write, by name, at their rank now. */
   #nameRegisters(): void {
     const visitors = this.#visitors;
-    if (visitors === undefined || visitors.raised.size === 0) return;
-    for (const [index, rank] of visitors.raised) this.#raise(uniqueRegisterOf(visitors.day, index), rank);
-    visitors.raised.clear();
+    if (visitors === undefined || visitors.raised.length === 0) return;
+    const { day, ranks, raised } = visitors;
+    for (const index of raised) this.#raise(uniqueRegisterOf(day, index), rankAt(ranks, index));
+    raised.length = 0;
   }
 
   /**
@@ -191,12 +202,48 @@ export class PageSeries {
 
   /** Entries the next `take` adds. */
   get pendingCount(): number {
-    return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + (this.#visitors?.raised.size ?? 0);
+    return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + (this.#visitors?.raised.length ?? 0);
   }
 }
 
-function dense(ranks: ReadonlyMap<number, number>): Uint8Array {
+/** Where `index` is in sparse ranks, or where it would go (`~position`) when absent. */
+function findSparse(ranks: readonly number[], index: number): number {
+  let lo = 0;
+  let hi = ranks.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const at = ranks[mid]! >>> RANK_SHIFT;
+    if (at === index) return mid;
+    if (at < index) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return ~lo;
+}
+
+/** Raises the register at `index` to `rank` in sparse ranks; false when it was already as high. */
+function raiseSparse(ranks: number[], index: number, rank: number): boolean {
+  const found = findSparse(ranks, index);
+  const packed = (index << RANK_SHIFT) | rank;
+  if (found >= 0) {
+    if ((ranks[found]! & SPARSE_RANK) >= rank) return false;
+    ranks[found] = packed;
+    return true;
+  }
+  const at = ~found;
+  ranks.push(packed);
+  for (let i = ranks.length - 1; i > at; i--) ranks[i] = ranks[i - 1]!;
+  ranks[at] = packed;
+  return true;
+}
+
+function rankAt(ranks: Ranks, index: number): number {
+  if (ranks instanceof Uint8Array) return ranks[index]!;
+  const found = findSparse(ranks, index);
+  return found < 0 ? 0 : ranks[found]! & SPARSE_RANK;
+}
+
+function dense(ranks: readonly number[]): Uint8Array {
   const all = new Uint8Array(HLL_REGISTERS);
-  for (const [index, rank] of ranks) all[index] = rank;
+  for (const packed of ranks) all[packed >>> RANK_SHIFT] = packed & SPARSE_RANK;
   return all;
 }

@@ -1,8 +1,10 @@
 import { HLL_REGISTERS, estimateDistinct, registerOf } from "@livecount/crdt";
-import { VIEWER_KEY_MAX_LENGTH } from "@livecount/protocol";
+import { VIEWER_KEY_MAX_LENGTH, dayOf, uniqueRegisterParts } from "@livecount/protocol";
+import type { EntryWrite } from "@livecount/store";
 import { createHash } from "node:crypto";
 import siphash24 from "siphash24";
 import { describe, expect, test } from "vitest";
+import { PageSeries } from "../src/page_series.js";
 import { RANK_BITS, RANK_MASK, VisitorHash } from "../src/visitor_hash.js";
 
 /** The register and rank of an id under `hash`, from the one number `register` packs them in. */
@@ -96,5 +98,68 @@ describe("counter - unique visitors (HyperLogLog)", () => {
     expect(registerIn(HASH, long)).toEqual(registerOf(out.readUInt32LE(0), out.readUInt32LE(4)));
     // The scratch buffer is not left holding the long id: the next short one hashes as before.
     expect(HASH.register("v:someone")).toEqual(new VisitorHash(KEY).register("v:someone"));
+  });
+});
+
+describe("counter - a page's registers on its owner (PageSeries)", () => {
+  const DAY_MS = 86_400_000;
+  const NOW = 20_000 * DAY_MS + 5_000;
+  const nonepresent = { viewers: (): string[] => [] };
+
+  /** What one flush writes of today's registers: register index -> rank. */
+  function flushed(series: PageSeries): Map<number, number> {
+    const writes: EntryWrite[] = [];
+    series.take(writes);
+    const out = new Map<number, number>();
+    for (const w of writes) {
+      const parts = uniqueRegisterParts(w.counter);
+      if (parts === undefined) continue;
+      expect(parts.day).toBe(dayOf(NOW));
+      expect(w.entry.n).toBe(0);
+      out.set(parts.register, w.entry.p);
+    }
+    return out;
+  }
+
+  test("counter - sparse up to 256 registers, an array of all past that: each flush writes exactly the registers raised since, at their rank", () => {
+    const series = new PageSeries("page", "dc1", HASH);
+    const seen = new Map<number, number>();
+    // Flushes of growing batches take the ranks from a handful of registers past the sparse limit
+    // into the dense array; each batch repeats ids already seen, which raise nothing.
+    let from = 0;
+    for (const batch of [1, 7, 60, 150, 300, 1500]) {
+      const batchIds = [...ids("many", batch, from), ...ids("many", Math.min(batch, from), 0)];
+      from += batch;
+      const before = new Map(seen);
+      let raisedAny = false;
+      for (const id of batchIds) raisedAny = series.visitor(id, nonepresent, NOW) || raisedAny;
+      registersOf(batchIds, seen);
+      const expected = new Map([...seen].filter(([index, rank]) => (before.get(index) ?? 0) < rank));
+      expect(raisedAny).toBe(expected.size > 0);
+      expect(series.pendingCount).toBeGreaterThanOrEqual(expected.size);
+      expect(flushed(series)).toEqual(expected);
+      expect(series.pendingCount).toBe(0);
+    }
+    expect(seen.size).toBeGreaterThan(256);
+    // Everyone again: nothing rises, nothing to write.
+    for (const id of ids("many", from)) expect(series.visitor(id, nonepresent, NOW)).toBe(false);
+    expect(flushed(series).size).toBe(0);
+  });
+
+  test("counter - a register raised twice before a flush is written once, at its higher rank", () => {
+    const series = new PageSeries("page", "dc1", HASH);
+    // Ids of one register with different ranks, the lower first.
+    const byIndex = new Map<number, Array<{ id: string; rank: number }>>();
+    for (const id of ids("pair", 20_000)) {
+      const { index, rank } = registerIn(HASH, id);
+      byIndex.set(index, [...(byIndex.get(index) ?? []), { id, rank }]);
+    }
+    const [index, candidates] = [...byIndex].find(([, c]) => new Set(c.map((x) => x.rank)).size > 1)!;
+    const sorted = [...candidates].sort((a, b) => a.rank - b.rank);
+    const low = sorted[0]!;
+    const high = sorted[sorted.length - 1]!;
+    expect(series.visitor(low.id, nonepresent, NOW)).toBe(true);
+    expect(series.visitor(high.id, nonepresent, NOW)).toBe(true);
+    expect(flushed(series)).toEqual(new Map([[index, high.rank]]));
   });
 });
