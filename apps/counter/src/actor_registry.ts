@@ -266,12 +266,13 @@ export class ActorRegistry implements ActorHost {
 
   /** Ticks every actor whose deadline has come: graces end, settle windows close. */
   tick(now: number): void {
-    for (const [actor, at] of this.#deadlines) {
-      if (at > now) continue;
+    // forEach, not for-of: no [actor, at] pair allocated per scheduled page on every sweep.
+    this.#deadlines.forEach((at, actor) => {
+      if (at > now) return;
       this.#deadlines.delete(actor);
       // A tick may schedule the actor's next deadline (the next lingering viewer).
       if (actor.status === "active") actor.tick(now);
-    }
+    });
   }
 
   /** Lets idle actors leave memory: no viewers, nothing to write, untouched for `passivateMs`. */
