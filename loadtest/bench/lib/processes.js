@@ -25,7 +25,11 @@ export const LOOPBACK = "127.0.0.1";
 /** The repository root (loadtest/bench/lib/ -> ../../..). */
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const READY_TIMEOUT_MS = 15_000;
-const STOP_GRACE_MS = 4_000;
+/**
+ * How long a stopped child may take to exit before SIGKILL. A profiled one (--cpu-prof, --heap-prof)
+ * writes its profile only on a clean exit, after its drain: it gets a minute.
+ */
+const STOP_GRACE_MS = /--(cpu|heap)-prof/.test(process.env.LC_BENCH_NODE_FLAGS ?? "") ? 60_000 : 4_000;
 
 /** Every child still running, with how to stop it. */
 const running = new Map();
