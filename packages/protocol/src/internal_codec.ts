@@ -4,7 +4,6 @@
  * and rebuilt from the known fields only (unknown fields are dropped, so a newer sender may add
  * some). Anything malformed throws ProtocolError("bad_frame").
  */
-import type { Entry } from "@livecount/crdt";
 import { Packr, Unpackr, type Options } from "msgpackr";
 import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
 import { errorOf, incrementDecoders } from "./increment_codec.js";
@@ -18,7 +17,6 @@ import {
   type InternalMessage,
   type NodeReply,
   type NodeRequest,
-  type PageUpdate,
 } from "./internal.js";
 import {
   entriesOf,
@@ -351,18 +349,6 @@ export function isBroadcast(msg: InternalMessage): msg is Broadcast {
  */
 export function encodeMessage(msg: InternalMessage): Uint8Array {
   return packr.pack(msg);
-}
-
-/**
- * Encodes a PageUpdate whose entries come as a Map: the same bytes as `encodeMessage` of the update
- * with them as a record (a msgpack map either way), decoded alike. An owner publishes time buckets
- * (`@u:<day>:<register>`, `@pm:<minute>`): names new on nearly every page, which added to a plain
- * object each cost V8 a new hidden class, several microseconds an entry.
- */
-export function encodePageUpdate(
-  update: Omit<PageUpdate, "counters"> & { readonly counters: ReadonlyMap<string, Entry> },
-): Uint8Array {
-  return packr.pack(update);
 }
 
 /** Decodes and validates a bus message. Throws ProtocolError("bad_frame") on anything malformed. */

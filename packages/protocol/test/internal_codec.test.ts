@@ -232,15 +232,53 @@ describe("internal codec", () => {
       "@u:20415:17": { p: 2, n: 0 },
       likes: { p: 1, n: 0 },
     };
-    const update = { type: "update", page: "home", dc: "dc1", ts: 1_700_000_000_000 } as const;
-    const fromMap = encodePageUpdate({ ...update, counters: new Map(Object.entries(counters)) });
-    expect(Buffer.from(fromMap)).toEqual(Buffer.from(encodeMessage({ ...update, counters })));
-    expect(decodeMessage(fromMap)).toEqual({ ...update, counters });
+    const update = { type: "update", page: "home", dc: "dc1" } as const;
+    const ts = 1_700_000_000_000;
+    const fromMap = encodePageUpdate({ ...update, counters: new Map(Object.entries(counters)), ts });
+    // The fields in the order an owner writes them (durable_writer.ts), as msgpackr packs a record.
+    expect(Buffer.from(fromMap)).toEqual(Buffer.from(encodeMessage({ ...update, counters, ts })));
+    expect(decodeMessage(fromMap)).toEqual({ ...update, counters, ts });
     // A counter named "__proto__" stays a counter through the Map.
     const proto = decodeMessage(
-      encodePageUpdate({ ...update, counters: new Map([["__proto__", { p: 1, n: 0 }]]) }),
+      encodePageUpdate({ ...update, counters: new Map([["__proto__", { p: 1, n: 0 }]]), ts }),
     );
     expect(proto.type === "update" && Object.keys(proto.counters)).toEqual(["__proto__"]);
+  });
+
+  it("internal - page updates are msgpackr's bytes at every length and number boundary, each intact after thousands more", () => {
+    const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
+    // Strings at each header's boundary, and non-ASCII ones whose UTF-8 is longer than their UTF-16
+    // length, across a boundary too ("x" * 30 + "é": 31 characters, 32 bytes).
+    const names = [
+      ...[0, 1, 31, 32, 255, 256].map((n) => "c".repeat(n)),
+      "é",
+      "€".repeat(11),
+      "😀".repeat(8),
+      `a${"é".repeat(200)}`,
+      `${"x".repeat(30)}é`,
+    ];
+    const huge = ["p".repeat(65_535), "p".repeat(65_536), `${"p".repeat(65_534)}é`];
+    const updates = [];
+    for (let i = 0; i < 3000; i++) {
+      const counters = new Map<string, { p: number; n: number }>();
+      const size = [0, 1, 15, 16, 17][i % 5]!;
+      for (let k = 0; k < size; k++)
+        counters.set(`${names[(i + k) % names.length]}#${k}`, {
+          p: numbers[(i + k) % numbers.length]!,
+          n: numbers[(i * 7 + k) % numbers.length]!,
+        });
+      const page = i < huge.length ? huge[i]! : `${names[i % names.length]}-${i}-ü`;
+      const dc = `dc-${i % 3}`;
+      const ts = numbers[i % numbers.length]!;
+      const update = { type: "update", page, dc, counters, ts } as const;
+      updates.push({ update, bytes: encodePageUpdate(update) });
+    }
+    // Compared once all are written: none was overwritten by a later one.
+    const differ = updates.filter(({ update, bytes }) => {
+      const record = { ...update, counters: Object.fromEntries(update.counters) };
+      return Buffer.compare(Buffer.from(bytes), Buffer.from(encodeMessage(record))) !== 0;
+    });
+    expect(differ.map(({ update }) => update.page.slice(0, 40))).toEqual([]);
   });
 
   it("internal - keeps record keys that are Object.prototype members as own properties", () => {

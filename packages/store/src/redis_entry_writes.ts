@@ -6,6 +6,7 @@
  * gateways and from anti-entropy, and holding them for WAIT would freeze every count of a shard
  * that lost its replica.
  */
+import { MsgpackWriter, VALUE_BOUND, stringBound } from "@livecount/protocol";
 import { bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { packer, queueScript, unpackr, type Arg, type RedisConnection } from "./redis_connection.js";
@@ -59,22 +60,43 @@ export async function writeGroups(
 
 /**
  * A group's writes as lcWrite takes them: grouped by page (in the order pages first appear), one
- * MessagePack array of page, bucket, entry count, then field, p, n, indexed per entry.
+ * MessagePack array of page, bucket, entry count, then field, p, n, indexed per entry. Written by
+ * hand (MsgpackWriter): a flush packs every entry it writes, and msgpackr's generic steps were most
+ * of that.
  */
-function packWrites(writes: FencedWrites["writes"]): { pages: string[]; buffer: Buffer } {
+export function packWrites(writes: FencedWrites["writes"]): { pages: string[]; buffer: Buffer } {
   const byPage = new Map<string, Array<FencedWrites["writes"][number]>>();
+  let bound = VALUE_BOUND;
   for (const w of writes) {
     const list = byPage.get(w.page);
-    if (list === undefined) byPage.set(w.page, [w]);
-    else list.push(w);
+    if (list === undefined) {
+      byPage.set(w.page, [w]);
+      bound += stringBound(w.page) + 2 * VALUE_BOUND;
+    } else list.push(w);
+    bound += stringBound(w.counter) + stringBound(w.dc) + 3 * VALUE_BOUND;
   }
-  const flat: Array<string | number | boolean> = [];
+  writer.begin(bound);
+  writer.array(3 * byPage.size + 4 * writes.length);
   for (const [page, list] of byPage) {
-    flat.push(page, bucketOf(page), list.length);
-    for (const w of list) flat.push(entryField(w.counter, w.dc), w.entry.p, w.entry.n, w.indexed === true);
+    writer.string(page);
+    writer.natural(bucketOf(page));
+    writer.natural(list.length);
+    for (const w of list) {
+      writer.string(entryField(w.counter, w.dc));
+      writer.natural(w.entry.p);
+      writer.natural(w.entry.n);
+      writer.boolean(w.indexed === true);
+    }
   }
-  return { pages: [...byPage.keys()], buffer: packer.pack(flat) };
+  const packed = writer.end();
+  // A view, not a copy: ioredis sends a Buffer as it is.
+  return {
+    pages: [...byPage.keys()],
+    buffer: Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength),
+  };
 }
+
+const writer = new MsgpackWriter();
 
 /** Store.mergePages of validated, non-empty records. */
 export async function mergePages(

@@ -1,0 +1,133 @@
+/**
+ * MessagePack written by hand, for the few messages a process writes thousands of times a second
+ * (page updates, a flush's entry writes): the same bytes as msgpackr writes for the same values
+ * (its "preferred" sizes, integers past 32 bits as float64), without its generic steps per value
+ * and per call. Everything else goes through msgpackr.
+ *
+ * Messages are written one after another into a buffer and returned as views of it: a message is
+ * never overwritten (a full buffer is left to the views that hold it, and a new one started), so a
+ * view may wait in a socket's queue.
+ */
+
+/** Bytes of each buffer: a few dozen messages of a flush or page update share one. */
+const SLAB_BYTES = 16_384;
+
+/** The most bytes `s` takes as a msgpack string, header included. */
+export const stringBound = (s: string): number => 5 + 3 * s.length;
+
+/** The most bytes any number, boolean or container header takes. */
+export const VALUE_BOUND = 9;
+
+export class MsgpackWriter {
+  #slab = new Uint8Array(SLAB_BYTES);
+  #view = new DataView(this.#slab.buffer);
+  #at = 0;
+  #start = 0;
+  readonly #encoder = new TextEncoder();
+
+  /** Starts a message of at most `bound` bytes (stringBound, VALUE_BOUND). */
+  begin(bound: number): void {
+    if (SLAB_BYTES - this.#at < bound) {
+      this.#slab = new Uint8Array(Math.max(SLAB_BYTES, bound));
+      this.#view = new DataView(this.#slab.buffer);
+      this.#at = 0;
+    }
+    this.#start = this.#at;
+  }
+
+  /** The message written since `begin`. */
+  end(): Uint8Array {
+    return this.#slab.subarray(this.#start, this.#at);
+  }
+
+  /** Bytes already encoded (a constant part). */
+  raw(bytes: Uint8Array): void {
+    const slab = this.#slab;
+    let at = this.#at;
+    for (let i = 0; i < bytes.length; i++) slab[at++] = bytes[i]!;
+    this.#at = at;
+  }
+
+  map(n: number): void {
+    this.#header(n, 0x80, 0xde, 0xdf);
+  }
+
+  array(n: number): void {
+    this.#header(n, 0x90, 0xdc, 0xdd);
+  }
+
+  #header(n: number, fix: number, n16: number, n32: number): void {
+    if (n < 0x10) this.#slab[this.#at++] = fix | n;
+    else if (n < 0x10000) {
+      this.#slab[this.#at] = n16;
+      this.#view.setUint16(this.#at + 1, n);
+      this.#at += 3;
+    } else {
+      this.#slab[this.#at] = n32;
+      this.#view.setUint32(this.#at + 1, n);
+      this.#at += 5;
+    }
+  }
+
+  boolean(b: boolean): void {
+    this.#slab[this.#at++] = b ? 0xc3 : 0xc2;
+  }
+
+  /** A non-negative integer: the smallest uint, a float64 past 32 bits (as msgpackr writes them). */
+  natural(v: number): void {
+    const slab = this.#slab;
+    const at = this.#at;
+    if (v >>> 0 !== v) {
+      slab[at] = 0xcb;
+      this.#view.setFloat64(at + 1, v);
+      this.#at = at + 9;
+    } else if (v < 0x80) {
+      slab[at] = v;
+      this.#at = at + 1;
+    } else if (v < 0x100) {
+      slab[at] = 0xcc;
+      slab[at + 1] = v;
+      this.#at = at + 2;
+    } else if (v < 0x10000) {
+      slab[at] = 0xcd;
+      this.#view.setUint16(at + 1, v);
+      this.#at = at + 3;
+    } else {
+      slab[at] = 0xce;
+      this.#view.setUint32(at + 1, v);
+      this.#at = at + 5;
+    }
+  }
+
+  /** A string: its UTF-8 bytes after a header of their length (fixstr, str8, str16 or str32). */
+  string(s: string): void {
+    const slab = this.#slab;
+    const at = this.#at;
+    const n = s.length;
+    // Ids and counter names are ASCII: one byte a character, written straight after the header.
+    const header = n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+    let i = 0;
+    for (let c: number; i < n && (c = s.charCodeAt(i)) < 0x80; i++) slab[at + header + i] = c;
+    let bytes = n;
+    if (i < n) bytes = i + this.#encoder.encodeInto(s.slice(i), slab.subarray(at + header + i)).written;
+    const need = bytes < 0x20 ? 1 : bytes < 0x100 ? 2 : bytes < 0x10000 ? 3 : 5;
+    if (need !== header) slab.copyWithin(at + need, at + header, at + header + bytes);
+    if (need === 1) slab[at] = 0xa0 | bytes;
+    else if (need === 2) {
+      slab[at] = 0xd9;
+      slab[at + 1] = bytes;
+    } else if (need === 3) {
+      slab[at] = 0xda;
+      this.#view.setUint16(at + 1, bytes);
+    } else {
+      slab[at] = 0xdb;
+      this.#view.setUint32(at + 1, bytes);
+    }
+    this.#at = at + need + bytes;
+  }
+}
+
+/** ASCII strings as msgpack fixstrs, one after another: constant parts of a message. */
+export function fixstrs(...parts: string[]): Uint8Array {
+  return Uint8Array.from(parts.flatMap((s) => [0xa0 | s.length, ...Array.from(s, (c) => c.charCodeAt(0))]));
+}
