@@ -2,6 +2,7 @@ import { antiEntropyPartitionSubject, antiEntropySubject, type Bus, type Subscri
 import type { DcLiveness } from "@livecount/cluster";
 import {
   decodeMessage,
+  encodeAeEntries,
   encodeMessage,
   type AeBuckets,
   type AeEntries,
@@ -407,7 +408,7 @@ export class AntiEntropy {
     flags: { readonly pull?: readonly number[]; readonly done?: boolean },
   ): Promise<void> {
     const subject = antiEntropyPartitionSubject(to, partition);
-    const base = { type: "ae_entries", from: this.#o.dc, to, partition } as const;
+    const head = { from: this.#o.dc, to, partition };
     let batch: Array<[string, PageRecord]> = [];
     let sent = 0;
     for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
@@ -416,27 +417,23 @@ export class AntiEntropy {
       const chunks = [...chunkPages([...batch, ...pages])];
       batch = chunks.pop() ?? [];
       for (const chunk of chunks) {
-        // fromEntries defines own properties: a page named "__proto__" stays a page.
-        this.#send(subject, { ...base, pages: Object.fromEntries(chunk) });
+        this.#publish(subject, encodeAeEntries(head, chunk));
         sent += chunk.length;
       }
     }
     // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor).
     const floor = flags.done === true ? await this.#o.store.purgeFloor(partition) : 0;
-    // fromEntries defines own properties: a page named "__proto__" stays a page.
-    this.#send(subject, {
-      ...base,
-      pages: Object.fromEntries(batch),
-      ...flags,
-      ...(floor > 0 ? { floor } : {}),
-    });
+    this.#publish(subject, encodeAeEntries(head, batch, { ...flags, ...(floor > 0 ? { floor } : {}) }));
     sent += batch.length;
     this.#o.metrics.antiEntropy.inc({ step: "entries" });
     this.#o.metrics.antiEntropyPages.inc({ direction: "sent" }, sent);
   }
 
   #send(subject: string, msg: AntiEntropyMessage): void {
-    const data = encodeMessage(msg);
+    this.#publish(subject, encodeMessage(msg));
+  }
+
+  #publish(subject: string, data: Uint8Array): void {
     this.#o.bus.publish(subject, data);
     this.#o.metrics.antiEntropyBytes.inc(data.byteLength);
   }

@@ -1,0 +1,71 @@
+import type { Entries } from "@livecount/crdt";
+import { describe, expect, it } from "vitest";
+import { decodeMessage, encodeAeEntries, encodeMessage } from "../src/index.js";
+
+const NUMBERS = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
+
+/** A page's record of `counters` counters over `dcs` data centers, its numbers picked by `seed`. */
+function record(seed: number, counters: number, dcs: number): Record<string, Entries> {
+  const out: Record<string, Entries> = {};
+  for (let c = 0; c < counters; c++) {
+    const entries: Record<string, { p: number; n: number }> = {};
+    for (let d = 0; d < dcs; d++)
+      entries[`dc-${d}`] = {
+        p: NUMBERS[(seed + c + d) % NUMBERS.length]!,
+        n: NUMBERS[(seed * 3 + d) % NUMBERS.length]!,
+      };
+    out[c === 0 ? "likes" : `counter-${c}`] = entries;
+  }
+  return out;
+}
+
+describe("internal - ae_entries written by hand", () => {
+  it("internal - ae_entries are msgpackr's bytes for the same message, flags and sizes at every boundary", () => {
+    const head = { from: "dc1", to: "dc2", partition: 255 };
+    const cases: Array<{
+      pages: Array<[string, Record<string, Entries>]>;
+      flags: object;
+      bytes: Uint8Array;
+    }> = [];
+    for (const size of [0, 1, 15, 16, 300, 10_000]) {
+      for (const flags of [{}, { pull: [0, 1, 63, 200] }, { done: true }, { done: true, floor: 2 ** 40 }]) {
+        const pages = Array.from({ length: size }, (_, i): [string, Record<string, Entries>] => [
+          `page-${i}`,
+          record(i, 1 + (i % 17), 1 + (i % 3)),
+        ]);
+        cases.push({ pages, flags, bytes: encodeAeEntries(head, pages, flags) });
+      }
+    }
+    // Compared once all are written: none was overwritten by a later one.
+    for (const { pages, flags, bytes } of cases) {
+      const msg = { type: "ae_entries", ...head, pages: Object.fromEntries(pages), ...flags } as const;
+      expect(Buffer.compare(Buffer.from(bytes), Buffer.from(encodeMessage(msg)))).toBe(0);
+    }
+    const last = cases.at(-1)!;
+    expect(decodeMessage(last.bytes)).toEqual({
+      type: "ae_entries",
+      ...head,
+      pages: Object.fromEntries(last.pages),
+      ...last.flags,
+    });
+  });
+
+  it("internal - a page or counter named __proto__ stays one, and the receiver decodes every page", () => {
+    const pages: Array<[string, Record<string, Entries>]> = [
+      [
+        "__proto__",
+        Object.defineProperty({}, "__proto__", { value: { dc1: { p: 2, n: 1 } }, enumerable: true }),
+      ],
+      ["home", { likes: { dc1: { p: 1, n: 0 }, dc2: { p: 3, n: 0 } } }],
+    ];
+    const decoded = decodeMessage(
+      encodeAeEntries({ from: "dc1", to: "dc2", partition: 0 }, pages, { done: true }),
+    );
+    expect(decoded.type).toBe("ae_entries");
+    if (decoded.type !== "ae_entries") return;
+    expect(Object.keys(decoded.pages)).toEqual(["__proto__", "home"]);
+    expect(Object.keys(decoded.pages["__proto__"]!)).toEqual(["__proto__"]);
+    expect(decoded.pages["home"]).toEqual({ likes: { dc1: { p: 1, n: 0 }, dc2: { p: 3, n: 0 } } });
+    expect(decoded.done).toBe(true);
+  });
+});
