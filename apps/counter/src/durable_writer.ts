@@ -1,8 +1,8 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import type { Entry } from "@livecount/crdt";
 import {
-  encodeMessage,
   encodePageUpdate,
+  encodePageUpdates,
   type IncrementRequest,
   type NodeReply,
   type ResetRequest,
@@ -171,7 +171,7 @@ export class DurableWriter {
     if (update.local === true) {
       // fromEntries defines own properties: a counter named "__proto__" stays a counter.
       const entries = Object.fromEntries([...counters].map(([name, e]) => [name, { [dc]: e }]));
-      this.#publishLocal(partition, { [page]: entries }, ts);
+      this.#publishLocal(partition, [[page, entries]], ts);
       return;
     }
     this.#o.bus.publish(
@@ -182,11 +182,8 @@ export class DurableWriter {
   }
 
   /** Publishes pages' entries on this DC's updates subject: for its own gateways only. */
-  #publishLocal(partition: number, pages: Record<string, PageRecord>, ts: number): void {
-    this.#o.bus.publish(
-      dcUpdatesSubject(this.#o.dc, partition),
-      encodeMessage({ type: "updates", partition, pages, ts }),
-    );
+  #publishLocal(partition: number, pages: ReadonlyArray<readonly [string, PageRecord]>, ts: number): void {
+    this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), encodePageUpdates(partition, pages, ts));
     this.#o.metrics.publishes.inc();
   }
 
@@ -212,7 +209,7 @@ export class DurableWriter {
         // For this DC's gateways only, in one message: every other DC holds these entries already.
         // Counts only: gateways show no time bucket, and buckets are most of a busy page's entries.
         const counts = countsOf(merged);
-        if (counts.length > 0) this.#publishLocal(fence.partition, Object.fromEntries(counts), ts);
+        if (counts.length > 0) this.#publishLocal(fence.partition, counts, ts);
       },
     );
     if (advanced !== null) return advanced;

@@ -30,7 +30,7 @@ export * from "./codec.js";
 export * from "./counts_codec.js";
 export * from "./internal_codec.js";
 export { encodePageUpdate } from "./page_update_codec.js";
-export { encodeAeEntries } from "./ae_entries_codec.js";
+export { encodeAeEntries, encodePageUpdates } from "./page_records_codec.js";
 export { MsgpackWriter, VALUE_BOUND, stringBound } from "./msgpack_writer.js";
 export { guardMsgpack, MSGPACK_MAX_DEPTH } from "./msgpack_guard.js";
 export * from "./node_replies.js";

@@ -1,6 +1,6 @@
 import type { Entries } from "@livecount/crdt";
 import { describe, expect, it } from "vitest";
-import { decodeMessage, encodeAeEntries, encodeMessage } from "../src/index.js";
+import { decodeMessage, encodeAeEntries, encodeMessage, encodePageUpdates } from "../src/index.js";
 
 const NUMBERS = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
 
@@ -19,7 +19,7 @@ function record(seed: number, counters: number, dcs: number): Record<string, Ent
   return out;
 }
 
-describe("internal - ae_entries written by hand", () => {
+describe("internal - page records written by hand (ae_entries, updates)", () => {
   it("internal - ae_entries are msgpackr's bytes for the same message, flags and sizes at every boundary", () => {
     const head = { from: "dc1", to: "dc2", partition: 255 };
     const cases: Array<{
@@ -48,6 +48,29 @@ describe("internal - ae_entries written by hand", () => {
       pages: Object.fromEntries(last.pages),
       ...last.flags,
     });
+  });
+
+  it("internal - updates are msgpackr's bytes for the same message at every size", () => {
+    const cases: Array<{ pages: Array<[string, Record<string, Entries>]>; ts: number; bytes: Uint8Array }> =
+      [];
+    for (const size of [0, 1, 15, 16, 300, 10_000]) {
+      const pages = Array.from({ length: size }, (_, i): [string, Record<string, Entries>] => [
+        `page-${i}`,
+        record(i + size, 1 + (i % 4), 1 + (i % 3)),
+      ]);
+      const ts = NUMBERS[size % NUMBERS.length]!;
+      cases.push({ pages, ts, bytes: encodePageUpdates(size % 300, pages, ts) });
+    }
+    for (const { pages, ts, bytes } of cases) {
+      const msg = {
+        type: "updates",
+        partition: pages.length % 300,
+        pages: Object.fromEntries(pages),
+        ts,
+      } as const;
+      expect(Buffer.compare(Buffer.from(bytes), Buffer.from(encodeMessage(msg)))).toBe(0);
+      expect(decodeMessage(bytes)).toEqual(msg);
+    }
   });
 
   it("internal - a page or counter named __proto__ stays one, and the receiver decodes every page", () => {

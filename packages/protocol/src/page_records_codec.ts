@@ -1,17 +1,20 @@
 /**
- * The encoder of `ae_entries` messages (AeEntries): a heal or a bootstrap sends every page of the
- * differing buckets in them, thousands of pages a message. Written by hand (msgpack_writer.ts), the
- * bytes msgpackr writes for the same message, so every release decodes them alike: msgpackr built a
- * list of keys for every object it packed (to leave out undefined values), the largest part of what
- * a sending node allocated in a heal.
+ * The encoders of the messages that carry many pages' records: `ae_entries` (AeEntries: a heal or a
+ * bootstrap sends every page of the differing buckets in them, thousands a message) and `updates`
+ * (PageUpdates: what anti-entropy merged, to a DC's own gateways). Written by hand
+ * (msgpack_writer.ts), the bytes msgpackr writes for the same message, so every release decodes them
+ * alike: msgpackr built a list of keys for every object it packed (to leave out undefined values),
+ * the largest part of what a node allocated in a heal.
  */
 import type { Entries } from "@livecount/crdt";
-import type { AeEntries } from "./internal.js";
+import type { AeEntries, PageUpdates } from "./internal.js";
 import { MsgpackWriter, VALUE_BOUND, fixstrs, stringBound } from "./msgpack_writer.js";
 
 const writer = new MsgpackWriter();
 
 const TYPE = fixstrs("type", "ae_entries");
+const UPDATES_TYPE = fixstrs("type", "updates");
+const TS = fixstrs("ts");
 const FROM = fixstrs("from");
 const TO = fixstrs("to");
 const PARTITION = fixstrs("partition");
@@ -50,6 +53,40 @@ function entries(record: Entries): void {
   }
 }
 
+/** The key `pages` and a map of `pages`' records. */
+function writePages(pages: ReadonlyArray<readonly [string, PageEntries]>): void {
+  writer.raw(PAGES);
+  writer.map(pages.length);
+  for (const [page, record] of pages) {
+    writer.string(page);
+    const counters = Object.keys(record);
+    writer.map(counters.length);
+    for (const counter of counters) {
+      writer.string(counter);
+      entries(record[counter]!);
+    }
+  }
+}
+
+/** An `updates` message of `pages` (pairs of page and record), as `{ type, partition, pages, ts }`. */
+export function encodePageUpdates(
+  partition: PageUpdates["partition"],
+  pages: ReadonlyArray<readonly [string, PageEntries]>,
+  ts: PageUpdates["ts"],
+): Uint8Array {
+  let bound = 48 + 2 * VALUE_BOUND;
+  for (const [page, record] of pages) bound += recordBound(page, record);
+  writer.begin(bound);
+  writer.map(4);
+  writer.raw(UPDATES_TYPE);
+  writer.raw(PARTITION);
+  writer.natural(partition);
+  writePages(pages);
+  writer.raw(TS);
+  writer.natural(ts);
+  return writer.end();
+}
+
 /**
  * An `ae_entries` message of `pages` (pairs of page and record, as read from the store), its fields
  * in the order `{ type, from, to, partition, pages, pull, done, floor }`; the flags only when set.
@@ -72,17 +109,7 @@ export function encodeAeEntries(
   writer.string(head.to);
   writer.raw(PARTITION);
   writer.natural(head.partition);
-  writer.raw(PAGES);
-  writer.map(pages.length);
-  for (const [page, record] of pages) {
-    writer.string(page);
-    const counters = Object.keys(record);
-    writer.map(counters.length);
-    for (const counter of counters) {
-      writer.string(counter);
-      entries(record[counter]!);
-    }
-  }
+  writePages(pages);
   if (pull !== undefined) {
     writer.raw(PULL);
     writer.array(pull.length);
