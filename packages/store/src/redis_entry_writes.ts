@@ -27,6 +27,8 @@ import {
  * hundred pages keeps Redis busy for about a millisecond, so other clients never wait long.
  */
 const PAGES_PER_MERGE = 100;
+/** Writes the scripts' MessagePack arguments (packWrites, packMerge). */
+const writer = new MsgpackWriter();
 /** Publisher increments applied by one script call: like PAGES_PER_MERGE, keeps each call short. */
 const OPS_PER_SCRIPT = 100;
 
@@ -88,15 +90,53 @@ export function packWrites(writes: FencedWrites["writes"]): { pages: string[]; b
       writer.boolean(w.indexed === true);
     }
   }
-  const packed = writer.end();
-  // A view, not a copy: ioredis sends a Buffer as it is.
-  return {
-    pages: [...byPage.keys()],
-    buffer: Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength),
-  };
+  return { pages: [...byPage.keys()], buffer: asBuffer(writer.end()) };
 }
 
-const writer = new MsgpackWriter();
+/**
+ * Pages as lcMerge takes them: one MessagePack array of page, bucket, entry count, then field, p, n
+ * per entry, written by hand as packWrites does (a heal merges every page it receives).
+ */
+export function packMerge(chunk: readonly string[], pages: ReadonlyMap<string, PageRecord>): Buffer {
+  let bound = VALUE_BOUND;
+  let items = 0;
+  for (const page of chunk) {
+    const record = pages.get(page)!;
+    bound += stringBound(page) + 2 * VALUE_BOUND;
+    items += 3;
+    for (const counter of Object.keys(record)) {
+      for (const dc of Object.keys(record[counter]!)) {
+        bound += stringBound(counter) + stringBound(dc) + 2 * VALUE_BOUND;
+        items += 3;
+      }
+    }
+  }
+  writer.begin(bound);
+  writer.array(items);
+  for (const page of chunk) {
+    const record = pages.get(page)!;
+    writer.string(page);
+    writer.natural(bucketOf(page));
+    let count = 0;
+    for (const counter of Object.keys(record)) count += Object.keys(record[counter]!).length;
+    writer.natural(count);
+    for (const counter of Object.keys(record)) {
+      const byDc = record[counter]!;
+      for (const dc of Object.keys(byDc)) {
+        const e = byDc[dc]!;
+        writer.string(entryField(counter, dc));
+        writer.natural(e.p);
+        writer.natural(e.n);
+      }
+    }
+  }
+  return asBuffer(writer.end());
+}
+
+/** A view of `bytes` as a Buffer, not a copy: ioredis sends a Buffer as it is. */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
 
 /** Store.mergePages of validated, non-empty records. */
 export async function mergePages(
@@ -111,16 +151,7 @@ export async function mergePages(
   const replies = await conn.run("mergePages", (pipe) => {
     for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
       const chunk = ids.slice(from, from + PAGES_PER_MERGE);
-      const flat: Array<string | number> = [];
-      for (const page of chunk) {
-        flat.push(page, bucketOf(page), 0);
-        const countAt = flat.length - 1;
-        for (const [counter, byDc] of Object.entries(pages.get(page)!)) {
-          for (const [dc, e] of Object.entries(byDc)) flat.push(entryField(counter, dc), e.p, e.n);
-        }
-        flat[countAt] = (flat.length - countAt - 1) / 3;
-      }
-      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc), packer.pack(flat)];
+      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc), packMerge(chunk, pages)];
       const scriptKeys = [...partitionKeys, ...chunk.map((page) => keys.page(page, partition))];
       queueScript(pipe(partition), "lcMerge", scriptKeys, args, { buffer: true });
     }

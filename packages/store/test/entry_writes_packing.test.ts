@@ -1,9 +1,9 @@
 import { describe, expect, test } from "vitest";
 import { bucketOf } from "../src/digest.js";
 import { packer } from "../src/redis_connection.js";
-import { packWrites } from "../src/redis_entry_writes.js";
+import { packMerge, packWrites } from "../src/redis_entry_writes.js";
 import { entryField } from "../src/redis_records.js";
-import type { EntryWrite } from "../src/store.js";
+import type { EntryWrite, PageRecord } from "../src/store.js";
 
 /** lcWrite's argument as msgpackr packs it: page, bucket, count, then field, p, n, indexed per entry. */
 function packedByMsgpackr(writes: readonly EntryWrite[]): Buffer {
@@ -44,5 +44,39 @@ describe("store - a flush's writes packed for lcWrite", () => {
     const [first] = groups;
     expect(first!.packed.pages).toEqual([...new Set(first!.writes.map((w) => w.page))]);
     expect(Buffer.isBuffer(first!.packed.buffer)).toBe(true);
+  });
+
+  test("store - merged pages packed for lcMerge: the bytes msgpackr packs, each intact after thousands more", () => {
+    const numbers = [0, 1, 127, 128, 65_536, 2 ** 32, Number.MAX_SAFE_INTEGER];
+    const chunks: Array<{ chunk: string[]; pages: Map<string, PageRecord>; packed: Buffer }> = [];
+    for (let g = 0; g < 1000; g++) {
+      const pages = new Map<string, PageRecord>();
+      for (let i = 0; i < 1 + (g % 100); i++) {
+        const record: PageRecord = {};
+        for (let c = 0; c < 1 + ((g + i) % 6); c++) {
+          const byDc: Record<string, { p: number; n: number }> = {};
+          for (let d = 0; d < 1 + (c % 3); d++)
+            byDc[`dc${d}`] = {
+              p: numbers[(g + c + d) % numbers.length]!,
+              n: numbers[(i + d) % numbers.length]!,
+            };
+          record[c === 0 ? "likes" : `@w:likes:${c}é`] = byDc;
+        }
+        pages.set(`page-${g}-${i}`, record);
+      }
+      const chunk = [...pages.keys()];
+      chunks.push({ chunk, pages, packed: packMerge(chunk, pages) });
+    }
+    const differ = chunks.filter(({ chunk, pages, packed }) => {
+      const flat: Array<string | number> = [];
+      for (const page of chunk) {
+        const entries = Object.entries(pages.get(page)!).flatMap(([counter, byDc]) =>
+          Object.entries(byDc).flatMap(([dc, e]) => [entryField(counter, dc), e.p, e.n]),
+        );
+        flat.push(page, bucketOf(page), entries.length / 3, ...entries);
+      }
+      return Buffer.compare(packed, Buffer.from(packer.pack(flat))) !== 0;
+    });
+    expect(differ.length).toBe(0);
   });
 });
