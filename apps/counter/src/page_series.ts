@@ -18,15 +18,20 @@ import type { EntryWrite } from "@livecount/store";
 import { RANK_BITS, RANK_MASK, type VisitorHash } from "./visitor_hash.js";
 
 /**
- * Ranks kept sparse up to this many registers (a sorted array of `index << 8 | rank`, 4 bytes each),
- * in an array of every register beyond (4 KB).
+ * Registers kept sparse up to this many (a sorted array of numbers, about 11 bytes a register against
+ * some 28 for a Map's entry), in an array of every register beyond (4 KB).
  */
 const SPARSE_RANKS = 256;
 
-/** Sparse: `index << RANK_SHIFT | rank` by index, ascending. Dense: the rank at each index. */
+/**
+ * Today's registers as bytes: the rank, and RAISED while the register waits for a flush to name it.
+ * Sparse: `index << BYTE_BITS | byte` by index, ascending. Dense: the byte at each index.
+ */
 type Ranks = number[] | Uint8Array;
-const RANK_SHIFT = 8;
-const SPARSE_RANK = (1 << RANK_SHIFT) - 1;
+const BYTE_BITS = 8;
+/** A register's rank within its byte: ranks go up to HLL_MAX_RANK (33). */
+const RANK_OF = 0x7f;
+const RAISED = 0x80;
 
 /** The most viewers shown in the current minute and hour, and the value shown last. */
 interface PeakState {
@@ -101,12 +106,12 @@ export class PageSeries {
     const index = register >>> RANK_BITS;
     const rank = register & RANK_MASK;
     const ranks = visitors.ranks;
-    if (ranks instanceof Uint8Array) {
-      if (ranks[index]! >= rank) return false;
-      ranks[index] = rank;
-    } else if (!raiseSparse(ranks, index, rank)) return false;
-    else if (ranks.length > SPARSE_RANKS) visitors.ranks = dense(ranks);
-    visitors.raised.push(index);
+    const byte = byteAt(ranks, index);
+    if ((byte & RANK_OF) >= rank) return false;
+    setByte(ranks, index, rank | RAISED);
+    // Once per register until the flush names it: `raised` counts the entries it will write.
+    if ((byte & RAISED) === 0) visitors.raised.push(index);
+    if (!(ranks instanceof Uint8Array) && ranks.length > SPARSE_RANKS) visitors.ranks = dense(ranks);
     return true;
   }
 
@@ -115,7 +120,11 @@ export class PageSeries {
     const visitors = this.#visitors;
     if (visitors === undefined || visitors.raised.length === 0) return;
     const { day, ranks, raised } = visitors;
-    for (const index of raised) this.#raise(uniqueRegisterOf(day, index), rankAt(ranks, index));
+    for (const index of raised) {
+      const rank = byteAt(ranks, index) & RANK_OF;
+      this.#raise(uniqueRegisterOf(day, index), rank);
+      setByte(ranks, index, rank);
+    }
     raised.length = 0;
   }
 
@@ -200,7 +209,10 @@ export class PageSeries {
     this.#peak = undefined;
   }
 
-  /** Entries the next `take` adds. */
+  /**
+   * Entries the next `take` adds (a register raised again after `forget` named it may count twice
+   * until then: the store had removed the page).
+   */
   get pendingCount(): number {
     return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + (this.#visitors?.raised.length ?? 0);
   }
@@ -212,7 +224,7 @@ function findSparse(ranks: readonly number[], index: number): number {
   let hi = ranks.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
-    const at = ranks[mid]! >>> RANK_SHIFT;
+    const at = ranks[mid]! >>> BYTE_BITS;
     if (at === index) return mid;
     if (at < index) lo = mid + 1;
     else hi = mid - 1;
@@ -220,30 +232,32 @@ function findSparse(ranks: readonly number[], index: number): number {
   return ~lo;
 }
 
-/** Raises the register at `index` to `rank` in sparse ranks; false when it was already as high. */
-function raiseSparse(ranks: number[], index: number, rank: number): boolean {
+/** The byte of the register at `index`; 0 when it was never raised today. */
+function byteAt(ranks: Ranks, index: number): number {
+  if (ranks instanceof Uint8Array) return ranks[index]!;
   const found = findSparse(ranks, index);
-  const packed = (index << RANK_SHIFT) | rank;
+  return found < 0 ? 0 : ranks[found]! & 0xff;
+}
+
+function setByte(ranks: Ranks, index: number, byte: number): void {
+  if (ranks instanceof Uint8Array) {
+    ranks[index] = byte;
+    return;
+  }
+  const found = findSparse(ranks, index);
+  const packed = (index << BYTE_BITS) | byte;
   if (found >= 0) {
-    if ((ranks[found]! & SPARSE_RANK) >= rank) return false;
     ranks[found] = packed;
-    return true;
+    return;
   }
   const at = ~found;
   ranks.push(packed);
   for (let i = ranks.length - 1; i > at; i--) ranks[i] = ranks[i - 1]!;
   ranks[at] = packed;
-  return true;
-}
-
-function rankAt(ranks: Ranks, index: number): number {
-  if (ranks instanceof Uint8Array) return ranks[index]!;
-  const found = findSparse(ranks, index);
-  return found < 0 ? 0 : ranks[found]! & SPARSE_RANK;
 }
 
 function dense(ranks: readonly number[]): Uint8Array {
   const all = new Uint8Array(HLL_REGISTERS);
-  for (const packed of ranks) all[packed >>> RANK_SHIFT] = packed & SPARSE_RANK;
+  for (const packed of ranks) all[packed >>> BYTE_BITS] = packed & 0xff;
   return all;
 }

@@ -136,7 +136,8 @@ describe("counter - a page's registers on its owner (PageSeries)", () => {
       registersOf(batchIds, seen);
       const expected = new Map([...seen].filter(([index, rank]) => (before.get(index) ?? 0) < rank));
       expect(raisedAny).toBe(expected.size > 0);
-      expect(series.pendingCount).toBeGreaterThanOrEqual(expected.size);
+      // What a flush bounds: exactly the registers it will write.
+      expect(series.pendingCount).toBe(expected.size);
       expect(flushed(series)).toEqual(expected);
       expect(series.pendingCount).toBe(0);
     }
@@ -160,6 +161,10 @@ describe("counter - a page's registers on its owner (PageSeries)", () => {
     const high = sorted[sorted.length - 1]!;
     expect(series.visitor(low.id, nonepresent, NOW)).toBe(true);
     expect(series.visitor(high.id, nonepresent, NOW)).toBe(true);
+    expect(series.pendingCount).toBe(1);
     expect(flushed(series)).toEqual(new Map([[index, high.rank]]));
+    // Named and flushed, it is no longer pending, and a lower rank of it raises nothing.
+    expect(series.pendingCount).toBe(0);
+    expect(series.visitor(low.id, nonepresent, NOW)).toBe(false);
   });
 });
