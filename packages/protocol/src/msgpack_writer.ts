@@ -1,8 +1,11 @@
 /**
  * MessagePack written by hand, for the few messages a process writes thousands of times a second
  * (page updates, a flush's entry writes): the same bytes as msgpackr writes for the same values
- * (its "preferred" sizes, integers past 32 bits as float64), without its generic steps per value
- * and per call. Everything else goes through msgpackr.
+ * (its "preferred" sizes, integers past 32 bits as float64, its UTF-8), without its generic steps
+ * per value and per call. Everything else goes through msgpackr. Callers write validated values:
+ * `natural` takes non-negative safe integers (anything else comes out as a float64, which msgpackr
+ * would write smaller), and records have no undefined values (msgpackr left those out; here they
+ * throw).
  *
  * Messages are written one after another into a buffer and returned as views of it: a message is
  * never overwritten (a full buffer is left to the views that hold it, and a new one started), so a
@@ -109,7 +112,14 @@ export class MsgpackWriter {
     let i = 0;
     for (let c: number; i < n && (c = s.charCodeAt(i)) < 0x80; i++) slab[at + header + i] = c;
     let bytes = n;
-    if (i < n) bytes = i + this.#encoder.encodeInto(s.slice(i), slab.subarray(at + header + i)).written;
+    if (i < n) {
+      // As msgpackr does: its own loop below 64 units (a lone surrogate as three bytes), the
+      // platform's UTF-8 encoder above (U+FFFD for one).
+      bytes =
+        n < 0x40
+          ? utf8(s, i, slab, at + header + i) - at - header
+          : i + this.#encoder.encodeInto(s.slice(i), slab.subarray(at + header + i)).written;
+    }
     const need = bytes < 0x20 ? 1 : bytes < 0x100 ? 2 : bytes < 0x10000 ? 3 : 5;
     if (need !== header) slab.copyWithin(at + need, at + header, at + header + bytes);
     if (need === 1) slab[at] = 0xa0 | bytes;
@@ -125,6 +135,32 @@ export class MsgpackWriter {
     }
     this.#at = at + need + bytes;
   }
+}
+
+/** UTF-8 of `s` from unit `from`, written at `to`, as msgpackr's loop writes it; returns where it ended. */
+function utf8(s: string, from: number, out: Uint8Array, to: number): number {
+  let at = to;
+  for (let i = from; i < s.length; i++) {
+    let c = s.charCodeAt(i);
+    let next: number;
+    if (c < 0x80) out[at++] = c;
+    else if (c < 0x800) {
+      out[at++] = (c >> 6) | 0xc0;
+      out[at++] = (c & 0x3f) | 0x80;
+    } else if ((c & 0xfc00) === 0xd800 && ((next = s.charCodeAt(i + 1)) & 0xfc00) === 0xdc00) {
+      c = 0x10000 + ((c & 0x03ff) << 10) + (next & 0x03ff);
+      i++;
+      out[at++] = (c >> 18) | 0xf0;
+      out[at++] = ((c >> 12) & 0x3f) | 0x80;
+      out[at++] = ((c >> 6) & 0x3f) | 0x80;
+      out[at++] = (c & 0x3f) | 0x80;
+    } else {
+      out[at++] = (c >> 12) | 0xe0;
+      out[at++] = ((c >> 6) & 0x3f) | 0x80;
+      out[at++] = (c & 0x3f) | 0x80;
+    }
+  }
+  return at;
 }
 
 /** ASCII strings as msgpack fixstrs, one after another: constant parts of a message. */

@@ -245,10 +245,10 @@ describe("internal codec", () => {
     expect(proto.type === "update" && Object.keys(proto.counters)).toEqual(["__proto__"]);
   });
 
-  it("internal - page updates are msgpackr's bytes at every length and number boundary, each intact after thousands more", () => {
+  it("internal - page updates are msgpackr's bytes for thousands of shapes (number boundaries, non-ASCII, long names), each intact after the rest", () => {
     const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
-    // Strings at each header's boundary, and non-ASCII ones whose UTF-8 is longer than their UTF-16
-    // length, across a boundary too ("x" * 30 + "é": 31 characters, 32 bytes).
+    // Short and long names, non-ASCII ones whose UTF-8 is longer than their UTF-16 length (each
+    // string header's boundary is msgpack_writer.test.ts's; here the names get suffixes).
     const names = [
       ...[0, 1, 31, 32, 255, 256].map((n) => "c".repeat(n)),
       "é",

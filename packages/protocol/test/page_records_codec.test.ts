@@ -20,7 +20,7 @@ function record(seed: number, counters: number, dcs: number): Record<string, Ent
 }
 
 describe("internal - page records written by hand (ae_entries, updates)", () => {
-  it("internal - ae_entries are msgpackr's bytes for the same message, flags and sizes at every boundary", () => {
+  it("internal - ae_entries are msgpackr's bytes for the same message, with every flag, from 0 to 10,000 pages", () => {
     const head = { from: "dc1", to: "dc2", partition: 255 };
     const cases: Array<{
       pages: Array<[string, Record<string, Entries>]>;

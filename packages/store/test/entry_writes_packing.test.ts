@@ -18,7 +18,7 @@ function packedByMsgpackr(writes: readonly EntryWrite[]): Buffer {
 }
 
 describe("store - a flush's writes packed for lcWrite", () => {
-  test("store - the bytes msgpackr packs, at every length and number boundary, each intact after thousands more", () => {
+  test("store - the bytes msgpackr packs, at every number and array-header boundary, each intact after thousands more", () => {
     const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, Number.MAX_SAFE_INTEGER];
     const names = ["likes", "@viewers", "c".repeat(31), "c".repeat(32), "c".repeat(300), "é", "😀".repeat(9)];
     const groups: Array<{ writes: EntryWrite[]; packed: ReturnType<typeof packWrites> }> = [];
