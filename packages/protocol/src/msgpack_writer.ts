@@ -72,6 +72,15 @@ export class MsgpackWriter {
     }
   }
 
+  /** A PN-counter entry, `{p, n}`: a map of two naturals. */
+  entry(e: { readonly p: number; readonly n: number }): void {
+    this.map(2);
+    this.raw(P_KEY);
+    this.natural(e.p);
+    this.raw(N_KEY);
+    this.natural(e.n);
+  }
+
   boolean(b: boolean): void {
     this.#slab[this.#at++] = b ? 0xc3 : 0xc2;
   }
@@ -167,3 +176,6 @@ function utf8(s: string, from: number, out: Uint8Array, to: number): number {
 export function fixstrs(...parts: string[]): Uint8Array {
   return Uint8Array.from(parts.flatMap((s) => [0xa0 | s.length, ...Array.from(s, (c) => c.charCodeAt(0))]));
 }
+
+const P_KEY = fixstrs("p");
+const N_KEY = fixstrs("n");

@@ -22,8 +22,6 @@ const PAGES = fixstrs("pages");
 const PULL = fixstrs("pull");
 const DONE = fixstrs("done");
 const FLOOR = fixstrs("floor");
-const P_KEY = fixstrs("p");
-const N_KEY = fixstrs("n");
 
 /** A page's record: per counter, per data center, its entry. */
 type PageEntries = Readonly<Record<string, Entries>>;
@@ -45,11 +43,7 @@ function entries(record: Entries): void {
   for (const dc of dcs) {
     const e = record[dc]!;
     writer.string(dc);
-    writer.map(2);
-    writer.raw(P_KEY);
-    writer.natural(e.p);
-    writer.raw(N_KEY);
-    writer.natural(e.n);
+    writer.entry(e);
   }
 }
 

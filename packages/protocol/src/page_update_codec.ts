@@ -15,17 +15,11 @@ const HEAD = Uint8Array.from([0x85, ...fixstrs("type", "update", "page")]);
 const DC_KEY = fixstrs("dc");
 const COUNTERS_KEY = fixstrs("counters");
 const TS_KEY = fixstrs("ts");
-const P_KEY = fixstrs("p");
-const N_KEY = fixstrs("n");
 
 /** One counter's entry, `{p, n}`, after its name. */
 function entry(e: Entry, name: string): void {
   writer.string(name);
-  writer.map(2);
-  writer.raw(P_KEY);
-  writer.natural(e.p);
-  writer.raw(N_KEY);
-  writer.natural(e.n);
+  writer.entry(e);
 }
 
 /**
