@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 
 // Workspace packages resolve to their TypeScript sources through the "source" export condition,
@@ -12,6 +13,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Most of the suite's time is spent waiting on real processes (leases, grace windows, restarts):
+    // with one worker (the default on two cores) the cores were a third busy. Two workers at least
+    // halve the wall time; ports come from a slice per worker (test/support/ports.ts).
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     reporters: ["default"],
   },
 });
