@@ -4,7 +4,7 @@
  * (its "preferred" sizes, integers past 32 bits as float64, its UTF-8), without its generic steps
  * per value and per call. Everything else goes through msgpackr. Callers write validated values:
  * `natural` takes non-negative safe integers (anything else comes out as a float64, which msgpackr
- * would write smaller), and records have no undefined values (msgpackr left those out; here they
+ * would write smaller), `integer` safe integers of either sign, and records have no undefined values (msgpackr left those out; here they
  * throw).
  *
  * Messages are written one after another into a buffer and returned as views of it: a message is
@@ -24,15 +24,17 @@ export const VALUE_BOUND = 9;
 export class MsgpackWriter {
   #slab = new Uint8Array(SLAB_BYTES);
   #view = new DataView(this.#slab.buffer);
+  /** The slab as a Buffer: its native UTF-8 writer for long strings. */
+  #bytes = Buffer.from(this.#slab.buffer);
   #at = 0;
   #start = 0;
-  readonly #encoder = new TextEncoder();
 
   /** Starts a message of at most `bound` bytes (stringBound, VALUE_BOUND). */
   begin(bound: number): void {
     if (SLAB_BYTES - this.#at < bound) {
       this.#slab = new Uint8Array(Math.max(SLAB_BYTES, bound));
       this.#view = new DataView(this.#slab.buffer);
+      this.#bytes = Buffer.from(this.#slab.buffer);
       this.#at = 0;
     }
     this.#start = this.#at;
@@ -111,24 +113,39 @@ export class MsgpackWriter {
     }
   }
 
+  /** A safe integer of either sign: negative ones as the smallest int (msgpackr's sizes), float64 past 32 bits. */
+  integer(v: number): void {
+    if (v >= 0 || v >> 0 !== v) return this.natural(v);
+    const slab = this.#slab;
+    const at = this.#at;
+    if (v >= -0x20) {
+      slab[at] = 0x100 + v;
+      this.#at = at + 1;
+    } else if (v >= -0x80) {
+      slab[at] = 0xd0;
+      slab[at + 1] = 0x100 + v;
+      this.#at = at + 2;
+    } else if (v >= -0x8000) {
+      slab[at] = 0xd1;
+      this.#view.setInt16(at + 1, v);
+      this.#at = at + 3;
+    } else {
+      slab[at] = 0xd2;
+      this.#view.setInt32(at + 1, v);
+      this.#at = at + 5;
+    }
+  }
+
   /** A string: its UTF-8 bytes after a header of their length (fixstr, str8, str16 or str32). */
   string(s: string): void {
     const slab = this.#slab;
     const at = this.#at;
     const n = s.length;
-    // Ids and counter names are ASCII: one byte a character, written straight after the header.
+    // A header for one byte a unit (ids and counter names are ASCII), moved below if the bytes need another.
     const header = n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
-    let i = 0;
-    for (let c: number; i < n && (c = s.charCodeAt(i)) < 0x80; i++) slab[at + header + i] = c;
-    let bytes = n;
-    if (i < n) {
-      // As msgpackr does: its own loop below 64 units (a lone surrogate as three bytes), the
-      // platform's UTF-8 encoder above (U+FFFD for one).
-      bytes =
-        n < 0x40
-          ? utf8(s, i, slab, at + header + i) - at - header
-          : i + this.#encoder.encodeInto(s.slice(i), slab.subarray(at + header + i)).written;
-    }
+    // As msgpackr writes: Node's UTF-8 writer from 64 units on (U+FFFD for a lone surrogate), its
+    // own loop below (a lone surrogate as three bytes).
+    const bytes = n >= 0x40 ? this.#bytes.write(s, at + header) : this.#short(s, at + header);
     const need = bytes < 0x20 ? 1 : bytes < 0x100 ? 2 : bytes < 0x10000 ? 3 : 5;
     if (need !== header) slab.copyWithin(at + need, at + header, at + header + bytes);
     if (need === 1) slab[at] = 0xa0 | bytes;
@@ -143,6 +160,20 @@ export class MsgpackWriter {
       this.#view.setUint32(at + 1, bytes);
     }
     this.#at = at + need + bytes;
+  }
+
+  /**
+   * A string of fewer than 64 units written at `to`; returns its bytes. From 32 units Node's native
+   * writer is the faster for ASCII (a stored answer's JSON); what it wrote as more bytes than units
+   * was not ASCII, and is written again as msgpackr's loop writes it.
+   */
+  #short(s: string, to: number): number {
+    const n = s.length;
+    if (n >= 0x20 && this.#bytes.write(s, to) === n) return n;
+    const slab = this.#slab;
+    let i = 0;
+    for (let c: number; i < n && (c = s.charCodeAt(i)) < 0x80; i++) slab[to + i] = c;
+    return i < n ? utf8(s, i, slab, to + i) - to : n;
   }
 }
 

@@ -71,6 +71,24 @@ describe("protocol - MsgpackWriter", () => {
     }
   });
 
+  it("protocol - integers of either sign are msgpackr's bytes at every size boundary", () => {
+    const magnitudes = [0, 1, 31, 32, 33, 127, 128, 129, 255, 256, 32_767, 32_768, 32_769, 65_535, 65_536];
+    const wide = [
+      2 ** 31 - 1,
+      2 ** 31,
+      2 ** 31 + 1,
+      2 ** 32 - 1,
+      2 ** 32,
+      2 ** 40 + 3,
+      Number.MAX_SAFE_INTEGER,
+    ];
+    const values = [...magnitudes, ...wide].flatMap((v) => [v, -v]);
+    const differ = values.filter(
+      (v) => written((w) => w.integer(v), VALUE_BOUND).compare(Buffer.from(packr.pack(v))) !== 0,
+    );
+    expect(differ).toEqual([]);
+  });
+
   it("protocol - a message larger than a buffer gets one of its own, and earlier messages stay intact", () => {
     const w = new MsgpackWriter();
     const small: Array<[string, Uint8Array]> = [];
