@@ -5,6 +5,7 @@ import {
   ProtocolError,
   decodeNodeReply,
   decodeNodeRequest,
+  encodeIncrementsDone,
   encodeMessage,
   type IncrementRequest,
   type IncrementsReply,
@@ -100,7 +101,7 @@ export class RequestRouter {
       const code = err instanceof ProtocolError ? err.code : "bad_frame";
       return encodeMessage(errorReply(code, err instanceof Error ? err.message : undefined));
     }
-    if (request.type === "increments") return encodeMessage(await this.#increments(request));
+    if (request.type === "increments") return encodeIncrementsDone(await this.#increments(request));
     if (request.type === "snapshots") return encodeMessage(await this.#snapshots(request));
     return encodeMessage(await this.#answer(request));
   }

@@ -5,7 +5,12 @@ export * from "./series.js";
 export * from "./errors.js";
 export * from "./frames.js";
 export * from "./internal.js";
-export { MAX_INCREMENT_BATCH, type IncrementsReply, type IncrementsRequest } from "./increment_codec.js";
+export {
+  MAX_INCREMENT_BATCH,
+  encodeIncrementsDone,
+  type IncrementsReply,
+  type IncrementsRequest,
+} from "./increment_codec.js";
 export {
   HOLD_DROPPED,
   HOLD_LEFT,

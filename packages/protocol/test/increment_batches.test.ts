@@ -9,8 +9,11 @@ import {
   decodeMessage,
   decodeNodeReply,
   decodeNodeRequest,
+  encodeIncrementsDone,
   encodeMessage,
   replyTo,
+  type ErrorReply,
+  type IncrementReply,
   type IncrementRequest,
   type IncrementsReply,
   type InternalMessage,
@@ -41,6 +44,46 @@ const DONE: IncrementsReply = {
 describe("internal codec - increment batches", () => {
   it("internal - round-trips a batch of increments and its per-item answers, in order", () => {
     expectBatchRoundTrip(BATCH, DONE);
+  });
+
+  it("internal - encodeIncrementsDone writes encodeMessage's bytes, for every value size and both kinds of answer, each intact after thousands more", () => {
+    const values = [0, 1, 31, 32, 127, 128, 65_536, 2 ** 32, Number.MAX_SAFE_INTEGER];
+    const signed = values.flatMap((v) => [v, -v]);
+    const pages = ["hot", "a/b?c%d", "p".repeat(31), "p".repeat(32), "p".repeat(256)];
+    const messages = ["", "the key was used for another change", "m".repeat(300)];
+    const encoded: Array<{ reply: IncrementsReply; bytes: Uint8Array }> = [];
+    for (let b = 0; b < 3000; b++) {
+      // Up to MAX_INCREMENT_BATCH answers: the 16-bit array header too.
+      const size = b === 0 ? MAX_INCREMENT_BATCH : 1 + (b % 20);
+      const replies = Array.from({ length: size }, (_, i): IncrementReply | ErrorReply => {
+        const k = b + i;
+        if (k % 7 === 3) {
+          const error = {
+            type: "error",
+            code: k % 2 === 0 ? "unavailable" : "idempotency_conflict",
+          } as const;
+          // An error without a message is written as msgpackr leaves an undefined field: out.
+          return k % 3 === 0
+            ? (error as unknown as ErrorReply)
+            : { ...error, message: messages[k % messages.length]! };
+        }
+        return {
+          type: "incremented",
+          page: pages[k % pages.length]!,
+          counter: k % 2 === 0 ? "likes" : "claps",
+          value: signed[k % signed.length]!,
+          updatedAt: values[(k * 5) % values.length]!,
+          duplicate: k % 4 === 0,
+        };
+      });
+      const reply: IncrementsReply = { type: "increments_done", replies };
+      encoded.push({ reply, bytes: encodeIncrementsDone(reply) });
+    }
+    const differ = encoded.filter(
+      ({ reply, bytes }) => Buffer.compare(Buffer.from(bytes), Buffer.from(encodeMessage(reply))) !== 0,
+    );
+    expect(differ.length).toBe(0);
+    expect(decodeMessage(encodeIncrementsDone(DONE))).toEqual(DONE);
   });
 
   it("internal - a batch request expects the batch answer; an error answer is the batch's error", () => {

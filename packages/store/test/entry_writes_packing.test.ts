@@ -1,7 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { bucketOf } from "../src/digest.js";
 import { packer } from "../src/redis_connection.js";
-import { packMerge, packWrites } from "../src/redis_entry_writes.js";
+import { packList, packMerge, packWrites } from "../src/redis_entry_writes.js";
 import { entryField } from "../src/redis_records.js";
 import type { EntryWrite, PageRecord } from "../src/store.js";
 
@@ -78,5 +78,26 @@ describe("store - a flush's writes packed for lcWrite", () => {
       return Buffer.compare(packed, Buffer.from(packer.pack(flat))) !== 0;
     });
     expect(differ.length).toBe(0);
+  });
+
+  test("store - increments' pages and ops packed for lcIncrement: the bytes msgpackr packs, each intact after thousands more", () => {
+    // What increment() packs: strings (ids, fields, decimal deltas, payloads) and safe integers of
+    // either sign (page indexes, startAt, further deltas), around every size boundary.
+    const numbers = [0, 1, 31, 32, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32, Number.MAX_SAFE_INTEGER];
+    const signed = numbers.flatMap((v) => [v, -v]);
+    const strings = ["", "likes", "-3", "p".repeat(31), "p".repeat(32), '{"v":1}'.repeat(40), "é"];
+    const lists: Array<{ items: Array<string | number>; packed: Buffer }> = [];
+    for (let g = 0; g < 2000; g++) {
+      const size = g === 0 ? 70_000 : g % 40;
+      const items = Array.from({ length: size }, (_, i) =>
+        (g + i) % 3 === 0 ? signed[(g + i) % signed.length]! : strings[(g * 7 + i) % strings.length]!,
+      );
+      lists.push({ items, packed: packList(items) });
+    }
+    const differ = lists.filter(
+      ({ items, packed }) => Buffer.compare(packed, Buffer.from(packer.pack(items))) !== 0,
+    );
+    expect(differ.length).toBe(0);
+    expect(Buffer.isBuffer(lists[0]!.packed)).toBe(true);
   });
 });
