@@ -8,3 +8,13 @@ declare module "siphash24" {
   function siphash24(data: Uint8Array, key: Uint8Array, out?: Uint8Array, noAssert?: boolean): Uint8Array;
   export default siphash24;
 }
+
+/** The package's WebAssembly module: each call instantiates it anew, with a memory of its own. */
+declare module "siphash24/siphash24.js" {
+  function instantiate(): {
+    readonly memory: WebAssembly.Memory;
+    /** SipHash-2-4 of `length` bytes at `at` (24 or later), under the 16-byte key at 8..23, into bytes 0..7. */
+    siphash(at: number, length: number): void;
+  };
+  export default instantiate;
+}

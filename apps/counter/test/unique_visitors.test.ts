@@ -4,6 +4,7 @@ import type { EntryWrite } from "@livecount/store";
 import { createHash } from "node:crypto";
 import siphash24 from "siphash24";
 import { describe, expect, test } from "vitest";
+import { mulberry32 } from "../../../test/support/prng.js";
 import { PageSeries } from "../src/page_series.js";
 import { RANK_BITS, RANK_MASK, VisitorHash } from "../src/visitor_hash.js";
 
@@ -89,6 +90,34 @@ describe("counter - unique visitors (HyperLogLog)", () => {
     const sipKey = createHash("sha256").update(KEY).digest().subarray(0, 16);
     const out = Buffer.from(siphash24(Buffer.from("v:someone"), sipKey));
     expect(registerIn(HASH, "v:someone")).toEqual(registerOf(out.readUInt32LE(0), out.readUInt32LE(4)));
+  });
+
+  test("counter - ids of every length up to a viewer key's and past it, ASCII or not, hash as the package hashes their UTF-8", () => {
+    const sipKey = createHash("sha256").update(KEY).digest().subarray(0, 16);
+    const expected = (id: string): { index: number; rank: number } => {
+      const out = Buffer.from(siphash24(Buffer.from(id), sipKey));
+      return registerOf(out.readUInt32LE(0), out.readUInt32LE(4));
+    };
+    const differ: string[] = [];
+    const rnd = mulberry32(7);
+    for (let length = 0; length <= VIEWER_KEY_MAX_LENGTH + 9; length++) {
+      for (let k = 0; k < 20; k++) {
+        let id = Array.from({ length }, () => String.fromCharCode(0x21 + rnd.int(94))).join("");
+        // Now and then a character past ASCII, at a random place (hashed as its UTF-8 bytes).
+        if (length > 0 && k % 5 === 4) {
+          const at = rnd.int(length);
+          id = `${id.slice(0, at)}é${id.slice(at + 1)}`;
+        }
+        // Shorter ids after longer ones: nothing left of an earlier id counts.
+        for (const each of [id, id.slice(0, length >> 1)])
+          if (
+            registerIn(HASH, each).index !== expected(each).index ||
+            registerIn(HASH, each).rank !== expected(each).rank
+          )
+            differ.push(each);
+      }
+    }
+    expect(differ).toEqual([]);
   });
 
   test("counter - an id longer than any viewer key is hashed whole, like a short one", () => {
