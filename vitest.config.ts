@@ -35,8 +35,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        // One worker: vitest runs these after the rest, one file at a time.
-        test: { name: "clusters", include: PROCESS_CLUSTERS, maxWorkers: 1 },
+        // After the rest (groups run in order), one file at a time.
+        test: { name: "clusters", include: PROCESS_CLUSTERS, maxWorkers: 1, sequence: { groupOrder: 1 } },
       },
     ],
   },
