@@ -38,7 +38,8 @@ export class VisitorHash {
     this.#key = createHash("sha256").update(secret).digest().subarray(0, KEY_BYTES);
     // A WebAssembly instance of its own, its key written once: the package's function copies the
     // key and the message in, and the result out through a new view, on every call (a view per
-    // arrival was a tenth of the bytes the counter node allocated under load).
+    // arrival was a tenth of the bytes the counter node allocated under load). It needs WebAssembly,
+    // as the package's own function does unless it falls back to JavaScript (`node --jitless`).
     const wasm = instantiate();
     const memory = new Uint8Array(wasm.memory.buffer);
     memory.set(this.#key, KEY_AT);

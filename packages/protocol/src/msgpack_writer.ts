@@ -4,8 +4,8 @@
  * (its "preferred" sizes, integers past 32 bits as float64, its UTF-8), without its generic steps
  * per value and per call. Everything else goes through msgpackr. Callers write validated values:
  * `natural` takes non-negative safe integers (anything else comes out as a float64, which msgpackr
- * would write smaller), `integer` safe integers of either sign, and records have no undefined values (msgpackr left those out; here they
- * throw).
+ * would write smaller), `integer` safe integers of either sign, and records have no undefined
+ * values (msgpackr left those out; here they throw).
  *
  * Messages are written one after another into a buffer and returned as views of it: a message is
  * never overwritten (a full buffer is left to the views that hold it, and a new one started), so a
@@ -24,8 +24,9 @@ export const VALUE_BOUND = 9;
 export class MsgpackWriter {
   #slab = new Uint8Array(SLAB_BYTES);
   #view = new DataView(this.#slab.buffer);
-  /** The slab as a Buffer: its native UTF-8 writer for long strings. */
-  #bytes = Buffer.from(this.#slab.buffer);
+  /** The slab as a Buffer where there is one (Node): its native UTF-8 writer, as msgpackr uses it. */
+  #bytes = bufferOf(this.#slab);
+  readonly #encoder = new TextEncoder();
   #at = 0;
   #start = 0;
 
@@ -34,7 +35,7 @@ export class MsgpackWriter {
     if (SLAB_BYTES - this.#at < bound) {
       this.#slab = new Uint8Array(Math.max(SLAB_BYTES, bound));
       this.#view = new DataView(this.#slab.buffer);
-      this.#bytes = Buffer.from(this.#slab.buffer);
+      this.#bytes = bufferOf(this.#slab);
       this.#at = 0;
     }
     this.#start = this.#at;
@@ -145,7 +146,7 @@ export class MsgpackWriter {
     const header = n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
     // As msgpackr writes: Node's UTF-8 writer from 64 units on (U+FFFD for a lone surrogate), its
     // own loop below (a lone surrogate as three bytes).
-    const bytes = n >= 0x40 ? this.#bytes.write(s, at + header) : this.#short(s, at + header);
+    const bytes = n >= 0x40 ? this.#native(s, at + header) : this.#short(s, at + header);
     const need = bytes < 0x20 ? 1 : bytes < 0x100 ? 2 : bytes < 0x10000 ? 3 : 5;
     if (need !== header) slab.copyWithin(at + need, at + header, at + header + bytes);
     if (need === 1) slab[at] = 0xa0 | bytes;
@@ -169,12 +170,26 @@ export class MsgpackWriter {
    */
   #short(s: string, to: number): number {
     const n = s.length;
-    if (n >= 0x20 && this.#bytes.write(s, to) === n) return n;
+    if (n >= 0x20 && this.#native(s, to) === n) return n;
     const slab = this.#slab;
     let i = 0;
     for (let c: number; i < n && (c = s.charCodeAt(i)) < 0x80; i++) slab[to + i] = c;
     return i < n ? utf8(s, i, slab, to + i) - to : n;
   }
+
+  /** `s` as UTF-8 at `to` by the platform (U+FFFD for a lone surrogate); returns its bytes. */
+  #native(s: string, to: number): number {
+    return this.#bytes !== undefined
+      ? this.#bytes.write(s, to)
+      : this.#encoder.encodeInto(s, this.#slab.subarray(to)).written;
+  }
+}
+
+/** A Buffer over `slab`'s memory in Node; elsewhere none (TextEncoder writes instead). */
+function bufferOf(slab: Uint8Array): Buffer | undefined {
+  return typeof Buffer === "function"
+    ? Buffer.from(slab.buffer, slab.byteOffset, slab.byteLength)
+    : undefined;
 }
 
 /** UTF-8 of `s` from unit `from`, written at `to`, as msgpackr's loop writes it; returns where it ended. */

@@ -62,7 +62,8 @@ describe("internal codec - increment batches", () => {
             type: "error",
             code: k % 2 === 0 ? "unavailable" : "idempotency_conflict",
           } as const;
-          // An error without a message is written as msgpackr leaves an undefined field: out.
+          // Not a valid answer (the decoder wants a message, whichever encoder wrote it), but written
+          // as msgpackr writes an undefined field: left out.
           return k % 3 === 0
             ? (error as unknown as ErrorReply)
             : { ...error, message: messages[k % messages.length]! };

@@ -71,6 +71,28 @@ describe("protocol - MsgpackWriter", () => {
     }
   });
 
+  it("protocol - without Node's Buffer (outside Node) strings are written by TextEncoder, the same bytes", () => {
+    const global = globalThis as { Buffer?: typeof Buffer };
+    const saved = global.Buffer;
+    let w: MsgpackWriter;
+    try {
+      global.Buffer = undefined;
+      w = new MsgpackWriter();
+    } finally {
+      global.Buffer = saved;
+    }
+    const strings = [32, 63, 64, 300].flatMap((n) => [
+      "a".repeat(n),
+      `${"a".repeat(n - 2)}é`,
+      `\ud800${"b".repeat(n)}`,
+    ]);
+    for (const s of strings) {
+      w.begin(stringBound(s));
+      w.string(s);
+      expect(Buffer.compare(Buffer.from(w.end()), Buffer.from(packr.pack(s))), `${s.length} units`).toBe(0);
+    }
+  });
+
   it("protocol - integers of either sign are msgpackr's bytes at every size boundary", () => {
     const magnitudes = [0, 1, 31, 32, 33, 127, 128, 129, 255, 256, 32_767, 32_768, 32_769, 65_535, 65_536];
     const wide = [
