@@ -61,16 +61,19 @@ export class VisitorHash {
       input[i] = c;
       ascii = c < 0x80;
     }
-    if (!ascii) return this.#registerOf(siphash24(Buffer.from(viewer, "utf8"), this.#key, undefined, true));
-    this.#siphash(DATA_AT, n);
-    const { index, rank } = registerOf(this.#result.getUint32(0, true), this.#result.getUint32(4, true));
-    return (index << RANK_BITS) | rank;
-  }
-
-  /** A key no valid viewer has (longer, or not ASCII): hashed by the package, as its UTF-8 bytes. */
-  #registerOf(out: Uint8Array): number {
+    if (ascii) {
+      this.#siphash(DATA_AT, n);
+      return packed(this.#result.getUint32(0, true), this.#result.getUint32(4, true));
+    }
+    // A key no valid viewer has (longer, or not ASCII): hashed by the package, as its UTF-8 bytes.
+    const out = siphash24(Buffer.from(viewer, "utf8"), this.#key, undefined, true);
     const view = new DataView(out.buffer, out.byteOffset, 8);
-    const { index, rank } = registerOf(view.getUint32(0, true), view.getUint32(4, true));
-    return (index << RANK_BITS) | rank;
+    return packed(view.getUint32(0, true), view.getUint32(4, true));
   }
+}
+
+/** The register a 64-bit hash (two little-endian halves) picks and its rank there, as one number. */
+function packed(low: number, high: number): number {
+  const { index, rank } = registerOf(low, high);
+  return (index << RANK_BITS) | rank;
 }
