@@ -40,10 +40,18 @@ export class DirtyPages {
     return this.#since;
   }
 
+  /** Entries the dirty pages wait to write, registers included: a walk over them (draining, not flushing). */
+  get entries(): number {
+    let n = 0;
+    for (const actors of this.#byPartition.values()) for (const actor of actors) n += actor.unwrittenCount;
+    return n;
+  }
+
   /**
-   * Takes whole partitions, the longest dirty first, until their entries reach `maxWrites` (the
-   * partition that reaches it goes whole). The rest stay, and `since` stays the oldest change before
-   * this take: the lag keeps counting from it.
+   * Takes whole partitions, the longest dirty first, until their entries other than unique-visitor
+   * registers reach `maxWrites` (the partition that reaches it goes whole): the registers fill what
+   * is left of the bound (durable_writer.ts). The rest stay, and `since` stays the oldest change
+   * before this take: the lag keeps counting from it.
    */
   take(maxWrites: number): PageActor[] {
     const taken: PageActor[] = [];
@@ -52,7 +60,7 @@ export class DirtyPages {
       if (writes >= maxWrites) break;
       for (const actor of actors) {
         taken.push(actor);
-        writes += actor.unwrittenCount;
+        writes += actor.unwrittenCount - actor.registersWaiting;
       }
       this.#byPartition.delete(partition);
       this.#size -= actors.size;

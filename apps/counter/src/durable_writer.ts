@@ -231,10 +231,11 @@ export class DurableWriter {
     if (this.#resets.length > 0) this.#chain(() => this.#commitResets(), "reset round");
     await this.#tail;
     await this.#flusher.drain();
-    // A flush stops at its bound: again while each leaves fewer pages waiting (not while failing).
-    for (let left = Infinity; this.#dirty.size > 0 && this.#dirty.size < left;) {
-      left = this.#dirty.size;
+    // A flush stops at its bound: again while each leaves fewer entries waiting (not while failing).
+    for (let left = Infinity, now = this.#dirty.entries; this.#dirty.size > 0 && now < left;) {
+      left = now;
       await this.#flusher.drain();
+      now = this.#dirty.entries;
     }
   }
 
@@ -329,10 +330,19 @@ export class DurableWriter {
   /**
    * Persists dirty pages' entries (up to the flush bound) in one round trip, then publishes this
    * DC's that became durable.
+   *
+   * Unique-visitor registers come last: while every new visitor raises one, they outnumber every
+   * other entry (nine in ten of a presence load's writes), and a store that cannot keep up would
+   * hold the viewers behind them, and their publish (invariant 3), for as long as the backlog
+   * lasts. So a flush takes every other entry of its pages first, and registers with what is left
+   * of its bound; the rest wait, in memory, for the flushes after (at most one a register per page
+   * and day).
    */
   async #flush(): Promise<void> {
     const since = this.#dirty.since;
     const actors = this.#dirty.take(this.#o.flushMaxWrites);
+    let registers = this.#o.flushMaxWrites;
+    for (const actor of actors) registers -= actor.unwrittenCount - actor.registersWaiting;
     const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
     const taken: Array<{
       actor: PageActor;
@@ -347,7 +357,14 @@ export class DurableWriter {
         this.markDirty(actor, since); // its renewal is late: written once renewed, dropped if lost
         continue;
       }
-      const writes = actor.takeUnwritten();
+      const waiting = actor.registersWaiting;
+      if (waiting > 0 && registers <= 0 && actor.unwrittenCount === waiting) {
+        this.markDirty(actor, since); // only registers, and none fit: the next flush
+        continue;
+      }
+      const writes = actor.takeUnwritten(Math.max(0, registers));
+      registers -= waiting - actor.registersWaiting;
+      if (actor.registersWaiting > 0) this.markDirty(actor, since);
       // Taken together with the writes: a change made during the round trip is published by the
       // next flush, after its own write.
       const updates = actor.takeUnpublished();

@@ -335,10 +335,11 @@ export class PageActor {
   }
 
   /**
-   * Entries that must be persisted before the next publish; clears the set. The actor counts as
-   * busy until `written()` or `restoreUnwritten()` says how the write ended.
+   * Entries that must be persisted before the next publish, with at most `registers` of the
+   * unique-visitor registers waiting (the others stay for a later flush); clears what it takes. The
+   * actor counts as busy until `written()` or `restoreUnwritten()` says how the write ended.
    */
-  takeUnwritten(): EntryWrite[] {
+  takeUnwritten(registers = Infinity): EntryWrite[] {
     const writes: EntryWrite[] = [];
     for (const [counter, dcs] of this.#unwritten ?? []) {
       const c = this.#counter(counter);
@@ -349,9 +350,14 @@ export class PageActor {
       }
     }
     this.#unwritten = undefined;
-    this.series.take(writes);
+    this.series.take(writes, registers);
     this.#writing = true;
     return writes;
+  }
+
+  /** Unique-visitor registers among `unwrittenCount`: what a flush at its bound leaves for later. */
+  get registersWaiting(): number {
+    return this.series.registersWaiting;
   }
 
   /** How many entries `takeUnwritten` would return now: what a flush bounds. */

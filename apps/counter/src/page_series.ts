@@ -115,17 +115,24 @@ export class PageSeries {
     return true;
   }
 
-  /** Registers raised since the last flush become entries to write, by name, at their rank now. */
-  #nameRegisters(): void {
+  /**
+   * Registers raised since the last flush become entries to write, by name, at their rank now: the
+   * first `limit` raised, the rest left for a later flush. Returns how many were named.
+   */
+  #nameRegisters(limit = Infinity): number {
     const visitors = this.#visitors;
-    if (visitors === undefined || visitors.raised.length === 0) return;
+    if (visitors === undefined || visitors.raised.length === 0 || limit <= 0) return 0;
     const { day, ranks, raised } = visitors;
-    for (const index of raised) {
+    const named = Math.min(limit, raised.length);
+    for (let i = 0; i < named; i++) {
+      const index = raised[i]!;
       const rank = byteAt(ranks, index) & RANK_OF;
       this.#raise(uniqueRegisterOf(day, index), rank);
       setByte(ranks, index, rank);
     }
-    raised.length = 0;
+    if (named === raised.length) raised.length = 0;
+    else raised.splice(0, named);
+    return named;
   }
 
   /**
@@ -162,15 +169,19 @@ export class PageSeries {
     if (queued === undefined || queued < p) own.set(counter, p);
   }
 
-  /** Adds the entries to write with this flush to `writes`; this DC's are published once it succeeds (`publishInto`). */
-  take(writes: EntryWrite[]): void {
-    this.#nameRegisters();
+  /**
+   * Adds the entries to write with this flush to `writes`, with at most `registers` of the unique-visitor
+   * registers raised since the last (`registersWaiting`; the others wait for a later flush); this
+   * DC's are published once it succeeds (`publishInto`). Returns how many registers it took.
+   */
+  take(writes: EntryWrite[], registers = Infinity): number {
+    const named = this.#nameRegisters(registers);
     if (this.#remote !== undefined) {
       for (const write of this.#remote.values()) writes.push(write);
       this.#remote = undefined;
     }
     this.#taken = undefined;
-    if (this.#own === undefined) return;
+    if (this.#own === undefined) return named;
     const taken = new Map<string, Entry>();
     for (const [counter, p] of this.#own) {
       const entry = { p, n: 0 };
@@ -179,6 +190,7 @@ export class PageSeries {
     }
     this.#own = undefined;
     this.#taken = taken;
+    return named;
   }
 
   /** Adds this DC's entries taken with the last `take()` to its update (durable once it is published). */
@@ -214,7 +226,15 @@ export class PageSeries {
    * until then: the store had removed the page).
    */
   get pendingCount(): number {
-    return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + (this.#visitors?.raised.length ?? 0);
+    return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + this.registersWaiting;
+  }
+
+  /**
+   * Unique-visitor registers raised since the last flush and not yet named: while every new visitor
+   * raises one, one write each, which a flush at its bound leaves for later (durable_writer.ts).
+   */
+  get registersWaiting(): number {
+    return this.#visitors?.raised.length ?? 0;
   }
 }
 

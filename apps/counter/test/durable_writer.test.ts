@@ -93,21 +93,26 @@ describe("counter - durable writer", () => {
 
   test("counter - a flush stops at LIVECOUNT_FLUSH_MAX_WRITES entries; the partitions past it go in the next flushes, oldest first", async () => {
     const pages = [pageIn(1), pageIn(2), pageIn(3)];
-    // A join writes several entries (viewers, active, connections, the visitor's register, peaks):
-    // one page reaches a bound of 3 on its own.
+    // A join writes five entries before its visitor's register (viewers, active viewers, connections,
+    // the minute's and the hour's peaks): one page reaches a bound of 3 on its own, its register
+    // left for a flush with room.
     u = await buildUnits({ flushMaxWrites: 3 });
     await joinEach(pages);
     expect(u.registry.find(pages[0]!)!.unwrittenCount).toBeGreaterThanOrEqual(3);
 
     await u.clock.advance(0);
     expect(u.timeline).toEqual(["write:start", `write:done:${pages[0]}`, `publish:${pages[0]}`]);
-    expect(u.writer.dirtyCount).toBe(2);
+    expect(u.writer.dirtyCount).toBe(3); // the first page's register waits behind the others
     expect(u.writer.flushLagMs).toBe(0); // the clock has not moved: the lag is still counted from the join
     await u.clock.advance(COALESCE_MS);
     expect(u.timeline.slice(3)).toEqual(["write:start", `write:done:${pages[1]}`, `publish:${pages[1]}`]);
     expect(u.writer.flushLagMs).toBe(COALESCE_MS);
     await u.clock.advance(COALESCE_MS);
     expect(u.timeline.slice(6)).toEqual(["write:start", `write:done:${pages[2]}`, `publish:${pages[2]}`]);
+    expect(u.writer.flushLagMs).toBe(2 * COALESCE_MS);
+    // Then the three registers, which fit the bound together.
+    await u.clock.advance(COALESCE_MS);
+    expect(u.timeline.slice(9, 11)).toEqual(["write:start", `write:done:${pages.join(",")}`]);
     expect(u.writer.dirtyCount).toBe(0);
     expect(u.writer.flushLagMs).toBe(0);
     for (const page of pages) {
@@ -127,11 +132,13 @@ describe("counter - durable writer", () => {
     await joinOne(b);
     await u.clock.advance(0);
     expect(u.timeline[1]).toBe(`write:done:${a},${b}`);
-    expect(u.writer.dirtyCount).toBe(1);
+    expect(u.writer.dirtyCount).toBe(3); // with a's and b's registers
+    await u.clock.advance(COALESCE_MS);
     await u.clock.advance(COALESCE_MS);
     expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual([
       `write:done:${a},${b}`,
       `write:done:${other}`,
+      `write:done:${a},${b},${other}`,
     ]);
   });
 
@@ -141,9 +148,10 @@ describe("counter - durable writer", () => {
     await joinEach(pages);
     await u.writer.drain();
     expect(u.writer.dirtyCount).toBe(0);
-    expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual(
-      pages.map((page) => `write:done:${page}`),
-    );
+    expect(u.timeline.filter((e) => e.startsWith("write:done:"))).toEqual([
+      ...pages.map((page) => `write:done:${page}`),
+      `write:done:${pages.join(",")}`, // their registers
+    ]);
   });
 
   test("counter - draining stops when the store fails instead of retrying forever", async () => {
@@ -155,6 +163,92 @@ describe("counter - durable writer", () => {
     expect(u.writer.dirtyCount).toBe(1);
     expect(u.timeline.filter((e) => e === "write:failed").length).toBeLessThanOrEqual(2);
     u.store.failWrites = 0;
+  });
+
+  /** `count` new visitors join `page` at once (in `partition`): each raises a register of the day, or most do. */
+  function joinMany(page: string, partition: number, count: number, from = 0): Promise<unknown> {
+    return u.intake.batch({
+      type: "presence",
+      gateway: "gw",
+      partition,
+      ops: Array.from({ length: count }, (_, i) => ({ page, viewer: `v:${from + i}`, present: true })),
+    });
+  }
+
+  /** The unique-visitor registers the store holds for `page`. */
+  async function storedRegisters(page: string): Promise<number> {
+    return Object.keys(await u.store.load(page)).filter((name) => name.startsWith("@u:")).length;
+  }
+
+  test("counter - a flush at its bound writes every page's viewers before unique-visitor registers; the registers follow", async () => {
+    const [crowded, quiet] = [pageIn(1), pageIn(2)];
+    u = await buildUnits({ flushMaxWrites: 20 });
+    await u.acquire(1);
+    await u.acquire(2);
+    await joinMany(crowded, 1, 60);
+    await joinOne(quiet, 2);
+    const crowdedActor = u.registry.find(crowded)!;
+    const raised = crowdedActor.registersWaiting;
+    expect(raised).toBeGreaterThan(40); // a few of the 60 share a register
+    const quietActor = u.registry.find(quiet)!;
+    expect(quietActor.registersWaiting).toBe(1);
+    // Viewers, active viewers, connections and the peaks of both pages.
+    const other = crowdedActor.unwrittenCount - raised + quietActor.unwrittenCount - 1;
+    expect(other).toBe(10);
+
+    await u.clock.advance(0);
+    // Both pages' viewers are durable and published in the first flush; the registers fill the rest of the bound.
+    expect(u.timeline.slice(0, 2)).toEqual(["write:start", `write:done:${crowded},${quiet}`]);
+    expect(u.store.entriesWritten).toBe(20);
+    for (const [page, viewers] of [
+      [crowded, 60],
+      [quiet, 1],
+    ] as const) {
+      const own = (await u.store.load(page))[VIEWERS_COUNTER]?.dc1;
+      expect(own!.p - own!.n).toBe(viewers);
+      expect(u.published.some((update) => update.page === page)).toBe(true);
+    }
+    expect(await storedRegisters(crowded)).toBe(20 - other);
+    expect(u.writer.dirtyCount).toBe(2);
+
+    // The next flushes write the registers left, up to the bound each, and nothing else.
+    let flushes = 1;
+    while (u.writer.dirtyCount > 0) {
+      await u.clock.advance(COALESCE_MS);
+      flushes++;
+    }
+    // The crowded page's registers before the quiet one's: the pages in the order they were taken.
+    expect(flushes).toBe(1 + Math.ceil((raised + 1 - (20 - other)) / 20));
+    expect(u.store.entriesWritten).toBe(other + raised + 1);
+    expect(await storedRegisters(crowded)).toBe(raised);
+    expect(await storedRegisters(quiet)).toBe(1);
+    expect(crowdedActor.hasPendingWork).toBe(false);
+    publishesFollowDurableWrites(u.timeline);
+  });
+
+  test("counter - registers wait only while the bound is full: under it, a flush writes them with everything else", async () => {
+    const page = pageIn(1);
+    u = await buildUnits();
+    await u.acquire(1);
+    await joinMany(page, 1, 60);
+    const writes = u.registry.find(page)!.unwrittenCount;
+    await u.clock.advance(0);
+    expect(u.timeline.slice(0, 2)).toEqual(["write:start", `write:done:${page}`]);
+    expect(u.store.entriesWritten).toBe(writes);
+    expect(u.writer.dirtyCount).toBe(0);
+  });
+
+  test("counter - draining writes every register left, though no flush leaves fewer pages waiting", async () => {
+    const [a, b] = [pageIn(1), pageIn(2)];
+    u = await buildUnits({ flushMaxWrites: 10 });
+    await u.acquire(1);
+    await u.acquire(2);
+    await joinMany(a, 1, 40);
+    await joinMany(b, 2, 40, 1_000);
+    const raised = [a, b].map((page) => u.registry.find(page)!.registersWaiting);
+    await u.writer.drain();
+    expect(u.writer.dirtyCount).toBe(0);
+    expect([await storedRegisters(a), await storedRegisters(b)]).toEqual(raised);
   });
 
   test("counter - a flush under its bound takes every dirty page in one write", async () => {
