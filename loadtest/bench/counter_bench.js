@@ -122,6 +122,26 @@ async function verifyLivecount(nc, store, truth) {
   };
 }
 
+/** How long the node waits for every entry to be durable, registers included, before the bench gives up. */
+const ALL_DURABLE_WITHIN_MS = 90_000;
+
+/**
+ * Polls the node's status until no page waits for a flush: when the unique-visitor registers it
+ * writes after everything else (durable_writer.ts) are all in the store. Returns ms since `since`, or
+ * undefined past ALL_DURABLE_WITHIN_MS.
+ */
+async function allDurableAfter(nc, since) {
+  const subject = nodeSubject(DC, NODE_ID);
+  while (Date.now() - since < ALL_DURABLE_WITHIN_MS) {
+    const reply = decodeMessage(
+      (await nc.request(subject, encodeMessage({ type: "node_status" }), { timeout: 10_000 })).data,
+    );
+    if (reply.type === "node_info" && reply.dirty === 0) return Date.now() - since;
+    await sleep(250);
+  }
+  return undefined;
+}
+
 async function verifyNaive(redis, truth) {
   const pages = Object.keys(truth);
   const pipeline = redis.pipeline();
@@ -175,6 +195,7 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
     subject: nodeSubject(DC, NODE_ID),
     events: o.events,
   });
+  const loadEnded = Date.now();
   log(
     `counter: ${load.events} events in ${(load.elapsedMs / 1000).toFixed(1)} s, ${load.errors} errors; ` +
       `waiting ${SETTLE_MS} ms for the grace window and the last flush`,
@@ -199,6 +220,7 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
       : { url: store.LIVECOUNT_REDIS_URL, partitions: o.partitions },
   );
   const check = await verifyLivecount(nc, reader, load.truth).finally(() => reader.close());
+  const allDurableMs = await allDurableAfter(nc, loadEnded);
   const cpu = d("process_cpu_seconds_total");
   const roundTrips = d("livecount_counter_store_round_trips_total");
   const calls = callDeltas(r0, r1);
@@ -231,6 +253,8 @@ export async function measureCounterNode({ dir, nats, nc, store, redisNodes, loa
     redisCalls: calls,
     viewersAtEnd: viewersTruth,
     verify: check,
+    // From the last event until no entry waits for a flush (the unique-visitor registers last).
+    allDurableMs: allDurableMs ?? null,
   };
   await counter.stop();
   return livecount;

@@ -51,6 +51,15 @@ function rows(name, r) {
         ],
         [
           name,
+          "every entry durable, registers too (after last event)",
+          lc.allDurableMs === null ? "not within 90 s" : `${fmt(lc.allDurableMs)} ms`,
+          "",
+          "",
+          "",
+          "",
+        ],
+        [
+          name,
           "events applied and verified",
           `${fmt(lc.presenceOpsApplied)}/${fmt(lc.events)}, ${lc.verify.snapshotMismatches + lc.verify.redisMismatches} mismatches`,
           `${fmt(r.naive.events)}, ${r.naive.verify.mismatches} mismatches`,
