@@ -135,10 +135,10 @@ describe("counter - a page's registers on its owner (PageSeries)", () => {
   const NOW = 20_000 * DAY_MS + 5_000;
   const nonepresent = { viewers: (): string[] => [] };
 
-  /** What one flush writes of today's registers: register index -> rank. */
-  function flushed(series: PageSeries): Map<number, number> {
+  /** What one flush writes of today's registers (at most `registers` of them): register index -> rank. */
+  function flushed(series: PageSeries, registers = Infinity): Map<number, number> {
     const writes: EntryWrite[] = [];
-    series.take(writes);
+    expect(series.take(writes, registers)).toBe(writes.length);
     const out = new Map<number, number>();
     for (const w of writes) {
       const parts = uniqueRegisterParts(w.counter);
@@ -174,6 +174,29 @@ describe("counter - a page's registers on its owner (PageSeries)", () => {
     // Everyone again: nothing rises, nothing to write.
     for (const id of ids("many", from)) expect(series.visitor(id, nonepresent, NOW)).toBe(false);
     expect(flushed(series).size).toBe(0);
+  });
+
+  test("counter - a flush with room for some registers writes those; the rest wait, raised further meanwhile, for the next", () => {
+    const series = new PageSeries("page", "dc1", HASH);
+    const first = ids("part", 50);
+    for (const id of first) series.visitor(id, nonepresent, NOW);
+    const all = registersOf(first);
+    expect(series.registersWaiting).toBe(all.size);
+    const part = flushed(series, 20);
+    expect(part.size).toBe(20);
+    expect(series.registersWaiting).toBe(all.size - 20);
+    expect(series.pendingCount).toBe(all.size - 20);
+    // More visitors before the next flush: registers already written may rise again, waiting ones
+    // rise in place (still one write each).
+    const more = ids("part", 2_000, 50);
+    for (const id of more) series.visitor(id, nonepresent, NOW);
+    const now = registersOf(more, new Map(all));
+    const rest = flushed(series, 0);
+    expect(rest.size).toBe(0);
+    const written = new Map([...part, ...flushed(series)]);
+    // Every register that rose past what was written is written, at its rank now.
+    for (const [index, rank] of now) expect(written.get(index)).toBe(rank);
+    expect(series.registersWaiting).toBe(0);
   });
 
   test("counter - a register raised twice before a flush is written once, at its higher rank", () => {
