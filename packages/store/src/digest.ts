@@ -173,7 +173,7 @@ local function is_visit(field)
   return string.find(field, "^@u:%d+:%d+%z") ~= nil or string.find(field, "^@p[mh]:%d+%z") ~= nil
 end
 -- When a time bucket's field expires (bucketExpiresAt), nil for any other field.
-local function bucket_expiry(field)
+local function bucket_expiry_of(field)
   local unit, unit_ms, kept_ms
   if string.sub(field, 1, 3) == "@w:" then
     unit, unit_ms, kept_ms = string.match(field, ":(%d+)%z"), ${MINUTE_MS}, ${DAY_MS}
@@ -186,6 +186,17 @@ local function bucket_expiry(field)
   end
   if not unit then return nil end
   return (tonumber(unit) + 1) * unit_ms + kept_ms
+end
+-- bucket_expiry_of's answers in this script run (false for none): a write asks up to four times an
+-- entry (is it expired, what to index, which deleted counter it touches, is the page empty), and the
+-- patterns cost more than the lookup.
+local expiries = {}
+local function bucket_expiry(field)
+  local known = expiries[field]
+  if known ~= nil then return known or nil end
+  local expiry = bucket_expiry_of(field)
+  expiries[field] = expiry or false
+  return expiry
 end
 local function is_zero(value)
   local p, n = string.match(value, "^(%d+):(%d+)$")
