@@ -50,14 +50,16 @@ export class DirtyPages {
   /**
    * Takes whole partitions, the longest dirty first, until their entries other than unique-visitor
    * registers reach `maxWrites` (the partition that reaches it goes whole): the registers fill what
-   * is left of the bound (durable_writer.ts). The rest stay, and `since` stays the oldest change
-   * before this take: the lag keeps counting from it.
+   * is left of the bound (durable_writer.ts). Partitions that cannot be written now (`writable`
+   * false: the lease's renewal is late) are passed over, in their place. The rest stay, and `since`
+   * stays the oldest change before this take: the lag keeps counting from it.
    */
-  take(maxWrites: number): PageActor[] {
+  take(maxWrites: number, writable: (partition: number) => boolean = () => true): PageActor[] {
     const taken: PageActor[] = [];
     let writes = 0;
     for (const [partition, actors] of this.#byPartition) {
       if (writes >= maxWrites) break;
+      if (!writable(partition)) continue;
       for (const actor of actors) {
         taken.push(actor);
         writes += actor.unwrittenCount - actor.registersWaiting;

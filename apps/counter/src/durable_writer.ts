@@ -38,7 +38,8 @@ export interface DurableWriterOptions {
   readonly coalesceMs: number;
   /**
    * About the most entries one flush writes (LIVECOUNT_FLUSH_MAX_WRITES: whole partitions, the last
-   * may pass it); the rest stay dirty for the next flush, which follows at once. Every script of a
+   * may pass it; unique-visitor registers fill what the other entries leave); the rest stay dirty for
+   * the next flush, which follows at once. Every script of a
    * flush waits behind the ones before it: unbounded, a store that falls behind gets flushes that
    * outlast the command timeout, fail, and are written again in full.
    */
@@ -335,14 +336,27 @@ export class DurableWriter {
    * other entry (nine in ten of a presence load's writes), and a store that cannot keep up would
    * hold the viewers behind them, and their publish (invariant 3), for as long as the backlog
    * lasts. So a flush takes every other entry of its pages first, and registers with what is left
-   * of its bound; the rest wait, in memory, for the flushes after (at most one a register per page
-   * and day).
+   * of its bound; the rest wait, in memory, for the flushes after (one entry per register, page and
+   * day: 4,096 a page and day at most, per DC).
    */
   async #flush(): Promise<void> {
     const since = this.#dirty.since;
-    const actors = this.#dirty.take(this.#o.flushMaxWrites);
+    const now = this.#o.clock.now();
+    // The pages this flush writes (active, their fence current): their entries other than registers
+    // count against the bound first; registers get what is left.
+    const writable: Array<{ actor: PageActor; fence: Fence }> = [];
     let registers = this.#o.flushMaxWrites;
-    for (const actor of actors) registers -= actor.unwrittenCount - actor.registersWaiting;
+    const held = (partition: number): boolean => this.#o.fenceOf(partition) !== undefined;
+    for (const actor of this.#dirty.take(this.#o.flushMaxWrites, held)) {
+      if (actor.status !== "active") continue;
+      const fence = this.#o.fenceOf(actor.partition);
+      if (fence === undefined) {
+        this.markDirty(actor, since); // its renewal is late: written once renewed, dropped if lost
+        continue;
+      }
+      writable.push({ actor, fence });
+      registers -= actor.unwrittenCount - actor.registersWaiting;
+    }
     const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
     const taken: Array<{
       actor: PageActor;
@@ -350,21 +364,16 @@ export class DurableWriter {
       /** Entries to publish per DC, as of this write: exactly what is durable once it succeeds. */
       updates: Map<string, Map<string, Entry>>;
     }> = [];
-    for (const actor of actors) {
-      if (actor.status !== "active") continue;
-      const fence = this.#o.fenceOf(actor.partition);
-      if (fence === undefined) {
-        this.markDirty(actor, since); // its renewal is late: written once renewed, dropped if lost
-        continue;
-      }
+    for (const { actor, fence } of writable) {
+      // Registers left for a later flush count in the lag from this one (their own age is not kept).
       const waiting = actor.registersWaiting;
       if (waiting > 0 && registers <= 0 && actor.unwrittenCount === waiting) {
-        this.markDirty(actor, since); // only registers, and none fit: the next flush
+        this.markDirty(actor, now); // only registers, and none fit
         continue;
       }
       const writes = actor.takeUnwritten(Math.max(0, registers));
       registers -= waiting - actor.registersWaiting;
-      if (actor.registersWaiting > 0) this.markDirty(actor, since);
+      if (actor.registersWaiting > 0) this.markDirty(actor, now);
       // Taken together with the writes: a change made during the round trip is published by the
       // next flush, after its own write.
       const updates = actor.takeUnpublished();

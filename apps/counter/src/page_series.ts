@@ -6,6 +6,7 @@
  */
 import { HLL_REGISTERS, mergeEntry, type Entry } from "@livecount/crdt";
 import {
+  UNIQUE_PREFIX,
   dayOf,
   hourOf,
   isSeriesCounter,
@@ -46,7 +47,7 @@ export class PageSeries {
   readonly #page: string;
   readonly #dc: string;
   readonly #hash: VisitorHash;
-  // The three maps below are made when something goes in and dropped when taken: an owner holds a
+  // The maps below are made when something goes in and dropped when taken: an owner holds a
   // PageSeries per resident page, most with nothing queued, and an empty Map costs 184 bytes.
   /** Other DCs' entries to write, by "counter\0dc": a later copy of the same entry merges into the queued one. */
   #remote: Map<string, EntryWrite> | undefined;
@@ -55,6 +56,14 @@ export class PageSeries {
    * is a number in a map until the flush takes it, however often the entry rises before.
    */
   #own: Map<string, number> | undefined;
+  /**
+   * Unique-visitor registers waiting for a flush with room for them (a flush takes them last, up to
+   * what its other entries leave of its bound: durable_writer.ts): other DCs' as `#remote` holds
+   * entries, this DC's named ones (of a past day, or given back by a failed flush) as `#own` does.
+   * Today's not yet named wait in `#visitors.raised`.
+   */
+  #remoteRegisters: Map<string, EntryWrite> | undefined;
+  #ownRegisters: Map<string, number> | undefined;
   /** This DC's entries taken with the writes of the flush in progress. */
   #taken: Map<string, Entry> | undefined;
   /**
@@ -75,7 +84,9 @@ export class PageSeries {
   /** Another DC's time bucket entry, received here: to persist. */
   remote(counter: string, dc: string, entry: Entry): void {
     const id = `${counter}\u0000${dc}`;
-    const remote = (this.#remote ??= new Map());
+    const remote = counter.startsWith(UNIQUE_PREFIX)
+      ? (this.#remoteRegisters ??= new Map())
+      : (this.#remote ??= new Map());
     const queued = remote.get(id)?.entry;
     const merged = queued === undefined ? entry : mergeEntry(queued, entry);
     remote.set(id, { page: this.#page, counter, dc, entry: merged });
@@ -116,23 +127,23 @@ export class PageSeries {
   }
 
   /**
-   * Registers raised since the last flush become entries to write, by name, at their rank now: the
-   * first `limit` raised, the rest left for a later flush. Returns how many were named.
+   * Registers raised since the last flush become entries to write (`#ownRegisters`), by name, at
+   * their rank now: the first `limit` raised, the rest left raised.
    */
-  #nameRegisters(limit = Infinity): number {
+  #nameRegisters(limit = Infinity): void {
     const visitors = this.#visitors;
-    if (visitors === undefined || visitors.raised.length === 0 || limit <= 0) return 0;
+    if (visitors === undefined || visitors.raised.length === 0 || limit <= 0) return;
     const { day, ranks, raised } = visitors;
     const named = Math.min(limit, raised.length);
+    const own = (this.#ownRegisters ??= new Map());
     for (let i = 0; i < named; i++) {
       const index = raised[i]!;
       const rank = byteAt(ranks, index) & RANK_OF;
-      this.#raise(uniqueRegisterOf(day, index), rank);
+      raiseIn(own, uniqueRegisterOf(day, index), rank);
       setByte(ranks, index, rank);
     }
     if (named === raised.length) raised.length = 0;
     else raised.splice(0, named);
-    return named;
   }
 
   /**
@@ -164,33 +175,47 @@ export class PageSeries {
 
   /** This DC's entry of `counter` rises to `p` (its `n` stays 0). */
   #raise(counter: string, p: number): void {
-    const own = (this.#own ??= new Map());
-    const queued = own.get(counter);
-    if (queued === undefined || queued < p) own.set(counter, p);
+    raiseIn((this.#own ??= new Map()), counter, p);
   }
 
   /**
-   * Adds the entries to write with this flush to `writes`, with at most `registers` of the unique-visitor
-   * registers raised since the last (`registersWaiting`; the others wait for a later flush); this
-   * DC's are published once it succeeds (`publishInto`). Returns how many registers it took.
+   * Adds the entries to write with this flush to `writes`, with at most `registers` of the
+   * unique-visitor registers waiting (`registersWaiting`: other DCs', then this DC's named, then
+   * today's raised; the others wait for a later flush); this DC's are published once it succeeds
+   * (`publishInto`).
    */
-  take(writes: EntryWrite[], registers = Infinity): number {
-    const named = this.#nameRegisters(registers);
+  take(writes: EntryWrite[], registers = Infinity): void {
     if (this.#remote !== undefined) {
       for (const write of this.#remote.values()) writes.push(write);
       this.#remote = undefined;
     }
-    this.#taken = undefined;
-    if (this.#own === undefined) return named;
-    const taken = new Map<string, Entry>();
-    for (const [counter, p] of this.#own) {
-      const entry = { p, n: 0 };
-      writes.push({ page: this.#page, counter, dc: this.#dc, entry });
-      taken.set(counter, entry);
+    let left = registers;
+    const remoteRegisters = this.#remoteRegisters;
+    if (remoteRegisters !== undefined && left > 0) {
+      for (const [id, write] of remoteRegisters) {
+        if (left === 0) break;
+        writes.push(write);
+        remoteRegisters.delete(id);
+        left--;
+      }
+      if (remoteRegisters.size === 0) this.#remoteRegisters = undefined;
     }
+    this.#nameRegisters(left - (this.#ownRegisters?.size ?? 0));
+    const taken = new Map<string, Entry>();
+    for (const [counter, p] of this.#own ?? []) taken.set(counter, { p, n: 0 });
     this.#own = undefined;
-    this.#taken = taken;
-    return named;
+    const ownRegisters = this.#ownRegisters;
+    if (ownRegisters !== undefined && left > 0) {
+      for (const [counter, p] of ownRegisters) {
+        if (left === 0) break;
+        taken.set(counter, { p, n: 0 });
+        ownRegisters.delete(counter);
+        left--;
+      }
+      if (ownRegisters.size === 0) this.#ownRegisters = undefined;
+    }
+    for (const [counter, entry] of taken) writes.push({ page: this.#page, counter, dc: this.#dc, entry });
+    this.#taken = taken.size > 0 ? taken : undefined;
   }
 
   /** Adds this DC's entries taken with the last `take()` to its update (durable once it is published). */
@@ -202,12 +227,17 @@ export class PageSeries {
     this.#taken = undefined;
   }
 
-  /** A flush failed: its time bucket entries are written (and this DC's published) with the next. */
+  /**
+   * A flush failed: its time bucket entries are written (and this DC's published) with the next, its
+   * registers when a flush has room for them.
+   */
   restore(writes: readonly EntryWrite[]): void {
     for (const w of writes) {
       if (!isSeriesCounter(w.counter)) continue;
-      if (w.dc === this.#dc) this.#raise(w.counter, w.entry.p);
-      else this.remote(w.counter, w.dc, w.entry);
+      if (w.dc !== this.#dc) this.remote(w.counter, w.dc, w.entry);
+      else if (w.counter.startsWith(UNIQUE_PREFIX))
+        raiseIn((this.#ownRegisters ??= new Map()), w.counter, w.entry.p);
+      else this.#raise(w.counter, w.entry.p);
     }
   }
 
@@ -230,11 +260,15 @@ export class PageSeries {
   }
 
   /**
-   * Unique-visitor registers raised since the last flush and not yet named: while every new visitor
+   * Unique-visitor registers waiting for a flush, this DC's and others': while every new visitor
    * raises one, one write each, which a flush at its bound leaves for later (durable_writer.ts).
    */
   get registersWaiting(): number {
-    return this.#visitors?.raised.length ?? 0;
+    return (
+      (this.#remoteRegisters?.size ?? 0) +
+      (this.#ownRegisters?.size ?? 0) +
+      (this.#visitors?.raised.length ?? 0)
+    );
   }
 }
 
@@ -280,4 +314,10 @@ function dense(ranks: readonly number[]): Uint8Array {
   const all = new Uint8Array(HLL_REGISTERS);
   for (const packed of ranks) all[packed >>> BYTE_BITS] = packed & 0xff;
   return all;
+}
+
+/** `counter`'s queued value in `queue` rises to `p`. */
+function raiseIn(queue: Map<string, number>, counter: string, p: number): void {
+  const queued = queue.get(counter);
+  if (queued === undefined || queued < p) queue.set(counter, p);
 }

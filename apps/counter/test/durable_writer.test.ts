@@ -251,6 +251,63 @@ describe("counter - durable writer", () => {
     expect([await storedRegisters(a), await storedRegisters(b)]).toEqual(raised);
   });
 
+  test("counter - pages a flush cannot write (their fence late) leave the bound to the registers of the pages it writes", async () => {
+    const crowded = pageIn(2);
+    u = await buildUnits({ flushMaxWrites: 20 });
+    await u.acquire(1);
+    await u.acquire(2);
+    await joinMany(crowded, 2, 60);
+    await u.clock.advance(0);
+    // Five pages of partition 1 come first in the next flushes, with more entries than the bound,
+    // but their fence is gone: nothing of theirs is written, and the crowded page's registers are.
+    for (let i = 0; i < 5; i++) await joinMany(pageIn(1, i), 1, 1, 5_000 + i);
+    u.fences.delete(1);
+    await u.writer.drain();
+    expect(u.registry.find(crowded)!.registersWaiting).toBe(0);
+    expect(u.writer.dirtyCount).toBe(5);
+  });
+
+  test("counter - registers waiting at midnight, and those of another DC, still go last and within the bound", async () => {
+    const DAY_MS = 86_400_000;
+    const [crowded, other] = [pageIn(1), pageIn(2)];
+    u = await buildUnits({ flushMaxWrites: 20 });
+    await u.acquire(1);
+    await u.acquire(2);
+    await joinMany(crowded, 1, 60);
+    const raised = u.registry.find(crowded)!.registersWaiting;
+    await u.clock.advance(0);
+    expect(u.registry.find(crowded)!.registersWaiting).toBeGreaterThan(20);
+    // The next day: a visitor names yesterday's registers still waiting; another DC's registers
+    // arrive for the other page.
+    u.clock.jump(DAY_MS);
+    await u.acquire(1);
+    await u.acquire(2);
+    await joinMany(crowded, 1, 1, 9_000);
+    const remote = Object.fromEntries(
+      Array.from({ length: 30 }, (_, i) => [`@u:${Math.floor(u.clock.now() / DAY_MS)}:${i}`, { p: 2, n: 0 }]),
+    );
+    await u.registry.run(other, 2, (actor) => actor.mergeRemote("dc2", remote));
+    expect(u.registry.find(other)!.registersWaiting).toBe(30);
+    await joinOne(other, 2);
+    // Every flush stays within the bound.
+    const sizes: number[] = [];
+    const write = u.store.write.bind(u.store);
+    u.store.write = (groups, ...rest) => {
+      sizes.push(groups.reduce((n, g) => n + g.writes.length, 0));
+      return write(groups, ...rest);
+    };
+    while (u.writer.dirtyCount > 0) await u.clock.advance(COALESCE_MS);
+    expect(sizes.length).toBeGreaterThan(3);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(20);
+    const otherRecord = await u.store.load(other);
+    expect(Object.keys(otherRecord).filter((name) => otherRecord[name]!.dc2 !== undefined)).toHaveLength(30);
+    // Yesterday's registers, every one (today's are everyone present: a new day's visitors).
+    const yesterday = `@u:${Math.floor(u.clock.now() / DAY_MS) - 1}:`;
+    const crowdedRecord = await u.store.load(crowded);
+    expect(Object.keys(crowdedRecord).filter((name) => name.startsWith(yesterday))).toHaveLength(raised);
+    expect(u.registry.find(crowded)!.registersWaiting).toBe(0);
+  });
+
   test("counter - a flush under its bound takes every dirty page in one write", async () => {
     const pages = [pageIn(1, 0), pageIn(1, 1), pageIn(1, 2)];
     u = await buildUnits();

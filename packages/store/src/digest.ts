@@ -188,8 +188,8 @@ local function bucket_expiry_of(field)
   return (tonumber(unit) + 1) * unit_ms + kept_ms
 end
 -- bucket_expiry_of's answers in this script run (false for none): a write asks up to four times an
--- entry (is it expired, what to index, which deleted counter it touches, is the page empty), and the
--- patterns cost more than the lookup.
+-- entry (is it expired, what to index, which deleted counter it touches, does it keep the page from
+-- being empty), and the patterns cost more than the lookup.
 local expiries = {}
 local function bucket_expiry(field)
   local known = expiries[field]
