@@ -351,7 +351,7 @@ export class DurableWriter {
       if (actor.status !== "active") continue;
       const fence = this.#o.fenceOf(actor.partition);
       if (fence === undefined) {
-        this.markDirty(actor, since); // its renewal is late: written once renewed, dropped if lost
+        this.markDirty(actor, since); // a guard: take() passes over partitions without a fence
         continue;
       }
       writable.push({ actor, fence });

@@ -68,8 +68,7 @@ export class PageSeries {
   #taken: Map<string, Entry> | undefined;
   /**
    * Today's registers as this owner raised them: an arrival that raises none writes nothing.
-   * `raised`: the indexes raised since the last flush (an index may repeat), named with their rank
-   * then. Numbers in arrays, not Maps: this runs for every arriving viewer.
+   * `raised`: the indexes raised and not yet named, each once, named with their rank then. Numbers in arrays, not Maps: this runs for every arriving viewer.
    */
   #visitors: { day: number; ranks: Ranks; raised: number[] } | undefined;
   #peak: PeakState | undefined;
@@ -120,7 +119,7 @@ export class PageSeries {
     const byte = byteAt(ranks, index);
     if ((byte & RANK_OF) >= rank) return false;
     setByte(ranks, index, rank | RAISED);
-    // Once per register until the flush names it: `raised` counts the entries it will write.
+    // Once per register until a flush names it.
     if ((byte & RAISED) === 0) visitors.raised.push(index);
     if (!(ranks instanceof Uint8Array) && ranks.length > SPARSE_RANKS) visitors.ranks = dense(ranks);
     return true;
@@ -252,8 +251,9 @@ export class PageSeries {
   }
 
   /**
-   * Entries the next `take` adds (a register raised again after `forget` named it may count twice
-   * until then: the store had removed the page).
+   * Entries the next `take` adds, given room. A register named (by `forget`, a day change or a failed
+   * flush's `restore`) and raised again before a flush writes it counts twice until then: it merges
+   * into one entry, and a flush's bound may go a register short.
    */
   get pendingCount(): number {
     return (this.#remote?.size ?? 0) + (this.#own?.size ?? 0) + this.registersWaiting;
