@@ -233,6 +233,64 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
   end
   return value, existed, new_p == new_n
 end
+-- Whether the field is a unique-visitor register's ("@u:{day}:{register}\0{dc}"): never a
+-- tombstone, never indexed, in no deleted counter's group, so merge_registers may take it.
+local function is_register(field)
+  return string.sub(field, 1, 3) == "@u:"
+end
+-- Registers merged per redis.call: HMGET, HSET and ZADD take this many fields each.
+local REGISTERS_PER_CALL = 500
+-- Max-merges a page's unique-visitor registers (regs: field, p, n, ...) as merge_entry would, one
+-- by one, but in three calls per REGISTERS_PER_CALL registers instead of three per register: a
+-- flush's registers are most of its entries, and a call costs more than the Lua around it.
+local function merge_registers(page_key, page, bucket, regs)
+  for first = 1, #regs, 3 * REGISTERS_PER_CALL do
+    -- The chunk's registers, each once (a field written twice counts by its largest p and n).
+    local names, ps, ns = {}, {}, {}
+    for i = first, math.min(#regs, first + 3 * REGISTERS_PER_CALL - 1), 3 do
+      local field = regs[i]
+      if not expired(field) then
+        if ps[field] == nil then
+          names[#names + 1] = field
+          ps[field], ns[field] = regs[i + 1], regs[i + 2]
+        else
+          ps[field], ns[field] = math.max(ps[field], regs[i + 1]), math.max(ns[field], regs[i + 2])
+        end
+      end
+    end
+    if #names > 0 then
+      local olds = redis.call("HMGET", page_key, unpack(names))
+      local sets, adds = {}, {}
+      for j, field in ipairs(names) do
+        local p, n, old = ps[field], ns[field], olds[j]
+        local old_p, old_n = 0, 0
+        if old then
+          local sp, sn = string.match(old, "^(%d+):(%d+)$")
+          old_p, old_n = tonumber(sp), tonumber(sn)
+        end
+        if p > old_p or n > old_n then
+          local value = format_entry(math.max(p, old_p), math.max(n, old_n))
+          sets[#sets + 1] = field
+          sets[#sets + 1] = value
+          entry_changed(page, bucket, field, old and format_entry(old_p, old_n), value)
+          if not old then
+            adds[#adds + 1] = bucket_expiry(field)
+            adds[#adds + 1] = page .. "\\0" .. field
+          end
+        end
+      end
+      if #sets > 0 then redis.call("HSET", page_key, unpack(sets)) end
+      if #adds > 0 then
+        redis.call("ZADD", expiring_key, unpack(adds))
+        if not listed[page] then
+          redis.call("ZADD", KEYS[2], 0, page)
+          redis.call("ZADD", KEYS[5], bucket, page)
+          listed[page] = true
+        end
+      end
+    end
+  end
+end
 -- The counters (with their tombstones) of an incoming record, args[first..last] as field, p, n
 -- (numbers), that are a purged counter's remains (page_merge.ts, purgedRemains), as a set.
 local function purged_remains(page_key, args, first, last, floor)

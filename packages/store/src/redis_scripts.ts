@@ -34,16 +34,25 @@ for k = 9, #KEYS do
   -- Presence fields as stored after this run, by field (zero or not): one written twice in the
   -- group counts by its last value.
   local present = {}
+  -- Registers, merged together after the other entries (they leave a page as empty as it was).
+  local regs = {}
   for _ = 1, count do
     local field, p, n = w[at], w[at + 1], w[at + 2]
-    local _, existed, zero = merge_entry(page_key, page, bucket, field, p, n, w[at + 3])
     at = at + 4
-    if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
-      durable = true
-    elseif is_presence(field) and existed ~= nil then
-      present[field] = not zero
+    if is_register(field) then
+      regs[#regs + 1] = field
+      regs[#regs + 1] = p
+      regs[#regs + 1] = n
+    else
+      local _, existed, zero = merge_entry(page_key, page, bucket, field, p, n, w[at - 1])
+      if not is_presence(field) and not is_visit(field) and not expired(field) and (existed or p > 0 or n > 0) then
+        durable = true
+      elseif is_presence(field) and existed ~= nil then
+        present[field] = not zero
+      end
     end
   end
+  merge_registers(page_key, page, bucket, regs)
   -- A viewer present: not empty, known from its field instead of reading the whole page (which
   -- holds up to thousands of unique-visitor registers).
   for _, viewers in pairs(present) do durable = durable or viewers end

@@ -212,6 +212,47 @@ export function describeWindowContract(name: string, open: OpenStore): void {
       expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
     });
 
+    test(`${name} - registers written by the thousand, raised, lowered, repeated and expired in one write are stored as if written one by one`, async () => {
+      const page = pageIn(PARTITION, 11);
+      const day = Math.floor(START_MS / DAY_MS);
+      const reg = (i: number, d = day): string => `@u:${d}:${i}`;
+      const expected = new Map<string, number>();
+      const write = async (entries: Array<[string, number]>): Promise<void> => {
+        for (const [counter, p] of entries) {
+          if (!counter.startsWith(`@u:${day}:`)) continue; // an expired day's: left out
+          expected.set(counter, Math.max(p, expected.get(counter) ?? 0));
+        }
+        const writes = entries.map(([counter, p]) => ({ page, counter, dc: "dc1", entry: { p, n: 0 } }));
+        await store.write([{ fence, writes }]);
+      };
+      // More registers than a script merges per call, an expired day's, and two written twice.
+      await write([
+        ...Array.from({ length: 1_200 }, (_, i): [string, number] => [reg(i), 1 + (i % 5)]),
+        [reg(3, day - 2), 4],
+        [reg(7), 3],
+        [reg(7), 9],
+        [reg(8), 9],
+        [reg(8), 3],
+      ]);
+      // Half raised, some lower than stored, some new.
+      await write([
+        ...Array.from({ length: 600 }, (_, i): [string, number] => [reg(2 * i), 2 + (i % 5)]),
+        ...Array.from({ length: 100 }, (_, i): [string, number] => [reg(2 * i + 1), 1]),
+        ...Array.from({ length: 50 }, (_, i): [string, number] => [reg(3_000 + i), 7]),
+      ]);
+      const stored = await store.loadPrefixed(page, ["@u:"]);
+      expect(Object.keys(stored)).toHaveLength(expected.size);
+      for (const [counter, p] of expected) expect(stored[counter]).toEqual({ dc1: { p, n: 0 } });
+      expect((await store.digests([PARTITION]))[0]).toBe(await digestOf(store, [page]));
+      expect((await store.listPages(page, undefined, 10)).pages).toContain(page);
+      // Every one of them expires with its day.
+      nowMs = (day + 2) * DAY_MS;
+      let removed = 0;
+      for (let n; (n = await store.removeExpiredBuckets(fence, 500)) > 0;) removed += n;
+      expect(removed).toBe(expected.size);
+      expect(await store.load(page)).toEqual({});
+    });
+
     test(`${name} - a page with nothing but zero presence and visit records is empty: it goes with them, and they do not bring it back`, async () => {
       const page = pageIn(PARTITION, 9);
       const day = Math.floor(START_MS / DAY_MS);
