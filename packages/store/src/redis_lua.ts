@@ -233,10 +233,11 @@ local function merge_entry(page_key, page, bucket, field, p, n, indexed)
   end
   return value, existed, new_p == new_n
 end
--- Whether the field is a unique-visitor register's ("@u:{day}:{register}\0{dc}"): never a
--- tombstone, never indexed, in no deleted counter's group, so merge_registers may take it.
+-- Whether the field is a unique-visitor register's ("@u:{day}:{register}\\0{dc}", a time bucket):
+-- never a tombstone, in no deleted counter's group, so merge_registers may take it (unless the
+-- write asks for it to be indexed, which only presence entries do).
 local function is_register(field)
-  return string.sub(field, 1, 3) == "@u:"
+  return string.sub(field, 1, 3) == "@u:" and bucket_expiry(field) ~= nil
 end
 -- Registers merged per redis.call: HMGET, HSET and ZADD take this many fields each.
 local REGISTERS_PER_CALL = 500

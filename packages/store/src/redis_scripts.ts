@@ -39,7 +39,7 @@ for k = 9, #KEYS do
   for _ = 1, count do
     local field, p, n = w[at], w[at + 1], w[at + 2]
     at = at + 4
-    if is_register(field) then
+    if is_register(field) and not w[at - 1] then
       regs[#regs + 1] = field
       regs[#regs + 1] = p
       regs[#regs + 1] = n
