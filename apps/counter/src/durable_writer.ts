@@ -1,5 +1,4 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
-import type { Entry } from "@livecount/crdt";
 import {
   encodePageUpdate,
   encodePageUpdates,
@@ -12,7 +11,6 @@ import {
   PartialWriteError,
   type EntryWrite,
   type Fence,
-  type FencedWrites,
   type IncrementOp,
   type IncrementOutcome,
   type PageRecord,
@@ -20,6 +18,7 @@ import {
 } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { DirtyPages } from "./dirty_pages.js";
+import { takeFlushBatch, type TakenPage } from "./flush_batch.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
 import type { PageActor } from "./page_actor.js";
 import { countsOf } from "./page_chunks.js";
@@ -329,60 +328,16 @@ export class DurableWriter {
   }
 
   /**
-   * Persists dirty pages' entries (up to the flush bound) in one round trip, then publishes this
-   * DC's that became durable.
-   *
-   * Unique-visitor registers come last: while every new visitor raises one, they outnumber every
-   * other entry (nine in ten of a presence load's writes), and a store that cannot keep up would
-   * hold the viewers behind them, and their publish (invariant 3), for as long as the backlog
-   * lasts. So a flush takes every other entry of its pages first, and registers with what is left
-   * of its bound; the rest wait, in memory, for the flushes after (one entry per register, page and
-   * day: 4,096 a page and day at most, per DC).
+   * Persists dirty pages' entries (up to the flush bound, unique-visitor registers last:
+   * flush_batch.ts) in one round trip, then publishes this DC's that became durable.
    */
   async #flush(): Promise<void> {
     const since = this.#dirty.since;
+    // Registers left for a later flush count in the lag from this one (their own age is not kept).
     const now = this.#o.clock.now();
-    // The pages this flush writes (active, their fence current): their entries other than registers
-    // count against the bound first; registers get what is left.
-    const writable: Array<{ actor: PageActor; fence: Fence }> = [];
-    let registers = this.#o.flushMaxWrites;
-    const held = (partition: number): boolean => this.#o.fenceOf(partition) !== undefined;
-    for (const actor of this.#dirty.take(this.#o.flushMaxWrites, held)) {
-      if (actor.status !== "active") continue;
-      const fence = this.#o.fenceOf(actor.partition);
-      if (fence === undefined) {
-        this.markDirty(actor, since); // a guard: take() passes over partitions without a fence
-        continue;
-      }
-      writable.push({ actor, fence });
-      registers -= actor.unwrittenCount - actor.registersWaiting;
-    }
-    const groups = new Map<number, FencedWrites & { writes: EntryWrite[] }>();
-    const taken: Array<{
-      actor: PageActor;
-      writes: EntryWrite[];
-      /** Entries to publish per DC, as of this write: exactly what is durable once it succeeds. */
-      updates: Map<string, Map<string, Entry>>;
-    }> = [];
-    for (const { actor, fence } of writable) {
-      // Registers left for a later flush count in the lag from this one (their own age is not kept).
-      const waiting = actor.registersWaiting;
-      if (waiting > 0 && registers <= 0 && actor.unwrittenCount === waiting) {
-        this.markDirty(actor, now); // only registers, and none fit
-        continue;
-      }
-      const writes = actor.takeUnwritten(Math.max(0, registers));
-      registers -= waiting - actor.registersWaiting;
-      if (actor.registersWaiting > 0) this.markDirty(actor, now);
-      // Taken together with the writes: a change made during the round trip is published by the
-      // next flush, after its own write.
-      const updates = actor.takeUnpublished();
-      taken.push({ actor, writes, updates });
-      if (writes.length === 0) continue;
-      let group = groups.get(actor.partition);
-      if (group === undefined) groups.set(actor.partition, (group = { fence, writes: [] }));
-      group.writes.push(...writes);
-    }
+    const { groups, taken } = takeFlushBatch(this.#dirty, this.#o.flushMaxWrites, this.#o.fenceOf, (actor) =>
+      this.markDirty(actor, now),
+    );
     // Pages left for the next flush: this one went out at its bound.
     if (this.#dirty.size > 0) this.#flusher.request();
     const { metrics, store } = this.#o;
@@ -440,10 +395,7 @@ export class DurableWriter {
    * A flush's writes that failed go back to their actors, written and published by the next one:
    * nothing is published ahead of the store.
    */
-  #writeAgain(
-    taken: ReadonlyArray<{ actor: PageActor; writes: EntryWrite[]; updates: Map<string, unknown> }>,
-    since: number | undefined,
-  ): void {
+  #writeAgain(taken: readonly TakenPage[], since: number | undefined): void {
     for (const { actor, writes, updates } of taken) {
       actor.restoreUnwritten(writes, updates.keys());
       // One torn down during the round trip was forgotten: it must not come back. Dirty since `since`.
