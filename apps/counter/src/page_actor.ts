@@ -5,15 +5,14 @@ import {
   CONNECTIONS_COUNTER,
   PRESENCE_COUNTERS,
   VIEWERS_COUNTER,
-  activityOf,
-  deletedAt,
   deletedCounterOf,
   isSeriesCounter,
   tombstoneOf,
   type HoldCode,
 } from "@livecount/protocol";
-import { isPresenceCounter, purgeableAt, type EntryWrite, type PageRecord } from "@livecount/store";
+import { isPresenceCounter, type EntryWrite, type PageRecord } from "@livecount/store";
 import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
+import { purgeSurvivors, purgeableIn, settledDelete } from "./counter_deletes.js";
 import { PagePresence, type Hold } from "./page_presence.js";
 import { PageSeries } from "./page_series.js";
 
@@ -191,16 +190,7 @@ export class PageActor {
    */
   republishTo(counter: string): "all" | "local" | "none" {
     if (!Object.hasOwn(this.entries(counter), this.#host.dc)) return "none";
-    return this.#settledDelete(counter, this.#host.dc) ? "local" : "all";
-  }
-
-  /** A deleted counter still hidden, whose entry of `dc` is zero. */
-  #settledDelete(counter: string, dc: string): boolean {
-    const tomb = this.#counters.get(tombstoneOf(counter));
-    if (tomb === undefined) return false;
-    const c = this.#counters.get(counter);
-    const e = c?.entry(dc) ?? { p: 0, n: 0 };
-    return e.p === e.n && activityOf(c?.entries() ?? {}) <= deletedAt(tomb.entries());
+    return settledDelete(this.#counters, counter, this.#host.dc) ? "local" : "all";
   }
 
   /**
@@ -211,15 +201,8 @@ export class PageActor {
    */
   purged(counters: readonly string[]): void {
     for (const counter of counters) {
-      const tomb = tombstoneOf(counter);
-      const news = this.purgeable(counter)
-        ? []
-        : [counter, tomb].flatMap((name) =>
-            Object.entries(this.entries(name))
-              .filter(([dc]) => dc !== this.#host.dc)
-              .map(([dc, entry]) => ({ name, dc, entry })),
-          );
-      for (const name of [counter, tomb]) {
+      const news = purgeSurvivors(this.#counters, counter, this.#host.dc);
+      for (const name of [counter, tombstoneOf(counter)]) {
         this.#counters.delete(name);
         this.#unwritten?.delete(name);
       }
@@ -239,11 +222,7 @@ export class PageActor {
 
   /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
   purgeable(counter: string): boolean {
-    const tomb = this.#counters.get(tombstoneOf(counter));
-    return (
-      tomb !== undefined &&
-      purgeableAt(Object.values(this.entries(counter)), Object.values(tomb.entries())) !== undefined
-    );
+    return purgeableIn(this.#counters, counter);
   }
 
   /** Installs this data center's entry as the store returned it after a durable increment. */
@@ -275,7 +254,7 @@ export class PageActor {
       const e = counter.entry(dc);
       if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
       const deleted = deletedCounterOf(name) ?? name;
-      if (this.#settledDelete(deleted, dc)) continue;
+      if (settledDelete(this.#counters, deleted, dc)) continue;
       entries.set(name, e);
     }
     return entries;

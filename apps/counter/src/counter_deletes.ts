@@ -1,0 +1,43 @@
+/**
+ * A page's deleted counters as its actor holds them (docs/architecture.md, "Purging tombstones"):
+ * rules over the page's PN-counters by name, a counter's tombstone among them.
+ */
+import type { Entry, PNCounter } from "@livecount/crdt";
+import { activityOf, deletedAt, tombstoneOf } from "@livecount/protocol";
+import { purgeableAt } from "@livecount/store";
+
+type Counters = ReadonlyMap<string, PNCounter>;
+
+/** A deleted counter still hidden, whose entry of `dc` is zero. */
+export function settledDelete(counters: Counters, counter: string, dc: string): boolean {
+  const tomb = counters.get(tombstoneOf(counter));
+  if (tomb === undefined) return false;
+  const c = counters.get(counter);
+  const e = c?.entry(dc) ?? { p: 0, n: 0 };
+  return e.p === e.n && activityOf(c?.entries() ?? {}) <= deletedAt(tomb.entries());
+}
+
+/** Whether `counters` hold a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
+export function purgeableIn(counters: Counters, counter: string): boolean {
+  const tomb = counters.get(tombstoneOf(counter));
+  const entries = Object.values(counters.get(counter)?.entries() ?? {});
+  return tomb !== undefined && purgeableAt(entries, Object.values(tomb.entries())) !== undefined;
+}
+
+/**
+ * What survives the purge of `counter` (and its tombstone) from the store: nothing when memory holds
+ * a purgeable copy; else other DCs' entries of both, which arrived since the store looked (a like,
+ * or a new delete, after the delete) and are written again.
+ */
+export function purgeSurvivors(
+  counters: Counters,
+  counter: string,
+  ownDc: string,
+): Array<{ name: string; dc: string; entry: Entry }> {
+  if (purgeableIn(counters, counter)) return [];
+  return [counter, tombstoneOf(counter)].flatMap((name) =>
+    Object.entries(counters.get(name)?.entries() ?? {})
+      .filter(([dc]) => dc !== ownDc)
+      .map(([dc, entry]) => ({ name, dc, entry })),
+  );
+}
