@@ -237,10 +237,14 @@ export class AntiEntropy {
 
   /** Another DC's digests: start a comparison of buckets for each held partition that differs. */
   async #onSummary(msg: AeSummary): Promise<void> {
-    const mine = msg.digests.filter(([p]) => this.#held.has(p));
-    if (mine.length === 0) return;
-    void this.#purge.compareTombs(msg, (p) => this.#held.has(p));
     const bootstrap = new Set(msg.bootstrap ?? []);
+    // A partition the other DC is learning, asked for again while this node still answers the same
+    // request (Exchanges.teaches), is left to that answer.
+    const mine = msg.digests.filter(
+      ([p]) => this.#held.has(p) && (!bootstrap.has(p) || this.#exchanges.teaches(msg.from, p)),
+    );
+    void this.#purge.compareTombs(msg, (p) => this.#held.has(p));
+    if (mine.length === 0) return;
     // Marked answered before anything is read: buckets the other DC sends meanwhile (its answer to
     // this node's own summary) cross the answer this node is about to send, and only one side may
     // drive (Exchanges.leftToRemote).
@@ -297,15 +301,23 @@ export class AntiEntropy {
   /** Sends the pages of the buckets that differ and asks for the other holder's. */
   async #drive(msg: AeBuckets): Promise<void> {
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
-    if (this.#exchanges.isDriving(msg.from, msg.partition)) return;
-    if (msg.floor !== undefined && !(await this.#purge.raiseFloor(msg.partition, msg.floor))) return;
-    const mine = await this.#o.store.bucketDigests(msg.partition);
-    const differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
+    const { from, partition } = msg;
+    if (this.#exchanges.isDriving(from, partition)) return;
+    // Driving from here on, while the digests are read: a summary of that DC's answered meanwhile
+    // leaves the partition out (its answer, read before this transfer merges, would start a second).
+    this.#progress(from, partition);
+    let differing: number[] = [];
+    try {
+      if (msg.floor !== undefined && !(await this.#purge.raiseFloor(partition, msg.floor))) return;
+      const mine = await this.#o.store.bucketDigests(partition);
+      differing = mine.flatMap((d, bucket) => (d !== msg.digests[bucket] ? [bucket] : []));
+    } finally {
+      if (differing.length === 0) this.#exchanges.stopDriving(from, partition);
+    }
     if (differing.length === 0) {
-      if (msg.bootstrap === true) this.#o.peerSynced(msg.partition, msg.from);
+      if (msg.bootstrap === true) this.#o.peerSynced(partition, from);
       return;
     }
-    this.#progress(msg.from, msg.partition);
     // The pull goes first: the other holder reads and sends its pages while this node sends its own.
     this.#send(antiEntropyPartitionSubject(msg.from, msg.partition), {
       type: "ae_entries",

@@ -19,6 +19,14 @@ const CROSSING_FALLBACK_MS = 3_000;
 const TRANSFER_STALL_MS = 10_000;
 
 /**
+ * A DC's request to learn a partition (a bootstrap) is answered at most once in this long. The
+ * learner asks again every second until an answer comes, and a node busy answering a new DC's every
+ * partition takes seconds to reach each one: without this it read and offered each partition again
+ * for every repeated request. An answer that was lost is given again at the first request after it.
+ */
+const TEACH_MS = 3_000;
+
+/**
  * What anti-entropy remembers about its exchanges with other DCs, per remote DC and partition, so
  * that one exchange runs at a time and a lost one is started again. Nothing here is needed for
  * correctness after a restart: a node that forgot it compares again.
@@ -44,6 +52,8 @@ export class Exchanges {
    * transferred a second time. Silent for TRANSFER_STALL_MS, one is taken for lost.
    */
   readonly #remoteDriving = new Map<string, number>();
+  /** `remote|partition` -> when this node last started answering `remote`'s request to learn it. */
+  readonly #teaching = new Map<string, number>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
   readonly #exchanged = new Map<string, Set<number>>();
   /** Per remote DC, when an anti-entropy message of its last came. */
@@ -113,6 +123,19 @@ export class Exchanges {
   }
 
   /**
+   * `remote` asks to learn `partition` (a bootstrap request): true when this node is to answer now
+   * (and it counts as answering from now), false while it answers the same request (TEACH_MS).
+   */
+  teaches(remote: string, partition: number): boolean {
+    const k = key(remote, partition);
+    const now = this.#clock.now();
+    const at = this.#teaching.get(k);
+    if (at !== undefined && now - at < TEACH_MS) return false;
+    this.#teaching.set(k, now);
+    return true;
+  }
+
+  /**
    * A transfer this node drives moved (or starts): its stall timer starts again, and a crossed
    * comparison of the partition left to `remote` is not taken back later (this one covers it).
    */
@@ -127,6 +150,11 @@ export class Exchanges {
       stalled();
     }, TRANSFER_STALL_MS);
     this.#driving.set(k, timer);
+  }
+
+  /** A transfer this node was about to drive is not needed (nothing differs) or could not start. */
+  stopDriving(remote: string, partition: number): void {
+    this.#stopDriving(key(remote, partition));
   }
 
   #stopDriving(k: string): void {
@@ -170,6 +198,7 @@ export class Exchanges {
     for (const k of [...this.#leftToRemote.keys()])
       if (k.startsWith(prefix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
+    for (const k of [...this.#teaching.keys()]) if (k.startsWith(prefix)) this.#teaching.delete(k);
     this.#heardAt.delete(remote);
     if (kind === "down") {
       if (!this.#downAt.has(remote)) this.#downAt.set(remote, now);
@@ -202,12 +231,17 @@ export class Exchanges {
     for (const k of [...this.#leftToRemote.keys()])
       if (k.endsWith(suffix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#remoteDriving.keys()]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
+    for (const k of [...this.#teaching.keys()]) if (k.endsWith(suffix)) this.#teaching.delete(k);
   }
 
-  /** Forgets answers too old to cross anything, and exchanges the remote drove that went silent. */
+  /**
+   * Forgets answers too old to cross anything or to hold back a repeated bootstrap request, and
+   * exchanges the remote drove that went silent.
+   */
   prune(): void {
     const now = this.#clock.now();
     for (const [k, at] of this.#answered) if (now - at >= CROSSING_MS) this.#answered.delete(k);
+    for (const [k, at] of this.#teaching) if (now - at >= TEACH_MS) this.#teaching.delete(k);
     for (const k of [...this.#remoteDriving.keys()])
       if (!this.#remoteUnderWay(k)) this.#remoteDriving.delete(k);
   }
@@ -218,6 +252,7 @@ export class Exchanges {
       timers.clear();
     }
     this.#answered.clear();
+    this.#teaching.clear();
     this.#remoteDriving.clear();
     this.#exchanged.clear();
     this.#heardAt.clear();

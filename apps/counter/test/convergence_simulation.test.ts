@@ -41,6 +41,21 @@ class SlowBucketsStore extends MemoryStore {
   }
 }
 
+/** A store whose bucket digests, read at once, arrive `delayMs` of clock time later: a busy Redis's answer. */
+class LateBucketsStore extends MemoryStore {
+  delayMs = 0;
+
+  constructor(private readonly clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  override async bucketDigests(partition: number): Promise<string[]> {
+    const digests = await super.bucketDigests(partition);
+    if (this.delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.delayMs));
+    return digests;
+  }
+}
+
 describe("counter - convergence across data centers (simulated clock)", () => {
   let sim: DcSimulation;
   afterEach(async () => sim.stop());
@@ -245,6 +260,64 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     const truth = new Map(Array.from({ length: 20 }, (_, i) => [`p${i}`, i === 7 ? 11 : 10]));
     await expectEverywhere(["dc1", "dc2"], truth);
     expect((await sim.dc("dc1").entries("p3")).likes).toEqual({ dc1: { p: 10, n: 0 } });
+  });
+
+  test("counter - a new DC learns each page once, though its peer compares with it too on first contact", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    // The new DC's bucket digests come late, as from a Redis busy with a bootstrap. While it drives
+    // the transfer dc1 answered to its bootstrap request, dc1 compares with it again (the follow-up
+    // after first contact): an answer read before dc1's pages merged, reaching dc1 after the
+    // transfer ended, had dc1 send every page a second time.
+    const slow = new LateBucketsStore(sim.clock);
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" }).store = slow;
+    slow.delayMs = 1_500;
+    await sim.startAll(["dc1"]);
+    const pages = Array.from({ length: 30 }, (_, i) => `learnt-${i}`);
+    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    sim.link("dc1", "dc2");
+    await sim.dc("dc2").start();
+    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
+    await sim.run(15_000);
+    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
+    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
+    expect(await sim.dc("dc1").metric(sent)).toBe(pages.length);
+    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+  });
+
+  test("counter - a peer slow to answer a new DC's requests answers each partition once, however often it is asked", async () => {
+    sim = new DcSimulation();
+    const slow = new LateBucketsStore(sim.clock);
+    sim.add("dc1").store = slow;
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    await sim.startAll(["dc1"]);
+    const pages = Array.from({ length: 30 }, (_, i) => `asked-${i}`);
+    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    // dc1's bucket digests come 2.5 s after they are asked for (a busy Redis): the new DC asks
+    // again each second meanwhile.
+    slow.delayMs = 2_500;
+    const requests = new Map<number, number>();
+    const answers = new Map<number, number>();
+    sim.drop = (from, _to, subject, data) => {
+      if (!subject.startsWith("lc.ae.")) return false;
+      const msg = decodeMessage(data);
+      if (from === "dc2" && msg.type === "ae_summary")
+        for (const p of msg.bootstrap ?? []) requests.set(p, (requests.get(p) ?? 0) + 1);
+      if (from === "dc1" && msg.type === "ae_buckets" && msg.bootstrap === true)
+        answers.set(msg.partition, (answers.get(msg.partition) ?? 0) + 1);
+      return false;
+    };
+    sim.link("dc1", "dc2");
+    await sim.dc("dc2").start();
+    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
+    await sim.run(10_000);
+    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
+    // Asked several times over, each partition that was answered was answered once.
+    expect(Math.max(...requests.values())).toBeGreaterThan(1);
+    expect(answers.size).toBeGreaterThan(0);
+    expect(Math.max(...answers.values())).toBe(1);
   });
 
   test("counter - a rebuilt DC whose only peer is unreachable does not serve until the peer is back", async () => {

@@ -220,6 +220,36 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.leftToRemote("dc1", 2, "dc2", () => {})).toBe(false);
   });
 
+  test("counter - a DC's request to learn a partition is answered once in 3 s; the DC coming back, or the partition held anew, is answered at once", async () => {
+    const { clock, x } = setUp();
+    expect(x.teaches("dc2", 4)).toBe(true);
+    // Asked again each second while the first answer is still being read and sent: left to it.
+    await clock.advance(1_000);
+    expect(x.teaches("dc2", 4)).toBe(false);
+    await clock.advance(1_999);
+    expect(x.teaches("dc2", 4)).toBe(false);
+    // Another partition, another DC: their own requests.
+    expect(x.teaches("dc2", 5)).toBe(true);
+    expect(x.teaches("dc3", 4)).toBe(true);
+    // 3 s after the first answer started, it may have been lost: answered again.
+    await clock.advance(1);
+    expect(x.teaches("dc2", 4)).toBe(true);
+    expect(x.teaches("dc2", 4)).toBe(false);
+    // The DC went down and came back, or the partition changed hands: what was answered is moot.
+    x.forget("dc2", "down");
+    expect(x.teaches("dc2", 4)).toBe(true);
+    expect(x.teaches("dc3", 4)).toBe(false);
+    x.dropPartition(4);
+    expect(x.teaches("dc3", 4)).toBe(true);
+    // Pruning keeps what still holds back a request, and forgets the rest.
+    x.prune();
+    expect(x.teaches("dc3", 4)).toBe(false);
+    await clock.advance(3_000);
+    x.prune();
+    x.clear();
+    expect(x.teaches("dc3", 4)).toBe(true);
+  });
+
   test("counter - pruning keeps the answers that can still cross", () => {
     const { x } = setUp();
     x.answered("dc1", 4);
