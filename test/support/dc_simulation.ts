@@ -30,19 +30,21 @@ export const SIM_ENV: Readonly<Record<string, string>> = {
 class LinkedBus extends ForwardingBus {
   constructor(
     local: MemoryBus,
-    private readonly peers: (subject: string, data: Uint8Array) => Iterable<MemoryBus>,
+    private readonly toPeers: (subject: string, data: Uint8Array) => void,
   ) {
     super(local);
   }
 
   override publish(subject: string, data: Uint8Array): void {
     this.local.publish(subject, data);
-    for (const peer of this.peers(subject, data)) peer.publish(subject, data);
+    this.toPeers(subject, data);
   }
 }
 
 /** Decides whether a message crossing from one DC to another is lost on the way. */
 export type DropRule = (from: string, to: string, subject: string, data: Uint8Array) => boolean;
+/** How long a message crossing from one DC to another takes, in ms of clock time (0: at once). */
+export type DelayRule = (from: string, to: string, subject: string, data: Uint8Array) => number;
 
 export class SimDc {
   readonly bus: LinkedBus;
@@ -57,7 +59,7 @@ export class SimDc {
     private readonly env: Readonly<Record<string, string>>,
   ) {
     this.bus = new LinkedBus(new MemoryBus({ clock: sim.clock }), (subject, data) =>
-      sim.linkedBuses(name, subject, data),
+      sim.deliver(name, subject, data),
     );
     this.store = new MemoryStore({ now: () => sim.clock.now() });
   }
@@ -180,6 +182,8 @@ export class DcSimulation {
   readonly #links = new Set<string>();
   /** While set, messages crossing a live link that it picks are lost. */
   drop: DropRule | undefined;
+  /** While set, messages crossing a live link that it picks arrive that much later. */
+  delay: DelayRule | undefined;
 
   /** Adds a DC (not started), linked to none. */
   add(name: string, env: Readonly<Record<string, string>> = {}): SimDc {
@@ -202,12 +206,14 @@ export class DcSimulation {
     this.#links.delete(pair(a, b));
   }
 
-  /** The buses a publish in `dc` reaches besides its own. */
-  *linkedBuses(dc: string, subject: string, data: Uint8Array): Iterable<MemoryBus> {
+  /** Publishes a message of `dc` in every DC it is linked to, unless dropped, after any delay. */
+  deliver(dc: string, subject: string, data: Uint8Array): void {
     for (const [name, other] of this.#dcs) {
       if (name === dc || !this.#links.has(pair(dc, name))) continue;
       if (this.drop?.(dc, name, subject, data) === true) continue;
-      yield other.bus.local;
+      const ms = this.delay?.(dc, name, subject, data) ?? 0;
+      if (ms <= 0) other.bus.local.publish(subject, data);
+      else this.clock.setTimeout(() => other.bus.local.publish(subject, data), ms);
     }
   }
 

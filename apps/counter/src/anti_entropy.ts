@@ -248,8 +248,10 @@ export class AntiEntropy {
     // Marked answered before anything is read: buckets the other DC sends meanwhile (its answer to
     // this node's own summary) cross the answer this node is about to send, and only one side may
     // drive (Exchanges.leftToRemote).
-    for (const [partition] of mine)
-      if (!bootstrap.has(partition)) this.#exchanges.answered(msg.from, partition);
+    for (const [partition] of mine) {
+      if (bootstrap.has(partition)) this.#exchanges.learns(msg.from, partition);
+      else this.#exchanges.answered(msg.from, partition);
+    }
     let local: string[];
     try {
       local = await this.#o.store.digests(mine.map(([p]) => p));
@@ -303,6 +305,10 @@ export class AntiEntropy {
     // A transfer with that DC is in flight already (its `done` also ends a bootstrap): no second one.
     const { from, partition } = msg;
     if (this.#exchanges.isDriving(from, partition)) return;
+    // A DC learning the partition from this one (a bootstrap) drives that exchange itself, on the
+    // buckets answered to its request: its answer to this node's own comparison is not driven from
+    // here too. Driven from both sides, every page would cross twice.
+    if (msg.bootstrap !== true && this.#exchanges.isLearning(from, partition)) return;
     // Driving from here on, while the digests are read: a summary of that DC's answered meanwhile
     // leaves the partition out (its answer, read before this transfer merges, would start a second).
     this.#progress(from, partition);

@@ -54,6 +54,12 @@ export class Exchanges {
   readonly #remoteDriving = new Map<string, number>();
   /** `remote|partition` -> when this node last started answering `remote`'s request to learn it. */
   readonly #teaching = new Map<string, number>();
+  /**
+   * `remote|partition` -> when `remote` last asked to learn the partition from this node. It drives
+   * that exchange itself; until its `done` comes (or for TRANSFER_STALL_MS, should it never start),
+   * this node does not drive one with it.
+   */
+  readonly #learners = new Map<string, number>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
   readonly #exchanged = new Map<string, Set<number>>();
   /** Per remote DC, when an anti-entropy message of its last came. */
@@ -122,6 +128,17 @@ export class Exchanges {
     return this.#driving.has(key(remote, partition));
   }
 
+  /** `remote` asks to learn `partition` from this node (a bootstrap request). */
+  learns(remote: string, partition: number): void {
+    this.#learners.set(key(remote, partition), this.#clock.now());
+  }
+
+  /** `remote` is learning `partition` from this node: it asked within TRANSFER_STALL_MS, and is not done. */
+  isLearning(remote: string, partition: number): boolean {
+    const at = this.#learners.get(key(remote, partition));
+    return at !== undefined && this.#clock.now() - at < TRANSFER_STALL_MS;
+  }
+
   /**
    * `remote` asks to learn `partition` (a bootstrap request): true when this node is to answer now
    * (and it counts as answering from now), false while it answers the same request (TEACH_MS).
@@ -166,6 +183,7 @@ export class Exchanges {
   done(remote: string, partition: number): void {
     this.#stopDriving(key(remote, partition));
     this.#remoteDriving.delete(key(remote, partition));
+    this.#learners.delete(key(remote, partition));
     this.#exchanged.get(remote)?.add(partition);
   }
 
@@ -199,6 +217,7 @@ export class Exchanges {
       if (k.startsWith(prefix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
     for (const k of [...this.#teaching.keys()]) if (k.startsWith(prefix)) this.#teaching.delete(k);
+    for (const k of [...this.#learners.keys()]) if (k.startsWith(prefix)) this.#learners.delete(k);
     this.#heardAt.delete(remote);
     if (kind === "down") {
       if (!this.#downAt.has(remote)) this.#downAt.set(remote, now);
@@ -232,6 +251,7 @@ export class Exchanges {
       if (k.endsWith(suffix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#remoteDriving.keys()]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
     for (const k of [...this.#teaching.keys()]) if (k.endsWith(suffix)) this.#teaching.delete(k);
+    for (const k of [...this.#learners.keys()]) if (k.endsWith(suffix)) this.#learners.delete(k);
   }
 
   /**
@@ -242,6 +262,7 @@ export class Exchanges {
     const now = this.#clock.now();
     for (const [k, at] of this.#answered) if (now - at >= CROSSING_MS) this.#answered.delete(k);
     for (const [k, at] of this.#teaching) if (now - at >= TEACH_MS) this.#teaching.delete(k);
+    for (const [k, at] of this.#learners) if (now - at >= TRANSFER_STALL_MS) this.#learners.delete(k);
     for (const k of [...this.#remoteDriving.keys()])
       if (!this.#remoteUnderWay(k)) this.#remoteDriving.delete(k);
   }
@@ -253,6 +274,7 @@ export class Exchanges {
     }
     this.#answered.clear();
     this.#teaching.clear();
+    this.#learners.clear();
     this.#remoteDriving.clear();
     this.#exchanged.clear();
     this.#heardAt.clear();

@@ -286,6 +286,33 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     expect(await sim.dc("dc2").metric(sent)).toBe(0);
   });
 
+  test("counter - a new DC and its peer each deciding to drive before the other's pull arrives: the new DC drives, alone", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    await sim.startAll(["dc1"]);
+    const pages = Array.from({ length: 30 }, (_, i) => `raced-${i}`);
+    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    // dc2's answer to dc1's own first comparison comes after its bootstrap request (1 s late), and
+    // each side's pull takes 2 s to reach the other: dc1 would drive on that answer, and dc2 on
+    // dc1's answer to its request, neither seeing the other's pull in time.
+    sim.delay = (from, _to, subject, data) => {
+      if (!subject.startsWith("lc.ae.")) return 0;
+      const msg = decodeMessage(data);
+      if (msg.type === "ae_entries" && msg.pull !== undefined) return 2_000;
+      return from === "dc2" && msg.type === "ae_buckets" && msg.bootstrap !== true ? 1_000 : 0;
+    };
+    sim.link("dc1", "dc2");
+    await sim.dc("dc2").start();
+    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
+    await sim.run(15_000);
+    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
+    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
+    expect(await sim.dc("dc1").metric(sent)).toBe(pages.length);
+    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+  });
+
   test("counter - a peer slow to answer a new DC's requests answers each partition once, however often it is asked", async () => {
     sim = new DcSimulation();
     const slow = new LateBucketsStore(sim.clock);

@@ -250,6 +250,30 @@ describe("counter - anti-entropy exchanges", () => {
     expect(x.teaches("dc3", 4)).toBe(true);
   });
 
+  test("counter - a DC learning a partition from this node counts as learning until its done, for 10 s at most", async () => {
+    const { clock, x } = setUp();
+    expect(x.isLearning("dc2", 4)).toBe(false);
+    x.learns("dc2", 4);
+    x.learns("dc2", 5);
+    expect(x.isLearning("dc2", 4)).toBe(true);
+    expect(x.isLearning("dc3", 4)).toBe(false);
+    // Its transfer ended: learnt.
+    x.done("dc2", 4);
+    expect(x.isLearning("dc2", 4)).toBe(false);
+    // A learner whose transfer never comes stops counting 10 s after it asked.
+    await clock.advance(9_999);
+    expect(x.isLearning("dc2", 5)).toBe(true);
+    await clock.advance(1);
+    expect(x.isLearning("dc2", 5)).toBe(false);
+    x.prune();
+    // Forgetting the DC, dropping the partition or clearing ends it at once.
+    for (const end of [() => x.forget("dc2", "up"), () => x.dropPartition(6), () => x.clear()]) {
+      x.learns("dc2", 6);
+      end();
+      expect(x.isLearning("dc2", 6)).toBe(false);
+    }
+  });
+
   test("counter - pruning keeps the answers that can still cross", () => {
     const { x } = setUp();
     x.answered("dc1", 4);
