@@ -11,6 +11,8 @@ import type { ManualClock } from "../../../test/support/manual_clock.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 
 const HOUR_MS = 3_600_000;
+/** The pages a new DC learns from its peer in the bootstrap tests. */
+const LEARNT = Array.from({ length: 30 }, (_, i) => `learnt-${i}`);
 
 /** A store whose anti-entropy merges apply, then fail, when told: an answer lost to a timeout. */
 class AnswerLosingStore extends MemoryStore {
@@ -262,85 +264,87 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     expect((await sim.dc("dc1").entries("p3")).likes).toEqual({ dc1: { p: 10, n: 0 } });
   });
 
-  test("counter - a new DC learns each page once, though its peer compares with it too on first contact", async () => {
+  /**
+   * dc1 holds 30 pages with a like each; dc2, expecting dc1 as its peer, starts on an empty store
+   * once `beforeLink` has set the link's conditions (given `lateDc`'s store, whose bucket digests
+   * can be made late). Resolves `settleMs` after dc2 is bootstrapped, every page checked in both.
+   */
+  async function newDcLearns(
+    lateDc: "dc1" | "dc2" | undefined,
+    beforeLink: (late: LateBucketsStore) => void,
+    settleMs: number,
+  ): Promise<void> {
     sim = new DcSimulation();
-    sim.add("dc1");
+    const dc1 = sim.add("dc1");
+    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const late = new LateBucketsStore(sim.clock);
+    if (lateDc !== undefined) sim.dc(lateDc).store = late;
+    await sim.startAll(["dc1"]);
+    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    beforeLink(late);
+    sim.link("dc1", "dc2");
+    await dc2.start();
+    await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
+    await sim.run(settleMs);
+    await expectEverywhere(["dc1", "dc2"], new Map(LEARNT.map((page) => [page, 1])));
+  }
+
+  /** Every page went from dc1 to dc2 once, and nothing came back. */
+  async function expectSentOnce(): Promise<void> {
+    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
+    expect(await sim.dc("dc1").metric(sent)).toBe(LEARNT.length);
+    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+  }
+
+  test("counter - a new DC learns each page once, though its peer compares with it too on first contact", async () => {
     // The new DC's bucket digests come late, as from a Redis busy with a bootstrap. While it drives
     // the transfer dc1 answered to its bootstrap request, dc1 compares with it again (the follow-up
     // after first contact): an answer read before dc1's pages merged, reaching dc1 after the
     // transfer ended, had dc1 send every page a second time.
-    const slow = new LateBucketsStore(sim.clock);
-    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" }).store = slow;
-    slow.delayMs = 1_500;
-    await sim.startAll(["dc1"]);
-    const pages = Array.from({ length: 30 }, (_, i) => `learnt-${i}`);
-    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
-    await sim.run(2_000);
-    sim.link("dc1", "dc2");
-    await sim.dc("dc2").start();
-    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
-    await sim.run(15_000);
-    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
-    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
-    expect(await sim.dc("dc1").metric(sent)).toBe(pages.length);
-    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+    await newDcLearns("dc2", (late) => (late.delayMs = 1_500), 15_000);
+    await expectSentOnce();
   });
 
   test("counter - a new DC and its peer each deciding to drive before the other's pull arrives: the new DC drives, alone", async () => {
-    sim = new DcSimulation();
-    sim.add("dc1");
-    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
-    await sim.startAll(["dc1"]);
-    const pages = Array.from({ length: 30 }, (_, i) => `raced-${i}`);
-    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
-    await sim.run(2_000);
     // dc2's answer to dc1's own first comparison comes after its bootstrap request (1 s late), and
     // each side's pull takes 2 s to reach the other: dc1 would drive on that answer, and dc2 on
     // dc1's answer to its request, neither seeing the other's pull in time.
-    sim.delay = (from, _to, subject, data) => {
-      if (!subject.startsWith("lc.ae.")) return 0;
-      const msg = decodeMessage(data);
-      if (msg.type === "ae_entries" && msg.pull !== undefined) return 2_000;
-      return from === "dc2" && msg.type === "ae_buckets" && msg.bootstrap !== true ? 1_000 : 0;
-    };
-    sim.link("dc1", "dc2");
-    await sim.dc("dc2").start();
-    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
-    await sim.run(15_000);
-    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
-    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
-    expect(await sim.dc("dc1").metric(sent)).toBe(pages.length);
-    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+    await newDcLearns(
+      undefined,
+      () =>
+        (sim.delay = (from, _to, subject, data) => {
+          if (!subject.startsWith("lc.ae.")) return 0;
+          const msg = decodeMessage(data);
+          if (msg.type === "ae_entries" && msg.pull !== undefined) return 2_000;
+          return from === "dc2" && msg.type === "ae_buckets" && msg.bootstrap !== true ? 1_000 : 0;
+        }),
+      15_000,
+    );
+    await expectSentOnce();
   });
 
   test("counter - a peer slow to answer a new DC's requests answers each partition once, however often it is asked", async () => {
-    sim = new DcSimulation();
-    const slow = new LateBucketsStore(sim.clock);
-    sim.add("dc1").store = slow;
-    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
-    await sim.startAll(["dc1"]);
-    const pages = Array.from({ length: 30 }, (_, i) => `asked-${i}`);
-    for (const page of pages) await sim.dc("dc1").increment(page, "likes", 1, `k-${page}`);
-    await sim.run(2_000);
-    // dc1's bucket digests come 2.5 s after they are asked for (a busy Redis): the new DC asks
-    // again each second meanwhile.
-    slow.delayMs = 2_500;
     const requests = new Map<number, number>();
     const answers = new Map<number, number>();
-    sim.drop = (from, _to, subject, data) => {
-      if (!subject.startsWith("lc.ae.")) return false;
-      const msg = decodeMessage(data);
-      if (from === "dc2" && msg.type === "ae_summary")
-        for (const p of msg.bootstrap ?? []) requests.set(p, (requests.get(p) ?? 0) + 1);
-      if (from === "dc1" && msg.type === "ae_buckets" && msg.bootstrap === true)
-        answers.set(msg.partition, (answers.get(msg.partition) ?? 0) + 1);
-      return false;
-    };
-    sim.link("dc1", "dc2");
-    await sim.dc("dc2").start();
-    await sim.until(() => sim.dc("dc2").node!.ready, "dc2 bootstrapped");
-    await sim.run(10_000);
-    await expectEverywhere(["dc1", "dc2"], new Map(pages.map((page) => [page, 1])));
+    await newDcLearns(
+      "dc1",
+      (late) => {
+        // dc1's bucket digests come 2.5 s after they are asked for (a busy Redis): the new DC asks
+        // again each second meanwhile.
+        late.delayMs = 2_500;
+        sim.drop = (from, _to, subject, data) => {
+          if (!subject.startsWith("lc.ae.")) return false;
+          const msg = decodeMessage(data);
+          if (from === "dc2" && msg.type === "ae_summary")
+            for (const p of msg.bootstrap ?? []) requests.set(p, (requests.get(p) ?? 0) + 1);
+          if (from === "dc1" && msg.type === "ae_buckets" && msg.bootstrap === true)
+            answers.set(msg.partition, (answers.get(msg.partition) ?? 0) + 1);
+          return false;
+        };
+      },
+      10_000,
+    );
     // Asked several times over, each partition that was answered was answered once.
     expect(Math.max(...requests.values())).toBeGreaterThan(1);
     expect(answers.size).toBeGreaterThan(0);
