@@ -238,8 +238,8 @@ export class AntiEntropy {
   /** Another DC's digests: start a comparison of buckets for each held partition that differs. */
   async #onSummary(msg: AeSummary): Promise<void> {
     const bootstrap = new Set(msg.bootstrap ?? []);
-    // A partition the other DC is learning, asked for again while this node still answers the same
-    // request (Exchanges.teaches), is left to that answer.
+    // A partition the other DC is learning, asked for again while this node still reads its answer to
+    // the same request (Exchanges.teaches), is left to that answer.
     const mine = msg.digests.filter(
       ([p]) => this.#held.has(p) && (!bootstrap.has(p) || this.#exchanges.teaches(msg.from, p)),
     );
@@ -260,6 +260,7 @@ export class AntiEntropy {
         { err, from: msg.from },
         "anti-entropy digests unreadable; the next summary retries",
       );
+      for (const [p] of mine) if (bootstrap.has(p)) this.#exchanges.taught(msg.from, p);
       return;
     }
     await Promise.all(
@@ -268,12 +269,27 @@ export class AntiEntropy {
         // the exchange's `done`). A transfer this node drives with that DC covers it already: its
         // `done` also ends the other's bootstrap.
         const learning = bootstrap.has(partition);
-        if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition)) return;
-        const digests = await this.#o.store.bucketDigests(partition);
-        // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
-        const floor = learning ? await this.#o.store.purgeFloor(partition) : 0;
+        // Answered or not, the next request of that DC for the partition is answered.
+        const doneAnswering = (): void => {
+          if (learning) this.#exchanges.taught(msg.from, partition);
+        };
+        if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition))
+          return doneAnswering();
+        let digests: string[];
+        let floor: number;
+        try {
+          digests = await this.#o.store.bucketDigests(partition);
+          // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
+          floor = learning ? await this.#o.store.purgeFloor(partition) : 0;
+        } catch (err) {
+          this.#o.logger.warn(
+            { err, partition },
+            "anti-entropy bucket digests unreadable; the next summary retries",
+          );
+          return doneAnswering();
+        }
         // Driven from here meanwhile (the other's buckets came while these were read): not offered.
-        if (this.#exchanges.isDriving(msg.from, partition)) return;
+        if (this.#exchanges.isDriving(msg.from, partition)) return doneAnswering();
         if (!learning) this.#exchanges.answered(msg.from, partition);
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
@@ -284,6 +300,7 @@ export class AntiEntropy {
           ...(floor > 0 ? { floor } : {}),
           ...(learning ? { bootstrap: true } : {}),
         });
+        doneAnswering();
         this.#o.metrics.antiEntropy.inc({ step: "buckets" });
       }),
     );

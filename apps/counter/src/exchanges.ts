@@ -19,10 +19,11 @@ const CROSSING_FALLBACK_MS = 3_000;
 const TRANSFER_STALL_MS = 10_000;
 
 /**
- * A DC's request to learn a partition (a bootstrap) is answered at most once in this long. The
- * learner asks again every second until an answer comes, and a node busy answering a new DC's every
- * partition takes seconds to reach each one: without this it read and offered each partition again
- * for every repeated request. An answer that was lost is given again at the first request after it.
+ * A DC's request to learn a partition (a bootstrap) that comes again while this node still reads its
+ * answer to the first is left to that answer: the learner asks again every second until an answer
+ * comes, and a node busy answering a new DC's every partition takes seconds to reach each one (it
+ * read and offered each partition again for every repeat). An answer not finished within this long
+ * (a read that never ends) no longer holds a repeat back.
  */
 const TEACH_MS = 3_000;
 
@@ -52,7 +53,7 @@ export class Exchanges {
    * transferred a second time. Silent for TRANSFER_STALL_MS, one is taken for lost.
    */
   readonly #remoteDriving = new Map<string, number>();
-  /** `remote|partition` -> when this node last started answering `remote`'s request to learn it. */
+  /** `remote|partition` -> since when this node reads its answer to `remote`'s request to learn it. */
   readonly #teaching = new Map<string, number>();
   /**
    * `remote|partition` -> when `remote` last asked to learn the partition from this node. It drives
@@ -140,8 +141,9 @@ export class Exchanges {
   }
 
   /**
-   * `remote` asks to learn `partition` (a bootstrap request): true when this node is to answer now
-   * (and it counts as answering from now), false while it answers the same request (TEACH_MS).
+   * `remote` asks to learn `partition` (a bootstrap request): true when this node is to answer it now
+   * (it reads its answer from now until `taught`), false while it reads its answer to the same
+   * request (TEACH_MS at most).
    */
   teaches(remote: string, partition: number): boolean {
     const k = key(remote, partition);
@@ -150,6 +152,11 @@ export class Exchanges {
     if (at !== undefined && now - at < TEACH_MS) return false;
     this.#teaching.set(k, now);
     return true;
+  }
+
+  /** The answer to `remote`'s request to learn `partition` is sent, or will not be: the next one is answered. */
+  taught(remote: string, partition: number): void {
+    this.#teaching.delete(key(remote, partition));
   }
 
   /**

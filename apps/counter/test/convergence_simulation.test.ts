@@ -6,7 +6,7 @@ import { DCS_SUBJECT, antiEntropySubject } from "@livecount/bus";
 import { VIEWERS_COUNTER, decodeMessage, encodeMessage } from "@livecount/protocol";
 import { MemoryStore, StoreError } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
-import { DcSimulation } from "../../../test/support/dc_simulation.js";
+import { DcSimulation, SIM_ENV, type DropRule } from "../../../test/support/dc_simulation.js";
 import type { ManualClock } from "../../../test/support/manual_clock.js";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
 
@@ -43,7 +43,7 @@ class SlowBucketsStore extends MemoryStore {
   }
 }
 
-/** A store whose bucket digests, read at once, arrive `delayMs` of clock time later: a busy Redis's answer. */
+/** A store whose bucket digests, read at once, arrive `delayMs` of clock time later (a busy Redis's answer), or fail. */
 class LateBucketsStore extends MemoryStore {
   delayMs = 0;
 
@@ -51,7 +51,14 @@ class LateBucketsStore extends MemoryStore {
     super({ now: () => clock.now() });
   }
 
+  /** Reads of bucket digests still to fail, as a timed-out Redis call would. */
+  failures = 0;
+
   override async bucketDigests(partition: number): Promise<string[]> {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new StoreError("redis bucketDigests failed: Command timed out");
+    }
     const digests = await super.bucketDigests(partition);
     if (this.delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.delayMs));
     return digests;
@@ -267,13 +274,14 @@ describe("counter - convergence across data centers (simulated clock)", () => {
   /**
    * dc1 holds 30 pages with a like each; dc2, expecting dc1 as its peer, starts on an empty store
    * once `beforeLink` has set the link's conditions (given `lateDc`'s store, whose bucket digests
-   * can be made late). Resolves `settleMs` after dc2 is bootstrapped, every page checked in both.
+   * can be made late or fail). Resolves `settleMs` after dc2 is bootstrapped, every page checked in
+   * both, with the time from the link to dc2 ready.
    */
   async function newDcLearns(
     lateDc: "dc1" | "dc2" | undefined,
     beforeLink: (late: LateBucketsStore) => void,
     settleMs: number,
-  ): Promise<void> {
+  ): Promise<number> {
     sim = new DcSimulation();
     const dc1 = sim.add("dc1");
     const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
@@ -283,11 +291,14 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
     await sim.run(2_000);
     beforeLink(late);
+    const linkedAt = sim.clock.now();
     sim.link("dc1", "dc2");
     await dc2.start();
     await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
+    const readyMs = sim.clock.now() - linkedAt;
     await sim.run(settleMs);
     await expectEverywhere(["dc1", "dc2"], new Map(LEARNT.map((page) => [page, 1])));
+    return readyMs;
   }
 
   /** Every page went from dc1 to dc2 once, and nothing came back. */
@@ -322,6 +333,55 @@ describe("counter - convergence across data centers (simulated clock)", () => {
       15_000,
     );
     await expectSentOnce();
+  });
+
+  /**
+   * The comparisons each DC starts on first contact are lost (one direction of a link comes back
+   * later than the other), so the new DC's bootstrap requests start its exchanges; `lost` picks
+   * other messages to lose.
+   */
+  function firstContactLost(
+    lost: (from: string, msg: ReturnType<typeof decodeMessage>) => boolean,
+  ): DropRule {
+    const linkedAt = sim.clock.now();
+    return (from, _to, subject, data) => {
+      if (!subject.startsWith("lc.ae.")) return false;
+      const msg = decodeMessage(data);
+      const firstContact = msg.type === "ae_summary" && msg.bootstrap === undefined;
+      return (firstContact && sim.clock.now() - linkedAt < 700) || lost(from, msg);
+    };
+  }
+
+  test("counter - a new DC whose peer's answers to its requests are lost once is ready a second later, not after the peer's 3 s", async () => {
+    const lostOnce = new Set<number>();
+    const readyMs = await newDcLearns(
+      undefined,
+      () =>
+        (sim.drop = firstContactLost((from, msg) => {
+          if (from !== "dc1" || msg.type !== "ae_buckets" || msg.bootstrap !== true) return false;
+          if (lostOnce.has(msg.partition)) return false;
+          lostOnce.add(msg.partition);
+          return true;
+        })),
+      5_000,
+    );
+    expect(lostOnce.size).toBeGreaterThan(0);
+    // Asked again a second later, the peer left each partition to the learner, which drives it at
+    // its next comparison with the peer (each had left it to the other before: ready after 4 s).
+    expect(readyMs).toBeLessThan(2_500);
+  });
+
+  test("counter - a peer whose store fails to read a partition's buckets answers the new DC's next request, and keeps running", async () => {
+    const readyMs = await newDcLearns(
+      "dc1",
+      (late) => {
+        sim.drop = firstContactLost(() => false);
+        // Every bucket-digest read of dc1 fails for a moment: the answers to the first requests.
+        late.failures = Number(SIM_ENV.LIVECOUNT_PARTITIONS);
+      },
+      5_000,
+    );
+    expect(readyMs).toBeLessThan(2_500);
   });
 
   test("counter - a peer slow to answer a new DC's requests answers each partition once, however often it is asked", async () => {
