@@ -19,7 +19,12 @@ const PUBLISHER_KEY = "test-key";
 const PRIVATE_PREFIX = "private-";
 const JOIN_SECRET = "widget-test-join-secret-0123456789";
 /** Short grace window so a closed browser stops counting quickly; the default is 3 s. */
-const GRACE_MS = 500;
+/**
+ * Longer than the widget's first reconnect delay (full jitter under BACKOFF_BASE_MS, 500 ms) with
+ * room for the handshake on a loaded machine: the reconnect test checks that a viewer who comes back
+ * within the grace window never dips. At 500 ms it dipped whenever the delay drew near 500.
+ */
+const GRACE_MS = 2_000;
 /** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
 const SETTLE_MS = 10_000;
 
