@@ -15,9 +15,9 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
-import { ActorClosedError } from "./page_actor.js";
-import { chunkPages, countsOf } from "./page_chunks.js";
+import { chunkPages } from "./page_chunks.js";
 import { PurgeExchange } from "./purge_exchange.js";
+import { mergeReceivedPages } from "./received_pages.js";
 
 export interface AntiEntropyOptions {
   readonly dc: string;
@@ -378,61 +378,14 @@ export class AntiEntropy {
         ),
       );
     }
-    await this.#merge(msg.partition, msg.pages);
+    const fence = this.#o.fenceOf(msg.partition);
+    if (fence !== undefined) await mergeReceivedPages(this.#o, fence, msg.pages);
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
     const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
     if (floored) this.#o.peerSynced(msg.partition, msg.from);
-  }
-
-  /**
-   * Merges another DC's record of pages into the store first, in one round trip (what advanced is
-   * published once durable), then into the actors of those pages in memory. Loads of the
-   * partition's pages wait for the write, so an actor either loads what it wrote or is in memory
-   * already and gets what advanced.
-   */
-  async #merge(partition: number, pages: Readonly<Record<string, PageRecord>>): Promise<void> {
-    const fence = this.#o.fenceOf(partition);
-    if (fence === undefined) return;
-    const { registry } = this.#o;
-    const written = this.#o.writer.mergeIntoStore(fence, new Map(Object.entries(pages)));
-    registry.holdLoads(partition, written);
-    let advanced: Map<string, PageRecord>;
-    try {
-      advanced = await written;
-    } catch (err) {
-      // Applied or not, unknown (a timeout): resident actors take every entry, unconfirmed.
-      await this.#mergeResident(partition, new Map(Object.entries(pages)), "unconfirmed");
-      throw err;
-    }
-    await this.#mergeResident(partition, advanced, "stored");
-    this.#o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
-    this.#o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
-  }
-
-  /** Gives pages' entries to their actors in memory (PageActor.mergeDurable); pages not in memory load them. */
-  async #mergeResident(
-    partition: number,
-    pages: ReadonlyMap<string, PageRecord>,
-    store: "stored" | "unconfirmed",
-  ): Promise<void> {
-    const { registry } = this.#o;
-    const resident: Array<Promise<void>> = [];
-    // Actors hold no time buckets: a page whose buckets alone advanced is nothing to them.
-    for (const [page, record] of countsOf(pages)) {
-      if (registry.find(page) === undefined) continue;
-      resident.push(
-        registry
-          .run(page, partition, (actor) => actor.mergeDurable(record, store))
-          .catch((err: unknown) => {
-            // Closed meanwhile: it is in the store, where its next actor loads it from.
-            if (!(err instanceof ActorClosedError)) throw err;
-          }),
-      );
-    }
-    await Promise.all(resident);
   }
 
   /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */
