@@ -34,8 +34,13 @@ export interface AntiEntropyOptions {
   readonly periodMs: number;
   /** Entries of `partition` arrived from a peer and were merged (a transfer is making progress). */
   readonly received: (partition: number) => void;
-  /** A transfer that answered this node's bootstrap request for `partition` from `peer` is merged. */
-  readonly peerSynced: (partition: number, peer: string) => void;
+  /**
+   * A transfer of `partition` from `peer` is merged (every page of its differing buckets), or nothing
+   * differed: `learning` when `peer` had not bootstrapped the partition itself (Bootstrap.peerSynced).
+   */
+  readonly peerSynced: (partition: number, peer: string, learning: boolean) => void;
+  /** This node's store holds the partition's state (bootstrapped): what it sends may teach a new DC. */
+  readonly bootstrapped: (partition: number) => boolean;
   /** Another DC held every tombstone of `partition` this store held as of `at` (PurgeExchange). */
   readonly tombsAgreed: (partition: number, remote: string, at: number) => void;
 }
@@ -277,6 +282,8 @@ export class AntiEntropy {
           return doneAnswering();
         let digests: string[];
         let floor: number;
+        // Before the read: digests read while this node still learns the partition teach nothing.
+        const learningHere = !this.#o.bootstrapped(partition);
         try {
           digests = await this.#o.store.bucketDigests(partition);
           // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
@@ -299,6 +306,7 @@ export class AntiEntropy {
           digests,
           ...(floor > 0 ? { floor } : {}),
           ...(learning ? { bootstrap: true } : {}),
+          ...(learningHere ? { senderLearning: true } : {}),
         });
         doneAnswering();
         this.#o.metrics.antiEntropy.inc({ step: "buckets" });
@@ -308,6 +316,7 @@ export class AntiEntropy {
 
   /** The other holder's bucket digests: drive the comparison, unless it crossed one the other DC drives. */
   async #onBuckets(msg: AeBuckets): Promise<void> {
+    if (msg.senderLearning === true) this.#exchanges.senderLearning(msg.from, msg.partition);
     // Crossed, the other DC got our buckets too and drives; should its entries not come, take it back.
     const takeBack = (): void => {
       if (this.#held.has(msg.partition)) this.#inOrder(msg.partition, () => this.#drive(msg));
@@ -329,6 +338,7 @@ export class AntiEntropy {
     // Driving from here on, while the digests are read: a summary of that DC's answered meanwhile
     // leaves the partition out (its answer, read before this transfer merges, would start a second).
     this.#progress(from, partition);
+    const learningHere = !this.#o.bootstrapped(partition);
     let differing: number[] = [];
     try {
       if (msg.floor !== undefined && !(await this.#purge.raiseFloor(partition, msg.floor))) return;
@@ -338,7 +348,8 @@ export class AntiEntropy {
       if (differing.length === 0) this.#exchanges.stopDriving(from, partition);
     }
     if (differing.length === 0) {
-      if (msg.bootstrap === true) this.#o.peerSynced(partition, from);
+      const learning = this.#exchanges.endedWithLearner(from, partition);
+      if (msg.bootstrap === true) this.#o.peerSynced(partition, from, learning);
       return;
     }
     // The pull goes first: the other holder reads and sends its pages while this node sends its own.
@@ -349,6 +360,7 @@ export class AntiEntropy {
       partition: msg.partition,
       pages: {},
       pull: differing,
+      ...(learningHere ? { senderLearning: true } : {}),
     });
     await this.#sendPages(msg.from, msg.partition, differing, { done: true });
     this.#progress(msg.from, msg.partition);
@@ -366,6 +378,7 @@ export class AntiEntropy {
   /** Entries of the other holder: merge them, then answer a pull with ours (merged by then). */
   async #onEntries(msg: AeEntries): Promise<void> {
     this.#exchanges.received(msg.from, msg.partition);
+    if (msg.senderLearning === true) this.#exchanges.senderLearning(msg.from, msg.partition);
     if (this.#exchanges.isDriving(msg.from, msg.partition)) this.#progress(msg.from, msg.partition);
     if (msg.pull !== undefined) {
       // The other DC drives this comparison: a crossed one left to it is taken.
@@ -385,7 +398,8 @@ export class AntiEntropy {
     const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
-    if (floored) this.#o.peerSynced(msg.partition, msg.from);
+    const learning = this.#exchanges.endedWithLearner(msg.from, msg.partition);
+    if (floored) this.#o.peerSynced(msg.partition, msg.from, learning);
   }
 
   /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */
@@ -409,9 +423,18 @@ export class AntiEntropy {
         sent += chunk.length;
       }
     }
-    // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor).
+    // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor), and
+    // whether this node still learns the partition (AeBuckets.senderLearning).
     const floor = flags.done === true ? await this.#o.store.purgeFloor(partition) : 0;
-    this.#publish(subject, encodeAeEntries(head, batch, { ...flags, ...(floor > 0 ? { floor } : {}) }));
+    const learningHere = flags.done === true && !this.#o.bootstrapped(partition);
+    this.#publish(
+      subject,
+      encodeAeEntries(head, batch, {
+        ...flags,
+        ...(floor > 0 ? { floor } : {}),
+        ...(learningHere ? { senderLearning: true } : {}),
+      }),
+    );
     sent += batch.length;
     this.#o.metrics.antiEntropy.inc({ step: "entries" });
     this.#o.metrics.antiEntropyPages.inc({ direction: "sent" }, sent);

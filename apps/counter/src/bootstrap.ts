@@ -2,6 +2,8 @@ import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 
 export interface BootstrapOptions {
+  /** This DC (LIVECOUNT_DC): the first by name of a new deployment's DCs starts it. */
+  readonly dc: string;
   readonly store: Store;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -10,8 +12,9 @@ export interface BootstrapOptions {
   readonly liveRemotes: () => readonly string[];
   /**
    * LIVECOUNT_PEER_DCS: the other DCs of the deployment. With any listed, a partition never
-   * bootstrapped waits for one of them however long it takes; with none, a DC that hears no peer
-   * within `discoveryMs` of starting is the first of its deployment.
+   * bootstrapped waits however long it takes for one of them that holds it, or for every one of
+   * them to be learning it too (a new deployment); with none, a DC that hears no peer within
+   * `discoveryMs` of starting is the first of its deployment.
    */
   readonly expectedPeers: readonly string[];
   /** No other DC can exist (the in-memory bus of the embedded default). */
@@ -23,6 +26,18 @@ export interface BootstrapOptions {
   readonly requestSync: (remote: string, partitions: readonly number[]) => void;
   /** The partition may serve from now on. */
   readonly serving: (partition: number) => void;
+}
+
+/** A partition learning its state from the live peers. */
+interface Sync {
+  /** Peers asked that have not answered yet. */
+  remaining: Set<string>;
+  /** Peers that taught it (their full transfer merged, holding it themselves). */
+  synced: number;
+  /** Peers that answered while learning it themselves: merged, but they taught nothing. */
+  learners: Set<string>;
+  /** When the remaining peers were last asked (or their entries last came). */
+  askedAt: number;
 }
 
 /** Quiet time after the last partition became ready before "every partition held is bootstrapped" is logged. */
@@ -40,8 +55,11 @@ export class Bootstrap {
   readonly #startedAt: number;
   /** Partitions that may serve. */
   readonly #ready = new Set<number>();
-  /** Partitions syncing: the peers still to answer, how many have, and when they were last asked. */
-  readonly #syncing = new Map<number, { remaining: Set<string>; synced: number; askedAt: number }>();
+  /**
+   * Partitions syncing: the peers still to answer, how many taught it, those that answered while
+   * learning it themselves, and when they were last asked.
+   */
+  readonly #syncing = new Map<number, Sync>();
   /** Partitions with nobody to learn from yet. */
   readonly #waiting = new Set<number>();
   /** Partitions whose bootstrap mark could not be read yet. */
@@ -133,30 +151,32 @@ export class Bootstrap {
     if (sync !== undefined) sync.askedAt = this.#o.clock.now();
   }
 
-  /** A peer's full transfer of `partition` (every bucket where it differed) is merged here. */
-  peerSynced(partition: number, peer: string): void {
+  /**
+   * A peer's full transfer of `partition` (every bucket where it differed) is merged here. With
+   * `learning`, the peer had not bootstrapped the partition itself when it read what it sent: what it
+   * holds may lack what the DCs that hold the partition hold, so it teaches nothing (two DCs rebuilt
+   * together would otherwise each serve on the other's empty store, and count on top of it).
+   */
+  peerSynced(partition: number, peer: string, learning = false): void {
     if (this.#ready.has(partition)) return;
     const sync = this.#syncing.get(partition);
     if (sync === undefined) {
+      if (learning) return;
       let peers = this.#syncedFrom.get(partition);
       if (peers === undefined) this.#syncedFrom.set(partition, (peers = new Set()));
       peers.add(peer);
       return;
     }
     if (!sync.remaining.delete(peer)) return;
-    sync.synced++;
-    if (sync.remaining.size === 0) void this.#mark(partition);
+    if (learning) sync.learners.add(peer);
+    else sync.synced++;
+    this.#settle(partition, sync);
   }
 
   /** A DC went down: partitions syncing from it stop waiting for it. */
   remoteDown(remote: string): void {
-    for (const [partition, sync] of this.#syncing) {
-      if (!sync.remaining.delete(remote) || sync.remaining.size > 0) continue;
-      if (sync.synced > 0) void this.#mark(partition);
-      else {
-        this.#syncing.delete(partition);
-        this.#waiting.add(partition);
-      }
+    for (const [partition, sync] of [...this.#syncing]) {
+      if (sync.remaining.delete(remote)) this.#settle(partition, sync);
     }
   }
 
@@ -178,7 +198,8 @@ export class Bootstrap {
       const already = this.#syncedFrom.get(partition) ?? new Set<string>();
       const remaining = new Set(live.filter((peer) => !already.has(peer)));
       const synced = live.length - remaining.size;
-      this.#syncing.set(partition, { remaining, synced, askedAt: this.#o.clock.now() });
+      const sync: Sync = { remaining, synced, learners: new Set(), askedAt: this.#o.clock.now() };
+      this.#syncing.set(partition, sync);
       if (remaining.size === 0) void this.#mark(partition);
       for (const remote of remaining) this.#request(remote, partition);
       return;
@@ -189,6 +210,46 @@ export class Bootstrap {
       return;
     }
     this.#waiting.add(partition);
+  }
+
+  /**
+   * Every peer asked has answered, or gone: the partition serves once one that holds it taught it.
+   * Answered only by peers learning it too, it is new to the deployment if none that holds it can
+   * still be heard (`#first`): the first DC by name starts it, and the others learn it from that one
+   * when they ask again.
+   */
+  #settle(partition: number, sync: Sync): void {
+    if (sync.remaining.size > 0) return;
+    if (sync.synced > 0 || this.#first(sync.learners)) {
+      if (sync.synced === 0)
+        this.#o.logger.debug(
+          { partition, peers: [...sync.learners] },
+          "partition new to the deployment: starting it",
+        );
+      void this.#mark(partition);
+      return;
+    }
+    const live = this.#o.liveRemotes();
+    if (live.length === 0) {
+      this.#syncing.delete(partition);
+      this.#waiting.add(partition);
+      return;
+    }
+    // Asked again at the next retry (askedAt stays): a peer still learning may hold it by then.
+    sync.remaining = new Set(live);
+    sync.learners = new Set();
+  }
+
+  /**
+   * With peers listed, every one of them is learning the partition too; with none, no DC is found
+   * within discovery that holds it. Either way this DC starts it if its name sorts first.
+   */
+  #first(learners: ReadonlySet<string>): boolean {
+    if (learners.size === 0) return false;
+    const { expectedPeers, dc } = this.#o;
+    if (expectedPeers.length > 0 ? !expectedPeers.every((peer) => learners.has(peer)) : this.discovering)
+      return false;
+    return [...learners].every((peer) => dc < peer);
   }
 
   #request(remote: string, partition: number): void {

@@ -81,10 +81,12 @@ export class Convergence {
       fenceOf: o.fenceOf,
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
-      peerSynced: (partition, peer) => this.#bootstrap.peerSynced(partition, peer),
+      peerSynced: (partition, peer, learning) => this.#bootstrap.peerSynced(partition, peer, learning),
+      bootstrapped: (partition) => this.#bootstrap.isReady(partition),
       tombsAgreed: (partition, remote, at) => this.#tombs.agreed(partition, remote, at),
     });
     this.#bootstrap = new Bootstrap({
+      dc: o.dc,
       store: o.store,
       clock: o.clock,
       logger: o.logger,

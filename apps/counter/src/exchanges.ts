@@ -61,6 +61,11 @@ export class Exchanges {
    * this node does not drive one with it.
    */
   readonly #learners = new Map<string, number>();
+  /**
+   * `remote|partition` of exchanges under way of which a message came from `remote` while it was
+   * still learning the partition itself (AeBuckets.senderLearning): their end teaches nothing.
+   */
+  readonly #fromLearner = new Set<string>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
   readonly #exchanged = new Map<string, Set<number>>();
   /** Per remote DC, when an anti-entropy message of its last came. */
@@ -127,6 +132,19 @@ export class Exchanges {
 
   isDriving(remote: string, partition: number): boolean {
     return this.#driving.has(key(remote, partition));
+  }
+
+  /** A message of an exchange of `partition` came from `remote` while it was still learning it. */
+  senderLearning(remote: string, partition: number): void {
+    this.#fromLearner.add(key(remote, partition));
+  }
+
+  /**
+   * The exchange of `partition` with `remote` ended here (its `done` came, or nothing differed): true
+   * when a message of it came from `remote` while it was still learning the partition.
+   */
+  endedWithLearner(remote: string, partition: number): boolean {
+    return this.#fromLearner.delete(key(remote, partition));
   }
 
   /** `remote` asks to learn `partition` from this node (a bootstrap request). */
@@ -259,6 +277,7 @@ export class Exchanges {
     for (const k of [...this.#remoteDriving.keys()]) if (k.endsWith(suffix)) this.#remoteDriving.delete(k);
     for (const k of [...this.#teaching.keys()]) if (k.endsWith(suffix)) this.#teaching.delete(k);
     for (const k of [...this.#learners.keys()]) if (k.endsWith(suffix)) this.#learners.delete(k);
+    for (const k of [...this.#fromLearner]) if (k.endsWith(suffix)) this.#fromLearner.delete(k);
   }
 
   /**
@@ -282,6 +301,7 @@ export class Exchanges {
     this.#answered.clear();
     this.#teaching.clear();
     this.#learners.clear();
+    this.#fromLearner.clear();
     this.#remoteDriving.clear();
     this.#exchanged.clear();
     this.#heardAt.clear();

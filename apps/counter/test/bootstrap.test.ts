@@ -13,7 +13,9 @@ describe("counter - bootstrap", () => {
   afterEach(() => bootstrap?.stop());
 
   /** A Bootstrap over a memory store whose partition P is leased to this node. */
-  async function setUp(opts: { peers?: string[]; expectedPeers?: string[]; alone?: boolean } = {}) {
+  async function setUp(
+    opts: { dc?: string; peers?: string[]; expectedPeers?: string[]; alone?: boolean } = {},
+  ) {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
     const fences = new Map<number, Fence>();
@@ -24,6 +26,7 @@ describe("counter - bootstrap", () => {
     const requests: Array<[string, number[]]> = [];
     const served: number[] = [];
     bootstrap = new Bootstrap({
+      dc: opts.dc ?? "dc1",
       store,
       clock,
       logger: silentLogger,
@@ -147,6 +150,90 @@ describe("counter - bootstrap", () => {
     b.remoteDown("dc3");
     await clock.advance(0);
     expect(served).toEqual([P]);
+  });
+
+  test("counter - a peer that answers while learning the partition itself teaches nothing: it is asked again", async () => {
+    const { clock, served, requests, b } = await setUp({
+      dc: "dc3",
+      peers: ["dc2"],
+      expectedPeers: ["dc1", "dc2"],
+    });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    requests.length = 0;
+    b.peerSynced(P, "dc2", true);
+    await clock.advance(RETRY_MS * 2);
+    expect(served).toEqual([]);
+    expect(requests).toContainEqual(["dc2", [P]]);
+    // Once it holds the partition, its answer teaches.
+    b.peerSynced(P, "dc2");
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a learning peer's transfer merged before the partition started syncing does not count", async () => {
+    const { clock, served, requests, b } = await setUp({ peers: ["dc2"], expectedPeers: ["dc3"] });
+    b.peerSynced(P, "dc2", true);
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    expect(requests).toEqual([["dc2", [P]]]);
+    expect(served).toEqual([]);
+  });
+
+  test("counter - every listed peer learning the partition too: the DC first by name starts it, the others keep asking", async () => {
+    const first = await setUp({ dc: "dc1", peers: ["dc2", "dc3"], expectedPeers: ["dc2", "dc3"] });
+    await first.b.partitionHeld(P);
+    await first.clock.advance(0);
+    first.b.peerSynced(P, "dc2", true);
+    await first.clock.advance(0);
+    expect(first.served).toEqual([]);
+    first.b.peerSynced(P, "dc3", true);
+    await first.clock.advance(0);
+    expect(first.served).toEqual([P]);
+    first.b.stop();
+
+    const other = await setUp({ dc: "dc2", peers: ["dc1", "dc3"], expectedPeers: ["dc1", "dc3"] });
+    await other.b.partitionHeld(P);
+    await other.clock.advance(0);
+    other.b.peerSynced(P, "dc1", true);
+    other.b.peerSynced(P, "dc3", true);
+    other.requests.length = 0;
+    await other.clock.advance(RETRY_MS * 2);
+    expect(other.served).toEqual([]);
+    expect(new Set(other.requests.map(([to]) => to))).toEqual(new Set(["dc1", "dc3"]));
+    // dc1 started it: it teaches now, and dc3, still learning, need not.
+    other.b.peerSynced(P, "dc1");
+    other.b.peerSynced(P, "dc3", true);
+    await other.clock.advance(0);
+    expect(other.served).toEqual([P]);
+  });
+
+  test("counter - a listed peer not heard keeps a new deployment waiting, though every live peer is learning too", async () => {
+    const { clock, served, b } = await setUp({ dc: "dc1", peers: ["dc2"], expectedPeers: ["dc2", "dc3"] });
+    await b.partitionHeld(P);
+    for (let i = 0; i < 10; i++) {
+      await clock.advance(RETRY_MS);
+      b.peerSynced(P, "dc2", true);
+    }
+    expect(served).toEqual([]);
+  });
+
+  test("counter - with no peers listed, the first by name of DCs learning together starts only once discovery ends", async () => {
+    const { clock, served, b } = await setUp({ dc: "dc1", peers: ["dc2"] });
+    const startedAt = clock.now();
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    b.peerSynced(P, "dc2", true);
+    await clock.advance(0);
+    expect(served).toEqual([]);
+    // Asked again each retry, it answers while learning each time; discovery ends meanwhile.
+    while (clock.now() - startedAt < DISCOVERY_MS * 2 && served.length === 0) {
+      await clock.advance(RETRY_MS);
+      b.peerSynced(P, "dc2", true);
+      await clock.advance(0);
+    }
+    expect(served).toEqual([P]);
+    expect(clock.now() - startedAt).toBeGreaterThanOrEqual(DISCOVERY_MS);
   });
 
   test("counter - a dropped partition forgets its sync; held again, it asks again", async () => {

@@ -65,6 +65,20 @@ class LateBucketsStore extends MemoryStore {
   }
 }
 
+/** A store that cannot mark a partition bootstrapped while `marks` is false (a failing Redis write). */
+class UnmarkableStore extends MemoryStore {
+  marks = false;
+
+  constructor(clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  override async markBootstrapped(...args: Parameters<MemoryStore["markBootstrapped"]>): Promise<boolean> {
+    if (!this.marks) throw new StoreError("redis markBootstrapped failed: Command timed out");
+    return super.markBootstrapped(...args);
+  }
+}
+
 describe("counter - convergence across data centers (simulated clock)", () => {
   let sim: DcSimulation;
   afterEach(async () => sim.stop());
@@ -432,6 +446,93 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     sim.link("dc1", "dc2");
     await sim.until(() => sim.dc("dc1").node!.ready, "dc1 bootstrapped");
     expect(await sim.dc("dc1").increment("p", "likes", 1, "y")).toBe(6);
+  });
+
+  test("counter - a DC rebuilt while a new DC joins waits for the DC that holds its entries, not the new one", async () => {
+    sim = new DcSimulation();
+    // dc1 and dc2 start new together: dc1, first by name, starts every partition; dc2 learns them.
+    sim.add("dc1", { LIVECOUNT_PEER_DCS: "dc2" });
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1,dc3" });
+    sim.add("dc3", { LIVECOUNT_PEER_DCS: "dc1,dc2" });
+    sim.link("dc1", "dc2");
+    await sim.startAll(["dc1", "dc2"]);
+    for (let i = 0; i < 20; i++) await sim.dc("dc2").increment(`p${i}`, "likes", 10, `k${i}`);
+    await sim.run(2_000);
+    // dc3, new, learns dc1's pages but cannot mark a partition learnt: it holds them, still learning.
+    const dc3Store = new UnmarkableStore(sim.clock);
+    sim.dc("dc3").store = dc3Store;
+    sim.link("dc1", "dc3");
+    await sim.dc("dc3").launch();
+    await sim.run(5_000);
+    expect(sim.dc("dc3").node!.ready).toBe(false);
+    // dc2 loses its store while cut off from dc1, and reaches only dc3. Both are learning every
+    // partition: each merges what the other holds, but neither may serve on it.
+    sim.cut("dc1", "dc2");
+    sim.cut("dc1", "dc3");
+    await sim.dc("dc2").node!.stop();
+    sim.dc("dc2").store = new MemoryStore({ now: () => sim.clock.now() });
+    sim.link("dc2", "dc3");
+    // dc3's bucket digests never reach dc2: dc2 hears of dc3 through the transfers dc3 drives alone.
+    sim.drop = (from, to, subject, data) =>
+      from === "dc3" && subject.startsWith("lc.ae.") && decodeMessage(data).type === "ae_buckets";
+    await sim.dc("dc2").launch();
+    await sim.run(30_000);
+    // No partition of either serves: every read is refused, none answered from a partial store.
+    for (const dc of ["dc2", "dc3"]) {
+      for (let i = 0; i < 20; i++) {
+        const reply = await sim.dc(dc).ask({ type: "snapshot", page: `p${i}` });
+        expect(reply, `${dc} reads p${i}`).toMatchObject({ type: "error", code: "unavailable" });
+      }
+    }
+    sim.drop = undefined;
+    dc3Store.marks = true;
+    sim.link("dc1", "dc2");
+    sim.link("dc1", "dc3");
+    await sim.until(() => sim.dc("dc2").node!.ready && sim.dc("dc3").node!.ready, "dc2 and dc3 bootstrapped");
+    // Its own entries are back: the next like counts on top of them.
+    expect(await sim.dc("dc2").increment("p7", "likes", 1, "after-rebuild")).toBe(11);
+    await sim.run(2_000);
+    const truth = new Map(Array.from({ length: 20 }, (_, i) => [`p${i}`, i === 7 ? 11 : 10]));
+    await expectEverywhere(["dc1", "dc2", "dc3"], truth);
+  });
+
+  test("counter - DCs all new together start once every listed DC is heard, and not before", async () => {
+    sim = new DcSimulation();
+    for (const dc of ["dc1", "dc2", "dc3"])
+      sim.add(dc, { LIVECOUNT_PEER_DCS: "dc1,dc2,dc3".replace(`${dc},`, "").replace(`,${dc}`, "") });
+    sim.link("dc2", "dc3");
+    await sim.dc("dc2").launch();
+    await sim.dc("dc3").launch();
+    // dc1, listed by both, may hold every partition: nobody starts without hearing it.
+    await sim.run(20_000);
+    expect(sim.dc("dc2").node!.ready).toBe(false);
+    expect(sim.dc("dc3").node!.ready).toBe(false);
+    sim.link("dc1", "dc2");
+    sim.link("dc1", "dc3");
+    const linkedAt = sim.clock.now();
+    await sim.dc("dc1").launch();
+    await sim.until(() => ["dc1", "dc2", "dc3"].every((dc) => sim.dc(dc).node!.ready), "every DC ready");
+    // dc1 starts each partition once it hears the others are learning it too; they learn it from dc1
+    // when they ask again, a second later.
+    expect(sim.clock.now() - linkedAt).toBeLessThan(5_000);
+    await sim.dc("dc3").increment("q", "likes", 2, "k");
+    await sim.run(2_000);
+    await expectEverywhere(["dc1", "dc2", "dc3"], new Map([["q", 2]]));
+  });
+
+  test("counter - two DCs new together with no peers listed start when discovery ends: the first by name, then the other from it", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1");
+    sim.add("dc2");
+    sim.link("dc1", "dc2");
+    const startedAt = sim.clock.now();
+    await sim.startAll(["dc2", "dc1"]);
+    const discoveryMs = 4 * Number(SIM_ENV.LIVECOUNT_DC_HEARTBEAT_MS);
+    expect(sim.clock.now() - startedAt).toBeGreaterThanOrEqual(discoveryMs);
+    expect(sim.clock.now() - startedAt).toBeLessThan(discoveryMs + 3_000);
+    await sim.dc("dc2").increment("q", "likes", 3, "k");
+    await sim.run(2_000);
+    await expectEverywhere(["dc1", "dc2"], new Map([["q", 3]]));
   });
 
   test("counter - a DC that joins late learns every page, and a DC cut off from one peer converges through another", async () => {

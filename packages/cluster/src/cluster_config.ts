@@ -48,9 +48,10 @@ export interface ClusterConfig {
   readonly antiEntropyMs: number;
   /**
    * LIVECOUNT_PEER_DCS: the other data centers of the deployment (comma separated). A partition
-   * whose store was never bootstrapped (a new or rebuilt DC) waits for one of them to learn its
-   * state before it serves. Default none: a DC that hears no peer within a few heartbeats of
-   * starting bootstraps as the first one.
+   * whose store was never bootstrapped (a new or rebuilt DC) waits for one of them that holds it to
+   * learn its state before it serves, or, in a deployment whose DCs are all new, for every one of
+   * them to be up. Default none: a DC that hears no peer within a few heartbeats of starting
+   * bootstraps as the first one.
    */
   readonly peerDcs: readonly string[];
   /**

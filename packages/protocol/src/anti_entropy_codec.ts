@@ -41,6 +41,11 @@ function optional<T>(m: Fields, key: string, decode: (v: unknown) => T): { [k: s
   return v === undefined ? undefined : { [key]: decode(v) };
 }
 
+function booleanOf(v: unknown, name: string): boolean {
+  if (!isBoolean(v)) malformed(`${name} must be a boolean`);
+  return v;
+}
+
 /** Pages with every DC's entries of each counter (ae_entries, updates), at most MAX_AE_PAGES. */
 export function pagesOf(v: unknown): Record<string, Record<string, Entries>> {
   const pages = fieldsOf(v, "pages");
@@ -91,10 +96,8 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         partition: partitionOf(m.get("partition")),
         digests: listOf(digests, digestOf, "digests"),
         ...optional(m, "floor", naturalOf),
-        ...optional(m, "bootstrap", (v) => {
-          if (!isBoolean(v)) malformed("bootstrap must be a boolean");
-          return v;
-        }),
+        ...optional(m, "bootstrap", (v) => booleanOf(v, "bootstrap")),
+        ...optional(m, "senderLearning", (v) => booleanOf(v, "senderLearning")),
       };
     },
   ],
@@ -110,11 +113,9 @@ export const ANTI_ENTROPY_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
         if (Array.isArray(v) && v.length > MAX_BUCKETS) malformed("too many buckets");
         return listOf(v, bucketOf, "pull");
       }),
-      ...optional(m, "done", (v) => {
-        if (!isBoolean(v)) malformed("done must be a boolean");
-        return v;
-      }),
+      ...optional(m, "done", (v) => booleanOf(v, "done")),
       ...optional(m, "floor", naturalOf),
+      ...optional(m, "senderLearning", (v) => booleanOf(v, "senderLearning")),
     }),
   ],
 ];

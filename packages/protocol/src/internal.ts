@@ -405,6 +405,12 @@ export interface AeBuckets {
   readonly floor?: number;
   /** The receiver asked for this comparison to bootstrap the partition. */
   readonly bootstrap?: boolean;
+  /**
+   * The sender had not bootstrapped the partition itself when it read these digests: what it holds
+   * may lack what the DCs that do hold. A DC learning the partition merges what such a sender sends
+   * but is not taught by it (bootstrap.ts). Absent from senders of an earlier release.
+   */
+  readonly senderLearning?: boolean;
 }
 
 /**
@@ -426,6 +432,8 @@ export interface AeEntries {
    * partition from peers (a rebuilt one) starts its entries above every entry any DC purged.
    */
   readonly floor?: number;
+  /** With `pull` or `done`: the sender is itself still learning the partition (as AeBuckets.senderLearning). */
+  readonly senderLearning?: boolean;
 }
 
 /** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */

@@ -22,6 +22,7 @@ const PAGES = fixstrs("pages");
 const PULL = fixstrs("pull");
 const DONE = fixstrs("done");
 const FLOOR = fixstrs("floor");
+const SENDER_LEARNING = fixstrs("senderLearning");
 
 /** A page's record: per counter, per data center, its entry. */
 type PageEntries = Readonly<Record<string, Entries>>;
@@ -83,19 +84,26 @@ export function encodePageUpdates(
 
 /**
  * An `ae_entries` message of `pages` (pairs of page and record, as read from the store), its fields
- * in the order `{ type, from, to, partition, pages, pull, done, floor }`; the flags only when set.
+ * in the order `{ type, from, to, partition, pages, pull, done, floor, senderLearning }`; the flags only when set.
  */
 export function encodeAeEntries(
   head: Pick<AeEntries, "from" | "to" | "partition">,
   pages: ReadonlyArray<readonly [string, PageEntries]>,
-  flags: Pick<AeEntries, "pull" | "done" | "floor"> = {},
+  flags: Pick<AeEntries, "pull" | "done" | "floor" | "senderLearning"> = {},
 ): Uint8Array {
-  const { pull, done, floor } = flags;
-  let bound = 64 + stringBound(head.from) + stringBound(head.to) + 3 * VALUE_BOUND;
+  const { pull, done, floor, senderLearning } = flags;
+  // The keys, the type and the flags' values: 87 bytes at most.
+  let bound = 96 + stringBound(head.from) + stringBound(head.to) + 3 * VALUE_BOUND;
   for (const [page, record] of pages) bound += recordBound(page, record);
   if (pull !== undefined) bound += VALUE_BOUND * (pull.length + 1);
   writer.begin(bound);
-  writer.map(5 + Number(pull !== undefined) + Number(done !== undefined) + Number(floor !== undefined));
+  writer.map(
+    5 +
+      Number(pull !== undefined) +
+      Number(done !== undefined) +
+      Number(floor !== undefined) +
+      Number(senderLearning !== undefined),
+  );
   writer.raw(TYPE);
   writer.raw(FROM);
   writer.string(head.from);
@@ -116,6 +124,10 @@ export function encodeAeEntries(
   if (floor !== undefined) {
     writer.raw(FLOOR);
     writer.natural(floor);
+  }
+  if (senderLearning !== undefined) {
+    writer.raw(SENDER_LEARNING);
+    writer.boolean(senderLearning);
   }
   return writer.end();
 }

@@ -196,6 +196,7 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
   if (field === "pages" && msg.type === "presence_pages") return INVALID_PRESENCE_PAGES;
   if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
+  if (field === "senderLearning") return [null, 1, "true", [3]];
   if (field === "counters")
     return msg.type === "page_state" || msg.type === "page_stats"
       ? INVALID_STATE_COUNTERS

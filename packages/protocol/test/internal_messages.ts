@@ -132,6 +132,15 @@ export const MESSAGES: readonly InternalMessage[] = [
   { type: "ae_buckets", from: "eu", to: "us", partition: 3, digests: [], bootstrap: true },
   { type: "ae_buckets", from: "eu", to: "us", partition: 3, digests: [], floor: 77, bootstrap: true },
   {
+    type: "ae_buckets",
+    from: "eu",
+    to: "us",
+    partition: 3,
+    digests: [],
+    bootstrap: true,
+    senderLearning: true,
+  },
+  {
     type: "ae_entries",
     from: "us",
     to: "eu",
@@ -150,6 +159,7 @@ export const MESSAGES: readonly InternalMessage[] = [
   },
   { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true },
   { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true, floor: 1_234 },
+  { type: "ae_entries", from: "eu", to: "us", partition: 0, pages: {}, done: true, senderLearning: true },
   {
     type: "updates",
     partition: 9,

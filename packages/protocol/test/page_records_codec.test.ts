@@ -28,7 +28,14 @@ describe("internal - page records written by hand (ae_entries, updates)", () => 
       bytes: Uint8Array;
     }> = [];
     for (const size of [0, 1, 15, 16, 300, 10_000]) {
-      for (const flags of [{}, { pull: [0, 1, 63, 200] }, { done: true }, { done: true, floor: 2 ** 40 }]) {
+      for (const flags of [
+        {},
+        { pull: [0, 1, 63, 200] },
+        { done: true },
+        { done: true, floor: 2 ** 40 },
+        { pull: [7], senderLearning: true },
+        { done: true, floor: 2 ** 40, senderLearning: true },
+      ]) {
         const pages = Array.from({ length: size }, (_, i): [string, Record<string, Entries>] => [
           `page-${i}`,
           record(i, 1 + (i % 17), 1 + (i % 3)),
