@@ -36,10 +36,14 @@ export interface AntiEntropyOptions {
   readonly received: (partition: number) => void;
   /**
    * A transfer of `partition` from `peer` is merged (every page of its differing buckets), or nothing
-   * differed: `learning` when `peer` had not bootstrapped the partition itself (Bootstrap.peerSynced).
+   * differed: `peerLearning` when `peer` had not bootstrapped the partition itself (Bootstrap.peerSynced).
    */
-  readonly peerSynced: (partition: number, peer: string, learning: boolean) => void;
-  /** This node's store holds the partition's state (bootstrapped): what it sends may teach a new DC. */
+  readonly peerSynced: (partition: number, peer: string, peerLearning: boolean) => void;
+  /**
+   * This node's store holds the partition's state (bootstrapped): what it sends may teach a new DC.
+   * False too while this node has not read the partition's bootstrap mark yet: it errs on the side
+   * of teaching nothing.
+   */
   readonly bootstrapped: (partition: number) => boolean;
   /** Another DC held every tombstone of `partition` this store held as of `at` (PurgeExchange). */
   readonly tombsAgreed: (partition: number, remote: string, at: number) => void;
@@ -348,8 +352,8 @@ export class AntiEntropy {
       if (differing.length === 0) this.#exchanges.stopDriving(from, partition);
     }
     if (differing.length === 0) {
-      const learning = this.#exchanges.endedWithLearner(from, partition);
-      if (msg.bootstrap === true) this.#o.peerSynced(partition, from, learning);
+      const peerLearning = this.#exchanges.endedWithLearner(from, partition);
+      if (msg.bootstrap === true) this.#o.peerSynced(partition, from, peerLearning);
       return;
     }
     // The pull goes first: the other holder reads and sends its pages while this node sends its own.
@@ -398,8 +402,8 @@ export class AntiEntropy {
     const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here.
     this.#exchanges.done(msg.from, msg.partition);
-    const learning = this.#exchanges.endedWithLearner(msg.from, msg.partition);
-    if (floored) this.#o.peerSynced(msg.partition, msg.from, learning);
+    const peerLearning = this.#exchanges.endedWithLearner(msg.from, msg.partition);
+    if (floored) this.#o.peerSynced(msg.partition, msg.from, peerLearning);
   }
 
   /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */
@@ -411,6 +415,8 @@ export class AntiEntropy {
   ): Promise<void> {
     const subject = antiEntropyPartitionSubject(to, partition);
     const head = { from: this.#o.dc, to, partition };
+    // Before the reads: pages read while this node still learns the partition teach nothing.
+    const learningHere = flags.done === true && !this.#o.bootstrapped(partition);
     let batch: Array<[string, PageRecord]> = [];
     let sent = 0;
     for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
@@ -424,9 +430,8 @@ export class AntiEntropy {
       }
     }
     // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor), and
-    // whether this node still learns the partition (AeBuckets.senderLearning).
+    // whether this node still learned the partition when it started reading (AeBuckets.senderLearning).
     const floor = flags.done === true ? await this.#o.store.purgeFloor(partition) : 0;
-    const learningHere = flags.done === true && !this.#o.bootstrapped(partition);
     this.#publish(
       subject,
       encodeAeEntries(head, batch, {

@@ -32,13 +32,25 @@ export interface BootstrapOptions {
 interface Sync {
   /** Peers asked that have not answered yet. */
   remaining: Set<string>;
-  /** Peers that taught it (their full transfer merged, holding it themselves). */
-  synced: number;
+  /** Peers that taught it: their full transfer merged, holding the partition themselves. */
+  taught: Set<string>;
   /** Peers that answered while learning it themselves: merged, but they taught nothing. */
-  learners: Set<string>;
+  learningPeers: Set<string>;
   /** When the remaining peers were last asked (or their entries last came). */
   askedAt: number;
+  /** How long after `askedAt` they are asked again. */
+  retryMs: number;
+  /** When it began, or a DC was last heard: asked every retry for a while after. */
+  since: number;
 }
+
+/**
+ * Peers that are all learning the partition too are asked again every retry for this long after it
+ * began or a DC was heard (DCs new together settle who starts it in a few seconds), then less and
+ * less often, up to once in this long: a DC that holds it may be out of reach, or a listed DC not
+ * built yet, for hours, and each request costs every peer a read of the partition's bucket digests.
+ */
+const LEARNING_PEERS_PATIENCE_MS = 10_000;
 
 /** Quiet time after the last partition became ready before "every partition held is bootstrapped" is logged. */
 const REPORT_AFTER_MS = 1000;
@@ -52,13 +64,12 @@ const REPORT_AFTER_MS = 1000;
  */
 export class Bootstrap {
   readonly #o: BootstrapOptions;
+  /** LIVECOUNT_PEER_DCS without this DC (a list shared by every DC names each one too). */
+  readonly #listed: readonly string[];
   readonly #startedAt: number;
   /** Partitions that may serve. */
   readonly #ready = new Set<number>();
-  /**
-   * Partitions syncing: the peers still to answer, how many taught it, those that answered while
-   * learning it themselves, and when they were last asked.
-   */
+  /** Partitions syncing: who is still to answer, who taught them, who answered while learning them too. */
   readonly #syncing = new Map<number, Sync>();
   /** Partitions with nobody to learn from yet. */
   readonly #waiting = new Set<number>();
@@ -79,6 +90,7 @@ export class Bootstrap {
 
   constructor(options: BootstrapOptions) {
     this.#o = options;
+    this.#listed = options.expectedPeers.filter((peer) => peer !== options.dc);
     this.#startedAt = options.clock.now();
   }
 
@@ -153,23 +165,22 @@ export class Bootstrap {
 
   /**
    * A peer's full transfer of `partition` (every bucket where it differed) is merged here. With
-   * `learning`, the peer had not bootstrapped the partition itself when it read what it sent: what it
+   * `peerLearning`, the peer had not bootstrapped the partition itself when it read what it sent: what it
    * holds may lack what the DCs that hold the partition hold, so it teaches nothing (two DCs rebuilt
    * together would otherwise each serve on the other's empty store, and count on top of it).
    */
-  peerSynced(partition: number, peer: string, learning = false): void {
+  peerSynced(partition: number, peer: string, peerLearning = false): void {
     if (this.#ready.has(partition)) return;
     const sync = this.#syncing.get(partition);
     if (sync === undefined) {
-      if (learning) return;
+      if (peerLearning) return;
       let peers = this.#syncedFrom.get(partition);
       if (peers === undefined) this.#syncedFrom.set(partition, (peers = new Set()));
       peers.add(peer);
       return;
     }
     if (!sync.remaining.delete(peer)) return;
-    if (learning) sync.learners.add(peer);
-    else sync.synced++;
+    (peerLearning ? sync.learningPeers : sync.taught).add(peer);
     this.#settle(partition, sync);
   }
 
@@ -180,9 +191,23 @@ export class Bootstrap {
     }
   }
 
-  /** A DC was heard: partitions waiting for a peer start syncing. */
+  /**
+   * A DC was heard: partitions waiting for a peer start syncing, and those syncing ask it too (it may
+   * hold them), and ask peers still learning again at the next retry.
+   */
   remoteUp(): void {
     for (const partition of [...this.#waiting]) this.#begin(partition);
+    const live = this.#o.liveRemotes();
+    const now = this.#o.clock.now();
+    for (const [partition, sync] of this.#syncing) {
+      sync.retryMs = this.#o.retryMs;
+      sync.since = now;
+      for (const remote of live) {
+        if (sync.remaining.has(remote) || sync.taught.has(remote) || sync.learningPeers.has(remote)) continue;
+        sync.remaining.add(remote);
+        this.#request(remote, partition);
+      }
+    }
   }
 
   /** Still within `discoveryMs` of starting: a DC not heard yet may still be heard. */
@@ -192,19 +217,23 @@ export class Bootstrap {
 
   #begin(partition: number): void {
     this.#waiting.delete(partition);
-    const { alone, expectedPeers } = this.#o;
     const live = this.#o.liveRemotes();
     if (live.length > 0) {
       const already = this.#syncedFrom.get(partition) ?? new Set<string>();
-      const remaining = new Set(live.filter((peer) => !already.has(peer)));
-      const synced = live.length - remaining.size;
-      const sync: Sync = { remaining, synced, learners: new Set(), askedAt: this.#o.clock.now() };
+      const sync: Sync = {
+        remaining: new Set(live.filter((peer) => !already.has(peer))),
+        taught: new Set(live.filter((peer) => already.has(peer))),
+        learningPeers: new Set(),
+        askedAt: this.#o.clock.now(),
+        retryMs: this.#o.retryMs,
+        since: this.#o.clock.now(),
+      };
       this.#syncing.set(partition, sync);
-      if (remaining.size === 0) void this.#mark(partition);
-      for (const remote of remaining) this.#request(remote, partition);
+      if (sync.remaining.size === 0) void this.#mark(partition);
+      for (const remote of sync.remaining) this.#request(remote, partition);
       return;
     }
-    if (alone || (expectedPeers.length === 0 && !this.discovering)) {
+    if (this.#o.alone || (this.#listed.length === 0 && !this.discovering)) {
       // The first DC of its deployment (or the only one there can be): nothing to learn.
       void this.#mark(partition);
       return;
@@ -220,10 +249,10 @@ export class Bootstrap {
    */
   #settle(partition: number, sync: Sync): void {
     if (sync.remaining.size > 0) return;
-    if (sync.synced > 0 || this.#first(sync.learners)) {
-      if (sync.synced === 0)
+    if (sync.taught.size > 0 || this.#first(sync.learningPeers)) {
+      if (sync.taught.size === 0)
         this.#o.logger.debug(
-          { partition, peers: [...sync.learners] },
+          { partition, peers: [...sync.learningPeers] },
           "partition new to the deployment: starting it",
         );
       void this.#mark(partition);
@@ -235,21 +264,25 @@ export class Bootstrap {
       this.#waiting.add(partition);
       return;
     }
-    // Asked again at the next retry (askedAt stays): a peer still learning may hold it by then.
+    // Asked again once the retry is due (askedAt stays), less often while they all still learn it.
     sync.remaining = new Set(live);
-    sync.learners = new Set();
+    sync.learningPeers = new Set();
+    if (this.#o.clock.now() - sync.since >= LEARNING_PEERS_PATIENCE_MS)
+      sync.retryMs = Math.min(sync.retryMs * 2, LEARNING_PEERS_PATIENCE_MS);
   }
 
   /**
-   * With peers listed, every one of them is learning the partition too; with none, no DC is found
-   * within discovery that holds it. Either way this DC starts it if its name sorts first.
+   * Whether this DC starts a partition every live peer answered it is learning too: no DC that
+   * could hold it is to be heard (every listed DC answered so; with none listed, discovery is over),
+   * and this DC's name sorts first among the deployment's (the listed ones, or those heard: an
+   * unlisted DC new too does not hold the listed ones back).
    */
-  #first(learners: ReadonlySet<string>): boolean {
-    if (learners.size === 0) return false;
-    const { expectedPeers, dc } = this.#o;
-    if (expectedPeers.length > 0 ? !expectedPeers.every((peer) => learners.has(peer)) : this.discovering)
-      return false;
-    return [...learners].every((peer) => dc < peer);
+  #first(learningPeers: ReadonlySet<string>): boolean {
+    if (learningPeers.size === 0) return false;
+    if (!this.#o.liveRemotes().every((peer) => learningPeers.has(peer))) return false;
+    const listed = this.#listed;
+    if (listed.length > 0 ? !listed.every((peer) => learningPeers.has(peer)) : this.discovering) return false;
+    return (listed.length > 0 ? listed : [...learningPeers]).every((peer) => this.#o.dc < peer);
   }
 
   #request(remote: string, partition: number): void {
@@ -313,7 +346,7 @@ export class Bootstrap {
     this.#timer = this.#o.clock.setTimeout(() => {
       const now = this.#o.clock.now();
       for (const [partition, sync] of this.#syncing) {
-        if (now - sync.askedAt < this.#o.retryMs) continue;
+        if (now - sync.askedAt < sync.retryMs) continue;
         sync.askedAt = now;
         for (const remote of sync.remaining) this.#request(remote, partition);
       }

@@ -63,7 +63,9 @@ export class Exchanges {
   readonly #learners = new Map<string, number>();
   /**
    * `remote|partition` of exchanges under way of which a message came from `remote` while it was
-   * still learning the partition itself (AeBuckets.senderLearning): their end teaches nothing.
+   * still learning the partition itself (AeBuckets.senderLearning): their end teaches nothing. Kept
+   * until an exchange with `remote` ends, even one that did not start: a mark left over from a lost
+   * exchange costs the next one's teaching (the learner asks again), never counts a learner's.
    */
   readonly #fromLearner = new Set<string>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */

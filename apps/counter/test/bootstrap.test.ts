@@ -236,6 +236,41 @@ describe("counter - bootstrap", () => {
     expect(clock.now() - startedAt).toBeGreaterThanOrEqual(DISCOVERY_MS);
   });
 
+  test("counter - a DC heard while a partition syncs is asked too, and taught by it the partition serves", async () => {
+    const { clock, live, served, requests, b } = await setUp({ dc: "dc1", peers: ["dc2"] });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    live.push("dc3");
+    requests.length = 0;
+    b.remoteUp();
+    await clock.advance(0);
+    expect(requests).toEqual([["dc3", [P]]]);
+    // dc2 is learning too: without dc3's answer, dc1 (first by name) would start the partition empty.
+    await clock.advance(DISCOVERY_MS);
+    b.peerSynced(P, "dc2", true);
+    expect(served).toEqual([]);
+    b.peerSynced(P, "dc3");
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - the first by name starts a partition only if every live peer answered it is learning too", async () => {
+    const { clock, live, served, b } = await setUp({ dc: "dc1", peers: ["dc2"] });
+    await b.partitionHeld(P);
+    await clock.advance(DISCOVERY_MS);
+    // dc3 is live (heard, its remoteUp not handled yet) but was not asked in this round.
+    live.push("dc3");
+    b.peerSynced(P, "dc2", true);
+    await clock.advance(0);
+    expect(served).toEqual([]);
+    // The next round asks both; both learning, dc1 starts it.
+    await clock.advance(RETRY_MS);
+    b.peerSynced(P, "dc2", true);
+    b.peerSynced(P, "dc3", true);
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
   test("counter - a dropped partition forgets its sync; held again, it asks again", async () => {
     const { clock, requests, served, b } = await setUp({ peers: ["dc2"] });
     b.peerSynced(P, "dc2");

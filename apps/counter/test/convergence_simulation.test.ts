@@ -520,6 +520,83 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     await expectEverywhere(["dc1", "dc2", "dc3"], new Map([["q", 2]]));
   });
 
+  test("counter - with no peers listed, a DC that holds the partition heard mid-round is waited for before learners start it", async () => {
+    sim = new DcSimulation();
+    for (const dc of ["dc1", "dc2", "dc3"]) sim.add(dc);
+    sim.link("dc1", "dc3");
+    await sim.startAll(["dc1", "dc3"]);
+    for (let i = 0; i < 20; i++) await sim.dc("dc1").increment(`p${i}`, "likes", 10, `k${i}`);
+    await sim.run(2_000);
+    // dc1 is rebuilt while cut off from dc3, which holds its entries; dc2, new, is all it hears.
+    await sim.dc("dc1").node!.stop();
+    sim.dc("dc1").store = new MemoryStore({ now: () => sim.clock.now() });
+    sim.cut("dc1", "dc3");
+    sim.link("dc1", "dc2");
+    await sim.dc("dc1").launch();
+    await sim.dc("dc2").launch();
+    // dc3 is heard a second later, within discovery, its anti-entropy 1.5 s late on the way to dc1:
+    // dc1's first round (dc2 alone, learning) ends before dc3 answers.
+    sim.delay = (from, to, subject) =>
+      from === "dc3" && to === "dc1" && subject.startsWith("lc.ae.") ? 1_500 : 0;
+    await sim.clock.advance(1_000);
+    sim.link("dc1", "dc3");
+    await sim.until(() => sim.dc("dc1").node!.ready, "dc1 ready");
+    expect(await sim.dc("dc1").increment("p7", "likes", 1, "after-rebuild")).toBe(11);
+    await sim.run(5_000);
+    await expectEverywhere(
+      ["dc1", "dc2", "dc3"],
+      new Map([
+        ["p7", 11],
+        ["p8", 10],
+      ]),
+    );
+  });
+
+  test("counter - DCs all new together that each list the whole deployment, themselves included, start", async () => {
+    sim = new DcSimulation();
+    const dcs = ["dc1", "dc2", "dc3"];
+    for (const dc of dcs) sim.add(dc, { LIVECOUNT_PEER_DCS: dcs.join(",") });
+    sim.link("dc1", "dc2");
+    sim.link("dc1", "dc3");
+    sim.link("dc2", "dc3");
+    await sim.startAll(dcs);
+  });
+
+  test("counter - two listed DCs new together are not held back by an unlisted new DC whose name sorts first", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1", { LIVECOUNT_PEER_DCS: "dc2,dc3" });
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc3" });
+    sim.add("dc3", { LIVECOUNT_PEER_DCS: "dc2" });
+    sim.link("dc2", "dc3");
+    // dc1 cannot reach dc3, so it never starts anything; dc2 hears it, learning too, before dc3 comes,
+    // and does not wait for it.
+    sim.link("dc1", "dc2");
+    await sim.dc("dc1").launch();
+    await sim.dc("dc2").launch();
+    await sim.run(3_000);
+    await sim.dc("dc3").launch();
+    await sim.until(() => sim.dc("dc2").node!.ready && sim.dc("dc3").node!.ready, "dc2 and dc3 ready");
+    // dc1 learns every partition from dc2 once dc2 holds them.
+    await sim.until(() => sim.dc("dc1").node!.ready, "dc1 ready");
+  });
+
+  test("counter - DCs learning together while a listed DC is away ask each other less and less often", async () => {
+    sim = new DcSimulation();
+    sim.add("dc1", { LIVECOUNT_PEER_DCS: "dc2,dc3" });
+    sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1,dc3" });
+    sim.link("dc1", "dc2");
+    await sim.dc("dc1").launch();
+    await sim.dc("dc2").launch();
+    await sim.run(30_000);
+    const answers = 'livecount_counter_anti_entropy_steps_total{step="buckets"}';
+    const before = await sim.dc("dc1").metric(answers);
+    await sim.run(60_000);
+    expect(sim.dc("dc1").node!.ready).toBe(false);
+    // dc2's every partition asked once per 10 s at most (it asked every second before).
+    const partitions = Number(SIM_ENV.LIVECOUNT_PARTITIONS);
+    expect((await sim.dc("dc1").metric(answers)) - before).toBeLessThanOrEqual(partitions * 7);
+  });
+
   test("counter - two DCs new together with no peers listed start when discovery ends: the first by name, then the other from it", async () => {
     sim = new DcSimulation();
     sim.add("dc1");
