@@ -11,6 +11,11 @@ export interface BootstrapOptions {
   /** Remote DCs live right now. */
   readonly liveRemotes: () => readonly string[];
   /**
+   * Remote DCs heard since this process started, live or not: with none listed, the deployment as
+   * far as this DC knows (one that went down may hold what it is learning).
+   */
+  readonly heardRemotes: () => readonly string[];
+  /**
    * LIVECOUNT_PEER_DCS: the other DCs of the deployment. With any listed, a partition never
    * bootstrapped waits however long it takes for one of them that holds it, or for every one of
    * them to be learning it too (a new deployment); with none, a DC that hears no peer within
@@ -40,8 +45,10 @@ interface Sync {
   askedAt: number;
   /** How long after `askedAt` they are asked again. */
   retryMs: number;
-  /** When it began, or a DC was last heard: asked every retry for a while after. */
+  /** When it began, or a DC it had not asked yet was heard: asked every retry for a while after. */
   since: number;
+  /** Every DC it asked. */
+  asked: Set<string>;
 }
 
 /**
@@ -64,8 +71,6 @@ const REPORT_AFTER_MS = 1000;
  */
 export class Bootstrap {
   readonly #o: BootstrapOptions;
-  /** LIVECOUNT_PEER_DCS without this DC (a list shared by every DC names each one too). */
-  readonly #listed: readonly string[];
   readonly #startedAt: number;
   /** Partitions that may serve. */
   readonly #ready = new Set<number>();
@@ -90,7 +95,6 @@ export class Bootstrap {
 
   constructor(options: BootstrapOptions) {
     this.#o = options;
-    this.#listed = options.expectedPeers.filter((peer) => peer !== options.dc);
     this.#startedAt = options.clock.now();
   }
 
@@ -192,19 +196,22 @@ export class Bootstrap {
   }
 
   /**
-   * A DC was heard: partitions waiting for a peer start syncing, and those syncing ask it too (it may
-   * hold them), and ask peers still learning again at the next retry.
+   * A DC was heard: partitions waiting for a peer start syncing, and those syncing that had not
+   * asked it ask it now (it may hold them), and the peers still learning them at every retry again.
    */
   remoteUp(): void {
     for (const partition of [...this.#waiting]) this.#begin(partition);
     const live = this.#o.liveRemotes();
     const now = this.#o.clock.now();
     for (const [partition, sync] of this.#syncing) {
-      sync.retryMs = this.#o.retryMs;
-      sync.since = now;
       for (const remote of live) {
         if (sync.remaining.has(remote) || sync.taught.has(remote) || sync.learningPeers.has(remote)) continue;
         sync.remaining.add(remote);
+        // A DC never asked before may change who starts it; one coming and going does not.
+        if (!sync.asked.has(remote)) {
+          sync.retryMs = this.#o.retryMs;
+          sync.since = now;
+        }
         this.#request(remote, partition);
       }
     }
@@ -227,13 +234,15 @@ export class Bootstrap {
         askedAt: this.#o.clock.now(),
         retryMs: this.#o.retryMs,
         since: this.#o.clock.now(),
+        asked: new Set(),
       };
       this.#syncing.set(partition, sync);
       if (sync.remaining.size === 0) void this.#mark(partition);
       for (const remote of sync.remaining) this.#request(remote, partition);
       return;
     }
-    if (this.#o.alone || (this.#listed.length === 0 && !this.discovering)) {
+    const { alone, expectedPeers } = this.#o;
+    if (alone || (expectedPeers.length === 0 && !this.discovering && this.#o.heardRemotes().length === 0)) {
       // The first DC of its deployment (or the only one there can be): nothing to learn.
       void this.#mark(partition);
       return;
@@ -273,19 +282,26 @@ export class Bootstrap {
 
   /**
    * Whether this DC starts a partition every live peer answered it is learning too: no DC that
-   * could hold it is to be heard (every listed DC answered so; with none listed, discovery is over),
-   * and this DC's name sorts first among the deployment's (the listed ones, or those heard: an
-   * unlisted DC new too does not hold the listed ones back).
+   * could hold it is to be heard (every listed DC answered so; with none listed, discovery is over
+   * and every DC heard since start answered so), and this DC's name sorts first among the
+   * deployment's (the listed ones, or those heard: an unlisted DC new too does not hold the listed
+   * ones back).
    */
   #first(learningPeers: ReadonlySet<string>): boolean {
     if (learningPeers.size === 0) return false;
     if (!this.#o.liveRemotes().every((peer) => learningPeers.has(peer))) return false;
-    const listed = this.#listed;
-    if (listed.length > 0 ? !listed.every((peer) => learningPeers.has(peer)) : this.discovering) return false;
+    const listed = this.#o.expectedPeers;
+    if (listed.length > 0 && !listed.every((peer) => learningPeers.has(peer))) return false;
+    if (
+      listed.length === 0 &&
+      (this.discovering || !this.#o.heardRemotes().every((peer) => learningPeers.has(peer)))
+    )
+      return false;
     return (listed.length > 0 ? listed : [...learningPeers]).every((peer) => this.#o.dc < peer);
   }
 
   #request(remote: string, partition: number): void {
+    this.#syncing.get(partition)?.asked.add(remote);
     const flush = this.#requests.size === 0;
     let partitions = this.#requests.get(remote);
     if (partitions === undefined) this.#requests.set(remote, (partitions = new Set()));

@@ -92,6 +92,7 @@ export class Convergence {
       logger: o.logger,
       fenceOf: o.fenceOf,
       liveRemotes: () => o.liveness.liveRemotes(),
+      heardRemotes: () => o.liveness.remotes().map((r) => r.dc),
       expectedPeers: o.peerDcs,
       alone: o.alone,
       discoveryMs: DISCOVERY_HEARTBEATS * o.dcHeartbeatMs,

@@ -14,7 +14,7 @@ describe("counter - bootstrap", () => {
 
   /** A Bootstrap over a memory store whose partition P is leased to this node. */
   async function setUp(
-    opts: { dc?: string; peers?: string[]; expectedPeers?: string[]; alone?: boolean } = {},
+    opts: { dc?: string; peers?: string[]; heard?: string[]; expectedPeers?: string[]; alone?: boolean } = {},
   ) {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
@@ -23,6 +23,8 @@ describe("counter - bootstrap", () => {
     if (lease === null) throw new Error("lease not taken");
     fences.set(P, lease);
     const live = [...(opts.peers ?? [])];
+    // DCs heard since start besides those live now (down since).
+    const heard = [...(opts.heard ?? [])];
     const requests: Array<[string, number[]]> = [];
     const served: number[] = [];
     bootstrap = new Bootstrap({
@@ -32,6 +34,7 @@ describe("counter - bootstrap", () => {
       logger: silentLogger,
       fenceOf: (p) => fences.get(p),
       liveRemotes: () => live,
+      heardRemotes: () => [...new Set([...live, ...heard])],
       expectedPeers: opts.expectedPeers ?? [],
       alone: opts.alone ?? false,
       discoveryMs: DISCOVERY_MS,
@@ -40,7 +43,7 @@ describe("counter - bootstrap", () => {
       serving: (p) => served.push(p),
     });
     bootstrap.start();
-    return { clock, store, live, requests, served, b: bootstrap };
+    return { clock, store, live, heard, requests, served, b: bootstrap };
   }
 
   test("counter - alone (embedded), a partition never bootstrapped serves at once and is marked", async () => {
@@ -269,6 +272,71 @@ describe("counter - bootstrap", () => {
     b.peerSynced(P, "dc3", true);
     await clock.advance(0);
     expect(served).toEqual([P]);
+  });
+
+  test("counter - with no peers listed, a DC heard since start and down now is waited for, not taken for absent", async () => {
+    const { clock, live, served, requests, b } = await setUp({ dc: "dc1", heard: ["dc3"] });
+    await b.partitionHeld(P);
+    await clock.advance(DISCOVERY_MS * 3);
+    expect(served).toEqual([]);
+    // A new DC, learning too, is all there is to hear: dc3 may hold the partition.
+    live.push("dc2");
+    b.remoteUp();
+    for (let i = 0; i < 5; i++) {
+      await clock.advance(RETRY_MS);
+      b.peerSynced(P, "dc2", true);
+    }
+    expect(served).toEqual([]);
+    live.push("dc3");
+    b.remoteUp();
+    await clock.advance(0);
+    expect(requests.at(-1)).toEqual(["dc3", [P]]);
+    b.peerSynced(P, "dc3");
+    b.peerSynced(P, "dc2", true);
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a DC coming and going that is asked already does not bring back asking learning peers every second", async () => {
+    const { clock, live, requests, b } = await setUp({
+      dc: "dc2",
+      peers: ["dc1"],
+      expectedPeers: ["dc1", "dc3"],
+    });
+    await b.partitionHeld(P);
+    const answer = (): void => {
+      for (const [to] of requests.splice(0)) b.peerSynced(P, to, true);
+    };
+    for (let t = 0; t < 60; t++) {
+      // dc4, learning too, is heard once early on: a DC not asked before, asked every second a while.
+      if (t === 1) {
+        live.push("dc4");
+        b.remoteUp();
+      }
+      if (t === 5) {
+        live.pop();
+        b.remoteDown("dc4");
+      }
+      await clock.advance(RETRY_MS);
+      answer();
+    }
+    let asked = 0;
+    for (let t = 0; t < 63; t++) {
+      // Then it comes back every 9 s and is lost 4 s later.
+      if (t % 9 === 0) {
+        live.push("dc4");
+        b.remoteUp();
+      }
+      if (t % 9 === 4) {
+        live.pop();
+        b.remoteDown("dc4");
+      }
+      await clock.advance(RETRY_MS);
+      asked += requests.filter(([to]) => to === "dc1").length;
+      answer();
+    }
+    // Once in 10 s at most, give or take the first answer of dc4.
+    expect(asked).toBeLessThanOrEqual(8);
   });
 
   test("counter - a dropped partition forgets its sync; held again, it asks again", async () => {

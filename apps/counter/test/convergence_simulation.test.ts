@@ -520,18 +520,27 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     await expectEverywhere(["dc1", "dc2", "dc3"], new Map([["q", 2]]));
   });
 
-  test("counter - with no peers listed, a DC that holds the partition heard mid-round is waited for before learners start it", async () => {
+  /**
+   * No peers listed: dc1 and dc3 run, dc1's 20 pages with 10 likes each held by both; then dc1's node
+   * stops and its store is lost (started again by the test), and dc2, new and not started, is linked
+   * to dc1 only.
+   */
+  async function rebuiltBesideNewDc(): Promise<void> {
     sim = new DcSimulation();
     for (const dc of ["dc1", "dc2", "dc3"]) sim.add(dc);
     sim.link("dc1", "dc3");
     await sim.startAll(["dc1", "dc3"]);
     for (let i = 0; i < 20; i++) await sim.dc("dc1").increment(`p${i}`, "likes", 10, `k${i}`);
     await sim.run(2_000);
-    // dc1 is rebuilt while cut off from dc3, which holds its entries; dc2, new, is all it hears.
     await sim.dc("dc1").node!.stop();
     sim.dc("dc1").store = new MemoryStore({ now: () => sim.clock.now() });
-    sim.cut("dc1", "dc3");
     sim.link("dc1", "dc2");
+  }
+
+  test("counter - with no peers listed, a DC that holds the partition heard mid-round is waited for before learners start it", async () => {
+    await rebuiltBesideNewDc();
+    // Cut off from dc3, which holds its entries, dc1 hears dc2 alone.
+    sim.cut("dc1", "dc3");
     await sim.dc("dc1").launch();
     await sim.dc("dc2").launch();
     // dc3 is heard a second later, within discovery, its anti-entropy 1.5 s late on the way to dc1:
@@ -552,6 +561,24 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     );
   });
 
+  test("counter - with no peers listed, a rebuilt DC that heard the DC holding its entries waits for it while it is away", async () => {
+    await rebuiltBesideNewDc();
+    // dc3's answers to the rebuilt dc1 are lost, then the link breaks: dc2 is all dc1 hears.
+    sim.drop = (from, to, subject) => from === "dc3" && to === "dc1" && subject.startsWith("lc.ae.");
+    await sim.dc("dc1").launch();
+    await sim.dc("dc2").launch();
+    await sim.run(3_000);
+    expect(await sim.dc("dc1").dcUp("dc3")).toBe(true);
+    sim.cut("dc1", "dc3");
+    sim.drop = undefined;
+    await sim.run(20_000);
+    expect(await sim.dc("dc1").dcUp("dc3")).toBe(false);
+    expect(sim.dc("dc1").node!.ready).toBe(false);
+    sim.link("dc1", "dc3");
+    await sim.until(() => sim.dc("dc1").node!.ready && sim.dc("dc2").node!.ready, "dc1 and dc2 ready");
+    expect(await sim.dc("dc1").increment("p7", "likes", 1, "after-rebuild")).toBe(11);
+  });
+
   test("counter - DCs all new together that each list the whole deployment, themselves included, start", async () => {
     sim = new DcSimulation();
     const dcs = ["dc1", "dc2", "dc3"];
@@ -560,6 +587,9 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     sim.link("dc1", "dc3");
     sim.link("dc2", "dc3");
     await sim.startAll(dcs);
+    // Nor does a DC report itself as a peer that is down.
+    const { values } = await sim.dc("dc1").registry.getSingleMetric("livecount_counter_dc_up")!.get();
+    expect(values.map((v) => v.labels.dc).sort()).toEqual(["dc2", "dc3"]);
   });
 
   test("counter - two listed DCs new together are not held back by an unlisted new DC whose name sorts first", async () => {

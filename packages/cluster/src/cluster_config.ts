@@ -50,8 +50,8 @@ export interface ClusterConfig {
    * LIVECOUNT_PEER_DCS: the other data centers of the deployment (comma separated). A partition
    * whose store was never bootstrapped (a new or rebuilt DC) waits for one of them that holds it to
    * learn its state before it serves, or, in a deployment whose DCs are all new, for every one of
-   * them to be up. Default none: a DC that hears no peer within a few heartbeats of starting
-   * bootstraps as the first one.
+   * them to be up. A list shared by every DC may name this one: it is left out. Default none: a DC
+   * that hears no peer within a few heartbeats of starting bootstraps as the first one.
    */
   readonly peerDcs: readonly string[];
   /**
@@ -76,8 +76,9 @@ function readAdminKey(env: Env): string | undefined {
 }
 
 export function readClusterConfig(env: Env): ClusterConfig {
+  const dc = readToken(env, "LIVECOUNT_DC", "dc1");
   return {
-    dc: readToken(env, "LIVECOUNT_DC", "dc1"),
+    dc,
     nodeId: readToken(env, "LIVECOUNT_NODE_ID", `n-${randomUUID().slice(0, 8)}`),
     natsUrl: readOptionalString(env, "LIVECOUNT_NATS_URL"),
     ...readRedis(env),
@@ -90,7 +91,7 @@ export function readClusterConfig(env: Env): ClusterConfig {
     dcLeaseMs: readInt(env, "LIVECOUNT_DC_LEASE_MS", 15000, { min: 1000 }),
     dcHeartbeatMs: readInt(env, "LIVECOUNT_DC_HEARTBEAT_MS", 250, { min: 50, max: 5000 }),
     antiEntropyMs: readInt(env, "LIVECOUNT_ANTI_ENTROPY_MS", 10000, { min: 1000 }),
-    peerDcs: readPeerDcs(env),
+    peerDcs: readPeerDcs(env).filter((peer) => peer !== dc),
     requestTimeoutMs: readInt(env, "LIVECOUNT_REQUEST_TIMEOUT_MS", 3000, { min: 100 }),
     adminKey: readAdminKey(env),
   };

@@ -146,6 +146,11 @@ describe("cluster - config", () => {
     );
     expect(() => readClusterConfig({ LIVECOUNT_PEER_DCS: `us,${"x".repeat(65)}` })).toThrow(ConfigError);
     expect(readClusterConfig({ LIVECOUNT_PEER_DCS: `${"x".repeat(64)}` }).peerDcs).toEqual(["x".repeat(64)]);
+    // A list shared by every DC names each one too: its own name is left out.
+    expect(readClusterConfig({ LIVECOUNT_DC: "eu", LIVECOUNT_PEER_DCS: "us,eu,ap" }).peerDcs).toEqual([
+      "us",
+      "ap",
+    ]);
   });
 
   test("cluster - the admin key is 16..256 printable ASCII characters", () => {
