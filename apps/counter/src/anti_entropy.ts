@@ -277,12 +277,12 @@ export class AntiEntropy {
         // A partition the other DC is learning is answered even when equal (its bootstrap waits for
         // the exchange's `done`). A transfer this node drives with that DC covers it already: its
         // `done` also ends the other's bootstrap.
-        const learning = bootstrap.has(partition);
+        const peerBootstraps = bootstrap.has(partition);
         // Answered or not, the next request of that DC for the partition is answered.
         const doneAnswering = (): void => {
-          if (learning) this.#exchanges.taught(msg.from, partition);
+          if (peerBootstraps) this.#exchanges.taught(msg.from, partition);
         };
-        if ((!learning && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition))
+        if ((!peerBootstraps && local[i] === theirs) || this.#exchanges.isDriving(msg.from, partition))
           return doneAnswering();
         let digests: string[];
         let floor: number;
@@ -291,7 +291,7 @@ export class AntiEntropy {
         try {
           digests = await this.#o.store.bucketDigests(partition);
           // A DC learning the partition takes this one's purge floor (AeBuckets.floor).
-          floor = learning ? await this.#o.store.purgeFloor(partition) : 0;
+          floor = peerBootstraps ? await this.#o.store.purgeFloor(partition) : 0;
         } catch (err) {
           this.#o.logger.warn(
             { err, partition },
@@ -301,7 +301,7 @@ export class AntiEntropy {
         }
         // Driven from here meanwhile (the other's buckets came while these were read): not offered.
         if (this.#exchanges.isDriving(msg.from, partition)) return doneAnswering();
-        if (!learning) this.#exchanges.answered(msg.from, partition);
+        if (!peerBootstraps) this.#exchanges.answered(msg.from, partition);
         this.#send(antiEntropyPartitionSubject(msg.from, partition), {
           type: "ae_buckets",
           from: this.#o.dc,
@@ -309,7 +309,7 @@ export class AntiEntropy {
           partition,
           digests,
           ...(floor > 0 ? { floor } : {}),
-          ...(learning ? { bootstrap: true } : {}),
+          ...(peerBootstraps ? { bootstrap: true } : {}),
           ...(learningHere ? { senderLearning: true } : {}),
         });
         doneAnswering();

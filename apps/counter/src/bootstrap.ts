@@ -16,16 +16,17 @@ export interface BootstrapOptions {
    */
   readonly heardRemotes: () => readonly string[];
   /**
-   * LIVECOUNT_PEER_DCS: the other DCs of the deployment. With any listed, a partition never
-   * bootstrapped waits however long it takes for one of them that holds it, or for every one of
-   * them to be learning it too (a new deployment); with none, a DC that hears no peer within
-   * `discoveryMs` of starting is the first of its deployment.
+   * LIVECOUNT_PEER_DCS: the other DCs of the deployment. A partition never bootstrapped waits however
+   * long it takes for a DC that holds it to teach it, or (a new deployment) for every DC live now to
+   * answer that it is learning it too: with DCs listed, every listed one among them; with none,
+   * every DC heard since start, and only once `discoveryMs` has passed. A DC that hears no peer
+   * within `discoveryMs` of starting, with none listed, is the first of its deployment.
    */
   readonly expectedPeers: readonly string[];
   /** No other DC can exist (the in-memory bus of the embedded default). */
   readonly alone: boolean;
   readonly discoveryMs: number;
-  /** How often an unanswered bootstrap request is sent again. */
+  /** How often an unanswered bootstrap request is sent again, at first (Sync.retryMs grows). */
   readonly retryMs: number;
   /** Asks `remote` to compare `partitions` as a bootstrap (answered even when equal, ending with `done`). */
   readonly requestSync: (remote: string, partitions: readonly number[]) => void;
@@ -45,7 +46,7 @@ interface Sync {
   askedAt: number;
   /** How long after `askedAt` they are asked again. */
   retryMs: number;
-  /** When it began, or a DC it had not asked yet was heard: asked every retry for a while after. */
+  /** When it began, or a DC it had not asked yet was heard: asked every `retryMs` for a while after. */
   since: number;
   /** Every DC it asked. */
   asked: Set<string>;
@@ -53,11 +54,15 @@ interface Sync {
 
 /**
  * Peers that are all learning the partition too are asked again every retry for this long after it
- * began or a DC was heard (DCs new together settle who starts it in a few seconds), then less and
- * less often, up to once in this long: a DC that holds it may be out of reach, or a listed DC not
- * built yet, for hours, and each request costs every peer a read of the partition's bucket digests.
+ * began or a DC not asked before was heard: DCs new together settle who starts it in a few seconds.
  */
 const LEARNING_PEERS_PATIENCE_MS = 10_000;
+/**
+ * After that, each round of such answers doubles the wait before the next request, up to this: a DC
+ * that holds the partition may be out of reach, or a listed DC not built yet, for hours, and each
+ * request costs every peer a read of the partition's bucket digests.
+ */
+const LEARNING_PEERS_RETRY_MAX_MS = 10_000;
 
 /** Quiet time after the last partition became ready before "every partition held is bootstrapped" is logged. */
 const REPORT_AFTER_MS = 1000;
@@ -188,7 +193,10 @@ export class Bootstrap {
     this.#settle(partition, sync);
   }
 
-  /** A DC went down: partitions syncing from it stop waiting for it. */
+  /**
+   * A DC went down: partitions syncing from it stop waiting for its answer in this round (one that
+   * must answer before this DC may start a partition, `#first`, is still waited for).
+   */
   remoteDown(remote: string): void {
     for (const [partition, sync] of [...this.#syncing]) {
       if (sync.remaining.delete(remote)) this.#settle(partition, sync);
@@ -196,8 +204,9 @@ export class Bootstrap {
   }
 
   /**
-   * A DC was heard: partitions waiting for a peer start syncing, and those syncing that had not
-   * asked it ask it now (it may hold them), and the peers still learning them at every retry again.
+   * A DC was heard: partitions waiting for a peer start syncing, and those syncing that are not
+   * waiting for its answer ask it now (it may hold them). One they never asked before brings their
+   * retries back to every `retryMs`: it may change who starts them.
    */
   remoteUp(): void {
     for (const partition of [...this.#waiting]) this.#begin(partition);
@@ -277,7 +286,7 @@ export class Bootstrap {
     sync.remaining = new Set(live);
     sync.learningPeers = new Set();
     if (this.#o.clock.now() - sync.since >= LEARNING_PEERS_PATIENCE_MS)
-      sync.retryMs = Math.min(sync.retryMs * 2, LEARNING_PEERS_PATIENCE_MS);
+      sync.retryMs = Math.min(sync.retryMs * 2, LEARNING_PEERS_RETRY_MAX_MS);
   }
 
   /**
@@ -285,7 +294,7 @@ export class Bootstrap {
    * could hold it is to be heard (every listed DC answered so; with none listed, discovery is over
    * and every DC heard since start answered so), and this DC's name sorts first among the
    * deployment's (the listed ones, or those heard: an unlisted DC new too does not hold the listed
-   * ones back).
+   * ones back). Names compare as strings, by UTF-16 code unit: "Paris" sorts before "amsterdam".
    */
   #first(learningPeers: ReadonlySet<string>): boolean {
     if (learningPeers.size === 0) return false;

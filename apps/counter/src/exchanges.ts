@@ -62,10 +62,11 @@ export class Exchanges {
    */
   readonly #learners = new Map<string, number>();
   /**
-   * `remote|partition` of exchanges under way of which a message came from `remote` while it was
-   * still learning the partition itself (AeBuckets.senderLearning): their end teaches nothing. Kept
-   * until an exchange with `remote` ends, even one that did not start: a mark left over from a lost
-   * exchange costs the next one's teaching (the learner asks again), never counts a learner's.
+   * `remote|partition` where a message came from `remote` while it was still learning the partition
+   * itself (AeBuckets.senderLearning), until the next exchange with `remote` for it ends here: that
+   * exchange teaches nothing. A mark left over from a lost exchange can make a DC that holds the
+   * partition by now look like a learner for one exchange; that exchange still merges every page
+   * where the two differed, so this node then holds all the other holds either way.
    */
   readonly #fromLearner = new Set<string>();
   /** Per remote DC, the partitions whose exchange with it ended (a `done` came) since it was last heard. */
