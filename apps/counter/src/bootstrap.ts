@@ -50,6 +50,8 @@ interface Sync {
   since: number;
   /** Every DC it asked. */
   asked: Set<string>;
+  /** Its last round was answered by peers all learning it too, and this DC could not start it. */
+  learningTogether: boolean;
 }
 
 /**
@@ -63,6 +65,9 @@ const LEARNING_PEERS_PATIENCE_MS = 10_000;
  * request costs every peer a read of the partition's bucket digests.
  */
 const LEARNING_PEERS_RETRY_MAX_MS = 10_000;
+
+/** "bootstrap in progress" is written again after this long when nothing in it changed. */
+const PROGRESS_LOG_MS = 10_000;
 
 /** Quiet time after the last partition became ready before "every partition held is bootstrapped" is logged. */
 const REPORT_AFTER_MS = 1000;
@@ -97,6 +102,9 @@ export class Bootstrap {
   #reportTimer: TimerHandle | undefined;
   /** Partitions held and bootstrapped when that was last logged. */
   #reported = 0;
+  /** The last "bootstrap in progress" line's fields, and when it was written. */
+  #progressLine = "";
+  #progressLoggedAt = -Infinity;
 
   constructor(options: BootstrapOptions) {
     this.#o = options;
@@ -244,6 +252,7 @@ export class Bootstrap {
         retryMs: this.#o.retryMs,
         since: this.#o.clock.now(),
         asked: new Set(),
+        learningTogether: false,
       };
       this.#syncing.set(partition, sync);
       if (sync.remaining.size === 0) void this.#mark(partition);
@@ -283,6 +292,7 @@ export class Bootstrap {
       return;
     }
     // Asked again once the retry is due (askedAt stays), less often while they all still learn it.
+    sync.learningTogether = sync.learningPeers.size > 0;
     sync.remaining = new Set(live);
     sync.learningPeers = new Set();
     if (this.#o.clock.now() - sync.since >= LEARNING_PEERS_PATIENCE_MS)
@@ -366,6 +376,30 @@ export class Bootstrap {
     }, REPORT_AFTER_MS);
   }
 
+  /**
+   * While partitions are not ready: how many, how many wait with no peer to ask, how many were
+   * answered only by peers learning them too, and the DCs this one waits for that it cannot hear
+   * (listed, or heard since start with none listed). Written when that changes, else every
+   * PROGRESS_LOG_MS: a wait for a DC out of reach can last hours.
+   */
+  #logProgress(now: number): void {
+    const { ready, held } = this.progress;
+    const live = new Set(this.#o.liveRemotes());
+    const known = this.#o.expectedPeers.length > 0 ? this.#o.expectedPeers : this.#o.heardRemotes();
+    const progress = {
+      ready,
+      held,
+      waiting: this.#waiting.size,
+      learningTogether: [...this.#syncing.values()].filter((s) => s.learningTogether).length,
+      unreachable: known.filter((dc) => !live.has(dc)),
+    };
+    const line = JSON.stringify(progress);
+    if (line === this.#progressLine && now - this.#progressLoggedAt < PROGRESS_LOG_MS) return;
+    this.#progressLine = line;
+    this.#progressLoggedAt = now;
+    this.#o.logger.info(progress, "bootstrap in progress");
+  }
+
   /** Asks again where no answer came for a while, and ends discovery for partitions nobody can teach. */
   #schedule(): void {
     this.#timer = this.#o.clock.setTimeout(() => {
@@ -377,10 +411,7 @@ export class Bootstrap {
       }
       for (const partition of [...this.#unchecked]) void this.partitionHeld(partition);
       for (const partition of [...this.#waiting]) this.#begin(partition);
-      if (this.#syncing.size + this.#waiting.size + this.#unchecked.size > 0) {
-        const { ready, held } = this.progress;
-        this.#o.logger.info({ ready, held, waiting: this.#waiting.size }, "bootstrap in progress");
-      }
+      if (this.#syncing.size + this.#waiting.size + this.#unchecked.size > 0) this.#logProgress(now);
       this.#schedule();
     }, this.#o.retryMs);
   }

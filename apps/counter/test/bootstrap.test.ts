@@ -1,4 +1,6 @@
-import { silentLogger } from "@livecount/runtime";
+import { Writable } from "node:stream";
+import { silentLogger, type Logger } from "@livecount/runtime";
+import { pino } from "pino";
 import { MemoryStore, type Fence } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -14,7 +16,14 @@ describe("counter - bootstrap", () => {
 
   /** A Bootstrap over a memory store whose partition P is leased to this node. */
   async function setUp(
-    opts: { dc?: string; peers?: string[]; heard?: string[]; expectedPeers?: string[]; alone?: boolean } = {},
+    opts: {
+      dc?: string;
+      peers?: string[];
+      heard?: string[];
+      expectedPeers?: string[];
+      alone?: boolean;
+      logger?: Logger;
+    } = {},
   ) {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
@@ -31,7 +40,7 @@ describe("counter - bootstrap", () => {
       dc: opts.dc ?? "dc1",
       store,
       clock,
-      logger: silentLogger,
+      logger: opts.logger ?? silentLogger,
       fenceOf: (p) => fences.get(p),
       liveRemotes: () => live,
       heardRemotes: () => [...new Set([...live, ...heard])],
@@ -337,6 +346,30 @@ describe("counter - bootstrap", () => {
     }
     // Once in 10 s at most, give or take the first answer of dc4.
     expect(asked).toBeLessThanOrEqual(8);
+  });
+
+  test("counter - while it waits, the progress line names the DCs it cannot hear and counts partitions only learners answered, every 10 s when unchanged", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(JSON.parse(chunk.toString("utf8")) as Record<string, unknown>);
+        done();
+      },
+    });
+    const { clock, b } = await setUp({
+      dc: "dc2",
+      peers: ["dc1"],
+      expectedPeers: ["dc1", "dc3"],
+      logger: pino({ level: "info" }, sink),
+    });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    b.peerSynced(P, "dc1", true);
+    for (let t = 0; t < 30; t++) await clock.advance(RETRY_MS);
+    const progress = lines.filter((l) => l.msg === "bootstrap in progress");
+    expect(progress.at(-1)).toMatchObject({ ready: 0, held: 1, learningTogether: 1, unreachable: ["dc3"] });
+    // The first line, the one after dc1's answer, then one every 10 s: not one a second.
+    expect(progress.length).toBeLessThanOrEqual(5);
   });
 
   test("counter - a dropped partition forgets its sync; held again, it asks again", async () => {
