@@ -1,7 +1,7 @@
 /** Decoders of the anti-entropy messages between data centers (internal.ts). */
 import { isInternalId, isPageId } from "./ids.js";
 import type { Entries } from "@livecount/crdt";
-import { MAX_AE_PAGES, type AntiEntropyMessage, type Digest } from "./internal.js";
+import { MAX_AE_PAGES, type AntiEntropyMessage, type Digest } from "./anti_entropy_messages.js";
 import {
   entriesOf,
   field,

@@ -7,7 +7,8 @@
  * the largest part of what a node allocated in a heal.
  */
 import type { Entries } from "@livecount/crdt";
-import type { AeEntries, PageUpdates } from "./internal.js";
+import type { AeEntries } from "./anti_entropy_messages.js";
+import type { PageUpdates } from "./internal.js";
 import { MsgpackWriter, VALUE_BOUND, fixstrs, stringBound } from "./msgpack_writer.js";
 
 const writer = new MsgpackWriter();
