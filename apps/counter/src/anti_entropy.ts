@@ -2,7 +2,6 @@ import { antiEntropyPartitionSubject, antiEntropySubject, type Bus, type Subscri
 import type { DcLiveness } from "@livecount/cluster";
 import {
   decodeMessage,
-  encodeAeEntries,
   encodeMessage,
   type AeBuckets,
   type AeEntries,
@@ -10,14 +9,14 @@ import {
   type AntiEntropyMessage,
 } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
-import type { Fence, PageRecord, Store } from "@livecount/store";
+import type { Fence, Store } from "@livecount/store";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
-import { chunkPages } from "./page_chunks.js";
 import { PurgeExchange } from "./purge_exchange.js";
 import { mergeReceivedPages } from "./received_pages.js";
+import { sendPages } from "./sent_pages.js";
 
 export interface AntiEntropyOptions {
   readonly dc: string;
@@ -49,8 +48,6 @@ export interface AntiEntropyOptions {
   readonly tombsAgreed: (partition: number, remote: string, at: number) => void;
 }
 
-/** Buckets read from the store at once while sending (all of a partition: two store round trips). */
-const BUCKETS_PER_READ = 64;
 /** Partitions per summary message (a summary names at most 65,536). */
 const PARTITIONS_PER_SUMMARY = 4096;
 /**
@@ -366,7 +363,7 @@ export class AntiEntropy {
       pull: differing,
       ...(learningHere ? { senderLearning: true } : {}),
     });
-    await this.#sendPages(msg.from, msg.partition, differing, { done: true });
+    await this.#sendPages(msg.from, msg.partition, differing);
     this.#progress(msg.from, msg.partition);
   }
 
@@ -388,7 +385,7 @@ export class AntiEntropy {
       // The other DC drives this comparison: a crossed one left to it is taken.
       this.#exchanges.remoteDrives(msg.from, msg.partition);
       // Sent while the other's entries arrive and merge, outside this partition's chain.
-      this.#sendPages(msg.from, msg.partition, msg.pull, { done: true }).catch((err: unknown) =>
+      this.#sendPages(msg.from, msg.partition, msg.pull).catch((err: unknown) =>
         this.#o.logger.warn(
           { err, partition: msg.partition },
           "anti-entropy pages not sent; the next comparison retries",
@@ -406,43 +403,11 @@ export class AntiEntropy {
     if (floored) this.#o.peerSynced(msg.partition, msg.from, peerLearning);
   }
 
-  /** Every page of `buckets` as the store holds it, in messages of bounded size (page_chunks.ts); the last carries the flags. */
-  async #sendPages(
-    to: string,
-    partition: number,
-    buckets: readonly number[],
-    flags: { readonly pull?: readonly number[]; readonly done?: boolean },
-  ): Promise<void> {
-    const subject = antiEntropyPartitionSubject(to, partition);
-    const head = { from: this.#o.dc, to, partition };
-    // Before the reads: pages read while this node still learns the partition teach nothing.
-    const learningHere = flags.done === true && !this.#o.bootstrapped(partition);
-    let batch: Array<[string, PageRecord]> = [];
-    let sent = 0;
-    for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
-      const pages = await this.#o.store.bucketPages(partition, buckets.slice(i, i + BUCKETS_PER_READ));
-      // Every message but the last of a cut is full and goes now; the last waits for more pages.
-      const chunks = [...chunkPages([...batch, ...pages])];
-      batch = chunks.pop() ?? [];
-      for (const chunk of chunks) {
-        this.#publish(subject, encodeAeEntries(head, chunk));
-        sent += chunk.length;
-      }
-    }
-    // The last message of a transfer tells the receiver this DC's purge floor (AeEntries.floor), and
-    // whether this node still learned the partition when it started reading (AeBuckets.senderLearning).
-    const floor = flags.done === true ? await this.#o.store.purgeFloor(partition) : 0;
-    this.#publish(
-      subject,
-      encodeAeEntries(head, batch, {
-        ...flags,
-        ...(floor > 0 ? { floor } : {}),
-        ...(learningHere ? { senderLearning: true } : {}),
-      }),
-    );
-    sent += batch.length;
-    this.#o.metrics.antiEntropy.inc({ step: "entries" });
-    this.#o.metrics.antiEntropyPages.inc({ direction: "sent" }, sent);
+  /** Every page of `buckets` to `to`, ending the transfer (sent_pages.ts). */
+  #sendPages(to: string, partition: number, buckets: readonly number[]): Promise<void> {
+    const { dc, store, metrics, bootstrapped } = this.#o;
+    const publish = (subject: string, data: Uint8Array): void => this.#publish(subject, data);
+    return sendPages({ dc, store, metrics, bootstrapped, publish }, to, partition, buckets);
   }
 
   #send(subject: string, msg: AntiEntropyMessage): void {
