@@ -186,7 +186,7 @@ export class Bootstrap {
    * holds may lack what the DCs that hold the partition hold, so it teaches nothing (two DCs rebuilt
    * together would otherwise each serve on the other's empty store, and count on top of it).
    */
-  peerSynced(partition: number, peer: string, peerLearning = false): void {
+  peerSynced(partition: number, peer: string, peerLearning: boolean): void {
     if (this.#ready.has(partition)) return;
     const sync = this.#syncing.get(partition);
     if (sync === undefined) {

@@ -81,7 +81,8 @@ export class Convergence {
       fenceOf: o.fenceOf,
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
-      peerSynced: (partition, peer, learning) => this.#bootstrap.peerSynced(partition, peer, learning),
+      peerSynced: (partition, peer, peerLearning) =>
+        this.#bootstrap.peerSynced(partition, peer, peerLearning),
       bootstrapped: (partition) => this.#bootstrap.isReady(partition),
       tombsAgreed: (partition, remote, at) => this.#tombs.agreed(partition, remote, at),
     });

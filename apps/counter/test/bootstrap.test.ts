@@ -81,11 +81,11 @@ describe("counter - bootstrap", () => {
       ["dc2", [P]],
       ["dc3", [P]],
     ]);
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     await clock.advance(0);
     expect(served).toEqual([]);
     expect(b.isReady(P)).toBe(false);
-    b.peerSynced(P, "dc3");
+    b.peerSynced(P, "dc3", false);
     await clock.advance(0);
     expect(served).toEqual([P]);
     expect(await store.isBootstrapped(P)).toBe(true);
@@ -94,7 +94,7 @@ describe("counter - bootstrap", () => {
 
   test("counter - a peer's transfer merged before the partition started syncing counts: it is not asked again", async () => {
     const { clock, served, requests, b } = await setUp({ peers: ["dc2"] });
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     await b.partitionHeld(P);
     await clock.advance(0);
     expect(requests).toEqual([]);
@@ -105,7 +105,7 @@ describe("counter - bootstrap", () => {
     const { clock, requests, b } = await setUp({ peers: ["dc2", "dc3"] });
     await b.partitionHeld(P);
     await clock.advance(0);
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     requests.length = 0;
     await clock.advance(RETRY_MS * 2 + 1);
     expect(requests.length).toBeGreaterThan(0);
@@ -123,7 +123,7 @@ describe("counter - bootstrap", () => {
     b.remoteUp();
     await clock.advance(0);
     expect(requests).toEqual([["dc2", [P]]]);
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     await clock.advance(0);
     expect(served).toEqual([P]);
   });
@@ -157,7 +157,7 @@ describe("counter - bootstrap", () => {
     const { clock, live, served, b } = await setUp({ peers: ["dc2", "dc3"], expectedPeers: ["dc2", "dc3"] });
     await b.partitionHeld(P);
     await clock.advance(0);
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     live.splice(live.indexOf("dc3"), 1);
     b.remoteDown("dc3");
     await clock.advance(0);
@@ -178,7 +178,7 @@ describe("counter - bootstrap", () => {
     expect(served).toEqual([]);
     expect(requests).toContainEqual(["dc2", [P]]);
     // Once it holds the partition, its answer teaches.
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     await clock.advance(0);
     expect(served).toEqual([P]);
   });
@@ -214,7 +214,7 @@ describe("counter - bootstrap", () => {
     expect(other.served).toEqual([]);
     expect(new Set(other.requests.map(([to]) => to))).toEqual(new Set(["dc1", "dc3"]));
     // dc1 started it: it teaches now, and dc3, still learning, need not.
-    other.b.peerSynced(P, "dc1");
+    other.b.peerSynced(P, "dc1", false);
     other.b.peerSynced(P, "dc3", true);
     await other.clock.advance(0);
     expect(other.served).toEqual([P]);
@@ -261,7 +261,7 @@ describe("counter - bootstrap", () => {
     await clock.advance(DISCOVERY_MS);
     b.peerSynced(P, "dc2", true);
     expect(served).toEqual([]);
-    b.peerSynced(P, "dc3");
+    b.peerSynced(P, "dc3", false);
     await clock.advance(0);
     expect(served).toEqual([P]);
   });
@@ -300,7 +300,7 @@ describe("counter - bootstrap", () => {
     b.remoteUp();
     await clock.advance(0);
     expect(requests.at(-1)).toEqual(["dc3", [P]]);
-    b.peerSynced(P, "dc3");
+    b.peerSynced(P, "dc3", false);
     b.peerSynced(P, "dc2", true);
     await clock.advance(0);
     expect(served).toEqual([P]);
@@ -374,7 +374,7 @@ describe("counter - bootstrap", () => {
 
   test("counter - a dropped partition forgets its sync; held again, it asks again", async () => {
     const { clock, requests, served, b } = await setUp({ peers: ["dc2"] });
-    b.peerSynced(P, "dc2");
+    b.peerSynced(P, "dc2", false);
     b.partitionDropped(P);
     await b.partitionHeld(P);
     await clock.advance(0);
