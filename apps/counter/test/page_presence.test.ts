@@ -217,12 +217,34 @@ describe("counter - page presence", () => {
     expect([p.count, p.active, p.connections]).toEqual([2, 1, 0]);
   });
 
+  test("counter - graces that end in the order they began, with returns and re-leaves between, end each viewer once", () => {
+    const p = new PagePresence();
+    for (let i = 0; i < 200; i++) p.hold("g1", `v:${i}`, 1, i % 2 === 0);
+    // Leaves one a millisecond apart; every fifth viewer comes back and leaves again 1 s later.
+    for (let i = 0; i < 200; i++) p.release("g1", `v:${i}`, T0 + i, GRACE_MS);
+    for (let i = 0; i < 200; i += 5) {
+      p.hold("g2", `v:${i}`, 1, false);
+      p.release("g2", `v:${i}`, T0 + 1_000 + i, GRACE_MS);
+    }
+    expect([p.count, p.connections, p.nextDeadline()]).toEqual([200, 0, T0 + 1 + GRACE_MS]);
+    // Past the first 120 graces: the 96 viewers among them that did not come back end.
+    p.expire(T0 + 119 + GRACE_MS);
+    expect([p.count, p.nextDeadline()]).toEqual([104, T0 + 121 + GRACE_MS]);
+    // Before the second graces end, only first graces are left to end.
+    p.expire(T0 + 999 + GRACE_MS);
+    expect([p.count, p.active, p.nextDeadline()]).toEqual([40, 0, T0 + 1_000 + GRACE_MS]);
+    p.expire(T0 + 1_199 + GRACE_MS);
+    expect([p.count, p.active, p.nextDeadline()]).toEqual([0, 0, undefined]);
+  });
+
   test("counter - under random ops the totals match a reference model at every step", () => {
     const seed = testSeed("page presence model");
     for (let run = 0; run < 50; run++) {
       const rnd = mulberry32(seed + run);
-      const p = new PagePresence();
+      let arrivals = 0;
+      const p = new PagePresence(() => arrivals++);
       // The model: what each gateway holds of each viewer, and who lingers until when (and how active).
+      let arrived = 0;
       const holds = new Map<string, Map<string, Hold>>();
       const lingering = new Map<string, { at: number; active: boolean }>();
       const held = (v: string): boolean => [...holds.values()].some((m) => m.has(v));
@@ -236,6 +258,7 @@ describe("counter - page presence", () => {
         } else if (!held(v) && grace <= 0) lingering.delete(v);
       };
       const hold = (g: string, v: string, h: Hold): void => {
+        if (!held(v) && !lingering.has(v)) arrived++;
         if (!holds.has(g)) holds.set(g, new Map());
         holds.get(g)!.set(v, h);
         lingering.delete(v);
@@ -280,10 +303,17 @@ describe("counter - page presence", () => {
         let looking = [...viewers].filter(active).length;
         for (const [other, l] of lingering) if (!viewers.has(other) && l.active) looking++;
         const count = new Set([...viewers, ...lingering.keys()]).size;
-        expect([p.count, p.active, p.connections], `seed ${seed + run}, step ${step}`).toEqual([
+        const deadlines = [...lingering.values()].map((l) => l.at);
+        expect(
+          [p.count, p.active, p.connections, arrivals, p.nextDeadline(), new Set(p.viewers())],
+          `seed ${seed + run}, step ${step}`,
+        ).toEqual([
           count,
           looking,
           connections,
+          arrived,
+          deadlines.length > 0 ? Math.min(...deadlines) : undefined,
+          new Set([...viewers, ...lingering.keys()]),
         ]);
       }
     }
