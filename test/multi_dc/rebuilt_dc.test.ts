@@ -14,6 +14,7 @@ import {
   UNLINKED_WINDOW_MS,
   addLikes,
   counterMetric,
+  expectLikesEntries,
   expectServesNothing,
   expectTotals,
   pageIds,
@@ -22,9 +23,8 @@ import {
   type Expected,
 } from "../support/dc_pages.js";
 import { eventually } from "../support/eventually.js";
-import { startDataCenters, type TestDc } from "../support/multi_dc.js";
+import { startDataCenters } from "../support/multi_dc.js";
 import { natsServerAvailable } from "../support/nats_server.js";
-import type { PageRaw } from "../support/publisher_http.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 import { TestClient } from "../support/ws_client.js";
 
@@ -34,33 +34,6 @@ const PAGES_WITH_VIEWERS = 10;
 /** Likes dc1 adds to every page once rebuilt. */
 const LIKES_AFTER = 3;
 const TEST_TIMEOUT_MS = 90_000;
-
-type Entry = { readonly p: number; readonly n: number };
-
-function likesEntry(raw: ReadonlyMap<string, PageRaw>, page: string, dc: string): Entry | undefined {
-  return raw.get(page)?.counters.likes?.[dc];
-}
-
-/** Throws unless every page's raw `likes` entry of `owner` in `dc` is `{p: want(page), n: 0}`. */
-async function expectLikesEntries(
-  dc: TestDc,
-  owner: string,
-  pages: readonly string[],
-  want: (page: string) => number,
-): Promise<void> {
-  const raw = await readRaw(dc, pages);
-  const wrong = pages.filter((page) => {
-    const e = likesEntry(raw, page, owner);
-    return e?.p !== want(page) || e.n !== 0;
-  });
-  if (wrong.length > 0) {
-    const page = wrong[0]!;
-    throw new Error(
-      `${dc.name}: ${owner}'s likes entry wrong on ${wrong.length} of ${pages.length} pages, e.g. ${page}: ` +
-        `${JSON.stringify(likesEntry(raw, page, owner))}, want {"p":${want(page)},"n":0}`,
-    );
-  }
-}
 
 describeWithBinary(
   natsServerAvailable() && redisServerAvailable(),

@@ -100,6 +100,26 @@ export async function readRaw(dc: TestDc, pages: readonly string[]): Promise<Map
   return out;
 }
 
+/** Throws unless every page's raw `likes` entry of `owner` in `dc` is `{p: want(page), n: 0}`. */
+export async function expectLikesEntries(
+  dc: TestDc,
+  owner: string,
+  pages: readonly string[],
+  want: (page: string) => number,
+): Promise<void> {
+  const raw = await readRaw(dc, pages);
+  const entry = (page: string): { p: number; n: number } | undefined =>
+    raw.get(page)?.counters.likes?.[owner];
+  const wrong = pages.filter((page) => entry(page)?.p !== want(page) || entry(page)?.n !== 0);
+  if (wrong.length > 0) {
+    const page = wrong[0]!;
+    throw new Error(
+      `${dc.name}: ${owner}'s likes entry wrong on ${wrong.length} of ${pages.length} pages, e.g. ${page}: ` +
+        `${JSON.stringify(entry(page))}, want {"p":${want(page)},"n":0}`,
+    );
+  }
+}
+
 /** The pages whose value is not `expected(page)`, each with what it shows instead (at most `max`). */
 export function wrongPages(
   shown: (page: string) => { viewers: number; counters: Readonly<Record<string, number>> } | undefined,
