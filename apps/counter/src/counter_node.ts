@@ -14,6 +14,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
+import { BusPulse } from "./bus_pulse.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -41,6 +42,14 @@ export interface CounterNodeOptions {
 const OWNERSHIP_WAIT_FACTOR = 1.5;
 /** Idle actors are looked for every this many sweeps. */
 const PASSIVATION_SWEEPS = 20;
+/**
+ * Round trips to the broker (BusPulse, one every DC heartbeat interval) unanswered for this many
+ * intervals make a silence of the bus (PresenceIntake.sweep): one or two late answers are a busy
+ * process, three are not. At the defaults (250 ms, and a gateway lease of 10 s) it is noticed within
+ * a second, long before a gateway's lease could lapse on it; a gateway lease shorter than three DC
+ * heartbeats and a sweep is not protected this way.
+ */
+const BUS_SILENCE_HEARTBEATS = 3;
 
 type Status = "new" | "running" | "stopping" | "stopped";
 
@@ -64,6 +73,8 @@ export class CounterNode {
   readonly #clock: Clock;
   readonly #membership: Membership;
   readonly #liveness: DcLiveness;
+  /** Only with NATS: the in-memory bus is this process, silent only when the process is (a stall). */
+  readonly #pulse: BusPulse | undefined;
   readonly #ownership: PartitionOwnership;
   readonly #registry: ActorRegistry;
   readonly #writer: DurableWriter;
@@ -91,6 +102,12 @@ export class CounterNode {
       node: config.nodeId,
       dc: config.dc,
     }));
+    const busSilenceMs = BUS_SILENCE_HEARTBEATS * config.dcHeartbeatMs;
+    if (config.natsUrl !== undefined && busSilenceMs + config.sweepMs >= config.gatewayLeaseMs)
+      logger.warn(
+        { dcHeartbeatMs: config.dcHeartbeatMs, gatewayLeaseMs: config.gatewayLeaseMs },
+        "LIVECOUNT_DC_HEARTBEAT_MS is a third of LIVECOUNT_GATEWAY_LEASE_MS or more: a NATS outage will drop every gateway's viewers before it is noticed",
+      );
     const metrics = new CounterMetrics(opts.registry, {
       partitionsOwned: () => this.#ownership.heldCount,
       partitionsBootstrapped: () => this.#convergence.bootstrapped,
@@ -118,6 +135,10 @@ export class CounterNode {
     });
     this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
     this.#ownership.onAcquire((partition) => this.#onPartitionAcquired(partition));
+    this.#pulse =
+      config.natsUrl === undefined
+        ? undefined
+        : new BusPulse({ bus, clock, intervalMs: config.dcHeartbeatMs });
     this.#liveness = new DcLiveness({
       bus,
       clock,
@@ -158,6 +179,8 @@ export class CounterNode {
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,
+      busHeardAt: () => this.#pulse?.heardAt ?? clock.now(),
+      busSilenceMs,
       clock,
       store,
       bus,
@@ -287,6 +310,7 @@ export class CounterNode {
     this.#convergence.start();
     this.#emptyPages.start();
     this.#liveness.start();
+    this.#pulse?.start();
     this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
     this.#membership.start();
     this.#ownership.start();
@@ -304,6 +328,7 @@ export class CounterNode {
     await this.#ownership.close();
     this.#membership.stop();
     this.#liveness.stop();
+    this.#pulse?.stop();
     this.#convergence.stop();
     this.#emptyPages.stop();
     this.#purge.stop();

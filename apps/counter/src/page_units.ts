@@ -20,6 +20,9 @@ export interface PageUnitsOptions {
   readonly idempotencyTtlMs: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
+  /** PresenceIntakeOptions.busHeardAt (BusPulse.heardAt) and busSilenceMs. */
+  readonly busHeardAt: () => number;
+  readonly busSilenceMs: number;
   readonly clock: Clock;
   readonly store: Store;
   readonly bus: Bus;
@@ -94,6 +97,8 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     partitions: o.partitions,
     gatewayLeaseMs: o.gatewayLeaseMs,
     sweepMs: o.sweepMs,
+    busHeardAt: o.busHeardAt,
+    busSilenceMs: o.busSilenceMs,
     now: () => clock.now(),
   });
   return { registry, writer, intake };

@@ -26,6 +26,10 @@ export interface PresenceIntakeOptions {
   readonly gatewayLeaseMs: number;
   /** How often the node calls `sweep`: a sweep much later than that means this process did not run. */
   readonly sweepMs: number;
+  /** When the broker last answered this node (BusPulse.heardAt): how long the bus has carried nothing here. */
+  readonly busHeardAt: () => number;
+  /** The bus silent for longer than this is the bus's silence, not the gateways': their leases wait. */
+  readonly busSilenceMs: number;
   readonly now: () => number;
 }
 
@@ -38,6 +42,8 @@ export class PresenceIntake {
   readonly #leases: GatewayLeases;
   /** When the last sweep ran. */
   #lastSweepAt = 0;
+  /** When the bus last brought something before the silence it is in, if it is: no lease lapses meanwhile. */
+  #busSilentSince: number | undefined;
 
   constructor(options: PresenceIntakeOptions) {
     this.#o = options;
@@ -189,14 +195,40 @@ export class PresenceIntake {
   }
 
   /**
-   * Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). Time
-   * this process did not run (paused, starved, a long GC) since the last sweep is not time the
-   * gateways were silent: their heartbeats wait in the socket, read right after this sweep.
+   * Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). Neither
+   * kind of silence below is the gateways', and a drop on it would show every page they hold with
+   * no viewers until they resync:
+   * - time this process did not run (paused, starved, a long GC) since the last sweep: their
+   *   heartbeats wait in the socket, read right after this sweep;
+   * - time the bus carried nothing to this node, not even the broker's answers (NATS down or frozen):
+   *   no lease lapses meanwhile, and once the bus carries again, the silence does not count against
+   *   any lease. A busy process that reads its heartbeats late passes for a short silence of the
+   *   bus: that only moves each lease by as long.
    */
   sweep(now: number): void {
     const stalledMs = now - this.#lastSweepAt - this.#o.sweepMs;
-    if (this.#lastSweepAt > 0 && stalledMs > this.#o.sweepMs) this.#leases.compensateStall(stalledMs);
+    const stalled = this.#lastSweepAt > 0 && stalledMs > this.#o.sweepMs;
+    if (stalled) this.#leases.compensateSilence(stalledMs);
     this.#lastSweepAt = now;
+    // After a stall of this process, what the bus brought meanwhile is read after this sweep: the
+    // bus, and the leases, are judged at the next one.
+    if (stalled) return;
+    const heardAt = this.#o.busHeardAt();
+    if (now - heardAt > this.#o.busSilenceMs) {
+      if (this.#busSilentSince === undefined)
+        this.#o.logger.warn({ silentMs: now - heardAt }, "nothing comes on the bus; gateway leases wait");
+      this.#busSilentSince ??= heardAt;
+      return;
+    }
+    if (this.#busSilentSince !== undefined) {
+      const silentMs = heardAt - this.#busSilentSince;
+      this.#busSilentSince = undefined;
+      this.#leases.compensateSilence(silentMs);
+      this.#o.logger.info(
+        { silentMs },
+        "the bus carries again; its silence does not count against gateway leases",
+      );
+    }
     this.#supersede(now);
     this.#expire(now);
   }

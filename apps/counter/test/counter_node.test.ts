@@ -18,6 +18,7 @@ import { ManualClock } from "../../../test/support/manual_clock.js";
 import { readCounterConfig } from "../src/counter_config.js";
 import { CounterNode } from "../src/counter_node.js";
 import { withoutBuckets } from "../../../test/support/records.js";
+import { logLines } from "../../../packages/cluster/test/log_lines.js";
 
 const PARTITIONS = 4;
 const LEASE_MS = 3_000;
@@ -234,4 +235,35 @@ describe("counter - counter node lifecycle", () => {
     const gauge = await metrics.getSingleMetric("livecount_counter_actors")?.get();
     return gauge?.values[0]?.value ?? NaN;
   }
+});
+
+describe("counter - counter node settings", () => {
+  test("counter - a DC heartbeat of a third of the gateway lease or more is warned about at start: a NATS outage would pass for dead gateways", async () => {
+    const warnings = async (env: Record<string, string>): Promise<string[]> => {
+      const clock = new ManualClock();
+      const bus = new MemoryBus({ clock });
+      const { logger, lines } = logLines();
+      // A NATS URL, as a cluster's nodes have (the bus given here is not connected to it).
+      const config = readCounterConfig({
+        LIVECOUNT_NODE_ID: "counter-1",
+        LIVECOUNT_NATS_URL: "nats://127.0.0.1:4222",
+        ...env,
+      });
+      new CounterNode({ config, bus, store: new MemoryStore(), logger, registry: new Registry(), clock });
+      await bus.close();
+      return lines.filter((l) => l.level === 40).map((l) => l.msg);
+    };
+    const slow = { LIVECOUNT_DC_HEARTBEAT_MS: "3000" };
+    // The defaults: 250 ms heartbeats, a 10 s lease.
+    expect(await warnings({})).toEqual([]);
+    // Three heartbeats and a sweep (250 ms at most) just inside the lease, then not.
+    expect(await warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "9251" })).toEqual([]);
+    expect(await warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "9250" })).toEqual([
+      expect.stringContaining("LIVECOUNT_DC_HEARTBEAT_MS is a third of LIVECOUNT_GATEWAY_LEASE_MS or more"),
+    ]);
+    // The in-memory bus (no NATS URL) has no outage of its own.
+    expect(await warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "9250", LIVECOUNT_NATS_URL: "" })).toEqual(
+      [],
+    );
+  });
 });

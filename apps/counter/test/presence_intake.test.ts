@@ -1,6 +1,7 @@
 import { CONNECTIONS_COUNTER, VIEWERS_COUNTER } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
 import {
+  BUS_SILENCE_MS,
   GATEWAY_LEASE_MS,
   GRACE_MS,
   SWEEP_MS,
@@ -258,6 +259,43 @@ describe("counter - presence intake", () => {
     expect(viewers(page)).toBe(1);
     // Sweeping on time while the gateway stays silent expires it.
     await sweepFor(GATEWAY_LEASE_MS);
+    expect(viewers(page)).toBe(0);
+  });
+
+  test("counter - silence of the bus is not silence of the gateways: no lease lapses while nothing comes, and the silence does not count against any lease", async () => {
+    u = await buildUnits();
+    const page = pageIn(6);
+    await u.acquire(6);
+    await sweepFor(SWEEP_MS * 3);
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
+    // NATS down or frozen for three leases, from right after the gateway's heartbeat: nothing comes,
+    // the broker answers no round trip either; the node's sweeps run on time.
+    u.busSilentSince = u.clock.now();
+    await sweepFor(GATEWAY_LEASE_MS * 3);
+    expect(viewers(page)).toBe(1);
+    // The bus carries again (the next sweep sees it), and the gateway stays silent: its lease runs on
+    // from where the silence stopped it, whole.
+    u.busSilentSince = undefined;
+    await sweepFor(SWEEP_MS + GATEWAY_LEASE_MS - 1);
+    expect(viewers(page)).toBe(1);
+    await sweepFor(1);
+    expect(viewers(page)).toBe(0);
+  });
+
+  test("counter - a pause of the bus shorter than its silence bound postpones no lease", async () => {
+    u = await buildUnits();
+    const page = pageIn(6);
+    await u.acquire(6);
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
+    await sweepFor(GATEWAY_LEASE_MS / 2);
+    u.busSilentSince = u.clock.now();
+    await sweepFor(BUS_SILENCE_MS);
+    u.busSilentSince = undefined;
+    await sweepFor(GATEWAY_LEASE_MS / 2 - BUS_SILENCE_MS - 1);
+    expect(viewers(page)).toBe(1);
+    await sweepFor(1);
     expect(viewers(page)).toBe(0);
   });
 

@@ -40,6 +40,8 @@ export const MERGES_IN_FLIGHT = 2;
 /** LIVECOUNT_FLUSH_MAX_WRITES's default. */
 export const FLUSH_MAX_WRITES = 20_000;
 export const SWEEP_MS = 100;
+/** Three DC heartbeats of 250 ms, as a node runs with the defaults. */
+export const BUS_SILENCE_MS = 750;
 export const MAX_ACTORS = 200;
 
 /** A MemoryStore whose calls can be made to fail or wait, and that logs each write's start and end. */
@@ -203,6 +205,11 @@ export interface Units {
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly intake: PresenceIntake;
+  /**
+   * Since when nothing comes on the bus (NATS down or frozen: the broker answers no round trip), as
+   * the node's BusPulse would tell; undefined (the default) while it carries.
+   */
+  busSilentSince: number | undefined;
   /** Takes the partition's lease in the store, as the node's ownership would. */
   acquire(partition: number): Promise<Fence>;
   close(): Promise<void>;
@@ -229,6 +236,7 @@ export async function buildUnits(
   const store = new FlakyStore(() => clock.now(), timeline);
   const fences = new Map<number, Fence>();
   const lost: number[] = [];
+  let busSilentSince: number | undefined;
   const { registry, writer, intake } = createPageUnits({
     dc: DC,
     partitions: PARTITIONS,
@@ -242,6 +250,8 @@ export async function buildUnits(
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,
+    busHeardAt: () => busSilentSince ?? clock.now(),
+    busSilenceMs: BUS_SILENCE_MS,
     clock,
     store,
     bus,
@@ -266,6 +276,12 @@ export async function buildUnits(
     registry,
     writer,
     intake,
+    get busSilentSince() {
+      return busSilentSince;
+    },
+    set busSilentSince(at) {
+      busSilentSince = at;
+    },
     async acquire(partition) {
       const lease = await store.acquire(partition, "node-a", 3_600_000);
       if (lease === null) throw new Error(`partition ${partition} is held by another node`);

@@ -139,13 +139,14 @@ export class GatewayLeases {
   }
 
   /**
-   * This process did not run for `stalledMs` (paused, starved, a long GC). That is not time the
-   * gateways were silent: their heartbeats wait in the socket and are read right after. Without
-   * this, a node frozen longer than a gateway lease would drop every viewer on resuming, and no
-   * gateway would resync after that.
+   * For `silentMs` no gateway could be heard here: this process did not run (paused, starved, a
+   * long GC; their heartbeats wait in the socket and are read right after), or the bus brought it
+   * nothing (NATS down or frozen). That time does not count against any lease. Without this, a
+   * node frozen longer than a gateway lease would drop every viewer on resuming, and a NATS outage
+   * as long would drop them at every owner.
    */
-  compensateStall(stalledMs: number): void {
-    for (const lease of this.#leases.values()) lease.lastSeen += stalledMs;
+  compensateSilence(silentMs: number): void {
+    for (const lease of this.#leases.values()) lease.lastSeen += silentMs;
   }
 
   /** The page left this node's memory: no gateway holds anything on it here any more. */

@@ -88,7 +88,7 @@ describe("cluster - gateway leases", () => {
     leases.touch("gw-a", T0);
     leases.touch("gw-b", T0 + 9_000);
     // Frozen for 30 s: the heartbeats sent meanwhile wait in the socket.
-    leases.compensateStall(30_000);
+    leases.compensateSilence(30_000);
     expect(leases.expire(T0 + 39_999)).toEqual([]);
     expect(leases.expire(T0 + 40_000).map((l) => l.gateway)).toEqual(["gw-a"]);
   });
