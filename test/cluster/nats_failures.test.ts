@@ -54,6 +54,8 @@ describeWithBinary(
     const NOTICE_SILENCE_MS = TIMINGS.nodeLeaseMs + 1000;
     /** Past the gateway lease (owners lose every gateway's heartbeats and drop its viewers), and a second of readiness samples past NOTICE_SILENCE_MS. */
     const OUTAGE_MS = NOTICE_SILENCE_MS + 1000;
+    /** After a thaw, long enough for the frozen server's queued heartbeats to reach the owners. */
+    const KILL_AFTER_THAW_MS = 300;
 
     let cluster: TestCluster;
     let crowd: Crowd;
@@ -206,6 +208,36 @@ describeWithBinary(
           expect({ status: a.status, retryAfter: a.retryAfter }).toEqual({ status: 503, retryAfter: true });
           expect(a.ms, "a refusal comes at once").toBeLessThan(NOTICE_DISCONNECT_MS);
         }
+      },
+      TEST_TIMEOUT_MS,
+    );
+
+    // The other side of not counting a silent bus against the gateways: a gateway that dies as NATS
+    // comes back must still stop counting within its lease, not the outage later (ghost viewers).
+    // Last: it kills a gateway of the shared cluster.
+    test(
+      "cluster - a gateway killed right after NATS thaws stops counting within its lease, not the outage later",
+      async () => {
+        logsOnFailure();
+        await scene.expectExact();
+        const [keeper, victim] = cluster.gateways as [ClusterProcess, ClusterProcess];
+        await cluster.nats.pause();
+        await sleep(OUTAGE_MS);
+        await cluster.nats.resume();
+        // The victim's heartbeats, held in the frozen server, reach the owners as it resumes.
+        await sleep(KILL_AFTER_THAW_MS);
+        const killedAt = Date.now();
+        await victim.kill();
+        crowd.gatewayGone(victim.wsUrl);
+        const watcher = scene.watchers[cluster.gateways.indexOf(keeper)]!;
+        for (const page of scene.pages)
+          await watcher.waitForViewers(page, crowd.expected(page), TIMINGS.gatewayLeaseMs + 2 * MARGIN_MS);
+        const droppedMs = Date.now() - killedAt;
+        console.info(
+          `cluster gateway killed after a NATS freeze: ${JSON.stringify({ droppedMs, OUTAGE_MS })}`,
+        );
+        expect(droppedMs).toBeLessThanOrEqual(TIMINGS.gatewayLeaseMs + MARGIN_MS);
+        expect(scene.deepestDip(killedAt), "a watcher saw fewer viewers than the truth").toBeUndefined();
       },
       TEST_TIMEOUT_MS,
     );

@@ -8,30 +8,46 @@ export interface BusPulseOptions {
   readonly intervalMs: number;
 }
 
+/** What a counter node knows of its bus (BusPulse; a harness's stand-in in tests). */
+export interface BusHealth {
+  /** When the broker last answered. */
+  readonly heardAt: number;
+  /**
+   * When the first round trip still unanswered went out, if one is: failed ones included (NATS
+   * down). How long ago is how long the bus has brought nothing, timed from a request that was
+   * really sent, so a timer that fired late does not pass for a silent bus.
+   */
+  readonly unansweredSince: number | undefined;
+}
+
 /**
  * Whether the bus carries anything to this process: a round trip to the broker every interval
  * (`Bus.flush`: on NATS a PING its server answers with a PONG), one at a time. A counter node runs
- * without echo, so its own heartbeats never come back to tell it. While NATS is down the round trip
- * fails; while it is frozen (SIGSTOP, a stalled host) it waits: either way `heardAt` stays where it
- * was, and the silence shows as its age.
+ * without echo, so its own heartbeats never come back to tell it. While NATS is down the round trips
+ * fail; while it is frozen (SIGSTOP, a stalled host) the one in flight waits: either way none is
+ * answered until the bus carries again.
  */
-export class BusPulse {
+export class BusPulse implements BusHealth {
   readonly #o: BusPulseOptions;
-  #heardAt = -Infinity;
+  #heardAt: number;
+  #unansweredSince: number | undefined;
   #inFlight = false;
   #timer: TimerHandle | undefined;
 
   constructor(options: BusPulseOptions) {
     this.#o = options;
+    this.#heardAt = options.clock.now();
   }
 
-  /** When the broker last answered a round trip (the start counts as heard). */
   get heardAt(): number {
     return this.#heardAt;
   }
 
+  get unansweredSince(): number | undefined {
+    return this.#unansweredSince;
+  }
+
   start(): void {
-    this.#heardAt = this.#o.clock.now();
     this.#tick();
   }
 
@@ -44,10 +60,14 @@ export class BusPulse {
     // One at a time: a frozen broker answers none, and a round trip pending at a disconnect fails.
     if (!this.#inFlight) {
       this.#inFlight = true;
+      this.#unansweredSince ??= this.#o.clock.now();
       this.#o.bus
         .flush()
         .then(
-          () => void (this.#heardAt = this.#o.clock.now()),
+          () => {
+            this.#heardAt = this.#o.clock.now();
+            this.#unansweredSince = undefined;
+          },
           () => {},
         )
         .finally(() => (this.#inFlight = false));

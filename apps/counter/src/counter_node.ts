@@ -43,13 +43,14 @@ const OWNERSHIP_WAIT_FACTOR = 1.5;
 /** Idle actors are looked for every this many sweeps. */
 const PASSIVATION_SWEEPS = 20;
 /**
- * Round trips to the broker (BusPulse, one every DC heartbeat interval) unanswered for this many
- * intervals make a silence of the bus (PresenceIntake.sweep): one or two late answers are a busy
- * process, three are not. At the defaults (250 ms, and a gateway lease of 10 s) it is noticed within
- * a second, long before a gateway's lease could lapse on it; a gateway lease shorter than three DC
- * heartbeats and a sweep is not protected this way.
+ * A round trip to the broker (BusPulse, one every DC heartbeat interval) unanswered for this many
+ * intervals makes a silence of the bus (PresenceIntake.sweep). Timed from when it went out, so only
+ * a process too busy to read the answer for that long mistakes itself for a silent bus, and that
+ * only moves the leases by as long. A silence is noticed at most one more interval and a sweep
+ * later: 1 s at the defaults (250 ms), where a gateway lease of 10 s, whose gateway beat up to a
+ * third of it before the outage, lapses 6.7 s into it at the earliest.
  */
-const BUS_SILENCE_HEARTBEATS = 3;
+const BUS_SILENCE_HEARTBEATS = 2;
 
 type Status = "new" | "running" | "stopping" | "stopped";
 
@@ -103,10 +104,15 @@ export class CounterNode {
       dc: config.dc,
     }));
     const busSilenceMs = BUS_SILENCE_HEARTBEATS * config.dcHeartbeatMs;
-    if (config.natsUrl !== undefined && busSilenceMs + config.sweepMs >= config.gatewayLeaseMs)
+    // The latest a silence is noticed, against the earliest a lease can lapse in it.
+    const noticedMs = config.dcHeartbeatMs + busSilenceMs + config.sweepMs;
+    if (
+      config.natsUrl !== undefined &&
+      HEARTBEATS_PER_LEASE * noticedMs >= (HEARTBEATS_PER_LEASE - 1) * config.gatewayLeaseMs
+    )
       logger.warn(
         { dcHeartbeatMs: config.dcHeartbeatMs, gatewayLeaseMs: config.gatewayLeaseMs },
-        "LIVECOUNT_DC_HEARTBEAT_MS is a third of LIVECOUNT_GATEWAY_LEASE_MS or more: a NATS outage will drop every gateway's viewers before it is noticed",
+        "LIVECOUNT_DC_HEARTBEAT_MS is too long for LIVECOUNT_GATEWAY_LEASE_MS: a NATS outage can drop gateways' viewers before it is noticed (keep three DC heartbeats and a sweep under two thirds of the lease)",
       );
     const metrics = new CounterMetrics(opts.registry, {
       partitionsOwned: () => this.#ownership.heldCount,
@@ -179,7 +185,7 @@ export class CounterNode {
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,
-      busHeardAt: () => this.#pulse?.heardAt ?? clock.now(),
+      busHealth: this.#pulse ?? { heardAt: 0, unansweredSince: undefined },
       busSilenceMs,
       clock,
       store,

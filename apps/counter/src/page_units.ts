@@ -2,6 +2,7 @@ import { pageSubject, type Bus } from "@livecount/bus";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
+import type { BusHealth } from "./bus_pulse.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { DurableWriter } from "./durable_writer.js";
@@ -20,8 +21,8 @@ export interface PageUnitsOptions {
   readonly idempotencyTtlMs: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
-  /** PresenceIntakeOptions.busHeardAt (BusPulse.heardAt) and busSilenceMs. */
-  readonly busHeardAt: () => number;
+  /** PresenceIntakeOptions.bus (a BusPulse) and busSilenceMs. */
+  readonly busHealth: BusHealth;
   readonly busSilenceMs: number;
   readonly clock: Clock;
   readonly store: Store;
@@ -97,7 +98,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     partitions: o.partitions,
     gatewayLeaseMs: o.gatewayLeaseMs,
     sweepMs: o.sweepMs,
-    busHeardAt: o.busHeardAt,
+    bus: o.busHealth,
     busSilenceMs: o.busSilenceMs,
     now: () => clock.now(),
   });

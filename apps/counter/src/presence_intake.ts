@@ -12,6 +12,7 @@ import {
 import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
 import type { ActorRegistry } from "./actor_registry.js";
+import type { BusHealth } from "./bus_pulse.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
@@ -26,9 +27,9 @@ export interface PresenceIntakeOptions {
   readonly gatewayLeaseMs: number;
   /** How often the node calls `sweep`: a sweep much later than that means this process did not run. */
   readonly sweepMs: number;
-  /** When the broker last answered this node (BusPulse.heardAt): how long the bus has carried nothing here. */
-  readonly busHeardAt: () => number;
-  /** The bus silent for longer than this is the bus's silence, not the gateways': their leases wait. */
+  /** The broker's answers to this node (BusPulse): whether the bus carries anything here. */
+  readonly bus: BusHealth;
+  /** A round trip unanswered for longer than this is a silence of the bus, not of the gateways: their leases wait. */
   readonly busSilenceMs: number;
   readonly now: () => number;
 }
@@ -42,8 +43,10 @@ export class PresenceIntake {
   readonly #leases: GatewayLeases;
   /** When the last sweep ran. */
   #lastSweepAt = 0;
-  /** When the bus last brought something before the silence it is in, if it is: no lease lapses meanwhile. */
-  #busSilentSince: number | undefined;
+  /** While the bus is silent: since when nothing came (no lease lapses meanwhile). */
+  #busSilentFrom: number | undefined;
+  /** When the last stall of this process ended: a silence of the bus is not counted from before it. */
+  #stallEndedAt = -Infinity;
 
   constructor(options: PresenceIntakeOptions) {
     this.#o = options;
@@ -197,40 +200,46 @@ export class PresenceIntake {
   /**
    * Drops, without grace, everything held by gateways whose lease lapsed by `now` (kill -9). Neither
    * kind of silence below is the gateways', and a drop on it would show every page they hold with
-   * no viewers until they resync:
+   * no viewers until they resync; neither counts against a lease:
    * - time this process did not run (paused, starved, a long GC) since the last sweep: their
    *   heartbeats wait in the socket, read right after this sweep;
-   * - time the bus carried nothing to this node, not even the broker's answers (NATS down or frozen):
-   *   no lease lapses meanwhile, and once the bus carries again, the silence does not count against
-   *   any lease. A busy process that reads its heartbeats late passes for a short silence of the
-   *   bus: that only moves each lease by as long.
+   * - time the bus brought this node nothing, not even the broker's answers (NATS down or frozen):
+   *   no lease lapses meanwhile, and once the broker answers again each lease gets back the part of
+   *   the silence after its gateway was last heard.
    */
   sweep(now: number): void {
-    const stalledMs = now - this.#lastSweepAt - this.#o.sweepMs;
-    const stalled = this.#lastSweepAt > 0 && stalledMs > this.#o.sweepMs;
-    if (stalled) this.#leases.compensateSilence(stalledMs);
+    const stalled = this.#lastSweepAt > 0 && now - this.#lastSweepAt > 2 * this.#o.sweepMs;
+    if (stalled) {
+      // Inside a silence of the bus, the silence covers the stall once it ends.
+      if (this.#busSilentFrom === undefined)
+        this.#leases.compensateSilence(this.#lastSweepAt + this.#o.sweepMs, now);
+      this.#stallEndedAt = now;
+    }
     this.#lastSweepAt = now;
-    // After a stall of this process, what the bus brought meanwhile is read after this sweep: the
-    // bus, and the leases, are judged at the next one.
-    if (stalled) return;
-    const heardAt = this.#o.busHeardAt();
-    if (now - heardAt > this.#o.busSilenceMs) {
-      if (this.#busSilentSince === undefined)
-        this.#o.logger.warn({ silentMs: now - heardAt }, "nothing comes on the bus; gateway leases wait");
-      this.#busSilentSince ??= heardAt;
-      return;
-    }
-    if (this.#busSilentSince !== undefined) {
-      const silentMs = heardAt - this.#busSilentSince;
-      this.#busSilentSince = undefined;
-      this.#leases.compensateSilence(silentMs);
-      this.#o.logger.info(
-        { silentMs },
-        "the bus carries again; its silence does not count against gateway leases",
-      );
-    }
+    // After a stall the broker's answers are read after this sweep: the bus is judged at the next.
+    if (!stalled) this.#judgeBus(now);
+    if (this.#busSilentFrom !== undefined) return;
     this.#supersede(now);
     this.#expire(now);
+  }
+
+  /** Starts a silence of the bus once a round trip went unanswered for too long, and ends it once one is answered. */
+  #judgeBus(now: number): void {
+    const { heardAt, unansweredSince } = this.#o.bus;
+    if (this.#busSilentFrom === undefined) {
+      if (unansweredSince === undefined || now - unansweredSince <= this.#o.busSilenceMs) return;
+      // Nothing came since the last answer, but a stall already compensated is not counted twice.
+      this.#busSilentFrom = Math.max(heardAt, this.#stallEndedAt);
+      this.#o.logger.warn({ silentMs: now - heardAt }, "nothing comes on the bus; gateway leases wait");
+      return;
+    }
+    if (heardAt <= this.#busSilentFrom) return;
+    this.#leases.compensateSilence(this.#busSilentFrom, heardAt);
+    this.#o.logger.info(
+      { silentMs: heardAt - this.#busSilentFrom },
+      "the bus carries again; its silence does not count against gateway leases",
+    );
+    this.#busSilentFrom = undefined;
   }
 
   #expire(now: number): void {

@@ -26,13 +26,13 @@ class Broker {
 }
 
 describe("counter - bus pulse", () => {
-  test("counter - heardAt follows the broker's answers, one round trip at a time, and stays while none comes", async () => {
+  test("counter - the broker's answers, one round trip at a time: heardAt stays and unansweredSince holds while none comes", async () => {
     const clock = new ManualClock();
     const broker = new Broker();
     const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
     const startedAt = clock.now();
     pulse.start();
-    expect([pulse.heardAt, broker.calls]).toEqual([startedAt, 1]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([startedAt, startedAt, 1]);
 
     // Answered at once, every interval.
     for (let i = 0; i < 3; i++) {
@@ -41,26 +41,29 @@ describe("counter - bus pulse", () => {
     }
     broker.answerAll();
     await clock.advance(0);
-    expect([pulse.heardAt, broker.calls]).toEqual([clock.now(), 4]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([clock.now(), undefined, 4]);
 
-    // Frozen: the round trip in flight is not answered, and no other goes out meanwhile.
-    const frozenAt = clock.now();
+    // Frozen: the round trip sent next is not answered, and no other goes out meanwhile.
+    const answeredAt = clock.now();
+    await clock.advance(INTERVAL_MS);
+    const frozenSentAt = clock.now();
     await clock.advance(INTERVAL_MS * 10);
-    expect([pulse.heardAt, broker.calls]).toEqual([frozenAt, 5]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([answeredAt, frozenSentAt, 5]);
     // Thawed: the answer comes, and the pulse goes on.
     broker.answerAll();
     await clock.advance(0);
-    expect(pulse.heardAt).toBe(clock.now());
+    expect([pulse.heardAt, pulse.unansweredSince]).toEqual([clock.now(), undefined]);
     await clock.advance(INTERVAL_MS);
     expect(broker.calls).toBe(6);
 
-    // Down: round trips fail; each interval tries again, and heardAt stays.
-    const downAt = pulse.heardAt;
+    // Down: round trips fail; each interval tries again, and the first unanswered one still counts.
+    const downSentAt = clock.now();
+    const lastAnswer = pulse.heardAt;
     for (let i = 0; i < 4; i++) {
       broker.failAll();
       await clock.advance(INTERVAL_MS);
     }
-    expect([pulse.heardAt, broker.calls]).toEqual([downAt, 10]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([lastAnswer, downSentAt, 10]);
     pulse.stop();
     await clock.advance(INTERVAL_MS * 4);
     expect(broker.calls).toBe(10);

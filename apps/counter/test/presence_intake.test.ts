@@ -283,6 +283,72 @@ describe("counter - presence intake", () => {
     expect(viewers(page)).toBe(0);
   });
 
+  /** A gateway holding one viewer on `page`, heard now. */
+  async function oneViewer(partition: number): Promise<string> {
+    const page = pageIn(partition);
+    await u.acquire(partition);
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    await u.intake.batch(presenceBatch(partition, "gw", [[page, "v:1", true]]));
+    return page;
+  }
+
+  /** Sweeps on time until the page has no viewer; resolves with when that was. */
+  async function sweepUntilDropped(page: string, withinMs: number): Promise<number> {
+    const end = u.clock.now() + withinMs;
+    while (viewers(page) > 0 && u.clock.now() < end) await sweepFor(SWEEP_MS);
+    expect(viewers(page), `still counted after ${withinMs} ms`).toBe(0);
+    return u.clock.now();
+  }
+
+  test("counter - a gateway heard as the bus comes back gets none of the silence: killed then, it stops counting a lease later", async () => {
+    u = await buildUnits();
+    const page = await oneViewer(6);
+    u.busSilentSince = u.clock.now();
+    await sweepFor(GATEWAY_LEASE_MS * 3);
+    // Thawed: the gateway's queued heartbeat comes with the broker's answer, before the next sweep;
+    // then the gateway dies.
+    u.busSilentSince = undefined;
+    const heardAt = u.clock.now();
+    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
+    await sweepFor(GATEWAY_LEASE_MS - SWEEP_MS);
+    expect(viewers(page)).toBe(1);
+    const droppedAt = await sweepUntilDropped(page, GATEWAY_LEASE_MS * 2);
+    expect(droppedAt - heardAt).toBeLessThanOrEqual(GATEWAY_LEASE_MS + 2 * SWEEP_MS);
+  });
+
+  test("counter - sweeps all late (a loaded process) still let a silent gateway's lease lapse", async () => {
+    u = await buildUnits();
+    const page = await oneViewer(6);
+    const lateBy = 3 * SWEEP_MS;
+    const start = u.clock.now();
+    while (viewers(page) > 0 && u.clock.now() - start < GATEWAY_LEASE_MS * 10) {
+      await u.clock.advance(lateBy);
+      u.intake.sweep(u.clock.now());
+    }
+    // Each late sweep counts only a sweep interval of its gap against the lease.
+    expect(viewers(page)).toBe(0);
+    expect(u.clock.now() - start).toBeGreaterThanOrEqual(GATEWAY_LEASE_MS);
+    expect(u.clock.now() - start).toBeLessThanOrEqual((GATEWAY_LEASE_MS * lateBy) / SWEEP_MS + lateBy);
+  });
+
+  test("counter - a stall of the process inside a silence of the bus is not counted twice", async () => {
+    u = await buildUnits();
+    const page = await oneViewer(6);
+    // Half the lease goes by before the bus falls silent; the process stalls inside the silence.
+    await sweepFor(GATEWAY_LEASE_MS / 2);
+    u.busSilentSince = u.clock.now();
+    await sweepFor(SWEEP_MS * 10);
+    u.clock.jump(GATEWAY_LEASE_MS * 5);
+    u.intake.sweep(u.clock.now());
+    await sweepFor(SWEEP_MS * 10);
+    u.busSilentSince = undefined;
+    const backAt = u.clock.now();
+    // The other half is left from the bus's return, not more.
+    const droppedAt = await sweepUntilDropped(page, GATEWAY_LEASE_MS * 10);
+    expect(droppedAt - backAt).toBeGreaterThanOrEqual(GATEWAY_LEASE_MS / 2 - SWEEP_MS);
+    expect(droppedAt - backAt).toBeLessThanOrEqual(GATEWAY_LEASE_MS / 2 + 2 * SWEEP_MS);
+  });
+
   test("counter - a pause of the bus shorter than its silence bound postpones no lease", async () => {
     u = await buildUnits();
     const page = pageIn(6);

@@ -40,8 +40,8 @@ export const MERGES_IN_FLIGHT = 2;
 /** LIVECOUNT_FLUSH_MAX_WRITES's default. */
 export const FLUSH_MAX_WRITES = 20_000;
 export const SWEEP_MS = 100;
-/** Three DC heartbeats of 250 ms, as a node runs with the defaults. */
-export const BUS_SILENCE_MS = 750;
+/** Two DC heartbeats of 250 ms, as a node runs with the defaults (counter_node.ts). */
+export const BUS_SILENCE_MS = 500;
 export const MAX_ACTORS = 200;
 
 /** A MemoryStore whose calls can be made to fail or wait, and that logs each write's start and end. */
@@ -250,7 +250,15 @@ export async function buildUnits(
     idempotencyTtlMs: 60_000,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,
-    busHeardAt: () => busSilentSince ?? clock.now(),
+    // The broker answers at once while the bus carries; while it is silent, nothing since it began.
+    busHealth: {
+      get heardAt() {
+        return busSilentSince ?? clock.now();
+      },
+      get unansweredSince() {
+        return busSilentSince;
+      },
+    },
     busSilenceMs: BUS_SILENCE_MS,
     clock,
     store,

@@ -139,14 +139,16 @@ export class GatewayLeases {
   }
 
   /**
-   * For `silentMs` no gateway could be heard here: this process did not run (paused, starved, a
+   * From `from` to `to` no gateway could be heard here: this process did not run (paused, starved, a
    * long GC; their heartbeats wait in the socket and are read right after), or the bus brought it
-   * nothing (NATS down or frozen). That time does not count against any lease. Without this, a
-   * node frozen longer than a gateway lease would drop every viewer on resuming, and a NATS outage
-   * as long would drop them at every owner.
+   * nothing (NATS down or frozen). That time does not count against any lease: each lease gets back
+   * the part of it that came after it was last heard, and one heard since `to` gets nothing. Without
+   * this, a node frozen longer than a gateway lease would drop every viewer on resuming, and a NATS
+   * outage as long would drop them at every owner.
    */
-  compensateSilence(silentMs: number): void {
-    for (const lease of this.#leases.values()) lease.lastSeen += silentMs;
+  compensateSilence(from: number, to: number): void {
+    for (const lease of this.#leases.values())
+      lease.lastSeen += Math.max(0, to - Math.max(lease.lastSeen, from));
   }
 
   /** The page left this node's memory: no gateway holds anything on it here any more. */

@@ -88,9 +88,25 @@ describe("cluster - gateway leases", () => {
     leases.touch("gw-a", T0);
     leases.touch("gw-b", T0 + 9_000);
     // Frozen for 30 s: the heartbeats sent meanwhile wait in the socket.
-    leases.compensateSilence(30_000);
+    leases.compensateSilence(T0 + 9_000, T0 + 39_000);
     expect(leases.expire(T0 + 39_999)).toEqual([]);
     expect(leases.expire(T0 + 40_000).map((l) => l.gateway)).toEqual(["gw-a"]);
+  });
+
+  test("cluster - a silence gives each lease back only the part of it after the gateway was last heard", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("before", T0);
+    // Heard during the silence (a bus that carried a little), and right after it.
+    leases.touch("during", T0 + 20_000);
+    leases.touch("after", T0 + 31_000);
+    leases.compensateSilence(T0 + 5_000, T0 + 30_000);
+    // before: 25 s back, lapses at T0 + 35 s; during: 10 s back, at T0 + 40 s; after: nothing, at T0 + 41 s.
+    expect(leases.expire(T0 + 34_999)).toEqual([]);
+    expect(leases.expire(T0 + 35_000).map((l) => l.gateway)).toEqual(["before"]);
+    expect(leases.expire(T0 + 39_999)).toEqual([]);
+    expect(leases.expire(T0 + 40_000).map((l) => l.gateway)).toEqual(["during"]);
+    expect(leases.expire(T0 + 40_999)).toEqual([]);
+    expect(leases.expire(T0 + 41_000).map((l) => l.gateway)).toEqual(["after"]);
   });
 
   test("cluster - a page that leaves memory is forgotten by every gateway's lease", () => {
