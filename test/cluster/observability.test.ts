@@ -186,6 +186,7 @@ describe.skipIf(!available)("observability - dashboard and alerts against a real
       "LivecountFlushFailures",
       "LivecountBootstrapStuck",
       "LivecountSlowConsumers",
+      "LivecountNatsSilent",
     ])
       expect(alerts).toContain(alert);
     const queried = new Set(rules.groups.flatMap((g) => g.rules.flatMap((r) => metricsIn(r.expr))));

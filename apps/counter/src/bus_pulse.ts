@@ -1,5 +1,6 @@
 import type { Bus } from "@livecount/bus";
 import type { Clock, TimerHandle } from "@livecount/runtime";
+import { Gauge, type Registry } from "prom-client";
 
 export interface BusPulseOptions {
   readonly bus: Bus;
@@ -74,4 +75,17 @@ export class BusPulse implements BusHealth {
     }
     this.#timer = this.#o.clock.setTimeout(() => this.#tick(), this.#o.intervalMs);
   }
+}
+
+/** `livecount_counter_bus_unanswered_seconds`: what an operator alerts on (infra/prometheus/alerts.yml). */
+export function registerBusPulseMetrics(registry: Registry, pulse: BusHealth, clock: Clock): void {
+  new Gauge({
+    name: "livecount_counter_bus_unanswered_seconds",
+    help: "How long this node's oldest unanswered round trip to its NATS server has waited (0 while NATS answers); past two DC heartbeats the bus counts as silent and gateway leases wait",
+    registers: [registry],
+    collect() {
+      const since = pulse.unansweredSince;
+      this.set(since === undefined ? 0 : Math.max(0, clock.now() - since) / 1000);
+    },
+  });
 }

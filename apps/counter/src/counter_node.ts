@@ -14,7 +14,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
-import { BusPulse } from "./bus_pulse.js";
+import { BusPulse, registerBusPulseMetrics } from "./bus_pulse.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -145,6 +145,7 @@ export class CounterNode {
       config.natsUrl === undefined
         ? undefined
         : new BusPulse({ bus, clock, intervalMs: config.dcHeartbeatMs });
+    if (this.#pulse !== undefined) registerBusPulseMetrics(opts.registry, this.#pulse, clock);
     this.#liveness = new DcLiveness({
       bus,
       clock,

@@ -1,7 +1,8 @@
 import type { Bus } from "@livecount/bus";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { BusPulse } from "../src/bus_pulse.js";
+import { Registry } from "prom-client";
+import { BusPulse, registerBusPulseMetrics } from "../src/bus_pulse.js";
 
 const INTERVAL_MS = 250;
 
@@ -67,5 +68,26 @@ describe("counter - bus pulse", () => {
     pulse.stop();
     await clock.advance(INTERVAL_MS * 4);
     expect(broker.calls).toBe(10);
+  });
+
+  test("counter - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {
+    const clock = new ManualClock();
+    const broker = new Broker();
+    const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
+    const registry = new Registry();
+    registerBusPulseMetrics(registry, pulse, clock);
+    const unanswered = async (): Promise<number> =>
+      (await registry.getSingleMetric("livecount_counter_bus_unanswered_seconds")!.get()).values[0]!.value;
+    pulse.start();
+    broker.answerAll();
+    await clock.advance(0);
+    expect(await unanswered()).toBe(0);
+    await clock.advance(INTERVAL_MS);
+    await clock.advance(INTERVAL_MS * 12);
+    expect(await unanswered()).toBe((INTERVAL_MS * 12) / 1000);
+    broker.answerAll();
+    await clock.advance(0);
+    expect(await unanswered()).toBe(0);
+    pulse.stop();
   });
 });
