@@ -34,6 +34,8 @@ const SAMPLE_MS = 50;
  * this long after the last such event.
  */
 const FOLLOW_UPS_MS = 4000 + 1000;
+/** How far past the DC lease dc1's NATS stays frozen. */
+const FREEZE_PAST_LEASE_MS = 1500;
 const TEST_TIMEOUT_MS = 60_000;
 const ALL = ["dc1", "dc2"];
 
@@ -324,6 +326,45 @@ describeMultiDc("multi-dc - failures between data centers", () => {
           async () => expect((await totals(dc, page)).counters).toEqual({ ...after, shares: 1 }),
           { timeoutMs: CONVERGE_MS },
         );
+    },
+    TEST_TIMEOUT_MS,
+  );
+  // A DC whose own NATS falls silent cannot tell whether the other DCs are there: their viewers stay
+  // in its totals while it hears nothing at all, and the other DC's view of it is the usual one.
+  test(
+    "multi-dc - dc1's NATS frozen past the DC lease: dc1 never shows dc2's viewers leaving, and both DCs are exact after the thaw",
+    async () => {
+      logsOnFailure();
+      const page = "frozen-nats";
+      await crowd.seat(dc1.gateways[0]!.wsUrl, page, `${page}-dc1`, 2);
+      await crowd.seat(dc2.gateways[0]!.wsUrl, page, `${page}-dc2`, 3);
+      const watcher = await crowd.watcher(dc1.gateways[0]!.wsUrl, [page]);
+      await eventually(() => expect(watcher.lastCount(page)).toMatchObject({ viewers: 5, dcs: ALL }), {
+        timeoutMs: CONVERGE_MS,
+      });
+      const frozenAt = Date.now();
+      await dc1.nats.pause();
+      await sleep(DC_LEASE_MS + FREEZE_PAST_LEASE_MS);
+      await dc1.nats.resume();
+      const thawedAt = Date.now();
+      await multi.waitLinked();
+      heardAt = Date.now();
+      for (const dc of [dc1, dc2])
+        await eventually(async () => expect(await totals(dc, page)).toMatchObject({ viewers: 5, dcs: ALL }), {
+          timeoutMs: CONVERGE_MS,
+          message: `${dc.name} exact after the thaw`,
+        });
+      const frames = watcher.received.filter(
+        (r) => r.at >= frozenAt && r.frame.type === "count" && r.frame.page === page,
+      );
+      console.info(
+        `multi-dc frozen NATS: ${JSON.stringify({ frozenMs: thawedAt - frozenAt, dc1FramesSince: frames.length })}`,
+      );
+      for (const r of frames) {
+        const frame = r.frame as CountFrame;
+        expect(frame.dcs, `dc1 frame at +${r.at - frozenAt} ms`).toEqual(ALL);
+        expect(frame.viewers, `dc1 frame at +${r.at - frozenAt} ms`).toBeGreaterThanOrEqual(5);
+      }
     },
     TEST_TIMEOUT_MS,
   );

@@ -1,10 +1,13 @@
 import { nodeSubject, type Bus, type Subscription } from "@livecount/bus";
 import {
+  BUS_SILENCE_HEARTBEATS,
+  BusPulse,
   DcLiveness,
   HEARTBEATS_PER_LEASE,
   Membership,
   listenToGateways,
   probeGateway,
+  registerBusPulseMetrics,
   registerDcMetrics,
 } from "@livecount/cluster";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
@@ -14,7 +17,6 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
-import { BusPulse, registerBusPulseMetrics } from "./bus_pulse.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -42,15 +44,6 @@ export interface CounterNodeOptions {
 const OWNERSHIP_WAIT_FACTOR = 1.5;
 /** Idle actors are looked for every this many sweeps. */
 const PASSIVATION_SWEEPS = 20;
-/**
- * A round trip to the broker (BusPulse, one every DC heartbeat interval) unanswered for this many
- * intervals makes a silence of the bus (PresenceIntake.sweep). Timed from when it went out, so only
- * a process too busy to read the answer for that long mistakes itself for a silent bus, and that
- * only moves the leases by as long. A silence is noticed at most one more interval and a sweep
- * later: 1 s at the defaults (250 ms), where a gateway lease of 10 s, whose gateway beat up to a
- * third of it before the outage, lapses 6.7 s into it at the earliest.
- */
-const BUS_SILENCE_HEARTBEATS = 2;
 
 type Status = "new" | "running" | "stopping" | "stopped";
 
@@ -145,7 +138,8 @@ export class CounterNode {
       config.natsUrl === undefined
         ? undefined
         : new BusPulse({ bus, clock, intervalMs: config.dcHeartbeatMs });
-    if (this.#pulse !== undefined) registerBusPulseMetrics(opts.registry, this.#pulse, clock);
+    if (this.#pulse !== undefined)
+      registerBusPulseMetrics(opts.registry, "livecount_counter", this.#pulse, clock);
     this.#liveness = new DcLiveness({
       bus,
       clock,
@@ -155,6 +149,7 @@ export class CounterNode {
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
       purgeBefore: () => this.#purge.before,
+      ...(this.#pulse !== undefined ? { silence: { health: this.#pulse, silenceMs: busSilenceMs } } : {}),
     });
     registerDcMetrics(opts.registry, "livecount_counter", this.#liveness, () => clock.now(), config.peerDcs);
     const fenceOf = (partition: number): Fence | undefined => this.#ownership.fenceOf(partition);

@@ -1,8 +1,8 @@
 import { pageSubject, type Bus } from "@livecount/bus";
+import type { BusHealth } from "@livecount/cluster";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
-import type { BusHealth } from "./bus_pulse.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { DurableWriter } from "./durable_writer.js";

@@ -1,4 +1,4 @@
-import { GatewayLeases, type GatewayLease } from "@livecount/cluster";
+import { BusSilence, GatewayLeases, type BusHealth, type GatewayLease } from "@livecount/cluster";
 import {
   transitionsOf,
   type GatewayHeartbeat,
@@ -12,7 +12,6 @@ import {
 import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
 import type { ActorRegistry } from "./actor_registry.js";
-import type { BusHealth } from "./bus_pulse.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
@@ -43,14 +42,15 @@ export class PresenceIntake {
   readonly #leases: GatewayLeases;
   /** When the last sweep ran. */
   #lastSweepAt = 0;
-  /** While the bus is silent: since when nothing came (no lease lapses meanwhile). */
-  #busSilentFrom: number | undefined;
+  /** Silences of the bus: no lease lapses during one. */
+  readonly #busSilence: BusSilence;
   /** When the last stall of this process ended: a silence of the bus is not counted from before it. */
   #stallEndedAt = -Infinity;
 
   constructor(options: PresenceIntakeOptions) {
     this.#o = options;
     this.#leases = new GatewayLeases(options.gatewayLeaseMs);
+    this.#busSilence = new BusSilence(options.bus, options.busSilenceMs);
   }
 
   /**
@@ -211,35 +211,29 @@ export class PresenceIntake {
     const stalled = this.#lastSweepAt > 0 && now - this.#lastSweepAt > 2 * this.#o.sweepMs;
     if (stalled) {
       // Inside a silence of the bus, the silence covers the stall once it ends.
-      if (this.#busSilentFrom === undefined)
-        this.#leases.compensateSilence(this.#lastSweepAt + this.#o.sweepMs, now);
+      if (!this.#busSilence.silent) this.#leases.compensateSilence(this.#lastSweepAt + this.#o.sweepMs, now);
       this.#stallEndedAt = now;
     }
     this.#lastSweepAt = now;
     // After a stall the broker's answers are read after this sweep: the bus is judged at the next.
     if (!stalled) this.#judgeBus(now);
-    if (this.#busSilentFrom !== undefined) return;
+    if (this.#busSilence.silent) return;
     this.#supersede(now);
     this.#expire(now);
   }
 
   /** Starts a silence of the bus once a round trip went unanswered for too long, and ends it once one is answered. */
   #judgeBus(now: number): void {
-    const { heardAt, unansweredSince } = this.#o.bus;
-    if (this.#busSilentFrom === undefined) {
-      if (unansweredSince === undefined || now - unansweredSince <= this.#o.busSilenceMs) return;
-      // Nothing came since the last answer, but a stall already compensated is not counted twice.
-      this.#busSilentFrom = Math.max(heardAt, this.#stallEndedAt);
-      this.#o.logger.warn({ silentMs: now - heardAt }, "nothing comes on the bus; gateway leases wait");
-      return;
-    }
-    if (heardAt <= this.#busSilentFrom) return;
-    this.#leases.compensateSilence(this.#busSilentFrom, heardAt);
+    // A silence is not counted from before a stall already compensated.
+    const bus = this.#busSilence.judge(now, this.#stallEndedAt);
+    if (bus.state === "silent" && bus.began)
+      this.#o.logger.warn({ silentMs: now - bus.from }, "nothing comes on the bus; gateway leases wait");
+    if (bus.state !== "ended") return;
+    this.#leases.compensateSilence(bus.from, bus.to);
     this.#o.logger.info(
-      { silentMs: heardAt - this.#busSilentFrom },
+      { silentMs: bus.to - bus.from },
       "the bus carries again; its silence does not count against gateway leases",
     );
-    this.#busSilentFrom = undefined;
   }
 
   #expire(now: number): void {

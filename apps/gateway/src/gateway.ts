@@ -1,5 +1,13 @@
 import type { Bus } from "@livecount/bus";
-import { DcLiveness, GatewayHeartbeatSender, Membership, registerDcMetrics } from "@livecount/cluster";
+import {
+  BUS_SILENCE_HEARTBEATS,
+  BusPulse,
+  DcLiveness,
+  GatewayHeartbeatSender,
+  Membership,
+  registerBusPulseMetrics,
+  registerDcMetrics,
+} from "@livecount/cluster";
 import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
@@ -87,6 +95,11 @@ export class Gateway {
   readonly #metrics: GatewayMetrics;
   readonly #membership: Membership;
   readonly #liveness: DcLiveness;
+  /**
+   * Only with NATS: its answers tell the DC liveness a silent bus from silent DCs (the in-memory bus
+   * is this process).
+   */
+  readonly #pulse: BusPulse | undefined;
   readonly #admin: AdminApi;
   readonly #presence = new LocalPresence();
   readonly #forwarder: PresenceForwarder;
@@ -116,6 +129,12 @@ export class Gateway {
       vnodes: config.vnodes,
       leaseMs: config.nodeLeaseMs,
     });
+    const pulse = (this.#pulse =
+      config.natsUrl === undefined
+        ? undefined
+        : new BusPulse({ bus, clock: this.#clock, intervalMs: config.dcHeartbeatMs }));
+    if (pulse !== undefined)
+      registerBusPulseMetrics(options.registry, "livecount_gateway", pulse, this.#clock);
     this.#liveness = new DcLiveness({
       bus,
       clock: this.#clock,
@@ -123,6 +142,9 @@ export class Gateway {
       dc: config.dc,
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
+      ...(pulse !== undefined
+        ? { silence: { health: pulse, silenceMs: BUS_SILENCE_HEARTBEATS * config.dcHeartbeatMs } }
+        : {}),
     });
     registerDcMetrics(options.registry, "livecount_gateway", this.#liveness, () => this.#clock.now());
     const owners = new OwnerClient(bus, this.#membership, config.dc, config.requestTimeoutMs);
@@ -341,6 +363,7 @@ export class Gateway {
     );
     this.#membership.start();
     this.#liveness.onChange(() => this.#views.liveDcsChanged());
+    this.#pulse?.start();
     this.#liveness.start();
     this.#admin.start();
     this.#unsubscribers.push(
@@ -378,6 +401,7 @@ export class Gateway {
     this.#views.close();
     this.#membership.stop();
     this.#liveness.stop();
+    this.#pulse?.stop();
     this.#admin.stop();
     for (const off of this.#unsubscribers) off();
     this.#status = "stopped";

@@ -1,6 +1,7 @@
 import { DCS_SUBJECT, type Bus, type Subscription } from "@livecount/bus";
 import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { BusSilence, type BusHealth } from "./bus_pulse.js";
 
 export interface DcLivenessOptions {
   readonly bus: Bus;
@@ -16,6 +17,13 @@ export interface DcLivenessOptions {
   readonly announceAs?: string;
   /** What an announcing node says in its heartbeats about purging (DcHeartbeat.purgeBefore; 0: nothing). */
   readonly purgeBefore?: () => number;
+  /**
+   * The broker's answers to this process (a BusPulse) and how long one may wait before the bus is
+   * silent: while it is, no DC goes down (none could be heard), and once it carries again each DC's
+   * lease gets back the part of the silence after it was last heard. Absent with the in-memory bus,
+   * which is this process and is silent only when it is.
+   */
+  readonly silence?: { readonly health: BusHealth; readonly silenceMs: number };
 }
 
 /**
@@ -49,11 +57,16 @@ export class DcLiveness {
   readonly #listeners = new Set<DcListener>();
   readonly #purgeListeners = new Set<(before: number) => void>();
   #seq = 0;
+  readonly #silence: BusSilence | undefined;
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
 
   constructor(options: DcLivenessOptions) {
     this.#o = options;
+    this.#silence =
+      options.silence === undefined
+        ? undefined
+        : new BusSilence(options.silence.health, options.silence.silenceMs);
   }
 
   start(): void {
@@ -138,6 +151,19 @@ export class DcLiveness {
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
     }
     const now = clock.now();
+    const busState = this.#silence?.judge(now);
+    if (busState?.state === "silent") {
+      if (busState.began)
+        this.#o.logger.warn(
+          { silentMs: now - busState.from },
+          "nothing comes on the bus; data centers keep their leases",
+        );
+      this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
+      return;
+    }
+    if (busState?.state === "ended")
+      for (const remote of this.#remotes.values())
+        remote.lastHeard += Math.max(0, busState.to - Math.max(remote.lastHeard, busState.from));
     for (const [name, remote] of this.#remotes) {
       if (remote.live && now - remote.lastHeard > remote.leaseMs) {
         remote.live = false;

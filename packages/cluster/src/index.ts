@@ -1,4 +1,13 @@
 export { connectBus, openStore } from "./adapters.js";
+export {
+  BUS_SILENCE_HEARTBEATS,
+  BusPulse,
+  BusSilence,
+  registerBusPulseMetrics,
+  type BusHealth,
+  type BusPulseOptions,
+  type BusState,
+} from "./bus_pulse.js";
 export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
 export { DcLiveness, type DcEvent, type DcListener, type DcLivenessOptions } from "./dc_liveness.js";
 export { registerDcMetrics } from "./dc_metrics.js";

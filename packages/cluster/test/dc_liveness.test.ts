@@ -3,6 +3,7 @@ import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/proto
 import type { Clock } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
+import type { BusHealth } from "../src/bus_pulse.js";
 import { DcLiveness, type DcEvent } from "../src/dc_liveness.js";
 import { ERROR, INFO, WARN, logLines } from "./log_lines.js";
 
@@ -17,7 +18,7 @@ describe("cluster - data center liveness", () => {
     await bus.close();
   });
 
-  function setUp(options: { announceAs?: string; clock?: Clock } = {}) {
+  function setUp(options: { announceAs?: string; clock?: Clock; silence?: BusHealth } = {}) {
     const manual = new ManualClock();
     const clock = options.clock ?? manual;
     bus = new MemoryBus({ clock: manual });
@@ -30,6 +31,9 @@ describe("cluster - data center liveness", () => {
       leaseMs: 5_000,
       heartbeatMs: HEARTBEAT_MS,
       ...(options.announceAs !== undefined ? { announceAs: options.announceAs } : {}),
+      ...(options.silence !== undefined
+        ? { silence: { health: options.silence, silenceMs: 2 * HEARTBEAT_MS } }
+        : {}),
     });
     const events: Array<[string, DcEvent["kind"]]> = [];
     liveness.onChange((dc, event) => events.push([dc, event.kind]));
@@ -85,6 +89,51 @@ describe("cluster - data center liveness", () => {
     expect(liveness.lagMs("dc2")).toBe(0);
     expect(events.at(-1)).toEqual(["dc2", "up"]);
     expect(lines.at(-1)).toMatchObject({ level: INFO, msg: "data center up again", dc: "dc2" });
+  });
+
+  test("cluster - while the bus is silent no DC goes down; after, each keeps the part of its lease the silence left", async () => {
+    // The broker's answers: at once while the bus carries; none since `since` while it is silent.
+    let since: number | undefined;
+    const made: { clock?: ManualClock } = {};
+    const health: BusHealth = {
+      get heardAt() {
+        return since ?? made.clock?.now() ?? 0;
+      },
+      get unansweredSince() {
+        return since;
+      },
+    };
+    const { clock, events, lines, hear } = setUp({ silence: health });
+    made.clock = clock;
+    await hear("dc2", "n1", 1);
+    await hear("dc3", "n1", 1);
+    // Half a lease passes for dc3 before the silence; dc2 is heard just as it starts.
+    await clock.advance(LEASE_MS / 2);
+    await hear("dc2", "n1", 2);
+    since = clock.now();
+    await clock.advance(LEASE_MS * 5);
+    expect(liveness.liveRemotes()).toEqual(["dc2", "dc3"]);
+    expect(lines.some((l) => l.msg === "nothing comes on the bus; data centers keep their leases")).toBe(
+      true,
+    );
+    // The bus carries again; neither DC is heard from then on.
+    since = undefined;
+    const backAt = clock.now();
+    // dc3 had half its lease left, dc2 its whole lease, from the first answer (the next check), and
+    // a DC goes down once more than its lease has passed (the check after).
+    await clock.advance(LEASE_MS / 2 - HEARTBEAT_MS);
+    expect(liveness.liveRemotes()).toEqual(["dc2", "dc3"]);
+    await clock.advance(3 * HEARTBEAT_MS);
+    expect(liveness.liveRemotes()).toEqual(["dc2"]);
+    await clock.advance(LEASE_MS / 2);
+    expect(liveness.liveRemotes()).toEqual([]);
+    expect(clock.now() - backAt).toBeLessThanOrEqual(LEASE_MS + 2 * HEARTBEAT_MS);
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc3", "up"],
+      ["dc3", "down"],
+      ["dc2", "down"],
+    ]);
   });
 
   test("cluster - other messages from a live DC keep it live; they never bring one up", async () => {

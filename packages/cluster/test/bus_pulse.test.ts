@@ -26,8 +26,8 @@ class Broker {
   }
 }
 
-describe("counter - bus pulse", () => {
-  test("counter - the broker's answers, one round trip at a time: heardAt stays and unansweredSince holds while none comes", async () => {
+describe("cluster - bus pulse", () => {
+  test("cluster - the broker's answers, one round trip at a time: heardAt stays and unansweredSince holds while none comes", async () => {
     const clock = new ManualClock();
     const broker = new Broker();
     const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
@@ -70,12 +70,12 @@ describe("counter - bus pulse", () => {
     expect(broker.calls).toBe(10);
   });
 
-  test("counter - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {
+  test("cluster - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {
     const clock = new ManualClock();
     const broker = new Broker();
     const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
     const registry = new Registry();
-    registerBusPulseMetrics(registry, pulse, clock);
+    registerBusPulseMetrics(registry, "livecount_counter", pulse, clock);
     const unanswered = async (): Promise<number> =>
       (await registry.getSingleMetric("livecount_counter_bus_unanswered_seconds")!.get()).values[0]!.value;
     pulse.start();

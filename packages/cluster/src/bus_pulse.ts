@@ -1,0 +1,149 @@
+import type { Bus } from "@livecount/bus";
+import type { Clock, TimerHandle } from "@livecount/runtime";
+import { Gauge, type Registry } from "prom-client";
+
+export interface BusPulseOptions {
+  readonly bus: Bus;
+  readonly clock: Clock;
+  /** How often a round trip goes out (LIVECOUNT_DC_HEARTBEAT_MS). */
+  readonly intervalMs: number;
+}
+
+/** What a counter node knows of its bus (BusPulse; a harness's stand-in in tests). */
+export interface BusHealth {
+  /** When the broker last answered. */
+  readonly heardAt: number;
+  /**
+   * When the first round trip still unanswered went out, if one is: failed ones included (NATS
+   * down). How long ago is how long the bus has brought nothing, timed from a request that was
+   * really sent, so a timer that fired late does not pass for a silent bus.
+   */
+  readonly unansweredSince: number | undefined;
+}
+
+/**
+ * Whether the bus carries anything to this process: a round trip to the broker every interval
+ * (`Bus.flush`: on NATS a PING its server answers with a PONG), one at a time. A counter node runs
+ * without echo, so its own heartbeats never come back to tell it. While NATS is down the round trips
+ * fail; while it is frozen (SIGSTOP, a stalled host) the one in flight waits: either way none is
+ * answered until the bus carries again.
+ */
+export class BusPulse implements BusHealth {
+  readonly #o: BusPulseOptions;
+  #heardAt: number;
+  #unansweredSince: number | undefined;
+  #inFlight = false;
+  #timer: TimerHandle | undefined;
+
+  constructor(options: BusPulseOptions) {
+    this.#o = options;
+    this.#heardAt = options.clock.now();
+  }
+
+  get heardAt(): number {
+    return this.#heardAt;
+  }
+
+  get unansweredSince(): number | undefined {
+    return this.#unansweredSince;
+  }
+
+  start(): void {
+    this.#tick();
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #tick(): void {
+    // One at a time: a frozen broker answers none, and a round trip pending at a disconnect fails.
+    if (!this.#inFlight) {
+      this.#inFlight = true;
+      this.#unansweredSince ??= this.#o.clock.now();
+      this.#o.bus
+        .flush()
+        .then(
+          () => {
+            this.#heardAt = this.#o.clock.now();
+            this.#unansweredSince = undefined;
+          },
+          () => {},
+        )
+        .finally(() => (this.#inFlight = false));
+    }
+    this.#timer = this.#o.clock.setTimeout(() => this.#tick(), this.#o.intervalMs);
+  }
+}
+
+/** `<prefix>_bus_unanswered_seconds`: what an operator alerts on (infra/prometheus/alerts.yml). */
+export function registerBusPulseMetrics(
+  registry: Registry,
+  prefix: string,
+  pulse: BusHealth,
+  clock: Clock,
+): void {
+  new Gauge({
+    name: `${prefix}_bus_unanswered_seconds`,
+    help: "How long this process's oldest unanswered round trip to its NATS server has waited (0 while NATS answers); past two DC heartbeats the bus counts as silent: gateway and DC leases wait",
+    registers: [registry],
+    collect() {
+      const since = pulse.unansweredSince;
+      this.set(since === undefined ? 0 : Math.max(0, clock.now() - since) / 1000);
+    },
+  });
+}
+
+/**
+ * DC heartbeat intervals a round trip may go unanswered (timed from when it went out) before the
+ * bus counts as silent. Only a process too busy to read the answer for that long mistakes itself
+ * for a silent bus, and that only moves the leases by as long. A silence is noticed at most one
+ * more interval and a sweep later: about 1 s at the defaults (250 ms), where a gateway lease of
+ * 10 s, whose gateway beat up to a third of it before the outage, lapses 6.7 s into it at the
+ * earliest, and a DC lease of 15 s 10 s into it.
+ */
+export const BUS_SILENCE_HEARTBEATS = 2;
+
+/** What judging the bus found: it carries, it is silent (since `from`), or a silence just ended. */
+export type BusState =
+  | { readonly state: "carries" }
+  | { readonly state: "silent"; readonly from: number; readonly began: boolean }
+  | { readonly state: "ended"; readonly from: number; readonly to: number };
+
+/**
+ * Silences of the bus, judged from the broker's answers: one begins once a round trip has gone
+ * unanswered for `silenceMs`, counted from the last answer before it; it ends, from then to the
+ * answer, once one is answered. Leases (gateways', DCs') do not lapse during a silence, and get back
+ * the part of it after they were last renewed when it ends.
+ */
+export class BusSilence {
+  readonly #health: BusHealth;
+  readonly #silenceMs: number;
+  #from: number | undefined;
+
+  constructor(health: BusHealth, silenceMs: number) {
+    this.#health = health;
+    this.#silenceMs = silenceMs;
+  }
+
+  get silent(): boolean {
+    return this.#from !== undefined;
+  }
+
+  /** `notBefore`: a silence is not counted from before it (a stall of the process already compensated). */
+  judge(now: number, notBefore = -Infinity): BusState {
+    const { heardAt, unansweredSince } = this.#health;
+    if (this.#from === undefined) {
+      if (unansweredSince === undefined || now - unansweredSince <= this.#silenceMs) return CARRIES;
+      this.#from = Math.max(heardAt, notBefore);
+      return { state: "silent", from: this.#from, began: true };
+    }
+    if (heardAt <= this.#from) return { state: "silent", from: this.#from, began: false };
+    const from = this.#from;
+    this.#from = undefined;
+    return { state: "ended", from, to: heardAt };
+  }
+}
+
+const CARRIES: BusState = { state: "carries" };
