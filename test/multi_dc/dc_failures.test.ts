@@ -342,9 +342,12 @@ describeMultiDc("multi-dc - failures between data centers", () => {
       await eventually(() => expect(watcher.lastCount(page)).toMatchObject({ viewers: 5, dcs: ALL }), {
         timeoutMs: CONVERGE_MS,
       });
+      const logFrom = new Map(dc1.counters.map((c) => [c.nodeId, c.log().length]));
       const frozenAt = Date.now();
       await dc1.nats.pause();
       await sleep(DC_LEASE_MS + FREEZE_PAST_LEASE_MS);
+      // dc2 really cannot hear dc1: dc1's viewers have left its totals, as for a cut link.
+      expect(await totals(dc2, page)).toMatchObject({ viewers: 3, dcs: ["dc2"] });
       await dc1.nats.resume();
       const thawedAt = Date.now();
       await multi.waitLinked();
@@ -365,6 +368,16 @@ describeMultiDc("multi-dc - failures between data centers", () => {
         expect(frame.dcs, `dc1 frame at +${r.at - frozenAt} ms`).toEqual(ALL);
         expect(frame.viewers, `dc1 frame at +${r.at - frozenAt} ms`).toBeGreaterThanOrEqual(5);
       }
+      // Neither did dc1's counter node take dc2 for down (its DC liveness drives anti-entropy and
+      // webhooks).
+      for (const c of dc1.counters)
+        expect(c.log().slice(logFrom.get(c.nodeId)), `${c.nodeId}'s log`).not.toContain("data center down");
+      // The watcher is live: a like made in dc2 after the thaw reaches it, with both DCs counted.
+      expect((await publisherOf(dc2).change(page, "likes", 1, `${page}-after-thaw`)).status).toBe(200);
+      await eventually(
+        () => expect(watcher.lastCount(page)).toMatchObject({ viewers: 5, dcs: ALL, counters: { likes: 1 } }),
+        { timeoutMs: CONVERGE_MS, message: "dc1's watcher gets dc2's like" },
+      );
     },
     TEST_TIMEOUT_MS,
   );

@@ -181,7 +181,7 @@ export class CounterNode {
       idempotencyTtlMs: config.idempotencyTtlMs,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,
-      busHealth: this.#pulse ?? { heardAt: 0, unansweredSince: undefined },
+      busHealth: this.#pulse ?? { heardAt: 0, unansweredSince: undefined, delivered: () => {} },
       busSilenceMs,
       clock,
       store,

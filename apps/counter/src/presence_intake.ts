@@ -139,6 +139,7 @@ export class PresenceIntake {
    * started (or this node has).
    */
   heartbeat(beat: GatewayHeartbeat): boolean {
+    this.#o.bus.delivered();
     const known = this.#leases.knows(beat.gateway);
     if (beat.state === "down") {
       const lease = this.#leases.drop(beat.gateway);
@@ -259,6 +260,7 @@ export class PresenceIntake {
 
   /** A presence request proves the gateway alive; its lease length comes with its heartbeats. */
   #touch(gateway: string): void {
+    this.#o.bus.delivered();
     this.#leases.touch(gateway, this.#o.now());
   }
 }

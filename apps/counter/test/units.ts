@@ -258,6 +258,8 @@ export async function buildUnits(
       get unansweredSince() {
         return busSilentSince;
       },
+      // While silent nothing comes; while it carries, heardAt is now anyway.
+      delivered: () => {},
     },
     busSilenceMs: BUS_SILENCE_MS,
     clock,

@@ -11,7 +11,7 @@ export interface BusPulseOptions {
 
 /** What a counter node knows of its bus (BusPulse; a harness's stand-in in tests). */
 export interface BusHealth {
-  /** When the broker last answered. */
+  /** When the broker last answered, or last delivered anything to this process. */
   readonly heardAt: number;
   /**
    * When the first round trip still unanswered went out, if one is: failed ones included (NATS
@@ -19,6 +19,8 @@ export interface BusHealth {
    * really sent, so a timer that fired late does not pass for a silent bus.
    */
   readonly unansweredSince: number | undefined;
+  /** Something came on the bus: it carries (see BusPulse.delivered). */
+  delivered(): void;
 }
 
 /**
@@ -46,6 +48,15 @@ export class BusPulse implements BusHealth {
 
   get unansweredSince(): number | undefined {
     return this.#unansweredSince;
+  }
+
+  /**
+   * A message came on the bus (a heartbeat, a request): the broker carries, whatever its answer to
+   * the round trip in flight is waiting behind. A process too busy to read its answers in time
+   * still reads its messages, so a late answer amid traffic is never a silence.
+   */
+  delivered(): void {
+    this.#heardAt = this.#o.clock.now();
   }
 
   start(): void {
@@ -113,9 +124,10 @@ export type BusState =
 
 /**
  * Silences of the bus, judged from the broker's answers: one begins once a round trip has gone
- * unanswered for `silenceMs`, counted from the last answer before it; it ends, from then to the
- * answer, once one is answered. Leases (gateways', DCs') do not lapse during a silence, and get back
- * the part of it after they were last renewed when it ends.
+ * unanswered for `silenceMs` and nothing at all came for as long, counted from the last thing that
+ * came; it ends, from then to the next thing that comes (an answer or a message). Leases
+ * (gateways', DCs') do not lapse during a silence, and get back the part of it after they were last
+ * renewed when it ends.
  */
 export class BusSilence {
   readonly #health: BusHealth;
@@ -135,7 +147,8 @@ export class BusSilence {
   judge(now: number, notBefore = -Infinity): BusState {
     const { heardAt, unansweredSince } = this.#health;
     if (this.#from === undefined) {
-      if (unansweredSince === undefined || now - unansweredSince <= this.#silenceMs) return CARRIES;
+      const overdue = unansweredSince !== undefined && now - unansweredSince > this.#silenceMs;
+      if (!overdue || now - heardAt <= this.#silenceMs) return CARRIES;
       this.#from = Math.max(heardAt, notBefore);
       return { state: "silent", from: this.#from, began: true };
     }

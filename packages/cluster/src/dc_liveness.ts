@@ -40,6 +40,11 @@ export type DcListener = (dc: string, event: DcEvent) => void;
 
 interface RemoteDc {
   lastHeard: number;
+  /**
+   * Where its lease runs from: when it was last heard, moved later by silences of this process's
+   * bus (which do not count against it). `lastHeard` stays the truth that lag and metrics report.
+   */
+  leaseFrom: number;
   leaseMs: number;
   live: boolean;
   /** Last heartbeat sequence number per announcing node. */
@@ -126,7 +131,9 @@ export class DcLiveness {
    */
   heard(dc: string): void {
     const remote = this.#remotes.get(dc);
-    if (remote?.live === true) remote.lastHeard = Math.max(remote.lastHeard, this.#o.clock.now());
+    if (remote?.live !== true) return;
+    remote.lastHeard = Math.max(remote.lastHeard, this.#o.clock.now());
+    remote.leaseFrom = Math.max(remote.leaseFrom, remote.lastHeard);
   }
 
   /** How long ago a DC was last heard: 0 for this one, Infinity for one never heard. */
@@ -161,11 +168,16 @@ export class DcLiveness {
       this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
       return;
     }
-    if (busState?.state === "ended")
+    if (busState?.state === "ended") {
+      this.#o.logger.info(
+        { silentMs: busState.to - busState.from },
+        "the bus carries again; its silence does not count against data centers' leases",
+      );
       for (const remote of this.#remotes.values())
-        remote.lastHeard += Math.max(0, busState.to - Math.max(remote.lastHeard, busState.from));
+        remote.leaseFrom += Math.max(0, busState.to - Math.max(remote.leaseFrom, busState.from));
+    }
     for (const [name, remote] of this.#remotes) {
-      if (remote.live && now - remote.lastHeard > remote.leaseMs) {
+      if (remote.live && now - remote.leaseFrom > remote.leaseMs) {
         remote.live = false;
         this.#o.logger.warn({ dc: name, silentMs: now - remote.lastHeard }, "data center down");
         this.#emit(name, { kind: "down" });
@@ -175,6 +187,7 @@ export class DcLiveness {
   }
 
   #onMessage(data: Uint8Array): void {
+    this.#o.silence?.health.delivered();
     let msg;
     try {
       msg = decodeMessage(data);
@@ -188,7 +201,13 @@ export class DcLiveness {
     const now = this.#o.clock.now();
     let remote = this.#remotes.get(msg.dc);
     if (remote === undefined) {
-      remote = { lastHeard: now, leaseMs: msg.leaseMs, live: true, seqs: new Map([[msg.node, msg.seq]]) };
+      remote = {
+        lastHeard: now,
+        leaseFrom: now,
+        leaseMs: msg.leaseMs,
+        live: true,
+        seqs: new Map([[msg.node, msg.seq]]),
+      };
       this.#remotes.set(msg.dc, remote);
       this.#o.logger.info({ dc: msg.dc }, "data center up");
       this.#emit(msg.dc, { kind: "up" });
@@ -199,6 +218,7 @@ export class DcLiveness {
     const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
     remote.seqs.set(msg.node, msg.seq);
     remote.lastHeard = now;
+    remote.leaseFrom = Math.max(remote.leaseFrom, now);
     remote.leaseMs = msg.leaseMs;
     if (!remote.live) {
       remote.live = true;

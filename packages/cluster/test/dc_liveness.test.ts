@@ -102,6 +102,7 @@ describe("cluster - data center liveness", () => {
       get unansweredSince() {
         return since;
       },
+      delivered: () => {},
     };
     const { clock, events, lines, hear } = setUp({ silence: health });
     made.clock = clock;
@@ -110,6 +111,7 @@ describe("cluster - data center liveness", () => {
     // Half a lease passes for dc3 before the silence; dc2 is heard just as it starts.
     await clock.advance(LEASE_MS / 2);
     await hear("dc2", "n1", 2);
+    const dc2HeardAt = clock.now();
     since = clock.now();
     await clock.advance(LEASE_MS * 5);
     expect(liveness.liveRemotes()).toEqual(["dc2", "dc3"]);
@@ -128,12 +130,43 @@ describe("cluster - data center liveness", () => {
     await clock.advance(LEASE_MS / 2);
     expect(liveness.liveRemotes()).toEqual([]);
     expect(clock.now() - backAt).toBeLessThanOrEqual(LEASE_MS + 2 * HEARTBEAT_MS);
+    // What is reported stays when they were really last heard.
+    expect(liveness.lagMs("dc2")).toBe(clock.now() - dc2HeardAt);
     expect(events).toEqual([
       ["dc2", "up"],
       ["dc3", "up"],
       ["dc3", "down"],
       ["dc2", "down"],
     ]);
+  });
+
+  test("cluster - round trips answered late while messages keep coming are no silence: a dead DC goes down on time, and lag stays the truth", async () => {
+    // Every round trip overdue (a process too busy to read its answers), yet the bus delivers.
+    const made: { clock?: ManualClock } = {};
+    let heardAt = 0;
+    const health: BusHealth = {
+      get heardAt() {
+        return heardAt;
+      },
+      unansweredSince: 0,
+      delivered: () => void (heardAt = made.clock!.now()),
+    };
+    const { clock, events, hear } = setUp({ silence: health });
+    made.clock = clock;
+    heardAt = clock.now();
+    await hear("dc2", "n1", 1);
+    const heardDc2At = clock.now();
+    // dc3 keeps beating; dc2 is dead.
+    for (let seq = 1; clock.now() - heardDc2At <= LEASE_MS + HEARTBEAT_MS; seq++) {
+      await hear("dc3", "n1", seq);
+      await clock.advance(HEARTBEAT_MS);
+    }
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc3", "up"],
+      ["dc2", "down"],
+    ]);
+    expect(liveness.lagMs("dc2")).toBe(clock.now() - heardDc2At);
   });
 
   test("cluster - other messages from a live DC keep it live; they never bring one up", async () => {
