@@ -160,3 +160,12 @@ export class BusSilence {
 }
 
 const CARRIES: BusState = { state: "carries" };
+
+/**
+ * Where a lease last renewed at `renewedAt` runs from once the time from `from` to `to` (a silence
+ * of the bus, a stall of the process) no longer counts against it: it gets back the part after it
+ * was renewed, and one renewed since `to` gets nothing.
+ */
+export function leaseFromAfterSilence(renewedAt: number, from: number, to: number): number {
+  return renewedAt + Math.max(0, to - Math.max(renewedAt, from));
+}

@@ -1,7 +1,7 @@
 import { DCS_SUBJECT, type Bus, type Subscription } from "@livecount/bus";
 import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
-import { BusSilence, type BusHealth } from "./bus_pulse.js";
+import { BusSilence, leaseFromAfterSilence, type BusHealth } from "./bus_pulse.js";
 
 export interface DcLivenessOptions {
   readonly bus: Bus;
@@ -158,24 +158,34 @@ export class DcLiveness {
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
     }
     const now = clock.now();
-    const busState = this.#silence?.judge(now);
-    if (busState?.state === "silent") {
-      if (busState.began)
+    if (this.#judgeBus(now)) this.#expire(now);
+    this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
+  }
+
+  /** False while this process's bus is silent: no DC could be heard, so none goes down. */
+  #judgeBus(now: number): boolean {
+    const bus = this.#silence?.judge(now);
+    if (bus?.state === "silent") {
+      if (bus.began)
         this.#o.logger.warn(
-          { silentMs: now - busState.from },
+          { silentMs: now - bus.from },
           "nothing comes on the bus; data centers keep their leases",
         );
-      this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
-      return;
+      return false;
     }
-    if (busState?.state === "ended") {
+    if (bus?.state === "ended") {
       this.#o.logger.info(
-        { silentMs: busState.to - busState.from },
+        { silentMs: bus.to - bus.from },
         "the bus carries again; its silence does not count against data centers' leases",
       );
       for (const remote of this.#remotes.values())
-        remote.leaseFrom += Math.max(0, busState.to - Math.max(remote.leaseFrom, busState.from));
+        remote.leaseFrom = leaseFromAfterSilence(remote.leaseFrom, bus.from, bus.to);
     }
+    return true;
+  }
+
+  /** Remote DCs silent for longer than their lease go down. */
+  #expire(now: number): void {
     for (const [name, remote] of this.#remotes) {
       if (remote.live && now - remote.leaseFrom > remote.leaseMs) {
         remote.live = false;
@@ -183,7 +193,6 @@ export class DcLiveness {
         this.#emit(name, { kind: "down" });
       }
     }
-    this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
   }
 
   #onMessage(data: Uint8Array): void {

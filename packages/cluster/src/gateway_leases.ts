@@ -1,3 +1,4 @@
+import { leaseFromAfterSilence } from "./bus_pulse.js";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
 
 /**
@@ -148,7 +149,7 @@ export class GatewayLeases {
    */
   compensateSilence(from: number, to: number): void {
     for (const lease of this.#leases.values())
-      lease.lastSeen += Math.max(0, to - Math.max(lease.lastSeen, from));
+      lease.lastSeen = leaseFromAfterSilence(lease.lastSeen, from, to);
   }
 
   /** The page left this node's memory: no gateway holds anything on it here any more. */
