@@ -262,27 +262,6 @@ describe("counter - presence intake", () => {
     expect(viewers(page)).toBe(0);
   });
 
-  test("counter - silence of the bus is not silence of the gateways: no lease lapses while nothing comes, and the silence does not count against any lease", async () => {
-    u = await buildUnits();
-    const page = pageIn(6);
-    await u.acquire(6);
-    await sweepFor(SWEEP_MS * 3);
-    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
-    await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
-    // NATS down or frozen for three leases, from right after the gateway's heartbeat: nothing comes,
-    // the broker answers no round trip either; the node's sweeps run on time.
-    u.busSilentSince = u.clock.now();
-    await sweepFor(GATEWAY_LEASE_MS * 3);
-    expect(viewers(page)).toBe(1);
-    // The bus carries again (the next sweep sees it), and the gateway stays silent: its lease runs on
-    // from where the silence stopped it, whole.
-    u.busSilentSince = undefined;
-    await sweepFor(SWEEP_MS + GATEWAY_LEASE_MS - 1);
-    expect(viewers(page)).toBe(1);
-    await sweepFor(1);
-    expect(viewers(page)).toBe(0);
-  });
-
   /** A gateway holding one viewer on `page`, heard now. */
   async function oneViewer(partition: number): Promise<string> {
     const page = pageIn(partition);
@@ -299,6 +278,24 @@ describe("counter - presence intake", () => {
     expect(viewers(page), `still counted after ${withinMs} ms`).toBe(0);
     return u.clock.now();
   }
+
+  test("counter - silence of the bus is not silence of the gateways: no lease lapses while nothing comes, and the silence does not count against any lease", async () => {
+    u = await buildUnits();
+    await sweepFor(SWEEP_MS * 3);
+    const page = await oneViewer(6);
+    // NATS down or frozen for three leases, from right after the gateway's heartbeat: nothing comes,
+    // the broker answers no round trip either; the node's sweeps run on time.
+    u.busSilentSince = u.clock.now();
+    await sweepFor(GATEWAY_LEASE_MS * 3);
+    expect(viewers(page)).toBe(1);
+    // The bus carries again (the next sweep sees it), and the gateway stays silent: its lease runs on
+    // from where the silence stopped it, whole.
+    u.busSilentSince = undefined;
+    await sweepFor(SWEEP_MS + GATEWAY_LEASE_MS - 1);
+    expect(viewers(page)).toBe(1);
+    await sweepFor(1);
+    expect(viewers(page)).toBe(0);
+  });
 
   test("counter - a gateway heard as the bus comes back gets none of the silence: killed then, it stops counting a lease later", async () => {
     u = await buildUnits();
@@ -351,10 +348,7 @@ describe("counter - presence intake", () => {
 
   test("counter - a pause of the bus shorter than its silence bound postpones no lease", async () => {
     u = await buildUnits();
-    const page = pageIn(6);
-    await u.acquire(6);
-    u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: GATEWAY_LEASE_MS, state: "up" });
-    await u.intake.batch(presenceBatch(6, "gw", [[page, "v:1", true]]));
+    const page = await oneViewer(6);
     await sweepFor(GATEWAY_LEASE_MS / 2);
     u.busSilentSince = u.clock.now();
     await sweepFor(BUS_SILENCE_MS);

@@ -50,6 +50,10 @@ describe("cluster - bus pulse", () => {
     const frozenSentAt = clock.now();
     await clock.advance(INTERVAL_MS * 10);
     expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([answeredAt, frozenSentAt, 5]);
+    // A message delivered meanwhile says the bus carries; the round trip is still unanswered.
+    await clock.advance(INTERVAL_MS);
+    pulse.delivered();
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([clock.now(), frozenSentAt, 5]);
     // Thawed: the answer comes, and the pulse goes on.
     broker.answerAll();
     await clock.advance(0);
