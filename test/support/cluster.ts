@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { eventually, sleep } from "./eventually.js";
-import { NatsServer } from "./nats_server.js";
+import { startNatsCluster, type NatsServer } from "./nats_server.js";
 import { LinkProxy } from "./link_proxy.js";
 import { freePort, LOOPBACK } from "./ports.js";
 import { RedisServer, type RedisServerOptions } from "./redis_server.js";
@@ -276,11 +276,18 @@ export interface TestClusterOptions {
   readonly redisCluster?: { readonly seeds: string };
   /** Added to every process's environment. */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * NATS servers, joined in one NATS cluster by routes. Default 1. Each process is given one server's
+   * URL only (the i-th counter node and the i-th gateway the (i mod n)-th server) and learns the
+   * others from the cluster's gossip, as a client given one address of a cluster does.
+   */
+  readonly natsServers?: number;
 }
 
 export class TestCluster {
   private constructor(
-    readonly nats: NatsServer,
+    /** Every NATS server; `nats` is the first. */
+    readonly natsServers: readonly NatsServer[],
     readonly redis: RedisServer,
     readonly counters: readonly ClusterProcess[],
     readonly gateways: readonly ClusterProcess[],
@@ -288,18 +295,22 @@ export class TestCluster {
     readonly redisLinks: ReadonlyMap<ClusterProcess, LinkProxy>,
   ) {}
 
+  /** The NATS server (the first, with `natsServers`). */
+  get nats(): NatsServer {
+    return this.natsServers[0]!;
+  }
+
   /** Starts the servers, then the counter nodes (until they share the partitions), then the gateways. */
   static async start(options: TestClusterOptions = {}): Promise<TestCluster> {
     const logDir = mkdtempSync(join(tmpdir(), "livecount-cluster-"));
-    const nats = await NatsServer.start();
+    const natsServers = await startNatsCluster(options.natsServers ?? 1);
     const redis = await RedisServer.start(options.redis).catch(async (err: unknown) => {
-      await nats.stop();
+      await Promise.all(natsServers.map((s) => s.stop()));
       throw err;
     });
     const base: Record<string, string> = {
       PATH: process.env.PATH ?? "",
       ...CLUSTER_ENV,
-      LIVECOUNT_NATS_URL: nats.url,
       LIVECOUNT_REDIS_URL: redis.url,
       ...(options.redisCluster !== undefined
         ? { LIVECOUNT_REDIS_URL: "", LIVECOUNT_REDIS_CLUSTER: options.redisCluster.seeds }
@@ -313,7 +324,14 @@ export class TestCluster {
     ): Promise<ClusterProcess> => {
       const nodeId = `${kind}-${i + 1}`;
       const port = await freePort();
-      const env = { ...base, ...extra, LIVECOUNT_NODE_ID: nodeId, LIVECOUNT_PORT: String(port) };
+      const nats = natsServers[i % natsServers.length]!;
+      const env = {
+        LIVECOUNT_NATS_URL: nats.url,
+        ...base,
+        ...extra,
+        LIVECOUNT_NODE_ID: nodeId,
+        LIVECOUNT_PORT: String(port),
+      };
       return new ClusterProcess(kind, nodeId, port, env, join(logDir, `${nodeId}.log`));
     };
     const counters: ClusterProcess[] = [];
@@ -331,7 +349,7 @@ export class TestCluster {
       counters.push(counter);
     }
     for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await make("gateway", i));
-    const cluster = new TestCluster(nats, redis, counters, gateways, logDir, redisLinks);
+    const cluster = new TestCluster(natsServers, redis, counters, gateways, logDir, redisLinks);
     try {
       await Promise.all(counters.map((c) => c.start()));
       await cluster.waitBalanced();
@@ -390,7 +408,7 @@ export class TestCluster {
     const parts = [...this.counters, ...this.gateways].map(
       (p) => `===== ${p.nodeId} (${p.logPath}) =====\n${p.logTail(lines)}`,
     );
-    parts.push(`===== nats-server =====\n${this.nats.log}`);
+    this.natsServers.forEach((s, i) => parts.push(`===== nats-server ${i + 1} =====\n${s.log}`));
     return parts.join("\n");
   }
 
@@ -398,7 +416,7 @@ export class TestCluster {
   async stop(keepLogs = false): Promise<void> {
     await Promise.all([...this.counters, ...this.gateways].map((p) => p.kill()));
     await Promise.all([...this.redisLinks.values()].map((link) => link.close()));
-    await Promise.all([this.nats.stop(), this.redis.stop()]);
+    await Promise.all([...this.natsServers.map((s) => s.stop()), this.redis.stop()]);
     if (!keepLogs) rmSync(this.logDir, { recursive: true, force: true });
   }
 }

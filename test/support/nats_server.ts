@@ -4,7 +4,8 @@
  * the same port (reconnect tests), `kill()` simulates a crash, `pause()`/`resume()` freeze it with
  * SIGSTOP/SIGCONT (a server that accepts nothing but keeps its sockets open), and `config` appends
  * blocks such as `cluster { ... }` or `gateway { ... }` to build clusters and multi-DC super clusters
- * (take their ports from `freePorts` in ports.ts).
+ * (take their ports from `freePorts` in ports.ts). `startNatsCluster(n)` starts n servers joined by
+ * routes into one NATS cluster.
  *
  * The binary comes from LIVECOUNT_NATS_SERVER, else `nats-server` on PATH, else
  * /usr/sbin/nats-server. Without one, suites wrapped in `describeWithNats` are skipped with a
@@ -15,7 +16,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, LOOPBACK } from "./ports.js";
+import { freePort, freePorts, LOOPBACK } from "./ports.js";
+import { eventually } from "./eventually.js";
 import { describeWithBinary, findBinary, underCi } from "./binaries.js";
 
 const FALLBACK_BINARY = "/usr/sbin/nats-server";
@@ -286,4 +288,31 @@ export class NatsServer {
     }
     this.#paused = false;
   }
+}
+
+/** `count` nats-servers joined by routes into one NATS cluster (one plain server for 1). */
+export async function startNatsCluster(count: number): Promise<NatsServer[]> {
+  if (count === 1) return [await NatsServer.start()];
+  const routePorts = await freePorts(count);
+  const routes = routePorts.map((p) => `"nats://${LOOPBACK}:${p}"`).join(", ");
+  const started: NatsServer[] = [];
+  try {
+    for (const port of routePorts) {
+      const config = `cluster { name: lc-test, listen: "${LOOPBACK}:${port}", routes: [${routes}] }`;
+      started.push(await NatsServer.start({ config }));
+    }
+    // Clients given one server learn the others from it once its routes are up.
+    await eventually(
+      () => {
+        for (const s of started)
+          if ((s.log.match(/Route connection created/g) ?? []).length < count - 1)
+            throw new Error(`routes of ${s.url} not up:\n${s.log}`);
+      },
+      { timeoutMs: READY_TIMEOUT_MS, intervalMs: 25, message: "NATS cluster routes up" },
+    );
+  } catch (err) {
+    await Promise.all(started.map((s) => s.stop()));
+    throw err;
+  }
+  return started;
 }
