@@ -187,6 +187,7 @@ describe.skipIf(!available)("observability - dashboard and alerts against a real
       "LivecountBootstrapStuck",
       "LivecountSlowConsumers",
       "LivecountNatsSilent",
+      "LivecountNatsServerStuck",
     ])
       expect(alerts).toContain(alert);
     const queried = new Set(rules.groups.flatMap((g) => g.rules.flatMap((r) => metricsIn(r.expr))));

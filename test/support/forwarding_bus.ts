@@ -25,6 +25,9 @@ export class ForwardingBus implements Bus {
   flush(): Promise<void> {
     return this.local.flush();
   }
+  reconnect(): void {
+    this.local.reconnect();
+  }
   close(): Promise<void> {
     return this.local.close();
   }

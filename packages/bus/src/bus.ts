@@ -64,6 +64,14 @@ export interface Bus {
   readonly status: BusStatus;
   /** Resolves once everything published so far has been handed to the broker. */
   flush(): Promise<void>;
+  /**
+   * Drops the connection to the broker and dials again, the next server of its cluster first: for a
+   * process whose server stopped answering while keeping the connection open (frozen, or cut off by
+   * a network that drops packets), which no disconnect would ever move elsewhere. Requests in flight
+   * fail with BusDisconnectedError and `reconnected` follows, as after any outage. No effect while
+   * already reconnecting, after close, or on a bus without a broker.
+   */
+  reconnect(): void;
   /** Rejects pending requests with BusClosedError, then drains. Idempotent. */
   close(): Promise<void>;
 }

@@ -159,6 +159,9 @@ export class MemoryBus implements Bus {
     return this.#idle();
   }
 
+  /** No broker to move away from: every subscriber is in this process. */
+  reconnect(): void {}
+
   /** Rejects pending requests, delivers what was already published, then stops all delivery. */
   close(): Promise<void> {
     this.#closing ??= this.#close();

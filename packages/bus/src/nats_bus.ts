@@ -62,6 +62,15 @@ export const DEFAULT_RECONNECT_TIME_WAIT_MS = 500;
  */
 export const DEFAULT_PING_INTERVAL_MS = 10_000;
 
+/**
+ * Longest a dial may take, from the TCP connect to the server's greeting and the answer to the
+ * client's first PING, in milliseconds. A NATS server greets a client at once; one that has not
+ * within 2 s is frozen or unreachable, and every second spent on it is a second of a gateway's
+ * lease (LIVECOUNT_GATEWAY_LEASE_MS, 10 s) gone before the next server of the cluster is tried.
+ * nats.js's default is 20,000.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+
 /** Unanswered pings before the connection is considered stale and re-established. */
 const MAX_PINGS_OUT = 2;
 
@@ -82,6 +91,8 @@ export interface NatsBusOptions {
   reconnectTimeWaitMs?: number;
   /** Default DEFAULT_PING_INTERVAL_MS (10000). */
   pingIntervalMs?: number;
+  /** Default DEFAULT_CONNECT_TIMEOUT_MS (2000). */
+  connectTimeoutMs?: number;
   /** Default DEFAULT_DRAIN_TIMEOUT_MS (5000). */
   drainTimeoutMs?: number;
   /** Times the drain at close; default the system clock. (Request timeouts are nats.js's own.) */
@@ -151,6 +162,7 @@ export class NatsBus implements Bus {
         maxReconnectAttempts: RECONNECT_FOREVER,
         reconnectTimeWait: opts.reconnectTimeWaitMs ?? DEFAULT_RECONNECT_TIME_WAIT_MS,
         pingInterval: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+        timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
         maxPingOut: MAX_PINGS_OUT,
         noEcho: opts.noEcho ?? false,
         // Capturing a stack per request costs more than it tells: errors are mapped here anyway.
@@ -227,6 +239,13 @@ export class NatsBus implements Bus {
     } catch (err) {
       throw toBusError(err, "flush");
     }
+  }
+
+  reconnect(): void {
+    if (this.#closing !== undefined || this.#status !== "connected") return;
+    this.#log?.warn({ server: this.#nc.getServer() }, "bus server silent; dialing the cluster again");
+    // nats.js rejects only when closed or draining, which the checks above rule out but for a race.
+    this.#nc.reconnect().catch(() => {});
   }
 
   /**

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { describeWithNats, NatsServer } from "../../../test/support/nats_server.js";
+import { describeWithNats, NatsServer, startNatsCluster } from "../../../test/support/nats_server.js";
 import { freePorts, LOOPBACK } from "../../../test/support/ports.js";
 import {
   BusDisconnectedError,
@@ -162,6 +163,70 @@ describeWithNats("NatsBus", () => {
     } finally {
       await Promise.all([dc1.stop(), dc2.stop()]);
     }
+  });
+
+  it("gives up a dial after connectTimeoutMs when the server accepts the connection but never greets (frozen, or behind a black hole)", async () => {
+    const sockets = new Set<Socket>();
+    const mute = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => mute.listen(0, LOOPBACK, resolve));
+    const { port } = mute.address() as { port: number };
+    try {
+      const connectTimeoutMs = 400;
+      const startedAt = Date.now();
+      await expect(
+        NatsBus.connect({ servers: `nats://${LOOPBACK}:${port}`, connectTimeoutMs }),
+      ).rejects.toThrow(BusError);
+      const tookMs = Date.now() - startedAt;
+      expect(tookMs).toBeGreaterThanOrEqual(connectTimeoutMs - 50);
+      expect(tookMs).toBeLessThan(connectTimeoutMs + 1000);
+      expect(sockets.size).toBe(1);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => mute.close(resolve));
+    }
+  });
+
+  it("reconnect() leaves a frozen server for another of its cluster, learnt from the cluster's gossip, keeping subscriptions and responders", async () => {
+    const [first, second] = (await startNatsCluster(2)) as [NatsServer, NatsServer];
+    try {
+      const connectTimeoutMs = 500;
+      const options = { reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS, connectTimeoutMs };
+      const moving = await NatsBus.connect({ servers: first.url, name: "moving", ...options });
+      const other = await NatsBus.connect({ servers: second.url, name: "other", ...options });
+      buses.push(moving, other);
+      let reconnects = 0;
+      moving.on("reconnected", () => reconnects++);
+      const { got } = record(moving, "t.moved");
+      moving.serve("svc.moved", (data) => data);
+      await moving.flush();
+      await first.pause();
+      try {
+        const askedAt = Date.now();
+        moving.reconnect();
+        moving.reconnect(); // a second call while dialing changes nothing
+        await waitFor("the move", () => reconnects === 1 && moving.status === "connected");
+        // The frozen server is dialed again first (nats.js), for at most the connect timeout.
+        expect(Date.now() - askedAt).toBeLessThan(connectTimeoutMs + 2000);
+        await waitFor("the subscription on the second server", () => {
+          other.publish("t.moved", bytes("here"));
+          return got.length > 0;
+        });
+        expect(text(await other.request("svc.moved", bytes("served")))).toBe("served");
+        expect(reconnects).toBe(1);
+      } finally {
+        await first.resume();
+      }
+    } finally {
+      await Promise.all(buses.splice(0).map((b) => b.close()));
+      await Promise.all([first.stop(), second.stop()]);
+    }
+  });
+
+  it("reconnect() does nothing after close", async () => {
+    const bus = await connect("closed");
+    await bus.close();
+    expect(() => bus.reconnect()).not.toThrow();
+    expect(bus.status).toBe("closed");
   });
 
   it("reports a server-side slow consumer disconnect as reconnected", async () => {

@@ -1,6 +1,6 @@
 import type { Bus } from "@livecount/bus";
 import type { Clock, TimerHandle } from "@livecount/runtime";
-import { Gauge, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "prom-client";
 
 export interface BusPulseOptions {
   readonly bus: Bus;
@@ -24,6 +24,19 @@ export interface BusHealth {
 }
 
 /**
+ * DC heartbeat intervals (1 s at the default 250 ms) a round trip may go unanswered, with nothing
+ * delivered, while this process's own timers fire on time, before it drops its connection and dials
+ * its NATS cluster again (`Bus.reconnect`). On time matters: a process that stalled has not read its
+ * socket, and its answers may be waiting there. Past that, its server is stuck while the connection
+ * stays open (frozen, or behind a network that drops packets), which no disconnect would ever show,
+ * and with several servers in a DC the owners on the others still hear their own: they would drop
+ * this gateway's viewers once its lease lapses. One second, then a dial of the stuck server (it is
+ * tried again first, for at most DEFAULT_CONNECT_TIMEOUT_MS, 2 s) and one of the next: about 3.5 s,
+ * well inside the 10 s gateway lease and the 6 s node lease. With one server the dials wait for it.
+ */
+export const BUS_MOVE_HEARTBEATS = 4;
+
+/**
  * Whether the bus carries anything to this process: a round trip to the broker every interval
  * (`Bus.flush`: on NATS a PING its server answers with a PONG), one at a time. A counter node runs
  * without echo, so its own heartbeats never come back to tell it. While NATS is down the round trips
@@ -36,6 +49,11 @@ export class BusPulse implements BusHealth {
   #unansweredSince: number | undefined;
   #inFlight = false;
   #timer: TimerHandle | undefined;
+  /** When the next tick is due; a tick later than an interval past it means this process stalled. */
+  #dueAt: number | undefined;
+  /** Ticks in a row that fired on time: the event loop read its sockets between them. */
+  #steadyTicks = 0;
+  #moves = 0;
 
   constructor(options: BusPulseOptions) {
     this.#o = options;
@@ -48,6 +66,11 @@ export class BusPulse implements BusHealth {
 
   get unansweredSince(): number | undefined {
     return this.#unansweredSince;
+  }
+
+  /** Times this process dropped its connection to a stuck server and dialed again. */
+  get moves(): number {
+    return this.#moves;
   }
 
   /**
@@ -69,6 +92,14 @@ export class BusPulse implements BusHealth {
   }
 
   #tick(): void {
+    const now = this.#o.clock.now();
+    const stalled = this.#dueAt !== undefined && now - this.#dueAt > this.#o.intervalMs;
+    this.#steadyTicks = stalled ? 0 : this.#steadyTicks + 1;
+    if (this.#stuck(now)) {
+      this.#moves++;
+      this.#steadyTicks = 0;
+      this.#o.bus.reconnect();
+    }
     // One at a time: a frozen broker answers none, and a round trip pending at a disconnect fails.
     if (!this.#inFlight) {
       this.#inFlight = true;
@@ -84,7 +115,21 @@ export class BusPulse implements BusHealth {
         )
         .finally(() => (this.#inFlight = false));
     }
+    this.#dueAt = now + this.#o.intervalMs;
     this.#timer = this.#o.clock.setTimeout(() => this.#tick(), this.#o.intervalMs);
+  }
+
+  /** See BUS_MOVE_HEARTBEATS. Only a connected bus moves: a reconnecting one is dialing already. */
+  #stuck(now: number): boolean {
+    const since = this.#unansweredSince;
+    const moveMs = BUS_MOVE_HEARTBEATS * this.#o.intervalMs;
+    return (
+      since !== undefined &&
+      now - since >= moveMs &&
+      now - this.#heardAt >= moveMs &&
+      this.#steadyTicks > BUS_MOVE_HEARTBEATS &&
+      this.#o.bus.status === "connected"
+    );
   }
 }
 
@@ -92,7 +137,7 @@ export class BusPulse implements BusHealth {
 export function registerBusPulseMetrics(
   registry: Registry,
   prefix: string,
-  pulse: BusHealth,
+  pulse: BusPulse,
   clock: Clock,
 ): void {
   new Gauge({
@@ -102,6 +147,16 @@ export function registerBusPulseMetrics(
     collect() {
       const since = pulse.unansweredSince;
       this.set(since === undefined ? 0 : Math.max(0, clock.now() - since) / 1000);
+    },
+  });
+  let counted = 0;
+  new Counter({
+    name: `${prefix}_bus_moves_total`,
+    help: "Times this process dropped its connection to a NATS server that answered nothing for four DC heartbeats while the connection stayed open, and dialed its cluster again",
+    registers: [registry],
+    collect() {
+      this.inc(pulse.moves - counted);
+      counted = pulse.moves;
     },
   });
 }

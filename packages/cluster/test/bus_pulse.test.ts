@@ -2,7 +2,7 @@ import type { Bus } from "@livecount/bus";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { Registry } from "prom-client";
-import { BusPulse, registerBusPulseMetrics } from "../src/bus_pulse.js";
+import { BUS_MOVE_HEARTBEATS, BusPulse, registerBusPulseMetrics } from "../src/bus_pulse.js";
 
 const INTERVAL_MS = 250;
 
@@ -10,12 +10,22 @@ const INTERVAL_MS = 250;
 class Broker {
   readonly pending: Array<{ answer: () => void; fail: (err: Error) => void }> = [];
   calls = 0;
-  readonly bus = {
-    flush: () => {
-      this.calls++;
-      return new Promise<void>((answer, fail) => this.pending.push({ answer, fail }));
-    },
-  } as unknown as Bus;
+  /** When the pulse asked to dial again (`Bus.reconnect`). */
+  readonly reconnects: number[] = [];
+  status: Bus["status"] = "connected";
+  readonly bus: Bus;
+
+  constructor(clock?: ManualClock) {
+    const bus = {
+      flush: () => {
+        this.calls++;
+        return new Promise<void>((answer, fail) => this.pending.push({ answer, fail }));
+      },
+      reconnect: () => this.reconnects.push(clock?.now() ?? 0),
+    };
+    Object.defineProperty(bus, "status", { get: () => this.status });
+    this.bus = bus as unknown as Bus;
+  }
 
   answerAll(): void {
     for (const p of this.pending.splice(0)) p.answer();
@@ -92,6 +102,105 @@ describe("cluster - bus pulse", () => {
     broker.answerAll();
     await clock.advance(0);
     expect(await unanswered()).toBe(0);
+    pulse.stop();
+  });
+
+  const MOVE_MS = BUS_MOVE_HEARTBEATS * INTERVAL_MS;
+
+  /** Moves the clock by `ms`, one interval at a time, the broker answering every round trip. */
+  async function answering(clock: ManualClock, broker: Broker, ms: number): Promise<void> {
+    for (let t = 0; t < ms; t += INTERVAL_MS) {
+      broker.answerAll();
+      await clock.advance(INTERVAL_MS);
+    }
+    broker.answerAll();
+    await clock.advance(0);
+  }
+
+  /** A pulse whose first round trip was answered; the broker answers nothing after that. */
+  async function answeredOnce(): Promise<{ clock: ManualClock; broker: Broker; pulse: BusPulse }> {
+    const clock = new ManualClock();
+    const broker = new Broker(clock);
+    const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
+    pulse.start();
+    broker.answerAll();
+    await clock.advance(0);
+    return { clock, broker, pulse };
+  }
+
+  test("cluster - a server that answers nothing for four steady heartbeats, with nothing delivered, is left: the bus dials again, once per four more while nothing answers", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    await clock.advance(INTERVAL_MS);
+    const sentAt = clock.now();
+    expect(pulse.unansweredSince).toBe(sentAt);
+    await clock.advance(MOVE_MS - 1);
+    expect(broker.reconnects).toEqual([]);
+    await clock.advance(1);
+    expect(broker.reconnects).toEqual([sentAt + MOVE_MS]);
+    expect(pulse.moves).toBe(1);
+    // Dialing: nothing more is asked of the bus until it is connected again.
+    broker.status = "reconnecting";
+    await clock.advance(MOVE_MS * 3);
+    expect(broker.reconnects).toHaveLength(1);
+    // Connected to a server that answers nothing either: four more steady heartbeats, then again.
+    broker.status = "connected";
+    const connectedAt = clock.now();
+    await clock.advance(MOVE_MS + INTERVAL_MS);
+    expect(broker.reconnects).toHaveLength(2);
+    expect(broker.reconnects[1]! - connectedAt).toBeLessThanOrEqual(MOVE_MS + INTERVAL_MS);
+    // A server that answers ends it: nothing more.
+    await answering(clock, broker, MOVE_MS * 3);
+    expect(broker.reconnects).toHaveLength(2);
+    expect(pulse.moves).toBe(2);
+    pulse.stop();
+  });
+
+  test("cluster - a process that stalled stays on its server: its answers may wait unread in its socket, so heartbeats must fire on time for four intervals first", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    await clock.advance(INTERVAL_MS);
+    // Frozen for three move windows: the first tick after it is late, and judges nothing.
+    clock.jump(MOVE_MS * 3);
+    await clock.advance(0);
+    expect(broker.reconnects).toEqual([]);
+    // The answer was in the socket and is read in the same turn of the event loop.
+    await answering(clock, broker, MOVE_MS * 2);
+    expect(broker.reconnects).toEqual([]);
+    // Late ticks keep resetting the count even when nothing answers.
+    for (let i = 0; i < 8; i++) {
+      clock.jump(INTERVAL_MS * 3);
+      await clock.advance(0);
+    }
+    expect(broker.reconnects).toEqual([]);
+    // Then steady again, still unanswered: four on-time heartbeats later it moves.
+    await clock.advance(MOVE_MS);
+    expect(broker.reconnects).toEqual([]);
+    await clock.advance(INTERVAL_MS);
+    expect(broker.reconnects).toHaveLength(1);
+    pulse.stop();
+  });
+
+  test("cluster - a server slow to answer round trips but delivering messages is not left", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    for (let i = 0; i < 40; i++) {
+      await clock.advance(INTERVAL_MS / 2);
+      pulse.delivered();
+    }
+    expect(pulse.unansweredSince).toBeDefined();
+    expect(broker.reconnects).toEqual([]);
+    pulse.stop();
+  });
+
+  test("cluster - livecount_counter_bus_moves_total counts each time the pulse left its server", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    const registry = new Registry();
+    registerBusPulseMetrics(registry, "livecount_counter", pulse, clock);
+    const moves = async (): Promise<number> =>
+      (await registry.getSingleMetric("livecount_counter_bus_moves_total")!.get()).values[0]!.value;
+    expect(await moves()).toBe(0);
+    await clock.advance(INTERVAL_MS + MOVE_MS);
+    expect(broker.reconnects).toHaveLength(1);
+    expect(await moves()).toBe(1);
+    expect(await moves()).toBe(1);
     pulse.stop();
   });
 });

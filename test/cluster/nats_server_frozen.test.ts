@@ -1,0 +1,103 @@
+/**
+ * One NATS server of a data center's NATS cluster frozen (SIGSTOP) while the others run: the
+ * processes connected to it hear nothing, the rest of the DC goes on. A counter node or gateway that
+ * hears nothing through its server moves to another (docs/architecture.md, "Recovery and known
+ * gaps"), and resyncs there, before the owners that still hear their own server drop its viewers.
+ *
+ * Two nats-servers joined by routes; counter-1 and gateway-1 are given the first server's URL only,
+ * counter-2 and gateway-2 the second's (each learns the other server from the cluster's gossip, as
+ * a client given one address of a cluster does). The first server is frozen past the gateway and
+ * node leases.
+ */
+import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
+import { describeWithBinary } from "../support/binaries.js";
+import { TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { Scene, expectAllRunning, readyz } from "../support/cluster_scene.js";
+import { Crowd } from "../support/crowd.js";
+import { eventually, sleep } from "../support/eventually.js";
+import { natsServerAvailable } from "../support/nats_server.js";
+import { redisServerAvailable } from "../support/redis_server.js";
+
+const TEST_TIMEOUT_MS = 90_000;
+/** Slack for a loaded 2-core machine over any bound derived from the settings. */
+const MARGIN_MS = 2000;
+const CONVERGE_MS = 10_000;
+/**
+ * Leases as long as a deployment's (README defaults: gateway 10 s, node 6 s) scaled down so the test
+ * waits less; the DC heartbeat (the round trips that notice the silence) is the default's.
+ */
+const LEASES = { gatewayLeaseMs: 5000, nodeLeaseMs: 4000, partitionLeaseMs: 5000 } as const;
+/** Past both leases: without the move, the owners on the other server drop the frozen side's viewers. */
+const FROZEN_MS = LEASES.gatewayLeaseMs + 3000;
+
+describeWithBinary(
+  natsServerAvailable() && redisServerAvailable(),
+  "nats-server and redis-server are required",
+  "cluster - one NATS server of the DC's NATS cluster frozen",
+  () => {
+    let cluster: TestCluster;
+    let crowd: Crowd;
+    let scene: Scene;
+
+    beforeAll(async () => {
+      cluster = await TestCluster.start({
+        natsServers: 2,
+        env: {
+          LIVECOUNT_GATEWAY_LEASE_MS: String(LEASES.gatewayLeaseMs),
+          LIVECOUNT_NODE_LEASE_MS: String(LEASES.nodeLeaseMs),
+          LIVECOUNT_PARTITION_LEASE_MS: String(LEASES.partitionLeaseMs),
+        },
+      });
+      crowd = new Crowd();
+      scene = await Scene.seat(cluster, crowd, "frozen-server", 4);
+    }, 60_000);
+
+    afterAll(async () => {
+      await crowd?.close();
+      await cluster?.stop();
+    });
+
+    test(
+      "cluster - the processes of a frozen NATS server move to another: no watcher sees a page dip, every process is ready again and every page exact while it is still frozen",
+      async () => {
+        onTestFailed(() => console.error(`\n----- logs -----\n${cluster.logs()}\n`));
+        await scene.expectExact();
+        const [frozen] = cluster.natsServers;
+        const frozenAt = Date.now();
+        await frozen!.pause();
+        try {
+          // Every process, those of the frozen server included, serves again before it thaws.
+          const processes: ClusterProcess[] = [...cluster.counters, ...cluster.gateways];
+          const movedMs = await eventually(
+            async () => {
+              for (const p of processes)
+                if ((await readyz(p)) !== 200) throw new Error(`${p.nodeId} is not ready`);
+              await scene.expectExact();
+              return Date.now() - frozenAt;
+            },
+            { timeoutMs: FROZEN_MS, intervalMs: 50, message: "ready and exact while frozen" },
+          ).catch((err: unknown) => String(err));
+          const left = frozenAt + FROZEN_MS - Date.now();
+          if (left > 0) await sleep(left);
+          const dip = scene.deepestDip(frozenAt);
+          console.info(`cluster one NATS server frozen: ${JSON.stringify({ movedMs, deepestDip: dip })}`);
+          expect(typeof movedMs, String(movedMs)).toBe("number");
+          expect(dip, "a watcher saw fewer viewers than the truth").toBeUndefined();
+          await scene.expectExact();
+        } finally {
+          await frozen!.resume();
+        }
+        await eventually(() => scene.expectExact(), {
+          timeoutMs: CONVERGE_MS,
+          message: "exact after the thaw",
+        });
+        await sleep(LEASES.gatewayLeaseMs + MARGIN_MS);
+        expect(scene.deepestDip(frozenAt), "a watcher saw fewer viewers than the truth").toBeUndefined();
+        await scene.expectExact();
+        expectAllRunning(cluster);
+        expect(crowd.unexpectedCloses()).toEqual([]);
+      },
+      TEST_TIMEOUT_MS,
+    );
+  },
+);
