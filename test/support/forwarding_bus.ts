@@ -25,8 +25,8 @@ export class ForwardingBus implements Bus {
   flush(): Promise<void> {
     return this.local.flush();
   }
-  reconnect(): void {
-    this.local.reconnect();
+  reconnect(): boolean {
+    return this.local.reconnect();
   }
   close(): Promise<void> {
     return this.local.close();

@@ -290,16 +290,19 @@ export class NatsServer {
   }
 }
 
-/** `count` nats-servers joined by routes into one NATS cluster (one plain server for 1). */
-export async function startNatsCluster(count: number): Promise<NatsServer[]> {
-  if (count === 1) return [await NatsServer.start()];
+/**
+ * `count` nats-servers joined by routes into one NATS cluster (one plain server for 1), each with
+ * `config` added to its own.
+ */
+export async function startNatsCluster(count: number, config = ""): Promise<NatsServer[]> {
+  if (count === 1) return [await NatsServer.start({ config })];
   const routePorts = await freePorts(count);
   const routes = routePorts.map((p) => `"nats://${LOOPBACK}:${p}"`).join(", ");
   const started: NatsServer[] = [];
   try {
     for (const port of routePorts) {
-      const config = `cluster { name: lc-test, listen: "${LOOPBACK}:${port}", routes: [${routes}] }`;
-      started.push(await NatsServer.start({ config }));
+      const cluster = `cluster { name: lc-test, listen: "${LOOPBACK}:${port}", routes: [${routes}] }`;
+      started.push(await NatsServer.start({ config: `${config}\n${cluster}` }));
     }
     // Clients given one server learn the others from it once its routes are up.
     await eventually(

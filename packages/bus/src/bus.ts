@@ -46,7 +46,11 @@ export interface BusEvents {
 }
 
 export interface Bus {
-  /** Throws InvalidSubjectError for a subject that is not a literal NATS subject, BusClosedError after close. */
+  /**
+   * Throws InvalidSubjectError for a subject that is not a literal NATS subject, BusClosedError after
+   * close. What is published while the connection is down, or left in it when it drops, may be lost:
+   * subscribers resync on `reconnected`, requests fail and are retried.
+   */
   publish(subject: string, data: Uint8Array): void;
   /** With `queue`, one member of the queue group (by name, across matching subscriptions) gets each message. */
   subscribe(subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription;
@@ -65,13 +69,14 @@ export interface Bus {
   /** Resolves once everything published so far has been handed to the broker. */
   flush(): Promise<void>;
   /**
-   * Drops the connection to the broker and dials again, the next server of its cluster first: for a
-   * process whose server stopped answering while keeping the connection open (frozen, or cut off by
-   * a network that drops packets), which no disconnect would ever move elsewhere. Requests in flight
-   * fail with BusDisconnectedError and `reconnected` follows, as after any outage. No effect while
-   * already reconnecting, after close, or on a bus without a broker.
+   * Drops the connection to the broker and dials another server of its cluster: for a process whose
+   * server stopped answering while keeping the connection open (frozen, or cut off by a network that
+   * drops packets), which no disconnect would ever move elsewhere. Requests in flight fail with
+   * BusDisconnectedError, and `reconnected` follows as after any outage. Returns whether it did:
+   * not with a single server known (where it could only dial the same one), while already
+   * reconnecting, after close, or on a bus without a broker.
    */
-  reconnect(): void;
+  reconnect(): boolean;
   /** Rejects pending requests with BusClosedError, then drains. Idempotent. */
   close(): Promise<void>;
 }

@@ -160,7 +160,9 @@ export class MemoryBus implements Bus {
   }
 
   /** No broker to move away from: every subscriber is in this process. */
-  reconnect(): void {}
+  reconnect(): boolean {
+    return false;
+  }
 
   /** Rejects pending requests, delivers what was already published, then stops all delivery. */
   close(): Promise<void> {

@@ -62,15 +62,6 @@ export const DEFAULT_RECONNECT_TIME_WAIT_MS = 500;
  */
 export const DEFAULT_PING_INTERVAL_MS = 10_000;
 
-/**
- * Longest a dial may take, from the TCP connect to the server's greeting and the answer to the
- * client's first PING, in milliseconds. A NATS server greets a client at once; one that has not
- * within 2 s is frozen or unreachable, and every second spent on it is a second of a gateway's
- * lease (LIVECOUNT_GATEWAY_LEASE_MS, 10 s) gone before the next server of the cluster is tried.
- * nats.js's default is 20,000.
- */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
-
 /** Unanswered pings before the connection is considered stale and re-established. */
 const MAX_PINGS_OUT = 2;
 
@@ -91,8 +82,6 @@ export interface NatsBusOptions {
   reconnectTimeWaitMs?: number;
   /** Default DEFAULT_PING_INTERVAL_MS (10000). */
   pingIntervalMs?: number;
-  /** Default DEFAULT_CONNECT_TIMEOUT_MS (2000). */
-  connectTimeoutMs?: number;
   /** Default DEFAULT_DRAIN_TIMEOUT_MS (5000). */
   drainTimeoutMs?: number;
   /** Times the drain at close; default the system clock. (Request timeouts are nats.js's own.) */
@@ -162,7 +151,6 @@ export class NatsBus implements Bus {
         maxReconnectAttempts: RECONNECT_FOREVER,
         reconnectTimeWait: opts.reconnectTimeWaitMs ?? DEFAULT_RECONNECT_TIME_WAIT_MS,
         pingInterval: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
-        timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
         maxPingOut: MAX_PINGS_OUT,
         noEcho: opts.noEcho ?? false,
         // Capturing a stack per request costs more than it tells: errors are mapped here anyway.
@@ -241,11 +229,25 @@ export class NatsBus implements Bus {
     }
   }
 
-  reconnect(): void {
-    if (this.#closing !== undefined || this.#status !== "connected") return;
-    this.#log?.warn({ server: this.#nc.getServer() }, "bus server silent; dialing the cluster again");
-    // nats.js rejects only when closed or draining, which the checks above rule out but for a race.
-    this.#nc.reconnect().catch(() => {});
+  reconnect(): boolean {
+    if (this.#closing !== undefined || this.#status !== "connected") return false;
+    const { servers, transport } = natsInternals(this.#nc);
+    const known = servers.getServers();
+    const current = servers.getCurrentServer();
+    if (known.length < 2 || !known.includes(current)) return false;
+    this.#log?.warn({ server: this.#nc.getServer() }, "bus server silent; moving to another");
+    // The next dial takes the first server of the list: not the one left (nats.go does the same;
+    // nats.js 2 dials it again first, where a dial that times out leaves its socket open, and a
+    // thaw then wires that socket to the connection too: every message twice).
+    known.push(...known.splice(known.indexOf(current), 1));
+    // Reconnecting from now on, not from when nats.js reports the disconnect: a second call
+    // meanwhile would move the list again, back to the server left.
+    this.#status = "reconnecting";
+    // Closed with an error, not `nc.reconnect()`: that first waits for the socket to take what is
+    // queued, which a silent server's full socket never does. The transport's close starts the
+    // client's reconnect as any lost connection does.
+    void transport.close(new Error("server silent")).catch(() => {});
+    return true;
   }
 
   /**
@@ -411,4 +413,19 @@ function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
     }
   }
   return new BusError(`${what} failed`, { cause: err });
+}
+
+/**
+ * The parts of nats.js 2.29.3 (pinned in packages/bus/package.json) that `reconnect` needs and its
+ * API does not give: the server list its dials take from, and the transport, to close it hard.
+ * nats.js 3 has both as API (`reconnect(server)`, `reconnectToServer`). packages/bus/test/
+ * nats_bus.test.ts fails if they change: a move would wait out a dial of the silent server.
+ */
+interface NatsInternals {
+  readonly servers: { getServers(): unknown[]; getCurrentServer(): unknown };
+  readonly transport: { close(err?: Error): Promise<void> };
+}
+
+function natsInternals(nc: NatsConnection): NatsInternals {
+  return (nc as unknown as { protocol: NatsInternals }).protocol;
 }

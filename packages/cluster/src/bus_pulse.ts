@@ -25,14 +25,14 @@ export interface BusHealth {
 
 /**
  * DC heartbeat intervals (1 s at the default 250 ms) a round trip may go unanswered, with nothing
- * delivered, while this process's own timers fire on time, before it drops its connection and dials
- * its NATS cluster again (`Bus.reconnect`). On time matters: a process that stalled has not read its
- * socket, and its answers may be waiting there. Past that, its server is stuck while the connection
- * stays open (frozen, or behind a network that drops packets), which no disconnect would ever show,
- * and with several servers in a DC the owners on the others still hear their own: they would drop
- * this gateway's viewers once its lease lapses. One second, then a dial of the stuck server (it is
- * tried again first, for at most DEFAULT_CONNECT_TIMEOUT_MS, 2 s) and one of the next: about 3.5 s,
- * well inside the 10 s gateway lease and the 6 s node lease. With one server the dials wait for it.
+ * delivered, while this process's own timers fire on time, before it drops its connection and moves
+ * to another server of its NATS cluster (`Bus.reconnect`). On time matters: a process that stalled
+ * has not read its socket, and its answers may be waiting there. Past that, its server is stuck
+ * while the connection stays open (frozen, or behind a network that drops packets), which no
+ * disconnect would ever show, and with several servers in a DC the owners on the others still hear
+ * their own: they would drop this gateway's viewers once its lease lapses. A second and a dial, well
+ * inside the 10 s gateway lease and the 6 s node lease. With a single server known there is nowhere
+ * to go: the process waits for it, as before (the silence guard holds the leases meanwhile).
  */
 export const BUS_MOVE_HEARTBEATS = 4;
 
@@ -96,9 +96,8 @@ export class BusPulse implements BusHealth {
     const stalled = this.#dueAt !== undefined && now - this.#dueAt > this.#o.intervalMs;
     this.#steadyTicks = stalled ? 0 : this.#steadyTicks + 1;
     if (this.#stuck(now)) {
-      this.#moves++;
       this.#steadyTicks = 0;
-      this.#o.bus.reconnect();
+      if (this.#o.bus.reconnect()) this.#moves++;
     }
     // One at a time: a frozen broker answers none, and a round trip pending at a disconnect fails.
     if (!this.#inFlight) {
@@ -152,7 +151,7 @@ export function registerBusPulseMetrics(
   let counted = 0;
   new Counter({
     name: `${prefix}_bus_moves_total`,
-    help: "Times this process dropped its connection to a NATS server that answered nothing for four DC heartbeats while the connection stayed open, and dialed its cluster again",
+    help: "Times this process left a NATS server that answered nothing for four DC heartbeats while the connection stayed open, for another server of its cluster",
     registers: [registry],
     collect() {
       this.inc(pulse.moves - counted);

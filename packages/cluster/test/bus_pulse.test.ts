@@ -21,7 +21,10 @@ class Broker {
         this.calls++;
         return new Promise<void>((answer, fail) => this.pending.push({ answer, fail }));
       },
-      reconnect: () => this.reconnects.push(clock?.now() ?? 0),
+      reconnect: () => {
+        this.reconnects.push(clock?.now() ?? 0);
+        return true;
+      },
     };
     Object.defineProperty(bus, "status", { get: () => this.status });
     this.bus = bus as unknown as Bus;
