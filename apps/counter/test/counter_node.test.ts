@@ -61,9 +61,11 @@ describe("counter - counter node lifecycle", () => {
     await bus.close();
   });
 
-  async function start(): Promise<void> {
+  /** `beforeStart` sees the bus before the node subscribes to anything on it. */
+  async function start(beforeStart?: (bus: MemoryBus) => void): Promise<void> {
     clock = new ManualClock();
     bus = new MemoryBus({ clock });
+    beforeStart?.(bus);
     store = new ShardedStore({ now: () => clock.now() });
     store.clock = clock;
     const config = readCounterConfig({
@@ -185,6 +187,40 @@ describe("counter - counter node lifecycle", () => {
     await clock.advance(LEASE_MS);
     expect(await owned()).toBe(PARTITIONS);
     expect(node.ready).toBe(true);
+  });
+
+  test("counter - a reconnect of the bus announces one new incarnation, so gateways resync and re-take the snapshots of its pages; its pages and leases stay", async () => {
+    const reconnected: Array<() => void> = [];
+    await start((bus) => {
+      const on = bus.on.bind(bus);
+      bus.on = ((event, listener) => {
+        if (event === "reconnected") reconnected.push(listener as () => void);
+        return on(event, listener);
+      }) as MemoryBus["on"];
+    });
+    const incarnations = new Set<string>();
+    bus.subscribe(nodesSubject("dc1"), (data) => {
+      const msg = decodeMessage(data);
+      if (msg.type === "node") incarnations.add(msg.incarnation);
+    });
+    const page = pageIn(0);
+    await ask({
+      type: "presence",
+      gateway: "gw",
+      partition: 0,
+      ops: [{ page, viewer: "v:1", present: true }],
+    });
+    await clock.advance(LEASE_MS);
+    await bus.flush();
+    expect([incarnations.size, reconnected.length]).toEqual([1, 1]);
+    // What the node published as the connection dropped may be lost.
+    reconnected[0]!();
+    await clock.advance(50);
+    await bus.flush();
+    expect(incarnations.size).toBe(2);
+    expect(node.ready).toBe(true);
+    expect(await actorsInMemory()).toBe(1);
+    expect(await owned()).toBe(PARTITIONS);
   });
 
   test("counter - a node frozen past its leases that nobody took renews them with their epochs and keeps its pages", async () => {

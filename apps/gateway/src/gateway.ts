@@ -358,9 +358,12 @@ export class Gateway {
   async start(): Promise<number> {
     if (this.#status !== "new") throw new Error("gateway already started");
     const { config, bus } = this.#o;
-    this.#membership.onChange((ring, previous, restarted) =>
-      this.#forwarder.onRingChange(ring, previous, restarted),
-    );
+    this.#membership.onChange((ring, previous, restarted) => {
+      this.#forwarder.onRingChange(ring, previous, restarted);
+      // A counter node with a new incarnation restarted, or lost what it published last: its
+      // updates of the pages watched here may never have come.
+      if (restarted.size > 0) this.#views.resnapshotOwnedBy(ring, restarted);
+    });
     this.#membership.start();
     this.#liveness.onChange(() => this.#views.liveDcsChanged());
     this.#pulse?.start();

@@ -8,7 +8,7 @@ import {
   isSeriesCounter,
   type CountFrame,
 } from "@livecount/protocol";
-import { partitionOf } from "@livecount/ring";
+import { partitionOf, type HashRing } from "@livecount/ring";
 import {
   Backoff,
   Coalescer,
@@ -307,9 +307,23 @@ export class PageViews {
 
   /** Takes fresh snapshots of every watched page (after a bus reconnect: updates may have been missed). */
   resnapshotAll(): void {
+    this.#resnapshot(() => true);
+  }
+
+  /** Takes fresh snapshots of the watched pages that `owners` own in `ring` (restarted counter nodes). */
+  resnapshotOwnedBy(ring: HashRing, owners: ReadonlySet<string>): void {
+    this.#resnapshot((view) => {
+      const owner = ring.ownerOf(view.partition);
+      return owner !== undefined && owners.has(owner);
+    });
+  }
+
+  #resnapshot(watched: (view: PageView) => boolean): void {
     // Views not started yet load their first snapshot at the end of the turn.
     this.#loadSnapshots(
-      [...this.#views.values()].filter((v) => v.subscription !== undefined && v.retryTimer === undefined),
+      [...this.#views.values()].filter(
+        (v) => v.subscription !== undefined && v.retryTimer === undefined && watched(v),
+      ),
     );
   }
 

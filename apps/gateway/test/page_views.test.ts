@@ -17,7 +17,7 @@ import {
   type NodeRequest,
   type PageStateReply,
 } from "@livecount/protocol";
-import { partitionOf } from "@livecount/ring";
+import { HashRing, partitionOf } from "@livecount/ring";
 import { silentLogger, systemClock } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { OwnerClient } from "../src/owner_client.js";
@@ -199,6 +199,44 @@ describe("gateway - page views", () => {
     expect(subscribed.slice(before).filter((s) => s === subjectOf("p1"))).toHaveLength(1);
     expect(views.size).toBe(1);
     expect(frames.has("p2")).toBe(false);
+  });
+
+  test("views - the pages a restarted counter node owns take fresh snapshots: updates it published before may have been lost; other owners' pages are not asked for", async () => {
+    let extra = 0;
+    const now = (page: string): PageStateReply => {
+      const state = stateOf(page);
+      return { ...state, counters: { likes: { [DC]: { p: Number(page.slice(1)) + extra, n: 0 } } } };
+    };
+    const { views, asked, frames } = setUp((r) =>
+      r.type === "snapshots"
+        ? { type: "page_states", replies: r.pages.map(now) }
+        : r.type === "snapshot"
+          ? now(r.page)
+          : { type: "error", code: "internal", message: "unexpected" },
+    );
+    const pages = Array.from({ length: 8 }, (_, partition) => pagesIn(partition, 2)).flat();
+    for (const page of pages) views.watch(page);
+    await framesOf(frames, pages);
+    // The owner counted 100 more likes on every page, and its updates never came.
+    extra = 100;
+    const ring = new HashRing(["owner-1", "owner-2"], { partitions: 8, vnodes: 64 });
+    const restarted = pages.filter((page) => ring.ownerOf(partitionOf(page, 8)) === "owner-2");
+    expect(restarted.length).toBeGreaterThan(0);
+    expect(restarted.length).toBeLessThan(pages.length);
+    const askedBefore = asked.length;
+    views.resnapshotOwnedBy(ring, new Set(["owner-2"]));
+    await eventually(
+      () => {
+        for (const page of restarted)
+          expect(frames.get(page)?.counters.likes).toBe(Number(page.slice(1)) + 100);
+      },
+      { timeoutMs: 5_000, intervalMs: 10 },
+    );
+    // One request per partition of the restarted node; the other pages keep their values.
+    const partitionsOfRestarted = new Set(restarted.map((page) => partitionOf(page, 8)));
+    expect(asked.slice(askedBefore)).toEqual([...partitionsOfRestarted].map(() => "snapshots(2)"));
+    for (const page of pages.filter((p) => !restarted.includes(p)))
+      expect(frames.get(page)?.counters.likes).toBe(Number(page.slice(1)));
   });
 
   test("views - a bus closed before the turn ends leaves the turn's pages unwatched, without a throw", async () => {
