@@ -66,6 +66,13 @@ describeWithBinary(
       "cluster - the processes of a frozen NATS server move to another: no watcher sees a page dip, every process is ready again and every page exact while it is still frozen",
       async () => {
         onTestFailed(() => console.error(`\n----- logs -----\n${cluster.logs()}\n`));
+        await scene.expectExact();
+        const ring = new HashRing(
+          cluster.counters.map((c) => c.nodeId),
+          { partitions: TIMINGS.partitions, vnodes: TIMINGS.vnodes },
+        );
+        const owners = new Set(scene.pages.map((p) => ring.ownerOf(partitionOf(p, TIMINGS.partitions))));
+        expect(owners, "pages owned on both servers").toEqual(new Set(["counter-1", "counter-2"]));
         // One more viewer per page on the second server's gateway, who leaves just before the
         // freeze: the owners on the frozen server end their grace windows during it, and publish
         // what they counted then to a server that never passes it on.
