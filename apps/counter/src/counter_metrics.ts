@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 /** A counter node's Prometheus metrics, registered on the process's registry. */
 export class CounterMetrics {
   readonly presenceOps: Counter;
+  readonly stalePresence: Counter;
   readonly increments: Counter<"outcome">;
   readonly resets: Counter<"kind" | "outcome">;
   readonly flushes: Counter;
@@ -31,6 +32,11 @@ export class CounterMetrics {
     this.presenceOps = new Counter({
       name: "livecount_counter_presence_ops_total",
       help: "Presence operations applied",
+      registers,
+    });
+    this.stalePresence = new Counter({
+      name: "livecount_counter_presence_stale_total",
+      help: "Presence requests dropped as sent over a bus connection their gateway has replaced since (held by a NATS server and passed on late)",
       registers,
     });
     this.increments = new Counter({

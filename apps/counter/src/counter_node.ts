@@ -309,9 +309,9 @@ export class CounterNode {
         this.#probePredecessors(beat.gateway);
       }),
       // What this node published just before its connection dropped may be lost (a server that
-      // stopped answering, left by BusPulse; a slow consumer cut off): a new incarnation makes the
-      // gateways resync their presence here and take fresh snapshots of its pages.
-      { unsubscribe: this.#bus.on("reconnected", () => this.#renewIncarnation("bus reconnected")) },
+      // stopped answering, left by BusPulse; a slow consumer cut off): its heartbeat says so, and
+      // the gateways take fresh snapshots of its pages.
+      { unsubscribe: this.#bus.on("reconnected", () => this.#membership.reconnected()) },
     );
     this.#convergence.start();
     this.#emptyPages.start();
@@ -373,17 +373,17 @@ export class CounterNode {
     // The partition's presence went with its actors, and its next owner may be this node again
     // with no ring change (the lease ran out while Redis was unreachable, or during a stall): only
     // a new incarnation makes the gateways resync what they hold here.
-    if (reason === "lost" && this.#status === "running") this.#renewIncarnation("presence state lost");
+    if (reason === "lost" && this.#status === "running") this.#renewIncarnation();
   }
 
-  #renewIncarnation(why: string): void {
+  #renewIncarnation(): void {
     if (this.#renewingIncarnation) return;
     this.#renewingIncarnation = true;
     this.#clock.defer(() => {
       this.#renewingIncarnation = false;
       if (this.#status !== "running") return;
       this.#membership.renewIncarnation();
-      this.#log.warn({ incarnation: this.#membership.incarnation }, `${why}; new incarnation`);
+      this.#log.warn({ incarnation: this.#membership.incarnation }, "presence state lost; new incarnation");
     });
   }
 

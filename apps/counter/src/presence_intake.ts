@@ -17,6 +17,8 @@ import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 import type { Hold } from "./page_presence.js";
 
+const ACK: NodeReply = { type: "ack" };
+
 export interface PresenceIntakeOptions {
   readonly registry: ActorRegistry;
   readonly logger: Logger;
@@ -70,7 +72,7 @@ export class PresenceIntake {
 
   /** A batch of one gateway's transitions on pages of one partition, grouped by page, in order per page. */
   async pages(batch: PresencePages): Promise<NodeReply> {
-    this.#touch(batch.gateway);
+    if (!this.#heard(batch.gateway, batch.epoch)) return ACK;
     // Checked once per page, not per transition: hashing every viewer's page would cost more than
     // the transition. Nothing is applied from a batch with a page of another partition.
     for (const [page] of batch.pages)
@@ -106,7 +108,7 @@ export class PresenceIntake {
 
   /** A gateway's whole contribution to one partition, replacing what it held there. */
   async sync(sync: PresenceSync): Promise<NodeReply> {
-    this.#touch(sync.gateway);
+    if (!this.#heard(sync.gateway, sync.epoch)) return ACK;
     const pages = new Set(Object.keys(sync.pages));
     for (const page of pages) {
       if (partitionOf(page, this.#o.partitions) !== sync.partition) return wrongPartition(page, sync);
@@ -258,10 +260,15 @@ export class PresenceIntake {
     return this.#leases.anyHolds(page);
   }
 
-  /** A presence request proves the gateway alive; its lease length comes with its heartbeats. */
-  #touch(gateway: string): void {
+  /**
+   * A presence request proves the gateway alive (its lease length comes with its heartbeats), but
+   * for a stale one (GatewayLeases.presence), acknowledged, since its sender is gone, and dropped.
+   */
+  #heard(gateway: string, epoch = 0): boolean {
     this.#o.bus.delivered();
-    this.#leases.touch(gateway, this.#o.now());
+    if (this.#leases.presence(gateway, this.#o.now(), epoch)) return true;
+    this.#o.metrics.stalePresence.inc();
+    return false;
   }
 }
 

@@ -189,7 +189,7 @@ describe("counter - counter node lifecycle", () => {
     expect(node.ready).toBe(true);
   });
 
-  test("counter - a reconnect of the bus announces one new incarnation, so gateways resync and re-take the snapshots of its pages; its pages and leases stay", async () => {
+  test("counter - a reconnect of the bus is announced at once (reconnects: 1), so gateways re-take the snapshots of its pages; same incarnation, same leases and epochs, its pages stay", async () => {
     const reconnected: Array<() => void> = [];
     await start((bus) => {
       const on = bus.on.bind(bus);
@@ -198,10 +198,10 @@ describe("counter - counter node lifecycle", () => {
         return on(event, listener);
       }) as MemoryBus["on"];
     });
-    const incarnations = new Set<string>();
+    const beats: Array<{ incarnation: string; reconnects: number | undefined }> = [];
     bus.subscribe(nodesSubject("dc1"), (data) => {
       const msg = decodeMessage(data);
-      if (msg.type === "node") incarnations.add(msg.incarnation);
+      if (msg.type === "node") beats.push({ incarnation: msg.incarnation, reconnects: msg.reconnects });
     });
     const page = pageIn(0);
     await ask({
@@ -212,15 +212,23 @@ describe("counter - counter node lifecycle", () => {
     });
     await clock.advance(LEASE_MS);
     await bus.flush();
-    expect([incarnations.size, reconnected.length]).toEqual([1, 1]);
+    expect(reconnected).toHaveLength(1);
+    const [first] = beats;
+    expect(first?.reconnects).toBeUndefined();
+    const epochs = await Promise.all(Array.from({ length: PARTITIONS }, (_, p) => store.acquire(p, "x", 1)));
     // What the node published as the connection dropped may be lost.
+    const heardBefore = beats.length;
     reconnected[0]!();
-    await clock.advance(50);
     await bus.flush();
-    expect(incarnations.size).toBe(2);
+    expect(beats.slice(heardBefore)).toEqual([{ incarnation: first!.incarnation, reconnects: 1 }]);
+    await clock.advance(LEASE_MS);
+    await bus.flush();
+    expect(new Set(beats.map((b) => b.incarnation))).toEqual(new Set([first!.incarnation]));
+    expect(beats.at(-1)?.reconnects).toBe(1);
     expect(node.ready).toBe(true);
     expect(await actorsInMemory()).toBe(1);
     expect(await owned()).toBe(PARTITIONS);
+    expect(epochs.every((e) => e === null)).toBe(true);
   });
 
   test("counter - a node frozen past its leases that nobody took renews them with their epochs and keeps its pages", async () => {

@@ -225,6 +225,36 @@ describe("counter - presence intake", () => {
     expect(viewers(b)).toBe(0);
   });
 
+  test("counter - presence a NATS server passed on late, from a bus connection the gateway has replaced since, is dropped: it neither holds a viewer nor renews the lease", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    // Sent before the gateway's bus moved (epoch absent: 0), held by the frozen server.
+    const stale = presenceBatch(3, "gw", [[page, "v:ghost", true]]);
+    // After the move: the resync of epoch 1 lists who is here now.
+    await u.intake.sync({
+      type: "presence_sync",
+      gateway: "gw",
+      partition: 3,
+      pages: { [page]: ["v:1"] },
+      epoch: 1,
+    });
+    expect(viewers(page)).toBe(1);
+    await u.clock.advance(GATEWAY_LEASE_MS - 1);
+    // The thaw delivers the old batch, and an old sync: nothing changes, and the lease runs on.
+    expect(await u.intake.batch(stale)).toEqual({ type: "ack" });
+    expect(
+      await u.intake.sync({ type: "presence_sync", gateway: "gw", partition: 3, pages: { [page]: [] } }),
+    ).toEqual({ type: "ack" });
+    await u.clock.advance(0);
+    expect(viewers(page)).toBe(1);
+    await sweepFor(1);
+    expect(viewers(page)).toBe(0);
+    // Current presence of the same epoch or a later one is applied as ever.
+    await u.intake.batch({ ...presenceBatch(3, "gw", [[page, "v:2", true]]), epoch: 1 });
+    expect(viewers(page)).toBe(1);
+  });
+
   test("counter - a batch naming a page of another partition is refused whole", async () => {
     u = await buildUnits();
     const [mine, foreign] = [pageIn(4), pageIn(5)];

@@ -360,10 +360,13 @@ export class Gateway {
     const { config, bus } = this.#o;
     this.#membership.onChange((ring, previous, restarted) => {
       this.#forwarder.onRingChange(ring, previous, restarted);
-      // A counter node with a new incarnation restarted, or lost what it published last: its
-      // updates of the pages watched here may never have come.
+      // A counter node restarted: its last updates of the pages watched here may never have come.
       if (restarted.size > 0) this.#views.resnapshotOwnedBy(ring, restarted);
     });
+    // A counter node whose bus came back may have lost what it published as it dropped.
+    this.#membership.onReconnect((node) =>
+      this.#views.resnapshotOwnedBy(this.#membership.ring, new Set([node])),
+    );
     this.#membership.start();
     this.#liveness.onChange(() => this.#views.liveDcsChanged());
     this.#pulse?.start();
@@ -373,7 +376,7 @@ export class Gateway {
       bus.on("reconnected", () => {
         this.#metrics.busReconnects.inc();
         this.#log.warn("bus reconnected; resyncing presence and snapshots");
-        this.#forwarder.resyncAll();
+        this.#forwarder.reconnected();
         this.#views.resnapshotAll();
       }),
       bus.on("slowConsumer", (subject) => {

@@ -60,6 +60,8 @@ interface PartitionQueue {
  * changes gets a full resync, so a new owner learns everything this gateway holds.
  */
 export class PresenceForwarder {
+  /** How often the bus came back (PresencePages.epoch): on every message once it is not 0. */
+  #epoch = 0;
   readonly #opts: ForwarderOptions;
   readonly #queues = new Map<number, PartitionQueue>();
   /** Resolvers of `drain` calls, woken once nothing is queued or in flight. */
@@ -104,6 +106,15 @@ export class PresenceForwarder {
       q.timer = undefined;
     }
     this.#scheduleFlush();
+  }
+
+  /**
+   * The bus came back: what was sent before may have been lost, or held by a NATS server that
+   * passes it on late. Every partition resyncs, under a new epoch that tells the owners so.
+   */
+  reconnected(): void {
+    this.#epoch++;
+    this.resyncAll();
   }
 
   /** Resyncs every partition this gateway holds viewers in (after a bus reconnect, or on demand). */
@@ -228,7 +239,13 @@ export class PresenceForwarder {
     const { owners, gateway } = this.#opts;
     if (!q.legacy) {
       try {
-        await owners.request(partition, { type: "presence_pages", gateway, partition, pages });
+        await owners.request(partition, {
+          type: "presence_pages",
+          gateway,
+          partition,
+          pages,
+          ...this.#epochField(),
+        });
         return;
       } catch (err) {
         if (!isUnknownType(err) || generation !== q.generation) throw err;
@@ -239,7 +256,13 @@ export class PresenceForwarder {
         );
       }
     }
-    await owners.request(partition, { type: "presence", gateway, partition, ops: pages.flatMap(opsOf) });
+    const ops = pages.flatMap(opsOf);
+    await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#epochField() });
+  }
+
+  /** Absent until the bus first comes back: the wire stays as earlier releases sent it. */
+  #epochField(): { epoch?: number } {
+    return this.#epoch > 0 ? { epoch: this.#epoch } : {};
   }
 
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
@@ -270,6 +293,7 @@ export class PresenceForwarder {
         pages: Object.fromEntries(pages),
         ...(sockets.length > 0 ? { sockets: Object.fromEntries(sockets) } : {}),
         ...(passive.length > 0 ? { passive: Object.fromEntries(passive) } : {}),
+        ...this.#epochField(),
       });
       this.#sent(q, generation, viewers);
     } catch (err) {

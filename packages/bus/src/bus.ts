@@ -72,9 +72,11 @@ export interface Bus {
    * Drops the connection to the broker and dials another server of its cluster: for a process whose
    * server stopped answering while keeping the connection open (frozen, or cut off by a network that
    * drops packets), which no disconnect would ever move elsewhere. Requests in flight fail with
-   * BusDisconnectedError, and `reconnected` follows as after any outage. Returns whether it did:
-   * not with a single server known (where it could only dial the same one), while already
-   * reconnecting, after close, or on a bus without a broker.
+   * BusDisconnectedError, and `reconnected` follows as after any outage. What the server left holds
+   * of what this process sent it is passed on if it ever comes back (thawed), late: messages that
+   * matter say which connection they came over (presence epochs, NodeHeartbeat.reconnects).
+   * Returns whether it did: not with a single server known (where it could only dial the same one),
+   * while already reconnecting, after close, or on a bus without a broker.
    */
   reconnect(): boolean;
   /** Rejects pending requests with BusClosedError, then drains. Idempotent. */

@@ -244,8 +244,8 @@ export class NatsBus implements Bus {
     // meanwhile would move the list again, back to the server left.
     this.#status = "reconnecting";
     // Closed with an error, not `nc.reconnect()`: that first waits for the socket to take what is
-    // queued, which a silent server's full socket never does. The transport's close starts the
-    // client's reconnect as any lost connection does.
+    // queued, which a silent server's full socket never does. The close starts the client's
+    // reconnect as any lost connection does.
     void transport.close(new Error("server silent")).catch(() => {});
     return true;
   }

@@ -34,6 +34,8 @@ interface LeaseState {
   lastSeen: number;
   leaseMs: number;
   origin: GatewayOrigin | undefined;
+  /** The highest epoch of the gateway's presence heard (PresencePages.epoch). */
+  epoch: number;
   readonly pages: Set<string>;
 }
 
@@ -54,6 +56,7 @@ export class GatewayLeases {
         lastSeen: now,
         leaseMs: leaseMs ?? this.defaultLeaseMs,
         origin,
+        epoch: 0,
         pages: new Set(),
       });
       return;
@@ -61,6 +64,21 @@ export class GatewayLeases {
     lease.lastSeen = Math.max(lease.lastSeen, now);
     if (leaseMs !== undefined) lease.leaseMs = leaseMs;
     if (origin !== undefined) lease.origin = origin;
+  }
+
+  /**
+   * A presence request of `epoch` from `gateway` came at `now`: touched as by `touch`, and its
+   * epoch the highest heard, unless it is stale: sent over a bus connection the gateway has
+   * replaced since (a later epoch was heard), which a NATS server held and passed on late. Such a
+   * request is older than the gateway's resync since, and says nothing of its viewers, nor that it
+   * is alive: false, and nothing changes.
+   */
+  presence(gateway: string, now: number, epoch: number): boolean {
+    const lease = this.#leases.get(gateway);
+    if (lease !== undefined && epoch < lease.epoch) return false;
+    this.touch(gateway, now);
+    this.#leases.get(gateway)!.epoch = epoch;
+    return true;
   }
 
   /**

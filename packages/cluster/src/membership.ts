@@ -24,6 +24,9 @@ export interface MembershipOptions {
  */
 export type RingListener = (ring: HashRing, previous: HashRing, restarted: ReadonlySet<string>) => void;
 
+/** Called with a node whose bus connection came back (NodeHeartbeat.reconnects grew). */
+export type ReconnectListener = (node: string) => void;
+
 const NONE: ReadonlySet<string> = new Set();
 
 /**
@@ -34,9 +37,14 @@ export class Membership {
   readonly #opts: MembershipOptions;
   readonly #lastSeen = new Map<string, number>();
   readonly #incarnations = new Map<string, string>();
+  /** The highest `reconnects` heard of each node's incarnation: an older heartbeat says less. */
+  readonly #reconnects = new Map<string, number>();
   /** This process's incarnation when it is a counter node. */
   #incarnation = randomUUID();
+  /** How often this process's bus came back, when it is a counter node. */
+  #ownReconnects = 0;
   readonly #listeners = new Set<RingListener>();
+  readonly #reconnectListeners = new Set<ReconnectListener>();
   #ring: HashRing;
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
@@ -66,6 +74,16 @@ export class Membership {
     this.#beat();
   }
 
+  /**
+   * This node's bus connection came back: what it published as the connection dropped may be
+   * lost. Announced at once; gateways take fresh snapshots of its pages. Its presence state is
+   * whole, so unlike `renewIncarnation` nobody resyncs.
+   */
+  reconnected(): void {
+    this.#ownReconnects++;
+    this.announce();
+  }
+
   start(): void {
     const { bus, dc } = this.#opts;
     this.#sub = bus.subscribe(nodesSubject(dc), (data) => this.#onHeartbeat(data));
@@ -77,6 +95,12 @@ export class Membership {
   onChange(listener: RingListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Called with each node (same incarnation) heard to have reconnected its bus since last heard. */
+  onReconnect(listener: ReconnectListener): () => void {
+    this.#reconnectListeners.add(listener);
+    return () => this.#reconnectListeners.delete(listener);
   }
 
   /** Announces this node now, between its regular heartbeats (a newcomer is waiting to learn the ring). */
@@ -108,9 +132,17 @@ export class Membership {
     const { self, bus, dc, leaseMs } = this.#opts;
     if (self === undefined) return;
     const state = this.#leaving ? "leaving" : "up";
+    const reconnects = this.#ownReconnects > 0 ? { reconnects: this.#ownReconnects } : {};
     bus.publish(
       nodesSubject(dc),
-      encodeMessage({ type: "node", node: self, incarnation: this.#incarnation, leaseMs, state }),
+      encodeMessage({
+        type: "node",
+        node: self,
+        incarnation: this.#incarnation,
+        leaseMs,
+        state,
+        ...reconnects,
+      }),
     );
   }
 
@@ -124,8 +156,7 @@ export class Membership {
     }
     if (msg.type !== "node" || (msg.node === this.#opts.self && this.#leaving)) return;
     if (msg.state === "leaving") {
-      this.#lastSeen.delete(msg.node);
-      this.#incarnations.delete(msg.node);
+      this.#forget(msg.node);
       this.#rebuild();
       return;
     }
@@ -133,16 +164,28 @@ export class Membership {
     const before = this.#incarnations.get(msg.node);
     this.#incarnations.set(msg.node, msg.incarnation);
     this.#rebuild(before !== undefined && before !== msg.incarnation ? new Set([msg.node]) : NONE);
+    const reconnects = msg.reconnects ?? 0;
+    const heard = this.#reconnects.get(msg.node);
+    // A node first heard, or restarted, starts its count here; a heartbeat the bus delivered late
+    // (a thawed server passing on what it held) carries a lower one and says nothing.
+    if (before !== msg.incarnation || heard === undefined) this.#reconnects.set(msg.node, reconnects);
+    else if (reconnects > heard) {
+      this.#reconnects.set(msg.node, reconnects);
+      if (msg.node !== this.#opts.self) for (const listener of this.#reconnectListeners) listener(msg.node);
+    }
+  }
+
+  #forget(node: string): void {
+    this.#lastSeen.delete(node);
+    this.#incarnations.delete(node);
+    this.#reconnects.delete(node);
   }
 
   #expire(): void {
     const deadline = this.#opts.clock.now() - this.#opts.leaseMs;
     for (const [node, seen] of this.#lastSeen) {
       if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, this.#opts.clock.now());
-      else if (seen < deadline) {
-        this.#lastSeen.delete(node);
-        this.#incarnations.delete(node);
-      }
+      else if (seen < deadline) this.#forget(node);
     }
     this.#rebuild();
   }

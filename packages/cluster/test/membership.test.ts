@@ -59,10 +59,16 @@ describe("cluster - membership", () => {
       if (msg.type === "node") beats.push(msg);
     });
     /** A heartbeat from a node, delivered. */
-    const hear = async (node: string, incarnation: string, state: "up" | "leaving" = "up") => {
+    const hear = async (
+      node: string,
+      incarnation: string,
+      state: "up" | "leaving" = "up",
+      reconnects?: number,
+    ) => {
+      const extra = reconnects !== undefined ? { reconnects } : {};
       bus.publish(
         nodesSubject("dc1"),
-        encodeMessage({ type: "node", node, incarnation, leaseMs: LEASE_MS, state }),
+        encodeMessage({ type: "node", node, incarnation, leaseMs: LEASE_MS, state, ...extra }),
       );
       await bus.flush();
     };
@@ -188,6 +194,39 @@ describe("cluster - membership", () => {
     await bus.flush();
     expect(beats.at(-1)).toMatchObject({ node: "n-a", incarnation: a.m.incarnation, state: "up" });
     expect(b.changes.at(-1)).toEqual({ nodes: ["n-a", "n-b"], previous: ["n-a", "n-b"], restarted: ["n-a"] });
+  });
+
+  test("cluster - a node's reconnected bus is announced at once, its incarnation kept, and peers hear of it once per reconnect: never from a late heartbeat, a restart or its own", async () => {
+    const { clock, join, beats, hear } = setUp();
+    const a = join("n-a");
+    const b = join("n-b");
+    const heard: string[] = [];
+    b.m.onReconnect((node) => heard.push(node));
+    a.m.onReconnect((node) => heard.push(`self:${node}`));
+    await clock.advance(BEAT_MS);
+    const incarnation = a.m.incarnation;
+    const changes = b.changes.length;
+    a.m.reconnected();
+    await bus.flush();
+    expect(beats.at(-1)).toMatchObject({ node: "n-a", incarnation, reconnects: 1, state: "up" });
+    expect(heard).toEqual(["n-a"]);
+    // The regular beats repeat the count: nothing new.
+    await clock.advance(BEAT_MS * 2);
+    expect(heard).toEqual(["n-a"]);
+    // A heartbeat the bus held and delivered late (a thawed server) carries less: nothing.
+    await hear("n-a", incarnation);
+    await hear("n-a", incarnation, "up", 1);
+    expect(heard).toEqual(["n-a"]);
+    a.m.reconnected();
+    await bus.flush();
+    expect(heard).toEqual(["n-a", "n-a"]);
+    expect(b.changes).toHaveLength(changes);
+    // A restart starts its count anew: a restart is heard as one (restarted), not as a reconnect.
+    await hear("n-a", "a-restarted", "up", 1);
+    expect(heard).toEqual(["n-a", "n-a"]);
+    expect(b.changes.at(-1)?.restarted).toEqual(["n-a"]);
+    await hear("n-a", "a-restarted", "up", 2);
+    expect(heard).toEqual(["n-a", "n-a", "n-a"]);
   });
 
   test("cluster - garbage and other messages on the nodes subject change nothing", async () => {

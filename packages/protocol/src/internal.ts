@@ -39,6 +39,8 @@ export interface PresenceBatch {
   readonly gateway: string;
   readonly partition: number;
   readonly ops: readonly PresenceOp[];
+  /** As `PresencePages.epoch`. */
+  readonly epoch?: number;
 }
 
 /**
@@ -57,6 +59,8 @@ export interface PresenceSync {
   readonly sockets?: Readonly<Record<string, readonly number[]>>;
   /** Per page, the listed viewers none of whose sockets here is active (absent: none). */
   readonly passive?: Readonly<Record<string, readonly string[]>>;
+  /** As `PresencePages.epoch`. */
+  readonly epoch?: number;
 }
 
 /** Anyone -> owner: every data center's entries of a page, for a read or a new watcher. */
@@ -352,6 +356,12 @@ export interface NodeHeartbeat {
   readonly incarnation: string;
   readonly leaseMs: number;
   readonly state: "up" | "leaving";
+  /**
+   * How often this incarnation's bus connection came back (absent: never). What a node published as
+   * its connection dropped may be lost: a gateway hearing the count grow takes fresh snapshots of
+   * the pages the node owns. Absent from older nodes, ignored by older gateways.
+   */
+  readonly reconnects?: number;
 }
 
 /**

@@ -106,6 +106,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         gateway: field(m, "gateway", isInternalId),
         partition: field(m, "partition", isNatural),
         ops: listOf(m.get("ops"), presenceOpOf, "ops"),
+        ...optionalNaturals(m, "epoch"),
       }),
   ],
   [
@@ -118,6 +119,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         pages: recordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
         ...optionalRecord(m, "sockets", socketCountsOf),
         ...optionalRecord(m, "passive", viewerKeysOf),
+        ...optionalNaturals(m, "epoch"),
       }),
   ],
   ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],
@@ -274,6 +276,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       incarnation: field(m, "incarnation", isInternalId),
       leaseMs: field(m, "leaseMs", isPositive),
       state: field(m, "state", isNodeState),
+      ...optionalNaturals(m, "reconnects"),
     }),
   ],
   [

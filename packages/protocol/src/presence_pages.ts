@@ -97,6 +97,12 @@ export interface PresencePages {
   readonly gateway: string;
   readonly partition: number;
   readonly pages: readonly PageTransitions[];
+  /**
+   * How often the gateway's bus connection came back (absent: never). A message of an earlier one,
+   * which a NATS server held and passed on late (frozen, then thawed), is older than the resync the
+   * gateway sent since: an owner that heard a later epoch from the gateway drops it.
+   */
+  readonly epoch?: number;
 }
 
 /**
@@ -133,6 +139,7 @@ export function presencePagesDecoders(
           gateway: field(m, "gateway", isInternalId),
           partition: field(m, "partition", isNatural),
           pages: pageTransitionsOf(m.get("pages")),
+          ...(m.get("epoch") !== undefined ? { epoch: field(m, "epoch", isNatural) } : {}),
         }),
     ],
   ];
