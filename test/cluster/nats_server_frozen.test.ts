@@ -129,6 +129,11 @@ describeWithBinary(
           });
           const left = frozenAt + FROZEN_MS - Date.now();
           if (left > 0) await sleep(left);
+          // The processes of the frozen server left it; those of the other stayed where they were.
+          const moved = [...cluster.counters, ...cluster.gateways].filter((p) =>
+            p.log().includes("bus server silent; moving to another"),
+          );
+          expect(moved.map((p) => p.nodeId).sort()).toEqual(["counter-1", "gateway-1"]);
           const dip = scene.deepestDip(frozenAt);
           console.info(`cluster one NATS server frozen: ${JSON.stringify({ movedMs, deepestDip: dip })}`);
           expect(typeof movedMs, String(movedMs)).toBe("number");
