@@ -67,12 +67,13 @@ export class PresenceIntake {
       else ops.push(op);
     }
     const pages = [...byPage].map(([page, ops]): PageTransitions => [page, transitionsOf(ops)]);
-    return this.pages({ type: "presence_pages", gateway: batch.gateway, partition: batch.partition, pages });
+    const { gateway, partition, reconnects } = batch;
+    return this.pages({ type: "presence_pages", gateway, partition, pages, reconnects });
   }
 
   /** A batch of one gateway's transitions on pages of one partition, grouped by page, in order per page. */
   async pages(batch: PresencePages): Promise<NodeReply> {
-    if (!this.#heard(batch.gateway, batch.epoch)) return ACK;
+    if (!this.#accept(batch.gateway, batch.reconnects)) return ACK;
     // Checked once per page, not per transition: hashing every viewer's page would cost more than
     // the transition. Nothing is applied from a batch with a page of another partition.
     for (const [page] of batch.pages)
@@ -86,7 +87,7 @@ export class PresenceIntake {
     }
     if (loading.length > 0) await Promise.all(loading);
     this.#o.metrics.presenceOps.inc(count);
-    return { type: "ack" };
+    return ACK;
   }
 
   /** One page's transitions, now when its actor is active (its mailbox is empty), else once it is. */
@@ -108,7 +109,7 @@ export class PresenceIntake {
 
   /** A gateway's whole contribution to one partition, replacing what it held there. */
   async sync(sync: PresenceSync): Promise<NodeReply> {
-    if (!this.#heard(sync.gateway, sync.epoch)) return ACK;
+    if (!this.#accept(sync.gateway, sync.reconnects)) return ACK;
     const pages = new Set(Object.keys(sync.pages));
     for (const page of pages) {
       if (partitionOf(page, this.#o.partitions) !== sync.partition) return wrongPartition(page, sync);
@@ -129,7 +130,7 @@ export class PresenceIntake {
         }),
       ),
     );
-    return { type: "ack" };
+    return ACK;
   }
 
   /**
@@ -261,12 +262,13 @@ export class PresenceIntake {
   }
 
   /**
-   * A presence request proves the gateway alive (its lease length comes with its heartbeats), but
-   * for a stale one (GatewayLeases.presence), acknowledged, since its sender is gone, and dropped.
+   * A presence request proves the gateway alive (its lease length comes with its heartbeats),
+   * unless it came over a connection the gateway has replaced since (GatewayLeases.acceptPresence):
+   * acknowledged, as nobody waits for the answer, and dropped.
    */
-  #heard(gateway: string, epoch = 0): boolean {
+  #accept(gateway: string, reconnects = 0): boolean {
     this.#o.bus.delivered();
-    if (this.#leases.presence(gateway, this.#o.now(), epoch)) return true;
+    if (this.#leases.acceptPresence(gateway, this.#o.now(), reconnects)) return true;
     this.#o.metrics.stalePresence.inc();
     return false;
   }

@@ -1,4 +1,4 @@
-import { CONNECTIONS_COUNTER, VIEWERS_COUNTER } from "@livecount/protocol";
+import { CONNECTIONS_COUNTER, VIEWERS_COUNTER, holdCode } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
 import {
   BUS_SILENCE_MS,
@@ -229,30 +229,44 @@ describe("counter - presence intake", () => {
     u = await buildUnits();
     const page = pageIn(3);
     await u.acquire(3);
-    // Sent before the gateway's bus moved (epoch absent: 0), held by the frozen server.
-    const stale = presenceBatch(3, "gw", [[page, "v:ghost", true]]);
-    // After the move: the resync of epoch 1 lists who is here now.
+    // Sent before the gateway's bus moved (no reconnects yet), held by the frozen server.
+    const held = presenceBatch(3, "gw", [[page, "v:ghost", true]]);
+    // After the move: the resync over the new connection lists who is here now.
     await u.intake.sync({
       type: "presence_sync",
       gateway: "gw",
       partition: 3,
       pages: { [page]: ["v:1"] },
-      epoch: 1,
+      reconnects: 1,
     });
     expect(viewers(page)).toBe(1);
-    await u.clock.advance(GATEWAY_LEASE_MS - 1);
+    await u.clock.advance(GATEWAY_LEASE_MS / 2);
+    // Current presence over the new connection, in both forms, is applied as ever.
+    await u.intake.batch({ ...presenceBatch(3, "gw", [[page, "v:2", true]]), reconnects: 1 });
+    await u.intake.pages({
+      type: "presence_pages",
+      gateway: "gw",
+      partition: 3,
+      pages: [[page, ["v:3", holdCode(1, true)]]],
+      reconnects: 1,
+    });
+    await u.clock.advance(0);
+    expect(viewers(page)).toBe(3);
+    await u.clock.advance(GATEWAY_LEASE_MS / 2 - 1);
     // The thaw delivers the old batch, and an old sync: nothing changes, and the lease runs on.
-    expect(await u.intake.batch(stale)).toEqual({ type: "ack" });
+    expect(await u.intake.batch(held)).toEqual({ type: "ack" });
     expect(
       await u.intake.sync({ type: "presence_sync", gateway: "gw", partition: 3, pages: { [page]: [] } }),
     ).toEqual({ type: "ack" });
     await u.clock.advance(0);
-    expect(viewers(page)).toBe(1);
+    expect(viewers(page)).toBe(3);
+    const stale = await u.metricsRegistry.getSingleMetric("livecount_counter_presence_stale_total")!.get();
+    expect(stale.values[0]!.value).toBe(2);
+    // The lease ran from the last current request.
+    await sweepFor(GATEWAY_LEASE_MS / 2);
+    expect(viewers(page)).toBe(3);
     await sweepFor(1);
     expect(viewers(page)).toBe(0);
-    // Current presence of the same epoch or a later one is applied as ever.
-    await u.intake.batch({ ...presenceBatch(3, "gw", [[page, "v:2", true]]), epoch: 1 });
-    expect(viewers(page)).toBe(1);
   });
 
   test("counter - a batch naming a page of another partition is refused whole", async () => {

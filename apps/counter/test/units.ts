@@ -205,6 +205,8 @@ export interface Units {
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly intake: PresenceIntake;
+  /** The registry of the node's metrics (CounterMetrics). */
+  readonly metricsRegistry: Registry;
   /**
    * Since when nothing comes on the bus (NATS down or frozen: the broker answers no round trip), as
    * the node's BusPulse would tell; undefined (the default) while it carries.
@@ -237,6 +239,7 @@ export async function buildUnits(
   const fences = new Map<number, Fence>();
   const lost: number[] = [];
   let busSilentSince: number | undefined;
+  const metricsRegistry = new Registry();
   const { registry, writer, intake } = createPageUnits({
     dc: DC,
     partitions: PARTITIONS,
@@ -266,7 +269,7 @@ export async function buildUnits(
     store,
     bus,
     logger: silentLogger,
-    metrics: new CounterMetrics(new Registry(), {
+    metrics: new CounterMetrics(metricsRegistry, {
       partitionsOwned: () => fences.size,
       partitionsBootstrapped: () => fences.size,
     }),
@@ -286,6 +289,7 @@ export async function buildUnits(
     registry,
     writer,
     intake,
+    metricsRegistry,
     get busSilentSince() {
       return busSilentSince;
     },

@@ -60,8 +60,8 @@ interface PartitionQueue {
  * changes gets a full resync, so a new owner learns everything this gateway holds.
  */
 export class PresenceForwarder {
-  /** How often the bus came back (PresencePages.epoch): on every message once it is not 0. */
-  #epoch = 0;
+  /** How often the bus came back (PresencePages.reconnects), on every message once it has. */
+  #reconnects: { readonly reconnects?: number } = {};
   readonly #opts: ForwarderOptions;
   readonly #queues = new Map<number, PartitionQueue>();
   /** Resolvers of `drain` calls, woken once nothing is queued or in flight. */
@@ -110,10 +110,10 @@ export class PresenceForwarder {
 
   /**
    * The bus came back: what was sent before may have been lost, or held by a NATS server that
-   * passes it on late. Every partition resyncs, under a new epoch that tells the owners so.
+   * passes it on late. Every partition resyncs, under a count that tells the owners so.
    */
   reconnected(): void {
-    this.#epoch++;
+    this.#reconnects = { reconnects: (this.#reconnects.reconnects ?? 0) + 1 };
     this.resyncAll();
   }
 
@@ -244,7 +244,7 @@ export class PresenceForwarder {
           gateway,
           partition,
           pages,
-          ...this.#epochField(),
+          ...this.#reconnects,
         });
         return;
       } catch (err) {
@@ -257,12 +257,7 @@ export class PresenceForwarder {
       }
     }
     const ops = pages.flatMap(opsOf);
-    await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#epochField() });
-  }
-
-  /** Absent until the bus first comes back: the wire stays as earlier releases sent it. */
-  #epochField(): { epoch?: number } {
-    return this.#epoch > 0 ? { epoch: this.#epoch } : {};
+    await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#reconnects });
   }
 
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
@@ -293,7 +288,7 @@ export class PresenceForwarder {
         pages: Object.fromEntries(pages),
         ...(sockets.length > 0 ? { sockets: Object.fromEntries(sockets) } : {}),
         ...(passive.length > 0 ? { passive: Object.fromEntries(passive) } : {}),
-        ...this.#epochField(),
+        ...this.#reconnects,
       });
       this.#sent(q, generation, viewers);
     } catch (err) {

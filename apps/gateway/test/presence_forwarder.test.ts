@@ -128,28 +128,28 @@ describe("gateway - presence forwarder", () => {
     f.close();
   });
 
-  test("gateway - after its bus comes back every partition resyncs, and what it sends carries the new epoch (absent before), in both forms", async () => {
+  test("gateway - after its bus comes back every partition resyncs, and what it sends carries how often it came back (absent before), in both forms", async () => {
     const owners = new Owners();
     const presence = new LocalPresence();
     const f = forwarder(owners, presence);
     presence.add("pa", "v:1", true);
     f.enqueue("pa", "v:1", presence.add("pa", "v:2", true));
     await eventually(() => expect(owners.sent).toHaveLength(1));
-    expect(owners.sent[0]!.request).not.toHaveProperty("epoch");
+    expect(owners.sent[0]!.request).not.toHaveProperty("reconnects");
     f.reconnected();
     await eventually(() => expect(owners.sent).toHaveLength(2));
-    expect(owners.sent[1]!.request).toMatchObject({ type: "presence_sync", epoch: 1 });
+    expect(owners.sent[1]!.request).toMatchObject({ type: "presence_sync", reconnects: 1 });
     f.enqueue("pa", "v:3", presence.add("pa", "v:3", true));
     await eventually(() => expect(owners.sent).toHaveLength(3));
-    expect(owners.sent[2]!.request).toMatchObject({ type: "presence_pages", epoch: 1 });
-    // An owner of an earlier release gets presence ops, with the epoch too (it ignores it).
+    expect(owners.sent[2]!.request).toMatchObject({ type: "presence_pages", reconnects: 1 });
+    // An owner of an earlier release gets presence ops, with the count too (it ignores it).
     owners.earlier.add("old");
     f.reconnected();
     await eventually(() => expect(owners.sent).toHaveLength(4));
-    expect(owners.sent[3]!.request).toMatchObject({ type: "presence_sync", epoch: 2 });
+    expect(owners.sent[3]!.request).toMatchObject({ type: "presence_sync", reconnects: 2 });
     f.enqueue("pa", "v:4", presence.add("pa", "v:4", true));
     await eventually(() => expect(owners.sent.map((s) => s.request.type)).toContain("presence"));
-    expect(owners.sent.find((s) => s.request.type === "presence")!.request).toMatchObject({ epoch: 2 });
+    expect(owners.sent.find((s) => s.request.type === "presence")!.request).toMatchObject({ reconnects: 2 });
     f.close();
   });
 

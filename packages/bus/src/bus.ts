@@ -48,8 +48,10 @@ export interface BusEvents {
 export interface Bus {
   /**
    * Throws InvalidSubjectError for a subject that is not a literal NATS subject, BusClosedError after
-   * close. What is published while the connection is down, or left in it when it drops, may be lost:
-   * subscribers resync on `reconnected`, requests fail and are retried.
+   * close. What is published while the connection is down, or left in it when it drops, may be lost
+   * (or, left in a frozen server, passed on late if it thaws): the publisher, which alone hears
+   * `reconnected`, makes up for it (gateways resync; counter nodes say so in their heartbeats), and
+   * requests fail and are retried.
    */
   publish(subject: string, data: Uint8Array): void;
   /** With `queue`, one member of the queue group (by name, across matching subscriptions) gets each message. */

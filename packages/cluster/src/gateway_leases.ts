@@ -34,8 +34,8 @@ interface LeaseState {
   lastSeen: number;
   leaseMs: number;
   origin: GatewayOrigin | undefined;
-  /** The highest epoch of the gateway's presence heard (PresencePages.epoch). */
-  epoch: number;
+  /** The highest count of bus reconnects heard on the gateway's presence (PresencePages.reconnects). */
+  reconnects: number;
   readonly pages: Set<string>;
 }
 
@@ -56,7 +56,7 @@ export class GatewayLeases {
         lastSeen: now,
         leaseMs: leaseMs ?? this.defaultLeaseMs,
         origin,
-        epoch: 0,
+        reconnects: 0,
         pages: new Set(),
       });
       return;
@@ -67,17 +67,21 @@ export class GatewayLeases {
   }
 
   /**
-   * A presence request of `epoch` from `gateway` came at `now`: touched as by `touch`, and its
-   * epoch the highest heard, unless it is stale: sent over a bus connection the gateway has
-   * replaced since (a later epoch was heard), which a NATS server held and passed on late. Such a
-   * request is older than the gateway's resync since, and says nothing of its viewers, nor that it
-   * is alive: false, and nothing changes.
+   * A presence request from `gateway` came at `now`, over its bus connection after `reconnects`
+   * reconnects: touched as by `touch`, its count the highest heard, unless it is stale: sent over a
+   * connection the gateway has replaced since (a higher count was heard), which a NATS server held
+   * and passed on late. Such a request is older than the gateway's resync since, and says nothing of
+   * its viewers, nor that it is alive: false, and nothing changes. What a lease forgets (expired,
+   * down) it forgets with its count: a gateway heard again starts over.
    */
-  presence(gateway: string, now: number, epoch: number): boolean {
-    const lease = this.#leases.get(gateway);
-    if (lease !== undefined && epoch < lease.epoch) return false;
-    this.touch(gateway, now);
-    this.#leases.get(gateway)!.epoch = epoch;
+  acceptPresence(gateway: string, now: number, reconnects: number): boolean {
+    let lease = this.#leases.get(gateway);
+    if (lease !== undefined && reconnects < lease.reconnects) return false;
+    if (lease === undefined) {
+      this.touch(gateway, now);
+      lease = this.#leases.get(gateway)!;
+    } else lease.lastSeen = Math.max(lease.lastSeen, now);
+    lease.reconnects = reconnects;
     return true;
   }
 

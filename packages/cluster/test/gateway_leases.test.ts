@@ -66,21 +66,21 @@ describe("cluster - gateway leases", () => {
     }
   });
 
-  test("cluster - presence of an epoch lower than one heard from the gateway is stale: it neither renews the lease nor lowers the epoch", () => {
+  test("cluster - presence sent over a connection the gateway has replaced since (a lower reconnect count than one heard) is stale: it neither renews the lease nor lowers the count", () => {
     const leases = new GatewayLeases(LEASE_MS);
-    expect(leases.presence("gw-a", T0, 2)).toBe(true);
-    expect(leases.presence("gw-a", T0 + 5_000, 0)).toBe(false);
-    expect(leases.presence("gw-a", T0 + 5_000, 1)).toBe(false);
+    expect(leases.acceptPresence("gw-a", T0, 2)).toBe(true);
+    expect(leases.acceptPresence("gw-a", T0 + 5_000, 0)).toBe(false);
+    expect(leases.acceptPresence("gw-a", T0 + 5_000, 1)).toBe(false);
     // The stale ones renewed nothing: the lease runs from T0.
     expect(leases.expire(T0 + LEASE_MS - 1)).toEqual([]);
-    expect(leases.presence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(true);
-    expect(leases.presence("gw-a", T0 + LEASE_MS - 1, 3)).toBe(true);
-    expect(leases.presence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(false);
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(true);
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 3)).toBe(true);
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(false);
     expect(leases.expire(T0 + 2 * LEASE_MS - 1)).toHaveLength(1);
-    // A gateway not known starts where its first request says; another gateway's epochs are its own.
-    expect(leases.presence("gw-b", T0, 0)).toBe(true);
-    expect(leases.presence("gw-c", T0, 5)).toBe(true);
-    expect(leases.presence("gw-c", T0, 4)).toBe(false);
+    // A gateway not known starts where its first request says; another gateway's counts are its own.
+    expect(leases.acceptPresence("gw-b", T0, 0)).toBe(true);
+    expect(leases.acceptPresence("gw-c", T0, 5)).toBe(true);
+    expect(leases.acceptPresence("gw-c", T0, 4)).toBe(false);
   });
 
   test("cluster - a late message never moves a lease back in time", () => {

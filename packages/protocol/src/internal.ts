@@ -39,8 +39,8 @@ export interface PresenceBatch {
   readonly gateway: string;
   readonly partition: number;
   readonly ops: readonly PresenceOp[];
-  /** As `PresencePages.epoch`. */
-  readonly epoch?: number;
+  /** As `PresencePages.reconnects`. */
+  readonly reconnects?: number;
 }
 
 /**
@@ -59,8 +59,8 @@ export interface PresenceSync {
   readonly sockets?: Readonly<Record<string, readonly number[]>>;
   /** Per page, the listed viewers none of whose sockets here is active (absent: none). */
   readonly passive?: Readonly<Record<string, readonly string[]>>;
-  /** As `PresencePages.epoch`. */
-  readonly epoch?: number;
+  /** As `PresencePages.reconnects`. */
+  readonly reconnects?: number;
 }
 
 /** Anyone -> owner: every data center's entries of a page, for a read or a new watcher. */

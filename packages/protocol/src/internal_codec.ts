@@ -37,6 +37,7 @@ import {
   socketCountsOf,
   viewerKeysOf,
   naturalOf,
+  optionalNaturals,
   type Fields,
 } from "./internal_fields.js";
 import { guardMsgpack } from "./msgpack_guard.js";
@@ -47,18 +48,6 @@ function fenceOf(v: unknown): readonly [number, number] {
   if (!Array.isArray(v) || v.length !== 2 || !isNatural(v[0]) || !isNatural(v[1]))
     malformed("a partition entry is not [partition, epoch]");
   return [v[0] as number, v[1] as number];
-}
-
-/** The named fields that are present, each a natural number. */
-function optionalNaturals(m: Fields, ...names: string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const name of names) {
-    const v = m.get(name);
-    if (v === undefined) continue;
-    if (!isNatural(v)) malformed(`field ${name} is malformed`);
-    out[name] = v;
-  }
-  return out;
 }
 
 /** The named per-page record when present, its values checked by `value`. */
@@ -106,7 +95,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         gateway: field(m, "gateway", isInternalId),
         partition: field(m, "partition", isNatural),
         ops: listOf(m.get("ops"), presenceOpOf, "ops"),
-        ...optionalNaturals(m, "epoch"),
+        ...optionalNaturals(m, "reconnects"),
       }),
   ],
   [
@@ -119,7 +108,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         pages: recordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
         ...optionalRecord(m, "sockets", socketCountsOf),
         ...optionalRecord(m, "passive", viewerKeysOf),
-        ...optionalNaturals(m, "epoch"),
+        ...optionalNaturals(m, "reconnects"),
       }),
   ],
   ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],

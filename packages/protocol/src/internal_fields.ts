@@ -148,3 +148,15 @@ export function partitionListOf(v: unknown): number[] {
   if (Array.isArray(v) && v.length > MAX_PARTITIONS) malformed("too many partitions");
   return listOf(v, partitionOf, "partitions");
 }
+
+/** The named fields that are present, each a natural number. */
+export function optionalNaturals(m: Fields, ...names: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const v = m.get(name);
+    if (v === undefined) continue;
+    if (!isNatural(v)) malformed(`field ${name} is malformed`);
+    out[name] = v;
+  }
+  return out;
+}

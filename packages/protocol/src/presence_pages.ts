@@ -9,7 +9,7 @@
  */
 import { isInternalId, isPageId, isViewerKey } from "./ids.js";
 import { MAX_VIEWER_SOCKETS, type InternalMessage, type NodeRequest, type PresenceOp } from "./internal.js";
-import { field, isNatural, malformed, type Fields } from "./internal_fields.js";
+import { field, isNatural, malformed, optionalNaturals, type Fields } from "./internal_fields.js";
 
 /** The viewer no longer counts here; it lingers at the owner for the grace window (`present: false`). */
 export const HOLD_LEFT = 0;
@@ -98,11 +98,12 @@ export interface PresencePages {
   readonly partition: number;
   readonly pages: readonly PageTransitions[];
   /**
-   * How often the gateway's bus connection came back (absent: never). A message of an earlier one,
-   * which a NATS server held and passed on late (frozen, then thawed), is older than the resync the
-   * gateway sent since: an owner that heard a later epoch from the gateway drops it.
+   * How often the gateway's bus connection came back (absent: never), as `NodeHeartbeat.reconnects`.
+   * A message sent over an earlier connection, which a NATS server held and passed on late (frozen,
+   * then thawed), is older than the resync the gateway sent since: an owner that heard a higher
+   * count from the gateway drops it.
    */
-  readonly epoch?: number;
+  readonly reconnects?: number;
 }
 
 /**
@@ -139,7 +140,7 @@ export function presencePagesDecoders(
           gateway: field(m, "gateway", isInternalId),
           partition: field(m, "partition", isNatural),
           pages: pageTransitionsOf(m.get("pages")),
-          ...(m.get("epoch") !== undefined ? { epoch: field(m, "epoch", isNatural) } : {}),
+          ...optionalNaturals(m, "reconnects"),
         }),
     ],
   ];
