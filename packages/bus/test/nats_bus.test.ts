@@ -164,56 +164,63 @@ describeWithNats("NatsBus", () => {
     }
   });
 
-  it("reconnect() leaves a frozen server for another of its cluster, learnt from the cluster's gossip, at once and with a full socket; after the thaw every message comes once", async () => {
-    // Servers that give up soon on a connection that never says CONNECT: a dial left open would
-    // come back as a second socket of the connection within the test.
-    const config = 'ping_interval: "1s"\nping_max: 1';
-    const [first, second] = (await startNatsCluster(2, config)) as [NatsServer, NatsServer];
-    try {
-      const options = { reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS };
-      const moving = await NatsBus.connect({ servers: first.url, name: "moving", ...options });
-      const other = await NatsBus.connect({ servers: second.url, name: "other", ...options });
-      buses.push(moving, other);
-      let reconnects = 0;
-      moving.on("reconnected", () => reconnects++);
-      const { got } = record(moving, "t.moved");
-      moving.serve("svc.moved", (data) => data);
-      await moving.flush();
-      await first.pause();
+  it.each([
+    ["its address", (server: NatsServer) => server.url],
+    // The gossip then names the same server by its address: that entry must not be dialed next.
+    ["a DNS name", (server: NatsServer) => `nats://localhost:${server.port}`],
+  ])(
+    "reconnect() leaves a frozen server, given by %s, for another of its cluster, learnt from the cluster's gossip, at once and with a full socket; after the thaw every message comes once",
+    async (_, urlOf) => {
+      // Servers that give up soon on a connection that never says CONNECT: a dial left open would
+      // come back as a second socket of the connection within the test.
+      const config = 'ping_interval: "1s"\nping_max: 1';
+      const [first, second] = (await startNatsCluster(2, config)) as [NatsServer, NatsServer];
       try {
-        // Megabytes the frozen server never reads: the socket is full, and a polite disconnect
-        // would wait for it forever.
-        const chunk = new Uint8Array(64 * 1024);
-        for (let i = 0; i < 256; i++) moving.publish("t.bulk", chunk);
-        const askedAt = Date.now();
-        expect(moving.reconnect()).toBe(true);
-        expect(moving.reconnect(), "a second call while dialing").toBe(false);
-        await waitFor("the move", () => reconnects === 1 && moving.status === "connected");
-        // Straight to the second server: the frozen one is not dialed again first.
-        expect(Date.now() - askedAt).toBeLessThan(1500);
-        await waitFor("the subscription on the second server", () => {
-          other.publish("t.moved", bytes("here"));
-          return got.length > 0;
-        });
-        expect(text(await other.request("svc.moved", bytes("served")))).toBe("served");
+        const options = { reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS };
+        const moving = await NatsBus.connect({ servers: urlOf(first), name: "moving", ...options });
+        const other = await NatsBus.connect({ servers: second.url, name: "other", ...options });
+        buses.push(moving, other);
+        let reconnects = 0;
+        moving.on("reconnected", () => reconnects++);
+        const { got } = record(moving, "t.moved");
+        moving.serve("svc.moved", (data) => data);
+        await moving.flush();
+        await first.pause();
+        try {
+          // Megabytes the frozen server never reads: the socket is full, and a polite disconnect
+          // would wait for it forever.
+          const chunk = new Uint8Array(64 * 1024);
+          for (let i = 0; i < 256; i++) moving.publish("t.bulk", chunk);
+          const askedAt = Date.now();
+          expect(moving.reconnect()).toBe(true);
+          expect(moving.reconnect(), "a second call while dialing").toBe(false);
+          await waitFor("the move", () => reconnects === 1 && moving.status === "connected");
+          // Straight to the second server: the frozen one is not dialed again first.
+          expect(Date.now() - askedAt).toBeLessThan(1500);
+          await waitFor("the subscription on the second server", () => {
+            other.publish("t.moved", bytes("here"));
+            return got.length > 0;
+          });
+          expect(text(await other.request("svc.moved", bytes("served")))).toBe("served");
+        } finally {
+          await first.resume();
+        }
+        // Past the frozen server's ping window after the thaw: nothing left of the old connection
+        // comes back to it.
+        await new Promise((resolve) => setTimeout(resolve, 4000));
+        got.length = 0;
+        for (let i = 0; i < 20; i++) other.publish("t.moved", bytes(`m${i}`));
+        await other.flush();
+        await waitFor("every message", () => got.length >= 20);
+        await moving.flush();
+        expect(got).toEqual(Array.from({ length: 20 }, (_, i) => `t.moved m${i}`));
+        expect(reconnects).toBe(1);
       } finally {
-        await first.resume();
+        await Promise.all(buses.splice(0).map((b) => b.close()));
+        await Promise.all([first.stop(), second.stop()]);
       }
-      // Past the frozen server's ping window after the thaw: nothing left of the old connection
-      // comes back to it.
-      await new Promise((resolve) => setTimeout(resolve, 4000));
-      got.length = 0;
-      for (let i = 0; i < 20; i++) other.publish("t.moved", bytes(`m${i}`));
-      await other.flush();
-      await waitFor("every message", () => got.length >= 20);
-      await moving.flush();
-      expect(got).toEqual(Array.from({ length: 20 }, (_, i) => `t.moved m${i}`));
-      expect(reconnects).toBe(1);
-    } finally {
-      await Promise.all(buses.splice(0).map((b) => b.close()));
-      await Promise.all([first.stop(), second.stop()]);
-    }
-  });
+    },
+  );
 
   it("reconnect() with a single server known does nothing: there is nowhere else to go", async () => {
     const bus = await connect("alone");
