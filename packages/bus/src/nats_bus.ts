@@ -41,6 +41,7 @@ import {
 import { systemClock, type Clock, type TimerHandle } from "@livecount/runtime";
 import { BusEventListeners } from "./bus_events.js";
 import { describeFailure, RESPONDER_FAILURE_CODE, responderError } from "./responder_failure.js";
+import { leaveServer } from "./nats_server_move.js";
 import { assertQueueName, assertSubject, assertSubjectPattern } from "./subject_syntax.js";
 
 /** The part of a pino logger this bus uses; a pino `Logger` fits. */
@@ -231,29 +232,12 @@ export class NatsBus implements Bus {
 
   reconnect(): boolean {
     if (this.#closing !== undefined || this.#status !== "connected") return false;
-    const { servers, transport } = natsInternals(this.#nc);
-    const known = servers.getServers();
-    // The server this connection is on: the entry dialed, and any that names the address the
-    // socket is connected to (a client given a DNS name, or a Service's, learns the servers' own
-    // addresses by gossip, the one it is on among them).
-    const socket = transport.socket;
-    const on = (s: NatsServerEntry): boolean =>
-      s === servers.getCurrentServer() ||
-      (s.port === socket?.remotePort && s.hostname === unmapped(socket.remoteAddress));
-    const left = known.filter(on);
-    if (left.length === known.length) return false;
-    this.#log?.warn({ server: this.#nc.getServer() }, "bus server silent; moving to another");
-    // The next dial takes the first server of the list: not the one left (nats.go does the same;
-    // nats.js 2 dials it again first, where a dial that times out leaves its socket open, and a
-    // thaw then wires that socket to the connection too: every message twice).
-    known.splice(0, known.length, ...known.filter((s) => !on(s)), ...left);
+    const server = this.#nc.getServer();
+    if (!leaveServer(this.#nc)) return false;
+    this.#log?.warn({ server }, "bus server silent; moving to another");
     // Reconnecting from now on, not from when nats.js reports the disconnect: a second call
     // meanwhile would move the list again, back to the server left.
     this.#status = "reconnecting";
-    // Closed with an error, not `nc.reconnect()`: that first waits for the socket to take what is
-    // queued, which a silent server's full socket never does. The close starts the client's
-    // reconnect as any lost connection does.
-    void transport.close(new Error("server silent")).catch(() => {});
     return true;
   }
 
@@ -420,34 +404,4 @@ function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
     }
   }
   return new BusError(`${what} failed`, { cause: err });
-}
-
-/**
- * The parts of nats.js 2.29.3 (pinned in packages/bus/package.json) that `reconnect` needs and its
- * API does not give: the server list its dials take from, and the transport, to close it hard (and
- * its socket, to tell which server of the list it is connected to). nats.js 3 lets a client choose
- * the server it reconnects to (`reconnect(server)`, `reconnectToServer`). packages/bus/test/
- * nats_bus.test.ts fails if these change: a move would wait out a dial of the silent server.
- */
-interface NatsInternals {
-  readonly servers: { getServers(): NatsServerEntry[]; getCurrentServer(): NatsServerEntry };
-  readonly transport: {
-    readonly socket?: { readonly remoteAddress?: string; readonly remotePort?: number };
-    close(err?: Error): Promise<void>;
-  };
-}
-
-/** A server of nats.js's list (its `ServerImpl`): where it dials. */
-interface NatsServerEntry {
-  readonly hostname: string;
-  readonly port: number;
-}
-
-/** An IPv4 address as nats.js writes it, from the IPv4-mapped IPv6 form a socket may report. */
-function unmapped(address: string | undefined): string | undefined {
-  return address?.startsWith("::ffff:") === true ? address.slice("::ffff:".length) : address;
-}
-
-function natsInternals(nc: NatsConnection): NatsInternals {
-  return (nc as unknown as { protocol: NatsInternals }).protocol;
 }
