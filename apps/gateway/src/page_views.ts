@@ -318,11 +318,11 @@ export class PageViews {
     });
   }
 
-  #resnapshot(watched: (view: PageView) => boolean): void {
+  #resnapshot(include: (view: PageView) => boolean): void {
     // Views not started yet load their first snapshot at the end of the turn.
     this.#loadSnapshots(
       [...this.#views.values()].filter(
-        (v) => v.subscription !== undefined && v.retryTimer === undefined && watched(v),
+        (v) => v.subscription !== undefined && v.retryTimer === undefined && include(v),
       ),
     );
   }

@@ -23,6 +23,9 @@ export interface BusHealth {
   delivered(): void;
 }
 
+/** The health of the in-memory bus: it is this process, so it always carries. */
+export const IN_PROCESS_BUS: BusHealth = { heardAt: 0, unansweredSince: undefined, delivered: () => {} };
+
 /**
  * DC heartbeat intervals (1 s at the default 250 ms) a round trip may go unanswered, with nothing
  * delivered, while this process's own timers fire on time, before it drops its connection and moves

@@ -75,13 +75,10 @@ export class GatewayLeases {
    * down) it forgets with its count: a gateway heard again starts over.
    */
   acceptPresence(gateway: string, now: number, reconnects: number): boolean {
-    let lease = this.#leases.get(gateway);
+    const lease = this.#leases.get(gateway);
     if (lease !== undefined && reconnects < lease.reconnects) return false;
-    if (lease === undefined) {
-      this.touch(gateway, now);
-      lease = this.#leases.get(gateway)!;
-    } else lease.lastSeen = Math.max(lease.lastSeen, now);
-    lease.reconnects = reconnects;
+    this.touch(gateway, now);
+    this.#leases.get(gateway)!.reconnects = reconnects;
     return true;
   }
 

@@ -2,6 +2,7 @@ export { connectBus, openStore } from "./adapters.js";
 export {
   BUS_SILENCE_HEARTBEATS,
   BusPulse,
+  IN_PROCESS_BUS,
   BusSilence,
   registerBusPulseMetrics,
   type BusHealth,

@@ -70,6 +70,18 @@ describe("internal - malformed messages", () => {
     for (const [value, message] of cases) expect(refusal(value), JSON.stringify(value)).toBe(message);
   });
 
+  test("internal - a presence request's or a node heartbeat's reconnect count must be a natural number; absent it is absent", () => {
+    const pages = { type: "presence_pages", gateway: "gw", partition: 1, pages: [] };
+    const sync = { type: "presence_sync", gateway: "gw", partition: 1, pages: {} };
+    const node = { type: "node", node: "n", incarnation: "i", leaseMs: 1000, state: "up" };
+    for (const message of [pages, sync, node]) {
+      expect(decodeMessage(pack({ ...message, reconnects: 3 }))).toMatchObject({ reconnects: 3 });
+      expect(decodeMessage(pack(message))).not.toHaveProperty("reconnects");
+      for (const bad of [-1, 1.5, "3", null])
+        expect(refusal({ ...message, reconnects: bad })).toBe("field reconnects is malformed");
+    }
+  });
+
   test("internal - a listing without a cursor has no cursor field", () => {
     expect(Object.keys(decodeMessage(pack({ type: "list_pages", prefix: "", limit: 10 })))).toEqual([
       "type",
