@@ -11,8 +11,7 @@
  */
 import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { HashRing, partitionOf } from "@livecount/ring";
-import { TIMINGS, TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { TestCluster, type ClusterProcess } from "../support/cluster.js";
 import { Scene, expectAllRunning, readyz } from "../support/cluster_scene.js";
 import { Crowd } from "../support/crowd.js";
 import { eventually, sleep } from "../support/eventually.js";
@@ -69,14 +68,11 @@ describeWithBinary(
       async () => {
         onTestFailed(() => console.error(`\n----- logs -----\n${cluster.logs()}\n`));
         await scene.expectExact();
-        const ring = new HashRing(
-          cluster.counters.map((c) => c.nodeId),
-          { partitions: TIMINGS.partitions, vnodes: TIMINGS.vnodes },
-        );
-        const pagesOf = (node: string): string[] =>
-          scene.pages.filter((p) => ring.ownerOf(partitionOf(p, TIMINGS.partitions)) === node);
-        expect(pagesOf("counter-1").length, "pages owned on the frozen server's node").toBeGreaterThan(0);
-        expect(pagesOf("counter-2").length, "pages owned on the other").toBeGreaterThan(0);
+        expect(
+          scene.pagesOwnedBy("counter-1").length,
+          "pages owned on the frozen server's node",
+        ).toBeGreaterThan(0);
+        expect(scene.pagesOwnedBy("counter-2").length, "pages owned on the other").toBeGreaterThan(0);
         // One more viewer per page on the second server's gateway, who leaves just before the
         // freeze: the owners on the frozen server end their grace windows during it, and publish
         // what they counted then to a server that never passes it on.
@@ -106,7 +102,7 @@ describeWithBinary(
           await sleep(GHOST_JOINS_AFTER_MS);
           const gateway1 = cluster.gateways[0]!;
           const ghosts = [];
-          for (const page of pagesOf("counter-2"))
+          for (const page of scene.pagesOwnedBy("counter-2"))
             ghosts.push(await crowd.join(gateway1.wsUrl, page, `${page}-ghost`));
           // Every process, those of the frozen server included, serves again before it thaws.
           const processes: ClusterProcess[] = [...cluster.counters, ...cluster.gateways];

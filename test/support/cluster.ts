@@ -272,6 +272,11 @@ export interface TestClusterOptions {
   readonly redis?: RedisServerOptions;
   /** Every counter node reaches Redis through its own link proxy, so a test can cut one off. */
   readonly redisLinks?: boolean;
+  /**
+   * Every counter node reaches NATS through its own link proxy, so a test can cut one node off the
+   * bus while it still reaches Redis (with one NATS server).
+   */
+  readonly natsLinks?: boolean;
   /** Counter nodes use this Redis Cluster (LIVECOUNT_REDIS_CLUSTER) instead of the one Redis. */
   readonly redisCluster?: { readonly seeds: string };
   /** Added to every process's environment. */
@@ -293,6 +298,7 @@ export class TestCluster {
     readonly gateways: readonly ClusterProcess[],
     readonly logDir: string,
     readonly redisLinks: ReadonlyMap<ClusterProcess, LinkProxy>,
+    readonly natsLinks: ReadonlyMap<ClusterProcess, LinkProxy>,
   ) {}
 
   /** The NATS server (the first, with `natsServers`). */
@@ -337,19 +343,26 @@ export class TestCluster {
     const counters: ClusterProcess[] = [];
     const gateways: ClusterProcess[] = [];
     const redisLinks = new Map<ClusterProcess, LinkProxy>();
+    const natsLinks = new Map<ClusterProcess, LinkProxy>();
     for (let i = 0; i < (options.counters ?? 2); i++) {
-      let extra: Record<string, string> = {};
-      let link: LinkProxy | undefined;
+      const extra: Record<string, string> = {};
+      let redisLink: LinkProxy | undefined;
+      let natsLink: LinkProxy | undefined;
       if (options.redisLinks === true) {
-        link = await LinkProxy.start({ targetPort: redis.port });
-        extra = { LIVECOUNT_REDIS_URL: `redis://${LOOPBACK}:${link.port}` };
+        redisLink = await LinkProxy.start({ targetPort: redis.port });
+        extra.LIVECOUNT_REDIS_URL = `redis://${LOOPBACK}:${redisLink.port}`;
+      }
+      if (options.natsLinks === true) {
+        natsLink = await LinkProxy.start({ targetPort: natsServers[i % natsServers.length]!.port });
+        extra.LIVECOUNT_NATS_URL = `nats://${LOOPBACK}:${natsLink.port}`;
       }
       const counter = await make("counter", i, extra);
-      if (link !== undefined) redisLinks.set(counter, link);
+      if (redisLink !== undefined) redisLinks.set(counter, redisLink);
+      if (natsLink !== undefined) natsLinks.set(counter, natsLink);
       counters.push(counter);
     }
     for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await make("gateway", i));
-    const cluster = new TestCluster(natsServers, redis, counters, gateways, logDir, redisLinks);
+    const cluster = new TestCluster(natsServers, redis, counters, gateways, logDir, redisLinks, natsLinks);
     try {
       await Promise.all(counters.map((c) => c.start()));
       await cluster.waitBalanced();
@@ -367,6 +380,13 @@ export class TestCluster {
     const link = this.redisLinks.get(counter);
     if (link === undefined)
       throw new Error(`${counter.nodeId} reaches Redis directly; start with redisLinks`);
+    return link;
+  }
+
+  /** The link between `counter` and its NATS server (with `natsLinks`), to cut and heal. */
+  natsLinkOf(counter: ClusterProcess): LinkProxy {
+    const link = this.natsLinks.get(counter);
+    if (link === undefined) throw new Error(`${counter.nodeId} reaches NATS directly; start with natsLinks`);
     return link;
   }
 
@@ -415,7 +435,7 @@ export class TestCluster {
   /** Kills every process and stops the servers. Logs are kept when `keepLogs`. */
   async stop(keepLogs = false): Promise<void> {
     await Promise.all([...this.counters, ...this.gateways].map((p) => p.kill()));
-    await Promise.all([...this.redisLinks.values()].map((link) => link.close()));
+    await Promise.all([...this.redisLinks.values(), ...this.natsLinks.values()].map((link) => link.close()));
     await Promise.all([...this.natsServers.map((s) => s.stop()), this.redis.stop()]);
     if (!keepLogs) rmSync(this.logDir, { recursive: true, force: true });
   }

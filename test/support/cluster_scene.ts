@@ -5,7 +5,8 @@
  * process's /readyz while a fault lasts.
  */
 import { expect } from "vitest";
-import { CLUSTER_PUBLISHER_KEY, type ClusterProcess, type TestCluster } from "./cluster.js";
+import { HashRing, partitionOf } from "@livecount/ring";
+import { CLUSTER_PUBLISHER_KEY, TIMINGS, type ClusterProcess, type TestCluster } from "./cluster.js";
 import { sampleEvery, settledAt, startEvery, type Crowd } from "./crowd.js";
 import { eventually, sleep } from "./eventually.js";
 import { PublisherHttp } from "./publisher_http.js";
@@ -73,6 +74,15 @@ export class Scene {
     for (const g of cluster.gateways) scene.watchers.push(await crowd.watcher(g.wsUrl, scene.pages));
     await eventually(() => scene.expectExact(), { timeoutMs: CONVERGE_MS, message: "exact after seating" });
     return scene;
+  }
+
+  /** The scene's pages that `node` owns when every counter node of the cluster is on the ring. */
+  pagesOwnedBy(node: string): string[] {
+    const ring = new HashRing(
+      this.cluster.counters.map((c) => c.nodeId),
+      { partitions: TIMINGS.partitions, vnodes: TIMINGS.vnodes },
+    );
+    return this.pages.filter((p) => ring.ownerOf(partitionOf(p, TIMINGS.partitions)) === node);
   }
 
   #right(page: string, f: { viewers: number; counters: Readonly<Record<string, number>> }): boolean {

@@ -18,6 +18,7 @@ export class GatewayMetrics {
   readonly httpRequests: Counter<"route" | "status">;
   readonly busSlowConsumers: Counter;
   readonly busReconnects: Counter;
+  readonly counterNodes: Gauge;
   readonly upgradesRefused: Counter<"reason">;
   readonly framesDropped: Counter;
   readonly eventStreams: Gauge;
@@ -102,6 +103,11 @@ export class GatewayMetrics {
     this.busReconnects = new Counter({
       name: "livecount_gateway_bus_reconnects_total",
       help: "Bus reconnections",
+      registers,
+    });
+    this.counterNodes = new Gauge({
+      name: "livecount_gateway_counter_nodes",
+      help: "Counter nodes on this gateway's ring: heard within the node lease",
       registers,
     });
     this.upgradesRefused = new Counter({
