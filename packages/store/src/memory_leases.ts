@@ -1,6 +1,7 @@
 /**
  * The memory store's partition leases (Store.acquire, renew, release) and fence checks: the same
- * rules as the Redis store's lease scripts, judged against the store's clock.
+ * rules as the Redis store's lease scripts, judged against the store's clock; and the counter
+ * nodes' notes of hearing their bus (Store.noteBusHeard).
  */
 import type { AcquireOptions, Fence, Lease } from "./store.js";
 import { isLive } from "./validate.js";
@@ -15,6 +16,8 @@ export class MemoryLeases {
   readonly #leases = new Map<number, LeaseRecord>();
   /** Last epoch handed out per partition; kept after release so epochs are never reused. */
   readonly #epochs = new Map<number, number>();
+  /** Store.noteBusHeard: when each node last heard its bus. */
+  readonly busHeard = new Map<string, number>();
 
   acquire(
     partition: number,

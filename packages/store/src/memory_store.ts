@@ -95,6 +95,16 @@ export class MemoryStore implements Store {
     this.#leases.release(lease);
   }
 
+  async noteBusHeard(node: string, at: number): Promise<void> {
+    this.#assertOpen();
+    this.#leases.busHeard.set(node, at);
+  }
+
+  async busHeard(): Promise<Map<string, number>> {
+    this.#assertOpen();
+    return new Map(this.#leases.busHeard);
+  }
+
   async load(page: string): Promise<PageRecord> {
     this.#assertOpen();
     return recordOf(this.#pages.get(page));
@@ -146,7 +156,7 @@ export class MemoryStore implements Store {
 
   async markBootstrapped(fence: Fence): Promise<boolean> {
     this.#assertOpen();
-    if (!this.#isCurrent(fence, this.#now())) return false;
+    if (!this.#leases.isCurrent(fence, this.#now())) return false;
     this.#bootstrapped.add(fence.partition);
     return true;
   }
@@ -157,7 +167,7 @@ export class MemoryStore implements Store {
     const now = this.#now();
     const stale: Fence[] = [];
     for (const { fence, writes } of groups) {
-      if (!this.#isCurrent(fence, now)) {
+      if (!this.#leases.isCurrent(fence, now)) {
         stale.push(fence);
         continue;
       }
@@ -180,7 +190,7 @@ export class MemoryStore implements Store {
     const writes = pageWrites(pages, indexedDc);
     assertWrites([{ fence, writes }]);
     const now = this.#now();
-    if (!this.#isCurrent(fence, now)) return null;
+    if (!this.#leases.isCurrent(fence, now)) return null;
     const advanced = new RecordsBuilder();
     const touched = new Set<string>();
     const floor = this.#purgeFloors.get(fence.partition) ?? 0;
@@ -225,7 +235,7 @@ export class MemoryStore implements Store {
   async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
     this.#assertOpen();
     assertLimit(limit);
-    if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
     const removed: string[] = [];
     for (const page of this.#empty.take(fence.partition, emptySince, limit)) {
       const counters = this.#pages.get(page);
@@ -246,7 +256,7 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertLimit(limit);
     const now = this.#now();
-    if (!this.#isCurrent(fence, now)) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence, now)) throw new StaleFenceError(fence);
     const expired = this.#expiring.take(fence.partition, now, limit);
     for (const { page, counter, dc } of expired) this.#removeEntry(fence.partition, page, counter, dc, true);
     for (const page of new Set(expired.map((e) => e.page)))
@@ -268,7 +278,7 @@ export class MemoryStore implements Store {
 
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
     this.#assertOpen();
-    if (!this.#isCurrent(fence, this.#now())) return false;
+    if (!this.#leases.isCurrent(fence, this.#now())) return false;
     this.#purgeFloors.set(fence.partition, Math.max(this.#purgeFloors.get(fence.partition) ?? 0, floor));
     return true;
   }
@@ -282,7 +292,7 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertLimit(limit);
     const { partition } = fence;
-    if (!this.#isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
     const result = purgeSettled(
       {
         pages: this.#pages,
@@ -347,7 +357,7 @@ export class MemoryStore implements Store {
   }
 
   #incrementOne(op: IncrementOp, now: number, keyTtlMs: number): IncrementOutcome {
-    if (!this.#isCurrent(op.fence, now)) return { kind: "stale" };
+    if (!this.#leases.isCurrent(op.fence, now)) return { kind: "stale" };
     const seen = this.#keys.live(op.page, op.key, now);
     if (seen !== undefined) {
       const same =
@@ -394,10 +404,6 @@ export class MemoryStore implements Store {
       this.#stored = true;
     }
     return { p: entry.p, n: entry.n };
-  }
-
-  #isCurrent(fence: Fence, now: number): boolean {
-    return this.#leases.isCurrent(fence, now);
   }
 
   #entry(page: string, counter: string, dc: string): Entry | undefined {

@@ -22,6 +22,8 @@
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
  *   last changed (the purge's candidates).
+ * - `busheard` hash (on Redis Cluster `busheard:{p0}`), node id -> epoch-ms: when each counter node
+ *   of the DC last noted that its bus carried (Store.noteBusHeard). One field per node id ever used.
  * - `expiring:{partition}` sorted set of `{page}\0{field}` of the partition's time buckets, scored by
  *   when each expires (digest.ts, bucketExpiresAt): what Store.removeExpiredBuckets removes.
  *
@@ -91,6 +93,11 @@ export class RedisKeys {
 
   tombs(partition: number): string {
     return this.#of("tombs", partition);
+  }
+
+  /** The counter nodes' notes of hearing their bus: one key, in partition 0's slot on a cluster. */
+  busHeard(): string {
+    return this.tagged ? this.#of("busheard", 0) : `${this.prefix}busheard`;
   }
 
   expiring(partition: number): string {

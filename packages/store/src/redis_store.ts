@@ -18,7 +18,6 @@
 import type { Entry } from "@livecount/crdt";
 import {
   InvalidStoreInputError,
-  PartialWriteError,
   StaleFenceError,
   StoreError,
   type AcquireOptions,
@@ -37,6 +36,7 @@ import {
 import { partitionOf as ringPartitionOf } from "@livecount/ring";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RedisKeys } from "./redis_keys.js";
+import { RedisLeases } from "./redis_leases.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
 import { entryField, pageRecord, parseEntry, readNonZero } from "./redis_records.js";
@@ -70,8 +70,7 @@ const PAGES_PER_LOAD = 256;
 
 export class RedisStore implements Store {
   readonly #conn: RedisConnection;
-  /** Leases have a connection of their own: a renewal never waits behind a flush's pipeline. */
-  readonly #leases: RedisConnection;
+  readonly #leases: RedisLeases;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
   readonly #partitions: number;
@@ -79,9 +78,9 @@ export class RedisStore implements Store {
 
   private constructor(conn: RedisConnection, leases: RedisConnection, options: RedisStoreOptions) {
     this.#conn = conn;
-    this.#leases = leases;
     this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
     this.#now = options.now ?? Date.now;
+    this.#leases = new RedisLeases(leases, this.#keys, this.#now);
     const partitions = options.partitions ?? DEFAULT_PARTITIONS;
     this.#partitions = partitions;
     this.#partitionOf = options.partitionOf ?? ((page) => ringPartitionOf(page, partitions));
@@ -125,62 +124,24 @@ export class RedisStore implements Store {
     }
   }
 
-  async acquire(
-    partition: number,
-    node: string,
-    ttlMs: number,
-    options: AcquireOptions = {},
-  ): Promise<Lease | null> {
-    assertTtl("lease ttl", ttlMs);
-    const now = this.#now();
-    const expiresAt = now + ttlMs;
-    // Durable: an epoch a failover forgot would be handed out again, to a second owner.
-    const [epoch] = await this.#leases.run(
-      "acquire",
-      (pipe) =>
-        queueScript(
-          pipe(partition),
-          "lcAcquire",
-          [this.#keys.lease(partition), this.#keys.epoch(partition)],
-          [node, now, expiresAt, options.reclaimFrom ?? ""],
-        ),
-      { durable: true },
-    );
-    return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
+  acquire(partition: number, node: string, ttlMs: number, options?: AcquireOptions): Promise<Lease | null> {
+    return this.#leases.acquire(partition, node, ttlMs, options);
   }
 
-  async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
-    assertTtl("lease ttl", ttlMs);
-    this.#leases.assertOpen();
-    if (leases.length === 0) return [];
-    const expiresAt = this.#now() + ttlMs;
-    const replies = await this.#leases.runEach("renew", (pipe) => {
-      for (const l of leases) {
-        queueScript(
-          pipe(l.partition),
-          "lcRenew",
-          [this.#keys.lease(l.partition)],
-          [l.node, l.epoch, expiresAt],
-        );
-      }
-    });
-    const renewed = leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
-    const failed = leases.filter((_, i) => replies[i] instanceof StoreError);
-    if (failed.length > 0) {
-      throw new PartialWriteError(failed, renewed, { cause: replies.find((r) => r instanceof StoreError) });
-    }
-    return renewed;
+  renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    return this.#leases.renew(leases, ttlMs);
   }
 
-  async release(lease: Lease): Promise<void> {
-    await this.#leases.run("release", (pipe) =>
-      queueScript(
-        pipe(lease.partition),
-        "lcRelease",
-        [this.#keys.lease(lease.partition)],
-        [lease.node, lease.epoch],
-      ),
-    );
+  release(lease: Lease): Promise<void> {
+    return this.#leases.release(lease);
+  }
+
+  noteBusHeard(node: string, at: number): Promise<void> {
+    return this.#leases.noteBusHeard(node, at);
+  }
+
+  busHeard(): Promise<Map<string, number>> {
+    return this.#leases.busHeard();
   }
 
   async load(page: string): Promise<PageRecord> {
@@ -442,6 +403,6 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.#conn.close(), this.#leases.close()]);
+    await Promise.all([this.#conn.close(), this.#leases.conn.close()]);
   }
 }

@@ -184,6 +184,14 @@ export interface Store {
   renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]>;
   /** Frees the partition if `lease` still holds it at its epoch; otherwise does nothing. */
   release(lease: Lease): Promise<void>;
+  /**
+   * Notes that counter node `node` heard its bus at `at` (epoch ms, the clock leases use): to a node
+   * of the same DC that hears nothing, proof that the bus carries for the others and that it is the
+   * one cut off (the counter node's BusIsolation). A node's later note replaces its earlier one.
+   */
+  noteBusHeard(node: string, at: number): Promise<void>;
+  /** The last note of each node that left one (noteBusHeard), by node id. */
+  busHeard(): Promise<Map<string, number>>;
   /** Every counter's entries of the page (a copy; empty when the page has none). */
   load(page: string): Promise<PageRecord>;
   /** `load` of many pages in one round trip, in the order given. */

@@ -167,6 +167,19 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.renew([], LEASE_MS)).toEqual([]);
       });
 
+      test(`${name} - bus notes: none at first, then each node's latest, node ids kept as given`, async () => {
+        expect(await store.busHeard()).toEqual(new Map());
+        await store.noteBusHeard("counter-1", START_MS);
+        await store.noteBusHeard("counter:{2}", START_MS + 5);
+        await store.noteBusHeard("counter-1", START_MS + 250);
+        expect(await store.busHeard()).toEqual(
+          new Map([
+            ["counter-1", START_MS + 250],
+            ["counter:{2}", START_MS + 5],
+          ]),
+        );
+      });
+
       test(`${name} - rejects a ttl that is not a positive integer`, async () => {
         await expect(store.acquire(0, "node-a", 0)).rejects.toBeInstanceOf(InvalidStoreInputError);
         await expect(store.renew([], 1.5)).rejects.toBeInstanceOf(InvalidStoreInputError);

@@ -1,0 +1,89 @@
+/**
+ * The Redis store's partition leases (Store.acquire, renew, release) and the notes counter nodes
+ * leave of hearing their bus (Store.noteBusHeard, busHeard), on a connection of their own: a
+ * renewal never waits behind a flush's pipeline.
+ */
+import { PartialWriteError, StoreError, type AcquireOptions, type Lease } from "./store.js";
+import type { RedisKeys } from "./redis_keys.js";
+import { queueScript, type RedisConnection } from "./redis_connection.js";
+import { assertTtl } from "./validate.js";
+
+/** Any partition's pipe reaches the notes' key (it carries partition 0's tag on a cluster). */
+const NOTES_PARTITION = 0;
+
+export class RedisLeases {
+  constructor(
+    readonly conn: RedisConnection,
+    readonly keys: RedisKeys,
+    readonly now: () => number,
+  ) {}
+
+  async acquire(
+    partition: number,
+    node: string,
+    ttlMs: number,
+    options: AcquireOptions = {},
+  ): Promise<Lease | null> {
+    assertTtl("lease ttl", ttlMs);
+    const now = this.now();
+    const expiresAt = now + ttlMs;
+    // Durable: an epoch a failover forgot would be handed out again, to a second owner.
+    const [epoch] = await this.conn.run(
+      "acquire",
+      (pipe) =>
+        queueScript(
+          pipe(partition),
+          "lcAcquire",
+          [this.keys.lease(partition), this.keys.epoch(partition)],
+          [node, now, expiresAt, options.reclaimFrom ?? ""],
+        ),
+      { durable: true },
+    );
+    return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
+  }
+
+  async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    assertTtl("lease ttl", ttlMs);
+    this.conn.assertOpen();
+    if (leases.length === 0) return [];
+    const expiresAt = this.now() + ttlMs;
+    const replies = await this.conn.runEach("renew", (pipe) => {
+      for (const l of leases) {
+        queueScript(
+          pipe(l.partition),
+          "lcRenew",
+          [this.keys.lease(l.partition)],
+          [l.node, l.epoch, expiresAt],
+        );
+      }
+    });
+    const renewed = leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
+    const failed = leases.filter((_, i) => replies[i] instanceof StoreError);
+    if (failed.length > 0) {
+      throw new PartialWriteError(failed, renewed, { cause: replies.find((r) => r instanceof StoreError) });
+    }
+    return renewed;
+  }
+
+  async release(lease: Lease): Promise<void> {
+    await this.conn.run("release", (pipe) =>
+      queueScript(
+        pipe(lease.partition),
+        "lcRelease",
+        [this.keys.lease(lease.partition)],
+        [lease.node, lease.epoch],
+      ),
+    );
+  }
+
+  async noteBusHeard(node: string, at: number): Promise<void> {
+    await this.conn.run("bus note", (pipe) => pipe(NOTES_PARTITION).hset(this.keys.busHeard(), node, at));
+  }
+
+  async busHeard(): Promise<Map<string, number>> {
+    const [notes] = await this.conn.run("bus notes", (pipe) =>
+      pipe(NOTES_PARTITION).hgetall(this.keys.busHeard()),
+    );
+    return new Map(Object.entries(notes as Record<string, string>).map(([node, at]) => [node, Number(at)]));
+  }
+}
