@@ -99,7 +99,11 @@ export class Convergence {
       discoveryMs: DISCOVERY_HEARTBEATS * o.dcHeartbeatMs,
       retryMs: BOOTSTRAP_RETRY_MS,
       requestSync: (remote, partitions) => void this.#antiEntropy.compare(remote, partitions, partitions),
-      serving: (partition) => o.registry.partitionServing(partition),
+      serving: (partition) => {
+        o.registry.partitionServing(partition);
+        const fence = o.fenceOf(partition);
+        if (fence !== undefined) o.writer.announceServing(partition, fence.epoch);
+      },
     });
   }
 

@@ -1,5 +1,6 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
 import {
+  encodeMessage,
   encodePageUpdate,
   encodePageUpdates,
   type IncrementRequest,
@@ -179,6 +180,16 @@ export class DurableWriter {
       encodePageUpdate({ type: "update", page, dc, counters, ts }),
     );
     this.#o.metrics.publishes.inc();
+  }
+
+  /**
+   * Tells this DC's gateways that this node serves the partition now, under the lease of `epoch`:
+   * they take fresh snapshots of its watched pages (PageUpdates.taken), since what its earlier
+   * owner published last may never have come.
+   */
+  announceServing(partition: number, epoch: number): void {
+    const msg = { type: "updates", partition, pages: {}, ts: this.#o.clock.now(), taken: epoch } as const;
+    this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), encodeMessage(msg));
   }
 
   /** Publishes pages' entries on this DC's updates subject: for its own gateways only. */

@@ -348,6 +348,8 @@ export class PageViews {
       return;
     }
     if (msg.type !== "updates" || msg.partition !== partition) return;
+    // A node began serving the partition: what its earlier owner published last may not have come.
+    if (msg.taken !== undefined) this.#resnapshot((view) => view.partition === partition);
     for (const [page, counters] of Object.entries(msg.pages)) {
       const view = this.#views.get(page);
       if (view !== undefined && view.merge(counters) && view.loaded) this.#markDirty(page);

@@ -6,7 +6,14 @@
  * an owner of an earlier release gets each page on its own, and a page left in the turn it was
  * watched costs neither a subscription nor a request.
  */
-import { MemoryBus, nodeSubject, pageSubject, type BusHandler, type Subscription } from "@livecount/bus";
+import {
+  MemoryBus,
+  dcUpdatesSubject,
+  nodeSubject,
+  pageSubject,
+  type BusHandler,
+  type Subscription,
+} from "@livecount/bus";
 import { DcLiveness } from "@livecount/cluster";
 import {
   MAX_SNAPSHOT_BATCH,
@@ -237,6 +244,43 @@ describe("gateway - page views", () => {
     expect(asked.slice(askedBefore)).toEqual([...partitionsOfRestarted].map(() => "snapshots(2)"));
     for (const page of pages.filter((p) => !restarted.includes(p)))
       expect(frames.get(page)?.counters.likes).toBe(Number(page.slice(1)));
+  });
+
+  test("views - a node that began serving a partition says so on the DC's updates subject: that partition's watched pages take fresh snapshots, one request, and no other's", async () => {
+    let extra = 0;
+    const now = (page: string): PageStateReply => {
+      const state = stateOf(page);
+      return { ...state, counters: { likes: { [DC]: { p: Number(page.slice(1)) + extra, n: 0 } } } };
+    };
+    const { views, asked, frames, bus } = setUp((r) =>
+      r.type === "snapshots"
+        ? { type: "page_states", replies: r.pages.map(now) }
+        : { type: "error", code: "internal", message: "unexpected" },
+    );
+    const pages = Array.from({ length: 8 }, (_, partition) => pagesIn(partition, 2)).flat();
+    for (const page of pages) views.watch(page);
+    await framesOf(frames, pages);
+    // The earlier owner of partition 3 counted 100 more likes on its pages, and its updates never came.
+    extra = 100;
+    const askedBefore = asked.length;
+    bus.publish(
+      dcUpdatesSubject(DC, 3),
+      encodeMessage({ type: "updates", partition: 3, pages: {}, ts: 1, taken: 2 }),
+    );
+    await eventually(
+      () => {
+        for (const page of pagesIn(3, 2))
+          expect(frames.get(page)?.counters.likes).toBe(Number(page.slice(1)) + 100);
+      },
+      { timeoutMs: 5_000, intervalMs: 10 },
+    );
+    expect(asked.slice(askedBefore)).toEqual(["snapshots(2)"]);
+    for (const page of pages.filter((p) => partitionOf(p, 8) !== 3))
+      expect(frames.get(page)?.counters.likes).toBe(Number(page.slice(1)));
+    // Updates without the notice re-take nothing.
+    bus.publish(dcUpdatesSubject(DC, 3), encodeMessage({ type: "updates", partition: 3, pages: {}, ts: 2 }));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(asked.length).toBe(askedBefore + 1);
   });
 
   test("views - a bus closed before the turn ends leaves the turn's pages unwatched, without a throw", async () => {

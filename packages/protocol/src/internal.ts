@@ -329,6 +329,13 @@ export interface PageUpdates {
   readonly partition: number;
   readonly pages: Readonly<Record<string, Readonly<Record<string, Entries>>>>;
   readonly ts: number;
+  /**
+   * Set (to the lease's epoch), with no pages, when the node began serving the partition: whatever
+   * its earlier owner published last may never have come (published while cut off the bus, or lost
+   * as it died between a durable write and its publish). Gateways re-take the snapshots of the
+   * partition's watched pages. Absent from releases before it; gateways of those ignore it.
+   */
+  readonly taken?: number;
 }
 
 /** Gateway heartbeat: while it arrives the gateway's presence contributions are alive. */

@@ -244,6 +244,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       partition: partitionOf(m.get("partition")),
       pages: pagesOf(m.get("pages")),
       ts: field(m, "ts", isNatural),
+      ...optionalNaturals(m, "taken"),
     }),
   ],
   [

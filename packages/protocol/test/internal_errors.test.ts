@@ -82,6 +82,14 @@ describe("internal - malformed messages", () => {
     }
   });
 
+  test("internal - an updates message's taken epoch must be a natural number; absent it is absent", () => {
+    const updates = { type: "updates", partition: 1, pages: {}, ts: 5 };
+    expect(decodeMessage(pack({ ...updates, taken: 7 }))).toMatchObject({ taken: 7 });
+    expect(decodeMessage(pack(updates))).not.toHaveProperty("taken");
+    for (const bad of [-1, 1.5, "3", null])
+      expect(refusal({ ...updates, taken: bad })).toBe("field taken is malformed");
+  });
+
   test("internal - a listing without a cursor has no cursor field", () => {
     expect(Object.keys(decodeMessage(pack({ type: "list_pages", prefix: "", limit: 10 })))).toEqual([
       "type",
