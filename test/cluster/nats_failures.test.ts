@@ -74,6 +74,15 @@ describeWithBinary(
 
     const processes = (): ClusterProcess[] => [...cluster.counters, ...cluster.gateways];
 
+    /**
+     * A NATS outage is every node's silence: none finds proof in Redis that the bus carries for the
+     * others, so none hands its partitions over (BusIsolation).
+     */
+    async function expectNoHandOver(): Promise<void> {
+      for (const c of cluster.counters)
+        expect(await c.metric("livecount_counter_bus_isolations_total"), `${c.nodeId} handed over`).toBe(0);
+    }
+
     function logsOnFailure(): void {
       onTestFailed(() => {
         console.error(`\n----- logs of every process -----\n${cluster.logs()}\n`);
@@ -135,6 +144,7 @@ describeWithBinary(
           expectReadiness(samples, c, 503, downAt + NOTICE_SILENCE_MS, restartAt, "while NATS was down");
         expectReadyAgain(samples, processes(), backAt, RECOVERY_MS, "after NATS came back");
         expect(recoveredAt - backAt).toBeLessThanOrEqual(RECOVERY_MS);
+        await expectNoHandOver();
         expectAllRunning(cluster);
         expect(crowd.unexpectedCloses()).toEqual([]);
       },
@@ -167,6 +177,7 @@ describeWithBinary(
           expectReadiness(samples, p, 503, frozenAt + NOTICE_SILENCE_MS, thawAt, "while NATS was frozen");
         expectReadyAgain(samples, processes(), backAt, RECOVERY_MS, "after NATS was thawed");
         expect(recoveredAt - backAt).toBeLessThanOrEqual(RECOVERY_MS);
+        await expectNoHandOver();
         expectAllRunning(cluster);
         expect(crowd.unexpectedCloses()).toEqual([]);
       },

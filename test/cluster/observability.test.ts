@@ -188,6 +188,7 @@ describe.skipIf(!available)("observability - dashboard and alerts against a real
       "LivecountSlowConsumers",
       "LivecountNatsSilent",
       "LivecountNatsServerStuck",
+      "LivecountCounterCutOffBus",
     ])
       expect(alerts).toContain(alert);
     const queried = new Set(rules.groups.flatMap((g) => g.rules.flatMap((r) => metricsIn(r.expr))));

@@ -18,6 +18,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
+import { BusIsolation, registerIsolationMetrics } from "./bus_isolation.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -70,6 +71,8 @@ export class CounterNode {
   readonly #liveness: DcLiveness;
   /** Only with NATS: the in-memory bus is this process, silent only when the process is (a stall). */
   readonly #pulse: BusPulse | undefined;
+  /** Only with NATS: hands the partitions over while this node alone is cut off the bus. */
+  readonly #isolation: BusIsolation | undefined;
   readonly #ownership: PartitionOwnership;
   readonly #registry: ActorRegistry;
   readonly #writer: DurableWriter;
@@ -141,6 +144,20 @@ export class CounterNode {
         : new BusPulse({ bus, clock, intervalMs: config.dcHeartbeatMs });
     if (this.#pulse !== undefined)
       registerBusPulseMetrics(opts.registry, "livecount_counter", this.#pulse, clock);
+    this.#isolation =
+      this.#pulse === undefined
+        ? undefined
+        : new BusIsolation({
+            store,
+            clock,
+            logger,
+            node: config.nodeId,
+            health: this.#pulse,
+            nodeLeaseMs: config.nodeLeaseMs,
+            onChange: (cut) =>
+              void this.#setWanted(cut ? [] : this.#membership.ring.partitionsOf(config.nodeId)),
+          });
+    if (this.#isolation !== undefined) registerIsolationMetrics(opts.registry, this.#isolation);
     this.#liveness = new DcLiveness({
       bus,
       clock,
@@ -318,9 +335,12 @@ export class CounterNode {
     this.#emptyPages.start();
     this.#liveness.start();
     this.#pulse?.start();
-    this.#membership.onChange((ring) => void this.#setWanted(ring.partitionsOf(nodeId)));
+    this.#membership.onChange((ring) => {
+      if (this.#isolation?.isolated !== true) void this.#setWanted(ring.partitionsOf(nodeId));
+    });
     this.#membership.start();
     this.#ownership.start();
+    this.#isolation?.start();
     await this.#setWanted(this.#membership.ring.partitionsOf(nodeId));
     this.#scheduleSweep();
     this.#log.info({ partitions: this.#ownership.heldCount }, "counter node started");
@@ -336,6 +356,7 @@ export class CounterNode {
     this.#membership.stop();
     this.#liveness.stop();
     this.#pulse?.stop();
+    this.#isolation?.stop();
     this.#convergence.stop();
     this.#emptyPages.stop();
     this.#purge.stop();
