@@ -19,12 +19,17 @@ export interface BusIsolationOptions {
 /** Notes and checks go this many times per node lease. */
 const CHECKS_PER_LEASE = 6;
 /**
- * How much later than this node's last hearing another node's note must be, in node leases, to
- * prove the bus carried for it after this node stopped hearing it. Past the time between two notes
- * (a sixth of a lease) and the skew of two clocks that leases tolerate: a NATS outage that every
- * node sees within a round trip never passes for one node cut off.
+ * How long, in node leases, another node must have heard its bus without a break while this one
+ * heard nothing, to prove that the bus carries and this node is the one cut off. Past the time
+ * between two notes (a sixth of a lease) and the skew of two clocks that leases tolerate.
  */
 const PROOF_LEASES = 0.5;
+/**
+ * The proof's floor, in ms: as NATS comes back after an outage, every node reconnects on its own
+ * timer (the bus retries every 500 ms, a crowd of clients may wait longer on a restarted server),
+ * and the first back must not pass for proof to the last.
+ */
+const MIN_PROOF_MS = 2000;
 
 /**
  * A counter node cut off the bus while the other nodes of its DC still hear it: they and the
@@ -34,10 +39,12 @@ const PROOF_LEASES = 0.5;
  *
  * Silence alone cannot tell a cut-off node from a NATS outage, where every node hears nothing and
  * keeping the partitions is right (nobody could serve them better, and handing them around would
- * only churn). Redis tells them apart: every node notes in the store when it last heard its bus
- * (`Store.noteBusHeard`, a sixth of a node lease apart), and a node that has heard nothing for a
- * node lease reads the others' notes. One heard the bus recently, and half a lease or more after
- * this node stopped hearing it: the bus carries, and this node is the one cut off. It hands every
+ * only churn). Redis tells them apart: every node notes in the store since when it has heard its
+ * bus without a break, and until when (`Store.noteBusHeard`, a sixth of a node lease apart), and a
+ * node that has heard nothing for a node lease reads the others' notes. One heard the bus recently,
+ * without a break for half a lease (2 s at least) while this node heard nothing: the bus carries,
+ * and this node is the one cut off. Nodes coming back from an outage one after another are no
+ * proof to each other: the first back has not heard the bus for that long. It hands every
  * partition over (flushed, then released: the nodes that still hear the bus take them and the
  * gateways resync them there), and takes them back through the ring once its bus carries again.
  */
@@ -47,6 +54,8 @@ export class BusIsolation {
   readonly #logs = new LogThrottle();
   /** When this node last heard its bus as noted in the store. */
   #noted = -Infinity;
+  /** Since when this node has heard its bus without a break (undefined: it has not, as of the last step). */
+  #hearingSince: number | undefined;
   /** When this node last read the others' notes while it heard nothing. */
   #checkedAt = -Infinity;
   #busy = false;
@@ -55,9 +64,12 @@ export class BusIsolation {
   #isolations = 0;
   #timer: TimerHandle | undefined;
 
+  readonly #proofMs: number;
+
   constructor(options: BusIsolationOptions) {
     this.#o = options;
     this.#intervalMs = Math.max(1, Math.floor(options.nodeLeaseMs / CHECKS_PER_LEASE));
+    this.#proofMs = Math.max(MIN_PROOF_MS, PROOF_LEASES * options.nodeLeaseMs);
   }
 
   get isolated(): boolean {
@@ -103,24 +115,30 @@ export class BusIsolation {
       this.#o.logger.warn("the bus carries again; taking partitions back through the ring");
       this.#o.onChange(false);
     }
-    if (heardAt - this.#noted >= this.#intervalMs) {
-      await this.#o.store.noteBusHeard(node, heardAt);
+    // Nothing heard for two steps breaks a stretch of hearing (a round trip answered late amid
+    // load does not); the next hearing starts one.
+    if (now - heardAt > 2 * this.#intervalMs) this.#hearingSince = undefined;
+    else if (this.#hearingSince === undefined) this.#hearingSince = heardAt;
+    if (this.#hearingSince !== undefined && heardAt - this.#noted >= this.#intervalMs) {
+      await this.#o.store.noteBusHeard(node, { since: this.#hearingSince, at: heardAt });
       this.#noted = heardAt;
     }
     if (this.#isolatedFrom !== undefined || now - heardAt < nodeLeaseMs) return;
     if (now - this.#checkedAt < this.#intervalMs) return;
     this.#checkedAt = now;
     const notes = await this.#o.store.busHeard();
-    const proof = PROOF_LEASES * nodeLeaseMs;
+    // Another node heard the bus recently, and without a break for the proof's length while this
+    // one heard nothing.
     const hearing = [...notes].find(
-      ([other, at]) => other !== node && at >= heardAt + proof && at >= now - nodeLeaseMs,
+      ([other, { since, at }]) =>
+        other !== node && at >= now - nodeLeaseMs && at - Math.max(since, heardAt) >= this.#proofMs,
     );
     // The bus may have come back while the notes were read.
     if (hearing === undefined || this.#o.health.heardAt > heardAt) return;
     this.#isolatedFrom = heardAt;
     this.#isolations++;
     this.#o.logger.warn(
-      { silentMs: now - heardAt, hearing: hearing[0], heardMsAgo: now - hearing[1] },
+      { silentMs: now - heardAt, hearing: hearing[0], heardMsAgo: now - hearing[1].at },
       "cut off the bus while another counter node hears it: handing every partition over",
     );
     this.#o.onChange(true);

@@ -6,6 +6,7 @@ export {
   OWN_VALUE,
   type Store,
   type AcquireOptions,
+  type BusNote,
   type Fence,
   type Lease,
   type PageRecord,

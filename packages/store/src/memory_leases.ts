@@ -3,7 +3,7 @@
  * rules as the Redis store's lease scripts, judged against the store's clock; and the counter
  * nodes' notes of hearing their bus (Store.noteBusHeard).
  */
-import type { AcquireOptions, Fence, Lease } from "./store.js";
+import type { AcquireOptions, BusNote, Fence, Lease } from "./store.js";
 import { isLive } from "./validate.js";
 
 interface LeaseRecord {
@@ -17,7 +17,7 @@ export class MemoryLeases {
   /** Last epoch handed out per partition; kept after release so epochs are never reused. */
   readonly #epochs = new Map<number, number>();
   /** Store.noteBusHeard: when each node last heard its bus. */
-  readonly busHeard = new Map<string, number>();
+  readonly busHeard = new Map<string, BusNote>();
 
   acquire(
     partition: number,

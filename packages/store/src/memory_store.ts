@@ -9,6 +9,7 @@ import {
   StaleFenceError,
   StoreError,
   type AcquireOptions,
+  type BusNote,
   type CounterRef,
   type EntryRef,
   type Fence,
@@ -95,12 +96,12 @@ export class MemoryStore implements Store {
     this.#leases.release(lease);
   }
 
-  async noteBusHeard(node: string, at: number): Promise<void> {
+  async noteBusHeard(node: string, note: BusNote): Promise<void> {
     this.#assertOpen();
-    this.#leases.busHeard.set(node, at);
+    this.#leases.busHeard.set(node, { since: note.since, at: note.at });
   }
 
-  async busHeard(): Promise<Map<string, number>> {
+  async busHeard(): Promise<Map<string, BusNote>> {
     this.#assertOpen();
     return new Map(this.#leases.busHeard);
   }

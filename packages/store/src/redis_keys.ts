@@ -22,8 +22,9 @@
  * - `empty:{partition}` sorted set of the partition's empty pages, scored by when they became empty.
  * - `tombs:{partition}` sorted set of the partition's pages holding a tombstone, scored by when one
  *   last changed (the purge's candidates).
- * - `busheard` hash (on Redis Cluster `busheard:{p0}`), node id -> epoch-ms: when each counter node
- *   of the DC last noted that its bus carried (Store.noteBusHeard). One field per node id ever used.
+ * - `busheard` hash (on Redis Cluster `busheard:{p0}`), node id -> `"{since}:{at}"` (epoch-ms): each
+ *   counter node of the DC heard its bus without a break from since to at (Store.noteBusHeard). One
+ *   field per node id ever used.
  * - `expiring:{partition}` sorted set of `{page}\0{field}` of the partition's time buckets, scored by
  *   when each expires (digest.ts, bucketExpiresAt): what Store.removeExpiredBuckets removes.
  *

@@ -3,7 +3,7 @@
  * leave of hearing their bus (Store.noteBusHeard, busHeard), on a connection of their own: a
  * renewal never waits behind a flush's pipeline.
  */
-import { PartialWriteError, StoreError, type AcquireOptions, type Lease } from "./store.js";
+import { PartialWriteError, StoreError, type AcquireOptions, type BusNote, type Lease } from "./store.js";
 import type { RedisKeys } from "./redis_keys.js";
 import { queueScript, type RedisConnection } from "./redis_connection.js";
 import { assertTtl } from "./validate.js";
@@ -76,14 +76,21 @@ export class RedisLeases {
     );
   }
 
-  async noteBusHeard(node: string, at: number): Promise<void> {
-    await this.conn.run("bus note", (pipe) => pipe(NOTES_PARTITION).hset(this.keys.busHeard(), node, at));
+  async noteBusHeard(node: string, note: BusNote): Promise<void> {
+    const value = `${note.since}:${note.at}`;
+    await this.conn.run("bus note", (pipe) => pipe(NOTES_PARTITION).hset(this.keys.busHeard(), node, value));
   }
 
-  async busHeard(): Promise<Map<string, number>> {
+  /** Each node's note; a value that is not two integers (another release's, say) is left out. */
+  async busHeard(): Promise<Map<string, BusNote>> {
     const [notes] = await this.conn.run("bus notes", (pipe) =>
       pipe(NOTES_PARTITION).hgetall(this.keys.busHeard()),
     );
-    return new Map(Object.entries(notes as Record<string, string>).map(([node, at]) => [node, Number(at)]));
+    const read = new Map<string, BusNote>();
+    for (const [node, value] of Object.entries(notes as Record<string, string>)) {
+      const m = /^(\d+):(\d+)$/.exec(value);
+      if (m !== null) read.set(node, { since: Number(m[1]), at: Number(m[2]) });
+    }
+    return read;
   }
 }

@@ -21,6 +21,7 @@ import {
   StaleFenceError,
   StoreError,
   type AcquireOptions,
+  type BusNote,
   type CounterRef,
   type EntryRef,
   type Fence,
@@ -136,11 +137,11 @@ export class RedisStore implements Store {
     return this.#leases.release(lease);
   }
 
-  noteBusHeard(node: string, at: number): Promise<void> {
-    return this.#leases.noteBusHeard(node, at);
+  noteBusHeard(node: string, note: BusNote): Promise<void> {
+    return this.#leases.noteBusHeard(node, note);
   }
 
-  busHeard(): Promise<Map<string, number>> {
+  busHeard(): Promise<Map<string, BusNote>> {
     return this.#leases.busHeard();
   }
 

@@ -165,6 +165,12 @@ export interface AcquireOptions {
   readonly reclaimFrom?: string;
 }
 
+/** A counter node heard its bus without a break from `since` to `at` (Store.noteBusHeard). */
+export interface BusNote {
+  readonly since: number;
+  readonly at: number;
+}
+
 export interface Store {
   /**
    * Takes or renews the partition's lease for `node` until `now + ttlMs`. A node that holds a live
@@ -185,13 +191,14 @@ export interface Store {
   /** Frees the partition if `lease` still holds it at its epoch; otherwise does nothing. */
   release(lease: Lease): Promise<void>;
   /**
-   * Notes that counter node `node` heard its bus at `at` (epoch ms, the clock leases use): to a node
-   * of the same DC that hears nothing, proof that the bus carries for the others and that it is the
-   * one cut off (the counter node's BusIsolation). A node's later note replaces its earlier one.
+   * Notes that counter node `node` has heard its bus without a break from `note.since` to
+   * `note.at` (epoch ms, the clock leases use): to a node of the same DC that hears nothing, proof
+   * that the bus carries for the others and that it is the one cut off (the counter node's
+   * BusIsolation). A node's later note replaces its earlier one.
    */
-  noteBusHeard(node: string, at: number): Promise<void>;
+  noteBusHeard(node: string, note: BusNote): Promise<void>;
   /** The last note of each node that left one (noteBusHeard), by node id. */
-  busHeard(): Promise<Map<string, number>>;
+  busHeard(): Promise<Map<string, BusNote>>;
   /** Every counter's entries of the page (a copy; empty when the page has none). */
   load(page: string): Promise<PageRecord>;
   /** `load` of many pages in one round trip, in the order given. */

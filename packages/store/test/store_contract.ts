@@ -169,13 +169,13 @@ export function describeStoreContract(name: string, open: OpenStore): void {
 
       test(`${name} - bus notes: none at first, then each node's latest, node ids kept as given`, async () => {
         expect(await store.busHeard()).toEqual(new Map());
-        await store.noteBusHeard("counter-1", START_MS);
-        await store.noteBusHeard("counter:{2}", START_MS + 5);
-        await store.noteBusHeard("counter-1", START_MS + 250);
+        await store.noteBusHeard("counter-1", { since: START_MS - 10, at: START_MS });
+        await store.noteBusHeard("counter:{2}", { since: START_MS + 5, at: START_MS + 5 });
+        await store.noteBusHeard("counter-1", { since: START_MS - 10, at: START_MS + 250 });
         expect(await store.busHeard()).toEqual(
           new Map([
-            ["counter-1", START_MS + 250],
-            ["counter:{2}", START_MS + 5],
+            ["counter-1", { since: START_MS - 10, at: START_MS + 250 }],
+            ["counter:{2}", { since: START_MS + 5, at: START_MS + 5 }],
           ]),
         );
       });
