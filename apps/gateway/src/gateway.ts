@@ -188,6 +188,7 @@ export class Gateway {
       coalesceMs: config.coalesceMs,
       retryMs: RETRY_MS,
       maxRetryMs: MAX_RETRY_MS,
+      onServing: (partition) => this.#forwarder.ownerServing(partition),
     });
     const now = (): number => this.#clock.now();
     const privatePages = new PrivatePages({

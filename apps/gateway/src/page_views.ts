@@ -42,6 +42,8 @@ export interface PageViewsOptions {
   /** Cap of the first retry's delay for a failed snapshot (full jitter); doubles up to `maxRetryMs`. */
   readonly retryMs: number;
   readonly maxRetryMs: number;
+  /** A node began serving the partition (PageUpdates.taken), after its watched pages' re-take was asked. */
+  readonly onServing?: (partition: number) => void;
 }
 
 /**
@@ -349,7 +351,10 @@ export class PageViews {
     }
     if (msg.type !== "updates" || msg.partition !== partition) return;
     // A node began serving the partition: what its earlier owner published last may not have come.
-    if (msg.taken !== undefined) this.#resnapshot((view) => view.partition === partition);
+    if (msg.taken !== undefined) {
+      this.#resnapshot((view) => view.partition === partition);
+      this.#opts.onServing?.(partition);
+    }
     for (const [page, counters] of Object.entries(msg.pages)) {
       const view = this.#views.get(page);
       if (view !== undefined && view.merge(counters) && view.loaded) this.#markDirty(page);

@@ -109,6 +109,19 @@ export class PresenceForwarder {
   }
 
   /**
+   * A node began serving the partition (PageUpdates.taken): a request waiting out its backoff after
+   * the owner refused it (not owned yet) goes now.
+   */
+  ownerServing(partition: number): void {
+    const q = this.#queues.get(partition);
+    if (q?.timer === undefined) return;
+    this.#opts.clock.clearTimeout(q.timer);
+    q.timer = undefined;
+    q.backoff.reset();
+    this.#scheduleFlush();
+  }
+
+  /**
    * The bus came back: what was sent before may have been lost, or held by a NATS server that
    * passes it on late. Every partition resyncs, under a count that tells the owners so.
    */

@@ -244,6 +244,30 @@ describe("gateway - presence forwarder", () => {
     f.close();
   });
 
+  test("gateway - a sync refused by a new owner not serving yet goes again at once when it says it serves the partition, not after its backoff", async () => {
+    const owners = new Owners();
+    const presence = new LocalPresence();
+    // A backoff far longer than the test: only ownerServing can send the sync again in time.
+    const f = forwarder(owners, presence, 60_000);
+    f.enqueue("page-a", "v:1", presence.add("page-a", "v:1", true));
+    await eventually(() => expect(f.idle).toBe(true));
+    owners.refusing.add("new");
+    moveToNew(f, owners);
+    const partition = partitionOf("page-a", PARTITIONS);
+    await eventually(() => expect(owners.sent.filter((s) => s.owner === "new")).toHaveLength(1));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Another partition's notice changes nothing.
+    f.ownerServing((partition + 1) % PARTITIONS);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(owners.sent.filter((s) => s.owner === "new")).toHaveLength(1);
+    owners.refusing.delete("new");
+    f.ownerServing(partition);
+    await eventually(() => expect(f.idle).toBe(true), { timeoutMs: 2000 });
+    const sent = owners.sent.filter((s) => s.owner === "new").map((s) => s.request.type);
+    expect(sent).toEqual(["presence_sync", "presence_sync"]);
+    f.close();
+  });
+
   test("gateway - a failed batch goes again with what was queued meanwhile, the newer state of a viewer winning", async () => {
     const owners = new Owners();
     const presence = new LocalPresence();
