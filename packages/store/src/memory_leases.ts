@@ -6,6 +6,9 @@
 import type { AcquireOptions, BusNote, Fence, Lease } from "./store.js";
 import { isLive } from "./validate.js";
 
+/** Bus notes older than this are dropped when read (Store.busHeard). */
+const BUS_NOTES_KEPT_MS = 3_600_000;
+
 interface LeaseRecord {
   readonly node: string;
   readonly epoch: number;
@@ -16,8 +19,8 @@ export class MemoryLeases {
   readonly #leases = new Map<number, LeaseRecord>();
   /** Last epoch handed out per partition; kept after release so epochs are never reused. */
   readonly #epochs = new Map<number, number>();
-  /** Store.noteBusHeard: when each node last heard its bus. */
-  readonly busHeard = new Map<string, BusNote>();
+  /** Store.noteBusHeard: each node's stretch of hearing its bus. */
+  readonly #busNotes = new Map<string, BusNote>();
 
   acquire(
     partition: number,
@@ -58,6 +61,17 @@ export class MemoryLeases {
     if (held !== undefined && held.node === lease.node && held.epoch === lease.epoch) {
       this.#leases.delete(lease.partition);
     }
+  }
+
+  noteBusHeard(node: string, continuing: boolean, now: number): void {
+    const since = continuing ? (this.#busNotes.get(node)?.since ?? now) : now;
+    this.#busNotes.set(node, { since, at: now });
+  }
+
+  busHeard(now: number): { now: number; notes: Map<string, BusNote> } {
+    for (const [node, note] of this.#busNotes)
+      if (note.at < now - BUS_NOTES_KEPT_MS) this.#busNotes.delete(node);
+    return { now, notes: new Map(this.#busNotes) };
   }
 
   /** The fence is current: its partition's lease has its epoch and has not expired. */

@@ -96,14 +96,14 @@ export class MemoryStore implements Store {
     this.#leases.release(lease);
   }
 
-  async noteBusHeard(node: string, note: BusNote): Promise<void> {
+  async noteBusHeard(node: string, continuing: boolean): Promise<void> {
     this.#assertOpen();
-    this.#leases.busHeard.set(node, { since: note.since, at: note.at });
+    this.#leases.noteBusHeard(node, continuing, this.#now());
   }
 
-  async busHeard(): Promise<Map<string, BusNote>> {
+  async busHeard(): Promise<{ now: number; notes: Map<string, BusNote> }> {
     this.#assertOpen();
-    return new Map(this.#leases.busHeard);
+    return this.#leases.busHeard(this.#now());
   }
 
   async load(page: string): Promise<PageRecord> {

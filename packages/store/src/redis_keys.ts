@@ -30,6 +30,9 @@
  *
  * Page ids are the last key segment (after a fixed prefix), so any printable id is unambiguous.
  */
+/** The partition whose slot holds the bus notes on Redis Cluster (their key carries its tag). */
+export const BUS_NOTES_PARTITION = 0;
+
 /** The hash tag of a partition's keys on Redis Cluster: every key holding it is in one slot. */
 export function partitionTag(partition: number): string {
   return `{p${partition}}`;
@@ -98,7 +101,7 @@ export class RedisKeys {
 
   /** The counter nodes' notes of hearing their bus: one key, in partition 0's slot on a cluster. */
   busHeard(): string {
-    return this.tagged ? this.#of("busheard", 0) : `${this.prefix}busheard`;
+    return this.tagged ? this.#of("busheard", BUS_NOTES_PARTITION) : `${this.prefix}busheard`;
   }
 
   expiring(partition: number): string {

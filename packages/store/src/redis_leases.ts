@@ -4,18 +4,18 @@
  * renewal never waits behind a flush's pipeline.
  */
 import { PartialWriteError, StoreError, type AcquireOptions, type BusNote, type Lease } from "./store.js";
-import type { RedisKeys } from "./redis_keys.js";
+import { BUS_NOTES_PARTITION, type RedisKeys } from "./redis_keys.js";
 import { queueScript, type RedisConnection } from "./redis_connection.js";
 import { assertTtl } from "./validate.js";
 
-/** Any partition's pipe reaches the notes' key (it carries partition 0's tag on a cluster). */
-const NOTES_PARTITION = 0;
+/** Notes older than this are dropped when read (Store.busHeard). */
+const NOTES_KEPT_MS = 3_600_000;
 
 export class RedisLeases {
   constructor(
-    readonly conn: RedisConnection,
-    readonly keys: RedisKeys,
-    readonly now: () => number,
+    private readonly conn: RedisConnection,
+    private readonly keys: RedisKeys,
+    private readonly now: () => number,
   ) {}
 
   async acquire(
@@ -76,21 +76,32 @@ export class RedisLeases {
     );
   }
 
-  async noteBusHeard(node: string, note: BusNote): Promise<void> {
-    const value = `${note.since}:${note.at}`;
-    await this.conn.run("bus note", (pipe) => pipe(NOTES_PARTITION).hset(this.keys.busHeard(), node, value));
+  async noteBusHeard(node: string, continuing: boolean): Promise<void> {
+    await this.conn.run("bus note", (pipe) =>
+      queueScript(
+        pipe(BUS_NOTES_PARTITION),
+        "lcBusNote",
+        [this.keys.busHeard()],
+        [node, continuing ? "1" : "0"],
+      ),
+    );
   }
 
   /** Each node's note; a value that is not two integers (another release's, say) is left out. */
-  async busHeard(): Promise<Map<string, BusNote>> {
-    const [notes] = await this.conn.run("bus notes", (pipe) =>
-      pipe(NOTES_PARTITION).hgetall(this.keys.busHeard()),
+  async busHeard(): Promise<{ now: number; notes: Map<string, BusNote> }> {
+    const [reply] = await this.conn.run("bus notes", (pipe) =>
+      queueScript(pipe(BUS_NOTES_PARTITION), "lcBusNotes", [this.keys.busHeard()], [NOTES_KEPT_MS]),
     );
-    const read = new Map<string, BusNote>();
-    for (const [node, value] of Object.entries(notes as Record<string, string>)) {
-      const m = /^(\d+):(\d+)$/.exec(value);
-      if (m !== null) read.set(node, { since: Number(m[1]), at: Number(m[2]) });
+    const [now, ...pairs] = reply as string[];
+    const notes = new Map<string, BusNote>();
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      const m = /^(\d+):(\d+)$/.exec(pairs[i + 1]!);
+      if (m !== null) notes.set(pairs[i]!, { since: Number(m[1]), at: Number(m[2]) });
     }
-    return read;
+    return { now: Number(now), notes };
+  }
+
+  close(): Promise<void> {
+    return this.conn.close();
   }
 }

@@ -33,6 +33,42 @@ if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return 0 end
 redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
 return 1`,
 
+  /**
+   * KEYS: bus notes. ARGV: node, "1" when the node's hearing of its bus goes on since its last note
+   * (else a stretch begins). Stamped with Redis's own clock: every node's notes on one clock.
+   */
+  lcBusNote: `
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local since = now
+if ARGV[2] == "1" then
+  local old = redis.call("HGET", KEYS[1], ARGV[1])
+  local s = old and string.match(old, "^(%d+):")
+  if s then since = tonumber(s) end
+end
+redis.call("HSET", KEYS[1], ARGV[1], string.format("%d:%d", since, now))
+return 1`,
+
+  /**
+   * KEYS: bus notes. ARGV: maxAgeMs. Returns Redis's clock now, then node, note, node, note...;
+   * removes notes older than maxAgeMs (nodes gone, or renamed: a random node id per start).
+   */
+  lcBusNotes: `
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call("HGETALL", KEYS[1])
+local out = { string.format("%d", now) }
+for i = 1, #all, 2 do
+  local at = tonumber(string.match(all[i + 1], ":(%d+)$") or "0")
+  if at < now - tonumber(ARGV[1]) then
+    redis.call("HDEL", KEYS[1], all[i])
+  else
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out`,
+
   /** KEYS: lease. ARGV: node, epoch. */
   lcRelease: `
 local lease = redis.call("HMGET", KEYS[1], "node", "epoch")

@@ -137,11 +137,11 @@ export class RedisStore implements Store {
     return this.#leases.release(lease);
   }
 
-  noteBusHeard(node: string, note: BusNote): Promise<void> {
-    return this.#leases.noteBusHeard(node, note);
+  noteBusHeard(node: string, continuing: boolean): Promise<void> {
+    return this.#leases.noteBusHeard(node, continuing);
   }
 
-  busHeard(): Promise<Map<string, BusNote>> {
+  busHeard(): Promise<{ now: number; notes: Map<string, BusNote> }> {
     return this.#leases.busHeard();
   }
 
@@ -404,6 +404,6 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.#conn.close(), this.#leases.conn.close()]);
+    await Promise.all([this.#conn.close(), this.#leases.close()]);
   }
 }

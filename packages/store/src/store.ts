@@ -165,7 +165,7 @@ export interface AcquireOptions {
   readonly reclaimFrom?: string;
 }
 
-/** A counter node heard its bus without a break from `since` to `at` (Store.noteBusHeard). */
+/** A counter node heard its bus without a break from `since` to `at`, by the store's clock (Store.noteBusHeard). */
 export interface BusNote {
   readonly since: number;
   readonly at: number;
@@ -191,14 +191,18 @@ export interface Store {
   /** Frees the partition if `lease` still holds it at its epoch; otherwise does nothing. */
   release(lease: Lease): Promise<void>;
   /**
-   * Notes that counter node `node` has heard its bus without a break from `note.since` to
-   * `note.at` (epoch ms, the clock leases use): to a node of the same DC that hears nothing, proof
-   * that the bus carries for the others and that it is the one cut off (the counter node's
-   * BusIsolation). A node's later note replaces its earlier one.
+   * Notes, by the store's own clock, that counter node `node` hears its bus: its note's `since`
+   * stays when `continuing` (it has heard it without a break since its last note), else a stretch
+   * begins now. To a node of the same DC that hears nothing, proof that the bus carries for the
+   * others and that it is the one cut off (the counter node's BusIsolation). One clock for every
+   * node's notes: theirs may be seconds apart.
    */
-  noteBusHeard(node: string, note: BusNote): Promise<void>;
-  /** The last note of each node that left one (noteBusHeard), by node id. */
-  busHeard(): Promise<Map<string, BusNote>>;
+  noteBusHeard(node: string, continuing: boolean): Promise<void>;
+  /**
+   * The store's clock now and the notes of every node that left one within the last hour, by node
+   * id (older ones are dropped: a node gone, or renamed by a restart).
+   */
+  busHeard(): Promise<{ readonly now: number; readonly notes: Map<string, BusNote> }>;
   /** Every counter's entries of the page (a copy; empty when the page has none). */
   load(page: string): Promise<PageRecord>;
   /** `load` of many pages in one round trip, in the order given. */

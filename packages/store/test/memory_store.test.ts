@@ -13,6 +13,18 @@ describeWindowContract("memory store", async (now) => new MemoryStore({ now }));
 describeIncrementBatchContract("memory store", async (now) => new MemoryStore({ now }));
 
 describe("memory store", () => {
+  test("memory store - a bus note an hour old is dropped when the notes are read; one just younger is kept", async () => {
+    let nowMs = 1_000_000;
+    const store = new MemoryStore({ now: () => nowMs });
+    await store.noteBusHeard("gone", false);
+    nowMs += 1;
+    await store.noteBusHeard("kept", false);
+    nowMs += 3_600_000;
+    expect([...(await store.busHeard()).notes.keys()]).toEqual(["kept"]);
+    nowMs += 1;
+    expect([...(await store.busHeard()).notes.keys()]).toEqual([]);
+  });
+
   test("memory store - reclaims expired idempotency keys as new ones arrive", async () => {
     let nowMs = 0;
     const store = new MemoryStore({ now: () => nowMs });
