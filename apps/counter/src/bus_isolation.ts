@@ -19,17 +19,20 @@ export interface BusIsolationOptions {
 /** Notes and checks go this many times per node lease. */
 const CHECKS_PER_LEASE = 6;
 /**
- * How long, in node leases, another node must have heard its bus without a break while this one
- * heard nothing, to prove that the bus carries and this node is the one cut off. Past the time
- * between two notes (a sixth of a lease) and the skew of two clocks that leases tolerate.
+ * How long, in node leases, another node must have heard its bus past this one's last note, to
+ * prove it: past two steps (a stretch of hearing outlives the last thing heard by up to two) and a
+ * note's lag behind hearing. Also how long this node must hear its bus again before it takes
+ * partitions back: a link that lets one answer through now and then does not churn them.
  */
 const PROOF_LEASES = 0.5;
+/** The proof's floor, in ms, whatever the lease. */
+export const MIN_PROOF_MS = 2000;
 /**
- * The proof's floor, in ms: as NATS comes back after an outage, every node reconnects on its own
- * timer (the bus retries every 500 ms, a crowd of clients may wait longer on a restarted server),
- * and the first back must not pass for proof to the last.
+ * How long, in node leases, a stretch of hearing begun after this node's last note must last to
+ * prove it. Such a stretch is what another node has when it came back from an outage first, a few
+ * reconnect waits before this one: only a node still cut off long after that is alone.
  */
-const MIN_PROOF_MS = 2000;
+const LATE_PROOF_LEASES = 2;
 
 /**
  * A counter node cut off the bus while the other nodes of its DC still hear it: they and the
@@ -39,41 +42,42 @@ const MIN_PROOF_MS = 2000;
  *
  * Silence alone cannot tell a cut-off node from a NATS outage, where every node hears nothing and
  * keeping the partitions is right (nobody could serve them better, and handing them around would
- * only churn). Redis tells them apart: every node notes in the store since when it has heard its
- * bus without a break, and until when (`Store.noteBusHeard`, a sixth of a node lease apart), and a
- * node that has heard nothing for a node lease reads the others' notes. One heard the bus recently,
- * without a break for half a lease (2 s at least) while this node heard nothing: the bus carries,
- * and this node is the one cut off. Nodes coming back from an outage one after another are no
- * proof to each other: the first back has not heard the bus for that long. It hands every
- * partition over (flushed, then released: the nodes that still hear the bus take them and the
- * gateways resync them there), and takes them back through the ring once its bus carries again.
+ * only churn). The store tells them apart, on its own clock (Store.noteBusHeard): every node notes,
+ * a sixth of a node lease apart, that it hears its bus, and since when without a break. A node that
+ * has heard nothing for a node lease reads the others' notes. Another node whose stretch of hearing
+ * began before this node's last note, goes on (noted within the last lease), and has lasted half a
+ * lease (2 s at least) past that note: the bus carries, and this node is the one cut off. In an
+ * outage every stretch ends, and one begun after it proves only once it has lasted two leases,
+ * however the nodes reconnect one after another. The node hands every partition over (flushed, then released: the nodes that hear
+ * the bus take them and the gateways resync them there), and takes them back through the ring once
+ * it has heard its bus again for as long.
  */
 export class BusIsolation {
   readonly #o: BusIsolationOptions;
   readonly #intervalMs: number;
-  readonly #logs = new LogThrottle();
-  /** When this node last heard its bus as noted in the store. */
-  #noted = -Infinity;
-  /** Since when this node has heard its bus without a break (undefined: it has not, as of the last step). */
-  #hearingSince: number | undefined;
-  /** When this node last read the others' notes while it heard nothing. */
-  #checkedAt = -Infinity;
+  readonly #proofMs: number;
+  readonly #logs: LogThrottle;
+  /** This node heard its bus at its last step (its next note continues the stretch). */
+  #hearing = false;
+  /** Since when (this process's clock) it has heard its bus without a break, while it does. */
+  #hearingFrom: number | undefined;
+  /** When the last step ran: a step far later than due means this process stalled. */
+  #lastStepAt: number | undefined;
   #busy = false;
-  /** While cut off: when its bus was last heard before. */
-  #isolatedFrom: number | undefined;
+  /** While cut off: when (this process's clock) it found itself so. */
+  #isolatedAt: number | undefined;
   #isolations = 0;
   #timer: TimerHandle | undefined;
-
-  readonly #proofMs: number;
 
   constructor(options: BusIsolationOptions) {
     this.#o = options;
     this.#intervalMs = Math.max(1, Math.floor(options.nodeLeaseMs / CHECKS_PER_LEASE));
     this.#proofMs = Math.max(MIN_PROOF_MS, PROOF_LEASES * options.nodeLeaseMs);
+    this.#logs = new LogThrottle(undefined, () => options.clock.now());
   }
 
   get isolated(): boolean {
-    return this.#isolatedFrom !== undefined;
+    return this.#isolatedAt !== undefined;
   }
 
   /** Times this node found itself cut off alone. */
@@ -100,48 +104,68 @@ export class BusIsolation {
     try {
       await this.#step(this.#o.clock.now(), this.#o.health.heardAt);
     } catch (err) {
-      const suppressed = this.#logs.admit("store");
-      if (suppressed !== undefined)
-        this.#o.logger.warn({ err, suppressed }, "bus notes unreadable or unwritten; trying again");
+      this.#logs.log(this.#o.logger, "warn", { err }, "bus notes unreadable or unwritten; trying again");
     } finally {
       this.#busy = false;
     }
   }
 
   async #step(now: number, heardAt: number): Promise<void> {
-    const { nodeLeaseMs, node } = this.#o;
-    if (this.#isolatedFrom !== undefined && heardAt > this.#isolatedFrom) {
-      this.#isolatedFrom = undefined;
-      this.#o.logger.warn("the bus carries again; taking partitions back through the ring");
-      this.#o.onChange(false);
+    const stalled = this.#lastStepAt !== undefined && now - this.#lastStepAt > 2 * this.#intervalMs;
+    this.#lastStepAt = now;
+    // Heard within two steps: a round trip answered late amid load does not break a stretch.
+    const hears = now - heardAt < 2 * this.#intervalMs;
+    if (!hears) this.#hearingFrom = undefined;
+    else this.#hearingFrom ??= heardAt;
+    if (hears) {
+      await this.#o.store.noteBusHeard(this.#o.node, this.#hearing);
+      this.#hearing = true;
+    } else this.#hearing = false;
+    if (this.#isolatedAt !== undefined) {
+      if (this.#hearingFrom !== undefined && this.#hearingFrom > this.#isolatedAt)
+        if (now - this.#hearingFrom >= this.#proofMs) this.#rejoin(now);
+      return;
     }
-    // Nothing heard for two steps breaks a stretch of hearing (a round trip answered late amid
-    // load does not); the next hearing starts one.
-    if (now - heardAt > 2 * this.#intervalMs) this.#hearingSince = undefined;
-    else if (this.#hearingSince === undefined) this.#hearingSince = heardAt;
-    if (this.#hearingSince !== undefined && heardAt - this.#noted >= this.#intervalMs) {
-      await this.#o.store.noteBusHeard(node, { since: this.#hearingSince, at: heardAt });
-      this.#noted = heardAt;
-    }
-    if (this.#isolatedFrom !== undefined || now - heardAt < nodeLeaseMs) return;
-    if (now - this.#checkedAt < this.#intervalMs) return;
-    this.#checkedAt = now;
-    const notes = await this.#o.store.busHeard();
-    // Another node heard the bus recently, and without a break for the proof's length while this
-    // one heard nothing.
-    const hearing = [...notes].find(
-      ([other, { since, at }]) =>
-        other !== node && at >= now - nodeLeaseMs && at - Math.max(since, heardAt) >= this.#proofMs,
-    );
+    // A process that just woke from a stall has not read what its socket holds yet.
+    if (hears || stalled || now - heardAt < this.#o.nodeLeaseMs) return;
+    const proof = await this.#proof();
     // The bus may have come back while the notes were read.
-    if (hearing === undefined || this.#o.health.heardAt > heardAt) return;
-    this.#isolatedFrom = heardAt;
+    if (proof === undefined || this.#o.health.heardAt > heardAt) return;
+    this.#isolatedAt = now;
     this.#isolations++;
     this.#o.logger.warn(
-      { silentMs: now - heardAt, hearing: hearing[0], heardMsAgo: now - hearing[1].at },
+      { silentMs: now - heardAt, ...proof },
       "cut off the bus while another counter node hears it: handing every partition over",
     );
     this.#o.onChange(true);
+  }
+
+  /**
+   * Another node that still hears the bus (noted within the last lease), without a break from
+   * before this one's last note for the proof's length past it, or, begun after it, for two leases.
+   */
+  async #proof(): Promise<{ hearing: string; heardMsAgo: number } | undefined> {
+    const { now, notes } = await this.#o.store.busHeard();
+    const mine = notes.get(this.#o.node);
+    if (mine === undefined) return undefined;
+    for (const [other, { since, at }] of notes) {
+      if (other === this.#o.node || at < now - this.#o.nodeLeaseMs) continue;
+      const proves =
+        since <= mine.at
+          ? at - mine.at >= this.#proofMs
+          : at - since >= LATE_PROOF_LEASES * this.#o.nodeLeaseMs;
+      if (proves) return { hearing: other, heardMsAgo: now - at };
+    }
+    return undefined;
+  }
+
+  #rejoin(now: number): void {
+    this.#o.logger.warn(
+      { isolatedMs: now - this.#isolatedAt! },
+      "the bus carries again; taking partitions back through the ring",
+    );
+    this.#isolatedAt = undefined;
+    this.#o.onChange(false);
   }
 }
 

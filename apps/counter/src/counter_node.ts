@@ -135,6 +135,8 @@ export class CounterNode {
       reclaimFrom: `${config.nodeId}/`,
       leaseMs: config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(config.partitionLeaseMs / 10)),
+      // Twice the silence threshold: an answer late amid load defers no takeover.
+      mayAcquire: () => this.#pulse === undefined || clock.now() - this.#pulse.heardAt < 2 * busSilenceMs,
     });
     this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
     this.#ownership.onAcquire((partition) => this.#onPartitionAcquired(partition));
@@ -154,8 +156,7 @@ export class CounterNode {
             node: config.nodeId,
             health: this.#pulse,
             nodeLeaseMs: config.nodeLeaseMs,
-            onChange: (cut) =>
-              void this.#setWanted(cut ? [] : this.#membership.ring.partitionsOf(config.nodeId)),
+            onChange: () => void this.#setWanted(this.#wanted()),
           });
     if (this.#isolation !== undefined) registerIsolationMetrics(opts.registry, this.#isolation);
     this.#liveness = new DcLiveness({
@@ -335,13 +336,11 @@ export class CounterNode {
     this.#emptyPages.start();
     this.#liveness.start();
     this.#pulse?.start();
-    this.#membership.onChange((ring) => {
-      if (this.#isolation?.isolated !== true) void this.#setWanted(ring.partitionsOf(nodeId));
-    });
+    this.#membership.onChange(() => void this.#setWanted(this.#wanted()));
     this.#membership.start();
     this.#ownership.start();
     this.#isolation?.start();
-    await this.#setWanted(this.#membership.ring.partitionsOf(nodeId));
+    await this.#setWanted(this.#wanted());
     this.#scheduleSweep();
     this.#log.info({ partitions: this.#ownership.heldCount }, "counter node started");
   }
@@ -372,6 +371,11 @@ export class CounterNode {
   }
 
   // --- ownership ---------------------------------------------------------------------------------
+
+  /** The partitions the ring gives this node; none while it is cut off the bus alone (BusIsolation). */
+  #wanted(): number[] {
+    return this.#isolation?.isolated === true ? [] : this.#membership.ring.partitionsOf(this.#config.nodeId);
+  }
 
   async #setWanted(partitions: number[]): Promise<void> {
     try {

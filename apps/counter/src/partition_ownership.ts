@@ -15,6 +15,12 @@ export interface OwnershipOptions {
   readonly leaseMs: number;
   /** Retry period for partitions still held by a previous owner. */
   readonly retryMs: number;
+  /**
+   * Whether partitions not held may be taken now (default: always). A node that hears nothing on
+   * its bus takes none: no gateway's presence could reach it, so it would count every viewer of the
+   * partition gone once the settle window ends. Wanted ones are tried again every `retryMs`.
+   */
+  readonly mayAcquire?: () => boolean;
 }
 
 /** Why a partition stopped being ours. */
@@ -199,7 +205,7 @@ export class PartitionOwnership {
   }
 
   async #acquireWanted(): Promise<void> {
-    if (this.#acquiring || this.#closed) return;
+    if (this.#acquiring || this.#closed || this.#opts.mayAcquire?.() === false) return;
     this.#acquiring = true;
     try {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));

@@ -24,10 +24,16 @@ export interface MembershipOptions {
  */
 export type RingListener = (ring: HashRing, previous: HashRing, restarted: ReadonlySet<string>) => void;
 
-/** Called with a node whose bus connection came back (NodeHeartbeat.reconnects grew). */
+/**
+ * Called with a node whose bus connection came back (NodeHeartbeat.reconnects grew), or that is heard
+ * again, same incarnation, after it was forgotten for its silence: what it published meanwhile may
+ * have been lost either way.
+ */
 export type ReconnectListener = (node: string) => void;
 
 const NONE: ReadonlySet<string> = new Set();
+/** Forgotten nodes whose incarnations are kept (Membership.#forgotten): far more than a DC runs. */
+const MAX_FORGOTTEN = 1024;
 
 /**
  * The live counter nodes of a data center and the ring they form. Every process builds the same
@@ -39,6 +45,8 @@ export class Membership {
   readonly #incarnations = new Map<string, string>();
   /** The highest `reconnects` heard of each node's incarnation: an older heartbeat says less. */
   readonly #reconnects = new Map<string, number>();
+  /** The incarnation of each node forgotten for its silence: heard again, it was cut off, not restarted. */
+  readonly #forgotten = new Map<string, string>();
   /** This process's incarnation when it is a counter node. */
   #incarnation = randomUUID();
   /** How often this process's bus came back, when it is a counter node. */
@@ -162,17 +170,22 @@ export class Membership {
     }
     this.#lastSeen.set(msg.node, this.#opts.clock.now());
     const before = this.#incarnations.get(msg.node);
+    const returned = before === undefined && this.#forgotten.get(msg.node) === msg.incarnation;
+    this.#forgotten.delete(msg.node);
     this.#incarnations.set(msg.node, msg.incarnation);
     this.#rebuild(before !== undefined && before !== msg.incarnation ? new Set([msg.node]) : NONE);
     const reconnects = msg.reconnects ?? 0;
     const heard = this.#reconnects.get(msg.node);
     // A node first heard, or restarted, starts its count here; a heartbeat the bus delivered late
     // (a thawed server passing on what it held) carries a lower one and says nothing.
+    let cameBack = returned;
     if (before !== msg.incarnation || heard === undefined) this.#reconnects.set(msg.node, reconnects);
     else if (reconnects > heard) {
       this.#reconnects.set(msg.node, reconnects);
-      if (msg.node !== this.#opts.self) for (const listener of this.#reconnectListeners) listener(msg.node);
+      cameBack = true;
     }
+    if (cameBack && msg.node !== this.#opts.self)
+      for (const listener of this.#reconnectListeners) listener(msg.node);
   }
 
   #forget(node: string): void {
@@ -185,7 +198,14 @@ export class Membership {
     const deadline = this.#opts.clock.now() - this.#opts.leaseMs;
     for (const [node, seen] of this.#lastSeen) {
       if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, this.#opts.clock.now());
-      else if (seen < deadline) this.#forget(node);
+      else if (seen < deadline) {
+        const incarnation = this.#incarnations.get(node);
+        if (incarnation !== undefined) this.#forgotten.set(node, incarnation);
+        // The oldest goes first: a node id per start (the default) would add one for every dead node.
+        if (this.#forgotten.size > MAX_FORGOTTEN)
+          this.#forgotten.delete(this.#forgotten.keys().next().value!);
+        this.#forget(node);
+      }
     }
     this.#rebuild();
   }

@@ -229,6 +229,29 @@ describe("cluster - membership", () => {
     expect(heard).toEqual(["n-a", "n-a", "n-a"]);
   });
 
+  test("cluster - a node forgotten for its silence and heard again with its incarnation is heard of as come back; a new incarnation is a restart, a node never heard before neither", async () => {
+    const { clock, join, hear } = setUp();
+    const b = join("n-b");
+    const heard: string[] = [];
+    b.m.onReconnect((node) => heard.push(node));
+    await hear("n-a", "a-1");
+    await hear("n-c", "c-1");
+    expect(heard).toEqual([]);
+    // Silent past the lease: forgotten.
+    await clock.advance(LEASE_MS + BEAT_MS);
+    expect(b.m.ring.nodes).toEqual(["n-b"]);
+    await hear("n-a", "a-1");
+    expect(heard).toEqual(["n-a"]);
+    expect(b.m.ring.nodes).toEqual(["n-a", "n-b"]);
+    // Heard as usual afterwards: nothing more.
+    await hear("n-a", "a-1");
+    expect(heard).toEqual(["n-a"]);
+    // Forgotten, then back as a new process: a node new to the ring, not one come back.
+    await clock.advance(LEASE_MS + BEAT_MS);
+    await hear("n-c", "c-2");
+    expect(heard).toEqual(["n-a"]);
+  });
+
   test("cluster - garbage and other messages on the nodes subject change nothing", async () => {
     const { join, lines } = setUp();
     const { m, changes } = join("n-a");
