@@ -362,15 +362,12 @@ export class Gateway {
     this.#membership.onChange((ring, previous, restarted) => {
       this.#metrics.counterNodes.set(ring.nodes.length);
       this.#forwarder.onRingChange(ring, previous, restarted);
-      // A counter node restarted, or heard again after it was forgotten (cut off the bus past the
-      // node lease, it kept its partitions and published what it changed to nobody): its last
-      // updates of the pages watched here may never have come. A node new to the DC costs its
-      // pages' views one snapshot each.
-      const returned = new Set(restarted);
-      for (const node of ring.nodes) if (!previous.nodes.includes(node)) returned.add(node);
-      if (returned.size > 0) this.#views.resnapshotOwnedBy(ring, returned);
+      // A counter node restarted: its last updates of the pages watched here may never have come.
+      if (restarted.size > 0) this.#views.resnapshotOwnedBy(ring, restarted);
     });
-    // A counter node whose bus came back may have lost what it published as it dropped.
+    // A counter node whose bus came back, or heard again after it was forgotten (cut off the bus
+    // past the node lease, it kept its partitions: alone in its DC), may have lost what it
+    // published meanwhile.
     this.#membership.onReconnect((node) =>
       this.#views.resnapshotOwnedBy(this.#membership.ring, new Set([node])),
     );

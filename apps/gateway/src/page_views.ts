@@ -320,13 +320,24 @@ export class PageViews {
     });
   }
 
-  #resnapshot(include: (view: PageView) => boolean): void {
-    // Views not started yet load their first snapshot at the end of the turn.
-    this.#loadSnapshots(
-      [...this.#views.values()].filter(
-        (v) => v.subscription !== undefined && v.retryTimer === undefined && include(v),
-      ),
-    );
+  /**
+   * Loads fresh snapshots of the views `include` picks. Views whose snapshot failed wait out their
+   * backoff, unless `waiting` (their owner just said it serves): then they go now.
+   */
+  #resnapshot(include: (view: PageView) => boolean, waiting = false): void {
+    const views: PageView[] = [];
+    for (const view of this.#views.values()) {
+      // Views not started yet load their first snapshot at the end of the turn.
+      if (view.subscription === undefined || !include(view)) continue;
+      if (view.retryTimer !== undefined) {
+        if (!waiting) continue;
+        this.#opts.clock.clearTimeout(view.retryTimer);
+        view.retryTimer = undefined;
+        view.backoff = undefined;
+      }
+      views.push(view);
+    }
+    this.#loadSnapshots(views);
   }
 
   close(): void {
@@ -352,7 +363,7 @@ export class PageViews {
     if (msg.type !== "updates" || msg.partition !== partition) return;
     // A node began serving the partition: what its earlier owner published last may not have come.
     if (msg.taken !== undefined) {
-      this.#resnapshot((view) => view.partition === partition);
+      this.#resnapshot((view) => view.partition === partition, true);
       this.#opts.onServing?.(partition);
     }
     for (const [page, counters] of Object.entries(msg.pages)) {

@@ -100,10 +100,8 @@ export class PresenceForwarder {
       // The new owner is worth trying at once, whatever the old one cost us in backoff, and in the
       // batch format of this release.
       const q = this.#queue(p);
-      q.backoff.reset();
       q.legacy = false;
-      if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
-      q.timer = undefined;
+      this.#retryNow(q);
     }
     this.#scheduleFlush();
   }
@@ -115,10 +113,15 @@ export class PresenceForwarder {
   ownerServing(partition: number): void {
     const q = this.#queues.get(partition);
     if (q?.timer === undefined) return;
-    this.#opts.clock.clearTimeout(q.timer);
-    q.timer = undefined;
-    q.backoff.reset();
+    this.#retryNow(q);
     this.#scheduleFlush();
+  }
+
+  /** Whatever waits out its backoff goes with the next flush, and the next failure starts small. */
+  #retryNow(q: PartitionQueue): void {
+    q.backoff.reset();
+    if (q.timer !== undefined) this.#opts.clock.clearTimeout(q.timer);
+    q.timer = undefined;
   }
 
   /**
