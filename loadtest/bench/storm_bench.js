@@ -248,6 +248,7 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       );
 
     // The storm: SIGKILL, then the same command on the same port.
+    const killedAt = Date.now();
     server.child.kill("SIGKILL");
     await server.exited;
     watch.reset();
@@ -317,6 +318,16 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       .filter((t) => t >= restartedAt)
       .map((t) => t - restartedAt)
       .sort((a, b) => a - b);
+    // How long the tabs' successful opens took (connect to handshake done), and how long each
+    // client process's event loop stalled from the kill to exact: what the clients themselves add.
+    const openTook = after
+      .flatMap((r) => r.openTookMs.filter((_, i) => r.openedAt[i] >= restartedAt))
+      .sort((a, b) => a - b);
+    const stallsOf = (r) => r.stalls.filter(([at]) => at >= killedAt && at <= (confirmedAt ?? Date.now()));
+    const clientStalls = after.map((r) => ({
+      maxMs: Math.max(0, ...stallsOf(r).map(([, ms]) => ms)),
+      totalMs: stallsOf(r).reduce((a, [, ms]) => a + ms, 0),
+    }));
     // Exact must stay exact once the dead process's lingering viewers are gone.
     await sleep(o.graceMs + 1000);
     const settledWrong = await readPages(httpUrl, scenario.expected, READ_ADDRESSES);
@@ -329,7 +340,8 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       );
     log(
       `storm/${kind}: exact ${exactMs ?? "never"} ms after the restart (HTTP confirmed at ${confirmedAt === undefined ? "-" : confirmedAt - restartedAt} ms); ` +
-        `tabs back p50 ${percentile(reopened, 50)} / p99 ${percentile(reopened, 99)} / max ${reopened.at(-1)} ms`,
+        `tabs back p50 ${percentile(reopened, 50)} / p99 ${percentile(reopened, 99)} / max ${reopened.at(-1)} ms; ` +
+        `opens took p50 ${percentile(openTook, 50)} ms; client event loops stalled up to ${Math.max(...clientStalls.map((c) => c.maxMs))} ms`,
     );
     return {
       config: o,
@@ -342,6 +354,10 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
       tabsBackP50Ms: percentile(reopened, 50),
       tabsBackP99Ms: percentile(reopened, 99),
       tabsBackMaxMs: reopened.at(-1),
+      /** Connect to handshake done of the tabs' successful opens: p10, p50, p90. */
+      openTookMs: [10, 50, 90].map((p) => percentile(openTook, p)),
+      /** Each client process's event-loop stalls (50 ms or more) from the kill to exact. */
+      clientStalls,
       reconnectAttempts: sum(after, "attempts"),
       refusedAttempts: sum(after, "failures"),
       errorFrames: sum(after, "errorFrames"),

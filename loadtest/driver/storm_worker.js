@@ -10,6 +10,9 @@
  * browsers would be, so the gateway's per-address limits apply at their defaults. They are lean
  * WebSockets (lean_ws.js): the tabs share the server's cores, a real audience would not.
  *
+ * It also times its own event loop: the stalls of a client process sharing the cores delay every
+ * handshake and frame it handles, which is part of what the storm measures here (`stats.stalls`).
+ *
  * IPC: {cmd: "start", options} -> {type: "opened"} once every socket is open and has had a first
  * count frame of each of its pages; {cmd: "stats"} -> {type: "stats", ...}; {cmd: "close"} ->
  * {type: "closed"}. Exits when the parent goes away.
@@ -32,6 +35,23 @@ import { leanWebSocket } from "./lean_ws.js";
  */
 
 const FIRST_COUNT_TIMEOUT_MS = 60_000;
+/** How often this process's event loop is timed, and from what lateness a turn counts as a stall. */
+const LOOP_CHECK_MS = 10;
+const STALL_MS = 50;
+/** Stalls kept (the latest), as [epoch ms when it began, ms]: the storm's clients on shared cores. */
+const MAX_STALLS = 1000;
+const stalls = [];
+{
+  let last = Date.now();
+  setInterval(() => {
+    const now = Date.now();
+    if (now - last - LOOP_CHECK_MS >= STALL_MS) {
+      stalls.push([last, now - last - LOOP_CHECK_MS]);
+      if (stalls.length > MAX_STALLS) stalls.shift();
+    }
+    last = now;
+  }, LOOP_CHECK_MS).unref();
+}
 
 /** @type {StormOptions} */
 let options;
@@ -57,6 +77,8 @@ class Tab {
     this.awaiting = new Set();
     /** Epoch ms of the last successful open, and of the first count frame of its last page after it. */
     this.openedAt = 0;
+    /** How long the last successful open took from its connect (TCP and the WebSocket handshake). */
+    this.openTookMs = 0;
     this.joinedAt = 0;
     /** Epoch ms the last time the socket closed after being open. */
     this.lostAt = 0;
@@ -66,11 +88,13 @@ class Tab {
     if (closing) return;
     stats.attempts++;
     let opened = 0;
+    const connectAt = Date.now();
     const ws = leanWebSocket(options.url, this.address, {
       open: () => {
         opened = Date.now();
         this.open = true;
         this.openedAt = opened;
+        this.openTookMs = opened - connectAt;
         stats.opens++;
         this.awaiting = new Set(this.pages);
         for (const page of this.pages)
@@ -138,16 +162,18 @@ function snapshot() {
   let open = 0;
   let joined = 0;
   const openedAt = [];
+  const openTookMs = [];
   const joinedAt = [];
   for (const t of tabs) {
     if (!t.open) continue;
     open++;
     openedAt.push(t.openedAt);
+    openTookMs.push(t.openTookMs);
     if (t.awaiting.size > 0) continue;
     joined++;
     joinedAt.push(t.joinedAt);
   }
-  return { ...stats, tabs: tabs.length, open, joined, openedAt, joinedAt };
+  return { ...stats, tabs: tabs.length, open, joined, openedAt, openTookMs, joinedAt, stalls };
 }
 
 /** Tabs open and joined (a first count frame of each page) since `since` (epoch ms), and the last of them. */
@@ -166,7 +192,15 @@ process.on("message", (msg) => {
   switch (msg?.cmd) {
     case "start":
       start(msg.options).then(
-        () => process.send({ type: "opened", ...snapshot(), openedAt: undefined, joinedAt: undefined }),
+        () =>
+          process.send({
+            type: "opened",
+            ...snapshot(),
+            openedAt: undefined,
+            openTookMs: undefined,
+            joinedAt: undefined,
+            stalls: undefined,
+          }),
         (err) => process.send({ type: "error", message: String(err?.stack ?? err) }),
       );
       break;
