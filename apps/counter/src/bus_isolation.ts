@@ -1,4 +1,4 @@
-import type { BusHealth } from "@livecount/cluster";
+import type { BusHealth, Membership } from "@livecount/cluster";
 import { LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Store } from "@livecount/store";
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -12,8 +12,12 @@ export interface BusIsolationOptions {
   readonly health: BusHealth;
   /** LIVECOUNT_NODE_LEASE_MS: how long the others keep a silent node on their rings. */
   readonly nodeLeaseMs: number;
-  /** Called with true when this node finds itself cut off alone, with false once its bus carries again. */
-  readonly onChange: (isolated: boolean) => void;
+  /** Its membership: withdrawn from the peers' rings while cut off, back on them after. */
+  readonly membership: Pick<Membership, "withdraw" | "rejoin">;
+  /** Where its metrics go (registerIsolationMetrics). */
+  readonly registry?: Registry;
+  /** Called when this node finds itself cut off alone, and once its bus carries again (`isolated`). */
+  readonly onChange: () => void;
 }
 
 /** Notes and checks go this many times per node lease. */
@@ -33,6 +37,11 @@ export const MIN_PROOF_MS = 2000;
  * reconnect waits before this one: only a node still cut off long after that is alone.
  */
 const LATE_PROOF_LEASES = 2;
+/**
+ * The late stretch's floor, in ms: many reconnect waits (500 ms and jitter), whatever the lease
+ * (LIVECOUNT_NODE_LEASE_MS may be as short as 500 ms).
+ */
+const MIN_LATE_PROOF_MS = 10_000;
 
 /**
  * A counter node cut off the bus while the other nodes of its DC still hear it: they and the
@@ -47,7 +56,8 @@ const LATE_PROOF_LEASES = 2;
  * has heard nothing for a node lease reads the others' notes. Another node whose stretch of hearing
  * began before this node's last note, goes on (noted within the last lease), and has lasted half a
  * lease (2 s at least) past that note: the bus carries, and this node is the one cut off. In an
- * outage every stretch ends, and one begun after it proves only once it has lasted two leases,
+ * outage every stretch ends, and one begun after it proves only once it has lasted two leases (10 s
+ * at least),
  * however the nodes reconnect one after another. The node hands every partition over (flushed, then released: the nodes that hear
  * the bus take them and the gateways resync them there), and takes them back through the ring once
  * it has heard its bus again for as long.
@@ -56,6 +66,7 @@ export class BusIsolation {
   readonly #o: BusIsolationOptions;
   readonly #intervalMs: number;
   readonly #proofMs: number;
+  readonly #lateProofMs: number;
   readonly #logs: LogThrottle;
   /** This node heard its bus at its last step (its next note continues the stretch). */
   #hearing = false;
@@ -64,8 +75,10 @@ export class BusIsolation {
   /** When the last step ran: a step far later than due means this process stalled. */
   #lastStepAt: number | undefined;
   #busy = false;
-  /** While cut off: when (this process's clock) it found itself so. */
-  #isolatedAt: number | undefined;
+  /** While cut off: when (this process's clock) it last heard its bus before. */
+  #silentFrom: number | undefined;
+  /** While cut off: when it found itself so. */
+  #isolatedAt = 0;
   #isolations = 0;
   #timer: TimerHandle | undefined;
 
@@ -73,11 +86,13 @@ export class BusIsolation {
     this.#o = options;
     this.#intervalMs = Math.max(1, Math.floor(options.nodeLeaseMs / CHECKS_PER_LEASE));
     this.#proofMs = Math.max(MIN_PROOF_MS, PROOF_LEASES * options.nodeLeaseMs);
+    this.#lateProofMs = Math.max(MIN_LATE_PROOF_MS, LATE_PROOF_LEASES * options.nodeLeaseMs);
     this.#logs = new LogThrottle(undefined, () => options.clock.now());
+    if (options.registry !== undefined) registerIsolationMetrics(options.registry, this);
   }
 
   get isolated(): boolean {
-    return this.#isolatedAt !== undefined;
+    return this.#silentFrom !== undefined;
   }
 
   /** Times this node found itself cut off alone. */
@@ -99,10 +114,14 @@ export class BusIsolation {
 
   /** One step: note a hearing, leave an isolation the bus ended, or look for proof of one. */
   async tick(): Promise<void> {
+    const now = this.#o.clock.now();
+    const stalled = this.#lastStepAt !== undefined && now - this.#lastStepAt > 2 * this.#intervalMs;
+    // Counted even when skipped: a slow store does not make the next step look like a stall.
+    this.#lastStepAt = now;
     if (this.#busy) return;
     this.#busy = true;
     try {
-      await this.#step(this.#o.clock.now(), this.#o.health.heardAt);
+      await this.#step(now, this.#o.health.heardAt, stalled);
     } catch (err) {
       this.#logs.log(this.#o.logger, "warn", { err }, "bus notes unreadable or unwritten; trying again");
     } finally {
@@ -110,9 +129,7 @@ export class BusIsolation {
     }
   }
 
-  async #step(now: number, heardAt: number): Promise<void> {
-    const stalled = this.#lastStepAt !== undefined && now - this.#lastStepAt > 2 * this.#intervalMs;
-    this.#lastStepAt = now;
+  async #step(now: number, heardAt: number, stalled: boolean): Promise<void> {
     // Heard within two steps: a round trip answered late amid load does not break a stretch.
     const hears = now - heardAt < 2 * this.#intervalMs;
     if (!hears) this.#hearingFrom = undefined;
@@ -121,8 +138,8 @@ export class BusIsolation {
       await this.#o.store.noteBusHeard(this.#o.node, this.#hearing);
       this.#hearing = true;
     } else this.#hearing = false;
-    if (this.#isolatedAt !== undefined) {
-      if (this.#hearingFrom !== undefined && this.#hearingFrom > this.#isolatedAt)
+    if (this.#silentFrom !== undefined) {
+      if (this.#hearingFrom !== undefined && this.#hearingFrom > this.#silentFrom)
         if (now - this.#hearingFrom >= this.#proofMs) this.#rejoin(now);
       return;
     }
@@ -131,13 +148,15 @@ export class BusIsolation {
     const proof = await this.#proof();
     // The bus may have come back while the notes were read.
     if (proof === undefined || this.#o.health.heardAt > heardAt) return;
+    this.#silentFrom = heardAt;
     this.#isolatedAt = now;
     this.#isolations++;
     this.#o.logger.warn(
       { silentMs: now - heardAt, ...proof },
       "cut off the bus while another counter node hears it: handing every partition over",
     );
-    this.#o.onChange(true);
+    this.#o.membership.withdraw();
+    this.#o.onChange();
   }
 
   /**
@@ -150,10 +169,7 @@ export class BusIsolation {
     if (mine === undefined) return undefined;
     for (const [other, { since, at }] of notes) {
       if (other === this.#o.node || at < now - this.#o.nodeLeaseMs) continue;
-      const proves =
-        since <= mine.at
-          ? at - mine.at >= this.#proofMs
-          : at - since >= LATE_PROOF_LEASES * this.#o.nodeLeaseMs;
+      const proves = since <= mine.at ? at - mine.at >= this.#proofMs : at - since >= this.#lateProofMs;
       if (proves) return { hearing: other, heardMsAgo: now - at };
     }
     return undefined;
@@ -161,16 +177,17 @@ export class BusIsolation {
 
   #rejoin(now: number): void {
     this.#o.logger.warn(
-      { isolatedMs: now - this.#isolatedAt! },
+      { isolatedMs: now - this.#isolatedAt },
       "the bus carries again; taking partitions back through the ring",
     );
-    this.#isolatedAt = undefined;
-    this.#o.onChange(false);
+    this.#silentFrom = undefined;
+    this.#o.membership.rejoin();
+    this.#o.onChange();
   }
 }
 
 /** `livecount_counter_bus_isolated` and `livecount_counter_bus_isolations_total`. */
-export function registerIsolationMetrics(registry: Registry, isolation: BusIsolation): void {
+function registerIsolationMetrics(registry: Registry, isolation: BusIsolation): void {
   new Gauge({
     name: "livecount_counter_bus_isolated",
     help: "1 while this counter node is cut off the bus and another node of its DC hears it: it has handed its partitions over",

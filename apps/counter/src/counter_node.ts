@@ -18,7 +18,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterConfig } from "./counter_config.js";
 import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
-import { BusIsolation, registerIsolationMetrics } from "./bus_isolation.js";
+import { BusIsolation } from "./bus_isolation.js";
 import { createPageUnits } from "./page_units.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
@@ -135,7 +135,6 @@ export class CounterNode {
       reclaimFrom: `${config.nodeId}/`,
       leaseMs: config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(config.partitionLeaseMs / 10)),
-      // Twice the silence threshold: an answer late amid load defers no takeover.
       mayAcquire: () => this.#pulse === undefined || clock.now() - this.#pulse.heardAt < 2 * busSilenceMs,
     });
     this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
@@ -156,9 +155,10 @@ export class CounterNode {
             node: config.nodeId,
             health: this.#pulse,
             nodeLeaseMs: config.nodeLeaseMs,
+            membership: this.#membership,
+            registry: opts.registry,
             onChange: () => void this.#setWanted(this.#wanted()),
           });
-    if (this.#isolation !== undefined) registerIsolationMetrics(opts.registry, this.#isolation);
     this.#liveness = new DcLiveness({
       bus,
       clock,

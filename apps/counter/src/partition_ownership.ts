@@ -18,7 +18,9 @@ export interface OwnershipOptions {
   /**
    * Whether partitions not held may be taken now (default: always). A node that hears nothing on
    * its bus takes none: no gateway's presence could reach it, so it would count every viewer of the
-   * partition gone once the settle window ends. Wanted ones are tried again every `retryMs`.
+   * partition gone once the settle window ends. Wanted ones are tried again every `retryMs`. The
+   * counter node's rule: its bus heard within twice the silence threshold, so an answer late amid
+   * load defers no takeover.
    */
   readonly mayAcquire?: () => boolean;
 }
@@ -205,7 +207,11 @@ export class PartitionOwnership {
   }
 
   async #acquireWanted(): Promise<void> {
-    if (this.#acquiring || this.#closed || this.#opts.mayAcquire?.() === false) return;
+    if (this.#acquiring || this.#closed) return;
+    if (this.#opts.mayAcquire?.() === false) {
+      if ([...this.#wanted].some((p) => !this.#held.has(p))) this.#schedule(this.#opts.retryMs);
+      return;
+    }
     this.#acquiring = true;
     try {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));

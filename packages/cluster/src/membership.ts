@@ -57,6 +57,8 @@ export class Membership {
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
   #leaving = false;
+  /** Withdrawn from the ring for a while (cut off the bus alone): its heartbeats say `leaving`. */
+  #withdrawn = false;
 
   constructor(opts: MembershipOptions) {
     this.#opts = opts;
@@ -116,6 +118,22 @@ export class Membership {
     if (!this.#leaving) this.#beat();
   }
 
+  /**
+   * Takes this node off its peers' rings until `rejoin`: its heartbeats say `leaving` meanwhile,
+   * so the first one heard after a cut drops it at once instead of putting it back on every ring
+   * while it wants no partition (BusIsolation).
+   */
+  withdraw(): void {
+    this.#withdrawn = true;
+    this.#beat();
+  }
+
+  /** Back on its peers' rings: announced at once. */
+  rejoin(): void {
+    this.#withdrawn = false;
+    this.#beat();
+  }
+
   /** Announces that this node is leaving: peers drop it from the ring at once. */
   leave(): void {
     this.#leaving = true;
@@ -139,7 +157,7 @@ export class Membership {
   #beat(): void {
     const { self, bus, dc, leaseMs } = this.#opts;
     if (self === undefined) return;
-    const state = this.#leaving ? "leaving" : "up";
+    const state = this.#leaving || this.#withdrawn ? "leaving" : "up";
     const reconnects = this.#ownReconnects > 0 ? { reconnects: this.#ownReconnects } : {};
     bus.publish(
       nodesSubject(dc),

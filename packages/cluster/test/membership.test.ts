@@ -252,6 +252,24 @@ describe("cluster - membership", () => {
     expect(heard).toEqual(["n-a"]);
   });
 
+  test("cluster - a node withdrawn says leaving in every heartbeat until it rejoins: its peers drop it at once, and take it back when it does", async () => {
+    const { clock, join, beats } = setUp();
+    const a = join("n-a");
+    const b = join("n-b");
+    await clock.advance(BEAT_MS);
+    expect(b.m.ring.nodes).toEqual(["n-a", "n-b"]);
+    a.m.withdraw();
+    await bus.flush();
+    expect(b.m.ring.nodes).toEqual(["n-b"]);
+    await clock.advance(2 * BEAT_MS);
+    expect(beats.filter((x) => x.node === "n-a").at(-1)?.state).toBe("leaving");
+    expect(b.m.ring.nodes).toEqual(["n-b"]);
+    a.m.rejoin();
+    await bus.flush();
+    expect(beats.filter((x) => x.node === "n-a").at(-1)?.state).toBe("up");
+    expect(b.m.ring.nodes).toEqual(["n-a", "n-b"]);
+  });
+
   test("cluster - garbage and other messages on the nodes subject change nothing", async () => {
     const { join, lines } = setUp();
     const { m, changes } = join("n-a");

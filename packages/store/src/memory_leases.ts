@@ -64,7 +64,7 @@ export class MemoryLeases {
   }
 
   noteBusHeard(node: string, continuing: boolean, now: number): void {
-    const since = continuing ? (this.#busNotes.get(node)?.since ?? now) : now;
+    const since = continuing ? Math.min(this.#busNotes.get(node)?.since ?? now, now) : now;
     this.#busNotes.set(node, { since, at: now });
   }
 

@@ -43,8 +43,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local since = now
 if ARGV[2] == "1" then
   local old = redis.call("HGET", KEYS[1], ARGV[1])
-  local s = old and string.match(old, "^(%d+):")
-  if s then since = tonumber(s) end
+  local s = old and tonumber(string.match(old, "^(%d+):") or "")
+  -- A start later than now is another server's clock (a failover to a replica behind): begin anew.
+  if s and s <= now then since = s end
 end
 redis.call("HSET", KEYS[1], ARGV[1], string.format("%d:%d", since, now))
 return 1`,

@@ -1,0 +1,42 @@
+import { silentLogger } from "@livecount/runtime";
+import { MemoryStore } from "@livecount/store";
+import { describe, expect, test } from "vitest";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { PartitionOwnership } from "../src/partition_ownership.js";
+
+const LEASE_MS = 3000;
+const RETRY_MS = 300;
+
+describe("partition ownership", () => {
+  test("ownership - while mayAcquire says no, wanted partitions are not taken, held ones stay renewed, and they are taken within a retry once it says yes", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    let may = true;
+    const ownership = new PartitionOwnership({
+      store,
+      clock,
+      logger: silentLogger,
+      node: "n1/a",
+      leaseMs: LEASE_MS,
+      retryMs: RETRY_MS,
+      mayAcquire: () => may,
+    });
+    ownership.start();
+    await ownership.setWanted([0]);
+    expect(ownership.held()).toEqual([[0, 1]]);
+    may = false;
+    await ownership.setWanted([0, 1, 2]);
+    // Past two leases: partition 0 renewed all along, 1 and 2 never taken.
+    await clock.advance(2 * LEASE_MS);
+    expect(ownership.held()).toEqual([[0, 1]]);
+    expect(ownership.fenceOf(0)).toBeDefined();
+    may = true;
+    await clock.advance(RETRY_MS);
+    expect(ownership.held()).toEqual([
+      [0, 1],
+      [1, 1],
+      [2, 1],
+    ]);
+    await ownership.close();
+  });
+});
