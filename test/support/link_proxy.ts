@@ -8,6 +8,7 @@
  * of each DC's gateway port (`LinkProxyPair`), cut and healed together.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { Transform } from "node:stream";
 import { LOOPBACK } from "./ports.js";
 
 export interface LinkProxyOptions {
@@ -23,6 +24,8 @@ export class LinkProxy {
   readonly #pairs = new Set<[Socket, Socket]>();
   #target: { host: string; port: number };
   #cut = false;
+  /** Bytes from the target are dropped (a one-way cut): what the client sends still arrives. */
+  #deaf = false;
   #port = 0;
   /** Connections accepted and forwarded since the proxy started. */
   connections = 0;
@@ -68,6 +71,16 @@ export class LinkProxy {
 
   heal(): void {
     this.#cut = false;
+    this.#deaf = false;
+  }
+
+  /**
+   * Drops everything the target sends, on open connections and new ones, until `heal()`: a
+   * network that loses one direction only. The client's bytes still arrive, so it is heard while it
+   * hears nothing.
+   */
+  deafen(): void {
+    this.#deaf = true;
   }
 
   /**
@@ -102,7 +115,13 @@ export class LinkProxy {
     client.on("error", drop).on("close", drop);
     upstream.on("error", drop).on("close", drop);
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream
+      .pipe(
+        new Transform({
+          transform: (chunk: Buffer, _encoding, done) => done(null, this.#deaf ? undefined : chunk),
+        }),
+      )
+      .pipe(client);
   }
 }
 
