@@ -5,7 +5,9 @@
  * nats-server then re-dials on its own timer, and succeeds again once the link is healed.
  *
  * One proxy forwards one listening port to one target; a two-DC link is two proxies, one in front
- * of each DC's gateway port (`LinkProxyPair`), cut and healed together.
+ * of each DC's gateway port (`LinkProxyPair`), cut and healed together. A counter node's link to
+ * its NATS server is one too (`TestCluster` with `natsLinks`), cut or made deaf (`deafen`: one
+ * direction lost).
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { Transform } from "node:stream";

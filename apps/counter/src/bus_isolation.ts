@@ -68,7 +68,7 @@ export class BusIsolation {
   readonly #proofMs: number;
   readonly #lateProofMs: number;
   readonly #logs: LogThrottle;
-  /** This node heard its bus at its last step (its next note continues the stretch). */
+  /** Its last step heard the bus and noted it: the next note continues the stretch. */
   #hearing = false;
   /** Since when (this process's clock) it has heard its bus without a break, while it does. */
   #hearingFrom: number | undefined;
@@ -139,8 +139,8 @@ export class BusIsolation {
       this.#hearing = true;
     } else this.#hearing = false;
     if (this.#silentFrom !== undefined) {
-      if (this.#hearingFrom !== undefined && this.#hearingFrom > this.#silentFrom)
-        if (now - this.#hearingFrom >= this.#proofMs) this.#rejoin(now);
+      const from = this.#hearingFrom;
+      if (from !== undefined && from > this.#silentFrom && now - from >= this.#proofMs) this.#rejoin(now);
       return;
     }
     // A process that just woke from a stall has not read what its socket holds yet.
