@@ -274,9 +274,9 @@ export interface TestClusterOptions {
   readonly redisLinks?: boolean;
   /**
    * Every counter node reaches NATS through its own link proxy, so a test can cut one node off the
-   * bus while it still reaches Redis (with one NATS server).
+   * bus while it still reaches Redis (with one NATS server); `"all"`: every gateway too.
    */
-  readonly natsLinks?: boolean;
+  readonly natsLinks?: boolean | "all";
   /** Counter nodes use this Redis Cluster (LIVECOUNT_REDIS_CLUSTER) instead of the one Redis. */
   readonly redisCluster?: { readonly seeds: string };
   /** Added to every process's environment. */
@@ -352,7 +352,7 @@ export class TestCluster {
         redisLink = await LinkProxy.start({ targetPort: redis.port });
         extra.LIVECOUNT_REDIS_URL = `redis://${LOOPBACK}:${redisLink.port}`;
       }
-      if (options.natsLinks === true) {
+      if (options.natsLinks === true || options.natsLinks === "all") {
         natsLink = await LinkProxy.start({ targetPort: natsServers[i % natsServers.length]!.port });
         extra.LIVECOUNT_NATS_URL = `nats://${LOOPBACK}:${natsLink.port}`;
       }
@@ -361,7 +361,16 @@ export class TestCluster {
       if (natsLink !== undefined) natsLinks.set(counter, natsLink);
       counters.push(counter);
     }
-    for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await make("gateway", i));
+    for (let i = 0; i < (options.gateways ?? 2); i++) {
+      let natsLink: LinkProxy | undefined;
+      if (options.natsLinks === "all")
+        natsLink = await LinkProxy.start({ targetPort: natsServers[i % natsServers.length]!.port });
+      const extra: Record<string, string> = {};
+      if (natsLink !== undefined) extra.LIVECOUNT_NATS_URL = `nats://${LOOPBACK}:${natsLink.port}`;
+      const gateway = await make("gateway", i, extra);
+      if (natsLink !== undefined) natsLinks.set(gateway, natsLink);
+      gateways.push(gateway);
+    }
     const cluster = new TestCluster(natsServers, redis, counters, gateways, logDir, redisLinks, natsLinks);
     try {
       await Promise.all(counters.map((c) => c.start()));
@@ -383,10 +392,10 @@ export class TestCluster {
     return link;
   }
 
-  /** The link between `counter` and its NATS server (with `natsLinks`), to cut and heal. */
-  natsLinkOf(counter: ClusterProcess): LinkProxy {
-    const link = this.natsLinks.get(counter);
-    if (link === undefined) throw new Error(`${counter.nodeId} reaches NATS directly; start with natsLinks`);
+  /** The link between `p` and its NATS server (with `natsLinks`), to cut and heal. */
+  natsLinkOf(p: ClusterProcess): LinkProxy {
+    const link = this.natsLinks.get(p);
+    if (link === undefined) throw new Error(`${p.nodeId} reaches NATS directly; start with natsLinks`);
     return link;
   }
 

@@ -59,10 +59,14 @@ export class Crowd {
     for (const seat of this.#seats) if (seat.client === client) seat.gone = true;
   }
 
-  /** Distinct viewer ids of `page` with an open socket on a gateway still up. */
-  expected(page: string): number {
+  /**
+   * Distinct viewer ids of `page` with an open socket on a gateway still up, not counting those on
+   * `unheard` (a gateway the others cannot hear now).
+   */
+  expected(page: string, unheard?: string): number {
     const viewers = new Set<string>();
-    for (const seat of this.#seats) if (seat.page === page && !seat.gone) viewers.add(seat.viewer);
+    for (const seat of this.#seats)
+      if (seat.page === page && !seat.gone && seat.gateway !== unheard) viewers.add(seat.viewer);
     return viewers.size;
   }
 
