@@ -12,7 +12,7 @@ export {
   readToken,
   type Env,
 } from "./config.js";
-export { createLogger, silentLogger, type Logger } from "./logger.js";
+export { createLogger, flushLogs, silentLogger, type Logger } from "./logger.js";
 export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
 export { stopOnSignals } from "./shutdown.js";
 export {

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { flushLogs } from "./logger.js";
 
 /**
  * Runs `stop` once on the first SIGTERM or SIGINT, then exits: 0 when it finished, 1 when it
@@ -11,13 +12,16 @@ export function stopOnSignals(logger: Logger, stop: () => Promise<unknown>): voi
     stopping = true;
     logger.info({ signal }, "shutting down");
     stop().then(
-      () => process.exit(0),
+      () => flushLogs(logger, LOG_FLUSH_MS).then(() => process.exit(0)),
       (err: unknown) => {
         logger.error({ err }, "shutdown failed");
-        process.exit(1);
+        void flushLogs(logger, LOG_FLUSH_MS).then(() => process.exit(1));
       },
     );
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
 }
+
+/** How long an exit waits for its last log lines to leave (a log reader that stopped reading). */
+const LOG_FLUSH_MS = 2000;

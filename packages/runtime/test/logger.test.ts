@@ -1,4 +1,5 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Writable } from "node:stream";
 import { pino } from "pino";
@@ -42,4 +43,52 @@ describe("runtime - logger", () => {
     expect(pretty).toContain("Error: store stalled");
     expect(pretty).not.toContain("hostname");
   });
+
+  test("runtime - a process stopped after its log reader went away exits, and one whose reader stays gets every line", async () => {
+    // A process like ours: logs, and on SIGTERM logs a burst while stopping (the counter node's
+    // "partition dropped" lines), then exits through stopOnSignals.
+    const script = `
+      import { createLogger, stopOnSignals } from "${ROOT}packages/runtime/dist/index.js";
+      const logger = createLogger({ name: "exit-test" });
+      stopOnSignals(logger, async () => {
+        for (let i = 0; i < 2000; i++) logger.info({ i, pad: "x".repeat(200) }, "stopping");
+        logger.info("stopped");
+      });
+      logger.info("started");
+      setInterval(() => {}, 1000);
+    `;
+    const start = (): ReturnType<typeof spawn> =>
+      spawn(process.execPath, ["--input-type=module", "-e", script], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+
+    // The reader goes away after the first line: the process must still exit on SIGTERM.
+    const orphaned = start();
+    await once(orphaned.stdout!, "data");
+    orphaned.stdout!.destroy();
+    orphaned.kill("SIGTERM");
+    const exited = await Promise.race([
+      once(orphaned, "exit").then(([code]) => code as number),
+      new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 10_000)),
+    ]);
+    if (exited === "still running") orphaned.kill("SIGKILL");
+    expect(exited).toBe(0);
+
+    // A reader that stays: every line of the stop arrives before the exit.
+    const kept = start();
+    let out = "";
+    kept.stdout!.on("data", (d: Buffer) => {
+      out += d.toString("utf8");
+      if (out.includes('"started"') && kept.signalCode === null && !out.includes("stopping"))
+        kept.kill("SIGTERM");
+    });
+    const [code] = await once(kept, "exit");
+    expect(code).toBe(0);
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { msg: string });
+    expect(lines.filter((l) => l.msg === "stopping")).toHaveLength(2000);
+    expect(lines.at(-1)!.msg).toBe("stopped");
+  }, 30_000);
 });
