@@ -21,6 +21,8 @@ const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable
 const SCREENSHOTS = join(process.cwd(), ".tmp", "screenshots");
 /** How long a change may take to show: the console refreshes every 2 s, a node joins in a few. */
 const SETTLE_MS = 20_000;
+/** The page view's tables are read again a quarter second after a count frame (its refresh: 2 s). */
+const TABLE_FOLLOWS_MS = 1500;
 
 const available = existsSync(CHROMIUM_PATH) && natsServerAvailable() && redisServerAvailable();
 if (!available) {
@@ -161,6 +163,22 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
       .toBe(true);
     await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("1");
     await tab.screenshot({ path: join(SCREENSHOTS, "console-page-desktop.png"), fullPage: true });
+
+    // A second viewer: the per-DC table follows the headline within a moment, not a refresh later.
+    const second = await TestClient.connect(cluster.gateways[0]!.wsUrl);
+    try {
+      second.join("console-a", "someone-else");
+      await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("2");
+      await expect
+        .poll(() => tab.locator("#viewers-table tbody tr").allInnerTexts(), { timeout: TABLE_FOLLOWS_MS })
+        .toEqual(["dc1\tp 2 · n 0\t2\tyes"]);
+    } finally {
+      await second.terminate();
+    }
+    await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("1");
+    await expect
+      .poll(() => tab.locator("#viewers-table tbody tr").allInnerTexts(), { timeout: TABLE_FOLLOWS_MS })
+      .toEqual(["dc1\tp 2 · n 1\t1\tyes"]);
 
     // Delete "shares" with its button, confirming.
     tab.once("dialog", (d) => void d.accept());

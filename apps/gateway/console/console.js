@@ -13,6 +13,9 @@
   const PAGE_SIZE = 25;
   /** How often the cluster view and the page view reload (ms). */
   const REFRESH_MS = 2000;
+  /** After a count frame, the page view's tables are read again this soon (ms), to agree with it. */
+  const FRAME_RELOAD_MS = 250;
+  const NO_COUNTERS = "No counters on this page.";
   /** How much of the viewers history the chart keeps (s). */
   const CHART_WINDOW_S = 300;
 
@@ -203,7 +206,7 @@
     ].sort();
     table(
       "counters-table",
-      ["Counter", "Value", ...dcs.map((dc) => `${dc} entry`), "Tombstone", ""],
+      ["Counter", "Value", ...dcs.map((dc) => `${dc} entry`), "Tombstone (changes when deleted)", ""],
       body.counters.map((c) => [
         c.name,
         c.deleted ? "deleted" : String(c.value),
@@ -222,7 +225,9 @@
             ),
       ]),
     );
-    if (body.counters.length === 0) $("page-status").textContent = "No counters on this page.";
+    const status = $("page-status");
+    if (body.counters.length === 0) status.textContent = NO_COUNTERS;
+    else if (status.textContent === NO_COUNTERS) status.textContent = "";
   }
 
   async function deleteCounter(page, counter) {
@@ -256,7 +261,7 @@
     chart.setData(chartData);
   }
 
-  function startChart(page) {
+  function startChart(page, onFrame) {
     chartData = [[], []];
     const width = Math.max(280, $("chart").clientWidth || 600);
     chart = new uPlot(
@@ -299,6 +304,8 @@
         if (mine !== view || frame.type !== "count" || frame.page !== page) return;
         plot(frame.viewers);
         showPresence(frame);
+        // The tables below say the same as the headline: read them again now, not at the next refresh.
+        onFrame?.();
       };
       // A dropped socket comes back (the chart keeps its history), while this view is shown.
       ws.onclose = () => {
@@ -318,16 +325,21 @@
     $("page-title").textContent = page;
     $("page-status").textContent = "";
     for (const id of ["page-viewers", "page-active", "page-connections"]) $(id).textContent = "–";
-    startChart(page);
     const mine = view;
     const refresh = async () => {
+      clearTimeout(refreshTimer);
+      refreshTimer = undefined;
       try {
         await loadPage(page, mine);
       } catch (err) {
         if (mine === view) $("page-status").textContent = `Could not read the page: ${err.message}`;
       }
-      if (mine === view) refreshTimer = setTimeout(refresh, REFRESH_MS * 5);
+      if (mine === view && refreshTimer === undefined) refreshTimer = setTimeout(refresh, REFRESH_MS);
     };
+    startChart(page, () => {
+      clearTimeout(refreshTimer);
+      refreshTimer = setTimeout(refresh, FRAME_RELOAD_MS);
+    });
     await refresh();
   }
 
