@@ -377,6 +377,35 @@ describe.skipIf(skip)("widget in Chromium", () => {
     // The page never holds the publisher key.
     expect(await tab.content()).not.toContain(PUBLISHER_KEY);
   });
+
+  it("demo page: a refused tap says why in words, and a server without the demo route (a cluster's gateway) disables the buttons", async () => {
+    const tab = await (await newBrowser()).newPage();
+    tab.on("pageerror", (err) => pageErrors.push(`demo: ${err.message}`));
+    const answer = (code: string, status: number) => ({
+      status,
+      contentType: "application/json",
+      body: JSON.stringify({ error: { code, message: code } }),
+    });
+    await tab.route("**/demo/counter", (route) => route.fulfill(answer("rate_limited", 429)));
+    await tab.goto(`${gatewayOrigin}/`);
+    await tab.waitForFunction(() => /^\d+$/.test(document.getElementById("reaction-heart")!.textContent!));
+    const hearts = await tab.textContent("#reaction-heart");
+    await tab.click("#like");
+    await tab.waitForFunction(() =>
+      /Too many taps/.test(document.getElementById("like-status")!.textContent!),
+    );
+    expect(await tab.isEnabled("#like")).toBe(true);
+
+    await tab.unroute("**/demo/counter");
+    await tab.route("**/demo/counter", (route) => route.fulfill(answer("not_found", 404)));
+    await tab.click('button[data-counter="reaction:heart"]');
+    await tab.waitForFunction(() =>
+      /only shows counts/.test(document.getElementById("reaction-status")!.textContent!),
+    );
+    for (const button of ["#like", "#notify", "#mark-read", 'button[data-counter="reaction:party"]'])
+      expect(await tab.isDisabled(button), button).toBe(true);
+    expect(await tab.textContent("#reaction-heart")).toBe(hearts);
+  });
 });
 
 /**
