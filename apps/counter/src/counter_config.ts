@@ -74,6 +74,10 @@ export function readCounterConfig(env: Env): CounterConfig {
   };
 }
 
+/** Why a deployment on the default visitor key is told to set its own, at start. */
+export const DEFAULT_VISITOR_KEY_WARNING =
+  "LIVECOUNT_VISITOR_KEY is not set: the default key is public, so a script can pick viewer ids that inflate unique visitors; set one secret for every DC";
+
 /** The development default: not a secret, so production sets its own. */
 export const DEFAULT_VISITOR_KEY = "livecount-visitor-key-not-secret";
 const MIN_VISITOR_KEY = 16;

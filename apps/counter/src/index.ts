@@ -1,5 +1,10 @@
 export { CounterNode, type CounterNodeOptions } from "./counter_node.js";
-export { readCounterConfig, type CounterConfig } from "./counter_config.js";
+export {
+  DEFAULT_VISITOR_KEY,
+  DEFAULT_VISITOR_KEY_WARNING,
+  readCounterConfig,
+  type CounterConfig,
+} from "./counter_config.js";
 export { PageActor } from "./page_actor.js";
 export { PagePresence } from "./page_presence.js";
 export { startOpsServer } from "./ops_server.js";

@@ -1,7 +1,7 @@
 import { connectBus, openStore } from "@livecount/cluster";
 import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
-import { readCounterConfig } from "./counter_config.js";
+import { DEFAULT_VISITOR_KEY, DEFAULT_VISITOR_KEY_WARNING, readCounterConfig } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
@@ -18,6 +18,7 @@ try {
     logger.warn(
       "neither LIVECOUNT_REDIS_URL nor LIVECOUNT_REDIS_CLUSTER is set: counters live in memory and are lost on exit",
     );
+  if (config.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // A counter node needs nothing it publishes itself (it knows its own membership, and drops its

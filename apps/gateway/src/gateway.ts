@@ -340,7 +340,9 @@ export class Gateway {
         void api.handle(new Reply(res, info.head), info);
       });
     if (config.adminKey === undefined)
-      this.#log.warn("LIVECOUNT_ADMIN_KEY is not set: /metrics and prefix listings answer 401 to everyone");
+      this.#log.warn(
+        "LIVECOUNT_ADMIN_KEY is not set: /metrics and the status API answer 401 to everyone, and prefix listings take a publisher key only",
+      );
   }
 
   get port(): number {

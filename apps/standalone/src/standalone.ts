@@ -1,6 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { connectBus, openStore } from "@livecount/cluster";
-import { CounterNode, readCounterConfig } from "@livecount/counter";
+import {
+  CounterNode,
+  DEFAULT_VISITOR_KEY,
+  DEFAULT_VISITOR_KEY_WARNING,
+  readCounterConfig,
+} from "@livecount/counter";
 import { Gateway, readGatewayConfig, type GatewayConfig } from "@livecount/gateway";
 import { readInt, silentLogger, systemClock, type Env, type Logger } from "@livecount/runtime";
 import type { FetchFn } from "@livecount/sdk";
@@ -60,6 +65,12 @@ function withDevKeys(env: Record<string, string | undefined>): Record<string, st
     generated.LIVECOUNT_PUBLISHER_KEYS = `dev-${randomBytes(12).toString("hex")}`;
   if ((env.LIVECOUNT_ADMIN_KEY ?? "").trim() === "")
     generated.LIVECOUNT_ADMIN_KEY = `dev-admin-${randomBytes(16).toString("hex")}`;
+  // With the in-memory store the registers live as long as the process: a key of its own hides
+  // from scripts which viewer ids fill which register. A store that outlives it needs the same key
+  // every time, set by the operator.
+  const memoryStore = (env.LIVECOUNT_REDIS_URL ?? "") === "" && (env.LIVECOUNT_REDIS_CLUSTER ?? "") === "";
+  if ((env.LIVECOUNT_VISITOR_KEY ?? "") === "" && memoryStore)
+    env.LIVECOUNT_VISITOR_KEY = randomBytes(24).toString("hex");
   Object.assign(env, generated);
   return generated;
 }
@@ -112,6 +123,7 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
       { publisherKey: devKeys.LIVECOUNT_PUBLISHER_KEYS },
       "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key",
     );
+  if (counterConfig.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
   if (devKeys.LIVECOUNT_ADMIN_KEY !== undefined)
     logger.warn(
       { adminKey: devKeys.LIVECOUNT_ADMIN_KEY },
