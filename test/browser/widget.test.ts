@@ -171,6 +171,8 @@ describe.skipIf(skip)("widget in Chromium", () => {
     await waitForText(tab, "#likes", "1");
     const last = await tab.evaluate(() => window.__details.at(-1));
     expect(last).toMatchObject({ page: "article-1", counters: { likes: 1 } });
+    // Which data centers make up the value, and how stale the stalest is: one, fresh, here.
+    expect(last).toMatchObject({ dcs: ["dc1"], lag_ms: 0 });
   });
 
   it("joins an element added after load over the page's single socket and leaves when it is removed", async () => {

@@ -27,7 +27,7 @@
  * socket offers the `livecount.counts` subprotocol: a window's changes of all its pages come in one
  * `counts` frame; `count` frames (a gateway that predates them) are read the same.
  * Each update dispatches a bubbling `livecount` CustomEvent with
- * `{ page, viewers, active, connections, counters }`.
+ * `{ page, viewers, active, connections, counters, dcs, lag_ms }`.
  *
  * Size matters (the bundle must stay under 2 KB gzipped): internal names are short, there are no
  * classes beyond the element and no dependencies. Frame shapes mirror @livecount/protocol.
@@ -44,6 +44,10 @@ export interface LiveCountDetail {
   readonly connections?: number;
   /** Durable counters of the page by name (likes, reactions, ...). */
   readonly counters: Readonly<Record<string, number>>;
+  /** The data centers whose entries make up the value: fewer than usual while one is cut off. */
+  readonly dcs?: readonly string[];
+  /** How stale the stalest of them is, in ms: a page can show the value as approximate meanwhile. */
+  readonly lag_ms?: number;
 }
 
 /** A page's value as count and counts frames carry it. */
@@ -275,6 +279,8 @@ function show(c: Conn, page: string, v: Value | null | undefined): void {
     active: v.active,
     connections: v.connections,
     counters: v.counters || {},
+    dcs: v.dcs,
+    lag_ms: v.lag_ms,
   };
   p.x = undefined;
   p.e.forEach((el) => el.r());
