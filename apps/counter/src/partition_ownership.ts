@@ -42,6 +42,8 @@ export class PartitionOwnership {
    * store did not answer renewals) another node may own the partition, so it is not served.
    */
   readonly #validUntil = new Map<number, number>();
+  /** Releases under way, by partition. */
+  readonly #releasing = new Map<number, Promise<void>>();
   readonly #wanted = new Set<number>();
   /** A cycle repeats every few hundred ms while a partition cannot be had: its line is throttled. */
   readonly #logs = new LogThrottle();
@@ -244,7 +246,20 @@ export class PartitionOwnership {
     }
   }
 
-  async #release(partition: number): Promise<void> {
+  /**
+   * Flushes the partition (the loss handler) and releases its lease, once: a release asked for
+   * while one of the same partition is under way (a shutdown during a hand-over) waits for it.
+   */
+  #release(partition: number): Promise<void> {
+    let releasing = this.#releasing.get(partition);
+    if (releasing === undefined) {
+      releasing = this.#releaseOnce(partition).finally(() => this.#releasing.delete(partition));
+      this.#releasing.set(partition, releasing);
+    }
+    return releasing;
+  }
+
+  async #releaseOnce(partition: number): Promise<void> {
     const lease = this.#held.get(partition);
     if (lease === undefined) return;
     await this.#onLost(partition, "released");

@@ -39,4 +39,30 @@ describe("partition ownership", () => {
     ]);
     await ownership.close();
   });
+
+  test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    const losses: Array<[number, string]> = [];
+    const ownership = new PartitionOwnership({
+      store,
+      clock,
+      logger: silentLogger,
+      node: "n1/a",
+      leaseMs: LEASE_MS,
+      retryMs: RETRY_MS,
+    });
+    ownership.onLoss(async (partition, reason) => {
+      losses.push([partition, reason]);
+      await clock.advance(10);
+    });
+    ownership.start();
+    await ownership.setWanted([0, 1]);
+    await Promise.all([ownership.setWanted([]), ownership.close()]);
+    expect(losses.sort()).toEqual([
+      [0, "released"],
+      [1, "released"],
+    ]);
+    expect(ownership.held()).toEqual([]);
+  });
 });
