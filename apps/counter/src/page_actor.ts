@@ -32,6 +32,8 @@ export class PageActor {
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
   readonly #presence = new PagePresence((viewer) => this.#visited(viewer));
+  /** While transitions run: the arriving viewers that do not count as visitors. */
+  #unvisited: ReadonlySet<string> | undefined;
   /** Entries changed here and not yet durable: counter -> data centers (made on demand, as the next). */
   #unwritten: Map<string, Set<string>> | undefined;
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
@@ -113,8 +115,18 @@ export class PageActor {
    * A batch of one gateway's transitions on this page, in order (viewer key, hold code, ...: protocol
    * presence_pages.ts); the entries move once for all. A dropped viewer gets no grace.
    */
-  presenceTransitions(gateway: string, transitions: ReadonlyArray<string | HoldCode>): void {
-    this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs);
+  /** `unvisited`: viewers arriving here that are not to count as unique visitors (PresencePages). */
+  presenceTransitions(
+    gateway: string,
+    transitions: ReadonlyArray<string | HoldCode>,
+    unvisited?: ReadonlySet<string>,
+  ): void {
+    this.#unvisited = unvisited;
+    try {
+      this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs);
+    } finally {
+      this.#unvisited = undefined;
+    }
     this.#syncPresence();
   }
 
@@ -147,6 +159,7 @@ export class PageActor {
 
   /** A viewer arrived (or none: the day may have turned): its register of the day may rise. */
   #visited(arrived: string | undefined): void {
+    if (arrived !== undefined && this.#unvisited?.has(arrived) === true) arrived = undefined;
     if (this.#status === "active" && this.series.visitor(arrived, this.#presence, this.#host.now()))
       this.#host.markDirty(this);
   }

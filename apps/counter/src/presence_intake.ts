@@ -80,9 +80,13 @@ export class PresenceIntake {
       if (partitionOf(page, this.#o.partitions) !== batch.partition) return wrongPartition(page, batch);
     const loading: Array<Promise<void>> = [];
     let count = 0;
+    const unvisited =
+      batch.unvisited === undefined
+        ? undefined
+        : new Map(batch.unvisited.map(([page, viewers]) => [page, new Set(viewers)]));
     for (const entry of batch.pages) {
       count += entry[1].length / 2;
-      const pending = this.#apply(batch, entry);
+      const pending = this.#apply(batch, entry, unvisited?.get(entry[0]));
       if (pending !== undefined) loading.push(pending);
     }
     if (loading.length > 0) await Promise.all(loading);
@@ -91,7 +95,11 @@ export class PresenceIntake {
   }
 
   /** One page's transitions, now when its actor is active (its mailbox is empty), else once it is. */
-  #apply(batch: PresencePages, [page, transitions]: PageTransitions): Promise<void> | undefined {
+  #apply(
+    batch: PresencePages,
+    [page, transitions]: PageTransitions,
+    unvisited?: ReadonlySet<string>,
+  ): Promise<void> | undefined {
     // Recorded now, not when the transitions run: a sync that arrives while the page still loads
     // must see the page among the gateway's and queue its replacement behind them.
     this.#leases.holds(batch.gateway, page);
@@ -99,7 +107,7 @@ export class PresenceIntake {
       // The gateway went down or lapsed while the page loaded: what it sent is history now.
       if (!this.#leases.knows(batch.gateway)) return;
       this.#leases.holds(batch.gateway, page);
-      actor.presenceTransitions(batch.gateway, transitions);
+      actor.presenceTransitions(batch.gateway, transitions, unvisited);
     };
     const actor = this.#o.registry.find(page);
     if (actor?.status !== "active") return this.#o.registry.run(page, batch.partition, apply);

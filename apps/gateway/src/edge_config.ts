@@ -49,6 +49,18 @@ export interface EdgeConfig {
   readonly newPageRatePerS: number;
   readonly newPageBurst: number;
   /**
+   * LIVECOUNT_NEW_VISITOR_RATE / LIVECOUNT_NEW_VISITOR_BURST: viewer ids new to a socket, per second,
+   * that one client address may have counted as unique visitors, sustained / at once. Past it a join
+   * still counts its viewer (presence stays exact) but not as a visitor: ids are chosen by clients,
+   * so without it a script joining with a fresh id each time adds a visitor each, some 10,000 a
+   * second from one address, and fills the pages' unique-visitor registers (stored per page and
+   * day). A browser keeps one id, and a socket that joins many pages as it spends one token.
+   * Default 20 / 1000: an office behind one NAT address opening a page every 25 s each, and all its
+   * open tabs coming back at once when a gateway restarts.
+   */
+  readonly newVisitorRatePerS: number;
+  readonly newVisitorBurst: number;
+  /**
    * LIVECOUNT_TRUSTED_PROXIES: addresses or CIDRs (`10.0.0.0/8`) of the load balancers in front.
    * Only a connection from one of them has its `X-Forwarded-For` believed, and then the client is
    * the rightmost hop that is not a trusted proxy. Default: none (the peer address is the client).
@@ -109,6 +121,8 @@ export function readEdgeConfig(env: Env): EdgeConfig {
     maxPagesPerIp: readInt(env, "LIVECOUNT_MAX_PAGES_PER_IP", 4096, { min: 1 }),
     newPageRatePerS: readInt(env, "LIVECOUNT_NEW_PAGE_RATE", 20, { min: 1 }),
     newPageBurst: readInt(env, "LIVECOUNT_NEW_PAGE_BURST", 1000, { min: 1 }),
+    newVisitorRatePerS: readInt(env, "LIVECOUNT_NEW_VISITOR_RATE", 20, { min: 1 }),
+    newVisitorBurst: readInt(env, "LIVECOUNT_NEW_VISITOR_BURST", 1000, { min: 1 }),
     trustedProxies: readList(env, "LIVECOUNT_TRUSTED_PROXIES").map(checkProxy),
     readRatePerS: readInt(env, "LIVECOUNT_READ_RATE", 100, { min: 1 }),
     readBurst: readInt(env, "LIVECOUNT_READ_BURST", 200, { min: 1 }),

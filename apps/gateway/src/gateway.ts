@@ -230,6 +230,13 @@ export class Gateway {
       maxUnsentBytes: config.maxBackpressureBytes,
     });
     this.#delivery = new PageDelivery({ app: this.#app, streams: this.#streams, metrics: this.#metrics });
+    const newVisitors = new AddressRateLimiter({
+      ratePerS: config.newVisitorRatePerS,
+      burst: config.newVisitorBurst,
+      maxAddresses: config.maxConnections,
+      now,
+      what: "new visitors",
+    });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
@@ -240,6 +247,7 @@ export class Gateway {
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
       addressPages,
+      newVisitors,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,

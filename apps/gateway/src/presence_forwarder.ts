@@ -6,6 +6,7 @@ import {
   opsOf,
   type HoldCode,
   type PageTransitions,
+  type PageViewers,
 } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
@@ -36,6 +37,8 @@ interface PartitionQueue {
    * irrelevant. Grouped by page as `presence_pages` carries them.
    */
   pages: Map<string, Map<string, HoldCode>>;
+  /** Of the joins in `pages`, those not to count as unique visitors (PresencePages.unvisited), by page. */
+  unvisited: Map<string, Set<string>>;
   /**
    * The owner refused `presence_pages` as a type it does not know: it is of an earlier release, and
    * gets `presence` batches until the partition's owner changes.
@@ -77,12 +80,13 @@ export class PresenceForwarder {
    * Queues what this gateway now holds of a viewer on a page (undefined: nothing, it left); a
    * departure with `drop` ends the viewer at the owner without the grace window.
    */
-  enqueue(page: string, viewer: string, hold: Hold | undefined, drop = false): void {
+  enqueue(page: string, viewer: string, hold: Hold | undefined, drop = false, visitor = true): void {
     const q = this.#queue(partitionOf(page, this.#opts.partitions));
     if (!q.sync) {
       let viewers = q.pages.get(page);
       if (viewers === undefined) q.pages.set(page, (viewers = new Map()));
       viewers.set(viewer, holdCodeOf(hold, drop));
+      if (!visitor) addTo(q.unvisited, page, viewer);
     }
     this.#scheduleFlush();
   }
@@ -173,6 +177,7 @@ export class PresenceForwarder {
     if (q === undefined) {
       q = {
         pages: new Map(),
+        unvisited: new Map(),
         legacy: false,
         sync: false,
         generation: 0,
@@ -190,6 +195,7 @@ export class PresenceForwarder {
     q.sync = true;
     q.generation++;
     q.pages.clear();
+    q.unvisited.clear();
   }
 
   #scheduleFlush(): void {
@@ -214,6 +220,8 @@ export class PresenceForwarder {
   async #sendPages(partition: number, q: PartitionQueue): Promise<void> {
     const queued = q.pages;
     q.pages = new Map();
+    const unvisited = q.unvisited;
+    q.unvisited = new Map();
     const generation = q.generation;
     q.inFlight = generation;
     const pages: PageTransitions[] = [];
@@ -225,7 +233,7 @@ export class PresenceForwarder {
       count += viewers.size;
     }
     try {
-      await this.#send(partition, q, generation, pages);
+      await this.#send(partition, q, generation, pages, unvisited);
       this.#sent(q, generation, count);
     } catch (err) {
       // Superseded by a sync meanwhile: the sync carries the current state, these are history.
@@ -236,6 +244,7 @@ export class PresenceForwarder {
         if (newer === undefined) q.pages.set(page, viewers);
         else for (const [viewer, code] of viewers) if (!newer.has(viewer)) newer.set(viewer, code);
       }
+      for (const [page, viewers] of unvisited) for (const viewer of viewers) addTo(q.unvisited, page, viewer);
       this.#failed(partition, q, generation, err);
     }
   }
@@ -251,6 +260,7 @@ export class PresenceForwarder {
     q: PartitionQueue,
     generation: number,
     pages: readonly PageTransitions[],
+    unvisited: ReadonlyMap<string, ReadonlySet<string>>,
   ): Promise<void> {
     const { owners, gateway } = this.#opts;
     if (!q.legacy) {
@@ -261,6 +271,9 @@ export class PresenceForwarder {
           partition,
           pages,
           ...this.#reconnects,
+          ...(unvisited.size > 0
+            ? { unvisited: [...unvisited].map(([page, viewers]): PageViewers => [page, [...viewers]]) }
+            : {}),
         });
         return;
       } catch (err) {
@@ -352,4 +365,10 @@ function isUnknownType(err: unknown): boolean {
 function holdCodeOf(hold: Hold | undefined, drop: boolean): HoldCode {
   if (hold === undefined) return drop ? HOLD_DROPPED : HOLD_LEFT;
   return holdCode(hold.sockets, hold.active);
+}
+
+function addTo(map: Map<string, Set<string>>, page: string, viewer: string): void {
+  let viewers = map.get(page);
+  if (viewers === undefined) map.set(page, (viewers = new Set()));
+  viewers.add(viewer);
 }

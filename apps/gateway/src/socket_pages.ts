@@ -54,3 +54,10 @@ export function pagesOf(pages: SocketPages): PageMembership[] {
   if (pages === undefined) return [];
   return Array.isArray(pages) ? [...pages] : [pages];
 }
+
+/** Whether a membership other than `except` counts the socket as `viewer`. */
+export function joinedAs(pages: SocketPages, viewer: string, except: PageMembership): boolean {
+  if (pages === undefined || !Array.isArray(pages)) return pages !== except && pages?.viewer === viewer;
+  for (const m of pages) if (m !== except && m.viewer === viewer) return true;
+  return false;
+}

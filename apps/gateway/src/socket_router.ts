@@ -22,9 +22,11 @@ import type { CountsSets, PageDelivery } from "./page_delivery.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
+import type { AddressRateLimiter } from "./rate_limits.js";
 import type { PrivatePages } from "./private_pages.js";
 import {
   findPage,
+  joinedAs,
   pageCount,
   pagesOf,
   withPage,
@@ -106,6 +108,8 @@ export interface SocketRouterOptions {
   readonly maxPagesPerSocket: number;
   /** Pages per client address, over its sockets: how many at once and how fast new ones (address_pages.ts). */
   readonly addressPages: AddressPages;
+  /** New viewer ids per client address that count as unique visitors (LIVECOUNT_NEW_VISITOR_RATE). */
+  readonly newVisitors: AddressRateLimiter;
   readonly ratePerS: number;
   readonly burst: number;
   /**
@@ -334,7 +338,9 @@ export class SocketRouter {
     } else if ((m = this.#subscribe(ws, encoding, page, key, active)) === undefined) return;
     const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
-    this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active));
+    // An id new to the socket spends its address's new visitors; past them it counts, not as a visitor.
+    const visitor = joinedAs(state.pages, key, m) || this.#o.newVisitors.tryTake(state.address, 1) === 0;
+    this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active), false, visitor);
   }
 
   /** The viewer key of a socket that joins without naming a viewer: its own, the same on every page. */

@@ -23,7 +23,7 @@ function configError(env: Record<string, string>): string {
 }
 
 describe("gateway - edge settings", () => {
-  test("config - defaults: any origin, 500 sockets and 4096 pages per address, 20/1000 new pages, 18000 sockets in all, 100/200 reads, no TLS", () => {
+  test("config - defaults: any origin, 500 sockets and 4096 pages per address, 20/1000 new pages and new visitors, 18000 sockets in all, 100/200 reads, no TLS", () => {
     const c = readGatewayConfig({});
     expect(c).toMatchObject({
       allowedOrigins: undefined,
@@ -32,6 +32,8 @@ describe("gateway - edge settings", () => {
       maxPagesPerIp: 4096,
       newPageRatePerS: 20,
       newPageBurst: 1000,
+      newVisitorRatePerS: 20,
+      newVisitorBurst: 1000,
       trustedProxies: [],
       readRatePerS: 100,
       readBurst: 200,
@@ -55,6 +57,8 @@ describe("gateway - edge settings", () => {
       [{ LIVECOUNT_MAX_PAGES_PER_IP: "0" }, "LIVECOUNT_MAX_PAGES_PER_IP"],
       [{ LIVECOUNT_NEW_PAGE_RATE: "0" }, "LIVECOUNT_NEW_PAGE_RATE"],
       [{ LIVECOUNT_NEW_PAGE_BURST: "1.5" }, "LIVECOUNT_NEW_PAGE_BURST"],
+      [{ LIVECOUNT_NEW_VISITOR_RATE: "0" }, "LIVECOUNT_NEW_VISITOR_RATE"],
+      [{ LIVECOUNT_NEW_VISITOR_BURST: "many" }, "LIVECOUNT_NEW_VISITOR_BURST"],
       [{ LIVECOUNT_TRUSTED_PROXIES: "10.0.0.0/33" }, "LIVECOUNT_TRUSTED_PROXIES"],
       [{ LIVECOUNT_TRUSTED_PROXIES: "proxy.internal" }, "LIVECOUNT_TRUSTED_PROXIES"],
       [{ LIVECOUNT_READ_RATE: "0" }, "LIVECOUNT_READ_RATE"],

@@ -89,3 +89,62 @@ describe("gateway - page stats", () => {
     );
   });
 });
+
+/** Unique visitors under a script that invents viewer ids: LIVECOUNT_NEW_VISITOR_RATE / _BURST. */
+describe("gateway - new visitors per address", () => {
+  const BURST = 5;
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_NEW_VISITOR_RATE: "1",
+      LIVECOUNT_NEW_VISITOR_BURST: String(BURST),
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  async function uniqueVisitors(page: string): Promise<number> {
+    const res = await fetch(`${platform.url}/v1/pages/${encodeURIComponent(page)}/stats`);
+    return ((await res.json()) as PageStatsBody).unique_visitors["24h"];
+  }
+
+  test("gateway - fresh viewer ids past the address's budget still count as viewers, not as unique visitors; an id joining more pages spends once", async () => {
+    const started = Date.now();
+    // One socket cycling through 20 invented ids on one page: one viewer at a time, as ever.
+    const cycling = await platform.connect();
+    // (Spaced past the gateway's presence batching, or the ids that come and go in one batch never
+    // reach the owner at all.)
+    for (let i = 0; i < 20; i++) {
+      cycling.send({ type: "join", page: "budget-a", viewer: `invented-${i}` });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    // Five sockets, five more ids, on another page: five viewers.
+    const crowd = await Promise.all(Array.from({ length: 5 }, () => platform.connect()));
+    for (const [i, s] of crowd.entries()) s.send({ type: "join", page: "budget-b", viewer: `crowd-${i}` });
+    await platform.waitForViewers("budget-a", 1);
+    await platform.waitForViewers("budget-b", 5);
+    // The budget refills one a second: what the test took allows a few more.
+    const refilled = Math.ceil((Date.now() - started) / 1000);
+    await eventually(async () => {
+      const a = await uniqueVisitors("budget-a");
+      const b = await uniqueVisitors("budget-b");
+      expect(a).toBeGreaterThanOrEqual(BURST);
+      expect(a + b).toBeLessThanOrEqual(BURST + refilled);
+    });
+    const a = (await (await fetch(`${platform.url}/v1/pages/budget-a/stats`)).json()) as PageStatsBody;
+    expect(a).toMatchObject({ viewers: 1, connections: 1 });
+
+    // A browser's one id on three pages of one socket spends one token, once one is back.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const browser = await platform.connect();
+    for (const page of ["budget-c", "budget-d", "budget-e"])
+      browser.send({ type: "join", page, viewer: "reader" });
+    for (const page of ["budget-c", "budget-d", "budget-e"]) {
+      await platform.waitForViewers(page, 1);
+      await eventually(async () => expect(await uniqueVisitors(page)).toBe(1));
+    }
+  });
+});

@@ -22,6 +22,7 @@ export {
   socketsOfCode,
   type HoldCode,
   type PageTransitions,
+  type PageViewers,
   type PresencePages,
 } from "./presence_pages.js";
 export {

@@ -104,6 +104,25 @@ export interface PresencePages {
    * count from the gateway drops it.
    */
   readonly reconnects?: number;
+  /**
+   * Viewers joining here, by page, that are not to be counted as unique visitors: their client
+   * address had spent its budget of new viewer ids (LIVECOUNT_NEW_VISITOR_RATE). They count as
+   * viewers all the same. Owners of earlier releases ignore it.
+   */
+  readonly unvisited?: readonly PageViewers[];
+}
+
+/** Viewer keys on one page. */
+export type PageViewers = readonly [page: string, viewers: readonly string[]];
+
+function pageViewersOf(v: unknown): readonly PageViewers[] {
+  if (!Array.isArray(v)) malformed("unvisited must be an array");
+  for (const item of v) {
+    if (!Array.isArray(item) || item.length !== 2 || !isPageId(item[0]) || !Array.isArray(item[1]))
+      malformed("each unvisited entry must be [page id, viewer keys]");
+    for (const viewer of item[1] as unknown[]) if (!isViewerKey(viewer)) malformed("viewer key is malformed");
+  }
+  return v as readonly PageViewers[];
 }
 
 /**
@@ -141,6 +160,7 @@ export function presencePagesDecoders(
           partition: field(m, "partition", isNatural),
           pages: pageTransitionsOf(m.get("pages")),
           ...optionalNaturals(m, "reconnects"),
+          ...(m.has("unvisited") ? { unvisited: pageViewersOf(m.get("unvisited")) } : {}),
         }),
     ],
   ];

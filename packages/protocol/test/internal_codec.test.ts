@@ -194,6 +194,17 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
     return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
   if (field === "pages" && (msg.type === "ae_entries" || msg.type === "updates")) return INVALID_AE_PAGES;
   if (field === "pages" && msg.type === "presence_pages") return INVALID_PRESENCE_PAGES;
+  // Optional: absent is valid.
+  if (field === "unvisited")
+    return [
+      null,
+      {},
+      [["home"]],
+      [["bad page", ["v:a"]]],
+      [["home", "v:a"]],
+      [["home", [""]]],
+      [["home", [3]]],
+    ];
   if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "senderLearning") return [null, 1, "true", [3]];

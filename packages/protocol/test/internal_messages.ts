@@ -182,6 +182,8 @@ export const MESSAGES: readonly InternalMessage[] = [
       ["__proto__", ["v:b", 3]],
       ["constructor", ["v:c", 0]],
     ],
+    // Joins past their address's budget of new visitors: viewers, not unique visitors.
+    unvisited: [["home", ["v:abc", "v:tabs"]]],
   },
   { type: "presence_pages", gateway: "gw-1a2b", partition: 0, pages: [], hop: 1 },
 ];
