@@ -1,6 +1,7 @@
 import { hash, timingSafeEqual } from "node:crypto";
 
-const BEARER = /^Bearer ([\x21-\x7e]+)$/;
+/** The scheme's name is case-insensitive (RFC 7235, 2.1); the credential is not. */
+const BEARER = /^bearer ([\x21-\x7e]+)$/i;
 
 /** The credential of an `Authorization: Bearer <credential>` header, or undefined. */
 export function bearerOf(header: string | undefined): string | undefined {

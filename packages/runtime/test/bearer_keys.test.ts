@@ -5,6 +5,9 @@ describe("runtime - bearer keys", () => {
   test("runtime - the credential is what follows 'Bearer ' when it is printable ASCII without spaces", () => {
     expect(bearerOf("Bearer s3cr3t-KEY_~!")).toBe("s3cr3t-KEY_~!");
     expect(bearerOf("Bearer a")).toBe("a");
+    // The scheme in any case (RFC 7235); the key as it is.
+    expect(bearerOf("bearer Key")).toBe("Key");
+    expect(bearerOf("BEARER Key")).toBe("Key");
   });
 
   test("runtime - any other Authorization header has no credential", () => {
@@ -13,7 +16,7 @@ describe("runtime - bearer keys", () => {
       "",
       "Bearer",
       "Bearer ",
-      "bearer key",
+      "bearerkey",
       "Basic a2V5",
       "Bearer  key",
       "Bearer key ",
