@@ -3,6 +3,7 @@ import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
 import { readGatewayConfig } from "./gateway_config.js";
+import { connectionsOverFileLimit, openFilesLimit } from "./open_files.js";
 
 const logger = createLogger({ name: "livecount-gateway", level: process.env.LIVECOUNT_LOG_LEVEL ?? "info" });
 
@@ -13,6 +14,8 @@ try {
       "a gateway on its own needs LIVECOUNT_NATS_URL to reach counter nodes; `npm start` runs everything in one process",
     );
   }
+  const overFiles = connectionsOverFileLimit(config.maxConnections, config.listenSockets, openFilesLimit());
+  if (overFiles !== undefined) logger.warn(overFiles);
   if (config.publisherKeys.length === 0)
     logger.warn("LIVECOUNT_PUBLISHER_KEYS is empty: counter changes over HTTP are refused");
   const registry = new Registry();

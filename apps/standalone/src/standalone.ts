@@ -6,7 +6,13 @@ import {
   DEFAULT_VISITOR_KEY_WARNING,
   readCounterConfig,
 } from "@livecount/counter";
-import { Gateway, readGatewayConfig, type GatewayConfig } from "@livecount/gateway";
+import {
+  Gateway,
+  connectionsOverFileLimit,
+  openFilesLimit,
+  readGatewayConfig,
+  type GatewayConfig,
+} from "@livecount/gateway";
 import { readInt, silentLogger, systemClock, type Env, type Logger } from "@livecount/runtime";
 import type { FetchFn } from "@livecount/sdk";
 import type { Store } from "@livecount/store";
@@ -124,6 +130,12 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
       "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key",
     );
   if (counterConfig.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
+  const overFiles = connectionsOverFileLimit(
+    gatewayConfig.maxConnections,
+    gatewayConfig.listenSockets,
+    openFilesLimit(),
+  );
+  if (overFiles !== undefined) logger.warn(overFiles);
   if (devKeys.LIVECOUNT_ADMIN_KEY !== undefined)
     logger.warn(
       { adminKey: devKeys.LIVECOUNT_ADMIN_KEY },
