@@ -130,6 +130,23 @@ describe.skipIf(skip)("widget in Chromium", () => {
     await waitForText(first, "#viewers", "1");
   });
 
+  it("shows a joining viewer's page with the viewer in it from the first value on, never the count before it", async () => {
+    const page = "article-first-value";
+    const first = await open(await newBrowser(), page);
+    await waitForText(first, "#viewers", "1");
+    // The gateway holds the page's count (1) when the second browser joins: that frame is the page
+    // before this viewer, and the widget must not show it.
+    const second = await open(await newBrowser(), page);
+    await waitForText(second, "#viewers", "2");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const seen = await second.evaluate(
+      (id) => window.__details.filter((d) => d.page === id).map((d) => d.viewers),
+      page,
+    );
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.every((v) => v === 2)).toBe(true);
+  });
+
   it("counts two tabs of the same browser as one viewer", async () => {
     const context = await newBrowser();
     const first = await open(context, "article-2");

@@ -80,6 +80,13 @@ const STABLE_MS = 10_000;
  * 1 to 4 s, spread so that the widgets of one office behind a NAT address do not come back together.
  */
 const RETRY_MS = 1_000;
+/**
+ * The first count a joining viewer gets is the page as the gateway last heard it, before this
+ * viewer; the owner's count with the viewer in follows a moment later. The widget shows the first
+ * one only if no other came within this long, so a page never shows its own viewer missing (a
+ * flash of "0 watching now").
+ */
+const FIRST_HOLD_MS = 250;
 
 const VIEWER_KEY = "livecount:viewer";
 /** Protocol v1 page and viewer ids: 1..128 printable ASCII characters. */
@@ -97,6 +104,8 @@ interface Page {
   c?: LiveCountDetail;
   /** Latest error code for this page; cleared by the next count. */
   x?: string;
+  /** The first count after joining, held back (FIRST_HOLD_MS) until the next or the hold's end. */
+  h?: Value;
 }
 
 /** One server: a single WebSocket shared by every element that names it. */
@@ -273,6 +282,12 @@ function show(c: Conn, page: string, v: Value | null | undefined): void {
   const p = c.p.get(page);
   // A malformed value is dropped: the widget never throws into the host page.
   if (!p || !v) return;
+  if (!p.c && p.s == JOIN && !p.h) {
+    p.h = v;
+    setTimeout(() => p.h && show(c, page, p.h), FIRST_HOLD_MS);
+    return;
+  }
+  p.h = undefined;
   p.c = {
     page,
     viewers: v.viewers,
