@@ -247,6 +247,13 @@ describe.skipIf(skip)("widget in Chromium", () => {
     await waitForText(tab, "#viewers", "1");
 
     const before = await tab.evaluate(() => {
+      // Every state the element's data-error takes while the socket is away and back.
+      const states: Array<string | null> = [];
+      const el = document.getElementById("viewers")!;
+      new MutationObserver(() => states.push(el.getAttribute("data-error"))).observe(el, {
+        attributeFilter: ["data-error"],
+      });
+      (window as unknown as { __states: typeof states }).__states = states;
       window.__sockets[0]!.close();
       return window.__details.length;
     });
@@ -256,6 +263,14 @@ describe.skipIf(skip)("widget in Chromium", () => {
     });
     // The same viewer id is still counted once.
     expect(await tab.evaluate(() => document.getElementById("viewers")!.textContent)).toBe("1");
+    // Marked offline while the socket was down (the value shown was the last known), and no more.
+    expect(await tab.evaluate(() => (window as unknown as { __states: unknown[] }).__states)).toEqual([
+      "offline",
+      null,
+    ]);
+    expect(await tab.evaluate(() => document.getElementById("viewers")!.hasAttribute("data-error"))).toBe(
+      false,
+    );
     expect(await viewersOverHttp("article-7")).toBe(1);
     // Within the grace window a reconnect produces no dip.
     expect(await tab.evaluate((n) => window.__details.slice(n).map((d) => d.viewers), before)).not.toContain(

@@ -235,8 +235,12 @@ function connect(c: Conn): void {
   w.onmessage = (m) => receive(c, m.data);
   w.onclose = () => {
     c.w = undefined;
-    // The server forgot this socket's joins; the next socket sends them again.
-    c.p.forEach((p) => (p.s = NONE));
+    // The server forgot this socket's joins; the next socket sends them again. Until its first
+    // count, what the elements show is the last value known: `data-error="offline"` says so.
+    c.p.forEach((p) => {
+      p.s = NONE;
+      if (!p.x) p.e.forEach((el) => el.setAttribute("data-error", "offline"));
+    });
     if (opened && Date.now() - opened > STABLE_MS) c.n = 0;
     retry(c);
   };
