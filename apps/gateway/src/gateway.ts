@@ -209,17 +209,7 @@ export class Gateway {
       metrics: this.#metrics,
     });
     // Sockets and event streams of an address share one page budget.
-    const addressPages = new AddressPages(
-      config.maxPagesPerIp,
-      new AddressRateLimiter({
-        ratePerS: config.newPageRatePerS,
-        burst: config.newPageBurst,
-        // An address with no open connection cannot watch: at most one bucket per connection is needed.
-        maxAddresses: config.maxConnections,
-        now,
-        what: "new pages",
-      }),
-    );
+    const addressPages = AddressPages.of(config, now);
     this.#streams = new EventStreams({
       views: this.#views,
       guard,
@@ -230,13 +220,6 @@ export class Gateway {
       maxUnsentBytes: config.maxBackpressureBytes,
     });
     this.#delivery = new PageDelivery({ app: this.#app, streams: this.#streams, metrics: this.#metrics });
-    const newVisitors = new AddressRateLimiter({
-      ratePerS: config.newVisitorRatePerS,
-      burst: config.newVisitorBurst,
-      maxAddresses: config.maxConnections,
-      now,
-      what: "new visitors",
-    });
     this.#router = new SocketRouter({
       presence: this.#presence,
       forwarder: this.#forwarder,
@@ -247,7 +230,6 @@ export class Gateway {
       incarnation: config.incarnation,
       maxPagesPerSocket: config.maxPagesPerSocket,
       addressPages,
-      newVisitors,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,

@@ -6,13 +6,7 @@ import {
   type ClientFrame,
   type Encoding,
 } from "@livecount/protocol";
-import {
-  FULL_BUCKET_AT,
-  takeTokensAt,
-  type BucketFullAt,
-  type BucketLimits,
-  type Clock,
-} from "@livecount/runtime";
+import { FULL_BUCKET_AT, type BucketFullAt, type Clock } from "@livecount/runtime";
 import type { WebSocket } from "uWebSockets.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { rememberLeft, takeLeft, type LeftViewers } from "./left_viewers.js";
@@ -22,7 +16,7 @@ import type { CountsSets, PageDelivery } from "./page_delivery.js";
 import type { PageViews } from "./page_views.js";
 import type { PresenceForwarder } from "./presence_forwarder.js";
 import type { AddressPages } from "./address_pages.js";
-import type { AddressRateLimiter } from "./rate_limits.js";
+import { FrameBudget } from "./frame_budget.js";
 import type { PrivatePages } from "./private_pages.js";
 import {
   findPage,
@@ -50,7 +44,7 @@ export interface SocketData {
   /** What the socket counts under in the connection limits: its client address, interned (edge_guard.ts). */
   readonly address: string;
   pages: SocketPages;
-  /** The frame rate limit's token bucket, in one number (takeTokensAt), in whole tokens (#takeToken). */
+  /** The frame rate limit's token bucket, in one number (frame_budget.ts). */
   rateFullAt: BucketFullAt;
   /** Created the first time the socket needs any of it. */
   rare: RareSocketState | undefined;
@@ -108,8 +102,6 @@ export interface SocketRouterOptions {
   readonly maxPagesPerSocket: number;
   /** Pages per client address, over its sockets: how many at once and how fast new ones (address_pages.ts). */
   readonly addressPages: AddressPages;
-  /** New viewer ids per client address that count as unique visitors (LIVECOUNT_NEW_VISITOR_RATE). */
-  readonly newVisitors: AddressRateLimiter;
   readonly ratePerS: number;
   readonly burst: number;
   /**
@@ -149,16 +141,13 @@ function closeReason(state: SocketData, code: number): string {
 export class SocketRouter {
   readonly #o: SocketRouterOptions;
   readonly #open = new OpenSockets<Socket>();
-  readonly #limits: BucketLimits;
-  /** When the router started (epoch-ms): the sockets' buckets count tokens from here (#takeToken). */
-  readonly #tokensFrom: number;
+  readonly #frames: FrameBudget;
   /** The number of the next socket that joins without naming a viewer. */
   #nextSelf = 1;
 
   constructor(options: SocketRouterOptions) {
     this.#o = options;
-    this.#limits = { ratePerS: options.ratePerS, burst: options.burst };
-    this.#tokensFrom = options.clock.now();
+    this.#frames = new FrameBudget({ ratePerS: options.ratePerS, burst: options.burst }, options.clock);
   }
 
   /**
@@ -195,13 +184,15 @@ export class SocketRouter {
       ws.end(CLOSE_MESSAGE_TOO_BIG, "frame too large");
       return;
     }
-    if (!this.#takeToken(state)) {
+    const fullAt = this.#frames.take(state.rateFullAt);
+    if (fullAt === undefined) {
       if (++rareOf(state).violations >= MAX_RATE_VIOLATIONS) {
         this.#o.metrics.socketsClosed.inc({ reason: "rate_limited" });
         ws.end(CLOSE_POLICY_VIOLATION, "rate limit exceeded");
       } else this.#error(ws, encoding, new ProtocolError("rate_limited"));
       return;
     }
+    state.rateFullAt = fullAt;
     let frame: ClientFrame;
     try {
       frame = decodeClientFrame(data, encoding);
@@ -339,7 +330,7 @@ export class SocketRouter {
     const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
     // An id new to the socket spends its address's new visitors; past them it counts, not as a visitor.
-    const visitor = joinedAs(state.pages, key, m) || this.#o.newVisitors.tryTake(state.address, 1) === 0;
+    const visitor = joinedAs(state.pages, key, m) || this.#o.addressPages.newVisitor(state.address);
     this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active), false, visitor);
   }
 
@@ -433,20 +424,6 @@ export class SocketRouter {
     const frame = errorFrameOf(err);
     this.#o.metrics.frameErrors.inc({ code: frame.code });
     ws.send(encodeServerFrame(frame, encoding), encoding === "msgpack");
-  }
-
-  /**
-   * Takes a frame's token. The bucket counts whole tokens since the router started, rounded down: a
-   * small integer V8 keeps in the socket's field itself (for three years at 20 a second), where a
-   * fraction or an epoch-sized number is a 16-byte heap number per socket. Rounding down lets a
-   * socket send at most one frame more than the exact bucket would.
-   */
-  #takeToken(state: SocketData): boolean {
-    const now = this.#o.clock.now() - this.#tokensFrom;
-    const next = takeTokensAt(state.rateFullAt, 1, this.#limits, now);
-    if (next === undefined) return false;
-    state.rateFullAt = Math.floor(next);
-    return true;
   }
 
   #gauges(): void {

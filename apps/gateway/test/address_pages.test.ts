@@ -12,7 +12,14 @@ describe("gateway - pages per client address (unit)", () => {
       now: () => now,
       what: "new pages",
     });
-    return { pages: new AddressPages(max, limiter), advance: (ms: number) => (now += ms) };
+    const visitors = new AddressRateLimiter({
+      ratePerS: 1,
+      burst,
+      maxAddresses: 10,
+      now: () => now,
+      what: "new visitors",
+    });
+    return { pages: new AddressPages(max, limiter, visitors), advance: (ms: number) => (now += ms) };
   }
 
   test("gateway - an address takes pages up to its cap; a release makes room for one; another address is apart", () => {
@@ -38,5 +45,19 @@ describe("gateway - pages per client address (unit)", () => {
     pages.release("a");
     advance(1000);
     expect(pages.take("a", "new-2", true)).toBeUndefined();
+  });
+
+  test("gateway - new viewer ids count as unique visitors up to the address's budget, then as viewers only until it refills", () => {
+    const { pages, advance } = setUp(10, 2);
+    expect([pages.newVisitor("a"), pages.newVisitor("a"), pages.newVisitor("a")]).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    // Another address has its own; pages spend none of it.
+    expect(pages.newVisitor("b")).toBe(true);
+    expect(pages.take("a", "p1", true)).toBeUndefined();
+    advance(1000);
+    expect([pages.newVisitor("a"), pages.newVisitor("a")]).toEqual([true, false]);
   });
 });
