@@ -113,9 +113,9 @@ export class PageActor {
 
   /**
    * A batch of one gateway's transitions on this page, in order (viewer key, hold code, ...: protocol
-   * presence_pages.ts); the entries move once for all. A dropped viewer gets no grace.
+   * presence_pages.ts); the entries move once for all. A dropped viewer gets no grace. Viewers in
+   * `unvisited` arrive without counting as unique visitors (PresencePages.unvisited).
    */
-  /** `unvisited`: viewers arriving here that are not to count as unique visitors (PresencePages). */
   presenceTransitions(
     gateway: string,
     transitions: ReadonlyArray<string | HoldCode>,

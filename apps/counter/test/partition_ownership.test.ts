@@ -7,20 +7,24 @@ import { PartitionOwnership } from "../src/partition_ownership.js";
 const LEASE_MS = 3000;
 const RETRY_MS = 300;
 
+/** One node's ownership over an in-memory store on `clock`. */
+function ownershipOn(clock: ManualClock, mayAcquire?: () => boolean): PartitionOwnership {
+  return new PartitionOwnership({
+    store: new MemoryStore({ now: () => clock.now() }),
+    clock,
+    logger: silentLogger,
+    node: "n1/a",
+    leaseMs: LEASE_MS,
+    retryMs: RETRY_MS,
+    ...(mayAcquire !== undefined ? { mayAcquire } : {}),
+  });
+}
+
 describe("partition ownership", () => {
   test("ownership - while mayAcquire says no, wanted partitions are not taken, held ones stay renewed, and they are taken within a retry once it says yes", async () => {
     const clock = new ManualClock();
-    const store = new MemoryStore({ now: () => clock.now() });
     let may = true;
-    const ownership = new PartitionOwnership({
-      store,
-      clock,
-      logger: silentLogger,
-      node: "n1/a",
-      leaseMs: LEASE_MS,
-      retryMs: RETRY_MS,
-      mayAcquire: () => may,
-    });
+    const ownership = ownershipOn(clock, () => may);
     ownership.start();
     await ownership.setWanted([0]);
     expect(ownership.held()).toEqual([[0, 1]]);
@@ -42,16 +46,8 @@ describe("partition ownership", () => {
 
   test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
     const clock = new ManualClock();
-    const store = new MemoryStore({ now: () => clock.now() });
     const losses: Array<[number, string]> = [];
-    const ownership = new PartitionOwnership({
-      store,
-      clock,
-      logger: silentLogger,
-      node: "n1/a",
-      leaseMs: LEASE_MS,
-      retryMs: RETRY_MS,
-    });
+    const ownership = ownershipOn(clock);
     ownership.onLoss(async (partition, reason) => {
       losses.push([partition, reason]);
       await clock.advance(10);

@@ -78,7 +78,8 @@ export class PresenceForwarder {
 
   /**
    * Queues what this gateway now holds of a viewer on a page (undefined: nothing, it left); a
-   * departure with `drop` ends the viewer at the owner without the grace window.
+   * departure with `drop` ends the viewer at the owner without the grace window. A join with
+   * `visitor` false counts its viewer but not as a unique visitor (its address's budget was spent).
    */
   enqueue(page: string, viewer: string, hold: Hold | undefined, drop = false, visitor = true): void {
     const q = this.#queue(partitionOf(page, this.#opts.partitions));
