@@ -81,10 +81,10 @@ const STABLE_MS = 10_000;
  */
 const RETRY_MS = 1_000;
 /**
- * The first count a joining viewer gets is the page as the gateway last heard it, before this
- * viewer; the owner's count with the viewer in follows a moment later. The widget shows the first
- * one only if no other came within this long, so a page never shows its own viewer missing (a
- * flash of "0 watching now").
+ * The first count a joining viewer gets (on every join: a reconnect joins again) is the page as the
+ * gateway last heard it, before this viewer; the owner's count with the viewer in follows a moment
+ * later. The widget shows the first one only if no other came within this long, so a page never
+ * shows its own viewer missing (a flash of "0 watching now", also after a restart).
  */
 const FIRST_HOLD_MS = 250;
 
@@ -104,7 +104,9 @@ interface Page {
   c?: LiveCountDetail;
   /** Latest error code for this page; cleared by the next count. */
   x?: string;
-  /** The first count after joining, held back (FIRST_HOLD_MS) until the next or the hold's end. */
+  /** A join was sent and no count has come since: the next one is held (FIRST_HOLD_MS). */
+  f?: boolean;
+  /** That count, held back until the next one or the hold's end. */
   h?: Value;
 }
 
@@ -210,6 +212,7 @@ function sync(c: Conn): void {
       // join -> watch is a leave then a watch; join already implies watch.
       if (p.s > want) send(c, p.s == JOIN ? "leave" : "unwatch", id);
       if (want) send(c, want == JOIN ? "join" : "watch", id, want == JOIN ? viewer() : undefined, token);
+      p.f = (want as Sub) == JOIN;
       p.s = want;
       p.k = token;
     }
@@ -286,7 +289,8 @@ function show(c: Conn, page: string, v: Value | null | undefined): void {
   const p = c.p.get(page);
   // A malformed value is dropped: the widget never throws into the host page.
   if (!p || !v) return;
-  if (!p.c && p.s == JOIN && !p.h) {
+  if (p.f) {
+    p.f = false;
     p.h = v;
     setTimeout(() => p.h && show(c, page, p.h), FIRST_HOLD_MS);
     return;
