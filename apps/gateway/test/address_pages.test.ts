@@ -5,21 +5,12 @@ import { AddressRateLimiter } from "../src/rate_limits.js";
 describe("gateway - pages per client address (unit)", () => {
   function setUp(max: number, burst: number) {
     let now = 0;
-    const limiter = new AddressRateLimiter({
-      ratePerS: 1,
-      burst,
-      maxAddresses: 10,
-      now: () => now,
-      what: "new pages",
-    });
-    const visitors = new AddressRateLimiter({
-      ratePerS: 1,
-      burst,
-      maxAddresses: 10,
-      now: () => now,
-      what: "new visitors",
-    });
-    return { pages: new AddressPages(max, limiter, visitors), advance: (ms: number) => (now += ms) };
+    const limiter = (what: string): AddressRateLimiter =>
+      new AddressRateLimiter({ ratePerS: 1, burst, maxAddresses: 10, now: () => now, what });
+    return {
+      pages: new AddressPages(max, limiter("new pages"), limiter("new visitors")),
+      advance: (ms: number) => (now += ms),
+    };
   }
 
   test("gateway - an address takes pages up to its cap; a release makes room for one; another address is apart", () => {
