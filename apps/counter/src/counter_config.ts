@@ -78,6 +78,10 @@ export function readCounterConfig(env: Env): CounterConfig {
 export const DEFAULT_VISITOR_KEY_WARNING =
   "LIVECOUNT_VISITOR_KEY is not set: the default key is public, so a script can pick viewer ids that inflate unique visitors; set one secret for every DC";
 
+/** Why a node on the in-memory store says so at start: nothing it counts survives the process. */
+export const MEMORY_STORE_WARNING =
+  "neither LIVECOUNT_REDIS_URL nor LIVECOUNT_REDIS_CLUSTER is set: counters live in this process's memory and are lost when it exits; set LIVECOUNT_REDIS_URL to keep them";
+
 /** The development default: not a secret, so production sets its own. */
 export const DEFAULT_VISITOR_KEY = "livecount-visitor-key-not-secret";
 const MIN_VISITOR_KEY = 16;

@@ -2,6 +2,7 @@ export { CounterNode, type CounterNodeOptions } from "./counter_node.js";
 export {
   DEFAULT_VISITOR_KEY,
   DEFAULT_VISITOR_KEY_WARNING,
+  MEMORY_STORE_WARNING,
   readCounterConfig,
   type CounterConfig,
 } from "./counter_config.js";

@@ -1,7 +1,12 @@
 import { connectBus, openStore } from "@livecount/cluster";
 import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
-import { DEFAULT_VISITOR_KEY, DEFAULT_VISITOR_KEY_WARNING, readCounterConfig } from "./counter_config.js";
+import {
+  DEFAULT_VISITOR_KEY,
+  DEFAULT_VISITOR_KEY_WARNING,
+  MEMORY_STORE_WARNING,
+  readCounterConfig,
+} from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
@@ -14,10 +19,7 @@ try {
       "a counter node on its own needs LIVECOUNT_NATS_URL to reach gateways; `npm start` runs everything in one process",
     );
   }
-  if (config.redisUrl === undefined && config.redisCluster === undefined)
-    logger.warn(
-      "neither LIVECOUNT_REDIS_URL nor LIVECOUNT_REDIS_CLUSTER is set: counters live in memory and are lost on exit",
-    );
+  if (config.redisUrl === undefined && config.redisCluster === undefined) logger.warn(MEMORY_STORE_WARNING);
   if (config.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });

@@ -4,6 +4,7 @@ import {
   CounterNode,
   DEFAULT_VISITOR_KEY,
   DEFAULT_VISITOR_KEY_WARNING,
+  MEMORY_STORE_WARNING,
   readCounterConfig,
 } from "@livecount/counter";
 import {
@@ -129,6 +130,8 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
       { publisherKey: devKeys.LIVECOUNT_PUBLISHER_KEYS },
       "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key",
     );
+  if (counterConfig.redisUrl === undefined && counterConfig.redisCluster === undefined)
+    logger.warn(MEMORY_STORE_WARNING);
   if (counterConfig.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
   const overFiles = connectionsOverFileLimit(
     gatewayConfig.maxConnections,
