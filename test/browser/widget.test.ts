@@ -378,12 +378,20 @@ describe.skipIf(skip)("widget in Chromium", () => {
   it("serves the demo page, which shows who is watching and counts a like", async () => {
     const tab = await (await newBrowser()).newPage();
     tab.on("pageerror", (err) => pageErrors.push(`demo: ${err.message}`));
+    // Every request the page makes is answered; its icon is in the page (headless Chromium asks for
+    // no /favicon.ico, a browser does without one).
+    const failed: string[] = [];
+    tab.on("response", (res) => void (res.status() >= 400 && failed.push(`${res.status()} ${res.url()}`)));
     await tab.goto(`${gatewayOrigin}/`);
     await waitForText(tab, "#viewers", "1");
     await waitForText(tab, "#likes", "0");
 
     await tab.click("#like");
     await waitForText(tab, "#likes", "1");
+    expect(failed).toEqual([]);
+    expect(await tab.evaluate(() => document.querySelector<HTMLLinkElement>("link[rel=icon]")?.href)).toMatch(
+      /^data:image\/svg\+xml,/,
+    );
   });
 
   it("demo page: reactions count, and the unread badge fills up and clears on mark read", async () => {
