@@ -28,6 +28,7 @@ import {
   type ReplyTo,
 } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
+import { ClusterEvents, type ClusterEvent } from "./cluster_events.js";
 import type { OwnerClient } from "./owner_client.js";
 import { copyEntries, totalsOf } from "./page_reading.js";
 
@@ -41,6 +42,8 @@ export interface AdminApiOptions {
   readonly logger: Logger;
   /** How long a counter node may take to answer for itself. */
   readonly timeoutMs: number;
+  /** How long it takes to hear every counter node already there (their lease): none of them joined. */
+  readonly settleMs: number;
   /** This gateway, as its heartbeat would report it. */
   readonly self: () => GatewayStatus;
 }
@@ -93,6 +96,8 @@ export interface StatusBody {
     /** Partitions the ring gives each node. */
     readonly assigned: Record<string, number>;
   };
+  /** What changed in this DC since this gateway started, newest first (cluster_events.ts). */
+  readonly events: ClusterEvent[];
 }
 
 /** A counter of a page as the console shows it: summed value, every DC's entry, deletion. */
@@ -150,19 +155,28 @@ export class AdminApi {
   readonly #o: AdminApiOptions;
   /** Other gateways of this DC, by incarnation, from their heartbeats. */
   readonly #gateways = new Map<string, GatewayStatus & { leaseMs: number }>();
+  #events: ClusterEvents | undefined;
   #sub: Subscription | undefined;
+  #stopWatchingRing: (() => void) | undefined;
 
   constructor(options: AdminApiOptions) {
     this.#o = options;
   }
 
   start(): void {
+    const { clock, membership } = this.#o;
+    const events = (this.#events = new ClusterEvents(clock.now(), this.#o.settleMs));
+    this.#stopWatchingRing = membership.onChange((ring, previous, restarted) =>
+      events.ringChanged(clock.now(), ring, previous, restarted),
+    );
     this.#sub = listenToGateways(this.#o.bus, this.#o.dc, this.#o.logger, (beat) => {
+      const now = clock.now();
       if (beat.state === "down") {
-        this.#gateways.delete(beat.gateway);
+        if (this.#gateways.delete(beat.gateway)) events.note(now, "gateway", beat.gateway, "left");
         return;
       }
-      const now = this.#o.clock.now();
+      if (!this.#gateways.has(beat.gateway) && beat.gateway !== this.#o.self().id)
+        events.note(now, "gateway", beat.gateway, "joined");
       this.#gateways.set(beat.gateway, {
         id: beat.gateway,
         sockets: beat.sockets ?? 0,
@@ -179,6 +193,8 @@ export class AdminApi {
   stop(): void {
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+    this.#stopWatchingRing?.();
+    this.#stopWatchingRing = undefined;
   }
 
   async status(): Promise<StatusBody> {
@@ -213,11 +229,16 @@ export class AdminApi {
         nodes: [...ring.nodes],
         assigned: Object.fromEntries(ring.nodes.map((n) => [n, ring.partitionsOf(n).length])),
       },
+      events: this.#events?.recent(now) ?? [],
     };
   }
 
   #forgetSilent(now: number): void {
-    for (const [id, g] of this.#gateways) if (now - g.last_heard > g.leaseMs) this.#gateways.delete(id);
+    for (const [id, g] of this.#gateways) {
+      if (now - g.last_heard <= g.leaseMs) continue;
+      this.#gateways.delete(id);
+      this.#events?.note(now, "gateway", id, "silent");
+    }
   }
 
   async page(page: string): Promise<AdminPageBody> {

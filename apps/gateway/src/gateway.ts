@@ -245,6 +245,7 @@ export class Gateway {
       clock: this.#clock,
       logger: this.#log,
       timeoutMs: config.requestTimeoutMs,
+      settleMs: config.nodeLeaseMs,
       self: () => ({
         id: config.incarnation,
         sockets: this.#router.openSockets,

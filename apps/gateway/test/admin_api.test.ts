@@ -2,7 +2,8 @@
  * The status API's view of a data center, built from what the bus carries: counter nodes answer
  * for themselves (one that does not answer is listed with its error, not dropped, and does not
  * fail the status), gateways are known from their heartbeats until they go down or their lease
- * runs out, remote DCs from their heartbeats. On an in-memory bus and a manual clock.
+ * runs out, remote DCs from their heartbeats; what joined, restarted and left since the gateway
+ * started stays listed after it is gone. On an in-memory bus and a manual clock.
  */
 import { DCS_SUBJECT, MemoryBus, gatewaysSubject, nodeSubject } from "@livecount/bus";
 import { DcLiveness, Membership } from "@livecount/cluster";
@@ -11,6 +12,7 @@ import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { AdminApi } from "../src/admin_api.js";
+import { CLUSTER_EVENT_TTL_MS, ClusterEvents, MAX_CLUSTER_EVENTS } from "../src/cluster_events.js";
 import { OwnerClient } from "../src/owner_client.js";
 
 const LEASE_MS = 3_000;
@@ -41,7 +43,7 @@ describe("gateway - status API", () => {
       return m;
     };
     const nodeA = member("node-a");
-    member("node-b");
+    const nodeB = member("node-b");
     const membership = member();
     const liveness = new DcLiveness({
       bus,
@@ -81,13 +83,14 @@ describe("gateway - status API", () => {
       clock,
       logger: silentLogger,
       timeoutMs: TIMEOUT_MS,
+      settleMs: LEASE_MS,
       self: () => ({ id: "gw-self", sockets: 2, viewers: 1, last_heard: clock.now() }),
     });
     admin.start();
     stops.push(() => admin.stop());
     // The nodes' next heartbeats put them on the gateway's ring.
     await clock.advance(LEASE_MS / 3);
-    return { clock, bus, admin };
+    return { clock, bus, admin, member, nodeA, nodeB };
   }
 
   /** The status, with the clock run past the nodes' answer timeout. */
@@ -162,5 +165,72 @@ describe("gateway - status API", () => {
     s = await status(clock, admin);
     expect(s.gateways.map((g) => g.id)).toEqual(["gw-self"]);
     expect(s.dcs[1]).toMatchObject({ dc: "dc2", live: false });
+  });
+
+  test("recent changes - nodes found at start did not join; later joins, restarts and leaves of nodes and gateways are listed, newest first", async () => {
+    const { clock, bus, admin, member, nodeA, nodeB } = await setUp();
+    const beat = (gateway: string, state: "up" | "down"): void =>
+      bus.publish(
+        gatewaysSubject("dc1"),
+        encodeMessage({ type: "gateway", gateway, leaseMs: LEASE_MS, state }),
+      );
+    beat("gw-early", "up");
+    await clock.advance(0);
+    let s = await status(clock, admin);
+    // Everyone heard within the settle window was there already.
+    expect(s.events).toEqual([]);
+
+    await clock.advance(LEASE_MS);
+    beat("gw-early", "up");
+    const t0 = clock.now();
+    member("node-c");
+    beat("gw-2", "up");
+    await clock.advance(LEASE_MS / 3);
+    const t1 = clock.now();
+    nodeA.stop();
+    member("node-a"); // the same id, a new incarnation
+    beat("gw-2", "down");
+    beat("gw-early", "up");
+    await clock.advance(LEASE_MS / 3);
+    s = await status(clock, admin);
+    expect(s.events).toEqual([
+      { at: t1, kind: "gateway", id: "gw-2", event: "left" },
+      { at: expect.any(Number), kind: "node", id: "node-a", event: "restarted" },
+      { at: t0, kind: "gateway", id: "gw-2", event: "joined" },
+      { at: t0, kind: "node", id: "node-c", event: "joined" },
+    ]);
+
+    // node-b's process freezes; gw-early goes quiet: both past their leases.
+    nodeB.stop();
+    const quietFrom = clock.now();
+    await clock.advance(LEASE_MS * 2);
+    s = await status(clock, admin);
+    expect(s.nodes.map((n) => n.id)).toEqual(["node-a", "node-c"]);
+    expect(s.events.slice(0, 2)).toEqual(
+      expect.arrayContaining([
+        { at: expect.any(Number), kind: "node", id: "node-b", event: "left" },
+        { at: expect.any(Number), kind: "gateway", id: "gw-early", event: "silent" },
+      ]),
+    );
+    for (const e of s.events.slice(0, 2)) expect(e.at).toBeGreaterThanOrEqual(quietFrom + LEASE_MS);
+  });
+
+  test("recent changes - keeps the last 50 and none older than an hour", () => {
+    const events = new ClusterEvents(0, 1_000);
+    events.note(500, "node", "found", "joined");
+    for (let i = 0; i < MAX_CLUSTER_EVENTS + 5; i++) events.note(2_000 + i, "gateway", `gw-${i}`, "silent");
+    const listed = events.recent(3_000);
+    expect(listed).toHaveLength(MAX_CLUSTER_EVENTS);
+    expect(listed[0]!.id).toBe(`gw-${MAX_CLUSTER_EVENTS + 4}`);
+    expect(listed.at(-1)!.id).toBe("gw-5");
+    events.note(2_000 + CLUSTER_EVENT_TTL_MS + 30, "node", "late", "left");
+    expect(events.recent(2_000 + CLUSTER_EVENT_TTL_MS + 30).map((e) => e.id)).toEqual([
+      "late",
+      // 30 ms past the hour: those of 2,000 to 2,029 ms are gone.
+      ...Array.from(
+        { length: MAX_CLUSTER_EVENTS + 4 - 30 + 1 },
+        (_, i) => `gw-${MAX_CLUSTER_EVENTS + 4 - i}`,
+      ),
+    ]);
   });
 });
