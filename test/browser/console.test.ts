@@ -1,10 +1,11 @@
 /**
  * The operators' console (/admin) in real headless Chromium, against a real deployment: nats-server,
  * redis-server, two counter nodes and a gateway from the built output. An operator signs in with the
- * admin key, searches pages by prefix, opens one and reads each data center's raw entries, deletes a
- * counter, and watches a second counter node join in the cluster view; all of it by keyboard where a
- * person would, at desktop and phone widths, with no page errors. Screenshots of each view are kept
- * in `.tmp/screenshots/console-*.png` for a person to look at.
+ * admin key, searches pages by prefix (the listing reads itself again), opens one and reads each
+ * data center's raw entries, deletes a counter, and watches a second counter node join in the
+ * cluster view, where recent changes list it; all of it by keyboard where a person would, at
+ * desktop and phone widths, with no page errors. Screenshots of each view are kept in
+ * `.tmp/screenshots/console-*.png` for a person to look at.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -244,6 +245,28 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(pageErrors).toEqual([]);
   });
 
+  test("console - the listing shown reads itself again: a page that appears is listed without a click", async () => {
+    const tab = await open(1280, 900);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.locator("input[type=search]").fill("fresh-");
+    await tab.keyboard.press("Enter");
+    const status = (): Promise<string | null> => tab.locator("#pages-status").textContent();
+    await expect.poll(status, { timeout: SETTLE_MS }).toBe('No pages starting with "fresh-".');
+    await publish("fresh-1", "likes", 4);
+    await expect
+      .poll(() => tab.locator("#page-list li").allInnerTexts(), { timeout: SETTLE_MS })
+      .toEqual([expect.stringMatching(/^fresh-1\s+0 viewers · likes 4$/)]);
+    expect(await status()).toBe('Pages 1–1 starting with "fresh-".');
+    // A link keeps the keyboard focus across the next reads.
+    await tab.locator("#page-list a").first().focus();
+    await publish("fresh-1", "likes-2", 1);
+    await expect
+      .poll(() => tab.locator("#page-list li").first().innerText(), { timeout: SETTLE_MS })
+      .toMatch(/likes-2 1/);
+    expect(await tab.evaluate(() => document.activeElement?.textContent)).toBe("fresh-1");
+    expect(pageErrors).toEqual([]);
+  });
+
   test("console - the cluster view shows the node, the gateway and the DC, and a second counter node appearing", async () => {
     const tab = await open(1280, 900);
     await signIn(tab, CLUSTER_ADMIN_KEY);
@@ -269,6 +292,10 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     );
     expect(held.reduce((a, b) => a + b, 0)).toBe(64);
     expect(Math.min(...held)).toBeGreaterThan(0);
+    // Recent changes keep what the tables no longer show: counter-2, stopped before, is back.
+    await expect
+      .poll(() => tab.locator("#events-table tbody tr").first().innerText(), { timeout: SETTLE_MS })
+      .toMatch(/\(\d+ s ago\)\tcounter node counter-2\tjoined the ring$/);
     await tab.screenshot({ path: join(SCREENSHOTS, "console-cluster-desktop.png"), fullPage: true });
     // Leaving the view stops its refreshes, also one in flight when the operator navigated.
     const statusRequests: string[] = [];

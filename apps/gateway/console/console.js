@@ -93,7 +93,9 @@
 
   function ago(ts) {
     const s = Math.max(0, Math.round((Date.now() - ts) / 1000));
-    return s < 1 ? "now" : `${s} s ago`;
+    if (s < 1) return "now";
+    if (s < 120) return `${s} s ago`;
+    return s < 7200 ? `${Math.floor(s / 60)} min ago` : `${Math.floor(s / 3600)} h ago`;
   }
 
   function stop() {
@@ -125,25 +127,40 @@
 
   // --- pages ------------------------------------------------------------------------------------
 
-  async function showPages(prefix, index) {
-    show("pages");
-    $("prefix").value = prefix;
+  /**
+   * One listing page. `again`: the same listing read anew (every REFRESH_MS while it is shown), in
+   * place, keeping the keyboard focus on the link it was on.
+   */
+  async function showPages(prefix, index, again = false) {
+    clearTimeout(refreshTimer);
+    refreshTimer = undefined;
+    if (!again) {
+      show("pages");
+      $("prefix").value = prefix;
+      $("pages-status").textContent = "Loading…";
+    }
     const cursor = cursors[index] ?? "";
     const q = new URLSearchParams({ prefix, limit: String(PAGE_SIZE) });
     if (cursor) q.set("cursor", cursor);
-    $("pages-status").textContent = "Loading…";
     // A newer listing (another click) or another view wins over this one if it answers late.
     const mine = ++view;
+    const readAgain = () => {
+      if (mine === view) refreshTimer = setTimeout(() => showPages(prefix, index, true), REFRESH_MS);
+    };
     let body;
     try {
       body = await api(`/v1/admin/pages?${q}`);
     } catch (err) {
       if (mine === view) $("pages-status").textContent = `Could not list pages: ${err.message}`;
+      readAgain();
       return;
     }
     if (mine !== view) return;
     cursors = cursors.slice(0, index + 1);
     if (body.cursor) cursors.push(body.cursor);
+    const focused = $("page-list").contains(document.activeElement)
+      ? document.activeElement.getAttribute("href")
+      : undefined;
     $("page-list").replaceChildren(
       ...body.pages.map((p) => {
         const counters = Object.entries(p.counters)
@@ -158,16 +175,21 @@
       }),
     );
     const from = index * PAGE_SIZE + 1;
-    $("pages-status").textContent =
+    const said =
       body.pages.length === 0
         ? `No pages${prefix ? ` starting with "${prefix}"` : ""}.`
         : `Pages ${from}–${from + body.pages.length - 1}${prefix ? ` starting with "${prefix}"` : ""}.`;
+    // Unchanged, it is not written again: a screen reader would read it out at every refresh.
+    if ($("pages-status").textContent !== said) $("pages-status").textContent = said;
     $("first-page").disabled = index === 0;
     $("previous-page").disabled = index === 0;
     $("next-page").disabled = !body.cursor;
     $("next-page").onclick = () => showPages(prefix, index + 1);
     $("previous-page").onclick = () => showPages(prefix, index - 1);
     $("first-page").onclick = () => showPages(prefix, 0);
+    if (focused !== undefined)
+      [...$("page-list").querySelectorAll("a")].find((a) => a.getAttribute("href") === focused)?.focus();
+    readAgain();
   }
 
   // --- one page ---------------------------------------------------------------------------------
@@ -412,7 +434,30 @@
         ago(g.last_heard),
       ]),
     );
+    const events = s.events ?? [];
+    $("events-status").textContent =
+      events.length === 0
+        ? `Nothing joined, restarted or left since gateway ${s.gateway} started.`
+        : `Since gateway ${s.gateway} started, newest first (the last hour, at most 50).`;
+    table(
+      "events-table",
+      ["When", "What", "Change"],
+      events.map((e) => [
+        `${new Date(e.at).toLocaleTimeString()} (${ago(e.at)})`,
+        `${e.kind === "node" ? "counter node" : "gateway"} ${e.id}`,
+        el("span", { class: EVENT_CLASS[e.event] ?? "" }, EVENT_TEXT[e.event]?.[e.kind] ?? e.event),
+      ]),
+    );
   }
+
+  /** What each change of the status API's `events` says, per kind. */
+  const EVENT_TEXT = {
+    joined: { node: "joined the ring", gateway: "started" },
+    restarted: { node: "restarted (a new incarnation)" },
+    left: { node: "left the ring (stopped, or not heard for its lease)", gateway: "stopped" },
+    silent: { gateway: "went silent (not heard for its lease)" },
+  };
+  const EVENT_CLASS = { joined: "up", left: "down", silent: "down", restarted: "" };
 
   /** "dc2: 3 partitions" per remote DC with anti-entropy transfers under way, or "–". */
   function resyncText(resyncing) {
