@@ -163,6 +163,7 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
       })
       .toBe(true);
     await expect.poll(() => tab.locator("#page-viewers").textContent(), { timeout: SETTLE_MS }).toBe("1");
+    expect(await tab.locator(".total").innerText()).toBe("Viewers now: 1 (1 looking, 1 connection)");
     await tab.screenshot({ path: join(SCREENSHOTS, "console-page-desktop.png"), fullPage: true });
 
     // A second viewer: the per-DC table follows the headline within a moment, not a refresh later.
@@ -180,6 +181,10 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     await expect
       .poll(() => tab.locator("#viewers-table tbody tr").allInnerTexts(), { timeout: TABLE_FOLLOWS_MS })
       .toEqual(["dc1\tp 2 · n 1\t1\tyes"]);
+    // What the page saw before: two at once at its peak, two distinct visitors.
+    await expect
+      .poll(() => tab.locator("#page-stats").textContent(), { timeout: SETTLE_MS })
+      .toBe("Peak 2 in the last hour, 2 in the last day; 2 unique visitors in the last day (estimated).");
 
     // Delete "shares" with its button, confirming.
     tab.once("dialog", (d) => void d.accept());

@@ -198,7 +198,8 @@
   function showPresence(v) {
     $("page-viewers").textContent = String(v.viewers);
     $("page-active").textContent = String(v.active ?? "–");
-    $("page-connections").textContent = String(v.connections ?? "–");
+    $("page-connections").textContent =
+      v.connections === undefined ? "– connections" : plural(v.connections, "connection");
   }
 
   function plural(n, noun) {
@@ -209,10 +210,22 @@
     return e ? `p ${e.p} · n ${e.n}` : "–";
   }
 
+  /** Peaks and unique visitors (GET /v1/pages/{page}/stats): what the page saw before the view opened. */
+  function showStats(stats) {
+    $("page-stats").textContent =
+      `Peak ${stats.peak_viewers["1h"]} in the last hour, ${stats.peak_viewers["24h"]} in the last day; ` +
+      `${plural(stats.unique_visitors["24h"], "unique visitor")} in the last day (estimated).`;
+  }
+
   async function loadPage(page, mine = view) {
-    const body = await api(`/v1/admin/pages/${encodeURIComponent(page)}`);
+    const [body, stats] = await Promise.all([
+      api(`/v1/admin/pages/${encodeURIComponent(page)}`),
+      // The peaks are a side note: the page's own tables show without them.
+      api(`/v1/pages/${encodeURIComponent(page)}/stats`).catch(() => undefined),
+    ]);
     if (mine !== view) return;
     showPresence(body);
+    if (stats !== undefined) showStats(stats);
     table(
       "viewers-table",
       ["Data center", "Entry", "Viewers", "Counts now"],
@@ -346,7 +359,9 @@
     show("page");
     $("page-title").textContent = page;
     $("page-status").textContent = "";
-    for (const id of ["page-viewers", "page-active", "page-connections"]) $(id).textContent = "–";
+    for (const id of ["page-viewers", "page-active"]) $(id).textContent = "–";
+    $("page-connections").textContent = "– connections";
+    $("page-stats").textContent = "";
     const mine = view;
     const refresh = async () => {
       clearTimeout(refreshTimer);
