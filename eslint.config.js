@@ -43,6 +43,7 @@ export default tseslint.config(
         Node: "readonly",
         crypto: "readonly",
         confirm: "readonly",
+        ResizeObserver: "readonly",
         uPlot: "readonly",
       },
     },

@@ -59,6 +59,27 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     );
   }
 
+  /** One like of `page` under its own idempotency key, without retries (the page's owner is settled). */
+  async function likeOnce(page: string, key: string): Promise<void> {
+    const res = await fetch(`${cluster.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
+      method: "PUT",
+      headers: {
+        authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`,
+        "content-type": "application/json",
+        "idempotency-key": key,
+      },
+      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+    });
+    expect(res.status).toBe(200);
+  }
+
+  /** The value of a counter in the page view's table ("" when not shown). */
+  async function tableValue(tab: Page, counter: string): Promise<string> {
+    for (const row of await tab.locator("#counters-table tbody tr").allInnerTexts())
+      if (row.startsWith(`${counter}\t`)) return row.split("\t")[1]!;
+    return "";
+  }
+
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     cluster = await TestCluster.start({ counters: 2, gateways: 1 });
@@ -313,6 +334,79 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(pageErrors).toEqual([]);
   });
 
+  test("console - a busy page's tables keep up with its count frames, not only once they stop", async () => {
+    const tab = await open(1280, 900);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/busy-page`);
+    await likeOnce("busy-page", "busy-0");
+    await expect.poll(() => tableValue(tab, "likes"), { timeout: SETTLE_MS }).toBe("1");
+    // A like every 100 ms: frames come faster than the tables' 250 ms re-read after a frame.
+    let sent = 1;
+    const seenWhileBusy: number[] = [];
+    for (let i = 1; i <= 30; i++) {
+      await likeOnce("busy-page", `busy-${i}`);
+      sent++;
+      if (i % 10 === 0) seenWhileBusy.push(Number(await tableValue(tab, "likes")));
+      await tab.waitForTimeout(100);
+    }
+    // Each look, made while likes kept coming, saw the table move on with them.
+    expect(seenWhileBusy[0]).toBeGreaterThan(1);
+    expect(seenWhileBusy[1]).toBeGreaterThan(seenWhileBusy[0]!);
+    expect(seenWhileBusy[2]).toBeGreaterThan(seenWhileBusy[1]!);
+    await expect.poll(() => tableValue(tab, "likes"), { timeout: TABLE_FOLLOWS_MS }).toBe(String(sent));
+    expect(pageErrors).toEqual([]);
+  });
+
+  test("console - a page id the gateway refuses shows nothing of the page before; Back returns to the listing page left", async () => {
+    const tab = await open(1280, 900);
+    // Before signing in there is nothing to navigate to.
+    expect(await tab.locator("#nav").isVisible()).toBe(false);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
+    await expect.poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(1);
+    expect(await tab.title()).toBe("console-a · livecount console");
+    await tab.evaluate(() => (location.hash = "#/page/a%20b"));
+    await expect
+      .poll(() => tab.locator("#page-error").textContent(), { timeout: SETTLE_MS })
+      .toMatch(/^Could not read the page: /);
+    expect(await tab.locator("#counters-table tr").count()).toBe(0);
+    expect(await tab.getByRole("button", { name: /^Delete/ }).count()).toBe(0);
+
+    await tab.evaluate(() => (location.hash = `#/pages?prefix=bulk-`));
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toBe('Pages 1–25 starting with "bulk-".');
+    await tab.getByRole("button", { name: "Next" }).click();
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toBe('Pages 26–30 starting with "bulk-".');
+    await tab.getByRole("link", { name: "bulk-27" }).click();
+    await expect.poll(() => tab.locator("#page-title").textContent()).toBe("bulk-27");
+    await tab.goBack();
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toBe('Pages 26–30 starting with "bulk-".');
+    // Focus lands on the view's heading after each navigation.
+    expect(await tab.evaluate(() => document.activeElement?.id)).toBe("pages-title");
+    // The browser logs the refused id's two reads (the page and its stats) as failed resources.
+    expect(pageErrors.filter((e) => !e.includes("status of 400"))).toEqual([]);
+  });
+
+  test("console - the chart follows the window's width both ways", async () => {
+    const tab = await open(1400, 900);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
+    const chartWidth = (): Promise<number> =>
+      tab.evaluate(() => document.querySelector("#chart canvas")!.getBoundingClientRect().width);
+    await expect.poll(chartWidth, { timeout: SETTLE_MS }).toBeGreaterThan(1000);
+    await tab.setViewportSize({ width: 390, height: 800 });
+    await expect.poll(chartWidth, { timeout: SETTLE_MS }).toBeLessThan(390);
+    expect(await tab.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    await tab.setViewportSize({ width: 1400, height: 900 });
+    await expect.poll(chartWidth, { timeout: SETTLE_MS }).toBeGreaterThan(1000);
+    expect(pageErrors).toEqual([]);
+  });
+
   test("console - at 375 px wide every view fits the screen (tables scroll inside their box)", async () => {
     const tab = await open(375, 740);
     await signIn(tab, CLUSTER_ADMIN_KEY);
@@ -331,5 +425,27 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(await fits()).toBe(true);
     await tab.screenshot({ path: join(SCREENSHOTS, "console-cluster-phone.png"), fullPage: true });
     expect(pageErrors).toEqual([]);
+  });
+
+  // Last: it stops and restarts the gateway every other test uses.
+  test("console - a gateway gone greys out what the view shows and says since when; back, it reads again", async () => {
+    const tab = await open(1280, 900);
+    await signIn(tab, CLUSTER_ADMIN_KEY);
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
+    await expect.poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(1);
+    // The browser logs each refused read and socket: expected while the gateway is gone.
+    pageErrors.splice(0);
+    await cluster.gateways[0]!.kill();
+    await expect
+      .poll(() => tab.locator("#page-error").textContent(), { timeout: SETTLE_MS })
+      .toMatch(/^Could not read the page: .*Shown: as of \d/);
+    expect(await tab.locator("#page-data").getAttribute("class")).toBe("stale");
+    expect(await tab.locator("#live-status").textContent()).toMatch(/^Live updates lost; reconnecting/);
+    await tab.screenshot({ path: join(SCREENSHOTS, "console-page-gateway-down.png"), fullPage: true });
+
+    await cluster.gateways[0]!.start();
+    await expect.poll(() => tab.locator("#page-error").textContent(), { timeout: SETTLE_MS }).toBe("");
+    expect(await tab.locator("#page-data").getAttribute("class")).toBe("");
+    await expect.poll(() => tab.locator("#live-status").textContent(), { timeout: SETTLE_MS }).toBe("");
   });
 });

@@ -32,8 +32,11 @@
   let chart;
   let tick;
   let chartData = [[], []];
-  /** Cursors of the listing pages shown so far: the first is "" (no cursor). */
+  /** Cursors of the listing pages of `cursorsPrefix` seen so far: the first is "" (no cursor). */
   let cursors = [""];
+  let cursorsPrefix = "";
+  /** The live chart's socket: retried after 1 s, up to this long between tries when refused (ms). */
+  const RECONNECT_MAX_MS = 10_000;
 
   function key() {
     return sessionStorage.getItem(KEY_STORAGE) ?? "";
@@ -62,7 +65,11 @@
     return body;
   }
 
-  function show(id) {
+  const TITLES = { "sign-in": "Sign in", pages: "Pages", cluster: "Cluster" };
+
+  /** Shows one view; `title` names it in the tab (a page's id). */
+  function show(id, title = TITLES[id]) {
+    document.title = `${title} · livecount console`;
     for (const s of sections) $(s).hidden = s !== id;
     $("nav").hidden = id === "sign-in";
     for (const a of $("nav").querySelectorAll("a")) {
@@ -96,6 +103,23 @@
     if (s < 1) return "now";
     if (s < 120) return `${s} s ago`;
     return s < 7200 ? `${Math.floor(s / 60)} min ago` : `${Math.floor(s / 3600)} h ago`;
+  }
+
+  /**
+   * A view's read failed (`err`) or succeeded (undefined): on failure what it shows is greyed out and
+   * the error says since when; the next success clears both.
+   */
+  function readFailed(area, notice, what, err) {
+    $(area).classList.toggle("stale", err !== undefined && $(area).dataset.shownAt !== undefined);
+    if (err === undefined) {
+      $(area).dataset.shownAt = String(Date.now());
+      $(notice).textContent = "";
+      return;
+    }
+    const at = $(area).dataset.shownAt;
+    $(notice).textContent =
+      `Could not read ${what}: ${err.message}.` +
+      (at !== undefined ? ` Shown: as of ${new Date(Number(at)).toLocaleTimeString()}.` : "");
   }
 
   function stop() {
@@ -184,12 +208,20 @@
     $("first-page").disabled = index === 0;
     $("previous-page").disabled = index === 0;
     $("next-page").disabled = !body.cursor;
-    $("next-page").onclick = () => showPages(prefix, index + 1);
-    $("previous-page").onclick = () => showPages(prefix, index - 1);
-    $("first-page").onclick = () => showPages(prefix, 0);
+    // Through the URL: Back from a page returns to this listing page.
+    $("next-page").onclick = () => (location.hash = pagesHash(prefix, index + 1));
+    $("previous-page").onclick = () => (location.hash = pagesHash(prefix, index - 1));
+    $("first-page").onclick = () => (location.hash = pagesHash(prefix, 0));
     if (focused !== undefined)
       [...$("page-list").querySelectorAll("a")].find((a) => a.getAttribute("href") === focused)?.focus();
     readAgain();
+  }
+
+  /** The listing's URL: `n`, the listing page, is one whose cursor this tab has seen. */
+  function pagesHash(prefix, index) {
+    const q = new URLSearchParams({ prefix });
+    if (index > 0) q.set("n", String(index));
+    return `#/pages?${q}`;
   }
 
   // --- one page ---------------------------------------------------------------------------------
@@ -225,6 +257,7 @@
     ]);
     if (mine !== view) return;
     showPresence(body);
+    if (chart !== undefined && !live()) plot(body.viewers);
     if (stats !== undefined) showStats(stats);
     table(
       "viewers-table",
@@ -296,12 +329,21 @@
     chart.setData(chartData);
   }
 
+  /** The chart's width: its box's, which follows the window. */
+  function chartWidth() {
+    return Math.max(280, $("chart").clientWidth || 600);
+  }
+
+  /** Whether the live socket delivers count frames now: if not, the table reads feed the chart. */
+  function live() {
+    return socket !== undefined && socket.readyState === WebSocket.OPEN && socket.watching === true;
+  }
+
   function startChart(page, onFrame) {
     chartData = [[], []];
-    const width = Math.max(280, $("chart").clientWidth || 600);
     chart = new uPlot(
       {
-        width,
+        width: chartWidth(),
         height: 200,
         scales: {
           // Always the last CHART_WINDOW_S seconds, whatever the data holds.
@@ -324,8 +366,13 @@
       chartData,
       $("chart"),
     );
-    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
     const mine = view;
+    const resized = new ResizeObserver(() => {
+      if (mine === view && chart !== undefined) chart.setSize({ width: chartWidth(), height: 200 });
+    });
+    resized.observe($("chart"));
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+    let delayMs = 1000;
     const connect = () => {
       const ws = (socket = new WebSocket(url));
       ws.onopen = () => ws.send(JSON.stringify({ type: "watch", page }));
@@ -336,47 +383,100 @@
         } catch {
           return;
         }
-        if (mine !== view || frame.type !== "count" || frame.page !== page) return;
+        if (mine !== view) return;
+        if (frame.type === "error") {
+          // A private page: the console's socket carries no join token. The table reads go on.
+          ws.onclose = null;
+          ws.close();
+          $("live-status").textContent =
+            frame.code === "unauthorized"
+              ? "No live updates: the page is private and the console's socket has no join token. The chart follows the reads every 2 s."
+              : `No live updates: the gateway refused the watch (${frame.code}). The chart follows the reads every 2 s.`;
+          return;
+        }
+        if (frame.type !== "count" || frame.page !== page) return;
+        ws.watching = true;
+        delayMs = 1000;
+        $("live-status").textContent = "";
         plot(frame.viewers);
         showPresence(frame);
-        // The tables below say the same as the headline: read them again now, not at the next refresh.
+        // The tables below say the same as the headline: read them again soon, not at the next refresh.
         onFrame?.();
       };
       // A dropped socket comes back (the chart keeps its history), while this view is shown.
       ws.onclose = () => {
-        if (mine === view) reconnectTimer = setTimeout(connect, 1000);
+        if (mine !== view) return;
+        $("live-status").textContent = ws.watching
+          ? "Live updates lost; reconnecting. The chart follows the reads every 2 s meanwhile."
+          : "The gateway did not take the console's live socket (is this site's origin in LIVECOUNT_ALLOWED_ORIGINS?). The chart follows the reads every 2 s.";
+        reconnectTimer = setTimeout(connect, delayMs);
+        delayMs = Math.min(RECONNECT_MAX_MS, delayMs * 2);
       };
     };
     connect();
-    // Count frames come only on changes: the line is carried forward every second.
+    // Count frames come only on changes: the line is carried forward every second, while they come.
     tick = setInterval(() => {
+      if (mine !== view) return resized.disconnect();
       const last = chartData[1].at(-1);
-      if (last !== undefined) plot(last);
+      if (last !== undefined && live()) plot(last);
     }, 1000);
   }
 
-  async function showPage(page) {
-    show("page");
-    $("page-title").textContent = page;
-    $("page-status").textContent = "";
+  /** Empties the page view: nothing of the page shown before stays (its Delete buttons least of all). */
+  function clearPage() {
     for (const id of ["page-viewers", "page-active"]) $(id).textContent = "–";
     $("page-connections").textContent = "– connections";
-    $("page-stats").textContent = "";
+    for (const id of ["page-stats", "page-status", "page-error", "live-status"]) $(id).textContent = "";
+    $("viewers-table").replaceChildren();
+    $("counters-table").replaceChildren();
+    $("page-data").classList.remove("stale");
+    delete $("page-data").dataset.shownAt;
+  }
+
+  async function showPage(page) {
+    show("page", page);
+    $("page-title").textContent = page;
+    clearPage();
     const mine = view;
-    const refresh = async () => {
+    /**
+     * When the next read is due (ms): a count frame brings it forward, never back, so a page whose
+     * frames come faster than FRAME_RELOAD_MS is still read every FRAME_RELOAD_MS or so. A frame
+     * during a read asks for the next one soon after it.
+     */
+    let due = Infinity;
+    let reading = false;
+    let soon = false;
+    const schedule = (inMs) => {
+      if (mine !== view) return;
+      if (reading) {
+        soon ||= inMs === FRAME_RELOAD_MS;
+        return;
+      }
+      if (Date.now() + inMs >= due) return;
       clearTimeout(refreshTimer);
+      due = Date.now() + inMs;
+      refreshTimer = setTimeout(refresh, inMs);
+    };
+    const refresh = async () => {
+      due = Infinity;
       refreshTimer = undefined;
+      reading = true;
       try {
         await loadPage(page, mine);
+        if (mine === view) readFailed("page-data", "page-error", "the page", undefined);
       } catch (err) {
-        if (mine === view) $("page-status").textContent = `Could not read the page: ${err.message}`;
+        if (mine !== view) return;
+        // A page id the gateway refuses has nothing to show, not the last page's tables.
+        if (err.status === 400) clearPage();
+        readFailed("page-data", "page-error", "the page", err);
+      } finally {
+        reading = false;
       }
-      if (mine === view && refreshTimer === undefined) refreshTimer = setTimeout(refresh, REFRESH_MS);
+      const next = soon ? FRAME_RELOAD_MS : REFRESH_MS;
+      soon = false;
+      schedule(next);
     };
-    startChart(page, () => {
-      clearTimeout(refreshTimer);
-      refreshTimer = setTimeout(refresh, FRAME_RELOAD_MS);
-    });
+    startChart(page, () => schedule(FRAME_RELOAD_MS));
     await refresh();
   }
 
@@ -386,7 +486,8 @@
     const s = await api("/v1/admin/status");
     if (mine !== view) return;
     $("cluster-status").textContent =
-      `Data center ${s.dc}: ${s.nodes.length} counter node(s), ${s.gateways.length} gateway(s), ${s.ring.partitions} partitions. Updated ${new Date(s.ts).toLocaleTimeString()}.`;
+      `Data center ${s.dc}: ${plural(s.nodes.length, "counter node")}, ${plural(s.gateways.length, "gateway")}, ` +
+      `${s.ring.partitions} partitions. Updated ${new Date(s.ts).toLocaleTimeString()}.`;
     table(
       "dcs-table",
       ["Data center", "Status", "Lag", "Last heard"],
@@ -490,12 +591,16 @@
 
   async function showCluster() {
     show("cluster");
+    $("cluster-error").textContent = "";
+    $("cluster-data").classList.remove("stale");
+    delete $("cluster-data").dataset.shownAt;
     const mine = view;
     const refresh = async () => {
       try {
         await loadCluster(mine);
+        if (mine === view) readFailed("cluster-data", "cluster-error", "the status", undefined);
       } catch (err) {
-        if (mine === view) $("cluster-status").textContent = `Could not read the status: ${err.message}`;
+        if (mine === view) readFailed("cluster-data", "cluster-error", "the status", err);
       }
       if (mine === view) refreshTimer = setTimeout(refresh, REFRESH_MS);
     };
@@ -534,30 +639,57 @@
 
   // --- routing ----------------------------------------------------------------------------------
 
+  /** Shows the view the URL names, its heading focused (a screen reader says where it is). */
   function route() {
     stop();
     if (!key()) return signOut();
     const hash = location.hash || "#/pages";
+    void routeTo(hash);
+    const heading = { pages: "pages-title", page: "page-title", cluster: "cluster-title" };
+    const shown = Object.keys(heading).find((id) => !$(id).hidden);
+    if (shown !== undefined) $(heading[shown]).focus();
+  }
+
+  function routeTo(hash) {
     if (hash.startsWith("#/page/")) {
+      const raw = hash.slice("#/page/".length);
+      if (raw === "") return (location.hash = "#/pages");
       let page;
       try {
-        page = decodeURIComponent(hash.slice("#/page/".length));
+        page = decodeURIComponent(raw);
       } catch {
-        location.hash = "#/pages";
-        return;
+        // Typed by hand, not encoded ("100%"): the id as written.
+        page = raw;
       }
       return showPage(page);
     }
     if (hash === "#/cluster") return showCluster();
-    const prefix = new URLSearchParams(hash.split("?")[1] ?? "").get("prefix") ?? "";
-    cursors = [""];
-    return showPages(prefix, 0);
+    const q = new URLSearchParams(hash.split("?")[1] ?? "");
+    const prefix = q.get("prefix") ?? "";
+    if (prefix !== cursorsPrefix) {
+      cursors = [""];
+      cursorsPrefix = prefix;
+    }
+    // A listing page whose cursor this tab has not seen (a link from another tab) starts at the first.
+    const n = Number(q.get("n") ?? 0);
+    return showPages(prefix, Number.isInteger(n) && n >= 0 && n < cursors.length ? n : 0);
   }
 
   $("sign-in").addEventListener("submit", async (e) => {
     e.preventDefault();
     const candidate = $("admin-key").value.trim();
-    const res = await fetch("/v1/admin/status", { headers: { authorization: `Bearer ${candidate}` } });
+    const button = $("sign-in-button");
+    button.disabled = true;
+    $("sign-in-error").textContent = "";
+    let res;
+    try {
+      res = await fetch("/v1/admin/status", { headers: { authorization: `Bearer ${candidate}` } });
+    } catch (err) {
+      $("sign-in-error").textContent = `Could not reach the gateway: ${err.message}.`;
+      return;
+    } finally {
+      button.disabled = false;
+    }
     if (res.status !== 200) {
       $("sign-in-error").textContent =
         res.status === 401 ? "That is not the admin key." : `The gateway answered ${res.status}.`;
