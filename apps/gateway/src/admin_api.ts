@@ -42,7 +42,10 @@ export interface AdminApiOptions {
   readonly logger: Logger;
   /** How long a counter node may take to answer for itself. */
   readonly timeoutMs: number;
-  /** How long it takes to hear every counter node already there (their lease): none of them joined. */
+  /**
+   * How long it takes to hear every counter node already there (their lease): peers of older
+   * releases, which do not say when they started, heard meanwhile were found, not joined.
+   */
   readonly settleMs: number;
   /** This gateway, as its heartbeat would report it. */
   readonly self: () => GatewayStatus;
@@ -167,16 +170,17 @@ export class AdminApi {
     const { clock, membership } = this.#o;
     const events = (this.#events = new ClusterEvents(clock.now(), this.#o.settleMs));
     this.#stopWatchingRing = membership.onChange((ring, previous, restarted) =>
-      events.ringChanged(clock.now(), ring, previous, restarted),
+      events.ringChanged(clock.now(), ring, previous, restarted, (node) => membership.startedAt(node)),
     );
     this.#sub = listenToGateways(this.#o.bus, this.#o.dc, this.#o.logger, (beat) => {
+      // This gateway is listed by itself (`self`), heard or not.
+      if (beat.gateway === this.#o.self().id) return;
       const now = clock.now();
       if (beat.state === "down") {
-        if (this.#gateways.delete(beat.gateway)) events.note(now, "gateway", beat.gateway, "left");
+        if (this.#gateways.delete(beat.gateway)) events.departed(now, "gateway", beat.gateway, "left");
         return;
       }
-      if (!this.#gateways.has(beat.gateway) && beat.gateway !== this.#o.self().id)
-        events.note(now, "gateway", beat.gateway, "joined");
+      if (!this.#gateways.has(beat.gateway)) events.arrived(now, "gateway", beat.gateway, beat.startedAt);
       this.#gateways.set(beat.gateway, {
         id: beat.gateway,
         sockets: beat.sockets ?? 0,
@@ -204,9 +208,7 @@ export class AdminApi {
     const nodes = await Promise.all(ring.nodes.map((node) => this.#nodeStatus(node)));
     const self = this.#o.self();
     this.#forgetSilent(now);
-    const others = [...this.#gateways.values()]
-      .filter((g) => g.id !== self.id)
-      .map(({ leaseMs: _, ...g }) => g);
+    const others = [...this.#gateways.values()].map(({ leaseMs: _, ...g }) => g);
     const dcs: DcStatus[] = [
       { dc, local: true, live: true, lag_ms: 0, last_heard: now },
       ...liveness.remotes().map((r) => ({
@@ -237,7 +239,7 @@ export class AdminApi {
     for (const [id, g] of this.#gateways) {
       if (now - g.last_heard <= g.leaseMs) continue;
       this.#gateways.delete(id);
-      this.#events?.note(now, "gateway", id, "silent");
+      this.#events?.departed(now, "gateway", id, "silent");
     }
   }
 

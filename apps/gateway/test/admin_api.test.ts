@@ -175,6 +175,8 @@ describe("gateway - status API", () => {
         encodeMessage({ type: "gateway", gateway, leaseMs: LEASE_MS, state }),
       );
     beat("gw-early", "up");
+    // Its own heartbeats: this gateway is never listed, joined or gone, however late they come.
+    beat("gw-self", "up");
     await clock.advance(0);
     let s = await status(clock, admin);
     // Everyone heard within the settle window was there already.
@@ -213,17 +215,48 @@ describe("gateway - status API", () => {
       ]),
     );
     for (const e of s.events.slice(0, 2)) expect(e.at).toBeGreaterThanOrEqual(quietFrom + LEASE_MS);
+    // gw-early was only frozen: heard again, the same process is back (not started).
+    beat("gw-early", "up");
+    await clock.advance(0);
+    s = await status(clock, admin);
+    expect(s.events[0]).toEqual({ at: expect.any(Number), kind: "gateway", id: "gw-early", event: "back" });
+  });
+
+  test("recent changes - a start, a return and a stop told apart: by when the process started, or by the settle window for peers that do not say", () => {
+    const events = new ClusterEvents(10_000, 1_000);
+    // Already running when this gateway started: found, not joined, whenever first heard.
+    events.arrived(10_500, "node", "n-old", 9_000);
+    events.arrived(60_000, "gateway", "g-old", 9_000);
+    // Older releases say nothing: found within the settle window only.
+    events.arrived(10_900, "gateway", "g-legacy", undefined);
+    expect(events.recent(60_000)).toEqual([]);
+    events.arrived(11_000, "gateway", "g-legacy-late", undefined);
+    events.arrived(12_000, "node", "n-new", 11_500);
+    // Frozen past its lease, then heard again: the same process is back.
+    events.departed(13_000, "gateway", "g-old", "silent");
+    events.arrived(14_000, "gateway", "g-old", 9_000);
+    // Stopped, then started again under the same id: a new process joined.
+    events.departed(15_000, "node", "n-new", "left");
+    events.arrived(16_000, "node", "n-new", 15_500);
+    expect(events.recent(60_000).map((e) => `${e.kind} ${e.id} ${e.event}`)).toEqual([
+      "node n-new joined",
+      "node n-new left",
+      "gateway g-old back",
+      "gateway g-old silent",
+      "node n-new joined",
+      "gateway g-legacy-late joined",
+    ]);
   });
 
   test("recent changes - keeps the last 50 and none older than an hour", () => {
     const events = new ClusterEvents(0, 1_000);
-    events.note(500, "node", "found", "joined");
-    for (let i = 0; i < MAX_CLUSTER_EVENTS + 5; i++) events.note(2_000 + i, "gateway", `gw-${i}`, "silent");
+    for (let i = 0; i < MAX_CLUSTER_EVENTS + 5; i++)
+      events.departed(2_000 + i, "gateway", `gw-${i}`, "silent");
     const listed = events.recent(3_000);
     expect(listed).toHaveLength(MAX_CLUSTER_EVENTS);
     expect(listed[0]!.id).toBe(`gw-${MAX_CLUSTER_EVENTS + 4}`);
     expect(listed.at(-1)!.id).toBe("gw-5");
-    events.note(2_000 + CLUSTER_EVENT_TTL_MS + 30, "node", "late", "left");
+    events.departed(2_000 + CLUSTER_EVENT_TTL_MS + 30, "node", "late", "left");
     expect(events.recent(2_000 + CLUSTER_EVENT_TTL_MS + 30).map((e) => e.id)).toEqual([
       "late",
       // 30 ms past the hour: those of 2,000 to 2,029 ms are gone.

@@ -45,6 +45,10 @@ export class Membership {
   readonly #incarnations = new Map<string, string>();
   /** The highest `reconnects` heard of each node's incarnation: an older heartbeat says less. */
   readonly #reconnects = new Map<string, number>();
+  /** When each node's process started, as its heartbeats say (absent from older nodes). */
+  readonly #startedAt = new Map<string, number>();
+  /** When this process started. */
+  readonly #started: number;
   /** The incarnation of each node forgotten for its silence: heard again, it was cut off, not restarted. */
   readonly #forgotten = new Map<string, string>();
   /** This process's incarnation when it is a counter node. */
@@ -62,11 +66,17 @@ export class Membership {
 
   constructor(opts: MembershipOptions) {
     this.#opts = opts;
+    this.#started = opts.clock.now();
     this.#ring = this.#build();
   }
 
   get ring(): HashRing {
     return this.#ring;
+  }
+
+  /** When `node`'s process started, as its heartbeats say; undefined for a node of an older release. */
+  startedAt(node: string): number | undefined {
+    return this.#startedAt.get(node);
   }
 
   /** This process's incarnation: new at every start, and after `renewIncarnation()`. */
@@ -168,6 +178,7 @@ export class Membership {
         leaseMs,
         state,
         ...reconnects,
+        startedAt: this.#started,
       }),
     );
   }
@@ -187,6 +198,7 @@ export class Membership {
       return;
     }
     this.#lastSeen.set(msg.node, this.#opts.clock.now());
+    if (msg.startedAt !== undefined) this.#startedAt.set(msg.node, msg.startedAt);
     const before = this.#incarnations.get(msg.node);
     const returned = before === undefined && this.#forgotten.get(msg.node) === msg.incarnation;
     this.#forgotten.delete(msg.node);
@@ -207,6 +219,7 @@ export class Membership {
   }
 
   #forget(node: string): void {
+    this.#startedAt.delete(node);
     this.#lastSeen.delete(node);
     this.#incarnations.delete(node);
     this.#reconnects.delete(node);

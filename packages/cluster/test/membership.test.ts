@@ -100,16 +100,18 @@ describe("cluster - membership", () => {
     expect(gateway.changes).toEqual([]);
   });
 
-  test("cluster - a counter node beats every third of its lease with its incarnation; a gateway never beats", async () => {
+  test("cluster - a counter node beats every third of its lease with its incarnation and start; a gateway never beats", async () => {
     const { clock, join, beats, sent } = setUp();
-    join();
+    const { m: gateway } = join();
     await clock.advance(LEASE_MS);
     expect(sent).toEqual([]);
+    const startedAt = clock.now();
     const { m } = join("n-a");
     await clock.advance(BEAT_MS - 1);
     expect(beats).toEqual([
-      { type: "node", node: "n-a", incarnation: m.incarnation, leaseMs: LEASE_MS, state: "up" },
+      { type: "node", node: "n-a", incarnation: m.incarnation, leaseMs: LEASE_MS, state: "up", startedAt },
     ]);
+    expect(gateway.startedAt("n-a")).toBe(startedAt);
     await clock.advance(1);
     expect(beats).toHaveLength(2);
     m.stop();

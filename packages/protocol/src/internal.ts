@@ -369,6 +369,11 @@ export interface NodeHeartbeat {
    * the pages the node owns. Absent from older nodes, ignored by older gateways.
    */
   readonly reconnects?: number;
+  /**
+   * When the node's process started (ms since the epoch): the status API tells a node that started
+   * from one found already running. Absent from older nodes.
+   */
+  readonly startedAt?: number;
 }
 
 /**

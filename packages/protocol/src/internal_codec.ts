@@ -266,7 +266,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       incarnation: field(m, "incarnation", isInternalId),
       leaseMs: field(m, "leaseMs", isPositive),
       state: field(m, "state", isNodeState),
-      ...optionalNaturals(m, "reconnects"),
+      ...optionalNaturals(m, "reconnects", "startedAt"),
     }),
   ],
   [
