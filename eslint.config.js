@@ -44,6 +44,8 @@ export default tseslint.config(
         crypto: "readonly",
         confirm: "readonly",
         ResizeObserver: "readonly",
+        AbortSignal: "readonly",
+        history: "readonly",
         uPlot: "readonly",
       },
     },

@@ -40,8 +40,16 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
   const countFrames: string[] = [];
   const contexts: BrowserContext[] = [];
 
-  /** A publisher's increment, retried while the ring settles (503 is retryable, as the SDK does). */
-  async function publish(page: string, counter: string, by: number): Promise<void> {
+  /**
+   * A publisher's increment, retried while the ring settles (503 is retryable, as the SDK does);
+   * exactly once per `key`.
+   */
+  async function publish(
+    page: string,
+    counter: string,
+    by: number,
+    key = `${page}-${counter}`,
+  ): Promise<void> {
     await eventually(
       async () => {
         const res = await fetch(`${cluster.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
@@ -49,7 +57,7 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
           headers: {
             authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`,
             "content-type": "application/json",
-            "idempotency-key": `${page}-${counter}`,
+            "idempotency-key": key,
           },
           body: JSON.stringify({ action: "increment", counter, by }),
         });
@@ -57,20 +65,6 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
       },
       { timeoutMs: SETTLE_MS },
     );
-  }
-
-  /** One like of `page` under its own idempotency key, without retries (the page's owner is settled). */
-  async function likeOnce(page: string, key: string): Promise<void> {
-    const res = await fetch(`${cluster.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
-      method: "PUT",
-      headers: {
-        authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`,
-        "content-type": "application/json",
-        "idempotency-key": key,
-      },
-      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
-    });
-    expect(res.status).toBe(200);
   }
 
   /** The value of a counter in the page view's table ("" when not shown). */
@@ -338,13 +332,15 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     const tab = await open(1280, 900);
     await signIn(tab, CLUSTER_ADMIN_KEY);
     await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/busy-page`);
-    await likeOnce("busy-page", "busy-0");
+    await publish("busy-page", "likes", 1, "busy-0");
     await expect.poll(() => tableValue(tab, "likes"), { timeout: SETTLE_MS }).toBe("1");
     // A like every 100 ms: frames come faster than the tables' 250 ms re-read after a frame.
+    const reads: number[] = [];
+    tab.on("request", (r) => void (r.url().includes("/v1/admin/pages/busy-page") && reads.push(Date.now())));
     let sent = 1;
     const seenWhileBusy: number[] = [];
     for (let i = 1; i <= 30; i++) {
-      await likeOnce("busy-page", `busy-${i}`);
+      await publish("busy-page", "likes", 1, `busy-${i}`);
       sent++;
       if (i % 10 === 0) seenWhileBusy.push(Number(await tableValue(tab, "likes")));
       await tab.waitForTimeout(100);
@@ -353,6 +349,9 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     expect(seenWhileBusy[0]).toBeGreaterThan(1);
     expect(seenWhileBusy[1]).toBeGreaterThan(seenWhileBusy[0]!);
     expect(seenWhileBusy[2]).toBeGreaterThan(seenWhileBusy[1]!);
+    // About one read a second while frames keep coming, not one per frame.
+    const busyS = (reads.at(-1)! - reads[0]!) / 1000;
+    expect(reads.length).toBeLessThanOrEqual(Math.ceil(busyS) + 2);
     await expect.poll(() => tableValue(tab, "likes"), { timeout: TABLE_FOLLOWS_MS }).toBe(String(sent));
     expect(pageErrors).toEqual([]);
   });
@@ -368,15 +367,32 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     await tab.evaluate(() => (location.hash = "#/page/a%20b"));
     await expect
       .poll(() => tab.locator("#page-error").textContent(), { timeout: SETTLE_MS })
-      .toMatch(/^Could not read the page: /);
+      .toMatch(/^Not a page id the gateway takes: /);
     expect(await tab.locator("#counters-table tr").count()).toBe(0);
     expect(await tab.getByRole("button", { name: /^Delete/ }).count()).toBe(0);
+    // Refused once, refused always: it is not read again.
+    const rereads: string[] = [];
+    tab.on("request", (r) => void (r.url().includes("/v1/admin/pages/a%20b") && rereads.push(r.url())));
+    await tab.waitForTimeout(2_500);
+    expect(rereads).toEqual([]);
 
     await tab.evaluate(() => (location.hash = `#/pages?prefix=bulk-`));
     await expect
       .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
       .toBe('Pages 1–25 starting with "bulk-".');
     await tab.getByRole("button", { name: "Next" }).click();
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toBe('Pages 26–30 starting with "bulk-".');
+    // Paging keeps the focus on the pager: Next, off on the last page, hands it to Previous.
+    expect(await tab.evaluate(() => document.activeElement?.id)).toBe("previous-page");
+    // Back across another search returns to the second listing page of the first.
+    await tab.locator("input[type=search]").fill("console-");
+    await tab.keyboard.press("Enter");
+    await expect
+      .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
+      .toMatch(/starting with "console-"/);
+    await tab.goBack();
     await expect
       .poll(() => tab.locator("#pages-status").textContent(), { timeout: SETTLE_MS })
       .toBe('Pages 26–30 starting with "bulk-".');
@@ -420,6 +436,10 @@ describe.skipIf(!available)("console in Chromium against two counter nodes", () 
     await expect.poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(1);
     expect(await fits()).toBe(true);
     await tab.screenshot({ path: join(SCREENSHOTS, "console-page-phone.png"), fullPage: true });
+    // A page id of the longest kind, without a space, wraps in its heading.
+    await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/${"x".repeat(128)}`);
+    await expect.poll(() => tab.locator("#page-title").textContent()).toBe("x".repeat(128));
+    expect(await fits()).toBe(true);
     await tab.goto(`${cluster.gateways[0]!.url}/admin#/cluster`);
     await expect.poll(() => tab.locator("#nodes-table tbody tr").count(), { timeout: SETTLE_MS }).toBe(2);
     expect(await fits()).toBe(true);

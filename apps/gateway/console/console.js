@@ -4,7 +4,7 @@
  * in sessionStorage for the tab's life; the live chart watches the page over the gateway's WebSocket
  * (a watch does not count as a viewer).
  *
- * Routes (the URL hash): #/pages?prefix=…, #/page/<page id>, #/cluster.
+ * Routes (the URL hash): #/pages?prefix=…&n=… (n: the listing page), #/page/<page id>, #/cluster.
  */
 "use strict";
 
@@ -18,23 +18,32 @@
   const NO_COUNTERS = "No counters on this page.";
   /** How much of the viewers history the chart keeps (s). */
   const CHART_WINDOW_S = 300;
+  /** A busy page is read at most this often however fast its frames come (ms). */
+  const FRAME_READS_EVERY_MS = 1000;
+  /** The page's peaks and unique visitors change slowly: read this often (ms). */
+  const STATS_EVERY_MS = 10_000;
+  /** A read the gateway has not answered in this long fails (a hung gateway shows as one) (ms). */
+  const API_TIMEOUT_MS = 10_000;
 
   const $ = (id) => document.getElementById(id);
   const sections = ["sign-in", "pages", "page", "cluster"];
   let refreshTimer;
   let reconnectTimer;
   /**
-   * Bumped by every navigation (stop): a load or a socket of an earlier view that finishes late
-   * sees it changed and neither writes into the page nor schedules anything.
+   * Bumped by every navigation (stop) and every listing read: a load or a socket of an earlier view
+   * (or an earlier read) that finishes late sees it changed and neither writes into the page nor
+   * schedules anything.
    */
   let view = 0;
+  /** The section shown last: a navigation within it keeps the focus where it is. */
+  let shownSection;
   let socket;
   let chart;
+  let resizer;
   let tick;
   let chartData = [[], []];
-  /** Cursors of the listing pages of `cursorsPrefix` seen so far: the first is "" (no cursor). */
-  let cursors = [""];
-  let cursorsPrefix = "";
+  /** Per prefix, the cursors of the listing pages seen so far: the first is "" (no cursor). */
+  const cursorsByPrefix = new Map();
   /** The live chart's socket: retried after 1 s, up to this long between tries when refused (ms). */
   const RECONNECT_MAX_MS = 10_000;
 
@@ -51,10 +60,18 @@
   }
 
   async function api(path, init = {}) {
-    const res = await fetch(path, {
-      ...init,
-      headers: { authorization: `Bearer ${key()}`, ...(init.headers ?? {}) },
-    });
+    let res;
+    try {
+      res = await fetch(path, {
+        ...init,
+        headers: { authorization: `Bearer ${key()}`, ...(init.headers ?? {}) },
+        signal: AbortSignal.timeout(API_TIMEOUT_MS),
+      });
+    } catch (err) {
+      throw err.name === "TimeoutError"
+        ? new Error(`the gateway did not answer within ${API_TIMEOUT_MS / 1000} s`)
+        : err;
+    }
     const body = await res.json().catch(() => ({}));
     if (res.status === 401) {
       signOut("The admin key was refused.");
@@ -106,11 +123,12 @@
   }
 
   /**
-   * A view's read failed (`err`) or succeeded (undefined): on failure what it shows is greyed out and
-   * the error says since when; the next success clears both.
+   * A view's read succeeded (`err` undefined) or failed: on failure what it shows is greyed out (its
+   * buttons off) and the error says since when; the next success clears both.
    */
-  function readFailed(area, notice, what, err) {
+  function noteRead(area, notice, what, err) {
     $(area).classList.toggle("stale", err !== undefined && $(area).dataset.shownAt !== undefined);
+    if (err !== undefined) for (const b of $(area).querySelectorAll("button")) b.disabled = true;
     if (err === undefined) {
       $(area).dataset.shownAt = String(Date.now());
       $(notice).textContent = "";
@@ -135,6 +153,8 @@
     }
     clearInterval(tick);
     tick = undefined;
+    resizer?.disconnect();
+    resizer = undefined;
     if (chart) {
       chart.destroy();
       chart = undefined;
@@ -144,6 +164,7 @@
   function signOut(message = "") {
     sessionStorage.removeItem(KEY_STORAGE);
     stop();
+    shownSection = undefined;
     $("sign-in-error").textContent = message;
     show("sign-in");
     $("admin-key").focus();
@@ -163,6 +184,7 @@
       $("prefix").value = prefix;
       $("pages-status").textContent = "Loading…";
     }
+    const cursors = cursorsOf(prefix);
     const cursor = cursors[index] ?? "";
     const q = new URLSearchParams({ prefix, limit: String(PAGE_SIZE) });
     if (cursor) q.set("cursor", cursor);
@@ -180,7 +202,7 @@
       return;
     }
     if (mine !== view) return;
-    cursors = cursors.slice(0, index + 1);
+    cursors.length = index + 1;
     if (body.cursor) cursors.push(body.cursor);
     const focused = $("page-list").contains(document.activeElement)
       ? document.activeElement.getAttribute("href")
@@ -205,9 +227,12 @@
         : `Pages ${from}–${from + body.pages.length - 1}${prefix ? ` starting with "${prefix}"` : ""}.`;
     // Unchanged, it is not written again: a screen reader would read it out at every refresh.
     if ($("pages-status").textContent !== said) $("pages-status").textContent = said;
+    const pagerFocused = document.activeElement?.closest?.(".pager") ? document.activeElement : undefined;
     $("first-page").disabled = index === 0;
     $("previous-page").disabled = index === 0;
     $("next-page").disabled = !body.cursor;
+    // A pager button that just turned off (Next on the last page) hands the focus to one still on.
+    if (pagerFocused?.disabled) ($("next-page").disabled ? $("previous-page") : $("next-page")).focus();
     // Through the URL: Back from a page returns to this listing page.
     $("next-page").onclick = () => (location.hash = pagesHash(prefix, index + 1));
     $("previous-page").onclick = () => (location.hash = pagesHash(prefix, index - 1));
@@ -215,6 +240,12 @@
     if (focused !== undefined)
       [...$("page-list").querySelectorAll("a")].find((a) => a.getAttribute("href") === focused)?.focus();
     readAgain();
+  }
+
+  function cursorsOf(prefix) {
+    let cursors = cursorsByPrefix.get(prefix);
+    if (cursors === undefined) cursorsByPrefix.set(prefix, (cursors = [""]));
+    return cursors;
   }
 
   /** The listing's URL: `n`, the listing page, is one whose cursor this tab has seen. */
@@ -249,11 +280,11 @@
       `${plural(stats.unique_visitors["24h"], "unique visitor")} in the last day (estimated).`;
   }
 
-  async function loadPage(page, mine = view) {
+  async function loadPage(page, mine = view, withStats = true) {
     const [body, stats] = await Promise.all([
       api(`/v1/admin/pages/${encodeURIComponent(page)}`),
       // The peaks are a side note: the page's own tables show without them.
-      api(`/v1/pages/${encodeURIComponent(page)}/stats`).catch(() => undefined),
+      withStats ? api(`/v1/pages/${encodeURIComponent(page)}/stats`).catch(() => undefined) : undefined,
     ]);
     if (mine !== view) return;
     showPresence(body);
@@ -274,7 +305,7 @@
     ].sort();
     table(
       "counters-table",
-      ["Counter", "Value", ...dcs.map((dc) => `${dc} entry`), "Tombstone (changes when deleted)", ""],
+      ["Counter", "Value", ...dcs.map((dc) => `${dc} entry`), "Deleted at (changes seen)", ""],
       body.counters.map((c) => [
         c.name,
         c.deleted ? "deleted" : String(c.value),
@@ -367,15 +398,16 @@
       $("chart"),
     );
     const mine = view;
-    const resized = new ResizeObserver(() => {
-      if (mine === view && chart !== undefined) chart.setSize({ width: chartWidth(), height: 200 });
-    });
-    resized.observe($("chart"));
+    resizer = new ResizeObserver(() => chart?.setSize({ width: chartWidth(), height: 200 }));
+    resizer.observe($("chart"));
     const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
     let delayMs = 1000;
     const connect = () => {
       const ws = (socket = new WebSocket(url));
-      ws.onopen = () => ws.send(JSON.stringify({ type: "watch", page }));
+      ws.onopen = () => {
+        ws.opened = true;
+        ws.send(JSON.stringify({ type: "watch", page }));
+      };
       ws.onmessage = (m) => {
         let frame;
         try {
@@ -384,14 +416,18 @@
           return;
         }
         if (mine !== view) return;
-        if (frame.type === "error") {
+        if (frame.type === "error" && frame.code === "unauthorized") {
           // A private page: the console's socket carries no join token. The table reads go on.
           ws.onclose = null;
           ws.close();
           $("live-status").textContent =
-            frame.code === "unauthorized"
-              ? "No live updates: the page is private and the console's socket has no join token. The chart follows the reads every 2 s."
-              : `No live updates: the gateway refused the watch (${frame.code}). The chart follows the reads every 2 s.`;
+            "No live updates: the page is private and the console's socket has no join token. The chart follows the reads every 2 s.";
+          return;
+        }
+        if (frame.type === "error") {
+          // Refused for now (a rate limit, a gateway shutting down): asked again after a while.
+          ws.refusal = frame.code;
+          ws.close();
           return;
         }
         if (frame.type !== "count" || frame.page !== page) return;
@@ -406,9 +442,17 @@
       // A dropped socket comes back (the chart keeps its history), while this view is shown.
       ws.onclose = () => {
         if (mine !== view) return;
-        $("live-status").textContent = ws.watching
-          ? "Live updates lost; reconnecting. The chart follows the reads every 2 s meanwhile."
-          : "The gateway did not take the console's live socket (is this site's origin in LIVECOUNT_ALLOWED_ORIGINS?). The chart follows the reads every 2 s.";
+        // The reads answer while the socket is refused at once: not a gateway that is down.
+        const readsAnswer =
+          $("page-data").dataset.shownAt !== undefined && $("page-error").textContent === "";
+        let why = "Live updates unavailable; reconnecting.";
+        if (ws.refusal !== undefined)
+          why = `The gateway refused the watch for now (${ws.refusal}); asking again.`;
+        else if (ws.watching) why = "Live updates lost; reconnecting.";
+        else if (!ws.opened && readsAnswer)
+          why =
+            "The gateway did not take the console's live socket (is this site's origin in LIVECOUNT_ALLOWED_ORIGINS?); trying again.";
+        $("live-status").textContent = `${why} The chart follows the reads every 2 s meanwhile.`;
         reconnectTimer = setTimeout(connect, delayMs);
         delayMs = Math.min(RECONNECT_MAX_MS, delayMs * 2);
       };
@@ -416,7 +460,6 @@
     connect();
     // Count frames come only on changes: the line is carried forward every second, while they come.
     tick = setInterval(() => {
-      if (mine !== view) return resized.disconnect();
       const last = chartData[1].at(-1);
       if (last !== undefined && live()) plot(last);
     }, 1000);
@@ -439,44 +482,58 @@
     clearPage();
     const mine = view;
     /**
-     * When the next read is due (ms): a count frame brings it forward, never back, so a page whose
-     * frames come faster than FRAME_RELOAD_MS is still read every FRAME_RELOAD_MS or so. A frame
-     * during a read asks for the next one soon after it.
+     * When the next read is due (ms): a count frame brings it forward to FRAME_RELOAD_MS from now,
+     * never back, and never sooner than FRAME_READS_EVERY_MS after the last read: a page whose frames
+     * come faster is read about once a second, not at every frame, nor only once they stop. A frame
+     * during a read asks for the next one after it.
      */
     let due = Infinity;
+    let lastRead = 0;
     let reading = false;
     let soon = false;
-    const schedule = (inMs) => {
+    const schedule = (afterFrame) => {
       if (mine !== view) return;
       if (reading) {
-        soon ||= inMs === FRAME_RELOAD_MS;
+        soon ||= afterFrame;
         return;
       }
-      if (Date.now() + inMs >= due) return;
+      const at = afterFrame
+        ? Math.max(Date.now() + FRAME_RELOAD_MS, lastRead + FRAME_READS_EVERY_MS)
+        : Date.now() + REFRESH_MS;
+      if (at >= due) return;
       clearTimeout(refreshTimer);
-      due = Date.now() + inMs;
-      refreshTimer = setTimeout(refresh, inMs);
+      due = at;
+      refreshTimer = setTimeout(refresh, at - Date.now());
     };
+    let statsAt = -Infinity;
     const refresh = async () => {
       due = Infinity;
       refreshTimer = undefined;
       reading = true;
+      lastRead = Date.now();
+      const withStats = lastRead - statsAt >= STATS_EVERY_MS;
+      if (withStats) statsAt = lastRead;
       try {
-        await loadPage(page, mine);
-        if (mine === view) readFailed("page-data", "page-error", "the page", undefined);
+        await loadPage(page, mine, withStats);
+        if (mine === view) noteRead("page-data", "page-error", "the page", undefined);
       } catch (err) {
         if (mine !== view) return;
-        // A page id the gateway refuses has nothing to show, not the last page's tables.
-        if (err.status === 400) clearPage();
-        readFailed("page-data", "page-error", "the page", err);
+        if (err.status === 400) {
+          // An id the gateway refuses stays refused: nothing of a page to show, nothing to read again.
+          clearPage();
+          stop();
+          $("page-error").textContent = `Not a page id the gateway takes: ${err.message}.`;
+          return;
+        }
+        noteRead("page-data", "page-error", "the page", err);
       } finally {
         reading = false;
       }
-      const next = soon ? FRAME_RELOAD_MS : REFRESH_MS;
+      const afterFrame = soon;
       soon = false;
-      schedule(next);
+      schedule(afterFrame);
     };
-    startChart(page, () => schedule(FRAME_RELOAD_MS));
+    startChart(page, () => schedule(true));
     await refresh();
   }
 
@@ -553,8 +610,8 @@
     const events = s.events ?? [];
     $("events-status").textContent =
       events.length === 0
-        ? `Nothing joined, restarted or left since gateway ${s.gateway} started.`
-        : `Since gateway ${s.gateway} started, newest first (the last hour, at most 50).`;
+        ? `No changes in the last hour, as gateway ${s.gateway} saw them (since it started).`
+        : `As gateway ${s.gateway} saw them since it started, newest first: the last hour, at most 50.`;
     table(
       "events-table",
       ["When", "What", "Change"],
@@ -569,11 +626,12 @@
   /** What each change of the status API's `events` says, per kind. */
   const EVENT_TEXT = {
     joined: { node: "joined the ring", gateway: "started" },
-    restarted: { node: "restarted (a new incarnation)" },
+    restarted: { node: "new incarnation (restarted, or back from a cut)" },
     left: { node: "left the ring (stopped, or not heard for its lease)", gateway: "stopped" },
     silent: { gateway: "went silent (not heard for its lease)" },
+    back: { node: "back on the ring (the same process)", gateway: "heard again (the same process)" },
   };
-  const EVENT_CLASS = { joined: "up", left: "down", silent: "down", restarted: "" };
+  const EVENT_CLASS = { joined: "up", back: "up", left: "down", silent: "down", restarted: "" };
 
   /** "dc2: 3 partitions" per remote DC with anti-entropy transfers under way, or "–". */
   function resyncText(resyncing) {
@@ -598,9 +656,9 @@
     const refresh = async () => {
       try {
         await loadCluster(mine);
-        if (mine === view) readFailed("cluster-data", "cluster-error", "the status", undefined);
+        if (mine === view) noteRead("cluster-data", "cluster-error", "the status", undefined);
       } catch (err) {
-        if (mine === view) readFailed("cluster-data", "cluster-error", "the status", err);
+        if (mine === view) noteRead("cluster-data", "cluster-error", "the status", err);
       }
       if (mine === view) refreshTimer = setTimeout(refresh, REFRESH_MS);
     };
@@ -647,7 +705,9 @@
     void routeTo(hash);
     const heading = { pages: "pages-title", page: "page-title", cluster: "cluster-title" };
     const shown = Object.keys(heading).find((id) => !$(id).hidden);
-    if (shown !== undefined) $(heading[shown]).focus();
+    // Within a view (Next, a search) the focus stays on what the operator used.
+    if (shown !== undefined && shown !== shownSection) $(heading[shown]).focus();
+    shownSection = shown;
   }
 
   function routeTo(hash) {
@@ -666,13 +726,12 @@
     if (hash === "#/cluster") return showCluster();
     const q = new URLSearchParams(hash.split("?")[1] ?? "");
     const prefix = q.get("prefix") ?? "";
-    if (prefix !== cursorsPrefix) {
-      cursors = [""];
-      cursorsPrefix = prefix;
-    }
-    // A listing page whose cursor this tab has not seen (a link from another tab) starts at the first.
     const n = Number(q.get("n") ?? 0);
-    return showPages(prefix, Number.isInteger(n) && n >= 0 && n < cursors.length ? n : 0);
+    if (Number.isInteger(n) && n >= 0 && n < cursorsOf(prefix).length) return showPages(prefix, n);
+    // A listing page whose cursor this tab has not seen (a link from another tab): the first, and the
+    // URL says so.
+    history.replaceState(null, "", pagesHash(prefix, 0));
+    return showPages(prefix, 0);
   }
 
   $("sign-in").addEventListener("submit", async (e) => {
