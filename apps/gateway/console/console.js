@@ -275,6 +275,7 @@
 
   /** Peaks and unique visitors (GET /v1/pages/{page}/stats): what the page saw before the view opened. */
   function showStats(stats) {
+    $("page-stats").dataset.peak = String(stats.peak_viewers["1h"]);
     $("page-stats").textContent =
       `Peak ${stats.peak_viewers["1h"]} in the last hour, ${stats.peak_viewers["24h"]} in the last day; ` +
       `${plural(stats.unique_visitors["24h"], "unique visitor")} in the last day (estimated).`;
@@ -437,7 +438,7 @@
         plot(frame.viewers);
         showPresence(frame);
         // The tables below say the same as the headline: read them again soon, not at the next refresh.
-        onFrame?.();
+        onFrame?.(frame);
       };
       // A dropped socket comes back (the chart keeps its history), while this view is shown.
       ws.onclose = () => {
@@ -474,6 +475,7 @@
     $("counters-table").replaceChildren();
     $("page-data").classList.remove("stale");
     delete $("page-data").dataset.shownAt;
+    delete $("page-stats").dataset.peak;
   }
 
   async function showPage(page) {
@@ -533,7 +535,11 @@
       soon = false;
       schedule(afterFrame);
     };
-    startChart(page, () => schedule(true));
+    startChart(page, (frame) => {
+      // A new peak: the stats say it with the next read, not up to STATS_EVERY_MS later.
+      if (frame.viewers > Number($("page-stats").dataset.peak ?? Infinity)) statsAt = -Infinity;
+      schedule(true);
+    });
     await refresh();
   }
 
