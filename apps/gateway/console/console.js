@@ -633,8 +633,11 @@
   const EVENT_TEXT = {
     joined: { node: "joined the ring", gateway: "started" },
     restarted: { node: "new incarnation (restarted, or back from a cut)" },
-    left: { node: "left the ring (stopped, or not heard for its lease)", gateway: "stopped" },
-    silent: { gateway: "went silent (not heard for its lease)" },
+    left: { node: "left the ring (stopped, its partitions handed over)", gateway: "stopped" },
+    silent: {
+      node: "went silent (not heard for its lease: killed, frozen or cut off)",
+      gateway: "went silent (not heard for its lease)",
+    },
     back: { node: "back on the ring (the same process)", gateway: "heard again (the same process)" },
   };
   const EVENT_CLASS = { joined: "up", back: "up", left: "down", silent: "down", restarted: "" };

@@ -170,7 +170,7 @@ export class AdminApi {
     const { clock, membership } = this.#o;
     const events = (this.#events = new ClusterEvents(clock.now(), this.#o.settleMs));
     this.#stopWatchingRing = membership.onChange((ring, previous, restarted) =>
-      events.ringChanged(clock.now(), ring, previous, restarted, (node) => membership.startedAt(node)),
+      events.ringChanged(clock.now(), ring, previous, restarted, membership),
     );
     this.#sub = listenToGateways(this.#o.bus, this.#o.dc, this.#o.logger, (beat) => {
       // This gateway is listed by itself (`self`), heard or not.

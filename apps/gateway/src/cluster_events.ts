@@ -11,9 +11,8 @@ export type ClusterEventKind = "node" | "gateway";
  * - `joined`: a node came on the ring, or a gateway was first heard, that started after this gateway
  *   did (one already running when it started was found, not joined);
  * - `restarted`: a node on the ring under a new incarnation (restarted, or back from a cut);
- * - `left`: a node off the ring (it stopped, or was not heard for its lease); a gateway that said it
- *   was going;
- * - `silent`: a gateway not heard for its lease (killed, frozen or cut off);
+ * - `left`: a node or gateway that said it was going (a node's stop hands its partitions over);
+ * - `silent`: a node or gateway not heard for its lease (killed, frozen or cut off);
  * - `back`: a node or gateway heard again after it left or went silent, the same process.
  */
 export type ClusterEventName = "joined" | "restarted" | "left" | "silent" | "back";
@@ -32,6 +31,12 @@ export const MAX_CLUSTER_EVENTS = 50;
 export const CLUSTER_EVENT_TTL_MS = 3_600_000;
 /** Departures remembered to tell a return from a start: gateways leave under a new id every restart. */
 const MAX_GONE = 1_000;
+
+/** What the ring's membership knows of its nodes (Membership). */
+export interface RingPeers {
+  startedAt(node: string): number | undefined;
+  departure(node: string): "left" | "silent" | undefined;
+}
 
 export class ClusterEvents {
   /** Oldest first. */
@@ -79,13 +84,14 @@ export class ClusterEvents {
     ring: HashRing,
     previous: HashRing,
     restarted: ReadonlySet<string>,
-    startedAt: (node: string) => number | undefined,
+    peers: RingPeers,
   ): void {
     const before = new Set(previous.nodes);
     const now = new Set(ring.nodes);
-    for (const node of previous.nodes) if (!now.has(node)) this.departed(at, "node", node, "left");
+    for (const node of previous.nodes)
+      if (!now.has(node)) this.departed(at, "node", node, peers.departure(node) ?? "left");
     for (const node of ring.nodes) {
-      if (!before.has(node)) this.arrived(at, "node", node, startedAt(node));
+      if (!before.has(node)) this.arrived(at, "node", node, peers.startedAt(node));
       else if (restarted.has(node)) this.#note(at, "node", node, "restarted");
     }
   }

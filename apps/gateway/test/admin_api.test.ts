@@ -185,7 +185,7 @@ describe("gateway - status API", () => {
     await clock.advance(LEASE_MS);
     beat("gw-early", "up");
     const t0 = clock.now();
-    member("node-c");
+    const nodes = new Map([["node-c", member("node-c")]]);
     beat("gw-2", "up");
     await clock.advance(LEASE_MS / 3);
     const t1 = clock.now();
@@ -210,11 +210,18 @@ describe("gateway - status API", () => {
     expect(s.nodes.map((n) => n.id)).toEqual(["node-a", "node-c"]);
     expect(s.events.slice(0, 2)).toEqual(
       expect.arrayContaining([
-        { at: expect.any(Number), kind: "node", id: "node-b", event: "left" },
+        { at: expect.any(Number), kind: "node", id: "node-b", event: "silent" },
         { at: expect.any(Number), kind: "gateway", id: "gw-early", event: "silent" },
       ]),
     );
     for (const e of s.events.slice(0, 2)) expect(e.at).toBeGreaterThanOrEqual(quietFrom + LEASE_MS);
+    // node-c stops as a deploy stops it: it says so, and hands its partitions over at once.
+    const nodeC = nodes.get("node-c")!;
+    const leftAt = clock.now();
+    nodeC.leave();
+    await clock.advance(0);
+    s = await status(clock, admin);
+    expect(s.events[0]).toEqual({ at: leftAt, kind: "node", id: "node-c", event: "left" });
     // gw-early was only frozen: heard again, the same process is back (not started).
     beat("gw-early", "up");
     await clock.advance(0);

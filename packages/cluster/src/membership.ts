@@ -45,6 +45,8 @@ export class Membership {
   readonly #incarnations = new Map<string, string>();
   /** The highest `reconnects` heard of each node's incarnation: an older heartbeat says less. */
   readonly #reconnects = new Map<string, number>();
+  /** How each node last left the ring: saying so (`left`), or not heard for its lease (`silent`). */
+  readonly #departures = new Map<string, "left" | "silent">();
   /** When each node's process started, as its heartbeats say (absent from older nodes). */
   readonly #startedAt = new Map<string, number>();
   /** When this process started. */
@@ -72,6 +74,14 @@ export class Membership {
 
   get ring(): HashRing {
     return this.#ring;
+  }
+
+  /**
+   * How `node` last left the ring: `left` when it said so (a stop hands its partitions over), `silent`
+   * when it was not heard for its lease; undefined if it never left.
+   */
+  departure(node: string): "left" | "silent" | undefined {
+    return this.#departures.get(node);
   }
 
   /** When `node`'s process started, as its heartbeats say; undefined for a node of an older release. */
@@ -193,6 +203,7 @@ export class Membership {
     }
     if (msg.type !== "node" || (msg.node === this.#opts.self && this.#leaving)) return;
     if (msg.state === "leaving") {
+      this.#departed(msg.node, "left");
       this.#forget(msg.node);
       this.#rebuild();
       return;
@@ -218,6 +229,12 @@ export class Membership {
       for (const listener of this.#reconnectListeners) listener(msg.node);
   }
 
+  #departed(node: string, how: "left" | "silent"): void {
+    this.#departures.delete(node);
+    this.#departures.set(node, how);
+    if (this.#departures.size > MAX_FORGOTTEN) this.#departures.delete(this.#departures.keys().next().value!);
+  }
+
   #forget(node: string): void {
     this.#startedAt.delete(node);
     this.#lastSeen.delete(node);
@@ -235,6 +252,7 @@ export class Membership {
         // The oldest goes first: a node id per start (the default) would add one for every dead node.
         if (this.#forgotten.size > MAX_FORGOTTEN)
           this.#forgotten.delete(this.#forgotten.keys().next().value!);
+        this.#departed(node, "silent");
         this.#forget(node);
       }
     }
