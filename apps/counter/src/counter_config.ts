@@ -82,6 +82,17 @@ export const DEFAULT_VISITOR_KEY_WARNING =
 export const MEMORY_STORE_WARNING =
   "neither LIVECOUNT_REDIS_URL nor LIVECOUNT_REDIS_CLUSTER is set: counters live in this process's memory and are lost when it exits; set LIVECOUNT_REDIS_URL to keep them";
 
+/**
+ * What a counter node's settings make it say at start (the counter node's process and `npm start`
+ * alike): what it cannot keep, and what is not secret.
+ */
+export function startWarnings(config: CounterConfig): string[] {
+  const warnings: string[] = [];
+  if (config.redisUrl === undefined && config.redisCluster === undefined) warnings.push(MEMORY_STORE_WARNING);
+  if (config.visitorKey === DEFAULT_VISITOR_KEY) warnings.push(DEFAULT_VISITOR_KEY_WARNING);
+  return warnings;
+}
+
 /** The development default: not a secret, so production sets its own. */
 export const DEFAULT_VISITOR_KEY = "livecount-visitor-key-not-secret";
 const MIN_VISITOR_KEY = 16;

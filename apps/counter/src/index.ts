@@ -1,9 +1,8 @@
 export { CounterNode, type CounterNodeOptions } from "./counter_node.js";
 export {
-  DEFAULT_VISITOR_KEY,
-  DEFAULT_VISITOR_KEY_WARNING,
   MEMORY_STORE_WARNING,
   readCounterConfig,
+  startWarnings,
   type CounterConfig,
 } from "./counter_config.js";
 export { PageActor } from "./page_actor.js";

@@ -1,12 +1,7 @@
 import { connectBus, openStore } from "@livecount/cluster";
 import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
-import {
-  DEFAULT_VISITOR_KEY,
-  DEFAULT_VISITOR_KEY_WARNING,
-  MEMORY_STORE_WARNING,
-  readCounterConfig,
-} from "./counter_config.js";
+import { readCounterConfig, startWarnings } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
@@ -19,8 +14,7 @@ try {
       "a counter node on its own needs LIVECOUNT_NATS_URL to reach gateways; `npm start` runs everything in one process",
     );
   }
-  if (config.redisUrl === undefined && config.redisCluster === undefined) logger.warn(MEMORY_STORE_WARNING);
-  if (config.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
+  for (const warning of startWarnings(config)) logger.warn(warning);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // A counter node needs nothing it publishes itself (it knows its own membership, and drops its

@@ -1,6 +1,12 @@
 import { ConfigError } from "@livecount/runtime";
 import { describe, expect, test } from "vitest";
-import { DEFAULT_VISITOR_KEY, readCounterConfig } from "../src/counter_config.js";
+import {
+  DEFAULT_VISITOR_KEY,
+  DEFAULT_VISITOR_KEY_WARNING,
+  MEMORY_STORE_WARNING,
+  readCounterConfig,
+  startWarnings,
+} from "../src/counter_config.js";
 
 describe("counter - config", () => {
   test("counter - LIVECOUNT_VISITOR_KEY: the development key by default, a secret of 16 characters or more", () => {
@@ -8,6 +14,15 @@ describe("counter - config", () => {
     expect(readCounterConfig({ LIVECOUNT_VISITOR_KEY: "" }).visitorKey).toBe(DEFAULT_VISITOR_KEY);
     expect(readCounterConfig({ LIVECOUNT_VISITOR_KEY: "k".repeat(16) }).visitorKey).toBe("k".repeat(16));
     expect(() => readCounterConfig({ LIVECOUNT_VISITOR_KEY: "k".repeat(15) })).toThrow(ConfigError);
+  });
+
+  test("counter - start warnings: counters in memory, and the public visitor key; none when both are set", () => {
+    expect(startWarnings(readCounterConfig({}))).toEqual([MEMORY_STORE_WARNING, DEFAULT_VISITOR_KEY_WARNING]);
+    const set = { LIVECOUNT_REDIS_URL: "redis://127.0.0.1:6379", LIVECOUNT_VISITOR_KEY: "k".repeat(16) };
+    expect(startWarnings(readCounterConfig(set))).toEqual([]);
+    expect(startWarnings(readCounterConfig({ ...set, LIVECOUNT_REDIS_URL: "" }))).toEqual([
+      MEMORY_STORE_WARNING,
+    ]);
   });
 
   test("counter - LIVECOUNT_FLUSH_MAX_WRITES: 20000 entries by default, at least 100", () => {

@@ -1,12 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { connectBus, openStore } from "@livecount/cluster";
-import {
-  CounterNode,
-  DEFAULT_VISITOR_KEY,
-  DEFAULT_VISITOR_KEY_WARNING,
-  MEMORY_STORE_WARNING,
-  readCounterConfig,
-} from "@livecount/counter";
+import { CounterNode, readCounterConfig, startWarnings } from "@livecount/counter";
 import {
   Gateway,
   connectionsOverFileLimit,
@@ -130,9 +124,7 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
       { publisherKey: devKeys.LIVECOUNT_PUBLISHER_KEYS },
       "no LIVECOUNT_PUBLISHER_KEYS set; generated a development key",
     );
-  if (counterConfig.redisUrl === undefined && counterConfig.redisCluster === undefined)
-    logger.warn(MEMORY_STORE_WARNING);
-  if (counterConfig.visitorKey === DEFAULT_VISITOR_KEY) logger.warn(DEFAULT_VISITOR_KEY_WARNING);
+  for (const warning of startWarnings(counterConfig)) logger.warn(warning);
   const overFiles = connectionsOverFileLimit(
     gatewayConfig.maxConnections,
     gatewayConfig.listenSockets,
