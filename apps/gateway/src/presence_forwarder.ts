@@ -4,6 +4,7 @@ import {
   ProtocolError,
   holdCode,
   opsOf,
+  pageRecordFrom,
   type HoldCode,
   type PageTransitions,
   type PageViewers,
@@ -314,10 +315,10 @@ export class PresenceForwarder {
         type: "presence_sync",
         gateway: this.#opts.gateway,
         partition,
-        // fromEntries defines own properties, so a page named "__proto__" stays a page.
-        pages: Object.fromEntries(pages),
-        ...(sockets.length > 0 ? { sockets: Object.fromEntries(sockets) } : {}),
-        ...(passive.length > 0 ? { passive: Object.fromEntries(passive) } : {}),
+        // A page named "__proto__" stays a page (pageRecordFrom).
+        pages: pageRecordFrom(pages),
+        ...(sockets.length > 0 ? { sockets: pageRecordFrom(sockets) } : {}),
+        ...(passive.length > 0 ? { passive: pageRecordFrom(passive) } : {}),
         ...this.#reconnects,
       });
       this.#sent(q, generation, viewers);

@@ -13,6 +13,7 @@ import {
   naturalOf,
   partitionListOf,
   partitionOf,
+  pageRecordOf,
   recordOf,
   type Fields,
 } from "./internal_fields.js";
@@ -50,7 +51,7 @@ function booleanOf(v: unknown, name: string): boolean {
 export function pagesOf(v: unknown): Record<string, Record<string, Entries>> {
   const pages = fieldsOf(v, "pages");
   if (pages.size > MAX_AE_PAGES) malformed(`at most ${MAX_AE_PAGES} pages per message`);
-  return recordOf(
+  return pageRecordOf(
     pages,
     isPageId,
     (record) => recordOf(record, isCounterKey, entriesOf, "counters"),

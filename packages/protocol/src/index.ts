@@ -41,3 +41,4 @@ export { MsgpackWriter, VALUE_BOUND, stringBound } from "./msgpack_writer.js";
 export { guardMsgpack, MSGPACK_MAX_DEPTH } from "./msgpack_guard.js";
 export * from "./node_replies.js";
 export { isDigest } from "./anti_entropy_codec.js";
+export { pageRecordFrom } from "./internal_fields.js";

@@ -33,6 +33,7 @@ import {
   pageIdOf,
   partitionOf,
   presenceOpOf,
+  pageRecordOf,
   recordOf,
   socketCountsOf,
   viewerKeysOf,
@@ -57,7 +58,7 @@ function optionalRecord<T>(
   value: (v: unknown) => T,
 ): Record<string, Record<string, T>> {
   const v = m.get(name);
-  return v === undefined ? {} : { [name]: recordOf(v, isPageId, value, name) };
+  return v === undefined ? {} : { [name]: pageRecordOf(v, isPageId, value, name) };
 }
 
 const isWindowSeconds = (v: unknown): v is number => isPositive(v) && v <= MAX_WINDOW_S;
@@ -105,7 +106,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         type: "presence_sync",
         gateway: field(m, "gateway", isInternalId),
         partition: field(m, "partition", isNatural),
-        pages: recordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
+        pages: pageRecordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
         ...optionalRecord(m, "sockets", socketCountsOf),
         ...optionalRecord(m, "passive", viewerKeysOf),
         ...optionalNaturals(m, "reconnects"),

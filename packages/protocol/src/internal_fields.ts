@@ -66,7 +66,43 @@ export function recordOf<T>(
   value: (v: unknown) => T,
   what: string,
 ): Record<string, T> {
-  const out: Record<string, T> = {};
+  return fill({}, v, isKey, value, what);
+}
+
+/**
+ * `recordOf` for a map keyed by page id: an object without prototype, which V8 keeps as a hash
+ * table from the start. Page ids are new keys on nearly every message, and a plain object gets a new
+ * hidden class for each new key, kept in a tree that grows with every page ever seen: decoding a
+ * heal's pages (pagesOf) or a gateway's resync (presence_sync) into plain objects cost several times
+ * what the hash table costs. Read it with Object.entries, Object.keys, Object.hasOwn or an index.
+ */
+export function pageRecordOf<T>(
+  v: unknown,
+  isKey: Check<string>,
+  value: (v: unknown) => T,
+  what: string,
+): Record<string, T> {
+  return fill(Object.create(null) as Record<string, T>, v, isKey, value, what);
+}
+
+/**
+ * A map keyed by page id built from `entries` as `pageRecordOf` builds one: a table without
+ * prototype, where "__proto__" is a page like any other. Object.fromEntries of thousands of page ids
+ * took several times as long (the hidden classes again).
+ */
+export function pageRecordFrom<T>(entries: Iterable<readonly [string, T]>): Record<string, T> {
+  const out = Object.create(null) as Record<string, T>;
+  for (const [key, value] of entries) out[key] = value;
+  return out;
+}
+
+function fill<T>(
+  out: Record<string, T>,
+  v: unknown,
+  isKey: Check<string>,
+  value: (v: unknown) => T,
+  what: string,
+): Record<string, T> {
   for (const [key, item] of fieldsOf(v, what)) {
     if (!isKey(key)) malformed(`${what} has a malformed key`);
     setOwn(out, key, value(item));

@@ -12,6 +12,7 @@ import {
   isDigest,
   isNodeReply,
   isNodeRequest,
+  pageRecordFrom,
   type InternalMessage,
 } from "../src/index.js";
 import { MESSAGES } from "./internal_messages.js";
@@ -300,13 +301,43 @@ describe("internal codec", () => {
       "__proto__",
       "constructor",
     ]);
-    expect(sync.type === "presence_sync" && Object.getPrototypeOf(sync.pages)).toBe(Object.prototype);
+    // Keyed by page id: a table without prototype (pageRecordOf), which "__proto__" cannot give one.
+    expect(sync.type === "presence_sync" && Object.getPrototypeOf(sync.pages)).toBe(null);
+    expect(sync.type === "presence_sync" && sync.pages["__proto__"]).toEqual(["v:b"]);
+    const entries = decodeMessage(
+      encodeMessage({
+        type: "ae_entries",
+        from: "eu",
+        to: "us",
+        partition: 0,
+        pages: Object.fromEntries([["__proto__", { likes: { eu: { p: 1, n: 0 } } }]]),
+      }),
+    );
+    expect(entries.type === "ae_entries" && Object.getPrototypeOf(entries.pages)).toBe(null);
+    expect(entries.type === "ae_entries" && Object.entries(entries.pages)).toEqual([
+      ["__proto__", { likes: { eu: { p: 1, n: 0 } } }],
+    ]);
     const state = decodeMessage(encodeMessage(MESSAGES.find((m) => m.type === "page_state")!));
     expect(state.type === "page_state" && Object.keys(state.counters)).toEqual([
       VIEWERS_COUNTER,
       "likes",
       "__proto__",
     ]);
+  });
+
+  it("internal - a map keyed by page id built without prototype encodes as Object.fromEntries's, __proto__ a page", () => {
+    const pages: Array<[string, string[]]> = [
+      ["home", ["v:a"]],
+      ["__proto__", ["v:b"]],
+      ["constructor", []],
+    ];
+    const built = pageRecordFrom(pages);
+    expect(Object.getPrototypeOf(built)).toBe(null);
+    expect(Object.entries(built)).toEqual(pages);
+    const sync = { type: "presence_sync", gateway: "g", partition: 1 } as const;
+    expect(encodeMessage({ ...sync, pages: built })).toEqual(
+      encodeMessage({ ...sync, pages: Object.fromEntries(pages) }),
+    );
   });
 
   it("internal - leaves undefined optional fields out and drops unknown fields", () => {
