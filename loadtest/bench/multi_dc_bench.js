@@ -142,7 +142,9 @@ export async function multiDcBench(options = {}, log = console.error) {
     if (cutLeft > 0) await sleep(cutLeft);
     const cutMs = performance.now() - cutAt;
 
-    // LC_BENCH_PROBE=1: also time the other DC's updates as they arrive on each DC's NATS.
+    // LC_BENCH_PROBE=1: also time, on each DC's NATS, the other DC's updates as they arrive, and the
+    // heal's steps: the anti-entropy messages addressed to this DC (lc.ae.<dc>...) and the merged
+    // pages its nodes publish to its own gateways (lc.dcupdates.<dc>...).
     const probes = [];
     if (process.env.LC_BENCH_PROBE === "1") {
       const { connect } = await import("nats");
@@ -150,14 +152,32 @@ export async function multiDcBench(options = {}, log = console.error) {
       for (const dc of DCS) {
         const nc = await connect({ servers: `nats://${LOOPBACK}:${ports[dc].client}` });
         const arrivals = [];
+        const steps = new Map();
+        const step = (name, pages) => {
+          const now = performance.now();
+          const s = steps.get(name) ?? { messages: 0, pages: 0, first: now, last: now };
+          s.messages++;
+          s.pages += pages;
+          s.last = now;
+          steps.set(name, s);
+        };
         nc.subscribe("lc.page.>", {
           callback: (_err, msg) => {
             const update = decodeMessage(msg.data);
             if (update.type === "update" && update.dc !== dc) arrivals.push(performance.now());
           },
         });
+        for (const subject of [`lc.ae.${dc}`, `lc.ae.${dc}.*`, `lc.dcupdates.${dc}.*`]) {
+          nc.subscribe(subject, {
+            callback: (_err, msg) => {
+              const m = decodeMessage(msg.data);
+              const pages = m.pages === undefined ? 0 : Object.keys(m.pages).length;
+              step(m.type === "ae_entries" && m.pull !== undefined ? "ae_entries (pull)" : m.type, pages);
+            },
+          });
+        }
         await nc.flush();
-        probes.push({ dc, nc, arrivals });
+        probes.push({ dc, nc, arrivals, steps });
       }
     }
     // CPU of every server process (and of this one: watchers and probes) over the heal window.
@@ -215,6 +235,25 @@ export async function multiDcBench(options = {}, log = console.error) {
         return [dc, { updates: a.length, firstMs: at(0), medianMs: at(0.5), lastMs: at(1) }];
       }),
     );
+    // Per DC, each kind of message it received during the heal: how many, pages, first and last.
+    const healSteps = Object.fromEntries(
+      probes.map(({ dc, steps }) => [
+        dc,
+        Object.fromEntries(
+          [...steps]
+            .filter(([, s]) => s.last >= healAt)
+            .map(([name, s]) => [
+              name,
+              {
+                messages: s.messages,
+                pages: s.pages,
+                firstMs: Math.round(s.first - from),
+                lastMs: Math.round(s.last - from),
+              },
+            ]),
+        ),
+      ]),
+    );
     await Promise.all(probes.map((p) => p.nc.close()));
     const heal = {
       pages: o.pages,
@@ -224,7 +263,7 @@ export async function multiDcBench(options = {}, log = console.error) {
       healToConvergedMs: Math.round(convergedAt - healAt),
       pagesConvergedFromLinked: spread,
       cpuFromHealToConverged: windowCpu,
-      ...(probes.length > 0 ? { updatesArrivedFromLinked: arrivals } : {}),
+      ...(probes.length > 0 ? { updatesArrivedFromLinked: arrivals, healStepsFromLinked: healSteps } : {}),
     };
     log(`multi-dc: ${JSON.stringify(heal)}`);
 
