@@ -72,9 +72,9 @@ export function recordOf<T>(
 /**
  * `recordOf` for a map keyed by page id: an object without prototype, which V8 keeps as a hash
  * table from the start. Page ids are new keys on nearly every message, and a plain object gets a new
- * hidden class for each new key, kept in a tree that grows with every page ever seen: decoding a
- * heal's pages (pagesOf) or a gateway's resync (presence_sync) into plain objects cost several times
- * what the hash table costs. Read it with Object.entries, Object.keys, Object.hasOwn or an index.
+ * hidden class for each new key: for a heal's pages (pagesOf) or a gateway's resync (presence_sync),
+ * plain objects took about three times as long to build (loadtest/bench/page_keyed.js). Read it
+ * with Object.entries, Object.keys, Object.hasOwn or an index.
  */
 export function pageRecordOf<T>(
   v: unknown,
@@ -87,8 +87,8 @@ export function pageRecordOf<T>(
 
 /**
  * A map keyed by page id built from `entries` as `pageRecordOf` builds one: a table without
- * prototype, where "__proto__" is a page like any other. Object.fromEntries of thousands of page ids
- * took several times as long (the hidden classes again).
+ * prototype, where "__proto__" is a page like any other. Object.fromEntries of new page ids took
+ * about three times as long (the hidden classes again).
  */
 export function pageRecordFrom<T>(entries: Iterable<readonly [string, T]>): Record<string, T> {
   const out = Object.create(null) as Record<string, T>;
