@@ -10,6 +10,7 @@
  * fixed sleep. A failed test prints every process's log.
  */
 import { HashRing, partitionOf } from "@livecount/ring";
+import { Redis } from "ioredis";
 import { describe, expect, onTestFinished, test } from "vitest";
 import {
   Audience,
@@ -62,6 +63,32 @@ async function ownsEveryPartition(node: ClusterProcess, timeoutMs: number): Prom
     },
     { timeoutMs, intervalMs: 50, message: `${node.nodeId} owns every partition` },
   );
+}
+
+/** The expiries of the partition leases the store says `node` holds (any incarnation of it). */
+async function leasesOf(cluster: TestCluster, node: ClusterProcess): Promise<number[]> {
+  const redis = new Redis(cluster.redis.url);
+  try {
+    const leases = await Promise.all(
+      Array.from({ length: TIMINGS.partitions }, (_, p) => redis.hmget(`lc:lease:${p}`, "node", "expiresAt")),
+    );
+    return leases
+      .filter(([holder]) => holder?.startsWith(`${node.nodeId}/`) === true)
+      .map(([, expiresAt]) => Number(expiresAt));
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * When `node`'s partition leases run out in the store: the latest expiry among those it holds, as it
+ * last renewed them (its clock, this host's). A renewal in flight at the moment of the read can only
+ * move that later, so no other node may take them over before the time returned.
+ */
+async function leasesRunOutAt(cluster: TestCluster, node: ClusterProcess): Promise<number> {
+  const expiries = await leasesOf(cluster, node);
+  if (expiries.length === 0) throw new Error(`${node.nodeId} holds no partition lease`);
+  return Math.max(...expiries);
 }
 
 const describeCluster = serversAvailable ? describe : describe.skip;
@@ -177,7 +204,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
         if (ops < opsBefore + left) throw new Error(`${ops - opsBefore} of ${left} leaves applied`);
       });
       victim.pause();
-      const pausedAt = Date.now();
+      const leasesRunOut = await leasesRunOutAt(cluster, victim);
       // A viewer joins on `quiet` while the owner is frozen, and leaves once the survivor took over:
       // its join waits in the frozen owner's socket, stale, and `quiet` holds nobody on the victim's
       // pages at the end, so no resync would ever correct that join if it were applied late.
@@ -188,12 +215,9 @@ describeCluster("cluster - fault tolerance with real processes", () => {
       const churn = startChurn(audience, [busy]);
       await ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs + TIMINGS.partitionLeaseMs + SLACK_MS);
       // The survivor took every partition over only once the victim's leases ran out in the store.
-      // They were renewed every third of a lease, the last up to a third before the freeze, so they
-      // ran out two thirds of a lease after it at the earliest.
-      expect(
-        Date.now() - pausedAt,
-        "taken over before the frozen owner's leases ran out",
-      ).toBeGreaterThanOrEqual((TIMINGS.partitionLeaseMs * 2) / 3);
+      expect(Date.now(), "taken over before the frozen owner's leases ran out").toBeGreaterThanOrEqual(
+        leasesRunOut,
+      );
       await audience.leave(staleSeat!, "close");
       await churn.waitFor(30);
       await likes.waitAcknowledged(20);
@@ -330,7 +354,8 @@ describeCluster("cluster - fault tolerance with real processes", () => {
         expect(longestDip(keeperWatcher, page, killedAt, audience.expected(page)), page).toBe(0);
       }
       // The victim's viewers stopped counting when its lease ran out: not before (its last heartbeat
-      // was at most a third of a lease before the kill), and not more than the slack after.
+      // was about a third of a lease before the kill at most, later if its busy loop ran the timer
+      // late: 250 ms of slack), and not more than the slack after.
       const dropped = audience.pages.filter((p) => audience.expected(p) < beforeKill.get(p)!);
       expect(dropped.length, "pages that lost viewers with the gateway").toBeGreaterThan(0);
       for (const page of dropped) {
@@ -344,7 +369,7 @@ describeCluster("cluster - fault tolerance with real processes", () => {
         expect(drop, `a frame of ${page} showing the drop`).toBeDefined();
         const after = drop!.at - killedAt;
         expect(after, `${page}: drop after the kill, ms`).toBeGreaterThanOrEqual(
-          (GATEWAY_LEASE_MS * 2) / 3 - 50,
+          (GATEWAY_LEASE_MS * 2) / 3 - 250,
         );
         expect(after, `${page}: drop after the kill, ms`).toBeLessThanOrEqual(GATEWAY_LEASE_MS + SLACK_MS);
       }
@@ -486,10 +511,12 @@ describeCluster("cluster - fault tolerance with real processes", () => {
 
       const [victim, survivor] = cluster.counters as [ClusterProcess, ClusterProcess];
       const since = Date.now();
-      // A handover, not an expiry: the survivor owns everything before the node lease could lapse.
-      const handedOver = ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs);
+      const handedOver = ownsEveryPartition(survivor, TIMINGS.nodeLeaseMs + SLACK_MS);
       const status = await victim.terminate();
       expect(status.code, "exit status after SIGTERM").toBe(0);
+      // A handover, not an expiry: the node released every lease before it exited (a release
+      // deletes it), so none was left to run out.
+      expect(await leasesOf(cluster, victim), "leases the stopped node still held").toEqual([]);
       await handedOver;
       await expectExact({ cluster, audience, timeoutMs: CONVERGE_MS, when: "after the handover" });
       console.info(`handover: every page exact ${Date.now() - since} ms after SIGTERM`);

@@ -56,7 +56,10 @@ const story = (bodies: readonly HookBody[]) => bodies.map((b) => `${b.dc} ${b.ty
     multi.cut();
     const cutAt = Date.now();
     const [, vacated] = await r1.waitForDelivered("remote-only", 2, WAIT_MS);
-    expect(vacated!.ts - cutAt).toBeGreaterThanOrEqual(DC_TIMINGS.leaseMs - DC_TIMINGS.heartbeatMs);
+    // Not before the DC lease ran out: dc2's last heartbeat came at most a heartbeat interval before
+    // the cut, later on a loaded machine (each is armed after the previous one's work), hence the
+    // slack; a vacate that followed the cut itself would come at once.
+    expect(vacated!.ts - cutAt).toBeGreaterThanOrEqual(DC_TIMINGS.leaseMs - DC_TIMINGS.heartbeatMs - 500);
 
     multi.heal();
     await multi.waitLinked();
