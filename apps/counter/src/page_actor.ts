@@ -34,6 +34,12 @@ export class PageActor {
   readonly #presence = new PagePresence((viewer) => this.#visited(viewer));
   /** While transitions run: the arriving viewers that do not count as visitors. */
   #unvisited: ReadonlySet<string> | undefined;
+  /**
+   * Viewers that arrived as unvisited ones and may still count here: a new day's count of everyone
+   * present leaves them out. Made at the first (most pages never have one), and pruned to the
+   * viewers present whenever it outgrows them, so a script cycling ids cannot grow it.
+   */
+  #notVisitors: Set<string> | undefined;
   /** Entries changed here and not yet durable: counter -> data centers (made on demand, as the next). */
   #unwritten: Map<string, Set<string>> | undefined;
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
@@ -130,9 +136,17 @@ export class PageActor {
     this.#syncPresence();
   }
 
-  /** Everything `gateway` holds on this page, by viewer (a resync; nothing: it holds nobody). */
-  replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>): void {
-    this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs);
+  /**
+   * Everything `gateway` holds on this page, by viewer (a resync; nothing: it holds nobody). Viewers
+   * in `unvisited` arrive without counting as unique visitors, as in `presenceTransitions`.
+   */
+  replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>, unvisited?: ReadonlySet<string>): void {
+    this.#unvisited = unvisited;
+    try {
+      this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs);
+    } finally {
+      this.#unvisited = undefined;
+    }
     this.#syncPresence();
   }
 
@@ -159,9 +173,19 @@ export class PageActor {
 
   /** A viewer arrived (or none: the day may have turned): its register of the day may rise. */
   #visited(arrived: string | undefined): void {
-    if (arrived !== undefined && this.#unvisited?.has(arrived) === true) arrived = undefined;
-    if (this.#status === "active" && this.series.visitor(arrived, this.#presence, this.#host.now()))
-      this.#host.markDirty(this);
+    if (arrived !== undefined) {
+      if (this.#unvisited?.has(arrived) === true) {
+        (this.#notVisitors ??= new Set()).add(arrived);
+        arrived = undefined;
+      } else this.#notVisitors?.delete(arrived);
+    }
+    if (this.#status !== "active") return;
+    const notVisitors = this.#notVisitors;
+    const present =
+      notVisitors === undefined || notVisitors.size === 0
+        ? this.#presence
+        : { viewers: () => [...this.#presence.viewers()].filter((v) => !notVisitors.has(v)) };
+    if (this.series.visitor(arrived, present, this.#host.now())) this.#host.markDirty(this);
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -432,6 +456,9 @@ export class PageActor {
     this.#moveEntry(VIEWERS_COUNTER, this.#presence.count);
     this.#moveEntry(ACTIVE_COUNTER, this.#presence.active);
     this.#moveEntry(CONNECTIONS_COUNTER, this.#presence.connections);
+    const notVisitors = this.#notVisitors;
+    if (notVisitors !== undefined && notVisitors.size > this.#presence.count)
+      for (const viewer of notVisitors) if (!this.#presence.has(viewer)) notVisitors.delete(viewer);
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);
     this.#host.viewersChanged?.(this);

@@ -126,6 +126,11 @@ export class PagePresence {
     return this.#connections;
   }
 
+  /** Whether `viewer` counts here now (held or lingering). */
+  has(viewer: string): boolean {
+    return this.#holders?.has(viewer) === true || this.#lingering?.has(viewer) === true;
+  }
+
   get isEmpty(): boolean {
     return this.count === 0;
   }

@@ -134,7 +134,11 @@ export class PresenceIntake {
           if (!this.#leases.knows(sync.gateway)) return;
           const held = heldIn(sync, page);
           if (held.size > 0) this.#leases.holds(sync.gateway, page);
-          actor.replaceGateway(sync.gateway, held);
+          const unvisited =
+            sync.unvisited !== undefined && Object.hasOwn(sync.unvisited, page)
+              ? new Set(sync.unvisited[page])
+              : undefined;
+          actor.replaceGateway(sync.gateway, held, unvisited);
         }),
       ),
     );

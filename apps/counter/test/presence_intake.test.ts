@@ -1,4 +1,6 @@
 import { CONNECTIONS_COUNTER, VIEWERS_COUNTER, holdCode } from "@livecount/protocol";
+
+const DAY_MS = 86_400_000;
 import { afterEach, describe, expect, test } from "vitest";
 import {
   BUS_SILENCE_MS,
@@ -223,6 +225,47 @@ describe("counter - presence intake", () => {
     await u.clock.advance(GRACE_MS);
     u.registry.tick(u.clock.now());
     expect(viewers(b)).toBe(0);
+  });
+
+  test("counter - viewers a batch or a resync names unvisited count as viewers and raise no unique-visitor register", async () => {
+    u = await buildUnits();
+    const [batched, synced, plain] = [pageIn(3, 0), pageIn(3, 1), pageIn(3, 2)];
+    await u.acquire(3);
+    const ids = Array.from({ length: 20 }, (_, i) => `v:${i}`);
+    const registers = (page: string): number => u.registry.find(page)!.registersWaiting;
+    await u.intake.pages({
+      type: "presence_pages",
+      gateway: "gw",
+      partition: 3,
+      pages: [[batched, ids.flatMap((viewer) => [viewer, holdCode(1, true)])]],
+      unvisited: [[batched, ids]],
+    });
+    // A resync (to a new owner, say) of a gateway where half of them joined past their budget.
+    await u.intake.sync({
+      type: "presence_sync",
+      gateway: "gw2",
+      partition: 3,
+      pages: { [synced]: ids, [plain]: ids },
+      unvisited: { [synced]: ids.slice(10) },
+    });
+    for (const page of [batched, synced, plain]) expect(viewers(page), page).toBe(20);
+    expect(registers(batched)).toBe(0);
+    expect(registers(plain)).toBe(20);
+    expect(registers(synced)).toBe(10);
+
+    // The next day everyone present is a visitor of that day again, but for those same viewers.
+    await u.clock.advance(0);
+    for (const page of [batched, synced, plain]) expect(registers(page), `${page} flushed`).toBe(0);
+    await u.clock.advance(DAY_MS);
+    await u.intake.pages({
+      type: "presence_pages",
+      gateway: "gw",
+      partition: 3,
+      pages: [batched, synced, plain].map((page) => [page, ["v:next-day", holdCode(1, true)]]),
+    });
+    expect(registers(batched)).toBe(1);
+    expect(registers(synced)).toBe(11);
+    expect(registers(plain)).toBe(21);
   });
 
   test("counter - presence a NATS server passed on late, from a bus connection the gateway has replaced since, is dropped: it neither holds a viewer nor renews the lease", async () => {

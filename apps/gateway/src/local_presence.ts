@@ -9,15 +9,19 @@ export interface Hold {
 
 /**
  * Sockets of one viewer on one page here and how many of them are active, in one number
- * (`open * SPAN + active`): a number in a Map costs nothing more, an object per viewer would
- * (the gateway keeps one per page and viewer; idle viewers cost memory, issue 14).
+ * (`open * SPAN + active`), negative when the viewer joined here without counting as a unique
+ * visitor (its address had spent its budget of new ids, PresencePages.unvisited): a small integer
+ * in a Map costs nothing more, an object per viewer would (the gateway keeps one per page and
+ * viewer; idle viewers cost memory, issue 14).
  */
 type Sockets = number;
 /** More sockets than one process can open (LIVECOUNT_MAX_CONNECTIONS is far below). */
 const SPAN = 2 ** 20;
 
-const openOf = (s: Sockets): number => Math.floor(s / SPAN);
-const activeOf = (s: Sockets): number => s % SPAN;
+const openOf = (s: Sockets): number => Math.floor(Math.abs(s) / SPAN);
+const activeOf = (s: Sockets): number => Math.abs(s) % SPAN;
+/** `s` changed by `delta` sockets or active sockets (SPAN, 1), keeping whether it is a visitor. */
+const moved = (s: Sockets, delta: number): Sockets => (s < 0 ? s - delta : s + delta);
 
 function holdOf(s: Sockets): Hold {
   return { sockets: openOf(s), active: activeOf(s) > 0 };
@@ -31,11 +35,16 @@ function holdOf(s: Sockets): Hold {
 export class LocalPresence {
   readonly #pages = new Map<string, Map<string, Sockets>>();
 
-  /** Counts one more socket of `viewer` on `page`; returns what the gateway now holds of it. */
-  add(page: string, viewer: string, active: boolean): Hold {
+  /**
+   * Counts one more socket of `viewer` on `page`; returns what the gateway now holds of it. A viewer
+   * not held yet arrives as a unique visitor or not (`visitor`); it stays so while held here.
+   */
+  add(page: string, viewer: string, active: boolean, visitor = true): Hold {
     let viewers = this.#pages.get(page);
     if (viewers === undefined) this.#pages.set(page, (viewers = new Map()));
-    const s = (viewers.get(viewer) ?? 0) + SPAN + (active ? 1 : 0);
+    const held = viewers.get(viewer);
+    const one = SPAN + (active ? 1 : 0);
+    const s = held !== undefined ? moved(held, one) : visitor ? one : -one;
     viewers.set(viewer, s);
     return holdOf(s);
   }
@@ -49,7 +58,7 @@ export class LocalPresence {
     const s = viewers?.get(viewer);
     if (viewers === undefined || s === undefined) return undefined;
     if (openOf(s) > 1) {
-      const left = s - SPAN - (active && activeOf(s) > 0 ? 1 : 0);
+      const left = moved(s, -SPAN - (active && activeOf(s) > 0 ? 1 : 0));
       viewers.set(viewer, left);
       return holdOf(left);
     }
@@ -66,7 +75,7 @@ export class LocalPresence {
     const viewers = this.#pages.get(page);
     const s = viewers?.get(viewer);
     if (viewers === undefined || s === undefined) return undefined;
-    const next = s + (active ? 1 : -1);
+    const next = moved(s, active ? 1 : -1);
     viewers.set(viewer, next);
     return activeOf(s) > 0 === activeOf(next) > 0 ? undefined : holdOf(next);
   }
@@ -79,6 +88,13 @@ export class LocalPresence {
   /** Every viewer held on `page` with what the gateway holds of it (a resync). */
   holdsOf(page: string): Array<[string, Hold]> {
     return [...(this.#pages.get(page) ?? [])].map(([viewer, s]) => [viewer, holdOf(s)]);
+  }
+
+  /** The viewers held on `page` that arrived here without counting as unique visitors (a resync). */
+  unvisitedOf(page: string): string[] {
+    const out: string[] = [];
+    for (const [viewer, s] of this.#pages.get(page) ?? []) if (s < 0) out.push(viewer);
+    return out;
   }
 
   pages(): IterableIterator<string> {

@@ -298,15 +298,20 @@ export class PresenceForwarder {
     const pages: Array<[string, string[]]> = [];
     const sockets: Array<[string, number[]]> = [];
     const passive: Array<[string, string[]]> = [];
+    const unvisited: Array<[string, string[]]> = [];
     let viewers = 0;
     for (const page of this.#opts.presence.pages()) {
       if (partitionOf(page, this.#opts.partitions) !== partition) continue;
       const holds = this.#opts.presence.holdsOf(page);
       pages.push([page, holds.map(([viewer]) => viewer)]);
-      // Only what differs from the defaults (one socket, active) goes on the wire.
+      // Only what differs from the defaults (one socket, active, a visitor) goes on the wire.
       if (holds.some(([, h]) => h.sockets !== 1)) sockets.push([page, holds.map(([, h]) => h.sockets)]);
       const idle = holds.filter(([, h]) => !h.active).map(([viewer]) => viewer);
       if (idle.length > 0) passive.push([page, idle]);
+      // A viewer that joined past its address's budget of new ids arrives at the next owner as it
+      // did here: not a unique visitor.
+      const notVisitors = this.#opts.presence.unvisitedOf(page);
+      if (notVisitors.length > 0) unvisited.push([page, notVisitors]);
       viewers += holds.length;
     }
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
@@ -319,6 +324,7 @@ export class PresenceForwarder {
         pages: pageRecordFrom(pages),
         ...(sockets.length > 0 ? { sockets: pageRecordFrom(sockets) } : {}),
         ...(passive.length > 0 ? { passive: pageRecordFrom(passive) } : {}),
+        ...(unvisited.length > 0 ? { unvisited: pageRecordFrom(unvisited) } : {}),
         ...this.#reconnects,
       });
       this.#sent(q, generation, viewers);

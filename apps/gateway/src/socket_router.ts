@@ -331,7 +331,13 @@ export class SocketRouter {
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
     // An id new to the socket spends its address's new visitors; past them it counts, not as a visitor.
     const visitor = joinedAs(state.pages, key, m) || this.#o.addressPages.newVisitor(state.address);
-    this.#o.forwarder.enqueue(m.page, key, this.#o.presence.add(m.page, key, active), false, visitor);
+    this.#o.forwarder.enqueue(
+      m.page,
+      key,
+      this.#o.presence.add(m.page, key, active, visitor),
+      false,
+      visitor,
+    );
   }
 
   /** The viewer key of a socket that joins without naming a viewer: its own, the same on every page. */

@@ -104,6 +104,36 @@ describe("gateway - presence forwarder", () => {
     f.close();
   });
 
+  test("gateway - a resync names the viewers that joined here past their address's budget, as long as they stay", async () => {
+    const owners = new Owners();
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence);
+    // v:1 arrived past its budget; a second socket of it, within budget, changes nothing: it was
+    // not a visitor when it arrived. v:2 arrived as a visitor.
+    presence.add("page-a", "v:1", true, false);
+    presence.add("page-a", "v:2", false);
+    expect(presence.add("page-a", "v:1", false, true)).toEqual({ sockets: 2, active: true });
+    expect(presence.setActive("page-a", "v:1", false)).toEqual({ sockets: 2, active: false });
+    expect(presence.remove("page-a", "v:1", false)).toEqual({ sockets: 1, active: false });
+    expect(presence.unvisitedOf("page-a")).toEqual(["v:1"]);
+    f.resyncAll();
+    await eventually(() => expect(owners.sent).toHaveLength(1));
+    expect(owners.sent[0]!.request).toMatchObject({
+      type: "presence_sync",
+      pages: { "page-a": ["v:1", "v:2"] },
+      passive: { "page-a": ["v:1", "v:2"] },
+      unvisited: { "page-a": ["v:1"] },
+    });
+    // Gone and back within budget: a visitor like any other; nothing unvisited is left to name.
+    expect(presence.remove("page-a", "v:1", false)).toBeUndefined();
+    presence.add("page-a", "v:1", true, true);
+    expect(presence.unvisitedOf("page-a")).toEqual([]);
+    f.resyncAll();
+    await eventually(() => expect(owners.sent).toHaveLength(2));
+    expect(owners.sent[1]!.request).not.toHaveProperty("unvisited");
+    f.close();
+  });
+
   test("gateway - an op made while a sync is pending is folded into it; later ops follow it", async () => {
     const owners = new Owners();
     const presence = new LocalPresence();

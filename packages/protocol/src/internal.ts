@@ -59,6 +59,12 @@ export interface PresenceSync {
   readonly sockets?: Readonly<Record<string, readonly number[]>>;
   /** Per page, the listed viewers none of whose sockets here is active (absent: none). */
   readonly passive?: Readonly<Record<string, readonly string[]>>;
+  /**
+   * Per page, the listed viewers that joined here as `PresencePages.unvisited` ones did (absent:
+   * none): a viewer new to the owner that receives the sync does not count as a unique visitor for
+   * them. Owners of earlier releases ignore it.
+   */
+  readonly unvisited?: Readonly<Record<string, readonly string[]>>;
   /** As `PresencePages.reconnects`. */
   readonly reconnects?: number;
 }

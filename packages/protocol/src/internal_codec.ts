@@ -109,6 +109,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         pages: pageRecordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
         ...optionalRecord(m, "sockets", socketCountsOf),
         ...optionalRecord(m, "passive", viewerKeysOf),
+        ...optionalRecord(m, "unvisited", viewerKeysOf),
         ...optionalNaturals(m, "reconnects"),
       }),
   ],

@@ -195,7 +195,8 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
     return msg.type === "ae_summary" ? INVALID_SUMMARY_DIGESTS : INVALID_BUCKET_DIGESTS;
   if (field === "pages" && (msg.type === "ae_entries" || msg.type === "updates")) return INVALID_AE_PAGES;
   if (field === "pages" && msg.type === "presence_pages") return INVALID_PRESENCE_PAGES;
-  // Optional: absent is valid.
+  // Optional: absent is valid. A sync's is per page, as `passive` is.
+  if (field === "unvisited" && msg.type === "presence_sync") return INVALID_FIELD_VALUES.passive!;
   if (field === "unvisited")
     return [
       null,

@@ -38,6 +38,7 @@ export const MESSAGES: readonly InternalMessage[] = [
     ]),
     sockets: Object.fromEntries([["home", [2, 1]]]),
     passive: Object.fromEntries([["__proto__", ["v:c"]]]),
+    unvisited: Object.fromEntries([["home", ["v:b"]]]),
   },
   { type: "snapshot", page: "home" },
   { type: "window", page: "home", counter: "likes", seconds: 86_400 },
