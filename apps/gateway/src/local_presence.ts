@@ -90,6 +90,11 @@ export class LocalPresence {
     return [...(this.#pages.get(page) ?? [])].map(([viewer, s]) => [viewer, holdOf(s)]);
   }
 
+  /** Whether `viewer`, held on `page`, arrived here without counting as a unique visitor. */
+  isUnvisited(page: string, viewer: string): boolean {
+    return (this.#pages.get(page)?.get(viewer) ?? 0) < 0;
+  }
+
   /** The viewers held on `page` that arrived here without counting as unique visitors (a resync). */
   unvisitedOf(page: string): string[] {
     const out: string[] = [];

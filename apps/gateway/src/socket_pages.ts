@@ -55,9 +55,14 @@ export function pagesOf(pages: SocketPages): PageMembership[] {
   return Array.isArray(pages) ? [...pages] : [pages];
 }
 
-/** Whether a membership other than `except` counts the socket as `viewer`. */
-export function joinedAs(pages: SocketPages, viewer: string, except: PageMembership): boolean {
-  if (pages === undefined || !Array.isArray(pages)) return pages !== except && pages?.viewer === viewer;
-  for (const m of pages) if (m !== except && m.viewer === viewer) return true;
-  return false;
+/** A membership other than `except` that counts the socket as `viewer`, if any. */
+export function joinedAs(
+  pages: SocketPages,
+  viewer: string,
+  except: PageMembership,
+): PageMembership | undefined {
+  if (pages === undefined || !Array.isArray(pages))
+    return pages !== except && pages?.viewer === viewer ? pages : undefined;
+  for (const m of pages) if (m !== except && m.viewer === viewer) return m;
+  return undefined;
 }

@@ -329,8 +329,13 @@ export class SocketRouter {
     } else if ((m = this.#subscribe(ws, encoding, page, key, active)) === undefined) return;
     const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
-    // An id new to the socket spends its address's new visitors; past them it counts, not as a visitor.
-    const visitor = joinedAs(state.pages, key, m) || this.#o.addressPages.newVisitor(state.address);
+    // An id new to the socket spends its address's new visitors; past them it counts, not as a
+    // visitor. An id the socket joined another page as is a visitor here as it was there.
+    const other = joinedAs(state.pages, key, m);
+    const visitor =
+      other !== undefined
+        ? !this.#o.presence.isUnvisited(other.page, key)
+        : this.#o.addressPages.newVisitor(state.address);
     this.#o.forwarder.enqueue(
       m.page,
       key,

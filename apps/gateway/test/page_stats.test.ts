@@ -148,3 +148,42 @@ describe("gateway - new visitors per address", () => {
     }
   });
 });
+
+/** An id the address could not count as a visitor is not one on the socket's other pages either. */
+describe("gateway - new visitors per address, across a socket's pages", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_NEW_VISITOR_RATE: "1",
+      LIVECOUNT_NEW_VISITOR_BURST: "2",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  async function stats(page: string): Promise<PageStatsBody> {
+    return (await (
+      await fetch(`${platform.url}/v1/pages/${encodeURIComponent(page)}/stats`)
+    ).json()) as PageStatsBody;
+  }
+
+  test("gateway - an id past the budget on one page does not become a visitor by joining another page of its socket", async () => {
+    const [a, b, script] = await Promise.all([platform.connect(), platform.connect(), platform.connect()]);
+    // The address's two tokens, spent at once.
+    a.send({ type: "join", page: "spent-1", viewer: "reader-a" });
+    b.send({ type: "join", page: "spent-1", viewer: "reader-b" });
+    await platform.waitForViewers("spent-1", 2);
+    // A fresh id past the budget, then the same id on the socket's other pages.
+    script.send({ type: "join", page: "spent-2", viewer: "invented" });
+    await platform.waitForViewers("spent-2", 1);
+    for (const page of ["spent-3", "spent-4"]) script.send({ type: "join", page, viewer: "invented" });
+    await platform.waitForViewers("spent-3", 1);
+    await platform.waitForViewers("spent-4", 1);
+    await eventually(async () => expect((await stats("spent-1")).unique_visitors["24h"]).toBe(2));
+    for (const page of ["spent-2", "spent-3", "spent-4"])
+      expect(await stats(page), page).toMatchObject({ viewers: 1, unique_visitors: { "24h": 0 } });
+  });
+});
