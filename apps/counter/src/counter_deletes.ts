@@ -3,7 +3,7 @@
  * rules over the page's PN-counters by name, a counter's tombstone among them.
  */
 import type { Entry, PNCounter } from "@livecount/crdt";
-import { activityOf, deletedAt, tombstoneOf } from "@livecount/protocol";
+import { activityOf, deletedAt, deletedCounterOf, tombstoneOf } from "@livecount/protocol";
 import { purgeableAt } from "@livecount/store";
 
 type Counters = ReadonlyMap<string, PNCounter>;
@@ -15,6 +15,23 @@ export function settledDelete(counters: Counters, counter: string, dc: string): 
   const c = counters.get(counter);
   const e = c?.entry(dc) ?? { p: 0, n: 0 };
   return e.p === e.n && activityOf(c?.entries() ?? {}) <= deletedAt(tomb.entries());
+}
+
+/**
+ * One data center's entry of every counter it has one of (`own`: this DC, every counter), but for
+ * deleted counters whose entry there is zero and that stay hidden, and their tombstones: the delete
+ * published those once, and sending them again with every presence change would bring a counter
+ * another DC purged back there.
+ */
+export function publishedEntries(counters: Counters, dc: string, own: boolean): Map<string, Entry> {
+  const entries = new Map<string, Entry>();
+  for (const [name, counter] of counters) {
+    const e = counter.entry(dc);
+    if (!(own || e.p > 0 || e.n > 0)) continue;
+    if (settledDelete(counters, deletedCounterOf(name) ?? name, dc)) continue;
+    entries.set(name, e);
+  }
+  return entries;
 }
 
 /** Whether `counters` hold a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */

@@ -5,16 +5,16 @@ import {
   CONNECTIONS_COUNTER,
   PRESENCE_COUNTERS,
   VIEWERS_COUNTER,
-  deletedCounterOf,
   isSeriesCounter,
   tombstoneOf,
   type HoldCode,
 } from "@livecount/protocol";
 import { isPresenceCounter, type EntryWrite, type PageRecord } from "@livecount/store";
 import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
-import { purgeSurvivors, purgeableIn, settledDelete } from "./counter_deletes.js";
+import { publishedEntries, purgeSurvivors, purgeableIn, settledDelete } from "./counter_deletes.js";
 import { PagePresence, type Hold } from "./page_presence.js";
 import { PageSeries } from "./page_series.js";
+import { PageVisitors } from "./page_visitors.js";
 
 export { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
 
@@ -32,14 +32,8 @@ export class PageActor {
   readonly #host: ActorHost;
   readonly #counters = new Map<string, PNCounter>();
   readonly #presence = new PagePresence((viewer) => this.#visited(viewer));
-  /** While transitions run: the arriving viewers that do not count as visitors. */
-  #unvisited: ReadonlySet<string> | undefined;
-  /**
-   * Viewers that arrived as unvisited ones and may still count here: a new day's count of everyone
-   * present leaves them out. Made at the first (most pages never have one), and pruned to the
-   * viewers present whenever it outgrows them, so a script cycling ids cannot grow it.
-   */
-  #notVisitors: Set<string> | undefined;
+  /** Which arriving viewers count as unique visitors (page_visitors.ts). */
+  readonly #visitors: PageVisitors;
   /** Entries changed here and not yet durable: counter -> data centers (made on demand, as the next). */
   #unwritten: Map<string, Set<string>> | undefined;
   /** Time buckets (windows, unique visitors, peaks): written through, never held (page_series.ts). */
@@ -62,6 +56,7 @@ export class PageActor {
     this.partition = partition;
     this.subject = pageSubject(page, partition);
     this.series = new PageSeries(page, host.dc, host.visitorHash);
+    this.#visitors = new PageVisitors(this.series, this.#presence);
     this.#settleAt = settleAt;
     this.lastActive = host.now();
   }
@@ -127,12 +122,9 @@ export class PageActor {
     transitions: ReadonlyArray<string | HoldCode>,
     unvisited?: ReadonlySet<string>,
   ): void {
-    this.#unvisited = unvisited;
-    try {
-      this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs);
-    } finally {
-      this.#unvisited = undefined;
-    }
+    this.#visitors.applying(unvisited, () =>
+      this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs),
+    );
     this.#syncPresence();
   }
 
@@ -141,12 +133,9 @@ export class PageActor {
    * in `unvisited` arrive without counting as unique visitors, as in `presenceTransitions`.
    */
   replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>, unvisited?: ReadonlySet<string>): void {
-    this.#unvisited = unvisited;
-    try {
-      this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs);
-    } finally {
-      this.#unvisited = undefined;
-    }
+    this.#visitors.applying(unvisited, () =>
+      this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs),
+    );
     this.#syncPresence();
   }
 
@@ -173,19 +162,8 @@ export class PageActor {
 
   /** A viewer arrived (or none: the day may have turned): its register of the day may rise. */
   #visited(arrived: string | undefined): void {
-    if (arrived !== undefined) {
-      if (this.#unvisited?.has(arrived) === true) {
-        (this.#notVisitors ??= new Set()).add(arrived);
-        arrived = undefined;
-      } else this.#notVisitors?.delete(arrived);
-    }
-    if (this.#status !== "active") return;
-    const notVisitors = this.#notVisitors;
-    const present =
-      notVisitors === undefined || notVisitors.size === 0
-        ? this.#presence
-        : { viewers: () => [...this.#presence.viewers()].filter((v) => !notVisitors.has(v)) };
-    if (this.series.visitor(arrived, present, this.#host.now())) this.#host.markDirty(this);
+    if (this.#visitors.visited(arrived, this.#status === "active", this.#host.now()))
+      this.#host.markDirty(this);
   }
 
   // --- durable counters -------------------------------------------------------------------------
@@ -279,22 +257,9 @@ export class PageActor {
     return Object.fromEntries([...this.#counters].map(([name, counter]) => [name, counter.entries()]));
   }
 
-  /**
-   * One data center's entry of every counter it has one of (this DC's of every counter), but for
-   * deleted counters whose entry here is zero and that stay hidden, and their tombstones: the delete
-   * published those once, and sending them again with every presence change would bring a counter
-   * another DC purged back there (docs/architecture.md, "Purging tombstones").
-   */
+  /** One data center's entries to publish (this DC's of every counter): `publishedEntries`. */
   entriesOf(dc: string): Map<string, Entry> {
-    const entries = new Map<string, Entry>();
-    for (const [name, counter] of this.#counters) {
-      const e = counter.entry(dc);
-      if (!(dc === this.#host.dc || e.p > 0 || e.n > 0)) continue;
-      const deleted = deletedCounterOf(name) ?? name;
-      if (settledDelete(this.#counters, deleted, dc)) continue;
-      entries.set(name, e);
-    }
-    return entries;
+    return publishedEntries(this.#counters, dc, dc === this.#host.dc);
   }
 
   /**
@@ -456,9 +421,7 @@ export class PageActor {
     this.#moveEntry(VIEWERS_COUNTER, this.#presence.count);
     this.#moveEntry(ACTIVE_COUNTER, this.#presence.active);
     this.#moveEntry(CONNECTIONS_COUNTER, this.#presence.connections);
-    const notVisitors = this.#notVisitors;
-    if (notVisitors !== undefined && notVisitors.size > this.#presence.count)
-      for (const viewer of notVisitors) if (!this.#presence.has(viewer)) notVisitors.delete(viewer);
+    this.#visitors.presenceChanged();
     const next = this.#presence.nextDeadline();
     if (next !== undefined) this.#host.wakeAt(this, next);
     this.#host.viewersChanged?.(this);
