@@ -59,14 +59,22 @@ export function batchOf<T>(v: unknown, item: (v: unknown) => T, what: string, ma
   return v.map(item);
 }
 
-/** A map with checked keys as a plain object; keys such as "__proto__" stay own properties. */
+/**
+ * A map with checked keys as a plain object (or in `into`); keys such as "__proto__" stay own
+ * properties.
+ */
 export function recordOf<T>(
   v: unknown,
   isKey: Check<string>,
   value: (v: unknown) => T,
   what: string,
+  into: Record<string, T> = {},
 ): Record<string, T> {
-  return fill({}, v, isKey, value, what);
+  for (const [key, item] of fieldsOf(v, what)) {
+    if (!isKey(key)) malformed(`${what} has a malformed key`);
+    setOwn(into, key, value(item));
+  }
+  return into;
 }
 
 /**
@@ -82,7 +90,7 @@ export function pageRecordOf<T>(
   value: (v: unknown) => T,
   what: string,
 ): Record<string, T> {
-  return fill(Object.create(null) as Record<string, T>, v, isKey, value, what);
+  return recordOf(v, isKey, value, what, Object.create(null) as Record<string, T>);
 }
 
 /**
@@ -93,20 +101,6 @@ export function pageRecordOf<T>(
 export function pageRecordFrom<T>(entries: Iterable<readonly [string, T]>): Record<string, T> {
   const out = Object.create(null) as Record<string, T>;
   for (const [key, value] of entries) out[key] = value;
-  return out;
-}
-
-function fill<T>(
-  out: Record<string, T>,
-  v: unknown,
-  isKey: Check<string>,
-  value: (v: unknown) => T,
-  what: string,
-): Record<string, T> {
-  for (const [key, item] of fieldsOf(v, what)) {
-    if (!isKey(key)) malformed(`${what} has a malformed key`);
-    setOwn(out, key, value(item));
-  }
   return out;
 }
 
