@@ -1,3 +1,4 @@
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { eventually, within } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
@@ -9,6 +10,8 @@ const UWS_TIMEOUT_STEP_MS = 4000;
 const GRACE_MS = 300;
 const MARGIN_MS = 2000;
 const DEADLINE_MS = IDLE_TIMEOUT_S * 1000 + UWS_TIMEOUT_STEP_MS + GRACE_MS + MARGIN_MS;
+/** uWS closes a connection that has not completed an HTTP request within this (not configurable). */
+const UWS_HTTP_TIMEOUT_MS = 10_000;
 
 describe("gateway - idle timeout", () => {
   let platform: TestPlatform;
@@ -67,4 +70,47 @@ describe("gateway - idle timeout", () => {
     },
     DEADLINE_MS + 10_000,
   );
+
+  test(
+    "gateway - closes connections that never finish a request, also when their headers trickle in, while it keeps serving",
+    async () => {
+      // What holds a gateway's file descriptors before any per-address limit can apply (those count
+      // from the upgrade on): connections that send nothing, and connections that send a header line
+      // now and then and never the blank line that ends them.
+      const silent = Array.from({ length: 20 }, () => openRaw(platform.app.port));
+      const trickling = Array.from({ length: 20 }, () => openRaw(platform.app.port));
+      await Promise.all([...silent, ...trickling].map((c) => c.connected));
+      const openedAt = Date.now();
+      const timers = trickling.map(({ socket }) => {
+        socket.write("GET /ws HTTP/1.1\r\nHost: localhost\r\n");
+        return setInterval(() => socket.write("X-Slow: 1\r\n"), 1_000);
+      });
+      try {
+        // The gateway serves meanwhile.
+        const res = await fetch(`http://127.0.0.1:${platform.app.port}/healthz`);
+        expect(res.status).toBe(200);
+        const closedAt = await Promise.all([...silent, ...trickling].map((c) => c.closed));
+        const after = closedAt.map((t) => t - openedAt);
+        // Trickled headers do not extend the wait: every one is closed within uWS's HTTP timeout.
+        expect(Math.max(...after)).toBeLessThan(UWS_HTTP_TIMEOUT_MS + MARGIN_MS);
+        expect(Math.min(...after)).toBeGreaterThan(UWS_HTTP_TIMEOUT_MS - UWS_TIMEOUT_STEP_MS);
+      } finally {
+        for (const t of timers) clearInterval(t);
+        for (const { socket } of [...silent, ...trickling]) socket.destroy();
+      }
+    },
+    UWS_HTTP_TIMEOUT_MS + MARGIN_MS + 10_000,
+  );
 });
+
+/** A plain TCP connection to the gateway: when it connected, and when the server closed it. */
+function openRaw(port: number): { socket: Socket; connected: Promise<void>; closed: Promise<number> } {
+  const socket = connect({ host: "127.0.0.1", port });
+  socket.on("error", () => {});
+  socket.resume();
+  return {
+    socket,
+    connected: new Promise((resolve) => socket.once("connect", () => resolve())),
+    closed: new Promise((resolve) => socket.once("close", () => resolve(Date.now()))),
+  };
+}
