@@ -170,22 +170,22 @@ describe.skipIf(skip)("widget in Chromium", () => {
       }),
       page,
     );
-    // What the socket got: the count before this viewer, then the owner's count with it.
-    expect(received.map((r) => r.viewers)).toEqual([1, 2]);
-    const gapMs = received[1]!.at - received[0]!.at;
+    // What the socket got: the count before this viewer, then the owner's count with it (again
+    // when only `active` or `connections` moved).
+    expect(distinct(received.map((r) => r.viewers))).toEqual([1, 2]);
+    const gapMs = received.find((r) => r.viewers === 2)!.at - received[0]!.at;
     // Each element of the page gets the value: the same value may show more than once.
-    const values = shown.map((s) => s.viewers).filter((v, i, all) => i === 0 || v !== all[i - 1]);
+    const values = distinct(shown.map((s) => s.viewers));
     console.log("widget first value:", { gapMs: Math.round(gapMs), values });
     const holdMs = 250; // FIRST_HOLD_MS in packages/widget/src/livecount.ts
-    if (gapMs < holdMs - 50) {
-      // The owner's count came within the hold: the count before the viewer was never shown.
-      expect(values).toEqual([2]);
-    } else {
-      // On a machine slow enough that the owner's count came later, the held value is shown once
-      // the hold is over, never before it, and the owner's count replaces it on arrival.
+    // The count before the viewer is shown only once the hold is over, and replaced on the owner's
+    // count's arrival; the page may skip it (a late timer, a count that came just in time)...
+    if (values[0] === 1) {
       expect(values).toEqual([1, 2]);
       expect(shown[0]!.at - received[0]!.at).toBeGreaterThanOrEqual(holdMs - 5);
-    }
+    } else expect(values).toEqual([2]);
+    // ...and must, when the owner's count came well within the hold.
+    if (gapMs < holdMs - 50) expect(values).toEqual([2]);
   });
 
   it("counts two tabs of the same browser as one viewer", async () => {
@@ -549,4 +549,9 @@ async function waitForText(tab: Page, selector: string, want: string): Promise<v
       cause: err,
     });
   }
+}
+
+/** `values` without repeats of the value before. */
+function distinct(values: readonly number[]): number[] {
+  return values.filter((v, i) => i === 0 || v !== values[i - 1]);
 }
