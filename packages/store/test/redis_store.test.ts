@@ -302,12 +302,16 @@ describeWithRedis("redis store", () => {
         await durable.kill();
         await durable.restart();
 
+        // Every call may still find the connection coming back (a StoreError, as callers get it and
+        // retry): each is retried until it answers, and retrying any of them changes nothing.
         expect(await eventually(() => store.load("p1"))).toEqual({ likes: { dc1: { p: 80, n: 20 } } });
-        const retries = await store.increment(acked, KEY_TTL_MS);
+        const retries = await eventually(() => store.increment(acked, KEY_TTL_MS));
         expect(retries).toEqual(
           acked.map((o) => ({ kind: "duplicate", payload: o.payload, entry: { p: 80, n: 20 } })),
         );
-        expect(await store.acquire(0, "node-a", LEASE_MS)).toMatchObject({ epoch: fence.epoch });
+        expect(await eventually(() => store.acquire(0, "node-a", LEASE_MS))).toMatchObject({
+          epoch: fence.epoch,
+        });
       } finally {
         await store.close();
       }
