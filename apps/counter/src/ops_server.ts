@@ -34,7 +34,10 @@ export async function startOpsServer(opts: {
           error: { code: "unauthorized", message: "Authorization: Bearer <admin key> is required" },
         });
       opts.registry.metrics().then(
-        (text) => res.writeHead(200, { "content-type": opts.registry.contentType }).end(text),
+        (text) =>
+          res
+            .writeHead(200, { "content-type": opts.registry.contentType, "cache-control": "no-store" })
+            .end(text),
         () => json(500, { error: { code: "internal", message: "metrics failed" } }),
       );
       return;

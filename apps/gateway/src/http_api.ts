@@ -155,6 +155,7 @@ export class HttpApi {
           this.#requireAdmin(req);
           return reply.send(200, await this.#o.registry.metrics(), {
             "content-type": this.#o.registry.contentType,
+            ...NO_STORE,
           });
       }
       const extra = this.#o.routes?.get(req.path);
@@ -257,7 +258,7 @@ export class HttpApi {
         if (!isPageId(page)) throw new ProtocolError("invalid_page");
         if (req.method === "GET") return await this.#read(reply, page, this.#readAccess(req));
         if (req.method === "PUT") return await this.#change(reply, req, page);
-        throw new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use GET or PUT`);
+        throw methodNotAllowed(req, "GET", "PUT");
       }
       throw new ProtocolError("not_found", `no route for ${req.method} ${req.path}`);
     } catch (err) {
@@ -266,7 +267,8 @@ export class HttpApi {
         this.#logs.log(this.#o.logger, "error", { err, path: req.path }, "http request failed");
       status = e.status;
       const retryAfterS = e instanceof RetryLaterError ? e.retryAfterS : 1;
-      reply.error(e, e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE);
+      const headers = e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE;
+      reply.error(e, e instanceof MethodNotAllowed ? { ...headers, allow: e.allow } : headers);
     } finally {
       this.#o.metrics.httpRequests.inc({ route, status: String(status) });
     }
@@ -342,8 +344,18 @@ export class HttpApi {
   }
 }
 
-function methodNotAllowed(req: RequestInfo, allowed: string): ProtocolError {
-  return new ProtocolError("method_not_allowed", `${req.method} is not allowed here; use ${allowed}`);
+/** A 405, with the `Allow` header its answer must carry (RFC 9110): a GET route serves HEAD too. */
+class MethodNotAllowed extends ProtocolError {
+  readonly allow: string;
+
+  constructor(method: string, allowed: readonly string[]) {
+    super("method_not_allowed", `${method} is not allowed here; use ${allowed.join(" or ")}`);
+    this.allow = allowed.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", ");
+  }
+}
+
+function methodNotAllowed(req: RequestInfo, ...allowed: string[]): MethodNotAllowed {
+  return new MethodNotAllowed(req.method, allowed);
 }
 
 /** `seconds` of a window read: an integer from 1 to MAX_WINDOW_S. */

@@ -474,20 +474,23 @@ describe("gateway - publisher API", () => {
     });
 
     test("methods - a wrong method on a publisher route is 405 method_not_allowed", async () => {
-      const cases: ReadonlyArray<[string, string]> = [
-        ["GET", "/v1/counters/increment"],
-        ["PUT", "/v1/counters/increment"],
-        ["POST", "/v1/counters"],
-        ["DELETE", "/v1/counters"],
-        ["GET", "/v1/pages/p/counters/likes"],
-        ["POST", "/v1/pages/p/counters/likes"],
-        ["GET", "/v1/pages/p/counters/likes/reset"],
-        ["DELETE", "/v1/pages/p/counters/likes/reset"],
+      // Each with the methods its Allow header must name (RFC 9110); a GET route serves HEAD too.
+      const cases: ReadonlyArray<[string, string, string]> = [
+        ["GET", "/v1/counters/increment", "POST"],
+        ["PUT", "/v1/counters/increment", "POST"],
+        ["POST", "/v1/counters", "GET, HEAD"],
+        ["DELETE", "/v1/counters", "GET, HEAD"],
+        ["GET", "/v1/pages/p/counters/likes", "DELETE"],
+        ["POST", "/v1/pages/p/counters/likes", "DELETE"],
+        ["GET", "/v1/pages/p/counters/likes/reset", "POST"],
+        ["DELETE", "/v1/pages/p/counters/likes/reset", "POST"],
+        ["DELETE", "/v1/pages/p/counter", "GET, HEAD, PUT"],
       ];
-      for (const [method, path] of cases) {
+      for (const [method, path, allow] of cases) {
         const res = await api.request(method, path);
         expect(res.status, `${method} ${path}`).toBe(405);
         expect(codeOf(res.body)).toBe("method_not_allowed");
+        expect(res.headers.get("allow"), `${method} ${path}`).toBe(allow);
       }
       const missing = await api.request("GET", "/v1/pages/p/counters");
       expect(missing.status).toBe(404);

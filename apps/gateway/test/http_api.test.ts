@@ -309,6 +309,7 @@ describe("gateway - HTTP API", () => {
     const metrics = await fetch(`${platform.url}/metrics`, { headers: ADMIN_HEADERS });
     expect(metrics.status).toBe(200);
     expect(metrics.headers.get("content-type")).toMatch(/^text\/plain/);
+    expect(metrics.headers.get("cache-control")).toBe("no-store");
     const text = await metrics.text();
     for (const name of [
       "livecount_gateway_sockets",
@@ -353,6 +354,7 @@ describe("gateway - HTTP API", () => {
       headers: { authorization: `Bearer ${TEST_PUBLISHER_KEY}` },
     });
     expect(method.status).toBe(405);
+    expect(method.headers.get("allow")).toBe("GET, HEAD, PUT");
     expect(await errorCode(method)).toBe("method_not_allowed");
   });
 });

@@ -443,6 +443,13 @@ describe("gateway - OpenAPI document", () => {
     expect((await call(lim, "/v1/counters/increment", { method: "POST", body: batch })).status).toBe(429);
     expect((await call(lim, `/v1/pages/${p}/counters/likes`, { method: "DELETE" })).status).toBe(429);
     expect((await call(lim, `/v1/pages/${p}/counters/likes/reset`, { method: "POST" })).status).toBe(429);
+    // Probes without a key spend the address's request budget (defaults 100/s, burst 200) like any
+    // request: past it, 429 for both.
+    let probe = 200;
+    for (let i = 0; i < 1000 && probe !== 429; i++)
+      probe = (await call(lim, "/healthz", { key: null })).status;
+    expect(probe).toBe(429);
+    expect((await call(lim, "/readyz", { key: null })).status).toBe(429);
 
     // 503 with Retry-After once no counter node is live; the batch answers per item.
     await platform.app.counter.stop();
