@@ -1,13 +1,14 @@
 import { connectBus, openStore } from "@livecount/cluster";
-import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
+import { ConfigError, createLogger, readLogLevel, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { readCounterConfig, startWarnings } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
-const logger = createLogger({ name: "livecount-counter", level: process.env.LIVECOUNT_LOG_LEVEL ?? "info" });
+const logger = createLogger({ name: "livecount-counter" });
 
 try {
+  logger.level = readLogLevel(process.env);
   const config = readCounterConfig(process.env);
   if (config.natsUrl === undefined) {
     throw new ConfigError(

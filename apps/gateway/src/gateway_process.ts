@@ -1,13 +1,14 @@
 import { HEARTBEATS_PER_LEASE, connectBus } from "@livecount/cluster";
-import { ConfigError, createLogger, stopOnSignals } from "@livecount/runtime";
+import { ConfigError, createLogger, readLogLevel, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
 import { readGatewayConfig } from "./gateway_config.js";
 import { connectionsOverFileLimit, openFilesLimit } from "./open_files.js";
 
-const logger = createLogger({ name: "livecount-gateway", level: process.env.LIVECOUNT_LOG_LEVEL ?? "info" });
+const logger = createLogger({ name: "livecount-gateway" });
 
 try {
+  logger.level = readLogLevel(process.env);
   const config = readGatewayConfig(process.env);
   if (config.natsUrl === undefined) {
     throw new ConfigError(

@@ -8,7 +8,7 @@ import {
   readGatewayConfig,
   type GatewayConfig,
 } from "@livecount/gateway";
-import { readInt, silentLogger, systemClock, type Env, type Logger } from "@livecount/runtime";
+import { readFlag, readInt, silentLogger, systemClock, type Env, type Logger } from "@livecount/runtime";
 import type { FetchFn } from "@livecount/sdk";
 import type { Store } from "@livecount/store";
 import { Registry, collectDefaultMetrics } from "prom-client";
@@ -86,6 +86,12 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
   const devKeys = withDevKeys(env);
   const gatewayConfig = readGatewayConfig(env);
   const counterConfig = readCounterConfig(env);
+  // The demo's own budget for all browsers together; a trickle, as it writes without a key.
+  const demoOn = readFlag(env, "LIVECOUNT_DEMO", true);
+  const budget = {
+    ratePerS: readInt(env, "LIVECOUNT_DEMO_RATE", 5, { min: 1 }),
+    burst: readInt(env, "LIVECOUNT_DEMO_BURST", 20, { min: 1 }),
+  };
   const registry = new Registry();
   if (options.processMetrics === true) collectDefaultMetrics({ register: registry });
 
@@ -97,15 +103,9 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     await bus.close();
     throw err;
   }
-  // The demo's own budget for all browsers together; a trickle, as it writes without a key.
-  const budget = {
-    ratePerS: readInt(env, "LIVECOUNT_DEMO_RATE", 5, { min: 1 }),
-    burst: readInt(env, "LIVECOUNT_DEMO_BURST", 20, { min: 1 }),
-  };
-  const demo =
-    env.LIVECOUNT_DEMO !== "0"
-      ? new DemoRoutes({ page: DEMO_PAGE, logger, budget, now: () => systemClock.now() })
-      : undefined;
+  const demo = demoOn
+    ? new DemoRoutes({ page: DEMO_PAGE, logger, budget, now: () => systemClock.now() })
+    : undefined;
   const gateway = new Gateway({
     config: gatewayConfig,
     bus,

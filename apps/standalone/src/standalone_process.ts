@@ -1,9 +1,10 @@
-import { createLogger, stopOnSignals } from "@livecount/runtime";
+import { createLogger, readLogLevel, stopOnSignals } from "@livecount/runtime";
 import { startStandalone } from "./standalone.js";
 
-const logger = createLogger({ name: "livecount", level: process.env.LIVECOUNT_LOG_LEVEL ?? "info" });
+const logger = createLogger({ name: "livecount" });
 
 try {
+  logger.level = readLogLevel(process.env);
   const app = await startStandalone({ logger, processMetrics: true });
   logger.info({ url: app.url, demo: `${app.url}/`, console: `${app.url}/admin` }, "livecount is running");
   stopOnSignals(logger, () => app.close());

@@ -99,8 +99,8 @@ describe("standalone - demo routes", () => {
     expect(await counters()).toEqual(before);
   });
 
-  test("demo - the routes are off with LIVECOUNT_DEMO=0", async () => {
-    const off = await TestPlatform.start({ LIVECOUNT_DEMO: "0" });
+  test.each(["0", "off"])("demo - the routes are off with LIVECOUNT_DEMO=%s", async (value) => {
+    const off = await TestPlatform.start({ LIVECOUNT_DEMO: value });
     try {
       for (const path of ["/demo/counter", "/demo/like"]) {
         const res = await fetch(`${off.url}${path}`, {

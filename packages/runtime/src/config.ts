@@ -38,6 +38,27 @@ export function readInt(
   return n;
 }
 
+const TRUE = new Set(["1", "true", "yes", "on"]);
+const FALSE = new Set(["0", "false", "no", "off"]);
+
+/** A switch: 1, true, yes or on; 0, false, no or off (any case). Anything else is an error. */
+export function readFlag(env: Env, name: string, fallback: boolean): boolean {
+  const v = raw(env, name)?.toLowerCase();
+  if (v === undefined) return fallback;
+  if (TRUE.has(v)) return true;
+  if (FALSE.has(v)) return false;
+  throw new ConfigError(`${name} must be 1 or 0 (true/false, yes/no, on/off), got "${v}"`);
+}
+
+/** One of `choices`, exactly as listed. */
+export function readChoice<T extends string>(env: Env, name: string, fallback: T, choices: readonly T[]): T {
+  const v = raw(env, name);
+  if (v === undefined) return fallback;
+  if (!(choices as readonly string[]).includes(v))
+    throw new ConfigError(`${name} must be one of ${choices.join(", ")}, got "${v}"`);
+  return v as T;
+}
+
 /** Comma-separated list; empty items dropped. */
 export function readList(env: Env, name: string): string[] {
   const v = raw(env, name);

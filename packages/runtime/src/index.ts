@@ -5,6 +5,8 @@ export { Coalescer } from "./coalescer.js";
 export { ConcurrencyLimit } from "./concurrency_limit.js";
 export {
   ConfigError,
+  readChoice,
+  readFlag,
   readInt,
   readList,
   readOptionalString,
@@ -12,7 +14,7 @@ export {
   readToken,
   type Env,
 } from "./config.js";
-export { createLogger, flushLogs, silentLogger, type Logger } from "./logger.js";
+export { LOG_LEVELS, createLogger, flushLogs, readLogLevel, silentLogger, type Logger } from "./logger.js";
 export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
 export { stopOnSignals } from "./shutdown.js";
 export {

@@ -1,4 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from "pino";
+import { readChoice, type Env } from "./config.js";
 
 export type { Logger } from "pino";
 
@@ -12,6 +13,17 @@ export function createLogger(options: { name: string; level?: string } & LoggerO
     { level: options.level ?? "info", ...options },
     pino.destination({ dest: 1, sync: false, minLength: 1 }),
   );
+}
+
+/** The levels LIVECOUNT_LOG_LEVEL takes: pino's, and silent. */
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/**
+ * LIVECOUNT_LOG_LEVEL (default info). A process creates its logger at info and sets this level
+ * first thing in its start-up, so an unknown level fails the start like any other setting.
+ */
+export function readLogLevel(env: Env): (typeof LOG_LEVELS)[number] {
+  return readChoice(env, "LIVECOUNT_LOG_LEVEL", "info", LOG_LEVELS);
 }
 
 /** A logger that drops everything, for embedding and tests that do not look at logs. */

@@ -1,5 +1,14 @@
 import { describe, expect, test } from "vitest";
-import { ConfigError, readInt, readList, readOptionalString, readString, readToken } from "../src/config.js";
+import {
+  ConfigError,
+  readChoice,
+  readFlag,
+  readInt,
+  readList,
+  readOptionalString,
+  readString,
+  readToken,
+} from "../src/config.js";
 
 /** The ConfigError `read` throws (fails the test when it throws nothing or something else). */
 function configErrorOf(read: () => unknown): ConfigError {
@@ -68,6 +77,29 @@ describe("runtime - config", () => {
       );
     }
     expect(configErrorOf(() => readToken({}, "DC", "bad.fallback")).message).toContain("bad.fallback");
+  });
+
+  test("runtime - a switch takes 1/0, true/false, yes/no, on/off in any case, and nothing else", () => {
+    for (const on of ["1", "true", "TRUE", " yes ", "On"]) expect(readFlag({ F: on }, "F", false)).toBe(true);
+    for (const off of ["0", "false", "No", "OFF"]) expect(readFlag({ F: off }, "F", true)).toBe(false);
+    expect(readFlag({}, "F", true)).toBe(true);
+    expect(readFlag({ F: " " }, "F", false)).toBe(false);
+    for (const bad of ["2", "maybe", "enabled", "-1"]) {
+      expect(configErrorOf(() => readFlag({ F: bad }, "F", true)).message).toBe(
+        `F must be 1 or 0 (true/false, yes/no, on/off), got "${bad}"`,
+      );
+    }
+  });
+
+  test("runtime - a choice takes one of its values exactly, and names them all when it is not", () => {
+    const levels = ["warn", "info"] as const;
+    expect(readChoice({ L: " warn " }, "L", "info", levels)).toBe("warn");
+    expect(readChoice({}, "L", "info", levels)).toBe("info");
+    for (const bad of ["WARN", "verbose", "in"]) {
+      expect(configErrorOf(() => readChoice({ L: bad }, "L", "info", levels)).message).toBe(
+        `L must be one of warn, info, got "${bad}"`,
+      );
+    }
   });
 
   test("runtime - a configuration error is a named Error", () => {
