@@ -264,7 +264,6 @@ export class LivecountClient {
 
   // ---- reads --------------------------------------------------------------------------------
 
-  /** A page's viewers and durable counters, read from the page's owner (never a cache). */
   /**
    * The sum of a counter's changes over the last `seconds` (1..86,400), over every data center
    * (`GET /v1/pages/{page}/counters/{counter}/window`): minute buckets, so every minute the window
@@ -295,6 +294,10 @@ export class LivecountClient {
     return decodePageStats(await this.#readPage(page, "/stats", options));
   }
 
+  /**
+   * A page's viewers and durable counters, read from the page's owner (never a cache), with the
+   * data centers they come from (`dcs`, `lagMs`).
+   */
   async get(page: string, options: ReadOptions = {}): Promise<PageCounters> {
     this.#checkOpen();
     checkPage(page);

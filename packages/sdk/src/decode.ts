@@ -88,7 +88,23 @@ export function presenceFields(o: Record<string, unknown>): { active?: number; c
   };
 }
 
-/** `GET /v1/pages/{page}/counter`: `{page, count, viewers, active, connections, counters, updated_at}`. */
+/** `dcs` and `lag_ms` where the server sends them, as `dcs` and `lagMs`. */
+function replicaFields(o: Json): { dcs?: readonly string[]; lagMs?: number } {
+  let dcs: string[] | undefined;
+  if (o.dcs !== undefined) {
+    if (!Array.isArray(o.dcs)) throw bad("dcs is not an array");
+    dcs = o.dcs.map((dc, i) => string(dc, `dcs[${i}]`));
+  }
+  return {
+    ...(dcs !== undefined ? { dcs } : {}),
+    ...(o.lag_ms !== undefined ? { lagMs: integer(o.lag_ms, "lag_ms") } : {}),
+  };
+}
+
+/**
+ * `GET /v1/pages/{page}/counter`: `{page, count, viewers, active, connections, counters, updated_at,
+ * dcs, lag_ms}`.
+ */
 export function decodePageCounters(body: unknown): PageCounters {
   const o = object(body, "page counters");
   return {
@@ -97,6 +113,7 @@ export function decodePageCounters(body: unknown): PageCounters {
     ...presenceFields(o),
     counters: counterMap(o.counters),
     updatedAt: integer(o.updated_at, "updated_at"),
+    ...replicaFields(o),
   };
 }
 

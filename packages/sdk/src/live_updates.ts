@@ -24,7 +24,7 @@ export function countUpdate(f: Record<string, unknown>): CountUpdate | undefined
     return undefined;
   if (typeof counters !== "object" || counters === null || Array.isArray(counters)) return undefined;
   const entries = Object.entries(counters).filter((e): e is [string, number] => Number.isSafeInteger(e[1]));
-  const { active, connections } = f;
+  const { active, connections, dcs, lag_ms: lagMs } = f;
   return {
     page,
     viewers: viewers as number,
@@ -32,6 +32,8 @@ export function countUpdate(f: Record<string, unknown>): CountUpdate | undefined
     ...(Number.isSafeInteger(connections) ? { connections: connections as number } : {}),
     counters: Object.fromEntries(entries),
     ts: ts as number,
+    ...(Array.isArray(dcs) && dcs.every((dc) => typeof dc === "string") ? { dcs: dcs as string[] } : {}),
+    ...(Number.isSafeInteger(lagMs) ? { lagMs: lagMs as number } : {}),
   };
 }
 

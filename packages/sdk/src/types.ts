@@ -12,6 +12,13 @@ export interface PageCounters {
   /** Durable counters by name (likes, reactions, unread, ...). A counter never changed is absent. */
   readonly counters: Readonly<Record<string, number>>;
   readonly updatedAt: number;
+  /** The data centers whose entries make up the values; absent from older servers. */
+  readonly dcs?: readonly string[];
+  /**
+   * How stale the stalest of those data centers may be, in ms (0 with one data center): show the
+   * values as approximate while it grows (a partition). Absent from older servers.
+   */
+  readonly lagMs?: number;
 }
 
 /** A page's viewers now, its peaks and its unique visitors (`LivecountClient.stats`). */
@@ -103,4 +110,8 @@ export interface CountUpdate {
   readonly counters: Readonly<Record<string, number>>;
   /** When the server computed this value. */
   readonly ts: number;
+  /** The data centers whose entries make up the values; absent from older servers. */
+  readonly dcs?: readonly string[];
+  /** How stale the stalest of them may be, in ms (0 with one data center); absent from older servers. */
+  readonly lagMs?: number;
 }

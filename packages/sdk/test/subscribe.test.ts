@@ -23,7 +23,9 @@ describe("sdk - subscribe", () => {
     await c.increment(page, "likes", 2);
     const r = recorder();
     c.subscribe(page, r.listener);
-    await eventually(() => expect(r.last()).toMatchObject({ page, viewers: 0, counters: { likes: 2 } }));
+    await eventually(() =>
+      expect(r.last()).toMatchObject({ page, viewers: 0, counters: { likes: 2 }, dcs: ["dc1"], lagMs: 0 }),
+    );
     expect(r.last()!.ts).toBeGreaterThan(0);
     await c.increment(page, "likes");
     await eventually(() => expect(r.last()?.counters.likes).toBe(3));

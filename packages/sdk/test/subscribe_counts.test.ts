@@ -79,8 +79,16 @@ describe("sdk - subscribe with counts frames", () => {
           type: "counts",
           ts,
           pages: {
-            "old-a": { viewers: 5, active: 2, connections: 6, counters: { likes: 2 } },
-            "old-b": { viewers: 7, counters: {} },
+            "old-a": {
+              viewers: 5,
+              active: 2,
+              connections: 6,
+              counters: { likes: 2 },
+              dcs: ["eu", "us"],
+              lag_ms: 240,
+            },
+            // Malformed optional fields are dropped, the value kept.
+            "old-b": { viewers: 7, counters: {}, dcs: "eu", lag_ms: -0.5 },
             "not-subscribed": { viewers: 1, counters: {} },
           },
         }),
@@ -103,6 +111,8 @@ describe("sdk - subscribe with counts frames", () => {
       connections: 6,
       counters: { likes: 2 },
       ts: expect.any(Number),
+      dcs: ["eu", "us"],
+      lagMs: 240,
     });
     expect(b.last()).toEqual({ page: "old-b", viewers: 7, counters: {}, ts: expect.any(Number) });
     await c.close();
