@@ -11,7 +11,7 @@
  */
 import { HashRing, partitionOf } from "@livecount/ring";
 import { Redis } from "ioredis";
-import { describe, expect, onTestFinished, test } from "vitest";
+import { expect, onTestFinished, test } from "vitest";
 import {
   Audience,
   LikeLedger,
@@ -24,8 +24,7 @@ import { TIMINGS, type ClusterProcess, type TestCluster } from "../support/clust
 import { pageIds } from "../support/cluster_scene.js";
 import { finishLikes, random, seatAudience, startChurn, startCluster } from "../support/fault_scenes.js";
 import { eventually, sleep } from "../support/eventually.js";
-import { natsServerAvailable } from "../support/nats_server.js";
-import { redisServerAvailable } from "../support/redis_server.js";
+import { describeWithServers } from "../support/servers.js";
 
 /**
  * Slack over the lease arithmetic, for every timing promise checked here: sweeps (every 250 ms at
@@ -39,12 +38,6 @@ const GATEWAY_LEASE_MS = 3000;
 const CONVERGE_MS = 10_000;
 const TEST_TIMEOUT_MS = 90_000;
 const OWNED = "livecount_counter_partitions_owned";
-
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the cluster tests need nats-server and redis-server\n");
-}
 
 /** Pages the ring gives to `node` while every counter node of the cluster is up. */
 function pagesOwnedBy(cluster: TestCluster, node: ClusterProcess, pages: readonly string[]): Set<string> {
@@ -91,9 +84,7 @@ async function leasesRunOutAt(cluster: TestCluster, node: ClusterProcess): Promi
   return Math.max(...expiries);
 }
 
-const describeCluster = serversAvailable ? describe : describe.skip;
-
-describeCluster("cluster - fault tolerance with real processes", () => {
+describeWithServers("cluster - fault tolerance with real processes", () => {
   test(
     "cluster - every page counts the distinct viewer ids with an open socket, over both gateways",
     async () => {

@@ -8,18 +8,12 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, expect, test } from "vitest";
 import { TestCluster } from "../support/cluster.js";
 import { validate, type Schema } from "../support/json_schema.js";
-import { natsServerAvailable } from "../support/nats_server.js";
-import { redisServerAvailable } from "../support/redis_server.js";
+import { describeWithServers } from "../support/servers.js";
 
 const ROOT = process.cwd();
-const available = natsServerAvailable() && redisServerAvailable();
-if (!available) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the observability tests need nats-server and redis-server\n");
-}
 
 /** What Grafana needs to import a dashboard, and what ours promises on top (a datasource variable). */
 const DASHBOARD_SCHEMA: Schema = {
@@ -139,7 +133,7 @@ function metricsIn(expr: string): string[] {
   return [...expr.matchAll(/\blivecount_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ""));
 }
 
-describe.skipIf(!available)("observability - dashboard and alerts against a real deployment", () => {
+describeWithServers("observability - dashboard and alerts against a real deployment", () => {
   let cluster: TestCluster;
   /** Every metric family a gateway or a counter node lists in /metrics. */
   let exposed: Set<string>;

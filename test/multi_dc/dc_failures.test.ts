@@ -9,15 +9,14 @@
  * takes to re-dial stays well inside it. Periodic anti-entropy is far beyond the file's length
  * (DC_TIMINGS): whatever a cut lost must come back through what the reconnection itself triggers.
  */
-import { afterAll, beforeAll, describe, expect, onTestFailed, test } from "vitest";
+import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { Crowd, startEvery } from "../support/crowd.js";
 import { publisherOf } from "../support/dc_pages.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { DC_TIMINGS, MultiDc, type TestDc } from "../support/multi_dc.js";
-import { natsServerAvailable } from "../support/nats_server.js";
 import type { PageTotals } from "../support/publisher_http.js";
-import { redisServerAvailable } from "../support/redis_server.js";
 import type { CountFrame, TestClient } from "../support/ws_client.js";
+import { describeWithServers } from "../support/servers.js";
 
 const DC_LEASE_MS = 6000;
 /** Shorter than the DC lease even with NATS's re-dial (~1 s) and a loaded machine on top. */
@@ -42,19 +41,12 @@ const FREEZE_PAST_LEASE_MS = 1500;
 const TEST_TIMEOUT_MS = 60_000;
 const ALL = ["dc1", "dc2"];
 
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the multi-DC failure tests need nats-server and redis-server\n");
-}
-const describeMultiDc = serversAvailable ? describe : describe.skip;
-
 async function totals(dc: TestDc, page: string): Promise<PageTotals> {
   const [body] = await publisherOf(dc).totals(page);
   return body!;
 }
 
-describeMultiDc("multi-dc - failures between data centers", () => {
+describeWithServers("multi-dc - failures between data centers", () => {
   let multi: MultiDc;
   let crowd: Crowd;
   let dc1: TestDc;

@@ -15,14 +15,13 @@
 import { NatsBus, pageSubject } from "@livecount/bus";
 import { VIEWERS_COUNTER, encodeMessage, type PageUpdate } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
-import { afterAll, beforeAll, describe, expect, onTestFailed, test } from "vitest";
+import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { seededRandom } from "../support/audience.js";
 import { CLUSTER_PUBLISHER_KEY, OPERATOR_HEADERS, TIMINGS } from "../support/cluster.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { DC_TIMINGS, MultiDc, type TestDc } from "../support/multi_dc.js";
-import { natsServerAvailable } from "../support/nats_server.js";
-import { redisServerAvailable } from "../support/redis_server.js";
 import { TestClient, type CountFrame } from "../support/ws_client.js";
+import { describeWithServers } from "../support/servers.js";
 
 /**
  * Slack over the lease arithmetic (DC lease 2 s, heartbeats every 100 ms) for a loaded 2-core
@@ -34,12 +33,6 @@ const CONVERGE_MS = 10_000;
 /** Until a restarted DC (servers, Redis from its AOF, processes) shows the global truth. */
 const RESTART_CONVERGE_MS = 15_000;
 const TEST_TIMEOUT_MS = 90_000;
-
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the multi-DC tests need nats-server and redis-server\n");
-}
 
 interface Body {
   readonly page: string;
@@ -280,9 +273,7 @@ function pageIds(prefix: string, n: number): string[] {
   return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 }
 
-const describeMultiDc = serversAvailable ? describe : describe.skip;
-
-describeMultiDc("multi-dc - two data centers joined by NATS gateways through a cuttable link", () => {
+describeWithServers("multi-dc - two data centers joined by NATS gateways through a cuttable link", () => {
   let multi: MultiDc;
   let world: World;
   let dc1: TestDc;

@@ -5,26 +5,19 @@
  * live, so a DC cut off from the page's only viewers announces `page.vacated` after the DC lease,
  * and `page.occupied` again once it hears them.
  */
-import { afterAll, beforeAll, describe, expect, onTestFailed, test } from "vitest";
+import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { DC_TIMINGS, MultiDc } from "../support/multi_dc.js";
-import { natsServerAvailable } from "../support/nats_server.js";
-import { redisServerAvailable } from "../support/redis_server.js";
 import { WebhookReceiver, validSignature, type HookBody } from "../support/webhook_receiver.js";
 import { TestClient } from "../support/ws_client.js";
+import { describeWithServers } from "../support/servers.js";
 
 const SECRET = "multi-dc-webhook-secret-0123456789";
 /** The DC lease (2 s) and the re-dial after a heal (~1 s), with room for a loaded machine. */
 const WAIT_MS = 15_000;
 
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the multi-DC webhook test needs nats-server and redis-server\n");
-}
-
 const story = (bodies: readonly HookBody[]) => bodies.map((b) => `${b.dc} ${b.type} @${b.viewers}`);
 
-(serversAvailable ? describe : describe.skip)("multi-dc - occupancy webhooks", () => {
+describeWithServers("multi-dc - occupancy webhooks", () => {
   let multi: MultiDc;
   const receivers = new Map<string, WebhookReceiver>();
 

@@ -3,23 +3,15 @@
  * real deployment (nats-server, redis-server, a counter node and a gateway from the built output)
  * a tombstone, a reset and their idempotency keys survive a kill -9 of the counter node.
  */
-import { describe, expect, onTestFinished, test } from "vitest";
+import { expect, onTestFinished, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { eventually } from "../support/eventually.js";
-import { natsServerAvailable } from "../support/nats_server.js";
 import { PublisherHttp } from "../support/publisher_http.js";
-import { redisServerAvailable } from "../support/redis_server.js";
-
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the durable tombstone tests need nats-server and redis-server\n");
-}
-const describeCluster = serversAvailable ? describe : describe.skip;
+import { describeWithServers } from "../support/servers.js";
 
 const TEST_TIMEOUT_MS = 60_000;
 
-describeCluster("publishers - durable deletes and resets", () => {
+describeWithServers("publishers - durable deletes and resets", () => {
   test(
     "publishers - a tombstone, a reset and their keys survive kill -9 of the counter node",
     async () => {

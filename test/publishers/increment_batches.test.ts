@@ -5,25 +5,17 @@
  * concurrent increments on one hot page is answered in full and counted exactly once, one item's
  * error stays that item's, and items of many pages reach each owner in one request.
  */
-import { describe, expect, onTestFinished, test } from "vitest";
+import { expect, onTestFinished, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
-import { natsServerAvailable } from "../support/nats_server.js";
 import { PublisherHttp, type BatchItem } from "../support/publisher_http.js";
-import { redisServerAvailable } from "../support/redis_server.js";
-
-const serversAvailable = natsServerAvailable() && redisServerAvailable();
-if (!serversAvailable) {
-  if (process.env.CI) throw new Error("nats-server and redis-server are required under CI");
-  console.warn("\n!!! SKIPPED: the increment batch tests need nats-server and redis-server\n");
-}
-const describeCluster = serversAvailable ? describe : describe.skip;
+import { describeWithServers } from "../support/servers.js";
 
 const TEST_TIMEOUT_MS = 60_000;
 const CONCURRENT_PUTS = 300;
 const REQUESTS = "livecount_gateway_increment_requests_total";
 const SENT = "livecount_gateway_increments_sent_total";
 
-describeCluster("publishers - increment batches", () => {
+describeWithServers("publishers - increment batches", () => {
   let cluster: TestCluster;
   let api: PublisherHttp;
 

@@ -9,14 +9,13 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, fetch as undiciFetch } from "undici";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, expect, test } from "vitest";
 import { TestPlatform } from "../../../test/support/platform.js";
+import { describeWithBinary } from "../../../test/support/binaries.js";
 
 const OPENSSL = "/usr/bin/openssl";
-const skip = !existsSync(OPENSSL) && !process.env.CI;
-if (skip) console.warn(`TLS tests SKIPPED: ${OPENSSL} is missing. Under CI they fail instead.`);
 
-describe.skipIf(skip)("gateway - TLS", () => {
+describeWithBinary(existsSync(OPENSSL), `${OPENSSL} is missing`, "gateway - TLS", () => {
   let dir: string;
   let cert: string;
   let platform: TestPlatform;

@@ -8,16 +8,15 @@ import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { chromium, type Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import type * as Sdk from "../src/index.js";
 import { eventually } from "../../../test/support/eventually.js";
 import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import { testClient, uniquePage } from "./support.js";
+import { describeWithBinary } from "../../../test/support/binaries.js";
 
 const CHROMIUM_PATH = "/usr/bin/chromium";
-const skip = !existsSync(CHROMIUM_PATH) && !process.env.CI;
-if (skip) console.warn(`sdk browser test SKIPPED: ${CHROMIUM_PATH} is missing. Under CI it fails instead.`);
 
 declare global {
   interface Window {
@@ -31,7 +30,7 @@ declare global {
   }
 }
 
-describe.skipIf(skip)("sdk - in Chromium", () => {
+describeWithBinary(existsSync(CHROMIUM_PATH), `${CHROMIUM_PATH} is missing`, "sdk - in Chromium", () => {
   let platform: TestPlatform;
   let host: Server;
   let browser: Browser;
