@@ -186,6 +186,8 @@ export class Gateway {
       logger: this.#log,
       partitions: config.partitions,
       coalesceMs: config.coalesceMs,
+      pageFrameRate: config.pageFrameRate,
+      onSpaced: (pages) => this.#metrics.pageFramesSpaced.inc(pages),
       retryMs: RETRY_MS,
       maxRetryMs: MAX_RETRY_MS,
       onServing: (partition) => this.#forwarder.ownerServing(partition),

@@ -48,6 +48,14 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
    * stream each time.
    */
   readonly sseHeartbeatS: number;
+  /**
+   * LIVECOUNT_PAGE_FRAME_RATE: count frames a second this gateway sends for one page, over all its
+   * watchers. Default 20,000, a third of the 57,773 frames a second a gateway is planned at
+   * (docs/capacity.md), so one hot page cannot take a gateway from the rest: a page with up to 1,000
+   * watchers on the gateway keeps a frame per 50 ms window, one with 10,000 gets two a second, and
+   * every page at least one a second while it changes.
+   */
+  readonly pageFrameRate: number;
   /** LIVECOUNT_PRESENCE_BATCH_MS: presence transitions wait this long to share a batch. Default 5. */
   readonly presenceBatchMs: number;
   /** Fixed by protocol v1: a frame over 16 KiB closes the socket with 1009 (message too big). */
@@ -95,6 +103,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
     maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
     sseHeartbeatS: readInt(env, "LIVECOUNT_SSE_HEARTBEAT_S", 15, { min: 1, max: 300 }),
+    pageFrameRate: readInt(env, "LIVECOUNT_PAGE_FRAME_RATE", 20_000, { min: 1 }),
     presenceBatchMs: readInt(env, "LIVECOUNT_PRESENCE_BATCH_MS", 5, { min: 0, max: 1000 }),
     maxFrameBytes: MAX_FRAME_BYTES,
     wireFrameBytes: WIRE_FRAME_BYTES,

@@ -9,6 +9,7 @@ export class GatewayMetrics {
   readonly frameErrors: Counter<"code">;
   readonly countFrames: Counter;
   readonly countsFrames: Counter;
+  readonly pageFramesSpaced: Counter;
   readonly presenceOpsSent: Counter;
   /** Bus requests that carried publisher increments to owners, and the increments they carried. */
   readonly incrementRequests: Counter;
@@ -62,6 +63,11 @@ export class GatewayMetrics {
     this.countsFrames = new Counter({
       name: "livecount_gateway_counts_frames_published_total",
       help: "Counts frames published to page-set topics (once per window per set of pages that counts sockets watch in one encoding)",
+      registers,
+    });
+    this.pageFramesSpaced = new Counter({
+      name: "livecount_gateway_page_frames_spaced_total",
+      help: "Changed pages whose frame waited past the coalescing window, their watchers here too many for LIVECOUNT_PAGE_FRAME_RATE (once per window waited)",
       registers,
     });
     this.presenceOpsSent = new Counter({

@@ -25,6 +25,14 @@ export interface PageViewsOptions {
   readonly partitions: number;
   /** At most one count frame per page per window. */
   readonly coalesceMs: number;
+  /**
+   * Frames a second this gateway sends for one page, over all its watchers: a page watched by more
+   * than `pageFrameRate * coalesceMs / 1000` sockets here gets its frames spaced further apart
+   * (`frameSpacingMs`).
+   */
+  readonly pageFrameRate: number;
+  /** A changed page's frame waited past the window for its spacing (once per flush it waited in). */
+  readonly onSpaced?: (pages: number) => void;
   /** Cap of the first retry's delay for a failed snapshot (full jitter); doubles up to `maxRetryMs`. */
   readonly retryMs: number;
   readonly maxRetryMs: number;
@@ -334,19 +342,48 @@ export class PageViews {
     this.#coalescer.request();
   }
 
-  /** Publishes every dirty page's new value at once: one timer tick, aligned for all sockets. */
+  /**
+   * Publishes every dirty page's new value at once: one timer tick, aligned for all sockets. A page
+   * whose last frame went out less than its spacing ago stays dirty for a later flush.
+   */
   #flush(): void {
     const ts = this.#opts.clock.now();
     const frames: CountFrame[] = [];
+    let spaced = 0;
     for (const page of this.#dirty) {
       const view = this.#views.get(page);
+      if (view !== undefined && view.loaded && view.sent !== undefined) {
+        const { pageFrameRate, coalesceMs } = this.#opts;
+        const spacing = frameSpacingMs(view.watchers, pageFrameRate, coalesceMs);
+        // Within the window the coalescer spaces the flushes already (a timer may fire a ms early).
+        if (spacing > coalesceMs && ts - view.sent.ts < spacing) {
+          spaced++;
+          continue;
+        }
+      }
+      this.#dirty.delete(page);
       if (view === undefined || !view.loaded) continue;
       const frame = view.frame(page, ts, this.#opts.liveness);
       if (sameValue(view.sent, frame)) continue;
       view.sent = frame;
       frames.push(frame);
     }
-    this.#dirty.clear();
     if (frames.length > 0) this.#opts.sink.publish(ts, frames);
+    if (spaced > 0) {
+      this.#opts.onSpaced?.(spaced);
+      this.#coalescer.request();
+    }
   }
+}
+
+/** However many watch a page, it gets a frame at least this often while it changes. */
+export const MAX_FRAME_SPACING_MS = 1000;
+
+/**
+ * The least time between two frames of a page that `watchers` sockets here watch: the coalescing
+ * window, or as long as `pageFrameRate` frames a second take to reach them all, up to
+ * MAX_FRAME_SPACING_MS.
+ */
+export function frameSpacingMs(watchers: number, pageFrameRate: number, coalesceMs: number): number {
+  return Math.max(coalesceMs, Math.min(MAX_FRAME_SPACING_MS, (watchers * 1000) / pageFrameRate));
 }

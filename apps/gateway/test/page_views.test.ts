@@ -19,6 +19,7 @@ import {
   MAX_SNAPSHOT_BATCH,
   decodeNodeRequest,
   encodeMessage,
+  encodePageUpdate,
   type CountFrame,
   type NodeReply,
   type NodeRequest,
@@ -28,7 +29,7 @@ import { HashRing, partitionOf } from "@livecount/ring";
 import { silentLogger, systemClock } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { OwnerClient } from "../src/owner_client.js";
-import { PageViews } from "../src/page_views.js";
+import { MAX_FRAME_SPACING_MS, PageViews, frameSpacingMs } from "../src/page_views.js";
 import { eventually } from "../../../test/support/eventually.js";
 import { soleOwnerMembership } from "./fixtures/sole_owner.js";
 
@@ -50,7 +51,10 @@ describe("gateway - page views", () => {
   });
 
   /** Page views whose only owner answers each request with `answer`; what it was asked, in order. */
-  function setUp(answer: (request: NodeRequest) => NodeReply | Promise<NodeReply>) {
+  function setUp(
+    answer: (request: NodeRequest) => NodeReply | Promise<NodeReply>,
+    { pageFrameRate = 1_000_000 }: { pageFrameRate?: number } = {},
+  ) {
     const bus = new MemoryBus({ clock: systemClock });
     stops.push(() => bus.close());
     const subscribed: string[] = [];
@@ -75,23 +79,33 @@ describe("gateway - page views", () => {
       leaseMs: 10_000,
       heartbeatMs: 1_000,
     });
-    /** The latest frame of each page. */
+    /** The latest frame of each page, and every frame with its flush's time. */
     const frames = new Map<string, CountFrame>();
+    const sent: Array<{ readonly ts: number; readonly frame: CountFrame }> = [];
+    let spaced = 0;
     const views = new PageViews({
       dc: DC,
       bus,
       owners: new OwnerClient(bus, membership, DC, 1_000),
-      sink: { publish: (_ts, published) => published.forEach((f) => frames.set(f.page, f)) },
+      sink: {
+        publish: (ts, published) =>
+          published.forEach((frame) => {
+            frames.set(frame.page, frame);
+            sent.push({ ts, frame });
+          }),
+      },
       liveness,
       clock: systemClock,
       logger: silentLogger,
       partitions: 8,
       coalesceMs: 5,
+      pageFrameRate,
+      onSpaced: (pages) => (spaced += pages),
       retryMs: 20,
       maxRetryMs: 40,
     });
     stops.push(() => views.close());
-    return { views, asked, frames, subscribed, bus };
+    return { views, asked, frames, sent, subscribed, bus, spaced: () => spaced };
   }
 
   /** Resolves once every page of `pages` has had a frame showing its likes. */
@@ -300,5 +314,66 @@ describe("gateway - page views", () => {
     views.unwatch("p1");
     views.unwatch("p2");
     expect(views.size).toBe(0);
+  });
+
+  test("views - a page watched by more sockets than its frame rate allows gets its frames spaced by watchers / rate; one watched lightly keeps the window; each ends on its last value", async () => {
+    // 1,000 frames a second per page: 200 watchers here space a page's frames by 200 ms.
+    const { views, frames, sent, bus, spaced } = setUp(
+      (r) => {
+        if (r.type === "snapshot") return stateOf(r.page);
+        if (r.type === "snapshots") return { type: "page_states", replies: r.pages.map(stateOf) };
+        return { type: "error", code: "internal", message: "unexpected" };
+      },
+      { pageFrameRate: 1_000 },
+    );
+    const [hot, quiet] = [pagesIn(4, 1)[0]!, pagesIn(5, 1)[0]!];
+    for (let i = 0; i < 200; i++) views.watch(hot);
+    views.watch(quiet);
+    await framesOf(frames, [hot, quiet]);
+    // Both pages change every 10 ms for a second.
+    let likes = 1_000;
+    const started = Date.now();
+    while (Date.now() - started < 1_000) {
+      likes++;
+      for (const page of [hot, quiet]) {
+        const update = encodePageUpdate({
+          type: "update",
+          page,
+          dc: DC,
+          counters: new Map([["likes", { p: likes, n: 0 }]]),
+          ts: Date.now(),
+        });
+        bus.publish(pageSubject(page, partitionOf(page, 8)), update);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await eventually(
+      () =>
+        expect([frames.get(hot)?.counters.likes, frames.get(quiet)?.counters.likes]).toEqual([likes, likes]),
+      {
+        timeoutMs: 2_000,
+        intervalMs: 10,
+      },
+    );
+    const timesOf = (page: string): number[] =>
+      sent.filter((s) => s.frame.page === page && s.frame.counters.likes! > 1_000).map((s) => s.ts);
+    const gaps = (ts: number[]): number[] => ts.slice(1).map((t, i) => t - ts[i]!);
+    const [hotTimes, quietTimes] = [timesOf(hot), timesOf(quiet)];
+    // 1 s of changes: about five frames of the hot page, each at least 200 ms after the one before.
+    expect(Math.min(...gaps(hotTimes))).toBeGreaterThanOrEqual(200);
+    expect(hotTimes.length).toBeGreaterThanOrEqual(4);
+    expect(hotTimes.length).toBeLessThanOrEqual(7);
+    // The quiet page went out in (nearly) every window of its own changes.
+    expect(quietTimes.length).toBeGreaterThan(30);
+    expect(spaced()).toBeGreaterThan(0);
+  });
+
+  test("views - frame spacing is the window, or watchers over the page's frame rate, at most a second", () => {
+    expect(frameSpacingMs(1, 20_000, 50)).toBe(50);
+    expect(frameSpacingMs(1_000, 20_000, 50)).toBe(50);
+    expect(frameSpacingMs(2_000, 20_000, 50)).toBe(100);
+    expect(frameSpacingMs(10_000, 20_000, 50)).toBe(500);
+    expect(frameSpacingMs(50_000, 20_000, 50)).toBe(MAX_FRAME_SPACING_MS);
+    expect(MAX_FRAME_SPACING_MS).toBe(1_000);
   });
 });
