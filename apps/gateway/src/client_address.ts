@@ -6,6 +6,7 @@
  * never believed.
  */
 import ipaddr from "ipaddr.js";
+import type { HttpRequest } from "uWebSockets.js";
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 type Range = [Address, number];
@@ -62,6 +63,22 @@ export class ClientAddresses {
   #isTrusted(address: Address): boolean {
     return this.#trusted.some(([base, bits]) => base.kind() === address.kind() && address.match(base, bits));
   }
+}
+
+/**
+ * A request's `X-Forwarded-For`, every line of it joined with commas in order (RFC 9110: lines of
+ * one field are one comma-separated list). uWS's getHeader gives the first line only, and a proxy
+ * may add its own line after the client's (HAProxy's `option forwardfor` does): read alone, the
+ * first line would be the client's own words. "" when absent.
+ */
+export function forwardedForOf(req: HttpRequest): string {
+  const first = req.getHeader("x-forwarded-for");
+  if (first === "") return "";
+  const lines: string[] = [];
+  req.forEach((name, value) => {
+    if (name === "x-forwarded-for") lines.push(value);
+  });
+  return lines.length > 1 ? lines.join(",") : first;
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { ProtocolError, type ErrorCode } from "@livecount/protocol";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import { limitKeyOf, type ClientAddresses } from "./client_address.js";
+import { forwardedForOf, limitKeyOf, type ClientAddresses } from "./client_address.js";
 import type { ConnectionLimits } from "./connection_limits.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { Reply } from "./http_io.js";
@@ -63,7 +63,7 @@ export class EdgeGuard {
 
   /** The client address of an HTTP request or upgrade (LIVECOUNT_TRUSTED_PROXIES). */
   clientAddress(res: HttpResponse, req: HttpRequest): string {
-    return this.clientAddressOf(res, req.getHeader("x-forwarded-for"));
+    return this.clientAddressOf(res, forwardedForOf(req));
   }
 
   /** `clientAddress` from the request's `X-Forwarded-For` ("" when absent), read beforehand. */
@@ -86,13 +86,16 @@ export class EdgeGuard {
     this.#o.limits.released(key);
   }
 
+  /**
+   * Answers a refused upgrade and closes its connection: left open, it could ask again and again
+   * without spending the address's request budget, and hold a descriptor of the gateway for each.
+   */
   #refuse(res: HttpResponse, reason: UpgradeRefusal): undefined {
     this.#o.metrics.upgradesRefused.inc({ reason });
     const err = refusalError(reason);
-    new Reply(res).error(
-      err,
-      err instanceof RetryLaterError ? { "retry-after": String(err.retryAfterS) } : {},
-    );
+    const reply = new Reply(res);
+    reply.closeConnection = true;
+    reply.error(err, err instanceof RetryLaterError ? { "retry-after": String(err.retryAfterS) } : {});
     return undefined;
   }
 }

@@ -4,6 +4,7 @@
  * several loopback source addresses (127.0.0.x), so one address filling its quota shows that
  * another is not affected.
  */
+import { connect } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import WebSocket from "ws";
 import { sleep } from "../../../test/support/eventually.js";
@@ -19,7 +20,7 @@ const ALLOWED = "https://news.example";
 /** Tries an upgrade; resolves with 101 when it opened (and closes it), or the refusal's status. */
 async function upgradeStatus(
   platform: TestPlatform,
-  options: { localAddress?: string; headers?: Record<string, string> } = {},
+  options: { localAddress?: string; headers?: Record<string, string | string[]> } = {},
 ): Promise<{ status: number; retryAfter: string | undefined; body: string }> {
   const ws = new WebSocket(platform.wsUrl, options);
   return new Promise((resolve, reject) => {
@@ -42,6 +43,47 @@ async function upgradeStatus(
     });
     ws.once("error", reject);
   });
+}
+
+/**
+ * Sends an upgrade request over a raw TCP connection, then (if the server keeps it open) a GET on
+ * the same connection; resolves with everything the server wrote and whether it closed the
+ * connection within 2 s.
+ */
+async function rawUpgrade(
+  platform: TestPlatform,
+  headers: Record<string, string>,
+  localAddress = "127.0.0.1",
+): Promise<{ answer: string; closedByServer: boolean }> {
+  const { port } = new URL(platform.url);
+  const socket = connect({ host: "127.0.0.1", port: Number(port), localAddress });
+  let answer = "";
+  socket.on("data", (d: Buffer) => (answer += d.toString("latin1")));
+  const lines = [
+    "GET /ws HTTP/1.1",
+    "Host: localhost",
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version: 13",
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.write(`${lines.join("\r\n")}\r\n\r\n`);
+  const closedByServer = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), 2_000);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+    socket.once("error", () => {});
+    // A second request on the connection, which a refusal must not leave open for it.
+    setTimeout(
+      () => socket.writable && socket.write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+      300,
+    );
+  });
+  socket.destroy();
+  return { answer, closedByServer };
 }
 
 /** The value of a `livecount_gateway_upgrades_refused_total` sample (0 when absent). */
@@ -72,6 +114,11 @@ describe("gateway - who may connect", () => {
     // No Origin: a server or a tool, not a page in a browser.
     expect((await upgradeStatus(platform)).status).toBe(101);
     expect(await refused(platform, "origin")).toBe(1);
+    // The refusal closes its connection: it cannot ask again on it for free, nor hold it open.
+    const raw = await rawUpgrade(platform, { Origin: "https://evil.example" });
+    expect(raw.answer).toMatch(/^HTTP\/1\.1 403 /);
+    expect(raw.answer).not.toContain('"status":"ok"');
+    expect(raw.closedByServer).toBe(true);
   });
 
   test("origins - CORS headers on HTTP name only listed origins; unset, any origin reads", async () => {
@@ -189,6 +236,13 @@ describe("gateway - who may connect", () => {
     // The client wrote the left part; the rightmost hop that is not a trusted proxy is the client.
     expect((await upgradeStatus(platform, viaProxy("198.51.100.1, 203.0.113.7, 10.1.2.3"))).status).toBe(429);
     expect((await upgradeStatus(platform, viaProxy("203.0.113.7, 192.0.2.44"))).status).toBe(101);
+    // The list in several header lines is one list: a proxy that adds its own line after the
+    // client's (HAProxy's option forwardfor) still pins the client, whatever the client wrote.
+    const twoLines = {
+      localAddress: "127.0.0.2",
+      headers: { "x-forwarded-for": ["192.0.2.99", "203.0.113.7"] },
+    };
+    expect((await upgradeStatus(platform, twoLines)).status).toBe(429);
     // An untrusted peer's X-Forwarded-For is not believed: it counts as itself.
     const direct = await platform.connect({
       localAddress: "127.0.0.3",
