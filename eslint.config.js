@@ -28,10 +28,10 @@ export default tseslint.config(
     },
   },
   {
-    // The operators' console: a plain browser script, with uPlot loaded before it.
+    // The operators' console: plain browser ES modules, with uPlot loaded before them.
     files: ["apps/gateway/console/**/*.js"],
     languageOptions: {
-      sourceType: "script",
+      sourceType: "module",
       globals: {
         document: "readonly",
         window: "readonly",

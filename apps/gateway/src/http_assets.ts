@@ -16,6 +16,22 @@ const CONSOLE_HEADERS = {
 } as const;
 
 /**
+ * The console's ES modules: console.js, the entry index.html loads, and those it imports (a module
+ * not served here fails to load, and the console with it).
+ */
+const CONSOLE_MODULES = [
+  "console.js",
+  "api.js",
+  "session.js",
+  "view.js",
+  "dom.js",
+  "pages_view.js",
+  "page_view.js",
+  "live_chart.js",
+  "cluster_view.js",
+] as const;
+
+/**
  * Loads the widget bundle and the demo page from the widget package (if it was built), and the
  * operators' console (apps/gateway/console, with uPlot for its chart).
  */
@@ -33,7 +49,10 @@ export function loadAssets(logger: Logger): Map<string, Asset> {
     ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
     ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
     ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
-    ["/admin/console.js", consoleFile("console.js"), "text/javascript; charset=utf-8", CONSOLE_HEADERS],
+    ...CONSOLE_MODULES.map(
+      (name) =>
+        [`/admin/${name}`, consoleFile(name), "text/javascript; charset=utf-8", CONSOLE_HEADERS] as const,
+    ),
     ["/admin/console.css", consoleFile("console.css"), "text/css; charset=utf-8", CONSOLE_HEADERS],
     [
       "/admin/uplot.js",
