@@ -62,6 +62,8 @@ export const defaults = {
   listenSockets: 0,
   /** The restarted server's LIVECOUNT_COALESCE_MS; 0 keeps the product's default. */
   coalesceMs: 0,
+  /** The restarted server's LIVECOUNT_PAGE_FRAME_RATE; 0 keeps the product's default. */
+  pageFrameRate: 0,
 };
 
 /** The widget's other reconnect constants (packages/widget/src/livecount.ts). */
@@ -262,6 +264,7 @@ export async function stormBench(options = {}, kind = "gateway", log = console.e
     const restartEnv = {
       ...env,
       ...(o.coalesceMs > 0 ? { LIVECOUNT_COALESCE_MS: String(o.coalesceMs) } : {}),
+      ...(o.pageFrameRate > 0 ? { LIVECOUNT_PAGE_FRAME_RATE: String(o.pageFrameRate) } : {}),
     };
     server = spawnServer(kind, `${kind}-restarted`, port, restartEnv, dir);
     procs.push(server);
