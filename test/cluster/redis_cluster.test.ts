@@ -20,10 +20,8 @@ const CONVERGE_MS = 10_000;
 /** A failover takes the cluster node timeout (1 s in tests) and an election; slack for a loaded machine. */
 const FAILOVER_MS = 20_000;
 
-if (!natsServerAvailable()) {
-  if (process.env.CI) throw new Error("nats-server is required under CI");
-  console.warn("\n!!! SKIPPED: the redis cluster tests need nats-server\n");
-}
+// Under CI a missing nats-server throws here (natsServerAvailable) instead of skipping.
+if (!natsServerAvailable()) console.warn("\n!!! SKIPPED: the redis cluster tests need nats-server\n");
 
 describeWithRedisCluster("cluster - on a redis cluster", () => {
   test.skipIf(!natsServerAvailable())(
