@@ -145,13 +145,14 @@ export class ActorRegistry implements ActorHost {
     (barrier === undefined
       ? this.#o.store.loadExcept(page, SERIES_PREFIXES)
       : barrier.then(() => this.#o.store.loadExcept(page, SERIES_PREFIXES))
-    ).then(
-      (record) => actor.loaded(record),
-      (err: unknown) => {
+    )
+      .then((record) => actor.loaded(record))
+      // A record the actor cannot take (an entry no replica may hold) fails the load like the
+      // store failing: the page is refused and logged, and the process goes on.
+      .then(undefined, (err: unknown) => {
         this.#logs.log(this.#o.logger, "error", { err, page }, "page load failed");
         this.#teardown(actor, "load_failed", err);
-      },
-    );
+      });
     return actor;
   }
 

@@ -43,6 +43,8 @@ export interface IncrementPlan {
 }
 
 const OWNER_CHANGED = "the page's owner changed; retry";
+/** A data center's entry of a counter is two safe integers: every replica refuses a larger one. */
+const TOO_LARGE = `the change would take the counter's entry in this data center past ${Number.MAX_SAFE_INTEGER}`;
 /** Its part of the store failed or was not confirmed on the replicas it must reach: retry, same key. */
 export const UNCONFIRMED = "the store did not confirm the change; retry";
 
@@ -58,6 +60,8 @@ export function planIncrements(
   fenceOf: (partition: number) => Fence | undefined,
 ): IncrementPlan {
   const opByRequest = new Map<string, number>();
+  /** Per page and counter, this data center's entry once the batch's ops planned so far apply. */
+  const planned = new Map<string, { p: number; n: number }>();
   const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
   for (const pending of batch) {
     const { actor, request } = pending;
@@ -75,6 +79,15 @@ export function planIncrements(
     }
     // Read without creating the counter: a refused increment must leave no trace in the actor.
     const own = actor.entries(request.counter)[dc] ?? { p: 0, n: 0 };
+    const counterId = `${request.page}\u0000${request.counter}`;
+    const after = { ...(planned.get(counterId) ?? own) };
+    if (request.delta > 0) after.p += request.delta;
+    else after.n -= request.delta;
+    if (!Number.isSafeInteger(after.p) || !Number.isSafeInteger(after.n)) {
+      plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
+      continue;
+    }
+    planned.set(counterId, after);
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
     plan.planned.push({ pending, op: plan.ops.length, base });

@@ -111,6 +111,28 @@ describe("counter - actor registry", () => {
     await expect(u.registry.run(page, 5, () => "ran")).resolves.toBe("ran");
   });
 
+  test("counter - a stored entry no replica may hold (past 2^53 - 1) fails the page's load, not the process", async () => {
+    u = await buildUnits();
+    const page = pageIn(5);
+    await u.acquire(5);
+    const load = u.store.loadExcept.bind(u.store);
+    u.store.loadExcept = async (p, prefixes) =>
+      p === page ? { likes: { [DC]: { p: Number.MAX_SAFE_INTEGER + 2, n: 0 } } } : load(p, prefixes);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown): number => unhandled.push(err);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      await expect(u.registry.run(page, 5, () => "ran")).rejects.toBeInstanceOf(ActorClosedError);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+      expect(remembered(page)).toEqual([]);
+      // Every other page is served as before.
+      await expect(u.registry.run(pageIn(5, 1), 5, () => "ran")).resolves.toBe("ran");
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   test("counter - after a takeover, stored viewers are held until the settle window ends, then follow presence", async () => {
     u = await buildUnits();
     const page = pageIn(6);

@@ -100,6 +100,39 @@ describe("counter - group commit of increments", () => {
     ]);
   });
 
+  test("counter - an increment that would take this DC's entry past 2^53 - 1 is refused before the store, a batch's earlier ones counted", () => {
+    const MAX = Number.MAX_SAFE_INTEGER;
+    const a = actor("p", MAX - 10);
+    const plan = planIncrements(
+      [
+        pendingIncrement(a, "fits", 6),
+        // Fits alone, not after the one before it in the batch.
+        pendingIncrement(a, "after", 6),
+        pendingIncrement(a, "last", 4),
+        // Decrements grow n, which has room.
+        pendingIncrement(a, "down", -1_000_000),
+      ],
+      "dc1",
+      NOW,
+      fenceOf,
+    );
+    expect(plan.ops.map((o) => o.key)).toEqual(["fits", "last", "down"]);
+    expect(plan.refused.map((r) => [r.pending.request.key, r.reply])).toEqual([
+      [
+        "after",
+        {
+          type: "error",
+          code: "invalid_body",
+          message: `the change would take the counter's entry in this data center past ${MAX}`,
+        },
+      ],
+    ]);
+    // n as well: its entry's decrements are capped the same way.
+    const b = actor("q");
+    b.applied("likes", { p: 0, n: MAX - 1 });
+    expect(planIncrements([pendingIncrement(b, "k", -2)], "dc1", NOW, fenceOf).refused).toHaveLength(1);
+  });
+
   test("counter - outcomes become replies: applied, duplicate with the first answer, conflict, stale; repeats copy theirs", () => {
     const a = actor("p", 10);
     const b = actor("q");
