@@ -130,7 +130,10 @@ export interface RequestInfo {
   readonly head: boolean;
   readonly path: string;
   readonly query: string;
-  /** The headers routes read (WANTED_HEADERS), lowercase; absent ones are missing. */
+  /**
+   * The headers routes read (WANTED_HEADERS), lowercase; absent or empty ones are missing, but an
+   * empty Idempotency-Key of a change, which is "" (an invalid key, not none).
+   */
   readonly headers: Readonly<Record<string, string>>;
   /**
    * The client's address (after LIVECOUNT_TRUSTED_PROXIES), resolved when first read: a request
@@ -157,6 +160,14 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
     if (v !== "") headers[h] = v;
   }
   const method = req.getCaseSensitiveMethod().toUpperCase();
+  // getHeader answers "" for an empty header and for none. An empty Idempotency-Key is a key, and
+  // an invalid one: read as none, the change would get a key of the server's, and its retries
+  // would count again.
+  if (headers["idempotency-key"] === undefined && method !== "GET" && method !== "HEAD") {
+    req.forEach((name) => {
+      if (name === "idempotency-key") headers["idempotency-key"] = "";
+    });
+  }
   let resolved: string | undefined;
   return {
     method: method === "HEAD" ? "GET" : method,

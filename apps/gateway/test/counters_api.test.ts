@@ -429,9 +429,11 @@ describe("gateway - publisher API", () => {
         expect(res.status, `${method} ${path}`).toBe(400);
         expect(codeOf(res.body), `${method} ${path}`).toBe(code);
       }
-      const badKey = await api.remove("p", "likes", { idempotencyKey: "k".repeat(129) });
-      expect(badKey.status).toBe(400);
-      expect(codeOf(badKey.body)).toBe("invalid_idempotency_key");
+      for (const idempotencyKey of ["k".repeat(129), ""]) {
+        const badKey = await api.remove("p", "likes", { idempotencyKey });
+        expect(badKey.status, `key of ${idempotencyKey.length}`).toBe(400);
+        expect(codeOf(badKey.body)).toBe("invalid_idempotency_key");
+      }
     });
 
     test("delete and reset - page ids with '/', '?', '%' and '#' work percent-encoded", async () => {
