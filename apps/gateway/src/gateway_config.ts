@@ -25,9 +25,9 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   readonly idleTimeoutS: number;
   /** LIVECOUNT_PUBLISHER_KEYS: comma-separated bearer keys allowed to change counters. */
   readonly publisherKeys: readonly string[];
-  /** LIVECOUNT_PUBLISHER_RATE: requests per second one publisher key may make, sustained. Default 1000. */
+  /** LIVECOUNT_PUBLISHER_RATE: requests per second one publisher key may make here, sustained. Default 1000. */
   readonly publisherRatePerS: number;
-  /** LIVECOUNT_PUBLISHER_BURST: requests one publisher key may make at once. Default 2000. */
+  /** LIVECOUNT_PUBLISHER_BURST: requests one publisher key may make here at once. Default 2000. */
   readonly publisherBurst: number;
   /** LIVECOUNT_MAX_PAGES_PER_SOCKET: pages one socket may join or watch. Default 64. */
   readonly maxPagesPerSocket: number;
