@@ -13,6 +13,13 @@ export interface CounterConfig extends ClusterConfig {
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long an increment's idempotency key is remembered. Default 86400. */
   readonly idempotencyTtlMs: number;
   /**
+   * LIVECOUNT_MAX_COUNTERS_PER_PAGE: counters (likes, reactions, badges) one page may hold; a change
+   * to a new one past it is refused. Default 256: every count frame and read of the page carries all
+   * of them (256 short names are about 8 KB, a frame a slow socket can queue several of inside its
+   * 64 KiB), where a page needs tens. A deleted counter counts until the purge removes it.
+   */
+  readonly maxCountersPerPage: number;
+  /**
    * LIVECOUNT_MAX_ACTORS: page actors one node keeps in memory before the least recently used idle
    * ones leave early. Default 100000: 100 to 200 MB of idle actors (1 KB of heap for a page of likes,
    * 2 KB once it has had viewers: loadtest/bench/actor_memory.js). Pages with viewers always stay.
@@ -64,6 +71,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     partitionLeaseMs: readInt(env, "LIVECOUNT_PARTITION_LEASE_MS", 8000, { min: 1000 }),
     passivateMs: readInt(env, "LIVECOUNT_PASSIVATE_MS", 60000, { min: 1000 }),
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
+    maxCountersPerPage: readInt(env, "LIVECOUNT_MAX_COUNTERS_PER_PAGE", 256, { min: 1, max: 100_000 }),
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),
     mergesInFlight: readInt(env, "LIVECOUNT_AE_MERGES_IN_FLIGHT", 8, { min: 1, max: 64 }),

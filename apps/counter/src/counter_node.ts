@@ -198,6 +198,7 @@ export class CounterNode {
       flushMaxWrites: config.flushMaxWrites,
       mergesInFlight: config.mergesInFlight,
       idempotencyTtlMs: config.idempotencyTtlMs,
+      maxCountersPerPage: config.maxCountersPerPage,
       gatewayLeaseMs: config.gatewayLeaseMs,
       sweepMs: config.sweepMs,
       busHealth: this.#pulse ?? IN_PROCESS_BUS,

@@ -52,6 +52,8 @@ export interface DurableWriterOptions {
   readonly mergesInFlight: number;
   /** How long an idempotency key is remembered, in ms. */
   readonly idempotencyTtlMs: number;
+  /** Counters one page may hold: a change to a new one past it is refused. */
+  readonly maxCountersPerPage: number;
   /** The fence of a partition this node holds, or undefined. */
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** The store found the partition's fence stale: its lease is lost. */
@@ -284,7 +286,13 @@ export class DurableWriter {
     const batch = this.#increments;
     this.#increments = [];
     if (batch.length === 0) return;
-    const plan = planIncrements(batch, this.#o.dc, this.#o.clock.now(), this.#o.fenceOf);
+    const plan = planIncrements(
+      batch,
+      this.#o.dc,
+      this.#o.clock.now(),
+      this.#o.fenceOf,
+      this.#o.maxCountersPerPage,
+    );
     for (const { pending, reply } of plan.refused) pending.resolve(reply);
     if (plan.ops.length === 0) return;
     const sent = plan.planned.map((p) => p.pending);

@@ -58,10 +58,13 @@ export function planIncrements(
   dc: string,
   now: number,
   fenceOf: (partition: number) => Fence | undefined,
+  maxCountersPerPage = Infinity,
 ): IncrementPlan {
   const opByRequest = new Map<string, number>();
   /** Per page and counter, this data center's entry once the batch's ops planned so far apply. */
   const planned = new Map<string, { p: number; n: number }>();
+  /** Per page, the counters new to it that the batch's ops planned so far make. */
+  const made = new Map<string, number>();
   const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
   for (const pending of batch) {
     const { actor, request } = pending;
@@ -87,6 +90,13 @@ export function planIncrements(
       plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
       continue;
     }
+    const isNew = !actor.holds(request.counter) && !planned.has(counterId);
+    if (isNew && actor.counterCount + (made.get(request.page) ?? 0) >= maxCountersPerPage) {
+      const message = `the page holds ${maxCountersPerPage} counters already (LIVECOUNT_MAX_COUNTERS_PER_PAGE)`;
+      plan.refused.push({ pending, reply: errorReply("invalid_counter", message) });
+      continue;
+    }
+    if (isNew) made.set(request.page, (made.get(request.page) ?? 0) + 1);
     planned.set(counterId, after);
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);

@@ -184,6 +184,18 @@ export class PageActor {
     return Math.max(0, this.#counters.get(counter)?.value(isLive) ?? 0);
   }
 
+  /** Whether the page holds the counter (deleted ones too, until purged). */
+  holds(counter: string): boolean {
+    return this.#counters.has(counter);
+  }
+
+  /** Public counters held (likes, reactions; a deleted one until purged): `@` names are internal. */
+  get counterCount(): number {
+    let n = 0;
+    for (const name of this.#counters.keys()) if (!name.startsWith("@")) n++;
+    return n;
+  }
+
   /** A counter's value over every data center. */
   value(counter: string): number {
     return this.#counters.get(counter)?.value() ?? 0;

@@ -19,6 +19,7 @@ export interface PageUnitsOptions {
   readonly flushMaxWrites: number;
   readonly mergesInFlight: number;
   readonly idempotencyTtlMs: number;
+  readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
   /** PresenceIntakeOptions.bus (a BusPulse) and busSilenceMs. */
@@ -87,6 +88,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     flushMaxWrites: o.flushMaxWrites,
     mergesInFlight: o.mergesInFlight,
     idempotencyTtlMs: o.idempotencyTtlMs,
+    maxCountersPerPage: o.maxCountersPerPage,
     fenceOf: o.fenceOf,
     lost: o.lost,
     subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),

@@ -133,6 +133,45 @@ describe("counter - group commit of increments", () => {
     expect(planIncrements([pendingIncrement(b, "k", -2)], "dc1", NOW, fenceOf).refused).toHaveLength(1);
   });
 
+  test("counter - a change to a new counter of a page that holds LIVECOUNT_MAX_COUNTERS_PER_PAGE counters is refused; its own counters keep counting", () => {
+    const a = actor("p", 3);
+    a.applied("hearts", { p: 1, n: 0 });
+    // Presence and tombstones are not counters the page holds.
+    a.applied("@del:gone", { p: 1, n: 0 });
+    expect(a.counterCount).toBe(2);
+    const plan = planIncrements(
+      [
+        pendingIncrement(a, "k1", 1, "claps"),
+        pendingIncrement(a, "k2", 1, "stars"),
+        pendingIncrement(a, "k3", 1, "likes"),
+        pendingIncrement(a, "k4", 2, "claps"),
+      ],
+      "dc1",
+      NOW,
+      fenceOf,
+      3,
+    );
+    expect(plan.ops.map((o) => [o.key, o.counter])).toEqual([
+      ["k1", "claps"],
+      ["k3", "likes"],
+      ["k4", "claps"],
+    ]);
+    expect(plan.refused.map((r) => [r.pending.request.key, r.reply])).toEqual([
+      [
+        "k2",
+        {
+          type: "error",
+          code: "invalid_counter",
+          message: "the page holds 3 counters already (LIVECOUNT_MAX_COUNTERS_PER_PAGE)",
+        },
+      ],
+    ]);
+    // Another page has room of its own.
+    expect(
+      planIncrements([pendingIncrement(actor("q"), "k", 1, "stars")], "dc1", NOW, fenceOf, 3).ops,
+    ).toHaveLength(1);
+  });
+
   test("counter - outcomes become replies: applied, duplicate with the first answer, conflict, stale; repeats copy theirs", () => {
     const a = actor("p", 10);
     const b = actor("q");

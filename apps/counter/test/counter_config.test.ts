@@ -39,4 +39,11 @@ describe("counter - config", () => {
     expect(() => readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "0" })).toThrow(ConfigError);
     expect(() => readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "65" })).toThrow(ConfigError);
   });
+
+  test("counter - LIVECOUNT_MAX_COUNTERS_PER_PAGE: 256 counters by default, 1 to 100000", () => {
+    expect(readCounterConfig({}).maxCountersPerPage).toBe(256);
+    expect(readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "1" }).maxCountersPerPage).toBe(1);
+    expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "0" })).toThrow(ConfigError);
+    expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "100001" })).toThrow(ConfigError);
+  });
 });

@@ -251,6 +251,7 @@ export async function buildUnits(
     flushMaxWrites: options.flushMaxWrites ?? FLUSH_MAX_WRITES,
     mergesInFlight: MERGES_IN_FLIGHT,
     idempotencyTtlMs: 60_000,
+    maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,
     // The broker answers at once while the bus carries; while it is silent, nothing since it began.
