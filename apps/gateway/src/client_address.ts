@@ -40,6 +40,22 @@ export class ClientAddresses {
   }
 
   /**
+   * A request's `X-Forwarded-For`, every line of it joined with commas in order (RFC 9110: lines of
+   * one field are one comma-separated list); "" when absent or when no proxy is trusted (it is never
+   * read then). uWS's getHeader gives the first line only, "" for an empty one, and a proxy may add
+   * its own line after the client's (HAProxy's `option forwardfor` does): read alone, the first
+   * line would be the client's own words, or nothing.
+   */
+  forwardedForOf(req: HttpRequest): string {
+    if (this.#trusted.length === 0) return "";
+    const lines: string[] = [];
+    req.forEach((name, value) => {
+      if (name === "x-forwarded-for") lines.push(value);
+    });
+    return lines.join(",");
+  }
+
+  /**
    * The client's address, canonical (`203.0.113.7`, `2001:db8::1`), from the peer address uWS
    * reports and the `X-Forwarded-For` header ("" when absent).
    */
@@ -63,22 +79,6 @@ export class ClientAddresses {
   #isTrusted(address: Address): boolean {
     return this.#trusted.some(([base, bits]) => base.kind() === address.kind() && address.match(base, bits));
   }
-}
-
-/**
- * A request's `X-Forwarded-For`, every line of it joined with commas in order (RFC 9110: lines of
- * one field are one comma-separated list). uWS's getHeader gives the first line only, and a proxy
- * may add its own line after the client's (HAProxy's `option forwardfor` does): read alone, the
- * first line would be the client's own words. "" when absent.
- */
-export function forwardedForOf(req: HttpRequest): string {
-  const first = req.getHeader("x-forwarded-for");
-  if (first === "") return "";
-  const lines: string[] = [];
-  req.forEach((name, value) => {
-    if (name === "x-forwarded-for") lines.push(value);
-  });
-  return lines.length > 1 ? lines.join(",") : first;
 }
 
 /**

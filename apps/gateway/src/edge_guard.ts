@@ -6,7 +6,7 @@
  */
 import { ProtocolError, type ErrorCode } from "@livecount/protocol";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
-import { forwardedForOf, limitKeyOf, type ClientAddresses } from "./client_address.js";
+import { limitKeyOf, type ClientAddresses } from "./client_address.js";
 import type { ConnectionLimits } from "./connection_limits.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import { Reply } from "./http_io.js";
@@ -63,7 +63,12 @@ export class EdgeGuard {
 
   /** The client address of an HTTP request or upgrade (LIVECOUNT_TRUSTED_PROXIES). */
   clientAddress(res: HttpResponse, req: HttpRequest): string {
-    return this.clientAddressOf(res, forwardedForOf(req));
+    return this.clientAddressOf(res, this.forwardedForOf(req));
+  }
+
+  /** The request's `X-Forwarded-For`, all its lines (ClientAddresses.forwardedForOf). */
+  forwardedForOf(req: HttpRequest): string {
+    return this.#o.addresses.forwardedForOf(req);
   }
 
   /** `clientAddress` from the request's `X-Forwarded-For` ("" when absent), read beforehand. */

@@ -12,7 +12,7 @@ import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import * as uWS from "uWebSockets.js";
-import { ClientAddresses, forwardedForOf } from "./client_address.js";
+import { ClientAddresses } from "./client_address.js";
 import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
 import { EventStreams } from "./event_streams.js";
@@ -328,7 +328,7 @@ export class Gateway {
       .any("/*", (res, req) => {
         // The header now (uWS requests die at the first await), the address only when a route
         // asks: requests with a key never do.
-        const forwardedFor = forwardedForOf(req);
+        const forwardedFor = guard.forwardedForOf(req);
         const info = requestInfo(req, () => guard.clientAddressOf(res, forwardedFor));
         void api.handle(new Reply(res, info.head), info);
       });

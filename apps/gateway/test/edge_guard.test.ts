@@ -243,6 +243,9 @@ describe("gateway - who may connect", () => {
       headers: { "x-forwarded-for": ["192.0.2.99", "203.0.113.7"] },
     };
     expect((await upgradeStatus(platform, twoLines)).status).toBe(429);
+    // An empty first line (which uWS's getHeader reads as no header) hides nothing either.
+    const emptyFirst = { localAddress: "127.0.0.2", headers: { "x-forwarded-for": ["", "203.0.113.7"] } };
+    expect((await upgradeStatus(platform, emptyFirst)).status).toBe(429);
     // An untrusted peer's X-Forwarded-For is not believed: it counts as itself.
     const direct = await platform.connect({
       localAddress: "127.0.0.3",
