@@ -44,7 +44,7 @@ export interface IncrementPlan {
 
 const OWNER_CHANGED = "the page's owner changed; retry";
 /** A data center's entry of a counter is two safe integers: every replica refuses a larger one. */
-const TOO_LARGE = `the change would take the counter's entry in this data center past ${Number.MAX_SAFE_INTEGER}`;
+export const TOO_LARGE = `the change would take the counter's entry in this data center past ${Number.MAX_SAFE_INTEGER}`;
 /** Its part of the store failed or was not confirmed on the replicas it must reach: retry, same key. */
 export const UNCONFIRMED = "the store did not confirm the change; retry";
 

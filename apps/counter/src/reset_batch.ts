@@ -16,7 +16,7 @@
  */
 import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
-import { UNCONFIRMED } from "./increment_batch.js";
+import { TOO_LARGE, UNCONFIRMED } from "./increment_batch.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
@@ -115,9 +115,27 @@ export function planResets(
       plan.refused.push({ pending, reply: errorReply("unavailable", "the page's owner changed; retry") });
       continue;
     }
-    plan.sent.push({ pending, ...observedResetOp(pending.actor, pending.request, fence, dc, now) });
+    const sent = observedResetOp(pending.actor, pending.request, fence, dc, now);
+    if (!fitsEntries(pending.actor, sent.op)) {
+      plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
+      continue;
+    }
+    plan.sent.push({ pending, ...sent });
   }
   return plan;
+}
+
+/**
+ * Whether this DC's entries stay safe integers after `op` (the counter's, and its tombstone's):
+ * across data centers a reset can move this DC's n by more than its own p, and a delete's tombstone
+ * counts every change. Counted from the purge floor when the op starts there.
+ */
+function fitsEntries(actor: PageActor, op: IncrementOp): boolean {
+  const floor = op.startAt ?? 0;
+  const own = actor.ownEntry(op.counter);
+  const grows = [own.p + floor + Math.max(0, op.delta), own.n + floor + Math.max(0, -op.delta)];
+  for (const also of op.also ?? []) grows.push(actor.ownEntry(also.counter).p + also.delta);
+  return grows.every(Number.isSafeInteger);
 }
 
 export interface AnsweredResets {

@@ -1,7 +1,12 @@
 import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
 import { OWN_VALUE, type Fence, type IncrementOutcome } from "@livecount/store";
 import { describe, expect, test } from "vitest";
-import { planIncrements, answerIncrements, type PendingIncrement } from "../src/increment_batch.js";
+import {
+  TOO_LARGE,
+  planIncrements,
+  answerIncrements,
+  type PendingIncrement,
+} from "../src/increment_batch.js";
 import { PageActor, type ActorHost } from "../src/page_actor.js";
 import {
   observedResetOp,
@@ -417,6 +422,27 @@ describe("counter - observed resets", () => {
     expect(plan.refused.map((r) => [r.pending.actor.page, r.reply])).toEqual([
       ["c", { type: "error", code: "unavailable", message: OWNER_CHANGED }],
       ["f", { type: "error", code: "unavailable", message: OWNER_CHANGED }],
+    ]);
+  });
+
+  test("counter - a reset or delete that would take this DC's entry or tombstone past 2^53 - 1 is refused before the store", () => {
+    const MAX = Number.MAX_SAFE_INTEGER;
+    // Across DCs: resetting a value made mostly in dc2 moves dc1's n past the limit.
+    const wide = actor("w", 10, MAX - 5);
+    // A delete's tombstone counts every change (p + n + |value|): past the limit with p past 2^52.
+    const busy = new PageActor(host, "b", 3, 0);
+    busy.loaded({ likes: { dc1: { p: 2 ** 52 + 10, n: 2 ** 52 } } });
+    const fine = actor("f", 7);
+    const plan = planResets(
+      [pendingReset(wide, "k1"), pendingReset(busy, "k2", true), pendingReset(fine, "k3", true)],
+      "dc1",
+      NOW,
+      fenceOf,
+    );
+    expect(plan.sent.map((s) => s.pending.actor.page)).toEqual(["f"]);
+    expect(plan.refused.map((r) => [r.pending.actor.page, r.reply])).toEqual([
+      ["w", { type: "error", code: "invalid_body", message: TOO_LARGE }],
+      ["b", { type: "error", code: "invalid_body", message: TOO_LARGE }],
     ]);
   });
 
