@@ -63,7 +63,8 @@ describe("gateway - frame rate per page", () => {
       await sleep(80);
     }
     await eventually(() => expect(watcher.lastCount(page)?.counters.likes).toBe(10));
-    // One watcher at 20 frames a second is 50 ms: every like 80 ms apart is a frame of its own.
-    expect(watcher.counts(page).slice(from).length).toBeGreaterThanOrEqual(9);
+    // One watcher at 20 frames a second is 50 ms: likes 80 ms apart are frames of their own (a
+    // stall of the machine may merge a few; spaced by 500 ms they would be two or three).
+    expect(watcher.counts(page).slice(from).length).toBeGreaterThanOrEqual(6);
   });
 });

@@ -332,9 +332,11 @@ describe("gateway - page views", () => {
     await framesOf(frames, [hot, quiet]);
     // Both pages change every 10 ms for a second.
     let likes = 1_000;
+    let rounds = 0;
     const started = Date.now();
     while (Date.now() - started < 1_000) {
       likes++;
+      rounds++;
       for (const page of [hot, quiet]) {
         const update = encodePageUpdate({
           type: "update",
@@ -363,8 +365,8 @@ describe("gateway - page views", () => {
     expect(Math.min(...gaps(hotTimes))).toBeGreaterThanOrEqual(200);
     expect(hotTimes.length).toBeGreaterThanOrEqual(4);
     expect(hotTimes.length).toBeLessThanOrEqual(7);
-    // The quiet page went out in (nearly) every window of its own changes.
-    expect(quietTimes.length).toBeGreaterThan(30);
+    // The quiet page went out for most of its changes (each at least 10 ms apart, its window 5 ms).
+    expect(quietTimes.length).toBeGreaterThanOrEqual(rounds / 2);
     expect(spaced()).toBeGreaterThan(0);
   });
 
