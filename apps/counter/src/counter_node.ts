@@ -328,9 +328,8 @@ export class CounterNode {
         this.#membership.announce();
         this.#probePredecessors(beat.gateway);
       }),
-      // What this node published just before its connection dropped may be lost (a server that
-      // stopped answering, left by BusPulse; a slow consumer cut off): its heartbeat says so, and
-      // the gateways take fresh snapshots of its pages.
+      // What it published just before its connection dropped may be lost (a server that stopped
+      // answering, left by BusPulse; a slow consumer cut off): its heartbeat says so, and gateways re-snapshot.
       { unsubscribe: this.#bus.on("reconnected", () => this.#membership.reconnected()) },
     );
     this.#convergence.start();

@@ -346,6 +346,7 @@ export class HttpApi {
 
 /** A 405, with the `Allow` header its answer must carry (RFC 9110): a GET route serves HEAD too. */
 class MethodNotAllowed extends ProtocolError {
+  override name = "MethodNotAllowed";
   readonly allow: string;
 
   constructor(method: string, allowed: readonly string[]) {

@@ -43,10 +43,10 @@ const FALSE = new Set(["0", "false", "no", "off"]);
 
 /** A switch: 1, true, yes or on; 0, false, no or off (any case). Anything else is an error. */
 export function readFlag(env: Env, name: string, fallback: boolean): boolean {
-  const v = raw(env, name)?.toLowerCase();
+  const v = raw(env, name);
   if (v === undefined) return fallback;
-  if (TRUE.has(v)) return true;
-  if (FALSE.has(v)) return false;
+  if (TRUE.has(v.toLowerCase())) return true;
+  if (FALSE.has(v.toLowerCase())) return false;
   throw new ConfigError(`${name} must be 1 or 0 (true/false, yes/no, on/off), got "${v}"`);
 }
 

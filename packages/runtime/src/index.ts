@@ -14,7 +14,7 @@ export {
   readToken,
   type Env,
 } from "./config.js";
-export { LOG_LEVELS, createLogger, flushLogs, readLogLevel, silentLogger, type Logger } from "./logger.js";
+export { createLogger, flushLogs, readLogLevel, silentLogger, type Logger } from "./logger.js";
 export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
 export { stopOnSignals } from "./shutdown.js";
 export {
