@@ -155,6 +155,8 @@ describe("gateway - event streams that end", () => {
   test("events - a stream that stops reading is closed past LIVECOUNT_MAX_BACKPRESSURE_BYTES unsent; others keep their events", async () => {
     const platform = await TestPlatform.start({
       LIVECOUNT_MAX_BACKPRESSURE_BYTES: "1024",
+      // A thousand counters on one page and likes, past the default cap of 256.
+      LIVECOUNT_MAX_COUNTERS_PER_PAGE: "1001",
       LIVECOUNT_PUBLISHER_BURST: "10000",
     });
     try {
