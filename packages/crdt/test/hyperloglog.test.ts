@@ -1,0 +1,58 @@
+import { describe, expect, test } from "vitest";
+import { HLL_MAX_RANK, HLL_REGISTERS, estimateDistinct, registerOf } from "../src/hyperloglog.js";
+
+/** mulberry32: a seeded generator of uniform numbers in [0, 1). */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/**
+ * The registers of `n` distinct items, drawn without hashing them one by one: a register that saw k
+ * items holds the largest of k ranks, at most r with probability (1 - 2^-r)^k (r <= 32), else 33.
+ */
+function registersOf(n: number, next: () => number): Map<number, number> {
+  const perRegister = n / HLL_REGISTERS;
+  const ranks = new Map<number, number>();
+  for (let i = 0; i < HLL_REGISTERS; i++) {
+    const u = next();
+    let rank = 1;
+    while (rank < HLL_MAX_RANK && u > Math.exp(perRegister * Math.log1p(-(2 ** -rank)))) rank++;
+    ranks.set(i, rank);
+  }
+  return ranks;
+}
+
+describe("crdt - hyperloglog", () => {
+  test("crdt - the first hash picks the register by its top 12 bits, the lowest set bit of the second is the rank, none at all the largest", () => {
+    expect(registerOf(0xffffffff, 1)).toEqual({ index: HLL_REGISTERS - 1, rank: 1 });
+    expect(registerOf(0x00100000, 0b100)).toEqual({ index: 1, rank: 3 });
+    expect(registerOf(0, 0x80000000)).toEqual({ index: 0, rank: 32 });
+    expect(registerOf(0, 0)).toEqual({ index: 0, rank: HLL_MAX_RANK });
+  });
+
+  test("crdt - billions of distinct items, many registers at the largest rank, are estimated within 3 standard errors", () => {
+    const seed = 20261130;
+    const next = random(seed);
+    for (const n of [2 ** 36, 2 ** 40, 2 ** 42, 2 ** 44]) {
+      const ranks = registersOf(n, next);
+      const atTop = [...ranks.values()].filter((r) => r === HLL_MAX_RANK).length;
+      const error = Math.abs(estimateDistinct(ranks) / n - 1);
+      expect(error, `seed ${seed}, ${n} items, ${atTop} registers at the largest rank`).toBeLessThan(
+        3 * (1.04 / Math.sqrt(HLL_REGISTERS)),
+      );
+    }
+  });
+
+  test("crdt - no registers estimate none, and every register at the largest rank estimates past any count", () => {
+    expect(estimateDistinct(new Map())).toBe(0);
+    const saturated = new Map(Array.from({ length: HLL_REGISTERS }, (_, i) => [i, HLL_MAX_RANK]));
+    expect(estimateDistinct(saturated)).toBe(Infinity);
+  });
+});
