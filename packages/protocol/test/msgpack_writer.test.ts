@@ -9,8 +9,11 @@ const packr = new Packr({ useRecords: false, variableMapSize: true });
 const LENGTHS = [
   0, 1, 30, 31, 32, 33, 63, 64, 65, 84, 85, 86, 127, 128, 254, 255, 256, 257, 21_845, 65_535, 65_536,
 ];
-/** One unit of each UTF-8 width, a pair, and lone surrogates (msgpackr writes those as three bytes below 64 units). */
-const UNITS = ["a", "é", "€", "😀", "\ud800", "\udc00"];
+/**
+ * One unit of each UTF-8 width and the first and last of each (U+007F, U+0080, U+07FF, U+0800), a
+ * pair, and lone surrogates (msgpackr writes those as three bytes below 64 units).
+ */
+const UNITS = ["a", "\u007f", "\u0080", "é", "\u07ff", "\u0800", "€", "😀", "\ud800", "\udc00"];
 
 function written(write: (w: MsgpackWriter) => void, bound: number): Buffer {
   const w = new MsgpackWriter();
