@@ -84,6 +84,23 @@ describe("counts frames", () => {
     expect(plain.pages["p-19"]?.viewers).toBe(19);
   });
 
+  it("writes the pages map with msgpack's smallest header for its size, and no key for an absent field", () => {
+    for (const n of [15, 16, 65_536]) {
+      const entries = Array.from({ length: n }, (_, i) =>
+        encodeCountsEntry({ ...B, page: `p-${i}` }, "msgpack"),
+      );
+      const bytes = spliceCountsFrame(TS, entries, "msgpack");
+      const entryBytes = entries.reduce((sum, e) => sum + e.byteLength, 0);
+      const header = n < 16 ? [0x80 | n] : n < 0x10000 ? [0xde, n >> 8, n & 0xff] : [0xdf, 0, 1, 0, 0];
+      const at = bytes.byteLength - entryBytes;
+      expect(Array.from(bytes.subarray(at - header.length, at)), `${n} pages`).toEqual(header);
+      const plain = unpack(bytes) as { pages: Record<string, object> };
+      expect(Object.keys(plain.pages)).toHaveLength(n);
+      // Absent fields are left out, not written as nil: a page value of B has two keys.
+      expect(Object.keys(plain.pages["p-0"]!)).toEqual(["viewers", "counters"]);
+    }
+  });
+
   it.each(ENCODINGS)("refuses a counts frame with an invalid page id or value (%s)", (encoding) => {
     const encode = (v: unknown): string | Uint8Array => (encoding === "json" ? JSON.stringify(v) : pack(v));
     const bad = [
