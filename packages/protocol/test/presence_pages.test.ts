@@ -14,6 +14,7 @@ import {
   type PresenceOp,
   type PresencePages,
 } from "../src/index.js";
+import { protocolErrorOf } from "./protocol_error_of.js";
 
 describe("presence pages", () => {
   it("presence pages - a hold code gives back its sockets and attention, and is never a departure", () => {
@@ -83,5 +84,30 @@ describe("presence pages", () => {
       ops: [{ sockets: MAX_VIEWER_SOCKETS }],
     });
     expect(() => decodeNodeRequest(op(MAX_VIEWER_SOCKETS + 1))).toThrow(/sockets/);
+  });
+
+  it("presence pages - a batch with a page without transitions, or an unvisited entry that is not [page id, viewer keys], is refused", () => {
+    const batch = (extra: object): PresencePages =>
+      ({
+        type: "presence_pages",
+        gateway: "gw",
+        partition: 1,
+        pages: [["home", ["v:a", 3]]],
+        ...extra,
+      }) as PresencePages;
+    expect(decodeNodeRequest(encodeMessage(batch({ unvisited: [["home", ["v:a"]]] })))).toEqual(
+      batch({ unvisited: [["home", ["v:a"]]] }),
+    );
+    const refused = (extra: object): string =>
+      protocolErrorOf(() => decodeNodeRequest(encodeMessage(batch(extra))), "bad_frame").message;
+    expect(refused({ pages: [["home", []]] })).toMatch(/transitions/);
+    for (const unvisited of [
+      ["home"],
+      [["home"]],
+      [["home", ["v:a"], "x"]],
+      [["a b", ["v:a"]]],
+      [["home", "v:a"]],
+    ])
+      expect(refused({ unvisited }), JSON.stringify(unvisited)).toMatch(/unvisited entry/);
   });
 });
