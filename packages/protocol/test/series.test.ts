@@ -7,6 +7,7 @@ import {
   peakMinuteOf,
   uniqueRegisterOf,
   uniqueRegisterParts,
+  windowBucketOf,
   windowCounterOf,
 } from "../src/index.js";
 
@@ -68,5 +69,14 @@ describe("series names", () => {
       expect(isSeriesCounter(name), name).toBe(false);
     expect(isSeriesCounter(42)).toBe(false);
     expect(isSeriesCounter(undefined)).toBe(false);
+  });
+
+  it("series - reads back the counter and minute of a window bucket", () => {
+    expect(windowBucketOf(windowCounterOf("likes", 29_405_000))).toEqual({
+      counter: "likes",
+      minute: 29_405_000,
+    });
+    expect(windowBucketOf(windowCounterOf("a:b", 0))).toEqual({ counter: "a:b", minute: 0 });
+    expect(windowBucketOf("likes")).toBeUndefined();
   });
 });
