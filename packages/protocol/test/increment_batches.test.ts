@@ -115,6 +115,11 @@ describe("internal codec - increment batches", () => {
       { type: "increments", items: [item(0)], hop: -1 },
     ];
     for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+    // The error names the field or item at fault.
+    const messageOf = (msg: unknown): string => protocolErrorOf(() => decodeMessage(bytesOf(msg))).message;
+    expect(messageOf(bad[0])).toMatch(/^items must hold/);
+    expect(messageOf({ type: "increments", items: [7] })).toBe("item must be a map");
+    expect(messageOf(bad[4])).toBe("an item is not an increment");
   });
 
   it("internal - an answer item is incremented or an error, never another reply", () => {
@@ -125,5 +130,9 @@ describe("internal codec - increment batches", () => {
       { type: "increments_done", replies: [{ ...DONE.replies[0], value: "7" }] },
     ];
     for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+    const messageOf = (msg: unknown): string => protocolErrorOf(() => decodeMessage(bytesOf(msg))).message;
+    expect(messageOf(bad[0])).toMatch(/^replies must hold/);
+    expect(messageOf(bad[1])).toBe("an increments reply item is neither incremented nor error");
+    expect(messageOf({ type: "increments_done", replies: ["incremented"] })).toBe("reply must be a map");
   });
 });

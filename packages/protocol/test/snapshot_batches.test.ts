@@ -51,6 +51,8 @@ describe("internal codec - snapshot batches", () => {
       { type: "snapshots", pages: ["home"], hop: -1 },
     ];
     for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+    // The error names the field at fault.
+    expect(protocolErrorOf(() => decodeMessage(bytesOf(bad[0]))).message).toMatch(/^pages must hold/);
   });
 
   it("internal - an answer item is a page state or an error, never another reply", () => {
@@ -68,12 +70,15 @@ describe("internal codec - snapshot batches", () => {
       },
     ];
     for (const msg of bad) protocolErrorOf(() => decodeMessage(bytesOf(msg)), "bad_frame");
+    expect(protocolErrorOf(() => decodeMessage(bytesOf(bad[0]))).message).toMatch(/^replies must hold/);
   });
 
   it("internal - a page state's size estimate is never below its msgpack, whatever its ids and numbers", () => {
     const long = (c: string, n: number): string => c.repeat(n);
     const states: PageStateReply[] = [
       { type: "page_state", page: "p", counters: {}, ts: 0 },
+      // The longest page id and nothing else: the page id's bytes are most of it.
+      { type: "page_state", page: long("a", 128), counters: {}, ts: Number.MAX_SAFE_INTEGER },
       STATES.replies[0] as PageStateReply,
       {
         type: "page_state",
