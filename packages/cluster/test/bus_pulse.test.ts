@@ -2,7 +2,7 @@ import type { Bus } from "@livecount/bus";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { Registry } from "prom-client";
-import { BUS_MOVE_HEARTBEATS, BusPulse, registerBusPulseMetrics } from "../src/bus_pulse.js";
+import { BUS_MOVE_HEARTBEATS, BusPulse, BusSilence, registerBusPulseMetrics } from "../src/bus_pulse.js";
 
 const INTERVAL_MS = 250;
 
@@ -82,9 +82,33 @@ describe("cluster - bus pulse", () => {
       await clock.advance(INTERVAL_MS);
     }
     expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([lastAnswer, downSentAt, 10]);
+    // Stopped: no round trip goes out any more, though the one in flight has failed.
     pulse.stop();
+    broker.failAll();
     await clock.advance(INTERVAL_MS * 4);
     expect(broker.calls).toBe(10);
+  });
+
+  test("cluster - the bus is silent once a round trip has waited more than silenceMs and nothing came for as long; the silence goes on until something comes", () => {
+    const silenceMs = 2 * INTERVAL_MS;
+    const now = 10_000;
+    const judged = (heardAt: number, unansweredSince: number | undefined): string =>
+      new BusSilence({ heardAt, unansweredSince, delivered: () => {} }, silenceMs).judge(now).state;
+    // The in-process bus: nothing unanswered, nothing heard since 0.
+    expect(judged(0, undefined)).toBe("carries");
+    // Unanswered for exactly silenceMs, or heard exactly silenceMs ago: not yet.
+    expect(judged(0, now - silenceMs)).toBe("carries");
+    expect(judged(now - silenceMs, 0)).toBe("carries");
+    expect(judged(0, now - 1)).toBe("carries");
+    expect(judged(now - silenceMs - 1, now - silenceMs - 1)).toBe("silent");
+
+    const health = { heardAt: 0, unansweredSince: 0 as number | undefined, delivered: () => {} };
+    const silence = new BusSilence(health, silenceMs);
+    expect(silence.judge(now)).toEqual({ state: "silent", from: 0, began: true });
+    expect(silence.judge(now + 1)).toEqual({ state: "silent", from: 0, began: false });
+    Object.assign(health, { heardAt: now + 2, unansweredSince: undefined });
+    expect(silence.judge(now + 2)).toEqual({ state: "ended", from: 0, to: now + 2 });
+    expect(silence.silent).toBe(false);
   });
 
   test("cluster - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {

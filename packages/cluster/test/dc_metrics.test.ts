@@ -38,4 +38,27 @@ describe("cluster - data center metrics", () => {
     liveness.stop();
     await bus.close();
   });
+
+  test("cluster - without expected DCs, dc_up lists the DCs heard, each live on its own", async () => {
+    const clock = new ManualClock();
+    const bus = new MemoryBus({ clock });
+    const liveness = new DcLiveness({
+      bus,
+      clock,
+      logger: silentLogger,
+      dc: "dc1",
+      leaseMs: LEASE_MS,
+      heartbeatMs: 100,
+    });
+    liveness.start();
+    const registry = new Registry();
+    registerDcMetrics(registry, "livecount_test", liveness, () => clock.now());
+    for (const dc of ["dc2", "dc3"])
+      bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc, node: "n", seq: 1, leaseMs: LEASE_MS }));
+    await clock.advance(250);
+    const { values } = await registry.getSingleMetric("livecount_test_dc_up")!.get();
+    expect(Object.fromEntries(values.map((v) => [String(v.labels.dc), v.value]))).toEqual({ dc2: 1, dc3: 1 });
+    liveness.stop();
+    await bus.close();
+  });
 });
