@@ -61,6 +61,7 @@ describe("runtime - concurrency limit", () => {
 
   test("runtime - a limit must be a positive integer", () => {
     expect(() => new ConcurrencyLimit(0)).toThrow(RangeError);
+    expect(() => new ConcurrencyLimit(0)).toThrow("limit must be a positive integer, got 0");
     expect(() => new ConcurrencyLimit(1.5)).toThrow(RangeError);
     expect(new ConcurrencyLimit(1).running).toBe(0);
   });
