@@ -87,6 +87,34 @@ describe("internal codec - increment batches", () => {
     expect(decodeMessage(encodeIncrementsDone(DONE))).toEqual(DONE);
   });
 
+  it("internal - encodeIncrementsDone sizes its buffer for the widest strings and numbers: a reply larger than a buffer is written whole", () => {
+    // Three UTF-8 bytes a unit leave a string's bound two bytes to spare; 2^40 takes nine bytes.
+    const wide = (n: number): string => "€".repeat(n);
+    const incremented: IncrementsReply = {
+      type: "increments_done",
+      replies: Array.from({ length: MAX_INCREMENT_BATCH }, () => ({
+        type: "incremented",
+        page: wide(1),
+        counter: wide(3),
+        value: -(2 ** 40),
+        updatedAt: 2 ** 40,
+        duplicate: true,
+      })),
+    };
+    const errors = {
+      type: "increments_done",
+      replies: Array.from({ length: MAX_INCREMENT_BATCH }, () => ({
+        type: "error",
+        code: "unavailable",
+        message: wide(20),
+      })),
+    } as IncrementsReply;
+    for (const reply of [incremented, errors])
+      expect(
+        Buffer.compare(Buffer.from(encodeIncrementsDone(reply)), Buffer.from(encodeMessage(reply))),
+      ).toBe(0);
+  });
+
   it("internal - a batch request expects the batch answer; an error answer is the batch's error", () => {
     const request = { type: "increments", items: [item(0)] } as const;
     expect(replyTo(request, decodeNodeReply(encodeMessage(DONE)))).toEqual(DONE);

@@ -295,6 +295,21 @@ describe("internal codec", () => {
     expect(differ.map(({ update }) => update.page.slice(0, 40))).toEqual([]);
   });
 
+  it("internal - a page update is sized for the widest names and numbers: one larger than a buffer is written whole", () => {
+    // Three UTF-8 bytes a unit leave a string's bound two bytes to spare; 2^40 takes nine bytes.
+    const wide = (n: number): string => "€".repeat(n);
+    const entry = { p: 2 ** 40, n: 2 ** 40 };
+    for (const size of [0, 2, 40]) {
+      const counters = new Map(Array.from({ length: size }, (_, k) => [wide(k + 1), entry]));
+      const update = { type: "update", page: wide(6000), dc: wide(1), counters, ts: 2 ** 40 } as const;
+      const record = { ...update, counters: Object.fromEntries(counters) };
+      expect(
+        Buffer.compare(Buffer.from(encodePageUpdate(update)), Buffer.from(encodeMessage(record))),
+        `${size} counters`,
+      ).toBe(0);
+    }
+  });
+
   it("internal - keeps record keys that are Object.prototype members as own properties", () => {
     const sync = decodeMessage(encodeMessage(MESSAGES[2]!));
     expect(sync.type === "presence_sync" && Object.keys(sync.pages)).toEqual([

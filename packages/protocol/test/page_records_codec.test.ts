@@ -80,6 +80,48 @@ describe("internal - page records written by hand (ae_entries, updates)", () => 
     }
   });
 
+  it("internal - the buffer is sized for the widest names and numbers: a message larger than a buffer is written whole", () => {
+    // Three UTF-8 bytes a unit leave a string's bound two bytes to spare; 2^40 takes nine bytes.
+    const wide = (n: number): string => "€".repeat(n);
+    const entry = { p: 2 ** 40, n: 2 ** 40 };
+    const shapes: Array<Array<[string, Record<string, Entries>]>> = [
+      // Many pages of one counter in one DC.
+      Array.from({ length: 600 }, (_, i) => [`${wide(5)}${i}`, { [wide(3)]: { [wide(2)]: entry } }]),
+      // Pages of many counters, and counters of many DCs.
+      Array.from({ length: 20 }, (_, i) => [
+        `${wide(5)}${i}`,
+        Object.fromEntries(
+          Array.from({ length: 15 }, (_, c) => [
+            `${wide(3)}${c}`,
+            Object.fromEntries(Array.from({ length: 15 }, (_, d) => [`${wide(2)}${d}`, entry])),
+          ]),
+        ),
+      ]),
+      // One page whose id alone is larger than a buffer.
+      [[wide(6000), { [wide(3)]: { [wide(2)]: entry } }]],
+    ];
+    const head = { from: wide(20), to: wide(20), partition: 2 ** 40 };
+    const flags = { pull: [2 ** 40, 2 ** 40], done: true, floor: 2 ** 40, senderLearning: true };
+    for (const pages of shapes) {
+      const ae = { type: "ae_entries", ...head, pages: Object.fromEntries(pages), ...flags } as const;
+      expect(
+        Buffer.compare(Buffer.from(encodeAeEntries(head, pages, flags)), Buffer.from(encodeMessage(ae))),
+      ).toBe(0);
+      const updates = {
+        type: "updates",
+        partition: 2 ** 40,
+        pages: Object.fromEntries(pages),
+        ts: 2 ** 40,
+      } as const;
+      expect(
+        Buffer.compare(
+          Buffer.from(encodePageUpdates(2 ** 40, pages, 2 ** 40)),
+          Buffer.from(encodeMessage(updates)),
+        ),
+      ).toBe(0);
+    }
+  });
+
   it("internal - a page or counter named __proto__ stays one, and the receiver decodes every page", () => {
     const pages: Array<[string, Record<string, Entries>]> = [
       [
