@@ -39,7 +39,7 @@ describe("cluster - data center metrics", () => {
     await bus.close();
   });
 
-  test("cluster - without expected DCs, dc_up lists the DCs heard, each live on its own", async () => {
+  test("cluster - dc_up lists every DC heard, each live on its own, whether or not some are expected", async () => {
     const clock = new ManualClock();
     const bus = new MemoryBus({ clock });
     const liveness = new DcLiveness({
@@ -53,11 +53,19 @@ describe("cluster - data center metrics", () => {
     liveness.start();
     const registry = new Registry();
     registerDcMetrics(registry, "livecount_test", liveness, () => clock.now());
+    // Expecting one of them changes nothing for either.
+    const expecting = new Registry();
+    registerDcMetrics(expecting, "livecount_test", liveness, () => clock.now(), ["dc2"]);
     for (const dc of ["dc2", "dc3"])
       bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc, node: "n", seq: 1, leaseMs: LEASE_MS }));
     await clock.advance(250);
     const { values } = await registry.getSingleMetric("livecount_test_dc_up")!.get();
     expect(Object.fromEntries(values.map((v) => [String(v.labels.dc), v.value]))).toEqual({ dc2: 1, dc3: 1 });
+    const expected = await expecting.getSingleMetric("livecount_test_dc_up")!.get();
+    expect(Object.fromEntries(expected.values.map((v) => [String(v.labels.dc), v.value]))).toEqual({
+      dc2: 1,
+      dc3: 1,
+    });
     liveness.stop();
     await bus.close();
   });
