@@ -182,6 +182,28 @@ describe("cluster - bus pulse", () => {
     pulse.stop();
   });
 
+  test("cluster - the server is left once it has answered nothing, and delivered nothing, for exactly four heartbeats", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    await clock.advance(INTERVAL_MS);
+    const sentAt = clock.now();
+    // Something delivered as the round trip goes out: the silence counts from both at once.
+    pulse.delivered();
+    await clock.advance(MOVE_MS);
+    expect(broker.reconnects).toEqual([sentAt + MOVE_MS]);
+    pulse.stop();
+  });
+
+  test("cluster - a heartbeat late by one interval, and no more, is on time: a server that answers nothing is still left", async () => {
+    const { clock, broker, pulse } = await answeredOnce();
+    // Each tick fires one interval after it was due.
+    for (let i = 0; i < 8; i++) {
+      clock.jump(2 * INTERVAL_MS);
+      await clock.advance(0);
+    }
+    expect(broker.reconnects).not.toEqual([]);
+    pulse.stop();
+  });
+
   test("cluster - a process that stalled stays on its server: its answers may wait unread in its socket, so heartbeats must fire on time for four intervals first", async () => {
     const { clock, broker, pulse } = await answeredOnce();
     await clock.advance(INTERVAL_MS);
