@@ -97,6 +97,11 @@ describe("internal - page records written by hand (ae_entries, updates)", () => 
           ]),
         ),
       ]),
+      // Pages of many counters in one DC each.
+      Array.from({ length: 40 }, (_, i) => [
+        `${wide(5)}${i}`,
+        Object.fromEntries(Array.from({ length: 15 }, (_, c) => [`${wide(3)}${c}`, { [wide(2)]: entry }])),
+      ]),
       // One page whose id alone is larger than a buffer.
       [[wide(6000), { [wide(3)]: { [wide(2)]: entry } }]],
     ];
@@ -120,6 +125,18 @@ describe("internal - page records written by hand (ae_entries, updates)", () => 
         ),
       ).toBe(0);
     }
+    // No page, every flag and a long pull, after ids larger than a buffer: the end of a transfer.
+    const far = { from: wide(6000), to: wide(20), partition: 2 ** 40 };
+    const ending = {
+      pull: Array.from({ length: 2000 }, () => 2 ** 40),
+      done: true,
+      floor: 2 ** 40,
+      senderLearning: true,
+    };
+    const ae = { type: "ae_entries", ...far, pages: {}, ...ending } as const;
+    expect(
+      Buffer.compare(Buffer.from(encodeAeEntries(far, [], ending)), Buffer.from(encodeMessage(ae))),
+    ).toBe(0);
   });
 
   it("internal - a page or counter named __proto__ stays one, and the receiver decodes every page", () => {
