@@ -1,17 +1,6 @@
 import { describe, expect, test } from "vitest";
+import { mulberry32 } from "../../../test/support/prng.js";
 import { HLL_MAX_RANK, HLL_REGISTERS, estimateDistinct, registerOf } from "../src/hyperloglog.js";
-
-/** mulberry32: a seeded generator of uniform numbers in [0, 1). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 /**
  * The registers of `n` distinct items, drawn without hashing them one by one: a register that saw k
@@ -39,7 +28,7 @@ describe("crdt - hyperloglog", () => {
 
   test("crdt - 10^10 to 10^14 distinct items, up to nearly every register at the largest rank, are estimated within 3 standard errors", () => {
     const seed = 20261130;
-    const next = random(seed);
+    const { next } = mulberry32(seed);
     for (const n of [2 ** 36, 2 ** 40, 2 ** 42, 2 ** 44, 2 ** 45, 2 ** 46]) {
       const ranks = registersOf(n, next);
       const atTop = [...ranks.values()].filter((r) => r === HLL_MAX_RANK).length;
