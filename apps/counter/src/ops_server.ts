@@ -20,11 +20,17 @@ export async function startOpsServer(opts: {
     opts.logger.warn("LIVECOUNT_ADMIN_KEY is not set: /metrics answers 401 to everyone");
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
-    const json = (status: number, body: unknown): void => {
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}): void => {
       res
-        .writeHead(status, { "content-type": "application/json", "cache-control": "no-store" })
+        .writeHead(status, { "content-type": "application/json", "cache-control": "no-store", ...headers })
         .end(JSON.stringify(body));
     };
+    const known = path === "/healthz" || path === "/readyz" || path === "/metrics";
+    // As on gateways: another method on a route is a 405 naming the ones it serves.
+    if (known && req.method !== "GET" && req.method !== "HEAD") {
+      const message = `${req.method ?? ""} is not allowed here; use GET`;
+      return json(405, { error: { code: "method_not_allowed", message } }, { allow: "GET, HEAD" });
+    }
     if (path === "/healthz") return json(200, { status: "ok" });
     if (path === "/readyz")
       return opts.isReady() ? json(200, { status: "ready" }) : json(503, { status: "not_ready" });

@@ -49,4 +49,16 @@ describe("counter - ops server", () => {
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ error: { code: "unauthorized" } });
   });
+
+  test("ops - another method on a route is 405 with Allow; an unknown path 404", async () => {
+    const url = await start(ADMIN_KEY);
+    for (const path of ["/healthz", "/readyz", "/metrics"]) {
+      const res = await fetch(`${url}${path}`, { method: "POST" });
+      expect(res.status, path).toBe(405);
+      expect(res.headers.get("allow")).toBe("GET, HEAD");
+      expect(await res.json()).toMatchObject({ error: { code: "method_not_allowed" } });
+    }
+    expect((await fetch(`${url}/healthz`, { method: "HEAD" })).status).toBe(200);
+    expect((await fetch(`${url}/nothing`)).status).toBe(404);
+  });
 });
