@@ -9,7 +9,7 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { CLUSTER_ADMIN_KEY, CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { eventually } from "../support/eventually.js";
@@ -17,9 +17,8 @@ import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 import { TestClient } from "../support/ws_client.js";
 import { describeWithBinary } from "../support/binaries.js";
+import { CHROMIUM_PATH, launchChromium } from "../support/chromium.js";
 
-const CHROMIUM_PATH = "/usr/bin/chromium";
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"];
 const SCREENSHOTS = join(process.cwd(), ".tmp", "screenshots");
 /** How long a change may take to show: the console refreshes every 2 s, a node joins in a few. */
 const SETTLE_MS = 20_000;
@@ -93,7 +92,7 @@ describeWithBinary(
       viewer = await TestClient.connect(cluster.gateways[0]!.wsUrl);
       viewer.join("console-a", "someone");
       await viewer.waitForViewers("console-a", 1);
-      browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+      browser = await launchChromium();
     }, 60_000);
 
     afterEach(async () => {

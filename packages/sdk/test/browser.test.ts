@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type * as Sdk from "../src/index.js";
 import { eventually } from "../../../test/support/eventually.js";
@@ -15,8 +15,7 @@ import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import { testClient, uniquePage } from "./support.js";
 import { describeWithBinary } from "../../../test/support/binaries.js";
-
-const CHROMIUM_PATH = "/usr/bin/chromium";
+import { CHROMIUM_PATH, launchChromium } from "../../../test/support/chromium.js";
 
 declare global {
   interface Window {
@@ -60,7 +59,7 @@ describeWithBinary(existsSync(CHROMIUM_PATH), `${CHROMIUM_PATH} is missing`, "sd
         );
     });
     await new Promise<void>((resolve) => host.listen(0, "127.0.0.1", resolve));
-    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ["--headless", "--no-sandbox"] });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {
