@@ -61,8 +61,8 @@ export function planIncrements(
   maxCountersPerPage = Infinity,
 ): IncrementPlan {
   const opByRequest = new Map<string, number>();
-  /** Per page and counter, this data center's entry once the batch's ops planned so far apply. */
-  const planned = new Map<string, { p: number; n: number }>();
+  /** Per page and counter, whether an op of the batch planned so far changes it. */
+  const planned = new Set<string>();
   /** Per page, the counters new to it that the batch's ops planned so far make. */
   const made = new Map<string, number>();
   const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
@@ -83,13 +83,6 @@ export function planIncrements(
     // Read without creating the counter: a refused increment must leave no trace in the actor.
     const own = actor.entries(request.counter)[dc] ?? { p: 0, n: 0 };
     const counterId = `${request.page}\u0000${request.counter}`;
-    const after = { ...(planned.get(counterId) ?? own) };
-    if (request.delta > 0) after.p += request.delta;
-    else after.n -= request.delta;
-    if (!Number.isSafeInteger(after.p) || !Number.isSafeInteger(after.n)) {
-      plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
-      continue;
-    }
     const isNew = !actor.holds(request.counter) && !planned.has(counterId);
     if (isNew && actor.counterCount + (made.get(request.page) ?? 0) >= maxCountersPerPage) {
       const message = `the page holds ${maxCountersPerPage} counters already (LIVECOUNT_MAX_COUNTERS_PER_PAGE)`;
@@ -97,7 +90,7 @@ export function planIncrements(
       continue;
     }
     if (isNew) made.set(request.page, (made.get(request.page) ?? 0) + 1);
-    planned.set(counterId, after);
+    planned.add(counterId);
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
     plan.planned.push({ pending, op: plan.ops.length, base });
@@ -180,6 +173,9 @@ export function answerIncrements(
       }
       case "conflict":
         reply = errorReply("idempotency_conflict");
+        break;
+      case "too_large":
+        reply = errorReply("invalid_body", TOO_LARGE);
         break;
       case "unavailable":
         // Its shard of the store failed while the rest of the batch went through.

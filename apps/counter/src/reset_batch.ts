@@ -115,27 +115,9 @@ export function planResets(
       plan.refused.push({ pending, reply: errorReply("unavailable", "the page's owner changed; retry") });
       continue;
     }
-    const sent = observedResetOp(pending.actor, pending.request, fence, dc, now);
-    if (!fitsEntries(pending.actor, sent.op)) {
-      plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
-      continue;
-    }
-    plan.sent.push({ pending, ...sent });
+    plan.sent.push({ pending, ...observedResetOp(pending.actor, pending.request, fence, dc, now) });
   }
   return plan;
-}
-
-/**
- * Whether this DC's entries stay safe integers after `op` (the counter's, and its tombstone's):
- * across data centers a reset can move this DC's n by more than its own p, and a delete's tombstone
- * counts every change. Counted from the purge floor when the op starts there.
- */
-function fitsEntries(actor: PageActor, op: IncrementOp): boolean {
-  const floor = op.startAt ?? 0;
-  const own = actor.ownEntry(op.counter);
-  const grows = [own.p + floor + Math.max(0, op.delta), own.n + floor + Math.max(0, -op.delta)];
-  for (const also of op.also ?? []) grows.push(actor.ownEntry(also.counter).p + also.delta);
-  return grows.every(Number.isSafeInteger);
 }
 
 export interface AnsweredResets {
@@ -184,6 +166,9 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
       }
       case "conflict":
         reply = errorReply("idempotency_conflict");
+        break;
+      case "too_large":
+        reply = errorReply("invalid_body", TOO_LARGE);
         break;
       case "unavailable":
         // Its shard of the store failed while the rest of the batch went through.

@@ -105,37 +105,41 @@ describe("counter - group commit of increments", () => {
     ]);
   });
 
-  test("counter - an increment that would take this DC's entry past 2^53 - 1 is refused before the store, a batch's earlier ones counted", () => {
+  test("counter - an increment past 2^53 - 1 goes to the store, which checks it after the key: too_large answers invalid_body and leaves the actor be", () => {
     const MAX = Number.MAX_SAFE_INTEGER;
     const a = actor("p", MAX - 10);
+    // Past the limit as the owner sees it, yet maybe a retry of a first try the store applied: only
+    // the store, reading the key first, can tell (a refusal here would answer a retry with 400).
     const plan = planIncrements(
-      [
-        pendingIncrement(a, "fits", 6),
-        // Fits alone, not after the one before it in the batch.
-        pendingIncrement(a, "after", 6),
-        pendingIncrement(a, "last", 4),
-        // Decrements grow n, which has room.
-        pendingIncrement(a, "down", -1_000_000),
-      ],
+      [pendingIncrement(a, "fits", 6), pendingIncrement(a, "after", 6)],
       "dc1",
       NOW,
       fenceOf,
     );
-    expect(plan.ops.map((o) => o.key)).toEqual(["fits", "last", "down"]);
-    expect(plan.refused.map((r) => [r.pending.request.key, r.reply])).toEqual([
+    expect(plan.refused).toEqual([]);
+    expect(plan.ops.map((o) => o.key)).toEqual(["fits", "after"]);
+    const settled = answerIncrements(plan, [
+      { kind: "applied", entry: { p: MAX - 4, n: 0 }, also: [{ p: 6, n: 0 }] },
+      { kind: "too_large" },
+    ]);
+    expect(settled.answers.map((x) => [x.pending.request.key, x.reply])).toEqual([
       [
-        "after",
+        "fits",
         {
-          type: "error",
-          code: "invalid_body",
-          message: `the change would take the counter's entry in this data center past ${MAX}`,
+          type: "incremented",
+          page: "p",
+          counter: "likes",
+          value: MAX - 4,
+          updatedAt: NOW,
+          duplicate: false,
         },
       ],
+      ["after", { type: "error", code: "invalid_body", message: TOO_LARGE }],
     ]);
-    // n as well: its entry's decrements are capped the same way.
-    const b = actor("q");
-    b.applied("likes", { p: 0, n: MAX - 1 });
-    expect(planIncrements([pendingIncrement(b, "k", -2)], "dc1", NOW, fenceOf).refused).toHaveLength(1);
+    expect(TOO_LARGE).toBe(`the change would take the counter's entry in this data center past ${MAX}`);
+    expect(settled.outcomes).toEqual(["applied", "too_large"]);
+    expect(settled.lost.size).toBe(0);
+    expect(a.ownEntry("likes")).toEqual({ p: MAX - 4, n: 0 });
   });
 
   test("counter - a change to a new counter of a page that holds LIVECOUNT_MAX_COUNTERS_PER_PAGE counters is refused; its own counters keep counting", () => {
@@ -425,25 +429,22 @@ describe("counter - observed resets", () => {
     ]);
   });
 
-  test("counter - a reset or delete that would take this DC's entry or tombstone past 2^53 - 1 is refused before the store", () => {
-    const MAX = Number.MAX_SAFE_INTEGER;
-    // Across DCs: resetting a value made mostly in dc2 moves dc1's n past the limit.
-    const wide = actor("w", 10, MAX - 5);
-    // A delete's tombstone counts every change (p + n + |value|): past the limit with p past 2^52.
-    const busy = new PageActor(host, "b", 3, 0);
-    busy.loaded({ likes: { dc1: { p: 2 ** 52 + 10, n: 2 ** 52 } } });
-    const fine = actor("f", 7);
-    const plan = planResets(
-      [pendingReset(wide, "k1"), pendingReset(busy, "k2", true), pendingReset(fine, "k3", true)],
-      "dc1",
-      NOW,
-      fenceOf,
-    );
-    expect(plan.sent.map((s) => s.pending.actor.page)).toEqual(["f"]);
-    expect(plan.refused.map((r) => [r.pending.actor.page, r.reply])).toEqual([
-      ["w", { type: "error", code: "invalid_body", message: TOO_LARGE }],
-      ["b", { type: "error", code: "invalid_body", message: TOO_LARGE }],
+  test("counter - a reset or delete the store finds too_large answers invalid_body and changes nothing in the actor", () => {
+    // Across DCs: resetting a value made mostly in dc2 moves dc1's n by all of it.
+    const wide = actor("w", 10, Number.MAX_SAFE_INTEGER - 5);
+    const plan = planResets([pendingReset(wide, "k1"), pendingReset(wide, "k2", true)], "dc1", NOW, fenceOf);
+    expect(plan.refused).toEqual([]);
+    const settled = answerResets(plan, [{ kind: "too_large" }, { kind: "too_large" }]);
+    expect(settled.answers.map((x) => x.reply)).toEqual([
+      { type: "error", code: "invalid_body", message: TOO_LARGE },
+      { type: "error", code: "invalid_body", message: TOO_LARGE },
     ]);
+    expect(settled.outcomes).toEqual([
+      { kind: "reset", outcome: "too_large" },
+      { kind: "delete", outcome: "too_large" },
+    ]);
+    expect(settled.durable).toEqual([]);
+    expect(wide.ownEntry("likes")).toEqual({ p: 10, n: 0 });
   });
 
   test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made; a settled delete's to this DC only", () => {

@@ -377,6 +377,7 @@ export class MemoryStore implements Store {
         ...(op.also !== undefined ? { also } : {}),
       };
     }
+    if (!this.#fits(op)) return { kind: "too_large" };
     const partition = op.fence.partition;
     this.#stored = false;
     const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta, op.startAt ?? 0);
@@ -391,6 +392,18 @@ export class MemoryStore implements Store {
       expiresAt: now + keyTtlMs,
     });
     return also === undefined ? { kind: "applied", entry } : { kind: "applied", entry, also };
+  }
+
+  /** Whether every change of `op` leaves its entry's p and n safe integers. */
+  #fits(op: IncrementOp): boolean {
+    const changes = [
+      { counter: op.counter, delta: op.delta, start: op.startAt ?? 0 },
+      ...(op.also ?? []).map((c) => ({ ...c, start: 0 })),
+    ];
+    return changes.every((c) => {
+      const held = this.#entry(op.page, c.counter, op.dc) ?? { p: c.start, n: c.start };
+      return Number.isSafeInteger(c.delta > 0 ? held.p + c.delta : held.n - c.delta);
+    });
   }
 
   /** Adds a signed delta to an entry (p for > 0, n for < 0) and returns a copy of the result. */

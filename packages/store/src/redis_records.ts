@@ -41,6 +41,7 @@ export function parseOutcome(reply: unknown, op: IncrementOp): IncrementOutcome 
     }
     case "conflict":
     case "stale":
+    case "too_large":
       return { kind };
     default:
       throw new StoreError(`unexpected increment reply from redis: ${JSON.stringify(reply)}`);

@@ -134,7 +134,7 @@ return cmsgpack.pack(advanced)`,
    * absent), the number of further changes, then a field and a delta per further change. Returns
    * one MessagePack array (one reply to decode instead of five per op): {"stale"} when the fence is,
    * else one reply per op: {"applied", p, n, p2, n2, ...} | {"duplicate", payload, entry now, ...}
-   * | {"conflict"}.
+   * | {"conflict"} | {"too_large"} (a change would take its entry past 2^53 - 1; nothing applied).
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
@@ -195,6 +195,21 @@ local function increment(idem_key, a)
       return reply
     end
     return {"conflict"}
+  end
+  -- Entries are safe integers on every replica: an op that would take one past stays unapplied (and
+  -- its key unrecorded). Checked after the key, so a retry of an op that applied is a duplicate.
+  -- Exact in doubles: both terms are at most 2^53 - 1, and a sum past it rounds to 2^53 or more.
+  local function fits(f, d, start)
+    if d == 0 then return true end
+    local e = entry_of(page_key, index, f)
+    local p, n = e.p, e.n
+    if not e.exists then p, n = start, start end
+    if d > 0 then return p + d <= 9007199254740991 end
+    return n - d <= 9007199254740991
+  end
+  if not fits(field, tonumber(delta), w[a + 6]) then return {"too_large"} end
+  for i = a + 8, further_to, 2 do
+    if not fits(w[i], w[i + 1], 0) then return {"too_large"} end
   end
   local result = {"applied"}
   local function change(f, d, start)

@@ -127,6 +127,12 @@ export type IncrementOutcome =
     }
   /** The key was applied before to a different fingerprint, counter or delta. */
   | { readonly kind: "conflict" }
+  /**
+   * Nothing was applied: a change of the op would take its entry's p or n past
+   * `Number.MAX_SAFE_INTEGER`, which no replica can hold exactly. Checked after the key, so a retry
+   * of an op that applied is still answered as a duplicate.
+   */
+  | { readonly kind: "too_large" }
   /** The fence is no longer current: nothing was applied. */
   | { readonly kind: "stale" }
   /**

@@ -550,6 +550,70 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         expect(await store.load("p1")).toEqual({});
       });
 
+      test(`${name} - a change past 2^53 - 1 is too_large: nothing applied, its key unrecorded, a retry of an applied op still a duplicate`, async () => {
+        const MAX = Number.MAX_SAFE_INTEGER;
+        const fence = await lease();
+        const outcomes = await store.increment(
+          [
+            op(fence, { key: "seed", delta: MAX - 5 }),
+            // Exactly to the limit, then past it: ops of one call count the earlier ones.
+            op(fence, { key: "to-max", delta: 5 }),
+            op(fence, { key: "past", delta: 1 }),
+            // n has room of its own.
+            op(fence, { key: "down", delta: -MAX }),
+            op(fence, { key: "down-past", delta: -1 }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([
+          { kind: "applied", entry: { p: MAX - 5, n: 0 } },
+          { kind: "applied", entry: { p: MAX, n: 0 } },
+          { kind: "too_large" },
+          { kind: "applied", entry: { p: MAX, n: MAX } },
+          { kind: "too_large" },
+        ]);
+        expect(
+          await store.increment(
+            [op(fence, { key: "to-max", delta: 5 }), op(fence, { key: "past", delta: 1 })],
+            KEY_TTL_MS,
+          ),
+        ).toEqual([
+          { kind: "duplicate", payload: "first", entry: { p: MAX, n: MAX } },
+          { kind: "too_large" },
+        ]);
+        // The refused key was never recorded: it is free for another change.
+        expect(await store.increment([op(fence, { key: "past", delta: 0 })], KEY_TTL_MS)).toEqual([
+          { kind: "applied", entry: { p: MAX, n: MAX } },
+        ]);
+        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: MAX, n: MAX } } });
+      });
+
+      test(`${name} - too_large counts also's changes and where an absent entry starts, and applies none of the op`, async () => {
+        const MAX = Number.MAX_SAFE_INTEGER;
+        const fence = await lease();
+        await store.increment(
+          [op(fence, { key: "seed", counter: "@del:likes", delta: MAX - 1 })],
+          KEY_TTL_MS,
+        );
+        const outcomes = await store.increment(
+          [
+            op(fence, { key: "del", delta: 3, also: [{ counter: "@del:likes", delta: 2 }] }),
+            op(fence, { key: "floor", counter: "fresh", delta: 2, startAt: MAX - 1 }),
+            op(fence, { key: "fits", counter: "fresh", delta: 1, startAt: MAX - 1 }),
+          ],
+          KEY_TTL_MS,
+        );
+        expect(outcomes).toEqual([
+          { kind: "too_large" },
+          { kind: "too_large" },
+          { kind: "applied", entry: { p: MAX, n: MAX - 1 } },
+        ]);
+        expect(await store.load("p1")).toEqual({
+          "@del:likes": { dc1: { p: MAX - 1, n: 0 } },
+          fresh: { dc1: { p: MAX, n: MAX - 1 } },
+        });
+      });
+
       test(`${name} - a page whose only entry comes from also is listed`, async () => {
         const fence = await lease();
         const del = op(fence, { page: "only-also", delta: 0, also: [{ counter: "@del:likes", delta: 1 }] });
