@@ -11,13 +11,12 @@ import type { AddressInfo } from "node:net";
 import { startStandalone } from "@livecount/standalone";
 import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromiumSkipped, launchChromium } from "../support/chromium.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { describeWithChromium, launchChromium } from "../support/chromium.js";
 import { eventually } from "../support/eventually.js";
 
 const GRACE_MS = 300;
 const SETTLE_MS = 10_000;
-const skip = chromiumSkipped("attention browser tests");
 
 declare global {
   interface Window {
@@ -27,7 +26,7 @@ declare global {
   }
 }
 
-describe.skipIf(skip)("widget attention in Chromium", () => {
+describeWithChromium("widget attention in Chromium", () => {
   let gateway: Awaited<ReturnType<typeof startStandalone>>;
   let host: Server;
   let hostOrigin: string;

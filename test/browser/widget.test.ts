@@ -11,8 +11,8 @@ import { signJoinToken } from "@livecount/sdk";
 import { startStandalone } from "@livecount/standalone";
 import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { chromiumSkipped, launchChromium } from "../support/chromium.js";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { describeWithChromium, launchChromium } from "../support/chromium.js";
 
 const PUBLISHER_KEY = "test-key";
 /** Private pages of this suite's gateway, and the secret their join tokens are signed with. */
@@ -28,8 +28,6 @@ const GRACE_MS = 2_000;
 /** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
 const SETTLE_MS = 10_000;
 
-const skip = chromiumSkipped("browser tests");
-
 declare global {
   interface Window {
     /** Every WebSocket constructed on the page, recorded by an init script. */
@@ -43,7 +41,7 @@ declare global {
   }
 }
 
-describe.skipIf(skip)("widget in Chromium", () => {
+describeWithChromium("widget in Chromium", () => {
   let gateway: Awaited<ReturnType<typeof startStandalone>>;
   let gatewayOrigin: string;
   let host: Server;

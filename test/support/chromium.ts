@@ -1,6 +1,7 @@
 /** Debian's Chromium, driven by playwright-core in the browser tests. */
 import { existsSync } from "node:fs";
 import { chromium, type Browser } from "playwright-core";
+import { describeWithBinary } from "./binaries.js";
 
 export const CHROMIUM_PATH = "/usr/bin/chromium";
 export const CHROMIUM_ARGS = [
@@ -14,16 +15,16 @@ export const CHROMIUM_ARGS = [
 ];
 
 /**
- * Whether browser tests must be skipped: only on a developer machine without Chromium; under CI a
- * missing browser is a failure, so the tests run and fail.
+ * `describe` for suites that drive Chromium: skipped loudly on a developer machine without it, and
+ * failed under CI (describeWithBinary).
  */
-export function chromiumSkipped(suite: string): boolean {
-  const skip = !existsSync(CHROMIUM_PATH) && !process.env.CI;
-  if (skip)
-    console.warn(
-      `${suite} SKIPPED: ${CHROMIUM_PATH} is missing (apt-get install -y chromium). Under CI it fails instead.`,
-    );
-  return skip;
+export function describeWithChromium(name: string, fn: () => void): void {
+  describeWithBinary(
+    existsSync(CHROMIUM_PATH),
+    `${CHROMIUM_PATH} is missing (apt-get install -y chromium)`,
+    name,
+    fn,
+  );
 }
 
 export function launchChromium(): Promise<Browser> {

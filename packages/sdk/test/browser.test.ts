@@ -2,7 +2,6 @@
  * The SDK in real headless Chromium: bundled for the browser (a Node-only import would fail the
  * build), loaded by a page on another origin, subscribing with the browser's own WebSocket.
  */
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -14,8 +13,7 @@ import { eventually } from "../../../test/support/eventually.js";
 import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import { testClient, uniquePage } from "./support.js";
-import { describeWithBinary } from "../../../test/support/binaries.js";
-import { CHROMIUM_PATH, launchChromium } from "../../../test/support/chromium.js";
+import { describeWithChromium, launchChromium } from "../../../test/support/chromium.js";
 
 declare global {
   interface Window {
@@ -29,7 +27,7 @@ declare global {
   }
 }
 
-describeWithBinary(existsSync(CHROMIUM_PATH), `${CHROMIUM_PATH} is missing`, "sdk - in Chromium", () => {
+describeWithChromium("sdk - in Chromium", () => {
   let platform: TestPlatform;
   let host: Server;
   let browser: Browser;
