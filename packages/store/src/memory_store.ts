@@ -32,7 +32,7 @@ import { MemoryLeases } from "./memory_leases.js";
 import { BucketIndex } from "./memory_buckets.js";
 import { NonZeroIndex } from "./memory_nonzero.js";
 import { purgeSettled } from "./memory_purge.js";
-import { entriesOf, recordOf } from "./memory_records.js";
+import { changesFit, entriesOf, opRefs, recordOf } from "./memory_records.js";
 import { ExpiringIndex } from "./memory_expiring.js";
 import { assertIncrements, assertLimit, assertTtl, assertWrites } from "./validate.js";
 
@@ -360,16 +360,14 @@ export class MemoryStore implements Store {
   #incrementOne(op: IncrementOp, now: number, keyTtlMs: number): IncrementOutcome {
     if (!this.#leases.isCurrent(op.fence, now)) return { kind: "stale" };
     const seen = this.#keys.live(op.page, op.key, now);
+    const held = entriesOf(this.#pages.get(op.page), opRefs(op));
     if (seen !== undefined) {
       const same =
         op.fingerprint !== undefined
           ? seen.fingerprint === op.fingerprint
           : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
       if (!same) return { kind: "conflict" };
-      const refs = [op, ...(op.also ?? []).map((c) => ({ counter: c.counter, dc: op.dc }))];
-      const [entry, ...also] = entriesOf(this.#pages.get(op.page), refs).map((e) =>
-        e === undefined ? undefined : { ...e },
-      );
+      const [entry, ...also] = held;
       return {
         kind: "duplicate",
         payload: seen.payload,
@@ -377,7 +375,7 @@ export class MemoryStore implements Store {
         ...(op.also !== undefined ? { also } : {}),
       };
     }
-    if (!this.#fits(op)) return { kind: "too_large" };
+    if (!changesFit(op, held)) return { kind: "too_large" };
     const partition = op.fence.partition;
     this.#stored = false;
     const entry = this.#change(partition, op.page, op.counter, op.dc, op.delta, op.startAt ?? 0);
@@ -392,18 +390,6 @@ export class MemoryStore implements Store {
       expiresAt: now + keyTtlMs,
     });
     return also === undefined ? { kind: "applied", entry } : { kind: "applied", entry, also };
-  }
-
-  /** Whether every change of `op` leaves its entry's p and n safe integers. */
-  #fits(op: IncrementOp): boolean {
-    const changes = [
-      { counter: op.counter, delta: op.delta, start: op.startAt ?? 0 },
-      ...(op.also ?? []).map((c) => ({ ...c, start: 0 })),
-    ];
-    return changes.every((c) => {
-      const held = this.#entry(op.page, c.counter, op.dc) ?? { p: c.start, n: c.start };
-      return Number.isSafeInteger(c.delta > 0 ? held.p + c.delta : held.n - c.delta);
-    });
   }
 
   /** Adds a signed delta to an entry (p for > 0, n for < 0) and returns a copy of the result. */

@@ -3,6 +3,7 @@ import { MemoryStore } from "@livecount/store";
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
+import { describeIncrementContract } from "./increment_contract.js";
 import { describeWindowContract } from "./window_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 
@@ -11,6 +12,7 @@ describeConvergenceContract("memory store", async (now) => new MemoryStore({ now
 describePurgeContract("memory store", async (now) => new MemoryStore({ now }));
 describeWindowContract("memory store", async (now) => new MemoryStore({ now }));
 describeIncrementBatchContract("memory store", async (now) => new MemoryStore({ now }));
+describeIncrementContract("memory store", async (now) => new MemoryStore({ now }));
 
 describe("memory store", () => {
   test("memory store - a bus note an hour old is dropped when the notes are read; one just younger is kept", async () => {

@@ -11,6 +11,7 @@ import { RedisCluster, describeWithRedisCluster } from "../../../test/support/re
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
+import { describeIncrementContract } from "./increment_contract.js";
 import { describeWindowContract } from "./window_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 import { PagePlacement } from "./page_placement.js";
@@ -54,6 +55,7 @@ describeWithRedisCluster("redis cluster store", () => {
   describePurgeContract("redis cluster store", openPlaced);
   describeWindowContract("redis cluster store", openPlaced);
   describeIncrementBatchContract("redis cluster store", openPlaced);
+  describeIncrementContract("redis cluster store", openPlaced);
 
   describe("redis cluster store", () => {
     const cleanups: (() => Promise<unknown>)[] = [];

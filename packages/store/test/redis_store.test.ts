@@ -14,6 +14,7 @@ import { RedisServer, describeWithRedis } from "../../../test/support/redis_serv
 import { describeConvergenceContract } from "./convergence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
+import { describeIncrementContract } from "./increment_contract.js";
 import { describeWindowContract } from "./window_contract.js";
 import { describeStoreContract } from "./store_contract.js";
 
@@ -124,6 +125,9 @@ describeWithRedis("redis store", () => {
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
   describeIncrementBatchContract("redis store", (now) =>
+    RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
+  );
+  describeIncrementContract("redis store", (now) =>
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
 
