@@ -10,6 +10,7 @@ import { HashRing, partitionOf } from "@livecount/ring";
 import { silentLogger, systemClock } from "@livecount/runtime";
 import { describe, expect, test } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
+import { ManualClock } from "../../../test/support/manual_clock.js";
 import { LocalPresence } from "../src/local_presence.js";
 import type { OwnerClient } from "../src/owner_client.js";
 import { PresenceForwarder } from "../src/presence_forwarder.js";
@@ -65,15 +66,20 @@ function moveToNew(f: PresenceForwarder, owners: Owners): void {
   );
 }
 
-function forwarder(owners: Owners, presence: LocalPresence, retryMs = 10_000): PresenceForwarder {
+function forwarder(
+  owners: Owners,
+  presence: LocalPresence,
+  retryMs = 10_000,
+  { clock = systemClock, batchMs = 1 } = {},
+): PresenceForwarder {
   return new PresenceForwarder({
     owners: owners as unknown as OwnerClient,
     presence,
-    clock: systemClock,
+    clock,
     logger: silentLogger,
     gateway: "gw-1",
     partitions: PARTITIONS,
-    batchMs: 1,
+    batchMs,
     retryMs,
     maxRetryMs: retryMs,
     random: () => 1,
@@ -180,6 +186,28 @@ describe("gateway - presence forwarder", () => {
     f.enqueue("pa", "v:4", presence.add("pa", "v:4", true));
     await eventually(() => expect(owners.sent.map((s) => s.request.type)).toContain("presence"));
     expect(owners.sent.find((s) => s.request.type === "presence")!.request).toMatchObject({ reconnects: 2 });
+    f.close();
+  });
+
+  test("gateway - transitions within LIVECOUNT_PRESENCE_BATCH_MS of the first share its batch; one after it waits for the next", async () => {
+    const BATCH_MS = 50;
+    const clock = new ManualClock();
+    const owners = new Owners();
+    const presence = new LocalPresence();
+    const f = forwarder(owners, presence, 10_000, { clock, batchMs: BATCH_MS });
+    f.enqueue("pa", "v:1", presence.add("pa", "v:1", true));
+    await clock.advance(BATCH_MS - 1);
+    f.enqueue("pa", "v:2", presence.add("pa", "v:2", true));
+    expect(owners.sent).toHaveLength(0);
+    await clock.advance(1);
+    expect(owners.sent.map((s) => s.request)).toMatchObject([
+      { type: "presence_pages", pages: [["pa", ["v:1", holdCode(1, true), "v:2", holdCode(1, true)]]] },
+    ]);
+    f.enqueue("pa", "v:3", presence.add("pa", "v:3", true));
+    await clock.advance(BATCH_MS - 1);
+    expect(owners.sent).toHaveLength(1);
+    await clock.advance(1);
+    expect(owners.sent[1]!.request).toMatchObject({ pages: [["pa", ["v:3", holdCode(1, true)]]] });
     f.close();
   });
 
