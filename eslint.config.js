@@ -51,6 +51,21 @@ export default tseslint.config(
     },
   },
   {
+    // The demo page's script: a classic browser script, loaded at the end of its body.
+    files: ["packages/widget/demo/**/*.js"],
+    languageOptions: {
+      sourceType: "script",
+      globals: {
+        document: "readonly",
+        location: "readonly",
+        navigator: "readonly",
+        fetch: "readonly",
+        crypto: "readonly",
+        getSelection: "readonly",
+      },
+    },
+  },
+  {
     files: ["loadtest/k6/**/*.js"],
     languageOptions: { globals: { __ENV: "readonly", __VU: "readonly", __ITER: "readonly" } },
   },

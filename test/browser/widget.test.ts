@@ -82,6 +82,11 @@ describeWithChromium("widget in Chromium", () => {
   async function newBrowser(): Promise<BrowserContext> {
     const context = await browser.newContext({ locale: "en-US" });
     contexts.push(context);
+    // The host page and the demo page run under a strict Content-Security-Policy: anything the
+    // widget or the demo did inline would be refused, and is a failure here.
+    context.on("console", (msg) => {
+      if (msg.type() === "error" && /Content Security Policy/.test(msg.text())) pageErrors.push(msg.text());
+    });
     await context.addInitScript(() => {
       const Native = window.WebSocket;
       window.__sockets = [];
@@ -503,7 +508,11 @@ function startHost(gatewayOrigin: string): Promise<Server> {
     const mode =
       (query.get("mode") ? ` mode="${escapeHtml(query.get("mode")!)}"` : "") +
       (query.get("token") ? ` token="${escapeHtml(query.get("token")!)}"` : "");
-    res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(`<!doctype html>
+    // As strict as a publisher's site may be: the widget needs only its gateway, for the script and
+    // the socket (README, "Embed the widget").
+    const csp = `default-src 'none'; script-src ${gatewayOrigin}; connect-src ${gatewayOrigin.replace(/^http/, "ws")}`;
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8", "content-security-policy": csp })
+      .end(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

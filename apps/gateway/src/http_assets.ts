@@ -16,6 +16,17 @@ const CONSOLE_HEADERS = {
 } as const;
 
 /**
+ * The demo page runs its own script and styles only, and reaches this gateway alone: a strict policy
+ * it keeps, which also shows the widget needs nothing inline (README, "Embed the widget").
+ */
+const DEMO_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; " +
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+} as const;
+
+/**
  * The console's ES modules: console.js, the entry index.html loads, and those it imports (a module
  * not served here fails to load, and the console with it).
  */
@@ -46,7 +57,14 @@ export function loadAssets(logger: Logger): Map<string, Asset> {
       import.meta.resolve("@livecount/widget/livecount.js"),
       "text/javascript; charset=utf-8",
     ],
-    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8"],
+    ["/", import.meta.resolve("@livecount/widget/demo.html"), "text/html; charset=utf-8", DEMO_HEADERS],
+    ["/demo.css", import.meta.resolve("@livecount/widget/demo.css"), "text/css; charset=utf-8", DEMO_HEADERS],
+    [
+      "/demo.js",
+      import.meta.resolve("@livecount/widget/demo.js"),
+      "text/javascript; charset=utf-8",
+      DEMO_HEADERS,
+    ],
     ["/admin", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
     ["/admin/", consoleFile("index.html"), "text/html; charset=utf-8", CONSOLE_HEADERS],
     ...CONSOLE_MODULES.map(
