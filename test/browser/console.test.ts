@@ -110,6 +110,10 @@ describeWithBinary(
       const context = await browser.newContext({ viewport: { width, height } });
       const tab = await context.newPage();
       tab.on("pageerror", (err) => pageErrors.push(err.message));
+      // The console runs under a strict Content-Security-Policy (http_assets.ts): a refusal is a failure.
+      tab.on("console", (msg) => {
+        if (msg.type() === "error" && /Content Security Policy/.test(msg.text())) pageErrors.push(msg.text());
+      });
       tab.on("websocket", (ws) => ws.on("framereceived", (f) => countFrames.push(String(f.payload))));
       // The browser logs a refused sign-in (401) as a failed resource: that one is expected.
       tab.on("console", (m) => {

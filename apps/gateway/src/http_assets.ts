@@ -7,23 +7,27 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "@livecount/runtime";
 import type { Asset } from "./http_api.js";
 
-/** The console's pages must not be framed by another site (its Delete buttons), nor sniffed. */
-const CONSOLE_HEADERS = {
-  "x-frame-options": "DENY",
-  "content-security-policy": "frame-ancestors 'none'",
+/**
+ * The policy of the pages the gateway serves (the demo and the console): their own files and this
+ * gateway only, nothing inline, never framed. An injected script could not run, nor reach another
+ * site (the console holds the admin key); it also shows the widget needs nothing inline (README,
+ * "Embed the widget").
+ */
+const STRICT_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const DEMO_HEADERS = {
+  "content-security-policy": STRICT_POLICY,
   "x-content-type-options": "nosniff",
-  "cache-control": "no-cache",
 } as const;
 
-/**
- * The demo page runs its own script and styles only, and reaches this gateway alone: a strict policy
- * it keeps, which also shows the widget needs nothing inline (README, "Embed the widget").
- */
-const DEMO_HEADERS = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; " +
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+/** The console's files are also revalidated on every load, and refuse framing in older browsers too. */
+const CONSOLE_HEADERS = {
+  "x-frame-options": "DENY",
+  "content-security-policy": STRICT_POLICY,
   "x-content-type-options": "nosniff",
+  "cache-control": "no-cache",
 } as const;
 
 /**

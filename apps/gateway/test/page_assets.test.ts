@@ -14,21 +14,19 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TestPlatform } from "../../../test/support/platform.js";
 
 const CONSOLE_DIR = fileURLToPath(new URL("../console/", import.meta.url));
+/** The policy of the demo and the console (http_assets.ts STRICT_POLICY). */
+const STRICT_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /** What every file of the console carries (http_assets.ts CONSOLE_HEADERS). */
 const CONSOLE_HEADERS = {
   "x-frame-options": "DENY",
-  "content-security-policy": "frame-ancestors 'none'",
+  "content-security-policy": STRICT_POLICY,
   "x-content-type-options": "nosniff",
   "cache-control": "no-cache",
 };
-
 /** What the demo page and its files carry (http_assets.ts DEMO_HEADERS). */
-const DEMO_HEADERS = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; " +
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-};
+const DEMO_HEADERS = { "content-security-policy": STRICT_POLICY, "x-content-type-options": "nosniff" };
 
 describe("page assets", () => {
   let platform: TestPlatform;
