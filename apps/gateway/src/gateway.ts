@@ -17,6 +17,7 @@ import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
 import { EventStreams } from "./event_streams.js";
 import type { GatewayConfig } from "./gateway_config.js";
+import { HttpRequests } from "./http_requests.js";
 import { GatewayMetrics } from "./gateway_metrics.js";
 import { AddressPages } from "./address_pages.js";
 import { AdminApi } from "./admin_api.js";
@@ -60,6 +61,8 @@ const RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 /** How long shutdown waits for queued presence to reach the owners. */
 const SHUTDOWN_DRAIN_MS = 2000;
+/** Over the owner request timeout, for a request's other steps (the batcher's wait, writing the answer). */
+const HTTP_DRAIN_MARGIN_MS = 1000;
 /**
  * A closed socket keeps its address's slot, and a socket remembers a viewer id it left, this long
  * past the grace window: the owner drops the lingering viewer at its sweep after the grace (at most
@@ -107,6 +110,7 @@ export class Gateway {
   readonly #delivery: PageDelivery;
   readonly #router: SocketRouter;
   readonly #streams: EventStreams;
+  readonly #requests: HttpRequests;
   readonly #app: uWS.TemplatedApp;
   readonly #heartbeat: GatewayHeartbeatSender;
   readonly #unsubscribers: Array<() => void> = [];
@@ -212,6 +216,7 @@ export class Gateway {
     });
     // Sockets and event streams of an address share one page budget.
     const addressPages = AddressPages.of(config, now);
+    this.#requests = new HttpRequests(this.#clock);
     this.#streams = new EventStreams({
       views: this.#views,
       guard,
@@ -330,7 +335,8 @@ export class Gateway {
         // asks: requests with a key never do.
         const forwardedFor = guard.forwardedForOf(req);
         const info = requestInfo(req, () => guard.clientAddressOf(res, forwardedFor));
-        void api.handle(new Reply(res, info.head), info);
+        const reply = new Reply(res, info.head);
+        this.#requests.serve(reply, () => api.handle(reply, info));
       });
     if (config.adminKey === undefined)
       this.#log.warn(
@@ -391,7 +397,7 @@ export class Gateway {
     return this.#port;
   }
 
-  /** Stops listening, tells owners its viewers are leaving, closes sockets, flushes presence. */
+  /** Stops listening, closes sockets, lets HTTP requests finish, tells owners its viewers left. */
   async stop(): Promise<void> {
     if (this.#status !== "running") return;
     this.#status = "stopping";
@@ -400,6 +406,9 @@ export class Gateway {
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
     this.#streams.endAll();
+    // Requests in progress get as long as one to an owner may take, and an answer either way.
+    const late = await this.#requests.drain(this.#o.config.requestTimeoutMs + HTTP_DRAIN_MARGIN_MS);
+    if (late > 0) this.#log.warn({ requests: late }, "answered 503 to requests still in progress at stop");
     this.#app.close();
     await this.#forwarder.drain(SHUTDOWN_DRAIN_MS);
     this.#forwarder.close();

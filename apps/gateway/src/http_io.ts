@@ -17,6 +17,8 @@ export class Reply {
    * reply's.
    */
   onAbort: (() => void) | undefined;
+  /** Whether a response was sent: the first one stands (a stopping gateway may answer before a route). */
+  #sent = false;
   /** `head`: the request was HEAD; replies carry the status and headers of a GET, and no body. */
   constructor(
     readonly res: HttpResponse,
@@ -47,7 +49,8 @@ export class Reply {
     first: Readonly<Record<string, string>>,
     headers: Readonly<Record<string, string>>,
   ): void {
-    if (this.aborted) return;
+    if (this.aborted || this.#sent) return;
+    this.#sent = true;
     this.res.cork(() => {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
       for (const k in this.common)

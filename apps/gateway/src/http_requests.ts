@@ -1,0 +1,69 @@
+import { ProtocolError } from "@livecount/protocol";
+import type { Clock } from "@livecount/runtime";
+import type { Reply } from "./http_io.js";
+
+const STOPPING = "the gateway is stopping; retry (with the same Idempotency-Key for a change)";
+const REFUSED_HEADERS = { "cache-control": "no-store", "retry-after": "1" } as const;
+
+/**
+ * The HTTP requests a gateway is answering, so that a stop lets them finish instead of cutting
+ * their connections: once a drain begins, a new request (on a connection kept alive) is refused with
+ * 503 and its connection closed; those in progress get until the deadline; any still unanswered then
+ * gets 503 too. A client is never left without an answer, and knows to retry: a change it retries
+ * with its key counts once, whether or not the first try applied.
+ */
+export class HttpRequests {
+  readonly #clock: Clock;
+  readonly #pending = new Set<Reply>();
+  #draining = false;
+  #idle: (() => void) | undefined;
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  /** Requests being answered now. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  /** Answers `reply` with `handle`, or refuses it once a drain has begun. */
+  serve(reply: Reply, handle: () => Promise<void>): void {
+    if (this.#draining) {
+      refuse(reply);
+      return;
+    }
+    this.#pending.add(reply);
+    void handle().finally(() => {
+      this.#pending.delete(reply);
+      if (this.#pending.size === 0) this.#idle?.();
+    });
+  }
+
+  /**
+   * Refuses new requests from now on and waits up to `timeoutMs` for those in progress, then answers
+   * the rest 503. Resolves with how many it had to answer so.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    this.#draining = true;
+    if (this.#pending.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = this.#clock.setTimeout(resolve, timeoutMs);
+        this.#idle = () => {
+          this.#clock.clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.#idle = undefined;
+    const late = this.#pending.size;
+    for (const reply of this.#pending) refuse(reply);
+    this.#pending.clear();
+    return late;
+  }
+}
+
+function refuse(reply: Reply): void {
+  reply.closeConnection = true;
+  reply.error(new ProtocolError("unavailable", STOPPING), REFUSED_HEADERS);
+}
