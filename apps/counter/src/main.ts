@@ -18,20 +18,24 @@ try {
   for (const warning of startWarnings(config)) logger.warn(warning);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // Health first: while the node waits for NATS or Redis (they may start after it), it is alive
+  // and says it is not ready.
+  const serving: { node?: CounterNode } = {};
+  const ops = await startOpsServer({
+    port: config.port,
+    registry,
+    isReady: () => serving.node?.ready === true,
+    adminKey: config.adminKey,
+    logger,
+  });
+  logger.info({ port: ops.port, node: config.nodeId }, "counter node serving health and metrics");
   // A counter node needs nothing it publishes itself (it knows its own membership, and drops its
   // own page updates): NATS spares it the echo of every update it publishes.
   const bus = await connectBus(config, logger, { noEcho: true });
   const store = await openStore(config, logger);
   const node = new CounterNode({ config, bus, store, logger, registry });
+  serving.node = node;
   await node.start();
-  const ops = await startOpsServer({
-    port: config.port,
-    registry,
-    isReady: () => node.ready,
-    adminKey: config.adminKey,
-    logger,
-  });
-  logger.info({ port: ops.port, node: config.nodeId }, "counter node serving health and metrics");
   // SIGTERM hands partitions over: the node leaves the ring, flushes and releases its leases.
   stopOnSignals(logger, () => node.stop().then(() => Promise.all([ops.close(), store.close(), bus.close()])));
 } catch (err) {

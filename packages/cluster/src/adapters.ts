@@ -2,6 +2,7 @@ import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
 import type { Logger } from "@livecount/runtime";
 import type { Store } from "@livecount/store";
 import type { ClusterConfig } from "./cluster_config.js";
+import { untilConnected } from "./until_connected.js";
 
 /**
  * NATS when LIVECOUNT_NATS_URL is set, else the in-memory bus (one process only). `noEcho`: the
@@ -13,14 +14,21 @@ export async function connectBus(
   logger: Logger,
   options: { readonly noEcho?: boolean } = {},
 ): Promise<Bus> {
-  if (config.natsUrl === undefined) return new MemoryBus();
-  const bus = await NatsBus.connect({
-    servers: config.natsUrl.split(",").map((s) => s.trim()),
-    name: `livecount-${config.dc}-${config.nodeId}`,
-    logger: logger.child({ component: "bus" }),
-    noEcho: options.noEcho ?? false,
-  });
-  logger.info({ servers: config.natsUrl }, "bus connected to nats");
+  const natsUrl = config.natsUrl;
+  if (natsUrl === undefined) return new MemoryBus();
+  const log = logger.child({ component: "bus" });
+  const bus = await untilConnected(
+    "NATS",
+    () =>
+      NatsBus.connect({
+        servers: natsUrl.split(",").map((s) => s.trim()),
+        name: `livecount-${config.dc}-${config.nodeId}`,
+        logger: log,
+        noEcho: options.noEcho ?? false,
+      }),
+    log,
+  );
+  logger.info({ servers: natsUrl }, "bus connected to nats");
   return bus;
 }
 
@@ -34,13 +42,23 @@ export async function openStore(config: ClusterConfig, logger: Logger): Promise<
   const { MemoryStore, RedisStore } = await import("@livecount/store");
   if (config.redisUrl === undefined && config.redisCluster === undefined) return new MemoryStore();
   const log = logger.child({ component: "store" });
-  const store = await RedisStore.connect({
-    ...(config.redisCluster !== undefined ? { cluster: config.redisCluster } : { url: config.redisUrl }),
-    partitions: config.partitions,
-    waitReplicas: config.redisWaitReplicas,
-    waitTimeoutMs: config.redisWaitTimeoutMs,
-    onError: (err) => log.warn({ err }, "redis connection error"),
-  });
+  // Until the first connection, the wait below says why it fails; then every error is worth a line.
+  let connected = false;
+  const store = await untilConnected(
+    config.redisCluster !== undefined ? "Redis Cluster" : "Redis",
+    () =>
+      RedisStore.connect({
+        ...(config.redisCluster !== undefined ? { cluster: config.redisCluster } : { url: config.redisUrl }),
+        partitions: config.partitions,
+        waitReplicas: config.redisWaitReplicas,
+        waitTimeoutMs: config.redisWaitTimeoutMs,
+        onError: (err) => {
+          if (connected) log.warn({ err }, "redis connection error");
+        },
+      }),
+    log,
+  );
+  connected = true;
   log.info(
     { cluster: config.redisCluster !== undefined, waitReplicas: config.redisWaitReplicas },
     config.redisCluster !== undefined ? "store connected to redis cluster" : "store connected to redis",
