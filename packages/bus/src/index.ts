@@ -21,6 +21,7 @@ export {
   DEFAULT_PING_INTERVAL_MS,
   DEFAULT_RECONNECT_TIME_WAIT_MS,
   NatsBus,
+  maskedServers,
   type BusLogger,
   type NatsBusOptions,
 } from "./nats_bus.js";

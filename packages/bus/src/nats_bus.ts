@@ -159,7 +159,7 @@ export class NatsBus implements Bus {
       });
       return new NatsBus(nc, opts);
     } catch (err) {
-      throw new BusError(`cannot connect to NATS at ${String(opts.servers)}`, { cause: err });
+      throw new BusError(`cannot connect to NATS at ${maskedServers(opts.servers)}`, { cause: err });
     }
   }
 
@@ -404,4 +404,15 @@ function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
     }
   }
   return new BusError(`${what} failed`, { cause: err });
+}
+
+/**
+ * Server addresses as a log or an error may show them: the user and password or token an address
+ * may carry (`nats://user:secret@host:4222`) are masked.
+ */
+export function maskedServers(servers: string | readonly string[]): string {
+  return [servers]
+    .flat()
+    .map((s) => s.replace(/\/\/[^@/]*@/, "//***@"))
+    .join(",");
 }

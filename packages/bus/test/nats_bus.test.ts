@@ -70,6 +70,16 @@ describeWithNats("NatsBus", () => {
     const url = stopped.url;
     await stopped.stop();
     await expect(NatsBus.connect({ servers: url })).rejects.toThrow(BusError);
+    // The error names the servers, without the credentials an address may carry.
+    const withSecret = url.replace("nats://", "nats://user:s3cret@");
+    const err = await NatsBus.connect({ servers: [withSecret, "nats://tok3n@127.0.0.1:1"] }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(BusError);
+    expect((err as Error).message).toContain(
+      `${url.replace("nats://", "nats://***@")},nats://***@127.0.0.1:1`,
+    );
+    expect((err as Error).message).not.toMatch(/s3cret|tok3n/);
   });
 
   it("emits reconnected after a server restart and keeps its subscriptions", async () => {

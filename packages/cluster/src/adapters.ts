@@ -1,4 +1,4 @@
-import { MemoryBus, NatsBus, type Bus } from "@livecount/bus";
+import { MemoryBus, NatsBus, maskedServers, type Bus } from "@livecount/bus";
 import type { Logger } from "@livecount/runtime";
 import type { Store } from "@livecount/store";
 import type { ClusterConfig } from "./cluster_config.js";
@@ -28,7 +28,7 @@ export async function connectBus(
       }),
     log,
   );
-  logger.info({ servers: natsUrl }, "bus connected to nats");
+  logger.info({ servers: maskedServers(natsUrl) }, "bus connected to nats");
   return bus;
 }
 
