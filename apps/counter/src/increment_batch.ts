@@ -61,8 +61,8 @@ export function planIncrements(
   maxCountersPerPage = Infinity,
 ): IncrementPlan {
   const opByRequest = new Map<string, number>();
-  /** Per page and counter, whether an op of the batch planned so far changes it. */
-  const planned = new Set<string>();
+  /** Per page and counter, those an op of the batch planned so far changes. */
+  const touched = new Set<string>();
   /** Per page, the counters new to it that the batch's ops planned so far make. */
   const made = new Map<string, number>();
   const plan: IncrementPlan = { ops: [], planned: [], now, refused: [] };
@@ -83,14 +83,14 @@ export function planIncrements(
     // Read without creating the counter: a refused increment must leave no trace in the actor.
     const own = actor.entries(request.counter)[dc] ?? { p: 0, n: 0 };
     const counterId = `${request.page}\u0000${request.counter}`;
-    const isNew = !actor.holds(request.counter) && !planned.has(counterId);
+    const isNew = !actor.holds(request.counter) && !touched.has(counterId);
     if (isNew && actor.counterCount + (made.get(request.page) ?? 0) >= maxCountersPerPage) {
       const message = `the page holds ${maxCountersPerPage} counters already (LIVECOUNT_MAX_COUNTERS_PER_PAGE)`;
       plan.refused.push({ pending, reply: errorReply("invalid_counter", message) });
       continue;
     }
     if (isNew) made.set(request.page, (made.get(request.page) ?? 0) + 1);
-    planned.add(counterId);
+    touched.add(counterId);
     const base = actor.value(request.counter) - (own.p - own.n);
     opByRequest.set(requestId, plan.ops.length);
     plan.planned.push({ pending, op: plan.ops.length, base });

@@ -115,7 +115,15 @@ export function planResets(
       plan.refused.push({ pending, reply: errorReply("unavailable", "the page's owner changed; retry") });
       continue;
     }
-    plan.sent.push({ pending, ...observedResetOp(pending.actor, pending.request, fence, dc, now) });
+    const sent = observedResetOp(pending.actor, pending.request, fence, dc, now);
+    // The value over all data centers, or a delete's activity, may be past what an op can carry
+    // (every DC's entry below the limit): refused here, or the store would refuse the whole round.
+    // Whether the change fits this DC's entries is the store's to say, after the key (too_large).
+    if (![sent.op.delta, ...(sent.op.also ?? []).map((c) => c.delta)].every(Number.isSafeInteger)) {
+      plan.refused.push({ pending, reply: errorReply("invalid_body", TOO_LARGE) });
+      continue;
+    }
+    plan.sent.push({ pending, ...sent });
   }
   return plan;
 }

@@ -1,5 +1,5 @@
 import type { IncrementRequest, NodeReply, ResetRequest } from "@livecount/protocol";
-import { OWN_VALUE, type Fence, type IncrementOutcome } from "@livecount/store";
+import { MemoryStore, OWN_VALUE, type Fence, type IncrementOutcome } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import {
   TOO_LARGE,
@@ -429,22 +429,40 @@ describe("counter - observed resets", () => {
     ]);
   });
 
-  test("counter - a reset or delete the store finds too_large answers invalid_body and changes nothing in the actor", () => {
-    // Across DCs: resetting a value made mostly in dc2 moves dc1's n by all of it.
-    const wide = actor("w", 10, Number.MAX_SAFE_INTEGER - 5);
-    const plan = planResets([pendingReset(wide, "k1"), pendingReset(wide, "k2", true)], "dc1", NOW, fenceOf);
-    expect(plan.refused).toEqual([]);
-    const settled = answerResets(plan, [{ kind: "too_large" }, { kind: "too_large" }]);
+  test("counter - a reset or delete whose change no op can carry is refused before the store; one the store finds too_large answers the same", async () => {
+    const MAX = Number.MAX_SAFE_INTEGER;
+    // Across DCs: resetting a value made mostly in dc2 cancels more than a safe integer.
+    const wide = actor("w", 10, MAX - 5);
+    // A delete's tombstone counts every change (p + n + |value|): past the limit with p past 2^52.
+    const busy = new PageActor(host, "b", 3, 0);
+    busy.loaded({ likes: { dc1: { p: 2 ** 52 + 10, n: 2 ** 52 } } });
+    const fine = actor("f", 7);
+    const plan = planResets(
+      [pendingReset(wide, "k1"), pendingReset(busy, "k2", true), pendingReset(fine, "k3", true)],
+      "dc1",
+      NOW,
+      fenceOf,
+    );
+    expect(plan.refused.map((r) => [r.pending.actor.page, r.reply])).toEqual([
+      ["w", { type: "error", code: "invalid_body", message: TOO_LARGE }],
+      ["b", { type: "error", code: "invalid_body", message: TOO_LARGE }],
+    ]);
+    // What is sent, a real store takes: the round's other pages are not failed with it.
+    const store = new MemoryStore({ now: () => NOW });
+    const fence = (await store.acquire(3, "node-a", 60_000))!;
+    const ops = plan.sent.map((s) => ({ ...s.op, fence }));
+    expect((await store.increment(ops, 60_000)).map((o) => o.kind)).toEqual(["applied"]);
+    // A change the store finds past this DC's entry: the same answer, and the actor left be.
+    const near = actor("n", 3);
+    near.applied("likes", { p: 3, n: MAX - 1 });
+    const nearPlan = planResets([pendingReset(near, "k4")], "dc1", NOW, fenceOf);
+    const settled = answerResets(nearPlan, [{ kind: "too_large" }]);
     expect(settled.answers.map((x) => x.reply)).toEqual([
       { type: "error", code: "invalid_body", message: TOO_LARGE },
-      { type: "error", code: "invalid_body", message: TOO_LARGE },
     ]);
-    expect(settled.outcomes).toEqual([
-      { kind: "reset", outcome: "too_large" },
-      { kind: "delete", outcome: "too_large" },
-    ]);
+    expect(settled.outcomes).toEqual([{ kind: "reset", outcome: "too_large" }]);
     expect(settled.durable).toEqual([]);
-    expect(wide.ownEntry("likes")).toEqual({ p: 10, n: 0 });
+    expect(near.ownEntry("likes")).toEqual({ p: 3, n: MAX - 1 });
   });
 
   test("counter - a retried reset or delete answers what the first try stored and republishes the entries it made; a settled delete's to this DC only", () => {
