@@ -89,6 +89,20 @@ export class BusError extends Error {
   override name = "BusError";
 }
 
+/**
+ * The first connection to the broker failed. `permanent`: the broker refused the credentials, or the
+ * address cannot be one; no later try can mend it. Otherwise it may just not be up yet.
+ */
+export class BusConnectError extends BusError {
+  override name = "BusConnectError";
+  readonly permanent: boolean;
+
+  constructor(message: string, options: { readonly cause: unknown; readonly permanent: boolean }) {
+    super(message, { cause: options.cause });
+    this.permanent = options.permanent;
+  }
+}
+
 export class BusTimeoutError extends BusError {
   override name = "BusTimeoutError";
 }

@@ -1,5 +1,6 @@
 export {
   BusClosedError,
+  BusConnectError,
   BusDisconnectedError,
   BusError,
   BusTimeoutError,
@@ -21,10 +22,10 @@ export {
   DEFAULT_PING_INTERVAL_MS,
   DEFAULT_RECONNECT_TIME_WAIT_MS,
   NatsBus,
-  maskedServers,
   type BusLogger,
   type NatsBusOptions,
 } from "./nats_bus.js";
+export { maskedServers, withoutCredentials, type NatsCredentials } from "./nats_servers.js";
 export { isSubject, isSubjectPattern } from "./subject_syntax.js";
 export {
   antiEntropyPartitionSubject,

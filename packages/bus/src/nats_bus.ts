@@ -22,9 +22,11 @@ import {
   type NatsConnection,
   type Subscription as NatsSubscription,
 } from "nats";
+import { maskedServers, withoutCredentials } from "./nats_servers.js";
 import {
   BusClosedError,
   BusDisconnectedError,
+  BusConnectError,
   BusError,
   BusTimeoutError,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -141,13 +143,17 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Connects to NATS, reconnecting forever after that. Rejects with BusError when the first
-   * connection fails (a process should not start half-wired).
+   * Connects to NATS, reconnecting forever after that. Rejects with BusConnectError when the first
+   * connection fails (the caller decides whether to wait: packages/cluster until_connected.ts). An
+   * address may carry credentials: `nats://user:password@host:4222`, or a token `nats://token@host`.
    */
   static async connect(opts: NatsBusOptions): Promise<NatsBus> {
     try {
+      // nats.js reads no credentials from an address: they go as options, for every server.
+      const { servers, credentials } = withoutCredentials(opts.servers);
       const nc = await connect({
-        servers: opts.servers,
+        servers,
+        ...credentials,
         name: opts.name,
         maxReconnectAttempts: RECONNECT_FOREVER,
         reconnectTimeWait: opts.reconnectTimeWaitMs ?? DEFAULT_RECONNECT_TIME_WAIT_MS,
@@ -159,7 +165,10 @@ export class NatsBus implements Bus {
       });
       return new NatsBus(nc, opts);
     } catch (err) {
-      throw new BusError(`cannot connect to NATS at ${maskedServers(opts.servers)}`, { cause: err });
+      throw new BusConnectError(`cannot connect to NATS at ${maskedServers(opts.servers)}`, {
+        cause: err,
+        permanent: isRefusal(err),
+      });
     }
   }
 
@@ -406,13 +415,9 @@ function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
   return new BusError(`${what} failed`, { cause: err });
 }
 
-/**
- * Server addresses as a log or an error may show them: the user and password or token an address
- * may carry (`nats://user:secret@host:4222`) are masked.
- */
-export function maskedServers(servers: string | readonly string[]): string {
-  return [servers]
-    .flat()
-    .map((s) => s.replace(/\/\/[^@/]*@/, "//***@"))
-    .join(",");
+/** NATS refused the credentials, or the address is not one: a later try would fail the same way. */
+function isRefusal(err: unknown): boolean {
+  if (err instanceof TypeError) return true;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return code === "AUTHORIZATION_VIOLATION" || code === "AUTHENTICATION_EXPIRED";
 }

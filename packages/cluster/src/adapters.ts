@@ -1,4 +1,4 @@
-import { MemoryBus, NatsBus, maskedServers, type Bus } from "@livecount/bus";
+import { BusConnectError, MemoryBus, NatsBus, maskedServers, type Bus } from "@livecount/bus";
 import type { Logger } from "@livecount/runtime";
 import type { Store } from "@livecount/store";
 import type { ClusterConfig } from "./cluster_config.js";
@@ -18,7 +18,6 @@ export async function connectBus(
   if (natsUrl === undefined) return new MemoryBus();
   const log = logger.child({ component: "bus" });
   const bus = await untilConnected(
-    "NATS",
     () =>
       NatsBus.connect({
         servers: natsUrl.split(",").map((s) => s.trim()),
@@ -26,7 +25,7 @@ export async function connectBus(
         logger: log,
         noEcho: options.noEcho ?? false,
       }),
-    log,
+    { what: "NATS", isConnectFailure: (err) => err instanceof BusConnectError, logger: log },
   );
   logger.info({ servers: maskedServers(natsUrl) }, "bus connected to nats");
   return bus;
@@ -39,13 +38,12 @@ export async function connectBus(
 export async function openStore(config: ClusterConfig, logger: Logger): Promise<Store> {
   // Loaded here, not with this module: a gateway never opens a store, and ioredis is a good part of
   // its start-up time, which a restarted gateway's viewers wait through.
-  const { MemoryStore, RedisStore } = await import("@livecount/store");
+  const { MemoryStore, RedisStore, StoreConnectError } = await import("@livecount/store");
   if (config.redisUrl === undefined && config.redisCluster === undefined) return new MemoryStore();
   const log = logger.child({ component: "store" });
   // Until the first connection, the wait below says why it fails; then every error is worth a line.
   let connected = false;
   const store = await untilConnected(
-    config.redisCluster !== undefined ? "Redis Cluster" : "Redis",
     () =>
       RedisStore.connect({
         ...(config.redisCluster !== undefined ? { cluster: config.redisCluster } : { url: config.redisUrl }),
@@ -56,7 +54,11 @@ export async function openStore(config: ClusterConfig, logger: Logger): Promise<
           if (connected) log.warn({ err }, "redis connection error");
         },
       }),
-    log,
+    {
+      what: config.redisCluster !== undefined ? "Redis Cluster" : "Redis",
+      isConnectFailure: (err) => err instanceof StoreConnectError,
+      logger: log,
+    },
   );
   connected = true;
   log.info(

@@ -1,8 +1,11 @@
-import { sleep, systemClock, type Clock, type Logger } from "@livecount/runtime";
+import { Backoff, sleep, systemClock, type Clock, type Logger } from "@livecount/runtime";
 
-/** The first wait between tries; each failure doubles it, up to RETRY_MAX_MS. */
+/** The first wait between tries (at most); each failure doubles it, up to RETRY_MAX_MS. */
 const RETRY_FIRST_MS = 250;
-/** Longest wait between tries: a server that comes up is found within 2 s. */
+/**
+ * Longest wait between tries: a server that comes up is found within 2 s. Full jitter: the processes
+ * of a DC started together do not all try in the same instant.
+ */
 const RETRY_MAX_MS = 2000;
 /** A process still waiting says so this often (the first failure at once). */
 const LOG_EVERY_MS = 10_000;
@@ -13,39 +16,37 @@ const LOG_EVERY_MS = 10_000;
  */
 const KEEP_ALIVE_CLOCK: Clock = { ...systemClock, setTimeout: (fn, ms) => setTimeout(fn, ms) };
 
-/** What the bus and the store throw when the first connection fails (NatsBus, RedisConnection). */
-const CONNECT_FAILED = /^cannot connect to /;
-/**
- * Causes no later try can mend: the server answered and refused the credentials, or the address
- * cannot be a server's.
- */
-const PERMANENT =
-  /WRONGPASS|NOAUTH|invalid (username|password)|AUTHORIZATION_VIOLATION|authorization violation|AUTHENTICATION|Invalid URL/i;
+/** A failed first connection, as the bus and the store report it (BusConnectError, StoreConnectError). */
+export interface ConnectFailure {
+  /** The server refused the credentials, or the address cannot be one: no later try can mend it. */
+  readonly permanent: boolean;
+}
 
-/** Whether a later try may succeed: the connection failed, and not on a permanent cause. */
-function worthWaiting(err: unknown): boolean {
-  if (!(err instanceof Error) || !CONNECT_FAILED.test(err.message)) return false;
-  for (let e: unknown = err.cause; e instanceof Error; e = e.cause) {
-    if (PERMANENT.test(e.message) || PERMANENT.test(String((e as { code?: unknown }).code ?? "")))
-      return false;
-  }
-  return true;
+export interface UntilConnectedOptions {
+  /** What is waited for, named in the log lines ("NATS", "Redis"). */
+  readonly what: string;
+  /** Whether an error is a failed first connection; anything else fails the start at once. */
+  readonly isConnectFailure: (err: unknown) => err is ConnectFailure;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  /** For the retries' jitter. */
+  readonly random?: () => number;
 }
 
 /**
  * Runs `connect` until it succeeds. A process that starts before its NATS or Redis waits for them
  * instead of exiting, so the order in which a deployment starts does not matter and a process
  * without a supervisor (infra/local) comes up once they do. It says what it waits for, and why, at
- * the first failure and every LOG_EVERY_MS after. Anything else (a setting the store refuses, a
- * refused credential, an impossible address) rejects at once: no wait can mend it.
+ * the first failure and every LOG_EVERY_MS after. A permanent failure (a refused credential, an
+ * impossible address) or any other error (a setting the store refuses) rejects at once.
  */
 export async function untilConnected<T>(
-  what: string,
   connect: () => Promise<T>,
-  logger: Logger,
-  clock: Clock = KEEP_ALIVE_CLOCK,
+  options: UntilConnectedOptions,
 ): Promise<T> {
+  const { what, isConnectFailure, logger, clock = KEEP_ALIVE_CLOCK, random = Math.random } = options;
   const since = clock.now();
+  const backoff = new Backoff(RETRY_FIRST_MS, RETRY_MAX_MS, random);
   let loggedAt = -Infinity;
   for (let failures = 0; ; failures++) {
     try {
@@ -53,7 +54,7 @@ export async function untilConnected<T>(
       if (failures > 0) logger.info({ waitedMs: clock.now() - since }, `${what} reached`);
       return connected;
     } catch (err) {
-      if (!worthWaiting(err)) throw err;
+      if (!isConnectFailure(err) || err.permanent) throw err;
       const now = clock.now();
       if (now - loggedAt >= LOG_EVERY_MS) {
         loggedAt = now;
@@ -62,7 +63,7 @@ export async function untilConnected<T>(
           `${what} not reachable yet; waiting for it`,
         );
       }
-      await sleep(clock, Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures));
+      await sleep(clock, backoff.next());
     }
   }
 }

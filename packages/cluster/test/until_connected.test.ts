@@ -3,15 +3,20 @@
  * with a doubling wait up to 2 s, says why at the first failure and every 10 s after, and fails at
  * once on what no wait can mend.
  */
+import { BusConnectError } from "@livecount/bus";
+import { StoreConnectError } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { untilConnected } from "../src/until_connected.js";
+import { untilConnected, type ConnectFailure } from "../src/until_connected.js";
 import { INFO, WARN, logLines } from "./log_lines.js";
 
-const refused = (what = "redis"): Error =>
-  new Error(`cannot connect to ${what}`, {
+const refused = (): StoreConnectError =>
+  new StoreConnectError("cannot connect to redis", {
     cause: Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }),
+    permanent: false,
   });
+const isConnectFailure = (err: unknown): err is ConnectFailure =>
+  err instanceof StoreConnectError || err instanceof BusConnectError;
 
 describe("cluster - waiting for NATS and Redis at start", () => {
   test("cluster - a start tries again 250, 500, 1000, then every 2000 ms until it connects, and says so every 10 s", async () => {
@@ -19,14 +24,13 @@ describe("cluster - waiting for NATS and Redis at start", () => {
     const { logger, lines } = logLines();
     const triedAt: number[] = [];
     const connected = untilConnected(
-      "Redis",
       async () => {
         triedAt.push(clock.now());
         if (clock.now() < 20_000) throw refused();
         return "store";
       },
-      logger,
-      clock,
+      // The longest wait each time: the jitter draws below it.
+      { what: "Redis", isConnectFailure, logger, clock, random: () => 1 },
     );
     let result: string | undefined;
     void connected.then((r) => (result = r));
@@ -46,23 +50,16 @@ describe("cluster - waiting for NATS and Redis at start", () => {
     ]);
   });
 
-  test("cluster - a refused credential, an impossible address or any other error fails the start at once", async () => {
+  test("cluster - a permanent connection failure (a refused credential, an impossible address) or any other error fails the start at once", async () => {
     const { logger, lines } = logLines();
-    const causes = [
-      Object.assign(new Error("WRONGPASS invalid username-password pair or user is disabled."), {}),
-      Object.assign(new Error("Authorization Violation"), { code: "AUTHORIZATION_VIOLATION" }),
-      new TypeError("Invalid URL"),
+    const options = { what: "NATS", isConnectFailure, logger, clock: new ManualClock() };
+    const permanent = [
+      new BusConnectError("cannot connect to NATS at nats://x", { cause: new Error("x"), permanent: true }),
+      new StoreConnectError("cannot connect to redis", { cause: new Error("WRONGPASS"), permanent: true }),
+      new Error("partitions must be an integer >= 1"),
     ];
-    for (const cause of causes) {
-      const err = new Error("cannot connect to NATS at nats://x", { cause });
-      await expect(untilConnected("NATS", () => Promise.reject(err), logger, new ManualClock())).rejects.toBe(
-        err,
-      );
-    }
-    const other = new Error("partitions must be an integer >= 1");
-    await expect(
-      untilConnected("Redis", () => Promise.reject(other), logger, new ManualClock()),
-    ).rejects.toBe(other);
+    for (const err of permanent)
+      await expect(untilConnected(() => Promise.reject(err), options)).rejects.toBe(err);
     expect(lines).toEqual([]);
   });
 });

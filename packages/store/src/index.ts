@@ -1,4 +1,5 @@
 export {
+  StoreConnectError,
   StoreError,
   InvalidStoreInputError,
   StaleFenceError,

@@ -9,7 +9,7 @@ import { Cluster, Redis, type ChainableCommander } from "ioredis";
 import { Packr, Unpackr } from "msgpackr";
 import { partitionTag } from "./redis_keys.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
-import { StoreError } from "./store.js";
+import { StoreConnectError, StoreError } from "./store.js";
 
 export interface RedisConnectionOptions {
   /** `redis://[user:password@]host:port[/db]` of one Redis. Give this or `cluster`, not both. */
@@ -213,11 +213,21 @@ export class RedisConnection {
     // With a listener ioredis reports connection errors here instead of treating them as unhandled.
     client.on("error", (err: Error) => options.onError?.(err));
     for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua });
+    // Why the connection failed comes as an error event; connect() itself rejects with "Connection is
+    // closed". The event is the cause worth naming, and tells a refused password from a server not up.
+    let failure: unknown;
+    const noteFailure = (err: Error): void => {
+      failure = err;
+    };
+    client.on("error", noteFailure);
     try {
       await client.connect();
     } catch (cause) {
       client.disconnect();
-      throw new StoreError("cannot connect to redis", { cause });
+      const why = failure ?? cause;
+      throw new StoreConnectError("cannot connect to redis", { cause: why, permanent: isRefusal(why) });
+    } finally {
+      client.off("error", noteFailure);
     }
     return new RedisConnection(client, options);
   }
@@ -399,4 +409,9 @@ export class RedisConnection {
     this.#closed = true;
     await this.client.quit().catch(() => this.client.disconnect());
   }
+}
+
+/** Redis refused the credentials (ACL or requirepass): a later try would fail the same way. */
+function isRefusal(err: unknown): boolean {
+  return err instanceof Error && err.name === "ReplyError" && /^(WRONGPASS|NOAUTH)\b/.test(err.message);
 }

@@ -340,6 +340,20 @@ export class StoreError extends Error {
   override name = "StoreError";
 }
 
+/**
+ * The first connection to Redis failed. `permanent`: Redis refused the credentials; no later try can
+ * mend it. Otherwise it may just not be up yet (or still loading its data).
+ */
+export class StoreConnectError extends StoreError {
+  override name = "StoreConnectError";
+  readonly permanent: boolean;
+
+  constructor(message: string, options: { readonly cause: unknown; readonly permanent: boolean }) {
+    super(message, { cause: options.cause });
+    this.permanent = options.permanent;
+  }
+}
+
 /** A malformed entry, delta, ttl or limit: a caller bug, rejected before anything is applied. */
 export class InvalidStoreInputError extends StoreError {
   override name = "InvalidStoreInputError";
