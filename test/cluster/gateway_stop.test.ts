@@ -2,8 +2,10 @@
  * A gateway stopped with SIGTERM while publisher requests wait for their owner, with real processes
  * (nats-server, redis-server, a counter node and a gateway from the built output). The owner is
  * frozen (SIGSTOP) so every request is certainly in progress when the signal comes: each one gets an
- * HTTP answer, none has its connection cut, and the changes answered 200 are the ones that count.
+ * HTTP answer, none has its connection cut, and the changes answered 200 are the ones that count. A
+ * request or an upgrade that comes meanwhile on a connection kept alive is answered 503.
  */
+import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
@@ -33,6 +35,22 @@ async function like(gateway: ClusterProcess, page: string, key: string): Promise
   } catch {
     return "cut";
   }
+}
+
+/** A connection kept alive after one request, as a proxy's pool holds them. */
+async function keptAlive(gateway: ClusterProcess): Promise<Socket> {
+  const socket = connect(gateway.port, "127.0.0.1");
+  socket.write("GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n");
+  await new Promise((resolve) => socket.once("data", resolve));
+  return socket;
+}
+
+/** Sends `request` on `socket` and resolves with everything the gateway answers before it closes. */
+function answerOn(socket: Socket, request: string): Promise<string> {
+  let text = "";
+  socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+  socket.write(request);
+  return new Promise((resolve) => socket.once("close", () => resolve(text)));
 }
 
 async function likes(gateway: ClusterProcess, page: string): Promise<number | undefined> {
@@ -79,8 +97,19 @@ describeWithBinary(
         // error, and a retry with its key counts it once whatever the first try did.
         counter.pause();
         const stuck = Array.from({ length: REQUESTS }, (_, i) => like(gateway, page, `stuck-${i}`));
+        const [forRequest, forUpgrade] = [await keptAlive(gateway), await keptAlive(gateway)];
         await sleep(300);
         const stoppedAgain = gateway.terminate();
+        // While it drains: a new request, and an upgrade, on connections kept alive from before.
+        await sleep(200);
+        const refused = await answerOn(forRequest, "GET /readyz HTTP/1.1\r\nHost: gateway\r\n\r\n");
+        expect(refused).toMatch(/^HTTP\/1\.1 503 [^]*retry-after: 1[^]*"code":"unavailable"/i);
+        const upgrade = await answerOn(
+          forUpgrade,
+          "GET /ws HTTP/1.1\r\nHost: gateway\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        );
+        expect(upgrade).toMatch(/^HTTP\/1\.1 503 [^]*this gateway is stopping/);
         const statuses = await Promise.all(stuck);
         expect(statuses.filter((s) => s === "cut")).toEqual([]);
         for (const status of statuses) expect([503, 504]).toContain(status);

@@ -1,7 +1,7 @@
 /**
  * The door of the WebSocket endpoint: an upgrade from an origin that is not allowed is 403, one
- * past its address's socket quota 429, one past the gateway's 503, each answered before any socket
- * state exists and counted by reason. Event streams (`GET /v1/pages/{page}/events`) pass the same
+ * past its address's socket quota 429, one past the gateway's 503 (and any while the gateway stops),
+ * each answered before any socket state exists and counted by reason. Event streams (`GET /v1/pages/{page}/events`) pass the same
  * quotas and get the same refusals.
  */
 import { ProtocolError, type ErrorCode } from "@livecount/protocol";
@@ -13,12 +13,13 @@ import { Reply } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
-export type UpgradeRefusal = "origin" | "per_ip" | "gateway_full";
+export type UpgradeRefusal = "origin" | "per_ip" | "gateway_full" | "stopping";
 
 const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; readonly message: string }>> = {
   origin: { code: "forbidden", message: "this origin may not connect" },
   per_ip: { code: "rate_limited", message: "too many connections from this address" },
   gateway_full: { code: "unavailable", message: "this gateway is full; try again or another gateway" },
+  stopping: { code: "unavailable", message: "this gateway is stopping; try again or another gateway" },
 };
 /** Seconds a refused client should wait before it tries again (its backoff usually waits longer). */
 const RETRY_AFTER_S = 5;
@@ -28,6 +29,11 @@ export interface EdgeGuardOptions {
   readonly addresses: ClientAddresses;
   readonly limits: ConnectionLimits;
   readonly metrics: GatewayMetrics;
+  /**
+   * Whether the gateway is stopping: its sockets were ended and it announced them gone, so an
+   * upgrade on a connection kept alive (a proxy's pool) must not open another.
+   */
+  readonly stopping: () => boolean;
 }
 
 export class EdgeGuard {
@@ -42,6 +48,7 @@ export class EdgeGuard {
    * answers it with the refusal and returns undefined. Runs inside uWS's upgrade handler.
    */
   admit(res: HttpResponse, req: HttpRequest): string | undefined {
+    if (this.#o.stopping()) return this.#refuse(res, "stopping");
     if (!this.#o.origins.allows(req.getHeader("origin"))) return this.#refuse(res, "origin");
     const key = limitKeyOf(this.clientAddress(res, req));
     const refusal = this.#o.limits.refusal(key);

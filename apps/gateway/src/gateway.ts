@@ -213,6 +213,7 @@ export class Gateway {
         now,
       ),
       metrics: this.#metrics,
+      stopping: () => this.#status === "stopping" || this.#status === "stopped",
     });
     // Sockets and event streams of an address share one page budget.
     const addressPages = AddressPages.of(config, now);
@@ -406,7 +407,6 @@ export class Gateway {
     await this.#o.bus.flush().catch(() => {});
     this.#router.endAll(CLOSE_GOING_AWAY, "server shutting down");
     this.#streams.endAll();
-    // Requests in progress get as long as one to an owner may take, and an answer either way.
     const late = await this.#requests.drain(this.#o.config.requestTimeoutMs + HTTP_DRAIN_MARGIN_MS);
     if (late > 0) this.#log.warn({ requests: late }, "answered 503 to requests still in progress at stop");
     this.#app.close();

@@ -19,6 +19,10 @@ export class Reply {
   onAbort: (() => void) | undefined;
   /** Whether a response was sent: the first one stands (a stopping gateway may answer before a route). */
   #sent = false;
+
+  get sent(): boolean {
+    return this.#sent;
+  }
   /** `head`: the request was HEAD; replies carry the status and headers of a GET, and no body. */
   constructor(
     readonly res: HttpResponse,

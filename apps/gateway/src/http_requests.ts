@@ -56,14 +56,16 @@ export class HttpRequests {
       });
     }
     this.#idle = undefined;
-    const late = this.#pending.size;
-    for (const reply of this.#pending) refuse(reply);
+    // A reply sent whose route has not returned yet is not late.
+    const late = [...this.#pending].filter((reply) => !reply.sent);
+    for (const reply of late) refuse(reply);
     this.#pending.clear();
-    return late;
+    return late.length;
   }
 }
 
 function refuse(reply: Reply): void {
-  reply.closeConnection = true;
+  // Not for HEAD: uWS cannot end one and close (Reply), and the gateway closes it moments later.
+  reply.closeConnection = !reply.head;
   reply.error(new ProtocolError("unavailable", STOPPING), REFUSED_HEADERS);
 }

@@ -100,6 +100,35 @@ describe("gateway - HTTP requests at stop", () => {
     expect(requests.pending).toBe(0);
   });
 
+  test("gateway - a HEAD refused at a stop gets its 503 head without closing first; a reply sent before the deadline is not counted late", async () => {
+    const clock = new ManualClock();
+    const requests = new HttpRequests(clock);
+    const drained = requests.drain(1000);
+    await drained;
+    const { res, sent } = response();
+    const head = new Reply(res, true);
+    let headWritten: string | undefined;
+    (res as unknown as { endWithoutBody: () => void }).endWithoutBody = () => (headWritten = sent.status);
+    requests.serve(head, () => Promise.resolve());
+    expect(headWritten).toBe("503 Service Unavailable");
+    expect(sent.headers["retry-after"]).toBe("1");
+
+    // Answered, but its route still finishing (a log line, a metric) when the deadline comes.
+    const other = new HttpRequests(clock);
+    const { res: res2, sent: sent2 } = response();
+    const reply = new Reply(res2);
+    const routeDone = deferred();
+    other.serve(reply, async () => {
+      reply.json(200, { ok: true });
+      await routeDone.promise;
+    });
+    const otherDrained = other.drain(1000);
+    await clock.advance(1000);
+    expect(await otherDrained).toBe(0);
+    expect(sent2).toMatchObject({ status: "200 OK", ends: 1 });
+    routeDone.resolve();
+  });
+
   test("gateway - with nothing in progress a drain ends at once", async () => {
     const clock = new ManualClock();
     const requests = new HttpRequests(clock);
