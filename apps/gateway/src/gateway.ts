@@ -217,7 +217,7 @@ export class Gateway {
     });
     // Sockets and event streams of an address share one page budget.
     const addressPages = AddressPages.of(config, now);
-    this.#requests = new HttpRequests(this.#clock);
+    this.#requests = new HttpRequests(this.#clock, (origin) => origins.corsHeaders(origin));
     this.#streams = new EventStreams({
       views: this.#views,
       guard,
@@ -273,7 +273,6 @@ export class Gateway {
       publisherRatePerS: config.publisherRatePerS,
       publisherBurst: config.publisherBurst,
       adminKey: config.adminKey,
-      origins,
       readLimiter: new AddressRateLimiter({
         ratePerS: config.readRatePerS,
         burst: config.readBurst,
@@ -337,7 +336,7 @@ export class Gateway {
         const forwardedFor = guard.forwardedForOf(req);
         const info = requestInfo(req, () => guard.clientAddressOf(res, forwardedFor));
         const reply = new Reply(res, info.head);
-        this.#requests.serve(reply, () => api.handle(reply, info));
+        this.#requests.serve(reply, info, () => api.handle(reply, info));
       });
     if (config.adminKey === undefined)
       this.#log.warn(

@@ -10,7 +10,6 @@ import type { EventStreams } from "./event_streams.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import type { IncrementBatcher } from "./increment_batcher.js";
 import { parseJson, readBody, type Reply, type RequestInfo } from "./http_io.js";
-import type { OriginPolicy } from "./origin_policy.js";
 import type { OwnerClient } from "./owner_client.js";
 import { statsBody, totalsBody } from "./page_reading.js";
 import type { PrivatePages } from "./private_pages.js";
@@ -33,8 +32,6 @@ export interface HttpApiOptions {
   readonly publisherBurst: number;
   /** LIVECOUNT_ADMIN_KEY: `/metrics` and prefix listings; undefined refuses them to everyone. */
   readonly adminKey: string | undefined;
-  /** Which origins get CORS headers (LIVECOUNT_ALLOWED_ORIGINS). */
-  readonly origins: OriginPolicy;
   /** Page reads without a key, per client address (LIVECOUNT_READ_RATE). */
   readonly readLimiter: AddressRateLimiter;
   /** Requests of any kind without a key, per client address (LIVECOUNT_HTTP_RATE). */
@@ -120,10 +117,8 @@ export class HttpApi {
     });
   }
 
+  /** Answers one request; reads carry CORS already (`reply.common`, set by HttpRequests.serve). */
   async handle(reply: Reply, req: RequestInfo): Promise<void> {
-    // Public answers (reads, assets, their errors) carry CORS for the allowed origins.
-    const cors = this.#o.origins.corsHeaders(req.headers.origin ?? "");
-    if (req.method === "GET") reply.common = cors;
     let route = "other";
     let status = 200;
     try {

@@ -1,6 +1,6 @@
 import { ProtocolError } from "@livecount/protocol";
 import type { Clock } from "@livecount/runtime";
-import type { Reply } from "./http_io.js";
+import type { Reply, RequestInfo } from "./http_io.js";
 
 const STOPPING = "the gateway is stopping; retry (with the same Idempotency-Key for a change)";
 const REFUSED_HEADERS = { "cache-control": "no-store", "retry-after": "1" } as const;
@@ -14,12 +14,15 @@ const REFUSED_HEADERS = { "cache-control": "no-store", "retry-after": "1" } as c
  */
 export class HttpRequests {
   readonly #clock: Clock;
+  /** The CORS headers a read from `origin` carries (OriginPolicy): a refused browser read sees its 503. */
+  readonly #corsHeaders: (origin: string) => Readonly<Record<string, string>>;
   readonly #pending = new Set<Reply>();
   #draining = false;
   #idle: (() => void) | undefined;
 
-  constructor(clock: Clock) {
+  constructor(clock: Clock, corsHeaders: (origin: string) => Readonly<Record<string, string>>) {
     this.#clock = clock;
+    this.#corsHeaders = corsHeaders;
   }
 
   /** Requests being answered now. */
@@ -27,8 +30,10 @@ export class HttpRequests {
     return this.#pending.size;
   }
 
-  /** Answers `reply` with `handle`, or refuses it once a drain has begun. */
-  serve(reply: Reply, handle: () => Promise<void>): void {
+  /** Answers `reply` (to `request`) with `handle`, or refuses it once a drain has begun. */
+  serve(reply: Reply, request: RequestInfo, handle: () => Promise<void>): void {
+    // As the API answers reads (http_api.ts), so that a refusal reaches a browser as one.
+    if (request.method === "GET") reply.common = this.#corsHeaders(request.headers.origin ?? "");
     if (this.#draining) {
       refuse(reply);
       return;

@@ -6,7 +6,7 @@
 import type { HttpResponse } from "uWebSockets.js";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { Reply } from "../src/http_io.js";
+import { Reply, type RequestInfo } from "../src/http_io.js";
 import { HttpRequests } from "../src/http_requests.js";
 
 /** What a response was sent: status, headers, body, and whether its connection was to close. */
@@ -44,6 +44,20 @@ function response(): { res: HttpResponse; sent: Sent } {
   return { res: res as unknown as HttpResponse, sent };
 }
 
+const ORIGIN = "https://news.example";
+/** CORS as OriginPolicy gives it for an allowed origin. */
+const cors = (origin: string): Record<string, string> => ({ "access-control-allow-origin": origin });
+const newRequests = (clock: ManualClock): HttpRequests => new HttpRequests(clock, cors);
+/** A browser's read, or another method. */
+const info = (method = "GET"): RequestInfo =>
+  ({
+    method,
+    head: false,
+    path: "/v1/pages/p/counter",
+    query: "",
+    headers: { origin: ORIGIN },
+  }) as unknown as RequestInfo;
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
@@ -54,7 +68,7 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 function request(requests: HttpRequests, done: Promise<void>): Sent {
   const { res, sent } = response();
   const reply = new Reply(res);
-  requests.serve(reply, async () => {
+  requests.serve(reply, info(), async () => {
     await done;
     reply.json(200, { ok: true });
   });
@@ -70,7 +84,7 @@ const expectRefused = (sent: Sent): void => {
 describe("gateway - HTTP requests at stop", () => {
   test("gateway - a drain waits for the requests in progress, and refuses new ones meanwhile with 503 and a closed connection", async () => {
     const clock = new ManualClock();
-    const requests = new HttpRequests(clock);
+    const requests = newRequests(clock);
     const first = deferred();
     const inProgress = request(requests, first.promise);
     expect(requests.pending).toBe(1);
@@ -78,7 +92,10 @@ describe("gateway - HTTP requests at stop", () => {
     const drained = requests.drain(1000).then((n) => (late = n));
     await clock.advance(999);
     expect(late).toBeUndefined();
-    expectRefused(request(requests, Promise.resolve()));
+    const refused = request(requests, Promise.resolve());
+    expectRefused(refused);
+    // A browser's read sees the 503, not a CORS failure.
+    expect(refused.headers["access-control-allow-origin"]).toBe(ORIGIN);
     first.resolve();
     await drained;
     expect(late).toBe(0);
@@ -87,7 +104,7 @@ describe("gateway - HTTP requests at stop", () => {
 
   test("gateway - a request still in progress at the deadline gets 503, and its route's answer later is not written", async () => {
     const clock = new ManualClock();
-    const requests = new HttpRequests(clock);
+    const requests = newRequests(clock);
     const slow = deferred();
     const sent = request(requests, slow.promise);
     const drained = requests.drain(1000);
@@ -102,23 +119,23 @@ describe("gateway - HTTP requests at stop", () => {
 
   test("gateway - a HEAD refused at a stop gets its 503 head without closing first; a reply sent before the deadline is not counted late", async () => {
     const clock = new ManualClock();
-    const requests = new HttpRequests(clock);
+    const requests = newRequests(clock);
     const drained = requests.drain(1000);
     await drained;
     const { res, sent } = response();
     const head = new Reply(res, true);
     let headWritten: string | undefined;
     (res as unknown as { endWithoutBody: () => void }).endWithoutBody = () => (headWritten = sent.status);
-    requests.serve(head, () => Promise.resolve());
+    requests.serve(head, info(), () => Promise.resolve());
     expect(headWritten).toBe("503 Service Unavailable");
     expect(sent.headers["retry-after"]).toBe("1");
 
     // Answered, but its route still finishing (a log line, a metric) when the deadline comes.
-    const other = new HttpRequests(clock);
+    const other = newRequests(clock);
     const { res: res2, sent: sent2 } = response();
     const reply = new Reply(res2);
     const routeDone = deferred();
-    other.serve(reply, async () => {
+    other.serve(reply, info("PUT"), async () => {
       reply.json(200, { ok: true });
       await routeDone.promise;
     });
@@ -131,7 +148,7 @@ describe("gateway - HTTP requests at stop", () => {
 
   test("gateway - with nothing in progress a drain ends at once", async () => {
     const clock = new ManualClock();
-    const requests = new HttpRequests(clock);
+    const requests = newRequests(clock);
     expect(request(requests, Promise.resolve())).toMatchObject({ ends: 0 });
     await clock.advance(0);
     expect(requests.pending).toBe(0);
