@@ -32,7 +32,8 @@ export class HttpRequests {
 
   /** Answers `reply` (to `request`) with `handle`, or refuses it once a drain has begun. */
   serve(reply: Reply, request: RequestInfo, handle: () => Promise<void>): void {
-    // As the API answers reads (http_api.ts), so that a refusal reaches a browser as one.
+    // Reads (the API's, assets, their errors) carry CORS for the allowed origins: set here, before
+    // anything answers, so that a refusal too reaches a browser as one.
     if (request.method === "GET") reply.common = this.#corsHeaders(request.headers.origin ?? "");
     if (this.#draining) {
       refuse(reply);
