@@ -4,17 +4,10 @@
  * fence, and a change past 2^53 - 1, and forget a key keyTtlMs after it was recorded.
  */
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import {
-  InvalidStoreInputError,
-  type Fence,
-  type IncrementOp,
-  type Lease,
-  type Store,
-} from "@livecount/store";
-import type { OpenStore } from "./store_contract.js";
+import { InvalidStoreInputError, type Lease, type Store } from "@livecount/store";
+import { LEASE_MS, incrementOp, leaseOf, type OpenStore } from "./store_contract.js";
 
 const START_MS = 1_700_000_000_000;
-const LEASE_MS = 10_000;
 const KEY_TTL_MS = 60_000;
 
 export function describeIncrementContract(name: string, open: OpenStore): void {
@@ -34,24 +27,8 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
       await store.close();
     });
 
-    async function lease(partition = 0, node = "node-a"): Promise<Lease> {
-      const l = await store.acquire(partition, node, LEASE_MS);
-      if (l === null) throw new Error(`partition ${partition} is held by another node`);
-      return l;
-    }
-
-    function op(fence: Fence, overrides: Partial<IncrementOp> = {}): IncrementOp {
-      return {
-        fence,
-        page: "p1",
-        counter: "likes",
-        dc: "dc1",
-        delta: 1,
-        key: "k1",
-        payload: "first",
-        ...overrides,
-      };
-    }
+    const lease = (partition = 0, node = "node-a"): Promise<Lease> => leaseOf(store, partition, node);
+    const op = incrementOp;
 
     test(`${name} - increment adds a positive delta to p and a negative one to n`, async () => {
       const fence = await lease();

@@ -17,8 +17,29 @@ import {
 export type OpenStore = (now: () => number) => Promise<Store>;
 
 const START_MS = 1_700_000_000_000;
-const LEASE_MS = 10_000;
+export const LEASE_MS = 10_000;
 const KEY_TTL_MS = 60_000;
+
+/** A lease of `partition` for `node` (LEASE_MS); fails the test when another node holds it. */
+export async function leaseOf(store: Store, partition: number, node: string): Promise<Lease> {
+  const l = await store.acquire(partition, node, LEASE_MS);
+  if (l === null) throw new Error(`partition ${partition} is held by another node`);
+  return l;
+}
+
+/** An increment of p1's likes in dc1 by 1 under key k1, with `overrides`. */
+export function incrementOp(fence: Fence, overrides: Partial<IncrementOp> = {}): IncrementOp {
+  return {
+    fence,
+    page: "p1",
+    counter: "likes",
+    dc: "dc1",
+    delta: 1,
+    key: "k1",
+    payload: "first",
+    ...overrides,
+  };
+}
 
 export function describeStoreContract(name: string, open: OpenStore): void {
   describe(`${name} contract`, () => {
@@ -37,24 +58,8 @@ export function describeStoreContract(name: string, open: OpenStore): void {
       await store.close();
     });
 
-    async function lease(partition = 0, node = "node-a"): Promise<Lease> {
-      const l = await store.acquire(partition, node, LEASE_MS);
-      if (l === null) throw new Error(`partition ${partition} is held by another node`);
-      return l;
-    }
-
-    function op(fence: Fence, overrides: Partial<IncrementOp> = {}): IncrementOp {
-      return {
-        fence,
-        page: "p1",
-        counter: "likes",
-        dc: "dc1",
-        delta: 1,
-        key: "k1",
-        payload: "first",
-        ...overrides,
-      };
-    }
+    const lease = (partition = 0, node = "node-a"): Promise<Lease> => leaseOf(store, partition, node);
+    const op = incrementOp;
 
     describe("leases", () => {
       test(`${name} - acquire takes a free partition at epoch 1 until now + ttl`, async () => {
