@@ -1,4 +1,9 @@
-import { readClusterConfig, type ClusterConfig } from "@livecount/cluster";
+import {
+  BUS_SILENCE_HEARTBEATS,
+  HEARTBEATS_PER_LEASE,
+  readClusterConfig,
+  type ClusterConfig,
+} from "@livecount/cluster";
 import { ConfigError, readInt, type Env } from "@livecount/runtime";
 import { readWebhookConfig, type WebhookConfig } from "./webhook_config.js";
 
@@ -98,7 +103,21 @@ export function startWarnings(config: CounterConfig): string[] {
   const warnings: string[] = [];
   if (config.redisUrl === undefined && config.redisCluster === undefined) warnings.push(MEMORY_STORE_WARNING);
   if (config.visitorKey === DEFAULT_VISITOR_KEY) warnings.push(DEFAULT_VISITOR_KEY_WARNING);
+  if (config.natsUrl !== undefined && !outageNoticedInLease(config)) warnings.push(DC_HEARTBEAT_WARNING);
   return warnings;
+}
+
+export const DC_HEARTBEAT_WARNING =
+  "LIVECOUNT_DC_HEARTBEAT_MS is too long for LIVECOUNT_GATEWAY_LEASE_MS: a NATS outage can drop gateways' viewers before it is noticed (keep three DC heartbeats and a sweep under two thirds of the lease)";
+
+/**
+ * Whether a NATS outage is noticed before a gateway's lease can lapse in it: the latest a silence
+ * is noticed (a heartbeat, the silence threshold, a sweep) against two thirds of the lease, the
+ * earliest a lease can lapse in it. The in-memory bus has no outage of its own.
+ */
+function outageNoticedInLease(c: CounterConfig): boolean {
+  const noticedMs = c.dcHeartbeatMs + BUS_SILENCE_HEARTBEATS * c.dcHeartbeatMs + c.sweepMs;
+  return HEARTBEATS_PER_LEASE * noticedMs < (HEARTBEATS_PER_LEASE - 1) * c.gatewayLeaseMs;
 }
 
 /** The development default: not a secret, so production sets its own. */

@@ -3,13 +3,11 @@ import {
   BUS_SILENCE_HEARTBEATS,
   BusPulse,
   DcLiveness,
-  HEARTBEATS_PER_LEASE,
   IN_PROCESS_BUS,
   Membership,
-  listenToGateways,
-  probeGateway,
   registerBusPulseMetrics,
   registerDcMetrics,
+  type Successor,
 } from "@livecount/cluster";
 import { systemClock, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
@@ -20,6 +18,8 @@ import { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { BusIsolation } from "./bus_isolation.js";
 import { createPageUnits } from "./page_units.js";
+import { claimNodeId } from "./node_id_claim.js";
+import { watchGateways } from "./gateway_watch.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
 import type { PresenceIntake } from "./presence_intake.js";
 import { Convergence } from "./convergence.js";
@@ -40,6 +40,8 @@ export interface CounterNodeOptions {
    * no NATS is configured (the embedded default's in-memory bus reaches this process only).
    */
   readonly alone?: boolean;
+  /** Called once the node stopped because a later process took its id (the process should exit). */
+  readonly onSuperseded?: (by: Successor) => void;
 }
 
 /** How long a request waits for its partition, in partition leases (a takeover may wait out the old owner's). */
@@ -88,12 +90,14 @@ export class CounterNode {
   /** A new incarnation is about to be announced (once for every partition lost in the same turn). */
   #renewingIncarnation = false;
   #status: Status = "new";
+  readonly #onSuperseded: (by: Successor) => void;
 
   constructor(opts: CounterNodeOptions) {
     const config = (this.#config = opts.config);
     const { bus, store } = opts;
     this.dc = config.dc;
     this.#bus = bus;
+    this.#onSuperseded = opts.onSuperseded ?? (() => {});
     const clock = (this.#clock = opts.clock ?? systemClock);
     const logger = (this.#log = opts.logger.child({
       component: "counter",
@@ -101,16 +105,6 @@ export class CounterNode {
       dc: config.dc,
     }));
     const busSilenceMs = BUS_SILENCE_HEARTBEATS * config.dcHeartbeatMs;
-    // The latest a silence is noticed, against the earliest a lease can lapse in it.
-    const noticedMs = config.dcHeartbeatMs + busSilenceMs + config.sweepMs;
-    if (
-      config.natsUrl !== undefined &&
-      HEARTBEATS_PER_LEASE * noticedMs >= (HEARTBEATS_PER_LEASE - 1) * config.gatewayLeaseMs
-    )
-      logger.warn(
-        { dcHeartbeatMs: config.dcHeartbeatMs, gatewayLeaseMs: config.gatewayLeaseMs },
-        "LIVECOUNT_DC_HEARTBEAT_MS is too long for LIVECOUNT_GATEWAY_LEASE_MS: a NATS outage can drop gateways' viewers before it is noticed (keep three DC heartbeats and a sweep under two thirds of the lease)",
-      );
     const metrics = new CounterMetrics(opts.registry, {
       partitionsOwned: () => this.#ownership.heldCount,
       partitionsBootstrapped: () => this.#convergence.bootstrapped,
@@ -317,16 +311,19 @@ export class CounterNode {
 
   async start(): Promise<void> {
     if (this.#status !== "new") throw new Error("counter node already started");
-    this.#status = "running";
     const { dc, nodeId } = this.#config;
+    await claimNodeId(this.#bus, this.#clock, this.#log, this.#config);
+    this.#status = "running";
     this.#subs.push(
       this.#bus.serve(nodeSubject(dc, nodeId), (data) => this.#router.serve(data)),
-      listenToGateways(this.#bus, dc, this.#log, (beat) => {
-        // A gateway that just started learns the ring from node heartbeats: it gets one now rather
-        // than routing nothing until the next (up to a third of the node lease).
-        if (!this.#intake.heartbeat(beat)) return;
-        this.#membership.announce();
-        this.#probePredecessors(beat.gateway);
+      watchGateways({
+        bus: this.#bus,
+        dc,
+        logger: this.#log,
+        intake: this.#intake,
+        membership: this.#membership,
+        gatewayLeaseMs: this.#config.gatewayLeaseMs,
+        isRunning: () => this.#status === "running",
       }),
       // What it published just before its connection dropped may be lost (a server that stopped
       // answering, left by BusPulse; a slow consumer cut off): its heartbeat says so, and gateways re-snapshot.
@@ -337,6 +334,7 @@ export class CounterNode {
     this.#liveness.start();
     this.#pulse?.start();
     this.#membership.onChange(() => void this.#setWanted(this.#wanted()));
+    this.#membership.onSuperseded((by) => this.#superseded(by));
     this.#membership.start();
     this.#ownership.start();
     this.#isolation?.start();
@@ -352,6 +350,23 @@ export class CounterNode {
     this.#membership.leave();
     await this.#writer.drain();
     await this.#ownership.close();
+    await this.#shutDown(this.#config.settleMs);
+    this.#log.info("counter node stopped");
+  }
+
+  /** A later process took this node's id: stops at once, handing nothing over (SupersededListener). */
+  #superseded(by: Successor): void {
+    if (this.#status !== "running") return;
+    this.#status = "stopping";
+    this.#log.error(
+      { successor: by },
+      "a later process runs under this node id; stopping without handing over",
+    );
+    this.#ownership.abandon();
+    void this.#shutDown(0).then(() => this.#onSuperseded(by));
+  }
+
+  async #shutDown(webhookWaitMs: number): Promise<void> {
     this.#membership.stop();
     this.#liveness.stop();
     this.#pulse?.stop();
@@ -364,10 +379,9 @@ export class CounterNode {
     this.#registry.close();
     // Successors hold a partition's deliveries for the settle window: what this node still has
     // queued goes out before theirs, if the receiver takes it within that.
-    await this.#webhooks?.close(this.#config.settleMs);
+    await this.#webhooks?.close(webhookWaitMs);
     if (this.#sweepTimer !== undefined) this.#clock.clearTimeout(this.#sweepTimer);
     this.#status = "stopped";
-    this.#log.info("counter node stopped");
   }
 
   // --- ownership ---------------------------------------------------------------------------------
@@ -411,21 +425,6 @@ export class CounterNode {
       this.#membership.renewIncarnation();
       this.#log.warn({ incarnation: this.#membership.incarnation }, "presence state lost; new incarnation");
     });
-  }
-
-  /**
-   * A gateway started: asks whether the earlier incarnations of its node still run. One that has no
-   * responder any more is gone (kill -9, a crash) and is released now rather than once it has missed
-   * a heartbeat, up to 5 s later (GatewayLeases.supersede, which still covers an unanswered probe).
-   * The probe waits at most a heartbeat interval: past that, the missed heartbeat decides.
-   */
-  #probePredecessors(gateway: string): void {
-    const timeoutMs = this.#config.gatewayLeaseMs / HEARTBEATS_PER_LEASE;
-    for (const earlier of this.#intake.predecessors(gateway)) {
-      void probeGateway(this.#bus, this.#config.dc, earlier, timeoutMs).then((presence) => {
-        if (presence === "gone" && this.#status === "running") this.#intake.gone(earlier);
-      });
-    }
   }
 
   // --- time --------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 import { connectBus, openStore } from "@livecount/cluster";
-import { ConfigError, createLogger, readLogLevel, stopOnSignals } from "@livecount/runtime";
+import { ConfigError, createLogger, flushLogs, readLogLevel, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { readCounterConfig, startWarnings } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
 const logger = createLogger({ name: "livecount-counter" });
+/** How long an exit waits for its last log lines to leave. */
+const LOG_FLUSH_MS = 2000;
 
 try {
   logger.level = readLogLevel(process.env);
@@ -33,7 +35,18 @@ try {
   // own page updates): NATS spares it the echo of every update it publishes.
   const bus = await connectBus(config, logger, { noEcho: true });
   const store = await openStore(config, logger);
-  const node = new CounterNode({ config, bus, store, logger, registry });
+  const node = new CounterNode({
+    config,
+    bus,
+    store,
+    logger,
+    registry,
+    // Replaced while frozen or cut off: this process has stopped serving, and exits as a failure.
+    onSuperseded: () => {
+      logger.fatal("a later process took this node id; exiting");
+      void flushLogs(logger, LOG_FLUSH_MS).then(() => process.exit(1));
+    },
+  });
   serving.node = node;
   await node.start();
   // SIGTERM hands partitions over: the node leaves the ring, flushes and releases its leases.

@@ -9,6 +9,8 @@ export interface OwnershipOptions {
   /**
    * Holders whose id starts with this are earlier incarnations of this process (a restart under the
    * same node id): their live leases are taken at once, with a new epoch, instead of waited out.
+   * Only for partitions this process never held: one taken from it since was taken by a later
+   * process under its node id (it replaced this one), which keeps it.
    */
   readonly reclaimFrom?: string;
   /** Lease length; renewed every third of it. */
@@ -45,6 +47,8 @@ export class PartitionOwnership {
   /** Releases under way, by partition. */
   readonly #releasing = new Map<number, Promise<void>>();
   readonly #wanted = new Set<number>();
+  /** Partitions this process has held: never reclaimed (OwnershipOptions.reclaimFrom). */
+  readonly #everHeld = new Set<number>();
   /** A cycle repeats every few hundred ms while a partition cannot be had: its line is throttled. */
   readonly #logs = new LogThrottle();
   readonly #waiters = new Map<number, Array<(fence: Fence | undefined) => void>>();
@@ -128,6 +132,19 @@ export class PartitionOwnership {
     if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
     this.#wanted.clear();
     await Promise.all([...this.#held.keys()].map((p) => this.#release(p)));
+  }
+
+  /**
+   * Stops renewing and acquiring, releasing nothing: the leases were taken by a later process under
+   * this node id (CounterNode, superseded), and a release would at best do nothing.
+   */
+  abandon(): void {
+    this.#closed = true;
+    if (this.#timer !== undefined) this.#opts.clock.clearTimeout(this.#timer);
+    this.#wanted.clear();
+    this.#held.clear();
+    this.#validUntil.clear();
+    for (const p of [...this.#waiters.keys()]) this.#notify(p, undefined);
   }
 
   #schedule(ms: number): void {
@@ -221,9 +238,12 @@ export class PartitionOwnership {
       // Each on its own: on Redis Cluster one shard failing leaves the others' partitions to take.
       const settled = await Promise.allSettled(
         missing.map((p) =>
-          this.#opts.store.acquire(p, this.#opts.node, this.#opts.leaseMs, {
-            reclaimFrom: this.#opts.reclaimFrom,
-          }),
+          this.#opts.store.acquire(
+            p,
+            this.#opts.node,
+            this.#opts.leaseMs,
+            this.#everHeld.has(p) ? {} : { reclaimFrom: this.#opts.reclaimFrom },
+          ),
         ),
       );
       const leases = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
@@ -235,6 +255,7 @@ export class PartitionOwnership {
           continue;
         }
         this.#held.set(lease.partition, lease);
+        this.#everHeld.add(lease.partition);
         this.#validUntil.set(lease.partition, validUntil);
         this.#onAcquired(lease.partition);
         this.#notify(lease.partition, lease);

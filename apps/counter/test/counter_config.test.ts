@@ -1,6 +1,7 @@
 import { ConfigError } from "@livecount/runtime";
 import { describe, expect, test } from "vitest";
 import {
+  DC_HEARTBEAT_WARNING,
   DEFAULT_VISITOR_KEY,
   DEFAULT_VISITOR_KEY_WARNING,
   MEMORY_STORE_WARNING,
@@ -23,6 +24,27 @@ describe("counter - config", () => {
     expect(startWarnings(readCounterConfig({ ...set, LIVECOUNT_REDIS_URL: "" }))).toEqual([
       MEMORY_STORE_WARNING,
     ]);
+  });
+
+  test("counter - a DC heartbeat too long for the gateway lease is warned about at start: a NATS outage would pass for dead gateways", () => {
+    const warnings = (env: Record<string, string>): string[] =>
+      startWarnings(
+        readCounterConfig({
+          LIVECOUNT_REDIS_URL: "redis://127.0.0.1:6379",
+          LIVECOUNT_VISITOR_KEY: "k".repeat(16),
+          LIVECOUNT_NATS_URL: "nats://127.0.0.1:4222",
+          ...env,
+        }),
+      );
+    const slow = { LIVECOUNT_DC_HEARTBEAT_MS: "1000" };
+    // The defaults: 250 ms heartbeats, a 10 s lease.
+    expect(warnings({})).toEqual([]);
+    // A silence is noticed 3 heartbeats and a sweep (250 ms) after it starts at the latest, 3,250 ms;
+    // a lease can lapse two thirds of it into the silence: 4,876 ms leaves room, 4,875 does not.
+    expect(warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "4876" })).toEqual([]);
+    expect(warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "4875" })).toEqual([DC_HEARTBEAT_WARNING]);
+    // The in-memory bus (no NATS URL) has no outage of its own.
+    expect(warnings({ ...slow, LIVECOUNT_GATEWAY_LEASE_MS: "4875", LIVECOUNT_NATS_URL: "" })).toEqual([]);
   });
 
   test("counter - LIVECOUNT_FLUSH_MAX_WRITES: 20000 entries by default, at least 100", () => {

@@ -44,6 +44,49 @@ describe("partition ownership", () => {
     await ownership.close();
   });
 
+  test("ownership - a restart takes its predecessor's live leases at once; a partition a later process took from it is not taken back", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    const process = (incarnation: string) =>
+      new PartitionOwnership({
+        store,
+        clock,
+        logger: silentLogger,
+        node: `n1/${incarnation}`,
+        reclaimFrom: "n1/",
+        leaseMs: LEASE_MS,
+        retryMs: RETRY_MS,
+      });
+    const first = process("a");
+    first.start();
+    await first.setWanted([0, 1]);
+    expect(first.held()).toEqual([
+      [0, 1],
+      [1, 1],
+    ]);
+    // A later process under the same node id (the first one frozen meanwhile): its leases at once.
+    const later = process("b");
+    later.start();
+    await later.setWanted([0, 1]);
+    expect(later.held()).toEqual([
+      [0, 2],
+      [1, 2],
+    ]);
+    // The first one thaws: its renewals find the leases gone, and it waits, as for any live holder,
+    // rather than taking them back with new epochs (the two would take them from each other in turn).
+    const losses: number[] = [];
+    first.onLoss((partition) => void losses.push(partition));
+    await clock.advance(3 * LEASE_MS);
+    expect(losses.sort()).toEqual([0, 1]);
+    expect(first.held()).toEqual([]);
+    expect(later.held()).toEqual([
+      [0, 2],
+      [1, 2],
+    ]);
+    first.abandon();
+    await later.close();
+  });
+
   test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
     const clock = new ManualClock();
     const losses: Array<[number, string]> = [];

@@ -20,4 +20,10 @@ export {
   type GatewayPresence,
 } from "./gateway_heartbeat.js";
 export { GatewayLeases, type GatewayLease, type GatewayOrigin } from "./gateway_leases.js";
-export { Membership, type MembershipOptions, type RingListener } from "./membership.js";
+export {
+  Membership,
+  type MembershipOptions,
+  type RingListener,
+  type Successor,
+  type SupersededListener,
+} from "./membership.js";

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { nodesSubject, type Bus, type Subscription } from "@livecount/bus";
-import { decodeMessage, encodeMessage } from "@livecount/protocol";
+import { decodeMessage, encodeMessage, type NodeHeartbeat } from "@livecount/protocol";
 import { HashRing } from "@livecount/ring";
-import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { LOG_REPEAT_MS, LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
 
 export interface MembershipOptions {
@@ -31,9 +31,27 @@ export type RingListener = (ring: HashRing, previous: HashRing, restarted: Reado
  */
 export type ReconnectListener = (node: string) => void;
 
+/** Another live process that announces this node's id, started later: the one that replaced this one. */
+export interface Successor {
+  readonly incarnation: string;
+  readonly startedAt: number;
+}
+
+/**
+ * Called once, when a live process announcing this node's id with a later start is heard: this
+ * process was replaced while it was frozen or cut off (its supervisor thought it dead and started
+ * another), and must stop at once, handing nothing over (`leave` would take its successor off the ring).
+ */
+export type SupersededListener = (by: Successor) => void;
+
 const NONE: ReadonlySet<string> = new Set();
 /** Forgotten nodes whose incarnations are kept (Membership.#forgotten): far more than a DC runs. */
 const MAX_FORGOTTEN = 1024;
+/**
+ * This process's own incarnations it still knows as its own: a heartbeat of one it renewed since
+ * may still be on its way back (the in-memory bus echoes; NATS, with noEcho, does not).
+ */
+const OWN_INCARNATIONS = 16;
 
 /**
  * The live counter nodes of a data center and the ring they form. Every process builds the same
@@ -55,6 +73,12 @@ export class Membership {
   readonly #forgotten = new Map<string, string>();
   /** This process's incarnation when it is a counter node. */
   #incarnation = randomUUID();
+  /** The incarnations this process announced, the current one last. */
+  readonly #ownIncarnations = new Set<string>([this.#incarnation]);
+  readonly #supersededListeners = new Set<SupersededListener>();
+  #superseded = false;
+  /** Another live process shares this node's id: said at most once per interval. */
+  readonly #twinLog: LogThrottle;
   /** How often this process's bus came back, when it is a counter node. */
   #ownReconnects = 0;
   readonly #listeners = new Set<RingListener>();
@@ -69,6 +93,7 @@ export class Membership {
   constructor(opts: MembershipOptions) {
     this.#opts = opts;
     this.#started = opts.clock.now();
+    this.#twinLog = new LogThrottle(LOG_REPEAT_MS, () => opts.clock.now());
     this.#ring = this.#build();
   }
 
@@ -101,6 +126,9 @@ export class Membership {
    */
   renewIncarnation(): void {
     this.#incarnation = randomUUID();
+    this.#ownIncarnations.add(this.#incarnation);
+    if (this.#ownIncarnations.size > OWN_INCARNATIONS)
+      this.#ownIncarnations.delete(this.#ownIncarnations.values().next().value!);
     this.#beat();
   }
 
@@ -131,6 +159,12 @@ export class Membership {
   onReconnect(listener: ReconnectListener): () => void {
     this.#reconnectListeners.add(listener);
     return () => this.#reconnectListeners.delete(listener);
+  }
+
+  /** Called once if a later process announces this node's id (SupersededListener). */
+  onSuperseded(listener: SupersededListener): () => void {
+    this.#supersededListeners.add(listener);
+    return () => this.#supersededListeners.delete(listener);
   }
 
   /** Announces this node now, between its regular heartbeats (a newcomer is waiting to learn the ring). */
@@ -202,6 +236,11 @@ export class Membership {
       return;
     }
     if (msg.type !== "node" || (msg.node === this.#opts.self && this.#leaving)) return;
+    // Another process under this node's id: it never stands for this one on the ring.
+    if (msg.node === this.#opts.self && !this.#ownIncarnations.has(msg.incarnation)) {
+      this.#heardTwin(msg);
+      return;
+    }
     if (msg.state === "leaving") {
       this.#departed(msg.node, "left");
       this.#forget(msg.node);
@@ -227,6 +266,28 @@ export class Membership {
     }
     if (cameBack && msg.node !== this.#opts.self)
       for (const listener of this.#reconnectListeners) listener(msg.node);
+  }
+
+  /**
+   * The later of two live processes under one node id keeps it (the earlier one was replaced while
+   * frozen or cut off); the earlier one stops when it hears the later. By their start times, each
+   * by its own clock, ties going to the greater incarnation: both processes reach the same answer.
+   * A successor's `leaving` heartbeats say nothing here: it hands over, as a restart does.
+   */
+  #heardTwin(msg: NodeHeartbeat): void {
+    if (msg.state !== "up" || this.#superseded) return;
+    const startedAt = msg.startedAt ?? 0;
+    if (startedAt > this.#started || (startedAt === this.#started && msg.incarnation > this.#incarnation)) {
+      this.#superseded = true;
+      for (const listener of this.#supersededListeners) listener({ incarnation: msg.incarnation, startedAt });
+      return;
+    }
+    const suppressed = this.#twinLog.admit("twin");
+    if (suppressed !== undefined)
+      this.#opts.logger.error(
+        { node: msg.node, incarnation: msg.incarnation, startedAt: msg.startedAt, suppressed },
+        "another live process announces this node id; it started earlier and stops once it hears this one (LIVECOUNT_NODE_ID must be unique in a DC)",
+      );
   }
 
   #departed(node: string, how: "left" | "silent"): void {

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { ForwardingBus } from "../../../test/support/forwarding_bus.js";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { Membership } from "../src/membership.js";
-import { INFO, WARN, logLines } from "./log_lines.js";
+import { ERROR, INFO, WARN, logLines } from "./log_lines.js";
 
 const LEASE_MS = 3_000;
 /** Heartbeats go out every third of the lease. */
@@ -328,6 +328,88 @@ describe("cluster - membership", () => {
     started.push(m);
     await clock.advance(10 * LEASE_MS);
     expect(m.ring.nodes).toEqual(["n-a"]);
+  });
+
+  describe("another live process under this node's id", () => {
+    /** A heartbeat of `n-a` from another process, started at `startedAt`. */
+    const twin = async (startedAt: number, incarnation = "twin", state: "up" | "leaving" = "up") => {
+      bus.publish(
+        nodesSubject("dc1"),
+        encodeMessage({ type: "node", node: "n-a", incarnation, leaseMs: LEASE_MS, state, startedAt }),
+      );
+      await bus.flush();
+    };
+
+    test("cluster - one started later supersedes this one, once; it never stands for this one on the ring", async () => {
+      const { clock, join, hear } = setUp();
+      const { m, changes } = join("n-a");
+      const superseded: unknown[] = [];
+      m.onSuperseded((by) => superseded.push(by));
+      await hear("n-b", "b1");
+      const before = changes.length;
+      await twin(clock.now() + 1, "later");
+      await twin(clock.now() + 1, "later");
+      expect(superseded).toEqual([{ incarnation: "later", startedAt: clock.now() + 1 }]);
+      // Not a restart of n-a as far as this process is concerned: no ring change, no listener.
+      expect(changes).toHaveLength(before);
+      expect(m.ring.nodes).toEqual(["n-a", "n-b"]);
+    });
+
+    test("cluster - one started earlier is logged as an error, at most once per interval, and changes nothing here", async () => {
+      const { clock, join, lines } = setUp();
+      const { m, changes } = join("n-a");
+      const superseded: unknown[] = [];
+      m.onSuperseded((by) => superseded.push(by));
+      const before = changes.length;
+      const startedAt = clock.now();
+      await clock.advance(BEAT_MS);
+      await twin(startedAt - 1, "earlier");
+      await twin(startedAt - 1, "earlier");
+      const errors = () => lines.filter((l) => l.level === ERROR && l.incarnation === "earlier");
+      expect(errors()).toHaveLength(1);
+      expect(errors()[0]!.msg).toContain("LIVECOUNT_NODE_ID must be unique in a DC");
+      await clock.advance(10_000);
+      await twin(startedAt - 1, "earlier");
+      expect(errors()).toHaveLength(2);
+      expect(errors()[1]!.suppressed).toBe(1);
+      expect(superseded).toEqual([]);
+      expect(changes).toHaveLength(before);
+      expect(m.ring.nodes).toEqual(["n-a"]);
+    });
+
+    test("cluster - the same start breaks the tie by incarnation, so both processes agree which one stops", async () => {
+      const { clock, join } = setUp();
+      const { m } = join("n-a");
+      const superseded: string[] = [];
+      m.onSuperseded((by) => superseded.push(by.incarnation));
+      // "0" sorts before every UUID, and "<uuid>-z" after this one's.
+      await twin(clock.now(), "0");
+      expect(superseded).toEqual([]);
+      await twin(clock.now(), `${m.incarnation}-z`);
+      expect(superseded).toEqual([`${m.incarnation}-z`]);
+    });
+
+    test("cluster - its leaving heartbeat does not take this node off its own ring", async () => {
+      const { clock, join } = setUp();
+      const { m } = join("n-a");
+      const superseded: unknown[] = [];
+      m.onSuperseded((by) => superseded.push(by));
+      await twin(clock.now() + 1, "later", "leaving");
+      await clock.advance(2 * LEASE_MS);
+      expect(m.ring.nodes).toEqual(["n-a"]);
+      expect(superseded).toEqual([]);
+    });
+
+    test("cluster - its own earlier incarnations, echoed late after a renewal, are still its own", async () => {
+      const { clock, join } = setUp();
+      const { m } = join("n-a");
+      const superseded: unknown[] = [];
+      m.onSuperseded((by) => superseded.push(by));
+      const first = m.incarnation;
+      m.renewIncarnation();
+      await twin(clock.now() + 1, first);
+      expect(superseded).toEqual([]);
+    });
   });
 
   test("cluster - stopping a membership that never started is harmless", () => {
