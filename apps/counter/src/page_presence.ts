@@ -7,15 +7,19 @@ export interface Hold {
 }
 
 /**
- * The gateways holding one viewer. The first one's hold sits in the object itself and `more` exists
- * only while several gateways hold the viewer (rare: the same viewer id on two gateways), which
- * saves a Map per viewer on the hot path.
+ * One viewer of the page: the gateways holding it, or (`until` > 0) when it stops counting now that
+ * none does. The first holder's hold sits in the object itself and `more` exists only while several
+ * gateways hold the viewer (rare: the same viewer id on two gateways), which saves a Map per viewer
+ * on the hot path; a viewer that lingers and comes back keeps its object.
  */
-class Holders {
+class Viewer {
   gateway: string;
   sockets: number;
+  /** While held, whether a holder's socket is active; while lingering, whether one was when it began. */
   active: boolean;
   more: Map<string, Hold> | undefined;
+  /** Lingering until then (epoch-ms); 0 while a gateway holds it. */
+  until = 0;
 
   constructor(gateway: string, sockets: number, active: boolean) {
     this.gateway = gateway;
@@ -23,8 +27,9 @@ class Holders {
     this.active = active;
   }
 
+  /** Whether `gateway` holds it (never while lingering). */
   holds(gateway: string): boolean {
-    return this.gateway === gateway || this.more?.has(gateway) === true;
+    return this.until === 0 && (this.gateway === gateway || this.more?.has(gateway) === true);
   }
 
   /** Sockets over every holder. */
@@ -51,7 +56,7 @@ class Holders {
     } else (this.more ??= new Map()).set(gateway, { sockets, active });
   }
 
-  /** Lets `gateway` go; false when it was the last holder (this object is then stale). */
+  /** Lets `gateway` go; false when it was the last holder (the caller ends or lingers the viewer). */
   remove(gateway: string): boolean {
     if (gateway !== this.gateway) {
       this.more?.delete(gateway);
@@ -66,12 +71,6 @@ class Holders {
     this.active = hold.active;
     return true;
   }
-}
-
-/** A viewer whose last holder let it go: it counts until `at`, active as it was then. */
-interface Lingering {
-  readonly at: number;
-  readonly active: boolean;
 }
 
 /**
@@ -92,16 +91,22 @@ interface Lingering {
  * Connections are the sockets gateways hold now: a lingering viewer has none. The three totals are
  * kept as viewers change, so reading them costs nothing. Pure state: time comes in as arguments,
  * the owning actor runs the timers.
+ *
+ * Held and lingering viewers share one map, so a transition costs one lookup and a viewer's grace
+ * no object: the graces are a queue in the order they began, which is deadline order (the same
+ * grace for all), holding each grace's viewer and deadline. A viewer that came back, or began
+ * another grace, leaves its old entry behind, passed over once its deadline is reached.
  */
 export class PagePresence {
   /**
-   * viewer -> the gateways holding it. A viewer is in #holders or #lingering, never both. Both maps
-   * are made at their first viewer: an owner holds a PagePresence per resident page, many of them
-   * with no viewer (likes only), and an empty Map costs 184 bytes.
+   * viewer -> its holders or its grace. Made at the first viewer: an owner holds a PagePresence per
+   * resident page, many of them with no viewer (likes only), and an empty Map costs 184 bytes.
    */
-  #holders: Map<string, Holders> | undefined;
-  /** viewer -> until when it counts, in insertion order, which is deadline order (same grace for all). */
-  #lingering: Map<string, Lingering> | undefined;
+  #viewers: Map<string, Viewer> | undefined;
+  /** The graces begun and not yet passed, from `#graceHead` on: their viewers and deadlines. */
+  #graceViewers: string[] | undefined;
+  #graceUntil: number[] | undefined;
+  #graceHead = 0;
   #active = 0;
   #connections = 0;
   /** Told of every viewer that starts counting (not one coming back within its grace). */
@@ -113,7 +118,7 @@ export class PagePresence {
 
   /** Distinct viewers counting right now. */
   get count(): number {
-    return (this.#holders?.size ?? 0) + (this.#lingering?.size ?? 0);
+    return this.#viewers?.size ?? 0;
   }
 
   /** Of those, the viewers with an active socket (or that had one when they started lingering). */
@@ -128,7 +133,7 @@ export class PagePresence {
 
   /** Whether `viewer` counts here now (held or lingering). */
   has(viewer: string): boolean {
-    return this.#holders?.has(viewer) === true || this.#lingering?.has(viewer) === true;
+    return this.#viewers?.has(viewer) === true;
   }
 
   get isEmpty(): boolean {
@@ -137,7 +142,14 @@ export class PagePresence {
 
   /** Earliest lingering deadline, or undefined when nobody lingers. */
   nextDeadline(): number | undefined {
-    for (const l of this.#lingering?.values() ?? []) return l.at;
+    const viewers = this.#graceViewers;
+    const until = this.#graceUntil!;
+    if (viewers === undefined) return undefined;
+    for (; this.#graceHead < viewers.length; this.#graceHead++) {
+      const at = until[this.#graceHead]!;
+      if (this.#viewers!.get(viewers[this.#graceHead]!)?.until === at) return at;
+    }
+    this.#compactGraces();
     return undefined;
   }
 
@@ -170,48 +182,66 @@ export class PagePresence {
 
   /** `apply` of a hold, given as its fields: a batch of transitions makes no object per viewer. */
   hold(gateway: string, viewer: string, sockets: number, active: boolean): void {
-    const holders = this.#holders?.get(viewer);
-    if (holders === undefined) {
-      if (!this.#endLingering(viewer)) this.#arrived(viewer);
-      (this.#holders ??= new Map()).set(viewer, new Holders(gateway, sockets, active));
+    const v = this.#viewers?.get(viewer);
+    if (v === undefined) {
+      this.#arrived(viewer);
+      (this.#viewers ??= new Map()).set(viewer, new Viewer(gateway, sockets, active));
       this.#connections += sockets;
       if (active) this.#active++;
       return;
     }
-    const wasActive = holders.anyActive;
-    this.#connections -= holders.totalSockets;
-    holders.set(gateway, sockets, active);
-    this.#connections += holders.totalSockets;
-    this.#active += Number(holders.anyActive) - Number(wasActive);
+    if (v.until !== 0) {
+      // Back within its grace: it held no socket, and counted as active as it was.
+      v.until = 0;
+      v.gateway = gateway;
+      v.sockets = sockets;
+      this.#active += Number(active) - Number(v.active);
+      v.active = active;
+      this.#connections += sockets;
+      return;
+    }
+    const wasActive = v.anyActive;
+    this.#connections -= v.totalSockets;
+    v.set(gateway, sockets, active);
+    this.#connections += v.totalSockets;
+    this.#active += Number(v.anyActive) - Number(wasActive);
   }
 
   /** `apply` of a departure. */
   release(gateway: string, viewer: string, now: number, graceMs: number): void {
-    const holders = this.#holders?.get(viewer);
-    if (holders === undefined) {
-      if (graceMs <= 0) this.#endLingering(viewer);
+    const v = this.#viewers?.get(viewer);
+    if (v === undefined) return;
+    if (v.until !== 0) {
+      if (graceMs <= 0) this.#end(viewer, v);
       return;
     }
-    if (!holders.holds(gateway)) return;
-    const wasActive = holders.anyActive;
-    this.#connections -= holders.totalSockets;
-    if (holders.remove(gateway)) {
-      this.#connections += holders.totalSockets;
-      this.#active += Number(holders.anyActive) - Number(wasActive);
+    if (!v.holds(gateway)) return;
+    const wasActive = v.anyActive;
+    this.#connections -= v.totalSockets;
+    if (v.remove(gateway)) {
+      this.#connections += v.totalSockets;
+      this.#active += Number(v.anyActive) - Number(wasActive);
       return;
     }
-    this.#holders!.delete(viewer);
-    if (graceMs > 0) (this.#lingering ??= new Map()).set(viewer, { at: now + graceMs, active: wasActive });
-    else if (wasActive) this.#active--;
+    // Its last holder let it go (its sockets are out of the connections already).
+    if (graceMs <= 0) {
+      this.#viewers!.delete(viewer);
+      if (wasActive) this.#active--;
+      return;
+    }
+    v.until = now + graceMs;
+    v.gateway = "";
+    v.sockets = 0;
+    v.active = wasActive;
+    v.more = undefined;
+    (this.#graceViewers ??= []).push(viewer);
+    (this.#graceUntil ??= []).push(v.until);
   }
 
-  /** Ends a viewer's grace; false when it was not lingering. */
-  #endLingering(viewer: string): boolean {
-    const lingering = this.#lingering?.get(viewer);
-    if (lingering === undefined) return false;
-    this.#lingering!.delete(viewer);
-    if (lingering.active) this.#active--;
-    return true;
+  /** A lingering viewer stops counting. */
+  #end(viewer: string, v: Viewer): void {
+    this.#viewers!.delete(viewer);
+    if (v.active) this.#active--;
   }
 
   /**
@@ -219,36 +249,59 @@ export class PagePresence {
    * a reconnect). Viewers it no longer holds linger like after a leave.
    */
   replace(gateway: string, held: ReadonlyMap<string, Hold>, now: number, graceMs: number): void {
-    for (const [viewer, holders] of this.#holders ?? []) {
-      if (holders.holds(gateway) && !held.has(viewer)) this.apply(gateway, viewer, undefined, now, graceMs);
+    for (const [viewer, v] of this.#viewers ?? []) {
+      if (v.holds(gateway) && !held.has(viewer)) this.release(gateway, viewer, now, graceMs);
     }
-    for (const [viewer, hold] of held) this.apply(gateway, viewer, hold, now, graceMs);
+    for (const [viewer, hold] of held) this.hold(gateway, viewer, hold.sockets, hold.active);
   }
 
   /** Drops everything `gateway` holds, without grace: its lease lapsed. */
   dropGateway(gateway: string): void {
-    for (const [viewer, holders] of this.#holders ?? []) {
-      if (holders.holds(gateway)) this.apply(gateway, viewer, undefined, 0, 0);
+    for (const [viewer, v] of this.#viewers ?? []) {
+      if (v.holds(gateway)) this.release(gateway, viewer, 0, 0);
     }
   }
 
   /** Ends the grace of viewers whose deadline has passed. */
   expire(now: number): void {
-    for (const [viewer, l] of this.#lingering ?? []) {
-      if (l.at > now) break;
-      this.#endLingering(viewer);
+    const viewers = this.#graceViewers;
+    if (viewers === undefined) return;
+    const until = this.#graceUntil!;
+    for (; this.#graceHead < viewers.length; this.#graceHead++) {
+      const at = until[this.#graceHead]!;
+      if (at > now) break;
+      const viewer = viewers[this.#graceHead]!;
+      const v = this.#viewers!.get(viewer);
+      if (v?.until === at) this.#end(viewer, v);
+    }
+    this.#compactGraces();
+  }
+
+  /** Drops the graces passed: all of them once none is left, else once they are most of the queue. */
+  #compactGraces(): void {
+    const viewers = this.#graceViewers!;
+    if (this.#graceHead === viewers.length) {
+      this.#graceViewers = this.#graceUntil = undefined;
+      this.#graceHead = 0;
+    } else if (this.#graceHead > GRACES_KEPT_PASSED && 2 * this.#graceHead > viewers.length) {
+      viewers.splice(0, this.#graceHead);
+      this.#graceUntil!.splice(0, this.#graceHead);
+      this.#graceHead = 0;
     }
   }
 
   /** Every viewer counting now, lingering ones included. */
   viewers(): IterableIterator<string> {
-    return [...(this.#holders?.keys() ?? []), ...(this.#lingering?.keys() ?? [])].values();
+    return [...(this.#viewers?.keys() ?? [])].values();
   }
 
   /** Viewers held by `gateway` (for tests and diagnostics). */
   heldBy(gateway: string): string[] {
     const out: string[] = [];
-    for (const [viewer, holders] of this.#holders ?? []) if (holders.holds(gateway)) out.push(viewer);
+    for (const [viewer, v] of this.#viewers ?? []) if (v.holds(gateway)) out.push(viewer);
     return out;
   }
 }
+
+/** Passed graces left at the queue's head before it is compacted: a splice costs the queue's length. */
+const GRACES_KEPT_PASSED = 64;
