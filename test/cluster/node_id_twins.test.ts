@@ -102,9 +102,7 @@ describeWithBinary(
         // Thawed, the first one hears its successor and exits; the successor keeps every partition.
         first.resume();
         expect(await exitedWithin(first, EXIT_WITHIN_MS)).toEqual({ code: 1, signal: null });
-        expect(first.log()).toContain(
-          "a later process runs under this node id; stopping without handing over",
-        );
+        expect(first.log()).toContain("a later process took this node id; stopping without handing over");
         await like();
         await exact();
         expect(await twin.metric("livecount_counter_partitions_owned")).toBe(owned);

@@ -91,6 +91,7 @@ export class CounterNode {
   #renewingIncarnation = false;
   #status: Status = "new";
   readonly #onSuperseded: (by: Successor) => void;
+  #supersededStop: Promise<void> | undefined;
 
   constructor(opts: CounterNodeOptions) {
     const config = (this.#config = opts.config);
@@ -339,13 +340,14 @@ export class CounterNode {
     this.#ownership.start();
     this.#isolation?.start();
     await this.#setWanted(this.#wanted());
+    if (this.#status !== "running") return; // superseded meanwhile
     this.#scheduleSweep();
     this.#log.info({ partitions: this.#ownership.heldCount }, "counter node started");
   }
 
   /** Hands partitions over: leaves the ring, flushes every page, releases every lease. */
   async stop(): Promise<void> {
-    if (this.#status !== "running") return;
+    if (this.#status !== "running") return this.#supersededStop;
     this.#status = "stopping";
     this.#membership.leave();
     await this.#writer.drain();
@@ -358,12 +360,11 @@ export class CounterNode {
   #superseded(by: Successor): void {
     if (this.#status !== "running") return;
     this.#status = "stopping";
-    this.#log.error(
-      { successor: by },
-      "a later process runs under this node id; stopping without handing over",
-    );
+    this.#log.error({ successor: by }, "a later process took this node id; stopping without handing over");
     this.#ownership.abandon();
-    void this.#shutDown(0).then(() => this.#onSuperseded(by));
+    this.#supersededStop = this.#shutDown(0)
+      .catch((err: unknown) => this.#log.error({ err }, "stopping failed"))
+      .finally(() => this.#onSuperseded(by));
   }
 
   async #shutDown(webhookWaitMs: number): Promise<void> {

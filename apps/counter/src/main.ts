@@ -1,13 +1,11 @@
 import { connectBus, openStore } from "@livecount/cluster";
-import { ConfigError, createLogger, flushLogs, readLogLevel, stopOnSignals } from "@livecount/runtime";
+import { ConfigError, createLogger, exitWithFailure, readLogLevel, stopOnSignals } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { readCounterConfig, startWarnings } from "./counter_config.js";
 import { CounterNode } from "./counter_node.js";
 import { startOpsServer } from "./ops_server.js";
 
 const logger = createLogger({ name: "livecount-counter" });
-/** How long an exit waits for its last log lines to leave. */
-const LOG_FLUSH_MS = 2000;
 
 try {
   logger.level = readLogLevel(process.env);
@@ -42,10 +40,7 @@ try {
     logger,
     registry,
     // Replaced while frozen or cut off: this process has stopped serving, and exits as a failure.
-    onSuperseded: () => {
-      logger.fatal("a later process took this node id; exiting");
-      void flushLogs(logger, LOG_FLUSH_MS).then(() => process.exit(1));
-    },
+    onSuperseded: () => exitWithFailure(logger, "a later process took this node id; exiting"),
   });
   serving.node = node;
   await node.start();

@@ -1,6 +1,12 @@
-import { BusTimeoutError, NoRespondersError, nodeSubject, type Bus } from "@livecount/bus";
-import { decodeMessage, encodeMessage } from "@livecount/protocol";
+import {
+  BusDisconnectedError,
+  BusTimeoutError,
+  NoRespondersError,
+  nodeSubject,
+  type Bus,
+} from "@livecount/bus";
 import { HEARTBEATS_PER_LEASE } from "@livecount/cluster";
+import { decodeNodeReply, encodeMessage } from "@livecount/protocol";
 import { sleep, type Clock, type Logger } from "@livecount/runtime";
 import type { CounterConfig } from "./counter_config.js";
 
@@ -9,22 +15,32 @@ export class NodeIdInUseError extends Error {
   override name = "NodeIdInUseError";
 }
 
-/** How often a stopping predecessor is asked again whether it is gone. */
-const STOPPING_POLL_MS = 100;
+/** Whether another process holds the node id could not be learnt: the start fails rather than guess. */
+export class NodeIdUnknownError extends Error {
+  override name = "NodeIdUnknownError";
+}
+
+/** How often the node's subject is asked again while the answer is "stopping" or the bus is down. */
+const RETRY_MS = 100;
 
 /**
- * Makes sure no live process serves the node's id before this one starts to: two processes under one id
- * take each other's partitions and answer each other's requests. It asks the node's own subject
- * for the node's status, before this process serves it:
+ * Makes sure no live process serves the node's id before this one starts to: two processes under
+ * one id take each other's partitions and answer each other's requests. It asks the node's own
+ * subject for the node's status, before this process serves it:
  *
  * - no responder: the id is free. The usual start, and a restart after a crash: NATS drops a dead
  *   process's subscriptions with its connection.
- * - a status: a live process has the id; NodeIdInUseError. It keeps serving undisturbed.
+ * - a status, or any other answer: a live process has the id; NodeIdInUseError. It keeps serving
+ *   undisturbed.
  * - "stopping": a predecessor handing over (a supervisor that did not wait for its exit); asked
  *   again until it is gone, for up to two partition leases, then taken over as a restart does.
- * - no answer within a node heartbeat interval, or a bus failure: a process that holds the subscription and answers
- *   nothing (frozen, or on a host that died before NATS noticed). This one takes its place and its
- *   leases; should it thaw, it stops once it hears this one (Membership.onSuperseded).
+ * - no answer: a process that holds the subscription and answers nothing. Asked again for a whole
+ *   node lease (the time its peers give it before they drop it from the ring), so a live node
+ *   stalled for a moment answers one of them; silent all along, it is frozen (or on a host that died
+ *   before NATS noticed), and this one takes its place and its leases. Should it thaw, it stops once
+ *   it hears this one (Membership.onSuperseded).
+ * - the bus down: asked again for a node lease, then NodeIdUnknownError. Starting blind could take
+ *   a live node's partitions.
  */
 export async function claimNodeId(
   bus: Bus,
@@ -36,31 +52,54 @@ export async function claimNodeId(
   const subject = nodeSubject(dc, nodeId);
   const request = encodeMessage({ type: "node_status" });
   const answerMs = config.nodeLeaseMs / HEARTBEATS_PER_LEASE;
-  const giveUpAt = clock.now() + 2 * config.partitionLeaseMs;
+  const stoppingUntil = clock.now() + 2 * config.partitionLeaseMs;
+  /** When the node's subject first went unanswered, or the bus first failed. */
+  let silentSince: number | undefined;
+  let downSince: number | undefined;
   for (;;) {
     let reply;
     try {
-      reply = decodeMessage(await bus.request(subject, request, { timeoutMs: answerMs }));
+      reply = decodeNodeReply(await bus.request(subject, request, { timeoutMs: answerMs }));
+      downSince = undefined;
     } catch (err) {
       if (err instanceof NoRespondersError) return;
-      logger.warn(
-        { err, node: nodeId },
-        err instanceof BusTimeoutError
-          ? "a process holds this node id and does not answer (frozen?); taking its place"
-          : "could not ask whether another process holds this node id; starting",
-      );
-      return;
+      if (err instanceof BusTimeoutError) {
+        downSince = undefined;
+        silentSince ??= clock.now() - answerMs;
+        if (clock.now() - silentSince >= config.nodeLeaseMs) {
+          logger.warn(
+            { node: nodeId },
+            "a process holds this node id and has not answered for a node lease; taking its place",
+          );
+          return;
+        }
+        continue;
+      }
+      if (!(err instanceof BusDisconnectedError)) throw inUse(nodeId, `it answered: ${String(err)}`);
+      downSince ??= clock.now();
+      if (clock.now() - downSince >= config.nodeLeaseMs)
+        throw new NodeIdUnknownError(
+          `could not ask NATS whether a live counter node holds LIVECOUNT_NODE_ID ${nodeId}`,
+          { cause: err },
+        );
+      await sleep(clock, RETRY_MS);
+      continue;
     }
-    if (reply.type === "node_info") {
-      throw new NodeIdInUseError(
-        `LIVECOUNT_NODE_ID ${nodeId} is in use by a live counter node (incarnation ${reply.incarnation}); ` +
-          "node ids must be unique in a data center",
-      );
-    }
-    if (clock.now() >= giveUpAt) {
+    if (reply.type === "node_info") throw inUse(nodeId, `incarnation ${reply.incarnation}`);
+    if (reply.type !== "error" || reply.code !== "unavailable")
+      throw inUse(nodeId, `it answered ${reply.type}`);
+    // A predecessor stopping: it unsubscribes once it has handed its partitions over.
+    silentSince = undefined;
+    if (clock.now() >= stoppingUntil) {
       logger.warn({ node: nodeId }, "a process under this node id is still stopping; taking its place");
       return;
     }
-    await sleep(clock, STOPPING_POLL_MS);
+    await sleep(clock, RETRY_MS);
   }
+}
+
+function inUse(nodeId: string, detail: string): NodeIdInUseError {
+  return new NodeIdInUseError(
+    `LIVECOUNT_NODE_ID ${nodeId} is in use by a live counter node (${detail}); node ids must be unique in a data center`,
+  );
 }

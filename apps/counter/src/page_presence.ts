@@ -140,11 +140,14 @@ export class PagePresence {
     return this.count === 0;
   }
 
-  /** Earliest lingering deadline, or undefined when nobody lingers. */
+  /**
+   * Earliest lingering deadline, or undefined when nobody lingers. Passes over the graces at the
+   * head of the queue that no longer stand (their viewers came back or began another).
+   */
   nextDeadline(): number | undefined {
     const viewers = this.#graceViewers;
-    const until = this.#graceUntil!;
     if (viewers === undefined) return undefined;
+    const until = this.#graceUntil!;
     for (; this.#graceHead < viewers.length; this.#graceHead++) {
       const at = until[this.#graceHead]!;
       if (this.#viewers!.get(viewers[this.#graceHead]!)?.until === at) return at;
@@ -262,17 +265,22 @@ export class PagePresence {
     }
   }
 
-  /** Ends the grace of viewers whose deadline has passed. */
+  /**
+   * Ends the grace of viewers whose deadline has passed. The first grace that still stands and has
+   * not ended stops it; the ones no longer standing are passed over whatever their deadline (after
+   * the clock stepped back, one may be later than a standing one behind it).
+   */
   expire(now: number): void {
     const viewers = this.#graceViewers;
     if (viewers === undefined) return;
     const until = this.#graceUntil!;
     for (; this.#graceHead < viewers.length; this.#graceHead++) {
       const at = until[this.#graceHead]!;
-      if (at > now) break;
       const viewer = viewers[this.#graceHead]!;
       const v = this.#viewers!.get(viewer);
-      if (v?.until === at) this.#end(viewer, v);
+      if (v?.until !== at) continue;
+      if (at > now) break;
+      this.#end(viewer, v);
     }
     this.#compactGraces();
   }

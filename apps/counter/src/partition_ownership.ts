@@ -9,8 +9,9 @@ export interface OwnershipOptions {
   /**
    * Holders whose id starts with this are earlier incarnations of this process (a restart under the
    * same node id): their live leases are taken at once, with a new epoch, instead of waited out.
-   * Only for partitions this process never held: one taken from it since was taken by a later
-   * process under its node id (it replaced this one), which keeps it.
+   * Only for the first lease after `start()`: a holder under the node id found later is a later
+   * process that replaced this one while it was frozen (it takes over as this one did), which
+   * keeps what it holds. A predecessor's lease not taken by then runs out within a lease anyway.
    */
   readonly reclaimFrom?: string;
   /** Lease length; renewed every third of it. */
@@ -47,8 +48,8 @@ export class PartitionOwnership {
   /** Releases under way, by partition. */
   readonly #releasing = new Map<number, Promise<void>>();
   readonly #wanted = new Set<number>();
-  /** Partitions this process has held: never reclaimed (OwnershipOptions.reclaimFrom). */
-  readonly #everHeld = new Set<number>();
+  /** Until when (this process's clock) a predecessor's leases are reclaimed (OwnershipOptions.reclaimFrom). */
+  #reclaimUntil = 0;
   /** A cycle repeats every few hundred ms while a partition cannot be had: its line is throttled. */
   readonly #logs = new LogThrottle();
   readonly #waiters = new Map<number, Array<(fence: Fence | undefined) => void>>();
@@ -123,6 +124,7 @@ export class PartitionOwnership {
   }
 
   start(): void {
+    this.#reclaimUntil = this.#opts.clock.now() + this.#opts.leaseMs;
     this.#schedule(0);
   }
 
@@ -242,7 +244,7 @@ export class PartitionOwnership {
             p,
             this.#opts.node,
             this.#opts.leaseMs,
-            this.#everHeld.has(p) ? {} : { reclaimFrom: this.#opts.reclaimFrom },
+            this.#opts.clock.now() < this.#reclaimUntil ? { reclaimFrom: this.#opts.reclaimFrom } : {},
           ),
         ),
       );
@@ -255,7 +257,6 @@ export class PartitionOwnership {
           continue;
         }
         this.#held.set(lease.partition, lease);
-        this.#everHeld.add(lease.partition);
         this.#validUntil.set(lease.partition, validUntil);
         this.#onAcquired(lease.partition);
         this.#notify(lease.partition, lease);

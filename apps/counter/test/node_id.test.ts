@@ -1,4 +1,4 @@
-import { MemoryBus, nodeSubject, nodesSubject } from "@livecount/bus";
+import { BusDisconnectedError, MemoryBus, nodeSubject, nodesSubject } from "@livecount/bus";
 import { decodeMessage, encodeMessage } from "@livecount/protocol";
 import { MemoryStore } from "@livecount/store";
 import { Registry } from "prom-client";
@@ -7,7 +7,8 @@ import { ManualClock } from "../../../test/support/manual_clock.js";
 import { ERROR, WARN, logLines } from "../../../packages/cluster/test/log_lines.js";
 import { readCounterConfig } from "../src/counter_config.js";
 import { CounterNode } from "../src/counter_node.js";
-import { NodeIdInUseError, claimNodeId } from "../src/node_id_claim.js";
+import { NodeIdInUseError, NodeIdUnknownError, claimNodeId } from "../src/node_id_claim.js";
+import { ForwardingBus } from "../../../test/support/forwarding_bus.js";
 
 const PARTITIONS = 4;
 const NODE_LEASE_MS = 1500;
@@ -99,19 +100,73 @@ describe("counter - one process per node id", () => {
     expect(lines.filter((l) => l.level >= WARN)).toEqual([]);
   });
 
-  test("counter - a process that holds the id's subject and answers nothing (frozen) is taken over after a heartbeat interval", async () => {
+  test("counter - a process that holds the id's subject and answers nothing (frozen) is taken over after a node lease", async () => {
     setUp();
     const { logger, lines } = logLines();
     bus.subscribe(nodeSubject("dc1", "counter-1"), () => {});
     let done = false;
     void claimNodeId(bus, clock, logger, config).then(() => (done = true));
-    await clock.advance(ANSWER_MS - 1);
+    // Asked every heartbeat interval; a node stalled for a moment would answer one of them.
+    await clock.advance(NODE_LEASE_MS - 1);
     expect(done).toBe(false);
     await clock.advance(1);
     expect(done).toBe(true);
     expect(lines.filter((l) => l.level === WARN).map((l) => l.msg)).toEqual([
-      "a process holds this node id and does not answer (frozen?); taking its place",
+      "a process holds this node id and has not answered for a node lease; taking its place",
     ]);
+  });
+
+  test("counter - a live node that answers late, within the node lease, keeps its id", async () => {
+    setUp();
+    let asked = 0;
+    const info = encodeMessage({
+      type: "node_info",
+      node: "counter-1",
+      incarnation: "live",
+      ready: true,
+      partitions: [],
+      actors: 0,
+      dirty: 0,
+      flushLagMs: 0,
+      bootstrapped: 0,
+      resyncing: {},
+      ts: 0,
+    });
+    // Stalled past the first two asks (each waits a heartbeat interval), it answers the third.
+    bus.serve(nodeSubject("dc1", "counter-1"), async () => {
+      if (++asked < 3) await new Promise<void>((resolve) => clock.setTimeout(resolve, 2 * ANSWER_MS));
+      return info;
+    });
+    const claim = claimNodeId(bus, clock, logLines().logger, config);
+    claim.catch(() => {});
+    await clock.advance(3 * ANSWER_MS);
+    await expect(claim).rejects.toThrow(NodeIdInUseError);
+  });
+
+  test("counter - any other answer means a live process; a bus that stays down fails the start after a node lease", async () => {
+    setUp();
+    bus.serve(nodeSubject("dc1", "counter-1"), () => {
+      throw new Error("broken");
+    });
+    const answered = claimNodeId(bus, clock, logLines().logger, config);
+    answered.catch(() => {});
+    await clock.advance(0);
+    await expect(answered).rejects.toThrow(NodeIdInUseError);
+
+    const down = new (class extends ForwardingBus {
+      override request(): Promise<Uint8Array> {
+        return Promise.reject(new BusDisconnectedError("NATS is reconnecting"));
+      }
+    })(bus);
+    let settled: unknown;
+    claimNodeId(down, clock, logLines().logger, config).then(
+      () => (settled = "started"),
+      (err: unknown) => (settled = err),
+    );
+    await clock.advance(NODE_LEASE_MS - 100);
+    expect(settled).toBeUndefined();
+    await clock.advance(100);
+    expect(settled).toBeInstanceOf(NodeIdUnknownError);
   });
 
   test("counter - a predecessor still stopping is waited for until it is gone, at most two partition leases", async () => {
@@ -153,22 +208,12 @@ describe("counter - one process per node id", () => {
     await started(node);
     const beats: unknown[] = [];
     bus.subscribe(nodesSubject("dc1"), (data) => void beats.push(decodeMessage(data)));
-    bus.publish(
-      nodesSubject("dc1"),
-      encodeMessage({
-        type: "node",
-        node: "counter-1",
-        incarnation: "successor",
-        leaseMs: NODE_LEASE_MS,
-        state: "up",
-        startedAt: clock.now() + 1,
-      }),
-    );
+    bus.publish(nodesSubject("dc1"), successorBeat());
     await clock.advance(0);
     expect(superseded).toBe(1);
     expect(node.ready).toBe(false);
     expect(lines.filter((l) => l.level === ERROR).map((l) => l.msg)).toEqual([
-      "a later process runs under this node id; stopping without handing over",
+      "a later process took this node id; stopping without handing over",
     ]);
     // The leases stay where they were, unreleased (the successor's to take), and no heartbeat
     // follows the successor's: a `leaving` one would take the id off every ring.
@@ -184,6 +229,58 @@ describe("counter - one process per node id", () => {
       bus.request(nodeSubject("dc1", "counter-1"), encodeMessage({ type: "node_status" })),
     ).rejects.toThrow(/no responders/);
   });
+
+  test("counter - superseded while it starts: the start ends there, and a stop waits for the halt", async () => {
+    setUp();
+    // The successor's heartbeat arrives as soon as the node listens, while its start goes on.
+    const hearing = new (class extends ForwardingBus {
+      override subscribe(...args: Parameters<MemoryBus["subscribe"]>) {
+        const sub = super.subscribe(...args);
+        if (args[0] === nodesSubject("dc1"))
+          queueMicrotask(() => args[1](successorBeat(), nodesSubject("dc1")));
+        return sub;
+      }
+    })(bus);
+    const { logger, lines } = logLines();
+    let superseded = 0;
+    const node = new CounterNode({
+      config,
+      bus: hearing,
+      store,
+      logger,
+      registry: new Registry(),
+      clock,
+      onSuperseded: () => superseded++,
+    });
+    nodes.push(node);
+    const starting = node.start();
+    await clock.advance(0);
+    await starting;
+    await node.stop();
+    expect(superseded).toBe(1);
+    expect(node.ready).toBe(false);
+    const messages = lines.map((l) => l.msg);
+    expect(messages).toContain("a later process took this node id; stopping without handing over");
+    expect(messages).not.toContain("counter node started");
+    // Nothing runs after the halt: no sweep of a closed registry, no heartbeat.
+    const beats: unknown[] = [];
+    bus.subscribe(nodesSubject("dc1"), (data) => void beats.push(decodeMessage(data)));
+    await clock.advance(2 * NODE_LEASE_MS);
+    expect(beats).toEqual([]);
+    expect(lines.filter((l) => l.level >= WARN && !l.msg.startsWith("a later process"))).toEqual([]);
+  });
+
+  /** A heartbeat of counter-1 from a process started after this one. */
+  function successorBeat(): Uint8Array {
+    return encodeMessage({
+      type: "node",
+      node: "counter-1",
+      incarnation: "successor",
+      leaseMs: NODE_LEASE_MS,
+      state: "up",
+      startedAt: clock.now() + 1,
+    });
+  }
 
   async function nodeInfoPartitions(): Promise<unknown> {
     const reply = decodeMessage(

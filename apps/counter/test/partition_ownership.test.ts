@@ -44,7 +44,7 @@ describe("partition ownership", () => {
     await ownership.close();
   });
 
-  test("ownership - a restart takes its predecessor's live leases at once; a partition a later process took from it is not taken back", async () => {
+  test("ownership - a restart takes its predecessor's live leases at once; a process past its first lease takes none from a later one", async () => {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
     const process = (incarnation: string) =>
@@ -60,28 +60,34 @@ describe("partition ownership", () => {
     const first = process("a");
     first.start();
     await first.setWanted([0, 1]);
+    await clock.advance(2 * LEASE_MS);
     expect(first.held()).toEqual([
       [0, 1],
       [1, 1],
     ]);
-    // A later process under the same node id (the first one frozen meanwhile): its leases at once.
+    // A later process under the same node id (the first one frozen meanwhile): its leases at once,
+    // and a partition the first never held.
     const later = process("b");
     later.start();
-    await later.setWanted([0, 1]);
+    await later.setWanted([0, 1, 2]);
     expect(later.held()).toEqual([
       [0, 2],
       [1, 2],
+      [2, 1],
     ]);
-    // The first one thaws: its renewals find the leases gone, and it waits, as for any live holder,
-    // rather than taking them back with new epochs (the two would take them from each other in turn).
+    // The first one thaws: its renewals find its leases gone, and it waits for them, as for any live
+    // holder, rather than taking them back with new epochs, and takes none it never held either:
+    // otherwise the two would take them from each other in turn.
     const losses: number[] = [];
     first.onLoss((partition) => void losses.push(partition));
+    await first.setWanted([0, 1, 2]);
     await clock.advance(3 * LEASE_MS);
     expect(losses.sort()).toEqual([0, 1]);
     expect(first.held()).toEqual([]);
     expect(later.held()).toEqual([
       [0, 2],
       [1, 2],
+      [2, 1],
     ]);
     first.abandon();
     await later.close();

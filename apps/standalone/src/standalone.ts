@@ -21,6 +21,11 @@ export interface StandaloneOptions {
   readonly logger?: Logger;
   /** Registers Node's default process metrics too (the process-wide entry point does). */
   readonly processMetrics?: boolean;
+  /**
+   * Called once the counter node stopped because a later process took its LIVECOUNT_NODE_ID (on
+   * NATS): this one no longer counts, so the process should exit (the process entry point does).
+   */
+  readonly onSuperseded?: () => void;
 }
 
 export interface Standalone {
@@ -113,9 +118,25 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     registry,
     ...(demo !== undefined ? { routes: demo.routes } : {}),
   });
-  const counter = new CounterNode({ config: counterConfig, bus, store, logger, registry });
+  const counter = new CounterNode({
+    config: counterConfig,
+    bus,
+    store,
+    logger,
+    registry,
+    ...(options.onSuperseded !== undefined ? { onSuperseded: options.onSuperseded } : {}),
+  });
   const port = await gateway.start();
-  await counter.start();
+  try {
+    await counter.start();
+  } catch (err) {
+    // Refused (its node id in use): nothing of this process may stay open.
+    await demo?.close();
+    await gateway.stop();
+    await store.close();
+    await bus.close();
+    throw err;
+  }
   const url = selfUrl(gatewayConfig.host, port, gatewayConfig.tls !== undefined);
   // The demo's buttons go through the SDK with a configured key, as a site's back end would.
   demo?.connect(url, gatewayConfig.publisherKeys[0]!, selfFetch(gatewayConfig));

@@ -51,7 +51,7 @@ const MAX_FORGOTTEN = 1024;
  * This process's own incarnations it still knows as its own: a heartbeat of one it renewed since
  * may still be on its way back (the in-memory bus echoes; NATS, with noEcho, does not).
  */
-const OWN_INCARNATIONS = 16;
+const OWN_INCARNATIONS = 1024;
 
 /**
  * The live counter nodes of a data center and the ring they form. Every process builds the same
