@@ -176,7 +176,8 @@ export class PartitionOwnership {
     const { retryMs, leaseMs } = this.#opts;
     const pending = retry || [...this.#wanted].some((p) => !this.#held.has(p));
     const due = pending ? Math.min(retryMs, leaseMs / 3) : leaseMs / 3;
-    this.#schedule(Math.max(0, started + due - this.#opts.clock.now()));
+    // At most `due`: after the wall clock stepped back, the cycle's start looks later than now.
+    this.#schedule(Math.min(due, Math.max(0, started + due - this.#opts.clock.now())));
   }
 
   /** Renews every held lease; true if some could not be tried (the store failed for them). */

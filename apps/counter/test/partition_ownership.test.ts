@@ -93,6 +93,35 @@ describe("partition ownership", () => {
     await later.close();
   });
 
+  test("ownership - a wall clock that steps back during a renewal does not push the next one out by as much", async () => {
+    const clock = new ManualClock();
+    /** When each renewal went out, by the wall clock. */
+    const renewals: number[] = [];
+    const store = new (class extends MemoryStore {
+      override async renew(...args: Parameters<MemoryStore["renew"]>) {
+        renewals.push(clock.now());
+        // The first renewal's answer comes after the wall clock stepped back a minute.
+        if (renewals.length === 1) clock.jump(-60_000);
+        return super.renew(...args);
+      }
+    })({ now: () => clock.now() });
+    const ownership = new PartitionOwnership({
+      store,
+      clock,
+      logger: silentLogger,
+      node: "n1/a",
+      leaseMs: LEASE_MS,
+      retryMs: RETRY_MS,
+    });
+    ownership.start();
+    await ownership.setWanted([0]);
+    await clock.advance(LEASE_MS / 3);
+    // The next one a third of a lease after the step, not a minute and a third later.
+    expect(renewals[1]! - (renewals[0]! - 60_000)).toBe(LEASE_MS / 3);
+    expect(ownership.held()).toEqual([[0, 1]]);
+    await ownership.close();
+  });
+
   test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
     const clock = new ManualClock();
     const losses: Array<[number, string]> = [];

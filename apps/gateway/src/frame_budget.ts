@@ -10,18 +10,27 @@ import { takeTokensAt, type BucketFullAt, type BucketLimits, type Clock } from "
 export class FrameBudget {
   readonly #limits: BucketLimits;
   readonly #clock: Clock;
-  /** When the budget was made (epoch-ms): the buckets count tokens from here. */
-  readonly #from: number;
+  /**
+   * When the budget was made (epoch-ms), moved back by every step back of the wall clock: the
+   * buckets count tokens from here, on a time that never runs backwards. Otherwise a step back of
+   * a minute would leave every socket's bucket a minute in the future, refusing every frame.
+   */
+  #from: number;
+  /** The wall clock's latest reading. */
+  #last: number;
 
   constructor(limits: BucketLimits, clock: Clock) {
     this.#limits = limits;
     this.#clock = clock;
-    this.#from = clock.now();
+    this.#from = this.#last = clock.now();
   }
 
   /** Takes a frame's token from the bucket `fullAt`: its new value, or undefined when it is empty. */
   take(fullAt: BucketFullAt): BucketFullAt | undefined {
-    const next = takeTokensAt(fullAt, 1, this.#limits, this.#clock.now() - this.#from);
+    const now = this.#clock.now();
+    if (now < this.#last) this.#from -= this.#last - now;
+    this.#last = now;
+    const next = takeTokensAt(fullAt, 1, this.#limits, now - this.#from);
     return next === undefined ? undefined : Math.floor(next);
   }
 }

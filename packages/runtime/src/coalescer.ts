@@ -25,7 +25,8 @@ export class Coalescer {
     if (this.#closed) return;
     this.#pending = true;
     if (this.#running !== undefined || this.#timer !== undefined) return;
-    const wait = Math.max(0, this.#lastStart + this.windowMs - this.clock.now());
+    // At most a window: after the wall clock stepped back, the last start looks later than now.
+    const wait = Math.min(this.windowMs, Math.max(0, this.#lastStart + this.windowMs - this.clock.now()));
     this.#timer = this.clock.setTimeout(() => {
       this.#timer = undefined;
       void this.#run();

@@ -19,6 +19,19 @@ describe("runtime - coalescer", () => {
     expect(flushes).toEqual([t0, t0 + 50, t0 + 100]);
   });
 
+  test("runtime - after the wall clock steps back, a request still waits a window at most", async () => {
+    const clock = new ManualClock();
+    const flushes: number[] = [];
+    const c = new Coalescer(clock, 50, () => void flushes.push(clock.now()));
+    c.request();
+    await clock.advance(0);
+    // A minute back: the last flush's start looks a minute ahead of now.
+    clock.jump(-60_000);
+    c.request();
+    await clock.advance(50);
+    expect(flushes).toHaveLength(2);
+  });
+
   test("runtime - flushes never overlap: a request during a slow flush runs after it, once", async () => {
     const clock = new ManualClock();
     let running = 0;
