@@ -2,9 +2,10 @@
  * The Redis store, on the keys redis_keys.ts lists.
  *
  * Time: every script gets the store's `now()` as an argument and stores absolute `expiresAt`
- * values, so leases and keys expire by the same clock as in the memory store. PEXPIRE on
- * idempotency keys only reclaims memory (by the Redis clock); whether a key still counts is decided
- * by its `expiresAt`.
+ * values, so leases and keys expire by the same clock as in the memory store. That clock is the
+ * Redis server's (RedisClock), so every process of a DC keeps time by one clock whatever its own
+ * says; tests give their own. PEXPIRE on idempotency keys only reclaims memory (by the Redis
+ * clock); whether a key still counts is decided by its `expiresAt`.
  *
  * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
@@ -37,6 +38,7 @@ import {
 import { partitionOf as ringPartitionOf } from "@livecount/ring";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RedisKeys } from "./redis_keys.js";
+import { RedisClock } from "./redis_clock.js";
 import { RedisLeases } from "./redis_leases.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
@@ -49,7 +51,7 @@ import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites }
 export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
   readonly keyPrefix?: string;
-  /** Clock for lease and key expiry, in epoch-ms. Default `Date.now`. */
+  /** Clock for lease and key expiry, in epoch-ms. Default: the Redis server's (RedisClock). */
   readonly now?: () => number;
   /**
    * Partitions pages hash into (LIVECOUNT_PARTITIONS, the same in every process). On Redis Cluster
@@ -74,13 +76,21 @@ export class RedisStore implements Store {
   readonly #leases: RedisLeases;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
+  /** The Redis server's clock, when no `now` was given. */
+  readonly #clock: RedisClock | undefined;
   readonly #partitions: number;
   readonly #partitionOf: (page: string) => number;
 
-  private constructor(conn: RedisConnection, leases: RedisConnection, options: RedisStoreOptions) {
+  private constructor(
+    conn: RedisConnection,
+    leases: RedisConnection,
+    options: RedisStoreOptions,
+    clock: RedisClock | undefined,
+  ) {
     this.#conn = conn;
     this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
-    this.#now = options.now ?? Date.now;
+    this.#clock = clock;
+    this.#now = options.now ?? (() => clock!.now());
     this.#leases = new RedisLeases(leases, this.#keys, this.#now);
     const partitions = options.partitions ?? DEFAULT_PARTITIONS;
     this.#partitions = partitions;
@@ -101,11 +111,15 @@ export class RedisStore implements Store {
       );
     }
     const conn = await RedisConnection.open(options);
-    const leases = await RedisConnection.open(options).catch(async (err: unknown) => {
-      await conn.close();
+    let leases: RedisConnection | undefined;
+    try {
+      leases = await RedisConnection.open(options);
+      const clock = options.now === undefined ? await RedisClock.start(leases) : undefined;
+      return new RedisStore(conn, leases, options, clock);
+    } catch (err) {
+      await Promise.all([conn.close(), leases?.close()]);
       throw err;
-    });
-    return new RedisStore(conn, leases, options);
+    }
   }
 
   /** The key of a page's hash (its partition's slot on a cluster). */
@@ -404,6 +418,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#clock?.close();
     await Promise.all([this.#conn.close(), this.#leases.close()]);
   }
 }

@@ -169,6 +169,29 @@ describeWithRedis("redis store", () => {
       expect(await store.tombDigests([0])).toEqual([expected]);
     });
 
+    test("redis store - leases keep the Redis server's time, not this process's wall clock", async () => {
+      // Two processes of one DC: this one's wall clock 5 minutes ahead, the other's on time.
+      const realNow = Date.now.bind(Date);
+      const prefix = uniquePrefix();
+      const onTime = await connect(server.url, prefix);
+      const write = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
+      Date.now = () => realNow() + 300_000;
+      try {
+        const ahead = await connect(server.url, prefix);
+        const lease = (await ahead.acquire(0, "node-ahead", 300))!;
+        // Stamped by Redis's clock: its lease runs out in 300 ms for everyone, not 5 minutes on.
+        expect(Math.abs(lease.expiresAt - (realNow() + 300))).toBeLessThan(100);
+        expect(await onTime.acquire(0, "node-on-time", LEASE_MS)).toBeNull();
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        // Run out: its fence no longer writes, though its own clock says minutes are left.
+        expect(await ahead.write([{ fence: lease, writes: [write] }])).toEqual([lease]);
+      } finally {
+        Date.now = realNow;
+      }
+      // A dead node's lease is taken once it runs out.
+      expect((await onTime.acquire(0, "node-on-time", LEASE_MS))!.epoch).toBe(2);
+    });
+
     test("redis store - every call is one round trip, however many groups or ops it carries", async () => {
       const recorder = await TrafficRecorder.start(server.port);
       cleanups.push(() => recorder.stop());
