@@ -17,7 +17,11 @@ export interface GatewayLease {
   readonly pages: ReadonlySet<string>;
 }
 
-/** Which gateway process an incarnation is: its stable node id and when it started. */
+/**
+ * Which gateway process an incarnation is: its stable node id and when it started (by its own
+ * clock; incarnations are ordered by when this node first heard them, which a clock stepped back
+ * across a restart cannot turn around).
+ */
 export interface GatewayOrigin {
   readonly node: string;
   readonly startedAt: number;
@@ -31,6 +35,8 @@ export interface GatewayOrigin {
 export const SUPERSEDE_SILENCE = 1.5;
 
 interface LeaseState {
+  /** In the order this node first heard each incarnation: a later one of a node is a restart. */
+  readonly heard: number;
   lastSeen: number;
   leaseMs: number;
   origin: GatewayOrigin | undefined;
@@ -41,6 +47,7 @@ interface LeaseState {
 
 export class GatewayLeases {
   readonly #leases = new Map<string, LeaseState>();
+  #heard = 0;
 
   /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
   constructor(private readonly defaultLeaseMs: number) {}
@@ -53,6 +60,7 @@ export class GatewayLeases {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
       this.#leases.set(gateway, {
+        heard: ++this.#heard,
         lastSeen: now,
         leaseMs: leaseMs ?? this.defaultLeaseMs,
         origin,
@@ -83,8 +91,8 @@ export class GatewayLeases {
   }
 
   /**
-   * Forgets and returns, at `now`, every incarnation of a gateway node that started before another
-   * incarnation of the same node and has missed a heartbeat since (silent for SUPERSEDE_SILENCE
+   * Forgets and returns, at `now`, every incarnation of a gateway node heard here before another
+   * incarnation of the same node and that has missed a heartbeat since (silent for SUPERSEDE_SILENCE
    * heartbeat intervals): that node was restarted, so they are dead (kill -9, a crash) and need not
    * be waited for until their lease lapses. An earlier incarnation that still beats is not dead but
    * a second process under the same node id (a misconfiguration: node ids are unique per process,
@@ -92,14 +100,14 @@ export class GatewayLeases {
    */
   supersede(now: number): GatewayLease[] {
     const latest = new Map<string, number>();
-    for (const { origin } of this.#leases.values()) {
-      if (origin !== undefined && origin.startedAt > (latest.get(origin.node) ?? -Infinity))
-        latest.set(origin.node, origin.startedAt);
+    for (const { origin, heard } of this.#leases.values()) {
+      if (origin !== undefined && heard > (latest.get(origin.node) ?? -Infinity))
+        latest.set(origin.node, heard);
     }
     const superseded: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       const { origin } = lease;
-      if (origin === undefined || origin.startedAt >= latest.get(origin.node)!) continue;
+      if (origin === undefined || lease.heard >= latest.get(origin.node)!) continue;
       const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
       if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
       this.#leases.delete(gateway);
@@ -113,24 +121,23 @@ export class GatewayLeases {
    * a second process under the same node id.
    */
   hasLaterIncarnation(gateway: string): boolean {
-    const origin = this.#leases.get(gateway)?.origin;
-    if (origin === undefined) return false;
+    const known = this.#leases.get(gateway);
+    if (known?.origin === undefined) return false;
     for (const lease of this.#leases.values())
-      if (lease.origin?.node === origin.node && lease.origin.startedAt > origin.startedAt) return true;
+      if (lease.origin?.node === known.origin.node && lease.heard > known.heard) return true;
     return false;
   }
 
   /**
-   * Known incarnations of `gateway`'s node that started before it: the processes a restart replaced,
+   * Known incarnations of `gateway`'s node heard here before it: the processes a restart replaced,
    * unless one still runs (a second process under the same node id).
    */
   earlierIncarnations(gateway: string): string[] {
-    const origin = this.#leases.get(gateway)?.origin;
-    if (origin === undefined) return [];
+    const known = this.#leases.get(gateway);
+    if (known?.origin === undefined) return [];
     const earlier: string[] = [];
     for (const [other, lease] of this.#leases)
-      if (lease.origin?.node === origin.node && lease.origin.startedAt < origin.startedAt)
-        earlier.push(other);
+      if (lease.origin?.node === known.origin.node && lease.heard < known.heard) earlier.push(other);
     return earlier;
   }
 

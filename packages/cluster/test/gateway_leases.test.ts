@@ -54,6 +54,17 @@ describe("cluster - gateway leases", () => {
     expect(leases.supersede(T0 + LEASE_MS - 1)).toEqual([]);
   });
 
+  test("cluster - a restart is the later incarnation even when its clock is behind its predecessor's start", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    const silence = (SUPERSEDE_SILENCE * LEASE_MS) / HEARTBEATS_PER_LEASE;
+    leases.touch("gw-old", T0, LEASE_MS, { node: "gw", startedAt: T0 - 1_000 });
+    // Restarted after its clock stepped back half a minute (NTP at boot): it says it started earlier.
+    leases.touch("gw-new", T0 + 100, LEASE_MS, { node: "gw", startedAt: T0 - 30_000 });
+    expect(leases.earlierIncarnations("gw-new")).toEqual(["gw-old"]);
+    expect(leases.hasLaterIncarnation("gw-old")).toBe(true);
+    expect(leases.supersede(T0 + silence).map((l) => l.gateway)).toEqual(["gw-old"]);
+  });
+
   test("cluster - an earlier incarnation that keeps beating is never superseded", () => {
     const leases = new GatewayLeases(LEASE_MS);
     const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
