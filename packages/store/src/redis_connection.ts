@@ -7,7 +7,9 @@
 import calculateSlot from "cluster-key-slot";
 import { Cluster, Redis, type ChainableCommander } from "ioredis";
 import { Packr, Unpackr } from "msgpackr";
+import { performance } from "node:perf_hooks";
 import { partitionTag } from "./redis_keys.js";
+import { LEASE_CLOCK_SWITCH } from "./redis_plain_scripts.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { StoreConnectError, StoreError } from "./store.js";
 
@@ -181,7 +183,8 @@ export class RedisConnection {
   readonly #waitTimeoutMs: number;
   /**
    * Servers whose last WAIT came back short, until when a durable call to them fails at once
-   * instead of holding their connection another WAIT timeout (see `run`).
+   * instead of holding their connection another WAIT timeout (see `run`). On the monotonic clock,
+   * as `#down`: a wall clock stepping back must not stretch them.
    */
   readonly #unconfirmed = new Map<string, number>();
   /** On a cluster, masters whose last pipeline failed whole, until when calls skip them. */
@@ -199,8 +202,12 @@ export class RedisConnection {
     this.#waitTimeoutMs = options.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS;
   }
 
-  /** Connects and waits until Redis is ready (AOF loaded, every slot served); rejects with a StoreError if it cannot. */
-  static async open(options: RedisConnectionOptions): Promise<RedisConnection> {
+  /**
+   * Connects and waits until Redis is ready (AOF loaded, every slot served); rejects with a
+   * StoreError if it cannot. `leaseClockFromCaller`: leases and fences run on the `now` each call
+   * passes, not on the server's clock (a store given its own clock: LUA_LEASE_CLOCK).
+   */
+  static async open(options: RedisConnectionOptions, leaseClockFromCaller = false): Promise<RedisConnection> {
     const { waitReplicas = 0, waitTimeoutMs = DEFAULT_WAIT_TIMEOUT_MS } = options;
     if (!Number.isInteger(waitReplicas) || waitReplicas < 0)
       throw new StoreError("waitReplicas must be an integer >= 0");
@@ -212,7 +219,10 @@ export class RedisConnection {
     const client = createClient(options);
     // With a listener ioredis reports connection errors here instead of treating them as unhandled.
     client.on("error", (err: Error) => options.onError?.(err));
-    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua });
+    for (const [name, lua] of Object.entries(SCRIPTS)) {
+      const { from, to } = LEASE_CLOCK_SWITCH;
+      client.defineCommand(name, { lua: leaseClockFromCaller ? lua.replace(from, to) : lua });
+    }
     // Why the connection failed comes as an error event; connect() itself rejects with "Connection is
     // closed". The event is the cause worth naming, and tells a refused password from a server not up.
     let failure: unknown;
@@ -321,7 +331,7 @@ export class RedisConnection {
     try {
       await before;
       const until = this.#unconfirmed.get(group);
-      if (until !== undefined && Date.now() < until) {
+      if (until !== undefined && performance.now() < until) {
         return [group, this.#notConfirmed(operation, group, "its last WAIT came back short")];
       }
       pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
@@ -331,7 +341,7 @@ export class RedisConnection {
         this.#unconfirmed.delete(group);
         return [group, sent];
       }
-      this.#unconfirmed.set(group, Date.now() + this.#waitTimeoutMs);
+      this.#unconfirmed.set(group, performance.now() + this.#waitTimeoutMs);
       if (sent instanceof StoreError) return [group, sent];
       const why =
         confirmed instanceof StoreError
@@ -357,16 +367,16 @@ export class RedisConnection {
   ): Promise<unknown[] | StoreError> {
     if (this.clustered) {
       const until = this.#down.get(group);
-      if (until !== undefined && Date.now() < until) {
+      if (until !== undefined && performance.now() < until) {
         return new StoreError(
           `redis ${operation} failed: ${group.split(";")[0]} did not answer within the last second`,
         );
       }
-      if (until !== undefined) this.#down.set(group, Date.now() + DOWN_MS);
+      if (until !== undefined) this.#down.set(group, performance.now() + DOWN_MS);
     }
     const sent = await this.#exec(operation, pipeline);
     if (this.clustered) {
-      if (sent instanceof StoreError) this.#down.set(group, Date.now() + DOWN_MS);
+      if (sent instanceof StoreError) this.#down.set(group, performance.now() + DOWN_MS);
       else this.#down.delete(group);
     }
     return sent;

@@ -25,39 +25,42 @@ export class RedisLeases {
     options: AcquireOptions = {},
   ): Promise<Lease | null> {
     assertTtl("lease ttl", ttlMs);
-    const now = this.now();
-    const expiresAt = now + ttlMs;
     // Durable: an epoch a failover forgot would be handed out again, to a second owner.
-    const [epoch] = await this.conn.run(
+    const [reply] = await this.conn.run(
       "acquire",
       (pipe) =>
         queueScript(
           pipe(partition),
           "lcAcquire",
           [this.keys.lease(partition), this.keys.epoch(partition)],
-          [node, now, expiresAt, options.reclaimFrom ?? ""],
+          [node, this.now(), ttlMs, options.reclaimFrom ?? ""],
         ),
       { durable: true },
     );
-    return epoch === null ? null : { partition, node, epoch: Number(epoch), expiresAt };
+    if (reply === null) return null;
+    const [epoch, expiresAt] = reply as [number, number];
+    return { partition, node, epoch: Number(epoch), expiresAt: Number(expiresAt) };
   }
 
   async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
     assertTtl("lease ttl", ttlMs);
     this.conn.assertOpen();
     if (leases.length === 0) return [];
-    const expiresAt = this.now() + ttlMs;
+    const now = this.now();
     const replies = await this.conn.runEach("renew", (pipe) => {
       for (const l of leases) {
         queueScript(
           pipe(l.partition),
           "lcRenew",
           [this.keys.lease(l.partition)],
-          [l.node, l.epoch, expiresAt],
+          [l.node, l.epoch, now, ttlMs],
         );
       }
     });
-    const renewed = leases.filter((_, i) => replies[i] === 1).map((l) => ({ ...l, expiresAt }));
+    const renewed = leases.flatMap((l, i) => {
+      const expiresAt = replies[i];
+      return typeof expiresAt === "number" && expiresAt > 0 ? [{ ...l, expiresAt }] : [];
+    });
     const failed = leases.filter((_, i) => replies[i] instanceof StoreError);
     if (failed.length > 0) {
       throw new PartialWriteError(failed, renewed, { cause: replies.find((r) => r instanceof StoreError) });

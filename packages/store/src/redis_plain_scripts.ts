@@ -3,35 +3,60 @@
  * reads of whole pages (redis_scripts.ts has the rest, and the conventions all share).
  */
 
+/**
+ * The time leases run on, in epoch-ms: the server's own (TIME), so every process keeps them by the
+ * clock of the server that holds them whatever its own says, unless the store was given a clock
+ * (`RedisStoreOptions.now`, for tests): then the caller's `now`. RedisConnection.open turns the
+ * switch (LEASE_CLOCK_SWITCH) on for that.
+ */
+export const LUA_LEASE_CLOCK = `
+local LEASE_CLOCK_FROM_CALLER = false
+local function lease_now(caller_now)
+  if LEASE_CLOCK_FROM_CALLER then return tonumber(caller_now) end
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+/** The line of LUA_LEASE_CLOCK to rewrite, and what, for a store given its own clock. */
+export const LEASE_CLOCK_SWITCH = {
+  from: "local LEASE_CLOCK_FROM_CALLER = false",
+  to: "local LEASE_CLOCK_FROM_CALLER = true",
+} as const;
+
 /** Partition leases: who owns a partition, under which epoch, until when. */
 export const LEASE_SCRIPTS = {
   /**
-   * KEYS: lease, epoch. ARGV: node, now, expiresAt, reclaimFrom ("" for none). Returns the epoch, or
-   * nil while another node (not a previous incarnation named by reclaimFrom) holds it.
+   * KEYS: lease, epoch. ARGV: node, now, ttl, reclaimFrom ("" for none). Returns {epoch,
+   * expiresAt}, or nil while another node (not a previous incarnation named by reclaimFrom) holds it.
    */
-  lcAcquire: `
+  lcAcquire: `${LUA_LEASE_CLOCK}
+local now = lease_now(ARGV[2])
+local expires = now + tonumber(ARGV[3])
 local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
-if lease[1] and tonumber(ARGV[2]) < tonumber(lease[3]) then
+if lease[1] and now < tonumber(lease[3]) then
   if lease[1] == ARGV[1] then
-    redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
-    return tonumber(lease[2])
+    redis.call("HSET", KEYS[1], "expiresAt", expires)
+    return {tonumber(lease[2]), expires}
   end
   if ARGV[4] == "" or string.sub(lease[1], 1, #ARGV[4]) ~= ARGV[4] then return false end
 end
 local epoch = redis.call("INCR", KEYS[2])
-redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", ARGV[3])
-return epoch`,
+redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", expires)
+return {epoch, expires}`,
 
   /**
-   * KEYS: lease. ARGV: node, epoch, expiresAt. Returns 1 if renewed, 0 if lost. A lease that
-   * ran out but still names this holder and epoch is renewed too: nobody took it meanwhile (a
-   * takeover writes its own node and a new epoch), so no other fence was ever current for it.
+   * KEYS: lease. ARGV: node, epoch, now, ttl. Returns the new expiresAt if renewed, 0 if lost. A
+   * lease that ran out but still names this holder and epoch is renewed too: nobody took it
+   * meanwhile (a takeover writes its own node and a new epoch), so no other fence was ever current
+   * for it.
    */
-  lcRenew: `
+  lcRenew: `${LUA_LEASE_CLOCK}
 local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
 if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return 0 end
-redis.call("HSET", KEYS[1], "expiresAt", ARGV[3])
-return 1`,
+local expires = lease_now(ARGV[3]) + tonumber(ARGV[4])
+redis.call("HSET", KEYS[1], "expiresAt", expires)
+return expires`,
 
   /**
    * KEYS: bus notes. ARGV: node, "1" when the node's hearing of its bus goes on since its last note

@@ -2,10 +2,11 @@
  * The Redis store, on the keys redis_keys.ts lists.
  *
  * Time: every script gets the store's `now()` as an argument and stores absolute `expiresAt`
- * values, so leases and keys expire by the same clock as in the memory store. That clock is the
- * Redis server's (RedisClock), so every process of a DC keeps time by one clock whatever its own
- * says; tests give their own. PEXPIRE on idempotency keys only reclaims memory (by the Redis
- * clock); whether a key still counts is decided by its `expiresAt`.
+ * values, so keys expire by the same clock as in the memory store. Leases and fences are the
+ * exception: they run on the clock of the server holding them (LUA_LEASE_CLOCK), so a DC's
+ * processes agree on who owns a partition whatever their own clocks say, unless the store was given
+ * a clock (tests). PEXPIRE on idempotency keys only reclaims memory (by the Redis clock); whether a
+ * key still counts is decided by its `expiresAt`.
  *
  * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
@@ -38,7 +39,6 @@ import {
 import { partitionOf as ringPartitionOf } from "@livecount/ring";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RedisKeys } from "./redis_keys.js";
-import { RedisClock } from "./redis_clock.js";
 import { RedisLeases } from "./redis_leases.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
@@ -51,7 +51,10 @@ import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites }
 export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
   readonly keyPrefix?: string;
-  /** Clock for lease and key expiry, in epoch-ms. Default: the Redis server's (RedisClock). */
+  /**
+   * Clock for key expiry, in epoch-ms; given, leases and fences run on it too instead of the Redis
+   * server's (tests drive leases with a manual clock). Default `Date.now`.
+   */
   readonly now?: () => number;
   /**
    * Partitions pages hash into (LIVECOUNT_PARTITIONS, the same in every process). On Redis Cluster
@@ -76,21 +79,13 @@ export class RedisStore implements Store {
   readonly #leases: RedisLeases;
   readonly #keys: RedisKeys;
   readonly #now: () => number;
-  /** The Redis server's clock, when no `now` was given. */
-  readonly #clock: RedisClock | undefined;
   readonly #partitions: number;
   readonly #partitionOf: (page: string) => number;
 
-  private constructor(
-    conn: RedisConnection,
-    leases: RedisConnection,
-    options: RedisStoreOptions,
-    clock: RedisClock | undefined,
-  ) {
+  private constructor(conn: RedisConnection, leases: RedisConnection, options: RedisStoreOptions) {
     this.#conn = conn;
     this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
-    this.#clock = clock;
-    this.#now = options.now ?? (() => clock!.now());
+    this.#now = options.now ?? Date.now;
     this.#leases = new RedisLeases(leases, this.#keys, this.#now);
     const partitions = options.partitions ?? DEFAULT_PARTITIONS;
     this.#partitions = partitions;
@@ -110,16 +105,13 @@ export class RedisStore implements Store {
         "on redis cluster the key prefix must not hold '{': the store places hash tags itself",
       );
     }
-    const conn = await RedisConnection.open(options);
-    let leases: RedisConnection | undefined;
-    try {
-      leases = await RedisConnection.open(options);
-      const clock = options.now === undefined ? await RedisClock.start(leases) : undefined;
-      return new RedisStore(conn, leases, options, clock);
-    } catch (err) {
-      await Promise.all([conn.close(), leases?.close()]);
+    const leaseClockFromCaller = options.now !== undefined;
+    const conn = await RedisConnection.open(options, leaseClockFromCaller);
+    const leases = await RedisConnection.open(options, leaseClockFromCaller).catch(async (err: unknown) => {
+      await conn.close();
       throw err;
-    }
+    });
+    return new RedisStore(conn, leases, options);
   }
 
   /** The key of a page's hash (its partition's slot on a cluster). */
@@ -418,7 +410,6 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.#clock?.close();
     await Promise.all([this.#conn.close(), this.#leases.close()]);
   }
 }

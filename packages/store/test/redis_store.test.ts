@@ -169,27 +169,37 @@ describeWithRedis("redis store", () => {
       expect(await store.tombDigests([0])).toEqual([expected]);
     });
 
-    test("redis store - leases keep the Redis server's time, not this process's wall clock", async () => {
-      // Two processes of one DC: this one's wall clock 5 minutes ahead, the other's on time.
+    test("redis store - leases and fences keep the Redis server's time, not each process's wall clock", async () => {
+      // Three processes of one DC: one's wall clock 5 minutes ahead, one's 5 minutes behind, one on time.
       const realNow = Date.now.bind(Date);
       const prefix = uniquePrefix();
-      const onTime = await connect(server.url, prefix);
-      const write = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
-      Date.now = () => realNow() + 300_000;
+      let ahead: RedisStore, behind: RedisStore;
       try {
-        const ahead = await connect(server.url, prefix);
-        const lease = (await ahead.acquire(0, "node-ahead", 300))!;
-        // Stamped by Redis's clock: its lease runs out in 300 ms for everyone, not 5 minutes on.
-        expect(Math.abs(lease.expiresAt - (realNow() + 300))).toBeLessThan(100);
-        expect(await onTime.acquire(0, "node-on-time", LEASE_MS)).toBeNull();
-        await new Promise((resolve) => setTimeout(resolve, 400));
-        // Run out: its fence no longer writes, though its own clock says minutes are left.
-        expect(await ahead.write([{ fence: lease, writes: [write] }])).toEqual([lease]);
+        Date.now = () => realNow() + 300_000;
+        ahead = await connect(server.url, prefix);
+        Date.now = () => realNow() - 300_000;
+        behind = await connect(server.url, prefix);
       } finally {
         Date.now = realNow;
       }
-      // A dead node's lease is taken once it runs out.
+      const onTime = await connect(server.url, prefix);
+
+      // Ahead: its lease runs out after its 300 ms for everyone, not 5 minutes on.
+      const short = (await ahead.acquire(0, "node-ahead", 300))!;
+      expect(Math.abs(short.expiresAt - (realNow() + 300))).toBeLessThan(100);
+      expect(await onTime.acquire(0, "node-on-time", LEASE_MS)).toBeNull();
+      await new Promise((resolve) => setTimeout(resolve, 400));
       expect((await onTime.acquire(0, "node-on-time", LEASE_MS))!.epoch).toBe(2);
+
+      // Behind: its live lease is not taken from it, as if it had run out 5 minutes ago.
+      await behind.acquire(1, "node-behind", LEASE_MS);
+      expect(await onTime.acquire(1, "node-on-time", LEASE_MS)).toBeNull();
+
+      // A fence whose lease ran out writes nothing, however far behind the writer's clock is.
+      const lapsed = (await onTime.acquire(2, "node-on-time", 300))!;
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const write = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
+      expect(await behind.write([{ fence: lapsed, writes: [write] }])).toEqual([lapsed]);
     });
 
     test("redis store - every call is one round trip, however many groups or ops it carries", async () => {
