@@ -45,9 +45,18 @@ interface LeaseState {
   readonly pages: Set<string>;
 }
 
+/** Forgotten incarnations whose place in the order is kept: far more than restart in a lease. */
+const MAX_FORGOTTEN = 1024;
+
 export class GatewayLeases {
   readonly #leases = new Map<string, LeaseState>();
   #heard = 0;
+  /**
+   * The place in the order of incarnations forgotten here, oldest first: one heard again (a
+   * heartbeat a NATS server passed on late, a paused process resuming) keeps it, so it never
+   * outranks the incarnation that replaced it.
+   */
+  readonly #forgotten = new Map<string, number>();
 
   /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
   constructor(private readonly defaultLeaseMs: number) {}
@@ -59,8 +68,10 @@ export class GatewayLeases {
   touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): void {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
+      const heard = this.#forgotten.get(gateway) ?? ++this.#heard;
+      this.#forgotten.delete(gateway);
       this.#leases.set(gateway, {
-        heard: ++this.#heard,
+        heard,
         lastSeen: now,
         leaseMs: leaseMs ?? this.defaultLeaseMs,
         origin,
@@ -110,7 +121,7 @@ export class GatewayLeases {
       if (origin === undefined || lease.heard >= latest.get(origin.node)!) continue;
       const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
       if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
-      this.#leases.delete(gateway);
+      this.#forget(gateway, lease);
       superseded.push({ gateway, pages: lease.pages });
     }
     return superseded;
@@ -150,8 +161,14 @@ export class GatewayLeases {
   drop(gateway: string): GatewayLease | undefined {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) return undefined;
-    this.#leases.delete(gateway);
+    this.#forget(gateway, lease);
     return { gateway, pages: lease.pages };
+  }
+
+  #forget(gateway: string, lease: LeaseState): void {
+    this.#leases.delete(gateway);
+    this.#forgotten.set(gateway, lease.heard);
+    if (this.#forgotten.size > MAX_FORGOTTEN) this.#forgotten.delete(this.#forgotten.keys().next().value!);
   }
 
   /** Forgets and returns every gateway not heard within its lease at `now`. */
@@ -159,7 +176,7 @@ export class GatewayLeases {
     const expired: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       if (lease.lastSeen + lease.leaseMs > now) continue;
-      this.#leases.delete(gateway);
+      this.#forget(gateway, lease);
       expired.push({ gateway, pages: lease.pages });
     }
     return expired;

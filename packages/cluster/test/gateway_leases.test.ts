@@ -65,6 +65,22 @@ describe("cluster - gateway leases", () => {
     expect(leases.supersede(T0 + silence).map((l) => l.gateway)).toEqual(["gw-old"]);
   });
 
+  test("cluster - a superseded incarnation heard again late keeps its place: it never outranks its replacement", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
+    const silence = SUPERSEDE_SILENCE * interval;
+    leases.touch("gw-a", T0, LEASE_MS, { node: "gw", startedAt: T0 });
+    leases.touch("gw-b", T0 + 100, LEASE_MS, { node: "gw", startedAt: T0 + 100 });
+    expect(leases.supersede(T0 + silence).map((l) => l.gateway)).toEqual(["gw-a"]);
+    // A heartbeat of gw-a a NATS server held comes late: it is still the earlier of the two.
+    leases.touch("gw-a", T0 + silence + 10, LEASE_MS, { node: "gw", startedAt: T0 });
+    expect(leases.earlierIncarnations("gw-b")).toEqual(["gw-a"]);
+    expect(leases.hasLaterIncarnation("gw-b")).toBe(false);
+    // gw-b stalls past a missed beat while gw-a is silent again: only gw-a goes.
+    expect(leases.supersede(T0 + 100 + 2 * silence + 10).map((l) => l.gateway)).toEqual(["gw-a"]);
+    expect(leases.knows("gw-b")).toBe(true);
+  });
+
   test("cluster - an earlier incarnation that keeps beating is never superseded", () => {
     const leases = new GatewayLeases(LEASE_MS);
     const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
