@@ -36,13 +36,13 @@ local expires = now + tonumber(ARGV[3])
 local lease = redis.call("HMGET", KEYS[1], "node", "epoch", "expiresAt")
 if lease[1] and now < tonumber(lease[3]) then
   if lease[1] == ARGV[1] then
-    redis.call("HSET", KEYS[1], "expiresAt", expires)
+    redis.call("HSET", KEYS[1], "expiresAt", string.format("%d", expires))
     return {tonumber(lease[2]), expires}
   end
   if ARGV[4] == "" or string.sub(lease[1], 1, #ARGV[4]) ~= ARGV[4] then return false end
 end
 local epoch = redis.call("INCR", KEYS[2])
-redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", expires)
+redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", string.format("%d", expires))
 return {epoch, expires}`,
 
   /**
@@ -55,7 +55,7 @@ return {epoch, expires}`,
 local lease = redis.call("HMGET", KEYS[1], "node", "epoch")
 if lease[1] ~= ARGV[1] or lease[2] ~= ARGV[2] then return 0 end
 local expires = lease_now(ARGV[3]) + tonumber(ARGV[4])
-redis.call("HSET", KEYS[1], "expiresAt", expires)
+redis.call("HSET", KEYS[1], "expiresAt", string.format("%d", expires))
 return expires`,
 
   /**
