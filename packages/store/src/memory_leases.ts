@@ -74,9 +74,12 @@ export class MemoryLeases {
     return { now, notes: new Map(this.#busNotes) };
   }
 
-  /** The fence is current: its partition's lease has its epoch and has not expired. */
-  isCurrent(fence: Fence, now: number): boolean {
-    const held = this.#leases.get(fence.partition);
-    return held !== undefined && held.epoch === fence.epoch && isLive(held.expiresAt, now);
+  /**
+   * The fence is current: its partition's lease still carries its epoch. A takeover bumps the epoch
+   * and a release removes the lease, so no clock is needed; a lease that ran out and that nobody
+   * took still fences its holder, whose renewal would keep it too.
+   */
+  isCurrent(fence: Fence): boolean {
+    return this.#leases.get(fence.partition)?.epoch === fence.epoch;
   }
 }

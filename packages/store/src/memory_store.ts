@@ -157,7 +157,7 @@ export class MemoryStore implements Store {
 
   async markBootstrapped(fence: Fence): Promise<boolean> {
     this.#assertOpen();
-    if (!this.#leases.isCurrent(fence, this.#now())) return false;
+    if (!this.#leases.isCurrent(fence)) return false;
     this.#bootstrapped.add(fence.partition);
     return true;
   }
@@ -168,7 +168,7 @@ export class MemoryStore implements Store {
     const now = this.#now();
     const stale: Fence[] = [];
     for (const { fence, writes } of groups) {
-      if (!this.#leases.isCurrent(fence, now)) {
+      if (!this.#leases.isCurrent(fence)) {
         stale.push(fence);
         continue;
       }
@@ -191,7 +191,7 @@ export class MemoryStore implements Store {
     const writes = pageWrites(pages, indexedDc);
     assertWrites([{ fence, writes }]);
     const now = this.#now();
-    if (!this.#leases.isCurrent(fence, now)) return null;
+    if (!this.#leases.isCurrent(fence)) return null;
     const advanced = new RecordsBuilder();
     const touched = new Set<string>();
     const floor = this.#purgeFloors.get(fence.partition) ?? 0;
@@ -236,7 +236,7 @@ export class MemoryStore implements Store {
   async removeEmptyPages(fence: Fence, emptySince: number, limit: number): Promise<string[]> {
     this.#assertOpen();
     assertLimit(limit);
-    if (!this.#leases.isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence)) throw new StaleFenceError(fence);
     const removed: string[] = [];
     for (const page of this.#empty.take(fence.partition, emptySince, limit)) {
       const counters = this.#pages.get(page);
@@ -257,7 +257,7 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertLimit(limit);
     const now = this.#now();
-    if (!this.#leases.isCurrent(fence, now)) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence)) throw new StaleFenceError(fence);
     const expired = this.#expiring.take(fence.partition, now, limit);
     for (const { page, counter, dc } of expired) this.#removeEntry(fence.partition, page, counter, dc, true);
     for (const page of new Set(expired.map((e) => e.page)))
@@ -279,7 +279,7 @@ export class MemoryStore implements Store {
 
   async raisePurgeFloor(fence: Fence, floor: number): Promise<boolean> {
     this.#assertOpen();
-    if (!this.#leases.isCurrent(fence, this.#now())) return false;
+    if (!this.#leases.isCurrent(fence)) return false;
     this.#purgeFloors.set(fence.partition, Math.max(this.#purgeFloors.get(fence.partition) ?? 0, floor));
     return true;
   }
@@ -293,7 +293,7 @@ export class MemoryStore implements Store {
     this.#assertOpen();
     assertLimit(limit);
     const { partition } = fence;
-    if (!this.#leases.isCurrent(fence, this.#now())) throw new StaleFenceError(fence);
+    if (!this.#leases.isCurrent(fence)) throw new StaleFenceError(fence);
     const result = purgeSettled(
       {
         pages: this.#pages,
@@ -358,7 +358,7 @@ export class MemoryStore implements Store {
   }
 
   #incrementOne(op: IncrementOp, now: number, keyTtlMs: number): IncrementOutcome {
-    if (!this.#leases.isCurrent(op.fence, now)) return { kind: "stale" };
+    if (!this.#leases.isCurrent(op.fence)) return { kind: "stale" };
     const seen = this.#keys.live(op.page, op.key, now);
     const held = entriesOf(this.#pages.get(op.page), opRefs(op));
     if (seen !== undefined) {

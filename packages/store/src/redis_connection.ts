@@ -9,7 +9,6 @@ import { Cluster, Redis, type ChainableCommander } from "ioredis";
 import { Packr, Unpackr } from "msgpackr";
 import { performance } from "node:perf_hooks";
 import { partitionTag } from "./redis_keys.js";
-import { LEASE_CLOCK_SWITCH } from "./redis_plain_scripts.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { StoreConnectError, StoreError } from "./store.js";
 
@@ -202,12 +201,8 @@ export class RedisConnection {
     this.#waitTimeoutMs = options.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS;
   }
 
-  /**
-   * Connects and waits until Redis is ready (AOF loaded, every slot served); rejects with a
-   * StoreError if it cannot. `leaseClockFromCaller`: leases and fences run on the `now` each call
-   * passes, not on the server's clock (a store given its own clock: LUA_LEASE_CLOCK).
-   */
-  static async open(options: RedisConnectionOptions, leaseClockFromCaller = false): Promise<RedisConnection> {
+  /** Connects and waits until Redis is ready (AOF loaded, every slot served); rejects with a StoreError if it cannot. */
+  static async open(options: RedisConnectionOptions): Promise<RedisConnection> {
     const { waitReplicas = 0, waitTimeoutMs = DEFAULT_WAIT_TIMEOUT_MS } = options;
     if (!Number.isInteger(waitReplicas) || waitReplicas < 0)
       throw new StoreError("waitReplicas must be an integer >= 0");
@@ -219,10 +214,7 @@ export class RedisConnection {
     const client = createClient(options);
     // With a listener ioredis reports connection errors here instead of treating them as unhandled.
     client.on("error", (err: Error) => options.onError?.(err));
-    for (const [name, lua] of Object.entries(SCRIPTS)) {
-      const { from, to } = LEASE_CLOCK_SWITCH;
-      client.defineCommand(name, { lua: leaseClockFromCaller ? lua.replace(from, to) : lua });
-    }
+    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua });
     // Why the connection failed comes as an error event; connect() itself rejects with "Connection is
     // closed". The event is the cause worth naming, and tells a refused password from a server not up.
     let failure: unknown;

@@ -15,7 +15,8 @@ export class RedisLeases {
   constructor(
     private readonly conn: RedisConnection,
     private readonly keys: RedisKeys,
-    private readonly now: () => number,
+    /** The time leases run on; "" for the server's own (LUA_LEASE_CLOCK). */
+    private readonly now: () => number | "",
   ) {}
 
   async acquire(

@@ -5,16 +5,15 @@
  * atomically; the digest changes of one run are applied once at its end (`apply_digests`).
  */
 import { LUA_DIGEST, ZERO_DIGEST } from "./digest.js";
-import { LUA_LEASE_CLOCK } from "./redis_plain_scripts.js";
 
 /** Lua shared by the scripts that change entries. */
-export const LUA_HELPERS = `${LUA_DIGEST}${LUA_LEASE_CLOCK}
+export const LUA_HELPERS = `${LUA_DIGEST}
 local ZERO = "${ZERO_DIGEST}"
--- Whether the fence's lease still holds, by the lease's clock (LUA_LEASE_CLOCK); \`now\` is the
--- caller's, used only where the store was given its clock.
-local function fence_current(lease_key, epoch, now)
-  local lease = redis.call("HMGET", lease_key, "epoch", "expiresAt")
-  return lease[1] == epoch and lease_now(now) < tonumber(lease[2])
+-- Whether the fence is current: its lease still carries its epoch. A takeover writes a new epoch
+-- and a release deletes the lease, so no clock is needed; a lease that ran out and that nobody
+-- took still fences its holder, whose renewal would keep it too (lcRenew).
+local function fence_current(lease_key, epoch)
+  return redis.call("HGET", lease_key, "epoch") == epoch
 end
 local function read_entry(page_key, field)
   local v = redis.call("HGET", page_key, field)

@@ -4,30 +4,23 @@
  */
 
 /**
- * The time leases run on, in epoch-ms: the server's own (TIME), so every process keeps them by the
- * clock of the server that holds them whatever its own says, unless the store was given a clock
- * (`RedisStoreOptions.now`, for tests): then the caller's `now`. RedisConnection.open turns the
- * switch (LEASE_CLOCK_SWITCH) on for that.
+ * The time leases run on, in epoch-ms: the caller's `now` when it sends one (a store given its own
+ * clock: tests drive leases with a manual one), else the server's own (TIME). So in production each
+ * lease is stamped and checked by the clock of the server that holds it, and every process agrees
+ * on it whatever its own clock says.
  */
-export const LUA_LEASE_CLOCK = `
-local LEASE_CLOCK_FROM_CALLER = false
+const LUA_LEASE_CLOCK = `
 local function lease_now(caller_now)
-  if LEASE_CLOCK_FROM_CALLER then return tonumber(caller_now) end
+  if caller_now ~= "" then return tonumber(caller_now) end
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 `;
 
-/** The line of LUA_LEASE_CLOCK to rewrite, and what, for a store given its own clock. */
-export const LEASE_CLOCK_SWITCH = {
-  from: "local LEASE_CLOCK_FROM_CALLER = false",
-  to: "local LEASE_CLOCK_FROM_CALLER = true",
-} as const;
-
 /** Partition leases: who owns a partition, under which epoch, until when. */
 export const LEASE_SCRIPTS = {
   /**
-   * KEYS: lease, epoch. ARGV: node, now, ttl, reclaimFrom ("" for none). Returns {epoch,
+   * KEYS: lease, epoch. ARGV: node, now ("": the server's), ttl, reclaimFrom ("" for none). Returns {epoch,
    * expiresAt}, or nil while another node (not a previous incarnation named by reclaimFrom) holds it.
    */
   lcAcquire: `${LUA_LEASE_CLOCK}
@@ -46,7 +39,7 @@ redis.call("HSET", KEYS[1], "node", ARGV[1], "epoch", epoch, "expiresAt", string
 return {epoch, expires}`,
 
   /**
-   * KEYS: lease. ARGV: node, epoch, now, ttl. Returns the new expiresAt if renewed, 0 if lost. A
+   * KEYS: lease. ARGV: node, epoch, now ("": the server's), ttl. Returns the new expiresAt if renewed, 0 if lost. A
    * lease that ran out but still names this holder and epoch is renewed too: nobody took it
    * meanwhile (a takeover writes its own node and a new epoch), so no other fence was ever current
    * for it.

@@ -20,7 +20,7 @@ export const SCRIPTS = {
    * n, indexed (boolean) per entry. Returns 1 if applied, 0 if the fence is stale.
    */
   lcWrite: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 expiring_key = KEYS[8]
@@ -73,7 +73,7 @@ return 1`,
    * in the store with only presence entries at zero is left out, as are a purged counter's remains.
    */
   lcMerge: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 local floor = tonumber(redis.call("HGET", KEYS[4], "hw") or "0")
 hw_raised = floor
 local purge_floor = tonumber(redis.call("HGET", KEYS[4], "pf") or "0")
@@ -138,7 +138,7 @@ return cmsgpack.pack(advanced)`,
    */
   lcIncrement: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
-if not fence_current(KEYS[1], ARGV[1], now) then return cmsgpack.pack({"stale"}) end
+if not fence_current(KEYS[1], ARGV[1]) then return cmsgpack.pack({"stale"}) end
 expiring_key = KEYS[8]
 local expires_at, key_ttl_ms = ARGV[3], ARGV[4]
 local page_of, w = cmsgpack.unpack(ARGV[5]), cmsgpack.unpack(ARGV[6])
@@ -273,7 +273,7 @@ return cmsgpack.pack(replies)`,
    * digest or non-zero index holds, and visit records, which leave the digest and the expiring index.
    */
   lcRemoveIfEmpty: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return -1 end
+if not fence_current(KEYS[1], ARGV[1]) then return -1 end
 local since = redis.call("ZSCORE", KEYS[5], ARGV[3])
 if not since or tonumber(since) > tonumber(ARGV[4]) then return 0 end
 if not page_empty(KEYS[2]) then
@@ -303,7 +303,7 @@ return 1`,
    */
   lcPurge: `${LUA_HELPERS}
 local now = ARGV[2]
-if not fence_current(KEYS[1], ARGV[1], tonumber(now)) then return -1 end
+if not fence_current(KEYS[1], ARGV[1]) then return -1 end
 local floor = tonumber(redis.call("HGET", KEYS[3], "pf") or "0")
 local kept, stay, out = 0, 0, {}
 for i = 7, #KEYS do
@@ -370,7 +370,7 @@ return reply`,
    */
   lcDropBuckets: `${LUA_HELPERS}
 local now = tonumber(ARGV[2])
-if not fence_current(KEYS[1], ARGV[1], now) then return -1 end
+if not fence_current(KEYS[1], ARGV[1]) then return -1 end
 local removed, a = 0, 2
 for i = 7, #KEYS do
   local page, bucket, count = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
@@ -401,7 +401,7 @@ return removed`,
 
   /** KEYS: lease, digest. ARGV: epoch, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
   lcRaisePurgeFloor: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 if tonumber(ARGV[3]) > tonumber(redis.call("HGET", KEYS[2], "pf") or "0") then
   redis.call("HSET", KEYS[2], "pf", ARGV[3])
 end
@@ -409,7 +409,7 @@ return 1`,
 
   /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
   lcMarkBootstrapped: `${LUA_HELPERS}
-if not fence_current(KEYS[1], ARGV[1], tonumber(ARGV[2])) then return 0 end
+if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 redis.call("HSET", KEYS[2], "boot", "1")
 return 1`,
 } as const;

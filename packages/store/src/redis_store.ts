@@ -2,11 +2,12 @@
  * The Redis store, on the keys redis_keys.ts lists.
  *
  * Time: every script gets the store's `now()` as an argument and stores absolute `expiresAt`
- * values, so keys expire by the same clock as in the memory store. Leases and fences are the
- * exception: they run on the clock of the server holding them (LUA_LEASE_CLOCK), so a DC's
- * processes agree on who owns a partition whatever their own clocks say, unless the store was given
- * a clock (tests). PEXPIRE on idempotency keys only reclaims memory (by the Redis clock); whether a
- * key still counts is decided by its `expiresAt`.
+ * values, so keys expire by the same clock as in the memory store. Leases are the exception: they
+ * run on the clock of the server holding them (LUA_LEASE_CLOCK), so a DC's processes agree on who
+ * owns a partition whatever their own clocks say, unless the store was given a clock (tests). A
+ * fence needs no clock: it is current while its lease carries its epoch. PEXPIRE on idempotency
+ * keys only reclaims memory (by the Redis clock); whether a key still counts is decided by its
+ * `expiresAt`.
  *
  * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
@@ -52,8 +53,8 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Prepended to every key, so several deployments or tests can share one server. Default "lc:". */
   readonly keyPrefix?: string;
   /**
-   * Clock for key expiry, in epoch-ms; given, leases and fences run on it too instead of the Redis
-   * server's (tests drive leases with a manual clock). Default `Date.now`.
+   * Clock for key expiry, in epoch-ms; given, leases run on it too instead of the Redis server's
+   * (tests drive leases with a manual clock). Default `Date.now`.
    */
   readonly now?: () => number;
   /**
@@ -86,7 +87,9 @@ export class RedisStore implements Store {
     this.#conn = conn;
     this.#keys = new RedisKeys(options.keyPrefix ?? DEFAULT_KEY_PREFIX, conn.clustered);
     this.#now = options.now ?? Date.now;
-    this.#leases = new RedisLeases(leases, this.#keys, this.#now);
+    // "": the lease scripts read the server's clock (LUA_LEASE_CLOCK).
+    const leaseNow = options.now ?? ((): "" => "");
+    this.#leases = new RedisLeases(leases, this.#keys, leaseNow);
     const partitions = options.partitions ?? DEFAULT_PARTITIONS;
     this.#partitions = partitions;
     this.#partitionOf = options.partitionOf ?? ((page) => ringPartitionOf(page, partitions));
@@ -105,9 +108,8 @@ export class RedisStore implements Store {
         "on redis cluster the key prefix must not hold '{': the store places hash tags itself",
       );
     }
-    const leaseClockFromCaller = options.now !== undefined;
-    const conn = await RedisConnection.open(options, leaseClockFromCaller);
-    const leases = await RedisConnection.open(options, leaseClockFromCaller).catch(async (err: unknown) => {
+    const conn = await RedisConnection.open(options);
+    const leases = await RedisConnection.open(options).catch(async (err: unknown) => {
       await conn.close();
       throw err;
     });

@@ -106,10 +106,18 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
     test(`${name} - a stale fence applies nothing and does not record the key`, async () => {
       const old = await lease(0, "node-a");
       advance(LEASE_MS);
+      const current = await lease(0, "node-b");
       expect(await store.increment([op(old)], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
       expect(await store.load("p1")).toEqual({});
-      const current = await lease(0, "node-b");
       expect(await store.increment([op(current)], KEY_TTL_MS)).toEqual([
+        { kind: "applied", entry: { p: 1, n: 0 } },
+      ]);
+    });
+
+    test(`${name} - a fence whose lease ran out and that nobody took still applies: only a takeover stales it`, async () => {
+      const held = await lease(0, "node-a");
+      advance(10 * LEASE_MS);
+      expect(await store.increment([op(held)], KEY_TTL_MS)).toEqual([
         { kind: "applied", entry: { p: 1, n: 0 } },
       ]);
     });
@@ -240,6 +248,7 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
     test(`${name} - a stale fence applies none of also`, async () => {
       const old = await lease(0, "node-a");
       advance(LEASE_MS);
+      await lease(0, "node-b");
       const del = op(old, { delta: 0, also: [{ counter: "@del:likes", delta: 1 }] });
       expect(await store.increment([del], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
       expect(await store.load("p1")).toEqual({});

@@ -142,8 +142,9 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         const l = await lease(0, "node-a");
         advance(LEASE_MS);
         const writes = [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }];
-        // Ran out: its fence is stale until renewed, and another node may take it.
-        expect(await store.write([{ fence: l, writes }])).toEqual([l]);
+        // Ran out and nobody took it: its fence still writes (only a takeover's epoch stales it),
+        // its renewal keeps its epoch, and meanwhile another node could have taken it.
+        expect(await store.write([{ fence: l, writes }])).toEqual([]);
         expect(await store.renew([l], LEASE_MS)).toEqual([{ ...l, expiresAt: nowMs + LEASE_MS }]);
         expect(await store.write([{ fence: l, writes }])).toEqual([]);
         expect(await store.acquire(0, "node-b", LEASE_MS)).toBeNull();
@@ -241,6 +242,7 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         await store.write([{ fence, writes: [viewers("a:*[x", 3, 3)] }]);
         expect(await store.nonZeroEntries(3)).toEqual([]);
         advance(LEASE_MS);
+        await lease(4, "node-b");
         expect(await store.write([{ fence: other, writes: [viewers("d", 1, 1)] }])).toEqual([other]);
         expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
       });
@@ -293,19 +295,19 @@ export function describeStoreContract(name: string, open: OpenStore): void {
       });
 
       test(`${name} - write rejects a stale fence and writes nothing of it`, async () => {
-        const expired = await lease(0, "node-a");
+        const taken = await lease(0, "node-a");
         const released = await lease(1, "node-a");
         await store.release(released);
         advance(LEASE_MS);
+        const current = await lease(0, "node-b");
         const w = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
         const inReleased = { ...w, page: "p2" };
-        expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
+        expect(await store.write([{ fence: taken, writes: [w] }])).toEqual([taken]);
         expect(await store.write([{ fence: released, writes: [inReleased] }])).toEqual([released]);
-        const current = await lease(0, "node-b");
         expect(
           await store.write([{ fence: { ...current, epoch: current.epoch + 1 }, writes: [w] }]),
         ).toHaveLength(1);
-        expect(await store.write([{ fence: expired, writes: [w] }])).toEqual([expired]);
+        expect(await store.write([{ fence: taken, writes: [w] }])).toEqual([taken]);
         expect(await store.load("p1")).toEqual({});
         expect(await store.load("p2")).toEqual({});
       });
@@ -316,7 +318,8 @@ export function describeStoreContract(name: string, open: OpenStore): void {
         advance(LEASE_MS - 1);
         const b = await store.acquire(2, "node-a", LEASE_MS);
         await store.acquire(0, "node-a", LEASE_MS);
-        advance(1); // partition 1 expires; 0 was re-acquired, 2 is fresh
+        advance(1); // partition 1 expires and another node takes it; 0 was re-acquired, 2 is fresh
+        await lease(1, "node-b");
         const stale = await store.write([
           { fence: a, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
           { fence: lost, writes: [{ page: "p2", counter: "likes", dc: "dc1", entry: { p: 2, n: 0 } }] },
