@@ -52,11 +52,12 @@ export class GatewayLeases {
   readonly #leases = new Map<string, LeaseState>();
   #heard = 0;
   /**
-   * The place in the order of incarnations forgotten here, oldest first: one heard again (a
-   * heartbeat a NATS server passed on late, a paused process resuming) keeps it, so it never
-   * outranks the incarnation that replaced it.
+   * Incarnations forgotten here, oldest first, with their place in the order and whether they are
+   * dead (superseded, found gone, or said down) rather than unheard for a lease (a cut heals). One
+   * heard again late (a message a NATS server held, a paused process resuming) keeps its place, so
+   * it never outranks the incarnation that replaced it; a dead one is not heard at all.
    */
-  readonly #forgotten = new Map<string, number>();
+  readonly #forgotten = new Map<string, { readonly heard: number; readonly dead: boolean }>();
 
   /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
   constructor(private readonly defaultLeaseMs: number) {}
@@ -68,7 +69,9 @@ export class GatewayLeases {
   touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): void {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
-      const heard = this.#forgotten.get(gateway) ?? ++this.#heard;
+      const forgotten = this.#forgotten.get(gateway);
+      if (forgotten?.dead === true) return;
+      const heard = forgotten?.heard ?? ++this.#heard;
       this.#forgotten.delete(gateway);
       this.#leases.set(gateway, {
         heard,
@@ -90,12 +93,14 @@ export class GatewayLeases {
    * reconnects: touched as by `touch`, its count the highest heard, unless it is stale: sent over a
    * connection the gateway has replaced since (a higher count was heard), which a NATS server held
    * and passed on late. Such a request is older than the gateway's resync since, and says nothing of
-   * its viewers, nor that it is alive: false, and nothing changes. What a lease forgets (expired,
-   * down) it forgets with its count: a gateway heard again starts over.
+   * its viewers, nor that it is alive: false, and nothing changes. So is presence from an
+   * incarnation forgotten as dead (superseded, gone, down), whose viewers have stopped counting. What
+   * a lease forgets as unheard (expired) it forgets with its count: a gateway heard again starts over.
    */
   acceptPresence(gateway: string, now: number, reconnects: number): boolean {
     const lease = this.#leases.get(gateway);
     if (lease !== undefined && reconnects < lease.reconnects) return false;
+    if (lease === undefined && this.#forgotten.get(gateway)?.dead === true) return false;
     this.touch(gateway, now);
     this.#leases.get(gateway)!.reconnects = reconnects;
     return true;
@@ -121,7 +126,7 @@ export class GatewayLeases {
       if (origin === undefined || lease.heard >= latest.get(origin.node)!) continue;
       const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
       if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
-      this.#forget(gateway, lease);
+      this.#forget(gateway, lease, true);
       superseded.push({ gateway, pages: lease.pages });
     }
     return superseded;
@@ -157,17 +162,20 @@ export class GatewayLeases {
     this.#leases.get(gateway)?.pages.add(page);
   }
 
-  /** The gateway said it is going down: forgets it and returns what it held, if it was known. */
+  /**
+   * The gateway said it is going down, or is gone (no responder): forgets it as dead and returns what
+   * it held, if it was known.
+   */
   drop(gateway: string): GatewayLease | undefined {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) return undefined;
-    this.#forget(gateway, lease);
+    this.#forget(gateway, lease, true);
     return { gateway, pages: lease.pages };
   }
 
-  #forget(gateway: string, lease: LeaseState): void {
+  #forget(gateway: string, lease: LeaseState, dead: boolean): void {
     this.#leases.delete(gateway);
-    this.#forgotten.set(gateway, lease.heard);
+    this.#forgotten.set(gateway, { heard: lease.heard, dead });
     if (this.#forgotten.size > MAX_FORGOTTEN) this.#forgotten.delete(this.#forgotten.keys().next().value!);
   }
 
@@ -176,7 +184,7 @@ export class GatewayLeases {
     const expired: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       if (lease.lastSeen + lease.leaseMs > now) continue;
-      this.#forget(gateway, lease);
+      this.#forget(gateway, lease, false);
       expired.push({ gateway, pages: lease.pages });
     }
     return expired;

@@ -65,20 +65,31 @@ describe("cluster - gateway leases", () => {
     expect(leases.supersede(T0 + silence).map((l) => l.gateway)).toEqual(["gw-old"]);
   });
 
-  test("cluster - a superseded incarnation heard again late keeps its place: it never outranks its replacement", () => {
+  test("cluster - an incarnation forgotten as dead is not heard again; one forgotten as unheard comes back in its place", () => {
     const leases = new GatewayLeases(LEASE_MS);
-    const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
-    const silence = SUPERSEDE_SILENCE * interval;
+    const silence = (SUPERSEDE_SILENCE * LEASE_MS) / HEARTBEATS_PER_LEASE;
     leases.touch("gw-a", T0, LEASE_MS, { node: "gw", startedAt: T0 });
     leases.touch("gw-b", T0 + 100, LEASE_MS, { node: "gw", startedAt: T0 + 100 });
     expect(leases.supersede(T0 + silence).map((l) => l.gateway)).toEqual(["gw-a"]);
-    // A heartbeat of gw-a a NATS server held comes late: it is still the earlier of the two.
+    // A heartbeat and a presence batch of gw-a that a NATS server held come late: ignored, so its
+    // viewers do not count again and it draws no "two live gateways" warning.
     leases.touch("gw-a", T0 + silence + 10, LEASE_MS, { node: "gw", startedAt: T0 });
-    expect(leases.earlierIncarnations("gw-b")).toEqual(["gw-a"]);
-    expect(leases.hasLaterIncarnation("gw-b")).toBe(false);
-    // gw-b stalls past a missed beat while gw-a is silent again: only gw-a goes.
-    expect(leases.supersede(T0 + 100 + 2 * silence + 10).map((l) => l.gateway)).toEqual(["gw-a"]);
-    expect(leases.knows("gw-b")).toBe(true);
+    expect(leases.acceptPresence("gw-a", T0 + silence + 10, 0)).toBe(false);
+    expect(leases.knows("gw-a")).toBe(false);
+    expect([leases.hasLaterIncarnation("gw-b"), leases.earlierIncarnations("gw-b")]).toEqual([false, []]);
+    // One said down, or found gone, is as dead.
+    leases.touch("gw-c", T0, LEASE_MS, { node: "gc", startedAt: T0 });
+    leases.drop("gw-c");
+    expect(leases.acceptPresence("gw-c", T0 + 10, 0)).toBe(false);
+
+    // Unheard for its lease (cut off), then heard again: back, and still before its replacement.
+    leases.touch("gw-x", T0, LEASE_MS, { node: "gx", startedAt: T0 });
+    leases.touch("gw-y", T0 + LEASE_MS - 1, LEASE_MS, { node: "gx", startedAt: T0 + 1 });
+    expect(leases.expire(T0 + LEASE_MS).map((l) => l.gateway)).toEqual(["gw-x"]);
+    expect(leases.acceptPresence("gw-x", T0 + LEASE_MS + 10, 0)).toBe(true);
+    leases.touch("gw-x", T0 + LEASE_MS + 10, LEASE_MS, { node: "gx", startedAt: T0 });
+    expect(leases.earlierIncarnations("gw-y")).toEqual(["gw-x"]);
+    expect(leases.hasLaterIncarnation("gw-x")).toBe(true);
   });
 
   test("cluster - an earlier incarnation that keeps beating is never superseded", () => {
