@@ -181,11 +181,12 @@ export class PresenceIntake {
   }
 
   /**
-   * Incarnations of `gateway`'s node known here that started before it: what a restart replaced,
-   * for the node to ask whether they still run.
+   * The other incarnations of `gateway`'s node known here: what a restart replaced, for the node to
+   * ask whether they still run. All of them, not only those that report an earlier start: a
+   * restart's clock may have stepped back. One that answers is left to the heartbeats.
    */
   predecessors(gateway: string): string[] {
-    return this.#leases.earlierIncarnations(gateway);
+    return this.#leases.siblingIncarnations(gateway);
   }
 
   /**

@@ -109,7 +109,7 @@ describe("counter - presence intake", () => {
     expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
   });
 
-  test("counter - a restarted gateway's predecessors are the earlier incarnations of its node; one found gone is released at once, with the grace window", async () => {
+  test("counter - a restarted gateway's predecessors are the other incarnations of its node; one found gone is released at once, with the grace window", async () => {
     u = await buildUnits();
     const page = pageIn(3);
     await u.acquire(3);

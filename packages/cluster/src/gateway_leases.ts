@@ -17,11 +17,7 @@ export interface GatewayLease {
   readonly pages: ReadonlySet<string>;
 }
 
-/**
- * Which gateway process an incarnation is: its stable node id and when it started (by its own
- * clock; incarnations are ordered by when this node first heard them, which a clock stepped back
- * across a restart cannot turn around).
- */
+/** Which gateway process an incarnation is: its stable node id and when it started. */
 export interface GatewayOrigin {
   readonly node: string;
   readonly startedAt: number;
@@ -35,8 +31,6 @@ export interface GatewayOrigin {
 export const SUPERSEDE_SILENCE = 1.5;
 
 interface LeaseState {
-  /** In the order this node first heard each incarnation: a later one of a node is a restart. */
-  readonly heard: number;
   lastSeen: number;
   leaseMs: number;
   origin: GatewayOrigin | undefined;
@@ -45,19 +39,8 @@ interface LeaseState {
   readonly pages: Set<string>;
 }
 
-/** Forgotten incarnations whose place in the order is kept: far more than restart in a lease. */
-const MAX_FORGOTTEN = 1024;
-
 export class GatewayLeases {
   readonly #leases = new Map<string, LeaseState>();
-  #heard = 0;
-  /**
-   * Incarnations forgotten here, oldest first, with their place in the order and whether they are
-   * dead (superseded, found gone, or said down) rather than unheard for a lease (a cut heals). One
-   * heard again late (a message a NATS server held, a paused process resuming) keeps its place, so
-   * it never outranks the incarnation that replaced it; a dead one is not heard at all.
-   */
-  readonly #forgotten = new Map<string, { readonly heard: number; readonly dead: boolean }>();
 
   /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
   constructor(private readonly defaultLeaseMs: number) {}
@@ -69,12 +52,7 @@ export class GatewayLeases {
   touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): void {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
-      const forgotten = this.#forgotten.get(gateway);
-      if (forgotten?.dead === true) return;
-      const heard = forgotten?.heard ?? ++this.#heard;
-      this.#forgotten.delete(gateway);
       this.#leases.set(gateway, {
-        heard,
         lastSeen: now,
         leaseMs: leaseMs ?? this.defaultLeaseMs,
         origin,
@@ -93,22 +71,20 @@ export class GatewayLeases {
    * reconnects: touched as by `touch`, its count the highest heard, unless it is stale: sent over a
    * connection the gateway has replaced since (a higher count was heard), which a NATS server held
    * and passed on late. Such a request is older than the gateway's resync since, and says nothing of
-   * its viewers, nor that it is alive: false, and nothing changes. So is presence from an
-   * incarnation forgotten as dead (superseded, gone, down), whose viewers have stopped counting. What
-   * a lease forgets as unheard (expired) it forgets with its count: a gateway heard again starts over.
+   * its viewers, nor that it is alive: false, and nothing changes. What a lease forgets (expired,
+   * down) it forgets with its count: a gateway heard again starts over.
    */
   acceptPresence(gateway: string, now: number, reconnects: number): boolean {
     const lease = this.#leases.get(gateway);
     if (lease !== undefined && reconnects < lease.reconnects) return false;
-    if (lease === undefined && this.#forgotten.get(gateway)?.dead === true) return false;
     this.touch(gateway, now);
     this.#leases.get(gateway)!.reconnects = reconnects;
     return true;
   }
 
   /**
-   * Forgets and returns, at `now`, every incarnation of a gateway node heard here before another
-   * incarnation of the same node and that has missed a heartbeat since (silent for SUPERSEDE_SILENCE
+   * Forgets and returns, at `now`, every incarnation of a gateway node that started before another
+   * incarnation of the same node and has missed a heartbeat since (silent for SUPERSEDE_SILENCE
    * heartbeat intervals): that node was restarted, so they are dead (kill -9, a crash) and need not
    * be waited for until their lease lapses. An earlier incarnation that still beats is not dead but
    * a second process under the same node id (a misconfiguration: node ids are unique per process,
@@ -116,17 +92,17 @@ export class GatewayLeases {
    */
   supersede(now: number): GatewayLease[] {
     const latest = new Map<string, number>();
-    for (const { origin, heard } of this.#leases.values()) {
-      if (origin !== undefined && heard > (latest.get(origin.node) ?? -Infinity))
-        latest.set(origin.node, heard);
+    for (const { origin } of this.#leases.values()) {
+      if (origin !== undefined && origin.startedAt > (latest.get(origin.node) ?? -Infinity))
+        latest.set(origin.node, origin.startedAt);
     }
     const superseded: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       const { origin } = lease;
-      if (origin === undefined || lease.heard >= latest.get(origin.node)!) continue;
+      if (origin === undefined || origin.startedAt >= latest.get(origin.node)!) continue;
       const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
       if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
-      this.#forget(gateway, lease, true);
+      this.#leases.delete(gateway);
       superseded.push({ gateway, pages: lease.pages });
     }
     return superseded;
@@ -137,24 +113,25 @@ export class GatewayLeases {
    * a second process under the same node id.
    */
   hasLaterIncarnation(gateway: string): boolean {
-    const known = this.#leases.get(gateway);
-    if (known?.origin === undefined) return false;
+    const origin = this.#leases.get(gateway)?.origin;
+    if (origin === undefined) return false;
     for (const lease of this.#leases.values())
-      if (lease.origin?.node === known.origin.node && lease.heard > known.heard) return true;
+      if (lease.origin?.node === origin.node && lease.origin.startedAt > origin.startedAt) return true;
     return false;
   }
 
   /**
-   * Known incarnations of `gateway`'s node heard here before it: the processes a restart replaced,
-   * unless one still runs (a second process under the same node id).
+   * The other known incarnations of `gateway`'s node: the processes a restart replaced, unless one
+   * still runs (a second process under the same node id). Whatever start each reports: a restart on a
+   * host whose clock stepped back reports an earlier one than the process it replaced.
    */
-  earlierIncarnations(gateway: string): string[] {
-    const known = this.#leases.get(gateway);
-    if (known?.origin === undefined) return [];
-    const earlier: string[] = [];
+  siblingIncarnations(gateway: string): string[] {
+    const origin = this.#leases.get(gateway)?.origin;
+    if (origin === undefined) return [];
+    const siblings: string[] = [];
     for (const [other, lease] of this.#leases)
-      if (lease.origin?.node === known.origin.node && lease.heard < known.heard) earlier.push(other);
-    return earlier;
+      if (other !== gateway && lease.origin?.node === origin.node) siblings.push(other);
+    return siblings;
   }
 
   /** Records that `gateway` holds viewers on `page` here; the gateway must have been touched. */
@@ -162,21 +139,12 @@ export class GatewayLeases {
     this.#leases.get(gateway)?.pages.add(page);
   }
 
-  /**
-   * The gateway said it is going down, or is gone (no responder): forgets it as dead and returns what
-   * it held, if it was known.
-   */
+  /** The gateway said it is going down: forgets it and returns what it held, if it was known. */
   drop(gateway: string): GatewayLease | undefined {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) return undefined;
-    this.#forget(gateway, lease, true);
-    return { gateway, pages: lease.pages };
-  }
-
-  #forget(gateway: string, lease: LeaseState, dead: boolean): void {
     this.#leases.delete(gateway);
-    this.#forgotten.set(gateway, { heard: lease.heard, dead });
-    if (this.#forgotten.size > MAX_FORGOTTEN) this.#forgotten.delete(this.#forgotten.keys().next().value!);
+    return { gateway, pages: lease.pages };
   }
 
   /** Forgets and returns every gateway not heard within its lease at `now`. */
@@ -184,7 +152,7 @@ export class GatewayLeases {
     const expired: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       if (lease.lastSeen + lease.leaseMs > now) continue;
-      this.#forget(gateway, lease, false);
+      this.#leases.delete(gateway);
       expired.push({ gateway, pages: lease.pages });
     }
     return expired;
