@@ -7,9 +7,10 @@
  */
 import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { expect, onTestFinished, test } from "vitest";
+import { expect, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { CLUSTER_PUBLISHER_KEY, TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY, type ClusterProcess } from "../support/cluster.js";
+import { startCluster } from "../support/fault_scenes.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 
@@ -66,15 +67,10 @@ describeWithBinary(
     test(
       "cluster - SIGTERM answers every publisher request in progress: those whose owner comes back in time with 200, the rest with an error to retry; none is cut",
       async () => {
-        const cluster = await TestCluster.start({
+        const cluster = await startCluster({
           counters: 1,
           gateways: 1,
           env: { LIVECOUNT_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
-        });
-        onTestFinished(async ({ task }) => {
-          const failed = task.result?.state === "fail";
-          if (failed) console.error(`\n----- logs (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`);
-          await cluster.stop(failed);
         });
         const [gateway] = cluster.gateways as [ClusterProcess];
         const [counter] = cluster.counters as [ClusterProcess];

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { readCounter } from "../support/audience.js";
-import { CLUSTER_PUBLISHER_KEY, ClusterProcess, TestCluster, type ExitStatus } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY, ClusterProcess, type ExitStatus } from "../support/cluster.js";
+import { startCluster } from "../support/fault_scenes.js";
 import { eventually, sleep } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { freePort } from "../support/ports.js";
@@ -33,7 +34,7 @@ describeWithBinary(
     test(
       "cluster - a second process under a live node's id refuses to start; one that replaced a frozen node stops it when it thaws, and keeps its partitions",
       async () => {
-        const cluster = await TestCluster.start({ counters: 2, gateways: 1 });
+        const cluster = await startCluster({ counters: 2, gateways: 1 });
         const [first] = cluster.counters as [ClusterProcess];
         const [gateway] = cluster.gateways as [ClusterProcess];
         const port = await freePort();
@@ -45,15 +46,11 @@ describeWithBinary(
           join(cluster.logDir, `${first.nodeId}-twin.log`),
         );
         const clients: TestClient[] = [];
+        // The cluster prints its own logs (startCluster); the twin is not one of its processes.
         onTestFinished(async ({ task }) => {
-          const failed = task.result?.state === "fail";
-          if (failed)
-            console.error(
-              `\n----- logs (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n${twin.logTail()}`,
-            );
+          if (task.result?.state === "fail") console.error(`\n----- the twin -----\n${twin.logTail()}`);
           await Promise.all(clients.map((c) => c.terminate()));
           await twin.kill();
-          await cluster.stop(failed);
         });
         const http = new PublisherHttp(gateway.url, CLUSTER_PUBLISHER_KEY);
         for (let i = 0; i < 2; i++) {

@@ -5,10 +5,11 @@
  * says it is not ready.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { expect, onTestFinished, test } from "vitest";
+import { expect, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { eventually } from "../support/eventually.js";
-import { CLUSTER_PUBLISHER_KEY, TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY, type ClusterProcess } from "../support/cluster.js";
+import { startCluster } from "../support/fault_scenes.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
 
@@ -24,12 +25,7 @@ describeWithBinary(
     test(
       "cluster - a counter node and a gateway started before NATS and Redis wait for them, alive and not ready, and serve once they are up",
       async () => {
-        const cluster = await TestCluster.start({ counters: 1, gateways: 1 });
-        onTestFinished(async ({ task }) => {
-          const failed = task.result?.state === "fail";
-          if (failed) console.error(`\n----- logs (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`);
-          await cluster.stop(failed);
-        });
+        const cluster = await startCluster({ counters: 1, gateways: 1 });
         const [counter] = cluster.counters as [ClusterProcess];
         const [gateway] = cluster.gateways as [ClusterProcess];
         await gateway.terminate();

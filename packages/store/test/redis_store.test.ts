@@ -16,7 +16,7 @@ import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeIncrementContract } from "./increment_contract.js";
 import { describeWindowContract } from "./window_contract.js";
-import { describeStoreContract } from "./store_contract.js";
+import { describeStoreContract, incrementOp } from "./store_contract.js";
 
 const LEASE_MS = 60_000;
 const KEY_TTL_MS = 60_000;
@@ -25,17 +25,9 @@ let prefixes = 0;
 /** A key prefix no other test in this process uses, so tests share one server without interfering. */
 const uniquePrefix = (): string => `lc:t${process.pid}-${++prefixes}:`;
 
+/** The contract's increment of p1's likes, under `key`, its payload naming the key. */
 function op(fence: Lease, key: string, overrides: Partial<IncrementOp> = {}): IncrementOp {
-  return {
-    fence,
-    page: "p1",
-    counter: "likes",
-    dc: "dc1",
-    delta: 1,
-    key,
-    payload: `ack-${key}`,
-    ...overrides,
-  };
+  return incrementOp(fence, { key, payload: `ack-${key}`, ...overrides });
 }
 
 /** Retries `fn` until it resolves: the client reconnects with backoff after a server restart. */
