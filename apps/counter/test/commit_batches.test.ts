@@ -18,7 +18,7 @@ import {
 import { VisitorHash } from "../src/visitor_hash.js";
 
 const NOW = 5_000;
-const FENCE: Fence = { partition: 3, epoch: 7 };
+const FENCE: Fence = { partition: 3, node: "n1/1", epoch: 7 };
 const host: ActorHost = {
   dc: "dc1",
   graceMs: 0,

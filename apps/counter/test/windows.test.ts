@@ -1,7 +1,7 @@
 import { windowCounterOf, type NodeReply, type NodeRequest } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, type Fence } from "@livecount/store";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -45,10 +45,7 @@ describe("counter - windows", () => {
   }
 
   /** The sweep of a node serving partition 0 of `store` under `fence`. */
-  function sweeperOf(
-    fence: { partition: number; epoch: number },
-    ttlMs: number,
-  ): { sweeper: EmptyPages; metrics: CounterMetrics } {
+  function sweeperOf(fence: Fence, ttlMs: number): { sweeper: EmptyPages; metrics: CounterMetrics } {
     const metrics = new CounterMetrics(new Registry(), {
       partitionsOwned: () => 0,
       partitionsBootstrapped: () => 0,
@@ -113,7 +110,7 @@ describe("counter - windows", () => {
     store = new MemoryStore({ now: () => clock.now() });
     const lease = await store.acquire(0, "counter-1", 10 * DAY_MS);
     const page = "windowed-sweep";
-    const fence = { partition: 0, epoch: lease!.epoch };
+    const fence = lease!;
     await store.increment(
       [
         {
@@ -146,7 +143,7 @@ describe("counter - windows", () => {
     clock = new ManualClock(START_MS + 30_000);
     store = new MemoryStore({ now: () => clock.now() });
     const lease = await store.acquire(0, "counter-1", 10 * DAY_MS);
-    const fence = { partition: 0, epoch: lease!.epoch };
+    const fence = lease!;
     const bucket = windowCounterOf("likes", 28_000_000);
     await store.write([
       { fence, writes: [{ page: "p", counter: bucket, dc: "dc2", entry: { p: 1, n: 0 } }] },

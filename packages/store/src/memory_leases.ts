@@ -75,11 +75,13 @@ export class MemoryLeases {
   }
 
   /**
-   * The fence is current: its partition's lease still carries its epoch. A takeover bumps the epoch
-   * and a release removes the lease, so no clock is needed; a lease that ran out and that nobody
-   * took still fences its holder, whose renewal would keep it too.
+   * The fence is current: its partition's lease still carries its epoch and holder. A takeover
+   * bumps the epoch and a release removes the lease, so no clock is needed; a lease that ran out and
+   * that nobody took still fences its holder, whose renewal would keep it too. The holder is
+   * compared as the Redis store compares it (redis_lua.ts), though epochs here are never reissued.
    */
   isCurrent(fence: Fence): boolean {
-    return this.#leases.get(fence.partition)?.epoch === fence.epoch;
+    const held = this.#leases.get(fence.partition);
+    return held !== undefined && held.epoch === fence.epoch && held.node === fence.node;
   }
 }

@@ -11,6 +11,7 @@ import { bucketOf } from "./digest.js";
 import { RecordsBuilder } from "./page_merge.js";
 import { queueScript, unpackr, type Arg, type RedisConnection } from "./redis_connection.js";
 import type { RedisKeys } from "./redis_keys.js";
+import { fenceArg } from "./redis_lua.js";
 import { entryField, parseEntry, parseOutcome, splitEntryField } from "./redis_records.js";
 import {
   PartialWriteError,
@@ -47,7 +48,7 @@ export async function writeGroups(
       const scriptKeys = keys.entryScriptKeys(partition);
       const packed = packWrites(writes);
       for (const page of packed.pages) scriptKeys.push(keys.page(page, partition));
-      queueScript(pipe(partition), "lcWrite", scriptKeys, [fence.epoch, now, packed.buffer]);
+      queueScript(pipe(partition), "lcWrite", scriptKeys, [fenceArg(fence), now, packed.buffer]);
     }
   });
   const failed = groups.filter((_, i) => replies[i] instanceof StoreError).map((g) => g.fence);
@@ -168,7 +169,7 @@ export async function mergePages(
   const replies = await conn.run("mergePages", (pipe) => {
     for (let from = 0; from < ids.length; from += PAGES_PER_MERGE) {
       const chunk = ids.slice(from, from + PAGES_PER_MERGE);
-      const args: Arg[] = [fence.epoch, now(), entryField("", indexedDc), packMerge(chunk, pages)];
+      const args: Arg[] = [fenceArg(fence), now(), entryField("", indexedDc), packMerge(chunk, pages)];
       const scriptKeys = [...partitionKeys, ...chunk.map((page) => keys.page(page, partition))];
       queueScript(pipe(partition), "lcMerge", scriptKeys, args, { buffer: true });
     }
@@ -204,7 +205,7 @@ export async function increment(
   const calls: Array<{ fence: Fence; ops: number[] }> = [];
   const open = new Map<string, { fence: Fence; ops: number[] }>();
   ops.forEach((op, i) => {
-    const id = `${op.fence.partition}:${op.fence.epoch}`;
+    const id = `${op.fence.partition}:${fenceArg(op.fence)}`;
     let call = open.get(id);
     if (call === undefined || call.ops.length === OPS_PER_SCRIPT) {
       call = { fence: op.fence, ops: [] };
@@ -246,7 +247,7 @@ export async function increment(
           for (const c of op.also ?? []) flat.push(entryField(c.counter, op.dc), c.delta);
         }
         const scriptKeys = [...keys.entryScriptKeys(partition), ...pageKeys.keys(), ...idemKeys];
-        const args: Arg[] = [fence.epoch, now, now + keyTtlMs, keyTtlMs, packList(pages), packList(flat)];
+        const args: Arg[] = [fenceArg(fence), now, now + keyTtlMs, keyTtlMs, packList(pages), packList(flat)];
         queueScript(pipe(partition), "lcIncrement", scriptKeys, args, { buffer: true });
       }
     },

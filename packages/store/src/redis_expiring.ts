@@ -6,6 +6,7 @@
 import { bucketOf } from "./digest.js";
 import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
 import type { RedisKeys } from "./redis_keys.js";
+import { fenceArg } from "./redis_lua.js";
 import { StaleFenceError, type Fence } from "./store.js";
 
 export async function removeExpiredBuckets(
@@ -36,7 +37,7 @@ export async function removeExpiredBuckets(
     keys.empty(partition),
     keys.expiring(partition),
   ];
-  const args: Arg[] = [fence.epoch, now];
+  const args: Arg[] = [fenceArg(fence), now];
   for (const [page, list] of fields) {
     scriptKeys.push(keys.page(page, partition));
     args.push(page, bucketOf(page), list.length, ...list);

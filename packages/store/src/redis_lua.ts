@@ -5,15 +5,27 @@
  * atomically; the digest changes of one run are applied once at its end (`apply_digests`).
  */
 import { LUA_DIGEST, ZERO_DIGEST } from "./digest.js";
+import type { Fence } from "./store.js";
+
+/**
+ * A fence as the entry scripts take it (`fence_current`): its epoch, then its holder. The epoch is
+ * digits, so the first colon ends it whatever the node id holds.
+ */
+export function fenceArg(fence: Fence): string {
+  return `${fence.epoch}:${fence.node}`;
+}
 
 /** Lua shared by the scripts that change entries. */
 export const LUA_HELPERS = `${LUA_DIGEST}
 local ZERO = "${ZERO_DIGEST}"
--- Whether the fence is current: its lease still carries its epoch. A takeover writes a new epoch
--- and a release deletes the lease, so no clock is needed; a lease that ran out and that nobody
--- took still fences its holder, whose renewal would keep it too (lcRenew).
-local function fence_current(lease_key, epoch)
-  return redis.call("HGET", lease_key, "epoch") == epoch
+-- Whether the fence (fenceArg: "epoch:node") is current: its lease still carries its epoch and
+-- its holder. A takeover writes a new epoch and a release deletes the lease, so no clock is
+-- needed; a lease that ran out and that nobody took still fences its holder, whose renewal would
+-- keep it too (lcRenew). The holder is compared too: a Redis that lost its last second of writes
+-- can hand an epoch out twice, to two nodes.
+local function fence_current(lease_key, fence)
+  local lease = redis.call("HMGET", lease_key, "epoch", "node")
+  return lease[1] and lease[2] and lease[1] .. ":" .. lease[2] == fence
 end
 local function read_entry(page_key, field)
   local v = redis.call("HGET", page_key, field)

@@ -6,6 +6,7 @@
 import { bucketOf } from "./digest.js";
 import { queueScript, type Arg, type RedisConnection } from "./redis_connection.js";
 import type { RedisKeys } from "./redis_keys.js";
+import { fenceArg } from "./redis_lua.js";
 import { StaleFenceError, type Fence, type PurgeResult } from "./store.js";
 
 export async function purgeTombstones(
@@ -30,7 +31,7 @@ export async function purgeTombstones(
     keys.tombs(partition),
     ...pages.map((page) => keys.page(page, partition)),
   ];
-  const args: Arg[] = [fence.epoch, now, deletedBefore];
+  const args: Arg[] = [fenceArg(fence), now, deletedBefore];
   for (const page of pages) args.push(page, bucketOf(page));
   const [reply] = await conn.run("purgeTombstones", (pipe) =>
     queueScript(pipe(partition), "lcPurge", scriptKeys, args),

@@ -14,7 +14,7 @@ export const SCRIPTS = {
   ...READ_SCRIPTS,
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
-   * index (all of the fence's partition), then one key per page written. ARGV: epoch, now, then the
+   * index (all of the fence's partition), then one key per page written. ARGV: fence, now, then the
    * writes as one MessagePack array (one argument instead of six per write: building and sending
    * arguments was most of a flush's cost): per page, its id, bucket and entry count, then field, p,
    * n, indexed (boolean) per entry. Returns 1 if applied, 0 if the fence is stale.
@@ -64,7 +64,7 @@ return 1`,
 
   /**
    * KEYS: lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, window
-   * index (all of the fence's partition), then one key per page. ARGV: epoch, now, the end of the
+   * index (all of the fence's partition), then one key per page. ARGV: fence, now, the end of the
    * fields of indexed entries (a NUL and the DC whose presence entries are indexed), then the pages
    * as one MessagePack array (as lcWrite takes its writes): per page, page, bucket, entry count,
    * then field, p, n per entry. Returns 0 if the fence is stale, else one MessagePack array (one
@@ -126,7 +126,7 @@ return cmsgpack.pack(advanced)`,
   /**
    * Publisher increments of one partition, in order, atomically. KEYS: the partition's entry script
    * keys (lease, pages, nonzero index, digest, bucket index, empty index, tombstone index, expiring
-   * index), then each page the ops change once, then per op its idempotency key. ARGV: epoch, now,
+   * index), then each page the ops change once, then per op its idempotency key. ARGV: fence, now,
    * expiresAt and keyTtlMs of the keys, then two MessagePack arrays (one argument each instead of a
    * dozen per op: writing and reading arguments was most of a call's cost on both sides): the pages,
    * as page and bucket per page key, and the ops, per op its page's index (1-based), field, counter,
@@ -267,7 +267,7 @@ end
 return cmsgpack.pack(replies)`,
 
   /**
-   * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: epoch, now,
+   * KEYS: lease, page, pages, bucket index, empty index, digest, expiring index. ARGV: fence, now,
    * page, emptySince, bucket. Removes the page if it has been empty since emptySince or earlier and
    * still is: 1 removed, 0 kept, -1 the fence is stale. Its entries are zero presence, which no
    * digest or non-zero index holds, and visit records, which leave the digest and the expiring index.
@@ -296,7 +296,7 @@ return 1`,
 
   /**
    * KEYS: lease, pages, digest, bucket index, empty index, tombstone index (all of the fence's
-   * partition), then one key per page. ARGV: epoch, now, deletedBefore, then per page: page, bucket.
+   * partition), then one key per page. ARGV: fence, now, deletedBefore, then per page: page, bucket.
    * Purges the page's deleted counters that may go (Store.purgeTombstones) if its tombstones last
    * changed at deletedBefore or earlier. Returns -1 if the fence is stale, else {floor, kept, stay,
    * then per page that lost counters its index (1-based, in KEYS order of pages) and their names}.
@@ -363,7 +363,7 @@ return reply`,
 
   /**
    * KEYS: lease, pages, digest, bucket index, empty index, expiring index (all of the fence's
-   * partition), then one page key per page. ARGV: epoch, now, then per page: page, bucket, field count
+   * partition), then one page key per page. ARGV: fence, now, then per page: page, bucket, field count
    * and its window bucket fields. Removes each field still in the expiring index as expired at `now`,
    * keeping digests and indexes (Store.removeExpiredBuckets). Returns -1 if the fence is stale, else
    * how many entries went.
@@ -399,7 +399,7 @@ end
 apply_digests(KEYS[3])
 return removed`,
 
-  /** KEYS: lease, digest. ARGV: epoch, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
+  /** KEYS: lease, digest. ARGV: fence, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
   lcRaisePurgeFloor: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 if tonumber(ARGV[3]) > tonumber(redis.call("HGET", KEYS[2], "pf") or "0") then
@@ -407,7 +407,7 @@ if tonumber(ARGV[3]) > tonumber(redis.call("HGET", KEYS[2], "pf") or "0") then
 end
 return 1`,
 
-  /** KEYS: lease, digest. ARGV: epoch, now. Returns 1 if marked, 0 if the fence is stale. */
+  /** KEYS: lease, digest. ARGV: fence, now. Returns 1 if marked, 0 if the fence is stale. */
   lcMarkBootstrapped: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1]) then return 0 end
 redis.call("HSET", KEYS[2], "boot", "1")

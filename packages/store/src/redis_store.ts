@@ -5,9 +5,9 @@
  * values, so keys expire by the same clock as in the memory store. Leases are the exception: they
  * run on the clock of the server holding them (LUA_LEASE_CLOCK), so a DC's processes agree on who
  * owns a partition whatever their own clocks say, unless the store was given a clock (tests). A
- * fence needs no clock: it is current while its lease carries its epoch. PEXPIRE on idempotency
- * keys only reclaims memory (by the Redis clock); whether a key still counts is decided by its
- * `expiresAt`.
+ * fence needs no clock: it is current while its lease carries its epoch and holder. PEXPIRE on
+ * idempotency keys only reclaims memory (by the Redis clock); whether a key still counts is decided
+ * by its `expiresAt`.
  *
  * Each call is one round trip: a pipeline of Lua scripts, one per lease, write group or increment,
  * each atomic. A pipeline is not a transaction: if the connection fails mid-way, a prefix may be
@@ -40,6 +40,7 @@ import {
 import { partitionOf as ringPartitionOf } from "@livecount/ring";
 import { DIGEST_BUCKETS, ZERO_DIGEST, bucketOf } from "./digest.js";
 import { RedisKeys } from "./redis_keys.js";
+import { fenceArg } from "./redis_lua.js";
 import { RedisLeases } from "./redis_leases.js";
 import { purgeTombstones } from "./redis_purge.js";
 import { removeExpiredBuckets } from "./redis_expiring.js";
@@ -292,7 +293,7 @@ export class RedisStore implements Store {
           this.#keys.expiring(partition),
         ];
         queueScript(pipe(partition), "lcRemoveIfEmpty", keys, [
-          fence.epoch,
+          fenceArg(fence),
           now,
           page,
           emptySince,
@@ -331,7 +332,7 @@ export class RedisStore implements Store {
           pipe(fence.partition),
           "lcRaisePurgeFloor",
           [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
-          [fence.epoch, this.#now(), floor],
+          [fenceArg(fence), this.#now(), floor],
         ),
       { durable: true },
     );
@@ -363,7 +364,7 @@ export class RedisStore implements Store {
           pipe(fence.partition),
           "lcMarkBootstrapped",
           [this.#keys.lease(fence.partition), this.#keys.digest(fence.partition)],
-          [fence.epoch, this.#now()],
+          [fenceArg(fence), this.#now()],
         ),
       { durable: true },
     );

@@ -3,23 +3,27 @@
  * every page, and idempotency records of publisher increments. Two implementations: in-memory (the
  * embedded default) and Redis.
  *
- * Time: lease and key expiry are judged against the store's own clock (`now`, injected, default
- * `Date.now`), never the server's, so every implementation decides the same way and tests can move
- * time. A lease or key is live while `now < expiresAt`.
+ * Time: key expiry is judged against the store's own clock (`now`, injected, default `Date.now`),
+ * so every implementation decides the same way and tests can move time; the Redis store runs
+ * leases on its server's clock unless given one (redis_store.ts). A lease or key is live while
+ * `now < expiresAt`. Fences need no clock.
  */
 import type { Entry } from "@livecount/crdt";
 
 /**
  * Proof of partition ownership. Every write carries it and is applied only while the fence is
- * current: the partition's lease has this epoch and has not expired.
+ * current: the partition's lease still names this holder and this epoch. The holder is compared as
+ * well as the epoch: a store that lost its last writes (a Redis restarted from an `everysec` file)
+ * can hand an epoch out again, and the holder tells its two owners apart.
  */
 export interface Fence {
   readonly partition: number;
+  /** The node incarnation that took the lease. */
+  readonly node: string;
   readonly epoch: number;
 }
 
 export interface Lease extends Fence {
-  readonly node: string;
   /** Epoch-ms from which the lease is expired and another node may take the partition. */
   readonly expiresAt: number;
 }
@@ -383,6 +387,9 @@ export class StaleFenceError extends StoreError {
     readonly fence: Fence,
     options?: { cause?: unknown },
   ) {
-    super(`partition ${fence.partition} is no longer owned at epoch ${fence.epoch}`, options);
+    super(
+      `partition ${fence.partition} is no longer owned by ${fence.node} at epoch ${fence.epoch}`,
+      options,
+    );
   }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { MemoryStore } from "@livecount/store";
 import { describeConvergenceContract } from "./convergence_contract.js";
+import { describeFenceContract } from "./fence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeIncrementContract } from "./increment_contract.js";
@@ -9,6 +10,7 @@ import { describeStoreContract } from "./store_contract.js";
 
 describeStoreContract("memory store", async (now) => new MemoryStore({ now }));
 describeConvergenceContract("memory store", async (now) => new MemoryStore({ now }));
+describeFenceContract("memory store", async (now) => new MemoryStore({ now }));
 describePurgeContract("memory store", async (now) => new MemoryStore({ now }));
 describeWindowContract("memory store", async (now) => new MemoryStore({ now }));
 describeIncrementBatchContract("memory store", async (now) => new MemoryStore({ now }));

@@ -9,6 +9,7 @@ import { partitionOf } from "@livecount/ring";
 import { InvalidStoreInputError, RedisStore, StoreError, type Lease } from "@livecount/store";
 import { RedisCluster, describeWithRedisCluster } from "../../../test/support/redis_cluster.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
+import { describeFenceContract } from "./fence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeIncrementContract } from "./increment_contract.js";
@@ -52,6 +53,7 @@ describeWithRedisCluster("redis cluster store", () => {
 
   describeStoreContract("redis cluster store", openPlaced);
   describeConvergenceContract("redis cluster store", openPlaced);
+  describeFenceContract("redis cluster store", openPlaced);
   describePurgeContract("redis cluster store", openPlaced);
   describeWindowContract("redis cluster store", openPlaced);
   describeIncrementBatchContract("redis cluster store", openPlaced);

@@ -12,6 +12,7 @@ import {
 } from "@livecount/store";
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
 import { describeConvergenceContract } from "./convergence_contract.js";
+import { describeFenceContract } from "./fence_contract.js";
 import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeIncrementContract } from "./increment_contract.js";
@@ -110,6 +111,9 @@ describeWithRedis("redis store", () => {
   describeConvergenceContract("redis store", (now) =>
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
+  describeFenceContract("redis store", (now) =>
+    RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
+  );
   describePurgeContract("redis store", (now) =>
     RedisStore.connect({ url: server.url, keyPrefix: uniquePrefix(), now }),
   );
@@ -193,6 +197,27 @@ describeWithRedis("redis store", () => {
       const live = (await ahead.acquire(2, "node-ahead", LEASE_MS))!;
       expect(await ahead.write([{ fence: live, writes: [write] }])).toEqual([]);
       expect(await behind.write([{ fence: short, writes: [write] }])).toEqual([short]);
+    });
+
+    test("redis store - an epoch handed out again after Redis lost its last writes fences only its new holder", async () => {
+      const prefix = uniquePrefix();
+      const store = await connect(server.url, prefix);
+      const raw = new Redis(server.url);
+      cleanups.push(() => raw.quit());
+      const first = (await store.acquire(0, "node-a/1", LEASE_MS))!;
+      // Redis restarted from an append file written before that take (appendfsync everysec): the
+      // lease and the epoch bump are gone, and node-a still holds its fence.
+      await raw.del(`${prefix}lease:0`);
+      await raw.decr(`${prefix}epoch:0`);
+      const second = (await store.acquire(0, "node-b/1", LEASE_MS))!;
+      expect(second.epoch).toBe(first.epoch);
+      const write = (page: string) => ({ page, counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } });
+      expect(await store.write([{ fence: first, writes: [write("p1")] }])).toEqual([first]);
+      expect(await store.increment([op(first, "k1")], KEY_TTL_MS)).toEqual([{ kind: "stale" }]);
+      expect(await store.renew([first], LEASE_MS)).toEqual([]);
+      expect(await store.write([{ fence: second, writes: [write("p2")] }])).toEqual([]);
+      expect(await store.load("p1")).toEqual({});
+      expect(await store.load("p2")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
     });
 
     test("redis store - every call is one round trip, however many groups or ops it carries", async () => {
