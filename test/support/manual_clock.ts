@@ -6,7 +6,10 @@
 import type { Clock, TimerHandle } from "@livecount/runtime";
 
 export class ManualClock implements Clock {
+  /** Time as the timers and `monotonic()` see it. */
   #now: number;
+  /** How far the wall clock (`now()`) was stepped away from it (`stepWall`). */
+  #wallOffset = 0;
   readonly #timers = new Map<number, { at: number; fn: () => void }>();
   #deferred: Array<() => void> = [];
   #next = 1;
@@ -16,7 +19,16 @@ export class ManualClock implements Clock {
   }
 
   now(): number {
+    return this.#now + this.#wallOffset;
+  }
+
+  monotonic(): number {
     return this.#now;
+  }
+
+  /** Steps the wall clock alone by `ms` (negative: back), as NTP or an operator would. */
+  stepWall(ms: number): void {
+    this.#wallOffset += ms;
   }
 
   setTimeout(fn: () => void, ms: number): TimerHandle {

@@ -40,15 +40,16 @@ export class PartitionOwnership {
   readonly #opts: OwnershipOptions;
   readonly #held = new Map<number, Lease>();
   /**
-   * Per held partition, until when (this process's clock) the lease is surely still ours: the lease
-   * length from when its acquire or last renew was sent. Past it (the process was paused, or the
+   * Per held partition, until when (this process's monotonic clock) the lease is surely still ours:
+   * the lease length from when its acquire or last renew was sent. Monotonic: a wall clock stepping
+   * back while renewals fail must not keep a partition served past its lease. Past it (the process was paused, or the
    * store did not answer renewals) another node may own the partition, so it is not served.
    */
   readonly #validUntil = new Map<number, number>();
   /** Releases under way, by partition. */
   readonly #releasing = new Map<number, Promise<void>>();
   readonly #wanted = new Set<number>();
-  /** Until when (this process's clock) a predecessor's leases are reclaimed (OwnershipOptions.reclaimFrom). */
+  /** Until when (monotonic) a predecessor's leases are reclaimed (OwnershipOptions.reclaimFrom). */
   #reclaimUntil = 0;
   /** A cycle repeats every few hundred ms while a partition cannot be had: its line is throttled. */
   readonly #logs = new LogThrottle();
@@ -75,7 +76,7 @@ export class PartitionOwnership {
 
   fenceOf(partition: number): Fence | undefined {
     const validUntil = this.#validUntil.get(partition);
-    return validUntil !== undefined && this.#opts.clock.now() < validUntil
+    return validUntil !== undefined && this.#opts.clock.monotonic() < validUntil
       ? this.#held.get(partition)
       : undefined;
   }
@@ -124,7 +125,7 @@ export class PartitionOwnership {
   }
 
   start(): void {
-    this.#reclaimUntil = this.#opts.clock.now() + this.#opts.leaseMs;
+    this.#reclaimUntil = this.#opts.clock.monotonic() + this.#opts.leaseMs;
     this.#schedule(0);
   }
 
@@ -162,7 +163,7 @@ export class PartitionOwnership {
    * A renewal that could not be tried is tried again after `retryMs`.
    */
   async #cycle(): Promise<void> {
-    const started = this.#opts.clock.now();
+    const started = this.#opts.clock.monotonic();
     let retry = false;
     try {
       retry = await this.#renew();
@@ -176,15 +177,14 @@ export class PartitionOwnership {
     const { retryMs, leaseMs } = this.#opts;
     const pending = retry || [...this.#wanted].some((p) => !this.#held.has(p));
     const due = pending ? Math.min(retryMs, leaseMs / 3) : leaseMs / 3;
-    // At most `due`: after the wall clock stepped back, the cycle's start looks later than now.
-    this.#schedule(Math.min(due, Math.max(0, started + due - this.#opts.clock.now())));
+    this.#schedule(Math.max(0, started + due - this.#opts.clock.monotonic()));
   }
 
   /** Renews every held lease; true if some could not be tried (the store failed for them). */
   async #renew(): Promise<boolean> {
     if (this.#held.size === 0) return false;
     const leases = [...this.#held.values()];
-    const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
+    const validUntil = this.#opts.clock.monotonic() + this.#opts.leaseMs;
     let kept: Lease[];
     // Leases whose renewal could not be tried (their part of the store failed): neither renewed
     // nor lost; they run out at their time unless a later cycle renews them.
@@ -237,7 +237,7 @@ export class PartitionOwnership {
     this.#acquiring = true;
     try {
       const missing = [...this.#wanted].filter((p) => !this.#held.has(p));
-      const validUntil = this.#opts.clock.now() + this.#opts.leaseMs;
+      const validUntil = this.#opts.clock.monotonic() + this.#opts.leaseMs;
       // Each on its own: on Redis Cluster one shard failing leaves the others' partitions to take.
       const settled = await Promise.allSettled(
         missing.map((p) =>
@@ -245,7 +245,7 @@ export class PartitionOwnership {
             p,
             this.#opts.node,
             this.#opts.leaseMs,
-            this.#opts.clock.now() < this.#reclaimUntil ? { reclaimFrom: this.#opts.reclaimFrom } : {},
+            this.#opts.clock.monotonic() < this.#reclaimUntil ? { reclaimFrom: this.#opts.reclaimFrom } : {},
           ),
         ),
       );

@@ -1,5 +1,5 @@
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, StoreError } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { PartitionOwnership } from "../src/partition_ownership.js";
@@ -101,7 +101,7 @@ describe("partition ownership", () => {
       override async renew(...args: Parameters<MemoryStore["renew"]>) {
         renewals.push(clock.now());
         // The first renewal's answer comes after the wall clock stepped back a minute.
-        if (renewals.length === 1) clock.jump(-60_000);
+        if (renewals.length === 1) clock.stepWall(-60_000);
         return super.renew(...args);
       }
     })({ now: () => clock.now() });
@@ -119,6 +119,38 @@ describe("partition ownership", () => {
     // The next one a third of a lease after the step, not a minute and a third later.
     expect(renewals[1]! - (renewals[0]! - 60_000)).toBe(LEASE_MS / 3);
     expect(ownership.held()).toEqual([[0, 1]]);
+    await ownership.close();
+  });
+
+  test("ownership - a wall clock that steps back while renewals fail does not keep a partition served past its lease", async () => {
+    const clock = new ManualClock();
+    let failing = false;
+    const store = new (class extends MemoryStore {
+      override async renew(...args: Parameters<MemoryStore["renew"]>) {
+        if (failing) throw new StoreError("Redis is unreachable");
+        return super.renew(...args);
+      }
+    })({ now: () => clock.now() });
+    const ownership = new PartitionOwnership({
+      store,
+      clock,
+      logger: silentLogger,
+      node: "n1/a",
+      leaseMs: LEASE_MS,
+      retryMs: RETRY_MS,
+    });
+    ownership.start();
+    await ownership.setWanted([0]);
+    failing = true;
+    clock.stepWall(-60_000);
+    await clock.advance(LEASE_MS - 1);
+    expect(ownership.fenceOf(0)).toBeDefined();
+    // A lease after it was taken, whatever the wall clock says: another node may hold it now.
+    await clock.advance(1);
+    expect(ownership.fenceOf(0)).toBeUndefined();
+    failing = false;
+    await clock.advance(RETRY_MS);
+    expect(ownership.fenceOf(0)).toBeDefined();
     await ownership.close();
   });
 

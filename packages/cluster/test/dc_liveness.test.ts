@@ -323,6 +323,7 @@ describe("cluster - data center liveness", () => {
     const manual = new ManualClock();
     const skewed: Clock = {
       now: () => manual.now() + skewMs,
+      monotonic: () => manual.monotonic(),
       setTimeout: (fn, ms) => manual.setTimeout(fn, ms),
       clearTimeout: (handle) => manual.clearTimeout(handle),
       defer: (fn) => manual.defer(fn),

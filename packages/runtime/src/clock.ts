@@ -1,7 +1,12 @@
 /** Time as a dependency: the actor and the gateway own timers, the pure core never does. */
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, on the wall clock: it may step (NTP, an operator). */
   now(): number;
+  /**
+   * Milliseconds on a clock that never steps (`performance.now()`), for deadlines of this process
+   * alone: a wall clock stepping back must not extend them.
+   */
+  monotonic(): number;
   setTimeout(fn: () => void, ms: number): TimerHandle;
   clearTimeout(handle: TimerHandle): void;
   /**
@@ -15,6 +20,7 @@ export type TimerHandle = { readonly __timer: unique symbol } | ReturnType<typeo
 
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   setTimeout: (fn, ms) => {
     const t = setTimeout(fn, ms);
     t.unref?.();
