@@ -20,10 +20,16 @@ export interface ActorHost {
   readonly graceMs: number;
   /** The unique-visitor hash, keyed by LIVECOUNT_VISITOR_KEY (visitor_hash.ts). */
   readonly visitorHash: VisitorHash;
+  /** Wall-clock ms: what pages record (time windows, peaks, the visitors' day). */
   now(): number;
+  /**
+   * Monotonic ms (Clock.monotonic): the actor's deadlines, graces and its settle window, so a wall
+   * clock stepping back keeps nobody counting past their grace.
+   */
+  monotonic(): number;
   /** The actor has entries to persist and publish. */
   markDirty(actor: PageActor): void;
-  /** The actor must be ticked at `at`: a lingering viewer's grace or its settle window ends then. */
+  /** The actor must be ticked at `at` (monotonic): a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
   /**
    * The page's viewers over data centers may have moved: it loaded, presence or another DC's entries

@@ -63,9 +63,9 @@ export class ActorRegistry implements ActorHost {
   /** Lines that can repeat per request or message, throttled (LogThrottle). */
   readonly #logs = new LogThrottle();
   readonly #actors = new Map<string, PageActor>();
-  /** actor -> when it must be ticked: the earliest end of a lingering viewer's grace or of its settle window. */
+  /** actor -> when (monotonic) it must be ticked: the earliest end of a lingering viewer's grace or of its settle window. */
   readonly #deadlines = new Map<PageActor, number>();
-  /** partition -> until when pages loaded there hold their stored viewers (after a takeover). */
+  /** partition -> until when (monotonic) pages loaded there hold their stored viewers (after a takeover). */
   readonly #settleUntil = new Map<number, number>();
   /** Over the cap with every actor busy, the size at which making room is tried again (0: at once). */
   #nextRoomScanAt = 0;
@@ -89,6 +89,10 @@ export class ActorRegistry implements ActorHost {
 
   now(): number {
     return this.#o.clock.now();
+  }
+
+  monotonic(): number {
+    return this.#o.clock.monotonic();
   }
 
   markDirty(actor: PageActor): void {
@@ -137,7 +141,7 @@ export class ActorRegistry implements ActorHost {
     const existing = this.#actors.get(page);
     if (existing !== undefined) return existing;
     const settleUntil = this.#settleUntil.get(partition) ?? 0;
-    const actor = new PageActor(this, page, partition, settleUntil > this.now() ? settleUntil : 0);
+    const actor = new PageActor(this, page, partition, settleUntil > this.monotonic() ? settleUntil : 0);
     this.#actors.set(page, actor);
     if (this.#actors.size > this.#o.maxActors && this.#actors.size >= this.#nextRoomScanAt) this.#makeRoom();
     this.#o.metrics.actors.set(this.#actors.size);
@@ -226,8 +230,9 @@ export class ActorRegistry implements ActorHost {
    * where a dead owner left viewers are woken, so they settle even if nobody touches them again.
    */
   partitionServing(partition: number): void {
-    this.#settleUntil.set(partition, this.now() + this.#o.settleMs);
-    this.#o.occupancy?.partitionServing(partition, this.now() + this.#o.settleMs);
+    const settleUntil = this.monotonic() + this.#o.settleMs;
+    this.#settleUntil.set(partition, settleUntil);
+    this.#o.occupancy?.partitionServing(partition, settleUntil);
     // No page of the partition loads before its presence floor is known.
     this.holdLoads(partition, this.#loadFloor(partition));
     void this.#wakeLeftBehind(partition);
@@ -265,7 +270,7 @@ export class ActorRegistry implements ActorHost {
 
   // --- time --------------------------------------------------------------------------------------
 
-  /** Ticks every actor whose deadline has come: graces end, settle windows close. */
+  /** Ticks every actor whose deadline has come by `now` (monotonic): graces end, settle windows close. */
   tick(now: number): void {
     // forEach, not for-of: no [actor, at] pair allocated per scheduled page on every sweep.
     this.#deadlines.forEach((at, actor) => {

@@ -443,7 +443,7 @@ export class CounterNode {
 
   #sweep(): void {
     const now = this.#clock.now();
-    this.#registry.tick(now);
+    this.#registry.tick(this.#clock.monotonic());
     this.#intake.sweep(now);
     if (++this.#sweeps % PASSIVATION_SWEEPS === 0) this.#registry.passivateIdle(now);
   }

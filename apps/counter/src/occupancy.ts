@@ -6,7 +6,7 @@ import type { OccupancyEvent } from "./webhook_event.js";
 /** Where occupancy events go (WebhookSender). */
 export interface OccupancySink {
   send(event: OccupancyEvent): void;
-  /** The partition just started serving here: hold its pages' deliveries until `until`. */
+  /** The partition just started serving here: hold its pages' deliveries until `until` (monotonic). */
   hold(partition: number, until: number): void;
 }
 
@@ -18,7 +18,7 @@ export interface OccupancyWatch {
   keeps(actor: PageActor): boolean;
   /** The actor left memory (the registry's one teardown). */
   forget(actor: PageActor): void;
-  /** The partition started serving here; pages loaded until `settledAt` hold their stored viewers. */
+  /** The partition started serving here; pages loaded until `settledAt` (monotonic) hold their stored viewers. */
   partitionServing(partition: number, settledAt: number): void;
 }
 

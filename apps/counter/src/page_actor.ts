@@ -123,7 +123,7 @@ export class PageActor {
     unvisited?: ReadonlySet<string>,
   ): void {
     this.#visitors.applying(unvisited, () =>
-      this.#presence.transitions(gateway, transitions, this.#host.now(), this.#host.graceMs),
+      this.#presence.transitions(gateway, transitions, this.#host.monotonic(), this.#host.graceMs),
     );
     this.#syncPresence();
   }
@@ -134,7 +134,7 @@ export class PageActor {
    */
   replaceGateway(gateway: string, held: ReadonlyMap<string, Hold>, unvisited?: ReadonlySet<string>): void {
     this.#visitors.applying(unvisited, () =>
-      this.#presence.replace(gateway, held, this.#host.now(), this.#host.graceMs),
+      this.#presence.replace(gateway, held, this.#host.monotonic(), this.#host.graceMs),
     );
     this.#syncPresence();
   }
@@ -144,7 +144,7 @@ export class PageActor {
     this.#syncPresence();
   }
 
-  /** Ends lingering viewers whose grace is over, and the settle window once it is over. */
+  /** Ends lingering viewers whose grace is over, and the settle window once it is over (`now`: monotonic). */
   tick(now: number): void {
     this.#presence.expire(now);
     this.#syncPresence();
@@ -427,7 +427,7 @@ export class PageActor {
   #syncPresence(): void {
     if (this.#status !== "active") return;
     if (this.#settleAt !== 0) {
-      if (this.#host.now() < this.#settleAt) return;
+      if (this.#host.monotonic() < this.#settleAt) return;
       this.#settleAt = 0;
     }
     this.#moveEntry(VIEWERS_COUNTER, this.#presence.count);

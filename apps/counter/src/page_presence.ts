@@ -18,7 +18,7 @@ class Viewer {
   /** While held, whether a holder's socket is active; while lingering, whether one was when it began. */
   active: boolean;
   more: Map<string, Hold> | undefined;
-  /** Lingering until then (epoch-ms); 0 while a gateway holds it. */
+  /** Lingering until then (monotonic ms, ActorHost.monotonic); 0 while a gateway holds it. */
   until = 0;
 
   constructor(gateway: string, sockets: number, active: boolean) {

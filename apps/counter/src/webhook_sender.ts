@@ -24,10 +24,11 @@ interface Delivery {
   readonly partition: number;
   readonly body: string;
   readonly signature: string;
+  /** When it was queued (monotonic: its age, against the max age, never grows by a clock step). */
   readonly createdAt: number;
   /** Attempts made so far. */
   attempts: number;
-  /** Not before this (a retry's backoff). */
+  /** Not before this (monotonic; a retry's backoff). */
   nextAt: number;
   /** Set while an attempt is in flight. */
   inFlight: AbortController | undefined;
@@ -40,7 +41,8 @@ type Failure = "network" | "timeout" | "status";
  * the one before it is delivered or given up), at least once (retried on network errors, timeouts
  * and non-2xx answers, with full-jitter exponential backoff, never once it is as old as the max
  * age), at most `concurrency` requests at once, at most `maxQueued` events held (past it the
- * oldest not being sent is dropped). All time goes through the clock.
+ * oldest not being sent is dropped). All time goes through the clock, and every deadline is on its
+ * monotonic reading: a wall clock stepping back delays no delivery.
  */
 export class WebhookSender {
   readonly #o: WebhookSenderOptions;
@@ -56,7 +58,7 @@ export class WebhookSender {
   readonly #ready = new Set<string>();
   /** Pages whose first event waits for its backoff or a hold. */
   readonly #timers = new Map<string, TimerHandle>();
-  /** partition -> not before this: a partition that just started serving here (see `hold`). */
+  /** partition -> not before this (monotonic): a partition that just started serving here (see `hold`). */
   readonly #holds = new Map<number, number>();
   #inFlight = 0;
   #closing = false;
@@ -83,7 +85,7 @@ export class WebhookSender {
       return;
     }
     const body = webhookBody(event, this.#o.dc);
-    const now = clock.now();
+    const now = clock.monotonic();
     const delivery: Delivery = {
       page: event.page,
       partition: event.partition,
@@ -147,12 +149,12 @@ export class WebhookSender {
     if (head === undefined || head.inFlight !== undefined) return;
     const { clock } = this.#o;
     const hold = this.#holds.get(head.partition);
-    if (hold !== undefined && hold <= clock.now()) this.#holds.delete(head.partition);
+    if (hold !== undefined && hold <= clock.monotonic()) this.#holds.delete(head.partition);
     const at = Math.max(head.nextAt, hold ?? 0);
     const existing = this.#timers.get(page);
     if (existing !== undefined) clock.clearTimeout(existing);
     this.#timers.delete(page);
-    if (at <= clock.now()) {
+    if (at <= clock.monotonic()) {
       this.#ready.add(page);
       return;
     }
@@ -162,7 +164,7 @@ export class WebhookSender {
         this.#timers.delete(page);
         this.#schedule(page);
         this.#pump();
-      }, at - clock.now()),
+      }, at - clock.monotonic()),
     );
   }
 
@@ -177,7 +179,7 @@ export class WebhookSender {
       this.#ready.delete(page);
       const head = this.#pages.get(page)?.[0];
       if (head === undefined || head.inFlight !== undefined) continue;
-      if (this.#o.clock.now() - head.createdAt >= this.#o.config.maxAgeMs) this.#giveUp(head, {});
+      if (this.#o.clock.monotonic() - head.createdAt >= this.#o.config.maxAgeMs) this.#giveUp(head, {});
       else void this.#attempt(head);
     }
   }
@@ -235,7 +237,7 @@ export class WebhookSender {
       return;
     }
     metrics.failures.inc({ reason: failure });
-    const now = clock.now();
+    const now = clock.monotonic();
     const fields = { ...detail, page: delivery.page, reason: failure, attempts: delivery.attempts };
     if (now - delivery.createdAt >= config.maxAgeMs) {
       this.#giveUp(delivery, fields);

@@ -67,7 +67,7 @@ describe("counter - actor registry", () => {
     let release!: () => void;
     u.store.hold = new Promise((r) => (release = r));
     await u.clock.advance(GRACE_MS);
-    u.registry.tick(u.clock.now());
+    u.registry.tick(u.clock.monotonic());
     await u.clock.advance(COALESCE_MS);
     await u.clock.advance(PASSIVATE_MS);
     u.registry.passivateIdle(u.clock.now());
@@ -146,12 +146,35 @@ describe("counter - actor registry", () => {
     await u.intake.batch(presenceBatch(6, "gw-1", [[page, "v:1", true]]));
     expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 0 });
     await u.clock.advance(SETTLE_MS - 1);
-    u.registry.tick(u.clock.now());
+    u.registry.tick(u.clock.monotonic());
     expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 0 });
     await u.clock.advance(1);
-    u.registry.tick(u.clock.now());
+    u.registry.tick(u.clock.monotonic());
     expect(u.registry.find(page)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 4 });
   });
+  test("counter - a wall clock stepping back holds neither a departed viewer's grace nor a settle window longer", async () => {
+    u = await buildUnits();
+    const [held, left] = [pageIn(7, 0), pageIn(7, 1)];
+    const old = await u.store.acquire(7, "node-old", 1);
+    await u.store.write([
+      { fence: old!, writes: [{ page: held, counter: VIEWERS_COUNTER, dc: DC, entry: { p: 5, n: 0 } }] },
+    ]);
+    await u.clock.advance(2);
+    await u.acquire(7);
+    await u.intake.batch(
+      presenceBatch(7, "gw-1", [
+        [held, "v:1", true],
+        [left, "v:2", true],
+      ]),
+    );
+    await u.intake.batch(presenceBatch(7, "gw-1", [[left, "v:2", false]]));
+    u.clock.stepWall(-60_000);
+    await u.clock.advance(Math.max(GRACE_MS, SETTLE_MS));
+    u.registry.tick(u.clock.monotonic());
+    expect(u.registry.find(left)!.viewers).toBe(0);
+    expect(u.registry.find(held)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 5, n: 4 });
+  });
+
   test("counter - a load that fails after its partition was lost and taken back leaves the new actor's leases alone", async () => {
     u = await buildUnits();
     const page = pageIn(7);
@@ -277,7 +300,7 @@ describe("counter - actor registry", () => {
       await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, false]]));
     }
     await u.clock.advance(GRACE_MS);
-    u.registry.tick(u.clock.now());
+    u.registry.tick(u.clock.monotonic());
     await u.clock.advance(COALESCE_MS);
     expect((await u.store.load(first))[VIEWERS_COUNTER]?.[DC]).toEqual({ p: 5, n: 5 });
     expect(await u.store.presenceFloor(3)).toBe(5);

@@ -24,6 +24,7 @@ const host: ActorHost = {
   graceMs: 0,
   visitorHash: new VisitorHash("test-visitor-key-0123"),
   now: () => NOW,
+  monotonic: () => NOW,
   markDirty: () => {},
   wakeAt: () => {},
   presenceFloor: () => 0,

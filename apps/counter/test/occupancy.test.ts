@@ -50,7 +50,7 @@ describe("counter - occupancy", () => {
 
   async function tickAfter(ms: number): Promise<void> {
     await u.clock.advance(ms);
-    u.registry.tick(u.clock.now());
+    u.registry.tick(u.clock.monotonic());
   }
 
   test("counter - a first viewer makes page.occupied, a reload within the grace nothing, the departure page.vacated when the grace ends", async () => {

@@ -39,6 +39,10 @@ class FakeHost implements ActorHost {
     return this.time;
   }
 
+  monotonic(): number {
+    return this.time;
+  }
+
   markDirty(): void {
     this.dirty++;
   }

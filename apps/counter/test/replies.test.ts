@@ -8,6 +8,7 @@ const host: ActorHost = {
   graceMs: 0,
   visitorHash: new VisitorHash("test-visitor-key-0123"),
   now: () => 0,
+  monotonic: () => 0,
   markDirty: () => {},
   wakeAt: () => {},
   presenceFloor: () => 0,

@@ -262,13 +262,36 @@ describe("counter - webhook sender", () => {
 
   test("counter - a partition that just started serving holds its pages' deliveries until its settle window ends", async () => {
     const { clock, sender, calls, event } = setUp();
-    sender.hold(3, clock.now() + 500);
+    sender.hold(3, clock.monotonic() + 500);
     sender.send(event("held", "page.occupied", 3));
     sender.send(event("free", "page.occupied", 4));
     await clock.advance(499);
     expect(calls.map((c) => c.body.page)).toEqual(["free"]);
     await clock.advance(1);
     expect(calls.map((c) => c.body.page)).toEqual(["free", "held"]);
+  });
+
+  test("counter - a wall clock stepping back delays no retry, hold or max age", async () => {
+    const { clock, sender, calls, event, answer } = setUp({ maxAgeMs: 5_000 }, () => 0.9999999);
+    sender.hold(3, clock.monotonic() + 500);
+    sender.send(event("held", "page.occupied", 3));
+    clock.stepWall(-60_000);
+    await clock.advance(500);
+    expect(calls).toHaveLength(1);
+    await answer(500);
+    clock.stepWall(-60_000);
+    // The retry after its backoff (1 s less 1 ms at this jitter), not a minute later.
+    await clock.advance(999);
+    expect(calls).toHaveLength(2);
+    await answer(500);
+    await clock.advance(1_999);
+    expect(calls).toHaveLength(3);
+    await answer(500);
+    // Its age counts on: its next turn (4 s on) comes past the max age, and it is given up then,
+    // not kept a further two minutes.
+    await clock.advance(4_000);
+    expect(calls).toHaveLength(3);
+    expect(sender.queued).toBe(0);
   });
 
   test("counter - closing delivers what is queued if the receiver takes it within the drain time", async () => {
