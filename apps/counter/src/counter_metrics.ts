@@ -6,6 +6,7 @@ export class CounterMetrics {
   readonly stalePresence: Counter;
   readonly increments: Counter<"outcome">;
   readonly resets: Counter<"kind" | "outcome">;
+  readonly storeRegressions: Counter;
   readonly flushes: Counter;
   readonly flushFailures: Counter;
   readonly storeWrites: Counter;
@@ -43,6 +44,11 @@ export class CounterMetrics {
       name: "livecount_counter_increments_total",
       help: "Publisher increments by outcome",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.storeRegressions = new Counter({
+      name: "livecount_counter_store_regressions_total",
+      help: "Publisher changes the store answered with an entry below what the owner had counted (it lost writes); the owner's count was kept",
       registers,
     });
     this.resets = new Counter({

@@ -342,6 +342,15 @@ export class DurableWriter {
       return undefined;
     }
     for (const partition of settled.lost) this.#o.lost(partition);
+    if (settled.repaired > 0) {
+      metrics.storeRegressions.inc(settled.repaired);
+      const suppressed = this.#logs.admit("store regressed");
+      if (suppressed !== undefined)
+        this.#o.logger.error(
+          { changes: settled.repaired, suppressed },
+          "the store lost writes: entries came back below what this node counted; counting on from its count",
+        );
+    }
     for (const { pending, reply } of settled.answers) pending.resolve(reply);
     return settled;
   }

@@ -10,6 +10,7 @@
  * answer kept with the key for retries is written the same way, by the store (OWN_VALUE).
  */
 import { minuteOf, windowCounterOf, type IncrementRequest, type NodeReply } from "@livecount/protocol";
+import type { Entry } from "@livecount/crdt";
 import { OWN_VALUE, type Fence, type IncrementOp, type IncrementOutcome } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
@@ -124,6 +125,34 @@ export interface AnsweredIncrements {
   readonly lost: Set<number>;
   /** Outcome of each op sent, for metrics. */
   readonly outcomes: Array<IncrementOutcome["kind"]>;
+  readonly repaired: number;
+}
+
+/**
+ * The entry of this DC's `counter` that an applied change of `delta` leaves, as the owner counts it,
+ * installed in the actor. The store's, unless it is below the actor's entry before the change plus
+ * the change: then the store lost writes the owner saw applied (a Redis restarted from its last
+ * `appendfsync everysec`, or failed over without WAIT), and the owner's count plus the change is the
+ * entry. It is written back by the next flush (as an unconfirmed merge is), so later changes build
+ * on it; until then the store answers each of them low again, and each is counted the same way.
+ */
+export function countedEntry(
+  actor: PageActor,
+  dc: string,
+  counter: string,
+  delta: number,
+  stored: Entry,
+): Entry {
+  const before = actor.ownEntry(counter);
+  const p = before.p + Math.max(delta, 0);
+  const n = before.n + Math.max(-delta, 0);
+  if (stored.p >= p && stored.n >= n) {
+    actor.applied(counter, stored);
+    return stored;
+  }
+  const counted = { p: Math.max(stored.p, p), n: Math.max(stored.n, n) };
+  actor.mergeDurable({ [counter]: { [dc]: counted } }, "unconfirmed");
+  return counted;
 }
 
 /**
@@ -140,6 +169,7 @@ export function answerIncrements(
   const lost = new Set<number>();
   const kinds: AnsweredIncrements["outcomes"] = [];
   const replies: NodeReply[] = [];
+  let repaired = 0;
   for (const item of plan.planned) {
     const { pending } = item;
     if ("sameAs" in item) continue;
@@ -149,13 +179,14 @@ export function answerIncrements(
     let reply: NodeReply;
     switch (outcome?.kind) {
       case "applied": {
-        actor.applied(request.counter, outcome.entry);
-        durable.add(actor, op.dc, request.counter, outcome.entry);
+        const entry = countedEntry(actor, op.dc, request.counter, request.delta, outcome.entry);
+        if (entry !== outcome.entry) repaired++;
+        durable.add(actor, op.dc, request.counter, entry);
         // The window bucket is published with it; the actor does not keep buckets (PageActor).
         const bucket = op.also?.[0];
         if (bucket !== undefined && outcome.also?.[0] !== undefined)
           durable.add(actor, op.dc, bucket.counter, outcome.also[0]);
-        const value = item.base + outcome.entry.p - outcome.entry.n;
+        const value = item.base + entry.p - entry.n;
         reply = incremented(request, { value, updatedAt: plan.now }, false);
         break;
       }
@@ -200,7 +231,7 @@ export function answerIncrements(
           : (original ?? errorReply("internal")),
     });
   }
-  return { answers, durable: durable.updates(), lost, outcomes: kinds };
+  return { answers, durable: durable.updates(), lost, outcomes: kinds, repaired };
 }
 
 function incremented(request: IncrementRequest, answer: AnswerPayload, duplicate: boolean): NodeReply {

@@ -25,6 +25,8 @@ export interface AnsweredChanges {
   }>;
   readonly durable: readonly DurableUpdate[];
   readonly lost: ReadonlySet<number>;
+  /** Applied changes whose stored entry came back below the owner's count (countedEntry). */
+  readonly repaired: number;
 }
 
 export function errorReply(code: ErrorCode, message?: string): ErrorReply {

@@ -16,7 +16,7 @@
  */
 import { activityOf, tombstoneOf, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
-import { TOO_LARGE, UNCONFIRMED } from "./increment_batch.js";
+import { TOO_LARGE, UNCONFIRMED, countedEntry } from "./increment_batch.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 
@@ -134,6 +134,7 @@ export interface AnsweredResets {
   readonly durable: readonly DurableUpdate[];
   readonly lost: Set<number>;
   readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
+  readonly repaired: number;
 }
 
 export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcome[]): AnsweredResets {
@@ -141,6 +142,7 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
   const lost = new Set<number>();
   const kinds: AnsweredResets["outcomes"] = [];
   const durable = new DurableEntries();
+  let repaired = 0;
   plan.sent.forEach((s, i) => {
     const { actor, request } = s.pending;
     const outcome = outcomes[i];
@@ -148,15 +150,19 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
     kinds.push({ kind: request.tombstone ? "delete" : "reset", outcome: outcome?.kind ?? "stale" });
     let reply: NodeReply;
     switch (outcome?.kind) {
-      case "applied":
-        actor.applied(request.counter, outcome.entry);
-        durable.add(actor, s.op.dc, request.counter, outcome.entry);
-        if (request.tombstone && outcome.also?.[0] !== undefined) {
-          actor.applied(tombstone, outcome.also[0]);
-          durable.add(actor, s.op.dc, tombstone, outcome.also[0]);
+      case "applied": {
+        const entry = countedEntry(actor, s.op.dc, request.counter, s.op.delta, outcome.entry);
+        if (entry !== outcome.entry) repaired++;
+        durable.add(actor, s.op.dc, request.counter, entry);
+        const tomb = s.op.also?.[0];
+        if (request.tombstone && tomb !== undefined && outcome.also?.[0] !== undefined) {
+          const tombEntry = countedEntry(actor, s.op.dc, tombstone, tomb.delta, outcome.also[0]);
+          if (tombEntry !== outcome.also[0]) repaired++;
+          durable.add(actor, s.op.dc, tombstone, tombEntry);
         }
         reply = resetReply(request, { previous: s.previous, updatedAt: plan.now }, false);
         break;
+      }
       case "duplicate": {
         // The store's entries may hold a first try this actor never heard of (its answer was lost).
         if (outcome.entry !== undefined) actor.applied(request.counter, outcome.entry);
@@ -188,7 +194,7 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
     }
     answers.push({ pending: s.pending, reply });
   });
-  return { answers, durable: durable.updates(), lost, outcomes: kinds };
+  return { answers, durable: durable.updates(), lost, outcomes: kinds, repaired };
 }
 
 function resetReply(request: ResetRequest, answer: ResetPayload, duplicate: boolean): NodeReply {

@@ -5,7 +5,7 @@
 import { MemoryBus, nodeSubject } from "@livecount/bus";
 import { decodeNodeReply, encodeMessage, type NodeReply, type NodeRequest } from "@livecount/protocol";
 import { silentLogger, type Env } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, type Store } from "@livecount/store";
 import { Registry } from "prom-client";
 import { expect } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -16,30 +16,41 @@ export class ManualNode {
   private constructor(
     readonly clock: ManualClock,
     readonly bus: MemoryBus,
-    readonly store: MemoryStore,
+    readonly store: Store,
     readonly node: CounterNode,
+    readonly registry: Registry,
   ) {}
 
-  /** Starts `counter-1` in dc1 at `startMs` with `env` on top of its id, and waits until it is ready. */
-  static async start(startMs: number, env: Env = {}): Promise<ManualNode> {
+  /**
+   * Starts `counter-1` in dc1 at `startMs` with `env` on top of its id, and waits until it is ready.
+   * `storeOn`: its store on the node's clock (default a MemoryStore).
+   */
+  static async start(
+    startMs: number,
+    env: Env = {},
+    storeOn: (now: () => number) => Store | Promise<Store> = (now) => new MemoryStore({ now }),
+  ): Promise<ManualNode> {
     const clock = new ManualClock(startMs);
     const bus = new MemoryBus({ clock });
-    const store = new MemoryStore({ now: () => clock.now() });
+    const store = await storeOn(() => clock.now());
+    const registry = new Registry();
     const config = readCounterConfig({ LIVECOUNT_NODE_ID: "counter-1", ...env });
     const node = new CounterNode({
       config,
       bus,
       store,
       logger: silentLogger,
-      registry: new Registry(),
+      registry,
       clock,
     });
     const started = node.start();
     await clock.advance(0);
     await started;
     await clock.advance(100);
+    // A store over a socket answers in real time: a millisecond at a time until it has.
+    for (let i = 0; !node.ready && i < 5_000; i++) await clock.advance(1);
     expect(node.ready).toBe(true);
-    return new ManualNode(clock, bus, store, node);
+    return new ManualNode(clock, bus, store, node, registry);
   }
 
   /** A request to the node, time moving a millisecond at a time until it is answered. */

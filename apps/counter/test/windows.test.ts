@@ -1,7 +1,7 @@
 import { windowCounterOf, type NodeReply, type NodeRequest } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore, type Fence } from "@livecount/store";
+import { MemoryStore, type Fence, type Store } from "@livecount/store";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -23,7 +23,7 @@ const PAGE = "windowed";
 describe("counter - windows", () => {
   let n: ManualNode | undefined;
   let clock: ManualClock;
-  let store: MemoryStore;
+  let store: Store;
   let keys = 0;
 
   afterEach(async () => {
