@@ -1,5 +1,5 @@
 import { pageSubject, type Bus } from "@livecount/bus";
-import type { BusHealth } from "@livecount/cluster";
+import { probeGateway, type BusHealth } from "@livecount/cluster";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
@@ -102,6 +102,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     sweepMs: o.sweepMs,
     bus: o.busHealth,
     busSilenceMs: o.busSilenceMs,
+    probe: (gateway, timeoutMs) => probeGateway(bus, o.dc, gateway, timeoutMs),
     now: () => clock.now(),
   });
   return { registry, writer, intake };

@@ -1,4 +1,11 @@
-import { BusSilence, GatewayLeases, type BusHealth, type GatewayLease } from "@livecount/cluster";
+import {
+  BusSilence,
+  GatewayLeases,
+  HEARTBEATS_PER_LEASE,
+  type BusHealth,
+  type GatewayLease,
+  type GatewayPresence,
+} from "@livecount/cluster";
 import {
   transitionsOf,
   type GatewayHeartbeat,
@@ -18,6 +25,11 @@ import type { PageActor } from "./page_actor.js";
 import type { Hold } from "./page_presence.js";
 
 const ACK: NodeReply = { type: "ack" };
+/**
+ * The answer to presence of an incarnation let go here that may still run: retryable, so a live
+ * gateway sends it again (a sync again) once a probe took it back; a late message's sender is gone.
+ */
+const RELEASED: NodeReply = errorReply("unavailable", "this gateway incarnation was released here");
 
 export interface PresenceIntakeOptions {
   readonly registry: ActorRegistry;
@@ -32,6 +44,11 @@ export interface PresenceIntakeOptions {
   readonly bus: BusHealth;
   /** A round trip unanswered for longer than this is a silence of the bus, not of the gateways: their leases wait. */
   readonly busSilenceMs: number;
+  /**
+   * Asks whether gateway incarnation `gateway` still runs, waiting at most `timeoutMs`
+   * (`probeGateway` on the node's bus).
+   */
+  readonly probe: (gateway: string, timeoutMs: number) => Promise<GatewayPresence>;
   readonly now: () => number;
 }
 
@@ -73,7 +90,8 @@ export class PresenceIntake {
 
   /** A batch of one gateway's transitions on pages of one partition, grouped by page, in order per page. */
   async pages(batch: PresencePages): Promise<NodeReply> {
-    if (!this.#accept(batch.gateway, batch.reconnects)) return ACK;
+    const refusal = this.#accept(batch.gateway, batch.reconnects);
+    if (refusal !== undefined) return refusal;
     // Checked once per page, not per transition: hashing every viewer's page would cost more than
     // the transition. Nothing is applied from a batch with a page of another partition.
     for (const [page] of batch.pages)
@@ -117,7 +135,8 @@ export class PresenceIntake {
 
   /** A gateway's whole contribution to one partition, replacing what it held there. */
   async sync(sync: PresenceSync): Promise<NodeReply> {
-    if (!this.#accept(sync.gateway, sync.reconnects)) return ACK;
+    const refusal = this.#accept(sync.gateway, sync.reconnects);
+    if (refusal !== undefined) return refusal;
     const pages = new Set(Object.keys(sync.pages));
     for (const page of pages) {
       if (partitionOf(page, this.#o.partitions) !== sync.partition) return wrongPartition(page, sync);
@@ -151,13 +170,15 @@ export class PresenceIntake {
    * way once that one has missed a heartbeat (here or at a later sweep): that process is dead, and
    * the viewers it held linger while they reconnect, so the count neither dips nor keeps the dead
    * sockets until the old lease lapses. True when the gateway was not known here: it has just
-   * started (or this node has).
+   * started (or this node has). A heartbeat of an incarnation let go here is not heard (a NATS
+   * server passed it on late, or it still runs: `#released`).
    */
   heartbeat(beat: GatewayHeartbeat): boolean {
     this.#o.bus.delivered();
+    const now = this.#o.now();
     const known = this.#leases.knows(beat.gateway);
     if (beat.state === "down") {
-      const lease = this.#leases.drop(beat.gateway);
+      const lease = this.#leases.drop(beat.gateway, now, true);
       if (lease !== undefined) this.#release(lease);
       return false;
     }
@@ -165,14 +186,35 @@ export class PresenceIntake {
       beat.node !== undefined && beat.startedAt !== undefined
         ? { node: beat.node, startedAt: beat.startedAt }
         : undefined;
-    this.#leases.touch(beat.gateway, this.#o.now(), beat.leaseMs, origin);
+    if (!this.#leases.touch(beat.gateway, now, beat.leaseMs, origin)) {
+      this.#released(beat.gateway, now);
+      return false;
+    }
     if (this.#leases.hasLaterIncarnation(beat.gateway))
       this.#o.logger.warn(
         { gateway: beat.gateway, node: beat.node },
         "two live gateways share a node id; LIVECOUNT_NODE_ID must be unique per gateway process",
       );
-    this.#supersede(this.#o.now());
+    this.#supersede(now);
     return !known;
+  }
+
+  /**
+   * A message of `gateway`, which was let go here, came at `now`. Sent before the release and passed
+   * on late by a NATS server, it must not count; but the gateway may still run (let go while it
+   * stalled, or probed while its bus blipped), and only it can say so: it is asked, at most once a
+   * heartbeat interval, and taken back when it answers. Until then everything it sends is refused,
+   * presence with a retryable error: once taken back, its resync (after its stall, or its bus
+   * reconnect) comes again and counts.
+   */
+  #released(gateway: string, now: number): void {
+    if (!this.#leases.shouldProbe(gateway, now)) return;
+    const timeoutMs = this.#o.gatewayLeaseMs / HEARTBEATS_PER_LEASE;
+    void this.#o.probe(gateway, timeoutMs).then((presence) => {
+      if (presence !== "alive" || this.#leases.released(gateway) === undefined) return;
+      this.#leases.readmit(gateway);
+      this.#o.logger.info({ gateway }, "a gateway released here still runs; hearing it again");
+    });
   }
 
   /** Earlier incarnations of restarted gateways that missed a heartbeat: their viewers linger. */
@@ -195,7 +237,7 @@ export class PresenceIntake {
    * viewers linger for the grace window while they reconnect, its sockets stop counting.
    */
   gone(gateway: string): void {
-    const lease = this.#leases.drop(gateway);
+    const lease = this.#leases.drop(gateway, this.#o.now(), false);
     if (lease !== undefined) this.#restarted(lease);
   }
 
@@ -275,15 +317,21 @@ export class PresenceIntake {
   }
 
   /**
-   * A presence request proves the gateway alive (its lease length comes with its heartbeats),
-   * unless it came over a connection the gateway has replaced since (GatewayLeases.acceptPresence):
-   * acknowledged, as nobody waits for the answer, and dropped.
+   * A presence request proves the gateway alive (its lease length comes with its heartbeats):
+   * undefined, apply it. Unless it came over a connection the gateway has replaced since
+   * (GatewayLeases.acceptPresence), or from an incarnation that said it went down: acknowledged, as
+   * nobody waits for the answer, and dropped. Or from an incarnation let go here otherwise: refused
+   * until it proves it runs (`#released`).
    */
-  #accept(gateway: string, reconnects = 0): boolean {
+  #accept(gateway: string, reconnects = 0): NodeReply | undefined {
     this.#o.bus.delivered();
-    if (this.#leases.acceptPresence(gateway, this.#o.now(), reconnects)) return true;
+    const now = this.#o.now();
+    const verdict = this.#leases.acceptPresence(gateway, now, reconnects);
+    if (verdict === "accepted") return undefined;
     this.#o.metrics.stalePresence.inc();
-    return false;
+    if (verdict !== "unproven") return ACK;
+    this.#released(gateway, now);
+    return RELEASED;
   }
 }
 

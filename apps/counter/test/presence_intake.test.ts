@@ -1,9 +1,11 @@
-import { CONNECTIONS_COUNTER, VIEWERS_COUNTER, holdCode } from "@livecount/protocol";
+import { gatewaySubject } from "@livecount/bus";
+import { CONNECTIONS_COUNTER, VIEWERS_COUNTER, holdCode, type PresenceSync } from "@livecount/protocol";
 
 const DAY_MS = 86_400_000;
 import { afterEach, describe, expect, test } from "vitest";
 import {
   BUS_SILENCE_MS,
+  DC,
   GATEWAY_LEASE_MS,
   GRACE_MS,
   SWEEP_MS,
@@ -459,5 +461,139 @@ describe("counter - presence intake", () => {
     await late;
     expect(viewers(page)).toBe(0);
     expect(u.intake.remembers(page)).toBe(false);
+  });
+
+  const upBeat = (gateway: string, startedAt: number) =>
+    u.intake.heartbeat({
+      type: "gateway",
+      gateway,
+      node: "gw",
+      startedAt,
+      leaseMs: GATEWAY_LEASE_MS,
+      state: "up",
+    });
+  const syncOf = (gateway: string, page: string, held: string[], reconnects?: number): PresenceSync => ({
+    type: "presence_sync",
+    gateway,
+    partition: 3,
+    pages: { [page]: held },
+    ...(reconnects !== undefined ? { reconnects } : {}),
+  });
+  /** The incarnation answers probes on its own subject, as a running gateway does. */
+  const answerProbes = (gateway: string) => u.bus.serve(gatewaySubject(DC, gateway), () => new Uint8Array(0));
+
+  test("counter - presence and heartbeats a NATS server passes on late from an incarnation already released never count again, however it was released", async () => {
+    const releases = {
+      // Restarted: the new incarnation beats on, the old one has missed a beat.
+      superseded: async () => {
+        upBeat("gw-new", 2);
+        await sweepFor(GATEWAY_LEASE_MS / 2);
+        upBeat("gw-new", 2);
+      },
+      gone: async () => {
+        upBeat("gw-new", 2);
+        u.intake.gone("gw-old");
+      },
+      down: async () => {
+        u.intake.heartbeat({ type: "gateway", gateway: "gw-old", leaseMs: GATEWAY_LEASE_MS, state: "down" });
+      },
+      lapsed: async () => sweepFor(GATEWAY_LEASE_MS),
+    };
+    for (const [how, release] of Object.entries(releases)) {
+      u = await buildUnits();
+      const page = pageIn(3);
+      await u.acquire(3);
+      upBeat("gw-old", 1);
+      // Held back by a frozen NATS server, before the release.
+      const late = [
+        presenceBatch(3, "gw-old", [[page, "v:ghost", true]]),
+        { ...presenceBatch(3, "gw-old", [[page, "v:ghost", true]]), reconnects: 4 },
+      ];
+      await u.intake.sync(syncOf("gw-old", page, ["v:1"]));
+      // Another gateway holds a viewer throughout.
+      u.intake.heartbeat({ type: "gateway", gateway: "keeper", leaseMs: 10 * GATEWAY_LEASE_MS, state: "up" });
+      await u.intake.sync(syncOf("keeper", page, ["v:2"]));
+      await release();
+      await u.clock.advance(GRACE_MS);
+      u.registry.tick(u.clock.now());
+      expect(viewers(page), how).toBe(1);
+      // The server thaws: nothing of the released incarnation counts, for longer than any lease.
+      for (const batch of late) await u.intake.batch(batch);
+      await u.intake.sync(syncOf("gw-old", page, ["v:ghost"], 9));
+      expect(upBeat("gw-old", 1), how).toBe(false);
+      await u.clock.advance(0);
+      expect(viewers(page), how).toBe(1);
+      expect(u.intake.predecessors("gw-new"), how).toEqual([]);
+      for (let t = 0; t < 2 * GATEWAY_LEASE_MS; t += GATEWAY_LEASE_MS / 3) {
+        await sweepFor(GATEWAY_LEASE_MS / 3);
+        await u.intake.batch(presenceBatch(3, "gw-old", [[page, "v:ghost", true]]));
+        expect(viewers(page), how).toBe(1);
+      }
+      await u.close();
+    }
+  });
+
+  test("counter - a late heartbeat of a dead incarnation reporting a later start does not supersede the live one", async () => {
+    u = await buildUnits();
+    const page = pageIn(3);
+    await u.acquire(3);
+    // Restarted on a host whose clock stepped back: the live incarnation reports the earlier start.
+    upBeat("gw-dead", 2);
+    upBeat("gw-live", 1);
+    answerProbes("gw-live");
+    await u.intake.sync(syncOf("gw-live", page, ["v:1", "v:2"]));
+    u.intake.gone("gw-dead");
+    // The dead one's heartbeat, passed on late; then the live one misses a beat (a short stall).
+    upBeat("gw-dead", 2);
+    await sweepFor(GATEWAY_LEASE_MS / 2);
+    upBeat("gw-live", 1);
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.now());
+    expect(viewers(page)).toBe(2);
+  });
+
+  test("counter - a live gateway released while it stalled or while its bus blipped is taken back once it answers a probe, and its resync counts", async () => {
+    const releases = {
+      lapsed: async () => sweepFor(GATEWAY_LEASE_MS),
+      // Probed while its connection was down: no responder, taken for gone.
+      gone: async () => u.intake.gone("gw"),
+      superseded: async () => {
+        upBeat("gw-late", 2);
+        await sweepFor(GATEWAY_LEASE_MS / 2);
+      },
+    };
+    for (const [how, release] of Object.entries(releases)) {
+      for (const heardFirst of ["heartbeat", "sync"] as const) {
+        u = await buildUnits();
+        const page = pageIn(3);
+        await u.acquire(3);
+        upBeat("gw", 1);
+        await u.intake.sync(syncOf("gw", page, ["v:1", "v:2"]));
+        await release();
+        await u.clock.advance(GRACE_MS);
+        u.registry.tick(u.clock.now());
+        expect(viewers(page), how).toBe(0);
+        // It runs (again): it answers probes, beats, and resyncs, as after a stall or a reconnect.
+        answerProbes("gw");
+        if (heardFirst === "heartbeat") upBeat("gw", 1);
+        const resync = syncOf("gw", page, ["v:1", "v:2"], how === "gone" ? 1 : undefined);
+        if (heardFirst === "sync") {
+          // Refused, retryably, until it proves it runs: the gateway sends it again.
+          expect(await u.intake.sync(resync), how).toMatchObject({ type: "error", code: "unavailable" });
+        }
+        await u.clock.advance(0);
+        expect(await u.intake.sync(resync), how).toEqual({ type: "ack" });
+        upBeat("gw", 1);
+        await u.clock.advance(0);
+        expect(viewers(page), `${how} ${heardFirst}`).toBe(2);
+        // Heard as ever from then on: its lease runs from its beats.
+        for (let t = 0; t < 2 * GATEWAY_LEASE_MS; t += GATEWAY_LEASE_MS / 3) {
+          await sweepFor(GATEWAY_LEASE_MS / 3);
+          upBeat("gw", 1);
+        }
+        expect(viewers(page), how).toBe(2);
+        await u.close();
+      }
+    }
   });
 });

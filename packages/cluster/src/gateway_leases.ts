@@ -1,5 +1,6 @@
 import { leaseFromAfterSilence } from "./bus_pulse.js";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
+import { ReleasedGateways, type Released } from "./released_gateways.js";
 
 /**
  * What a counter node knows of the gateways that sent it presence: when each was last heard, its
@@ -30,6 +31,12 @@ export interface GatewayOrigin {
  */
 export const SUPERSEDE_SILENCE = 1.5;
 
+/**
+ * What becomes of a presence request (`GatewayLeases.acceptPresence`): applied, stale (over a bus
+ * connection its gateway has replaced since), or from an incarnation let go here (`Released`).
+ */
+export type PresenceVerdict = "accepted" | "stale" | Released;
+
 interface LeaseState {
   lastSeen: number;
   leaseMs: number;
@@ -41,15 +48,19 @@ interface LeaseState {
 
 export class GatewayLeases {
   readonly #leases = new Map<string, LeaseState>();
+  /** Incarnations let go here: what a NATS server passes on late from them does not bring them back. */
+  readonly #released = new ReleasedGateways();
 
   /** `defaultLeaseMs`: the lease of a gateway heard from before its first heartbeat. */
   constructor(private readonly defaultLeaseMs: number) {}
 
   /**
    * The gateway was heard at `now`: a heartbeat (with its lease, and which process it is) or a
-   * presence request (which keeps what is already known).
+   * presence request (which keeps what is already known). False, and nothing changes, for an
+   * incarnation let go here and not taken back (`released`): the message was sent before that.
    */
-  touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): void {
+  touch(gateway: string, now: number, leaseMs?: number, origin?: GatewayOrigin): boolean {
+    if (this.#released.of(gateway) !== undefined) return false;
     const lease = this.#leases.get(gateway);
     if (lease === undefined) {
       this.#leases.set(gateway, {
@@ -59,11 +70,12 @@ export class GatewayLeases {
         reconnects: 0,
         pages: new Set(),
       });
-      return;
+      return true;
     }
     lease.lastSeen = Math.max(lease.lastSeen, now);
     if (leaseMs !== undefined) lease.leaseMs = leaseMs;
     if (origin !== undefined) lease.origin = origin;
+    return true;
   }
 
   /**
@@ -71,15 +83,39 @@ export class GatewayLeases {
    * reconnects: touched as by `touch`, its count the highest heard, unless it is stale: sent over a
    * connection the gateway has replaced since (a higher count was heard), which a NATS server held
    * and passed on late. Such a request is older than the gateway's resync since, and says nothing of
-   * its viewers, nor that it is alive: false, and nothing changes. What a lease forgets (expired,
-   * down) it forgets with its count: a gateway heard again starts over.
+   * its viewers, nor that it is alive: "stale", and nothing changes. Nor does a request of an
+   * incarnation let go here (`released`): how it was is the answer. What a lease forgets (expired,
+   * down) it forgets with its count: a gateway taken back starts over.
    */
-  acceptPresence(gateway: string, now: number, reconnects: number): boolean {
+  acceptPresence(gateway: string, now: number, reconnects: number): PresenceVerdict {
+    const released = this.#released.of(gateway);
+    if (released !== undefined) return released;
     const lease = this.#leases.get(gateway);
-    if (lease !== undefined && reconnects < lease.reconnects) return false;
+    if (lease !== undefined && reconnects < lease.reconnects) return "stale";
     this.touch(gateway, now);
     this.#leases.get(gateway)!.reconnects = reconnects;
-    return true;
+    return "accepted";
+  }
+
+  /**
+   * Whether `gateway` was let go here and not taken back since, and how: "down" (it said so), or
+   * "unproven" (superseded, found gone, lapsed: it may still run, and `readmit` takes it back).
+   */
+  released(gateway: string): Released | undefined {
+    return this.#released.of(gateway);
+  }
+
+  /**
+   * Whether to ask the released `gateway` now whether it still runs: it was not let go as `down`, and
+   * was not asked within a heartbeat interval (a late backlog of its messages asks once).
+   */
+  shouldProbe(gateway: string, now: number): boolean {
+    return this.#released.shouldProbe(gateway, now);
+  }
+
+  /** The released `gateway` answered a probe: it runs, and what it sends from now on is heard. */
+  readmit(gateway: string): void {
+    this.#released.readmit(gateway);
   }
 
   /**
@@ -102,8 +138,7 @@ export class GatewayLeases {
       if (origin === undefined || origin.startedAt >= latest.get(origin.node)!) continue;
       const intervalMs = lease.leaseMs / HEARTBEATS_PER_LEASE;
       if (now - lease.lastSeen < SUPERSEDE_SILENCE * intervalMs) continue;
-      this.#leases.delete(gateway);
-      superseded.push({ gateway, pages: lease.pages });
+      superseded.push(this.#forget(gateway, lease, now, false));
     }
     return superseded;
   }
@@ -139,23 +174,32 @@ export class GatewayLeases {
     this.#leases.get(gateway)?.pages.add(page);
   }
 
-  /** The gateway said it is going down: forgets it and returns what it held, if it was known. */
-  drop(gateway: string): GatewayLease | undefined {
+  /**
+   * At `now` the gateway said it is going down (`down`), or a probe found it gone: forgets it and
+   * returns what it held, if it was known.
+   */
+  drop(gateway: string, now: number, down: boolean): GatewayLease | undefined {
     const lease = this.#leases.get(gateway);
     if (lease === undefined) return undefined;
-    this.#leases.delete(gateway);
-    return { gateway, pages: lease.pages };
+    return this.#forget(gateway, lease, now, down);
   }
 
-  /** Forgets and returns every gateway not heard within its lease at `now`. */
+  /** Forgets and returns every gateway not heard within its lease at `now`, and old releases. */
   expire(now: number): GatewayLease[] {
+    this.#released.prune(now);
     const expired: GatewayLease[] = [];
     for (const [gateway, lease] of this.#leases) {
       if (lease.lastSeen + lease.leaseMs > now) continue;
-      this.#leases.delete(gateway);
-      expired.push({ gateway, pages: lease.pages });
+      expired.push(this.#forget(gateway, lease, now, false));
     }
     return expired;
+  }
+
+  /** Every way an incarnation is let go: it is remembered as released. */
+  #forget(gateway: string, lease: LeaseState, now: number, down: boolean): GatewayLease {
+    this.#leases.delete(gateway);
+    this.#released.add(gateway, now, down, lease.leaseMs / HEARTBEATS_PER_LEASE);
+    return { gateway, pages: lease.pages };
   }
 
   /**

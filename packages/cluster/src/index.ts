@@ -19,7 +19,18 @@ export {
   type GatewayHeartbeatOptions,
   type GatewayPresence,
 } from "./gateway_heartbeat.js";
-export { GatewayLeases, type GatewayLease, type GatewayOrigin } from "./gateway_leases.js";
+export {
+  GatewayLeases,
+  type GatewayLease,
+  type GatewayOrigin,
+  type PresenceVerdict,
+} from "./gateway_leases.js";
+export {
+  RELEASED_MEMORY_CAP,
+  RELEASED_MEMORY_MS,
+  ReleasedGateways,
+  type Released,
+} from "./released_gateways.js";
 export {
   Membership,
   type MembershipOptions,

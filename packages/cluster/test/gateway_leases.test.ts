@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { HEARTBEATS_PER_LEASE } from "../src/cluster_config.js";
 import { GatewayLeases, SUPERSEDE_SILENCE } from "../src/gateway_leases.js";
+import { RELEASED_MEMORY_CAP, RELEASED_MEMORY_MS, ReleasedGateways } from "../src/released_gateways.js";
 
 const LEASE_MS = 10_000;
 const T0 = 1_000_000;
@@ -81,19 +82,19 @@ describe("cluster - gateway leases", () => {
 
   test("cluster - presence sent over a connection the gateway has replaced since (a lower reconnect count than one heard) is stale: it neither renews the lease nor lowers the count", () => {
     const leases = new GatewayLeases(LEASE_MS);
-    expect(leases.acceptPresence("gw-a", T0, 2)).toBe(true);
-    expect(leases.acceptPresence("gw-a", T0 + 5_000, 0)).toBe(false);
-    expect(leases.acceptPresence("gw-a", T0 + 5_000, 1)).toBe(false);
+    expect(leases.acceptPresence("gw-a", T0, 2)).toBe("accepted");
+    expect(leases.acceptPresence("gw-a", T0 + 5_000, 0)).toBe("stale");
+    expect(leases.acceptPresence("gw-a", T0 + 5_000, 1)).toBe("stale");
     // The stale ones renewed nothing: the lease runs from T0.
     expect(leases.expire(T0 + LEASE_MS - 1)).toEqual([]);
-    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(true);
-    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 3)).toBe(true);
-    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe(false);
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe("accepted");
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 3)).toBe("accepted");
+    expect(leases.acceptPresence("gw-a", T0 + LEASE_MS - 1, 2)).toBe("stale");
     expect(leases.expire(T0 + 2 * LEASE_MS - 1)).toHaveLength(1);
     // A gateway not known starts where its first request says; another gateway's counts are its own.
-    expect(leases.acceptPresence("gw-b", T0, 0)).toBe(true);
-    expect(leases.acceptPresence("gw-c", T0, 5)).toBe(true);
-    expect(leases.acceptPresence("gw-c", T0, 4)).toBe(false);
+    expect(leases.acceptPresence("gw-b", T0, 0)).toBe("accepted");
+    expect(leases.acceptPresence("gw-c", T0, 5)).toBe("accepted");
+    expect(leases.acceptPresence("gw-c", T0, 4)).toBe("stale");
   });
 
   test("cluster - a late message never moves a lease back in time", () => {
@@ -108,8 +109,8 @@ describe("cluster - gateway leases", () => {
     leases.touch("gw-a", T0);
     leases.holds("gw-a", "p1");
     leases.holds("gw-a", "p2");
-    expect([...(leases.drop("gw-a")?.pages ?? [])]).toEqual(["p1", "p2"]);
-    expect(leases.drop("gw-a")).toBeUndefined();
+    expect([...(leases.drop("gw-a", T0, true)?.pages ?? [])]).toEqual(["p1", "p2"]);
+    expect(leases.drop("gw-a", T0, true)).toBeUndefined();
     expect(leases.pagesOf("gw-a").size).toBe(0);
   });
 
@@ -164,5 +165,82 @@ describe("cluster - gateway leases", () => {
     leases.touch("gw-a", T0, 3_000);
     expect(leases.expire(T0 + 2_999)).toEqual([]);
     expect(leases.expire(T0 + 3_000).map((l) => l.gateway)).toEqual(["gw-a"]);
+  });
+
+  test("cluster - an incarnation let go is not heard again: a late heartbeat or request changes nothing until a probe takes it back", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    const interval = LEASE_MS / HEARTBEATS_PER_LEASE;
+    const origin = { node: "gw", startedAt: T0 };
+    for (const g of ["gone", "down"]) leases.touch(g, T0, LEASE_MS, origin);
+    leases.touch("lapsed", T0, LEASE_MS, { node: "other", startedAt: T0 });
+    leases.touch("superseded", T0, LEASE_MS, { node: "gw", startedAt: T0 - 1 });
+    leases.touch("new", T0 + 5_000, LEASE_MS, { node: "gw", startedAt: T0 + 1 });
+    leases.drop("gone", T0, false);
+    leases.drop("down", T0, true);
+    expect(leases.supersede(T0 + 5_000).map((l) => l.gateway)).toEqual(["superseded"]);
+    expect(
+      leases
+        .expire(T0 + LEASE_MS)
+        .map((l) => l.gateway)
+        .sort(),
+    ).toEqual(["lapsed"]);
+    for (const g of ["lapsed", "superseded", "gone"]) {
+      expect(leases.released(g)).toBe("unproven");
+      expect(leases.touch(g, T0 + LEASE_MS, LEASE_MS, origin)).toBe(false);
+      expect(leases.acceptPresence(g, T0 + LEASE_MS, 7)).toBe("unproven");
+      expect(leases.knows(g)).toBe(false);
+    }
+    // Nor do they take a place among their node's incarnations again.
+    expect(leases.siblingIncarnations("new")).toEqual([]);
+    expect(leases.hasLaterIncarnation("new")).toBe(false);
+    // One that said it went down is never asked.
+    expect(leases.acceptPresence("down", T0 + LEASE_MS, 0)).toBe("down");
+    expect(leases.shouldProbe("down", T0 + LEASE_MS)).toBe(false);
+    leases.readmit("down");
+    expect(leases.released("down")).toBe("down");
+    // The others are asked once a heartbeat interval, and one that answers is heard again.
+    expect(leases.shouldProbe("lapsed", T0 + LEASE_MS)).toBe(true);
+    expect(leases.shouldProbe("lapsed", T0 + LEASE_MS + interval - 1)).toBe(false);
+    expect(leases.shouldProbe("lapsed", T0 + LEASE_MS + interval)).toBe(true);
+    leases.readmit("lapsed");
+    expect(leases.released("lapsed")).toBeUndefined();
+    expect(leases.acceptPresence("lapsed", T0 + LEASE_MS, 0)).toBe("accepted");
+    expect(leases.knows("lapsed")).toBe(true);
+  });
+
+  test("cluster - releases are remembered for RELEASED_MEMORY_MS, at most RELEASED_MEMORY_CAP of them, the oldest forgotten first", () => {
+    const leases = new GatewayLeases(LEASE_MS);
+    leases.touch("gw-a", T0);
+    leases.drop("gw-a", T0, false);
+    leases.expire(T0 + RELEASED_MEMORY_MS - 1);
+    expect(leases.released("gw-a")).toBe("unproven");
+    leases.expire(T0 + RELEASED_MEMORY_MS);
+    expect(leases.released("gw-a")).toBeUndefined();
+    // Forgotten, it is heard as any gateway never known: its lease bounds what it holds.
+    expect(leases.acceptPresence("gw-a", T0 + RELEASED_MEMORY_MS, 0)).toBe("accepted");
+
+    expect(RELEASED_MEMORY_CAP).toBeGreaterThanOrEqual(1024);
+    const released = new ReleasedGateways(60_000, 3);
+    for (const [i, g] of ["a", "b", "c", "d"].entries()) released.add(g, T0 + i, false, 1_000);
+    expect(released.size).toBe(3);
+    expect(["a", "b", "c", "d"].map((g) => released.of(g))).toEqual([
+      undefined,
+      "unproven",
+      "unproven",
+      "unproven",
+    ]);
+    // Let go again, a release is as new as the latest.
+    released.add("b", T0 + 10, true, 1_000);
+    released.add("e", T0 + 11, false, 1_000);
+    expect(["b", "c", "d", "e"].map((g) => released.of(g))).toEqual([
+      "down",
+      undefined,
+      "unproven",
+      "unproven",
+    ]);
+    released.prune(T0 + 60_003);
+    expect(["b", "d", "e"].map((g) => released.of(g))).toEqual(["down", undefined, "unproven"]);
+    released.prune(T0 + 60_011);
+    expect(released.size).toBe(0);
   });
 });
