@@ -102,7 +102,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     sweepMs: o.sweepMs,
     bus: o.busHealth,
     busSilenceMs: o.busSilenceMs,
-    probe: (gateway, timeoutMs) => probeGateway(bus, o.dc, gateway, timeoutMs),
+    probe: (gateway, timeoutMs) => probeGateway(bus, o.dc, gateway, timeoutMs, true),
     now: () => clock.now(),
   });
   return { registry, writer, intake };

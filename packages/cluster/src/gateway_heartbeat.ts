@@ -38,6 +38,13 @@ export interface GatewayHeartbeatOptions {
    * have let the lease lapse and dropped its viewers: the gateway gives them everything again.
    */
   readonly onStall: (silentMs: number) => void;
+  /**
+   * An owner that let this incarnation go (its heartbeats came late there, or a probe found nothing
+   * while the bus blipped) asks whether it runs: that owner dropped its viewers and takes it back on
+   * the answer, so the gateway gives the owners everything again. At most once a heartbeat interval:
+   * a refused resync is retried until every owner that asked has taken it back.
+   */
+  readonly onReleased?: () => void;
   /** After every heartbeat (metrics). */
   readonly onBeat?: () => void;
   /** What the heartbeat reports of the gateway (the status API shows it). */
@@ -54,6 +61,8 @@ export class GatewayHeartbeatSender {
   #timer: TimerHandle | undefined;
   #lastBeatAt = 0;
   #presence: Subscription | undefined;
+  /** When (monotonic) an owner's probe of a released incarnation last started a resync. */
+  #releasedAt = -Infinity;
 
   constructor(options: GatewayHeartbeatOptions) {
     this.#o = options;
@@ -63,7 +72,10 @@ export class GatewayHeartbeatSender {
   /** Answers presence probes, then beats: an owner hearing this incarnation can always find it. */
   start(): void {
     const { bus, dc, gateway } = this.#o;
-    this.#presence ??= bus.serve(gatewaySubject(dc, gateway), () => ALIVE);
+    this.#presence ??= bus.serve(gatewaySubject(dc, gateway), (asked) => {
+      if (asked[0] === RELEASED_PROBE[0]) this.#released();
+      return ALIVE;
+    });
     this.#beat("up");
   }
 
@@ -74,6 +86,14 @@ export class GatewayHeartbeatSender {
     this.#beat("down");
     this.#presence?.unsubscribe();
     this.#presence = undefined;
+  }
+
+  #released(): void {
+    const now = this.#o.clock.monotonic();
+    if (now - this.#releasedAt < this.#intervalMs) return;
+    this.#releasedAt = now;
+    this.#o.logger.warn("an owner let this gateway go; resyncing presence");
+    this.#o.onReleased?.();
   }
 
   #beat(state: "up" | "down"): void {
@@ -101,6 +121,8 @@ export class GatewayHeartbeatSender {
 }
 
 const ALIVE = new Uint8Array(0);
+/** The probe of an owner that let the incarnation go (an empty one: a restart asking about its siblings). */
+const RELEASED_PROBE = Uint8Array.of(1);
 
 /** What a probe learnt of a gateway incarnation. */
 export type GatewayPresence = "alive" | "gone" | "unknown";
@@ -109,16 +131,18 @@ export type GatewayPresence = "alive" | "gone" | "unknown";
  * Asks whether gateway incarnation `gateway` of `dc` still runs: "alive" when it answers, "gone"
  * when nothing serves its subject (its process ended, or predates probes and was restarted),
  * "unknown" when the answer did not come within `timeoutMs` or the bus is down (then only its
- * heartbeats tell). Never rejects.
+ * heartbeats tell). Never rejects. `released`: the asker let the incarnation go, and a running one
+ * gives its owners its presence again (GatewayHeartbeatOptions.onReleased).
  */
 export async function probeGateway(
   bus: Bus,
   dc: string,
   gateway: string,
   timeoutMs: number,
+  released = false,
 ): Promise<GatewayPresence> {
   try {
-    await bus.request(gatewaySubject(dc, gateway), ALIVE, { timeoutMs });
+    await bus.request(gatewaySubject(dc, gateway), released ? RELEASED_PROBE : ALIVE, { timeoutMs });
     return "alive";
   } catch (err) {
     return err instanceof NoRespondersError ? "gone" : "unknown";

@@ -12,7 +12,7 @@ describe("cluster - gateway heartbeat", () => {
   let bus: MemoryBus;
   afterEach(async () => bus.close());
 
-  function setUp(onStall: (ms: number) => void = () => {}) {
+  function setUp(onStall: (ms: number) => void = () => {}, onReleased?: () => void) {
     const clock = new ManualClock();
     bus = new MemoryBus({ clock });
     const beats: GatewayHeartbeat[] = [];
@@ -27,6 +27,7 @@ describe("cluster - gateway heartbeat", () => {
       startedAt: 1_000,
       leaseMs: LEASE_MS,
       onStall,
+      ...(onReleased !== undefined ? { onReleased } : {}),
     });
     return { clock, beats, sender };
   }
@@ -63,6 +64,21 @@ describe("cluster - gateway heartbeat", () => {
     expect(await probe()).toBe("alive");
     sender.stop();
     expect(await probe()).toBe("gone");
+  });
+
+  test("cluster - an owner's probe of a released incarnation has it resync, at most once a heartbeat interval; a sibling's probe does not", async () => {
+    let resyncs = 0;
+    const { clock, sender } = setUp(undefined, () => resyncs++);
+    sender.start();
+    expect(await probeGateway(bus, "dc1", "gw-1", 100)).toBe("alive");
+    expect(resyncs).toBe(0);
+    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
+    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
+    expect(resyncs).toBe(1);
+    await clock.advance(LEASE_MS / 3);
+    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
+    expect(resyncs).toBe(2);
+    sender.stop();
   });
 
   test("cluster - a probe that gets no answer in time, or no bus, knows nothing: only a missing responder means gone", async () => {
