@@ -59,6 +59,7 @@ export class GatewayHeartbeatSender {
   readonly #o: GatewayHeartbeatOptions;
   readonly #intervalMs: number;
   #timer: TimerHandle | undefined;
+  /** When (monotonic) the last heartbeat went out; 0 before the first. */
   #lastBeatAt = 0;
   #presence: Subscription | undefined;
   /** When (monotonic) an owner's probe of a released incarnation last started a resync. */
@@ -98,7 +99,8 @@ export class GatewayHeartbeatSender {
 
   #beat(state: "up" | "down"): void {
     const { bus, clock, dc, gateway, node, startedAt, leaseMs } = this.#o;
-    const now = clock.now();
+    // Monotonic: a wall clock stepped back during a freeze must not hide the stall.
+    const now = clock.monotonic();
     const silentMs = now - this.#lastBeatAt;
     if (state === "up" && this.#lastBeatAt > 0 && silentMs > STALL_FACTOR * leaseMs) {
       this.#o.logger.warn({ silentMs }, "gateway stalled; resyncing presence");

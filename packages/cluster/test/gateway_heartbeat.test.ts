@@ -110,6 +110,12 @@ describe("cluster - gateway heartbeat", () => {
     clock.jump(LEASE_MS);
     await clock.advance(0);
     expect(stalls).toEqual([LEASE_MS]);
+    // Frozen again while the wall clock stepped back further than the freeze: still a stall.
+    await clock.advance(LEASE_MS / 3);
+    clock.stepWall(-2 * LEASE_MS);
+    clock.jump(LEASE_MS);
+    await clock.advance(0);
+    expect(stalls).toEqual([LEASE_MS, LEASE_MS]);
     sender.stop();
   });
 
