@@ -183,19 +183,7 @@ export class CounterNode {
       writer: this.#writer,
       intake: this.#intake,
     } = createPageUnits({
-      dc: config.dc,
-      partitions: config.partitions,
-      graceMs: config.graceMs,
-      settleMs: config.settleMs,
-      passivateMs: config.passivateMs,
-      maxActors: config.maxActors,
-      coalesceMs: config.coalesceMs,
-      flushMaxWrites: config.flushMaxWrites,
-      mergesInFlight: config.mergesInFlight,
-      idempotencyTtlMs: config.idempotencyTtlMs,
-      maxCountersPerPage: config.maxCountersPerPage,
-      gatewayLeaseMs: config.gatewayLeaseMs,
-      sweepMs: config.sweepMs,
+      ...config,
       busHealth: this.#pulse ?? IN_PROCESS_BUS,
       busSilenceMs,
       clock,
@@ -206,7 +194,6 @@ export class CounterNode {
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       isLive: (dc) => this.#liveness.isLive(dc),
-      visitorKey: config.visitorKey,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({

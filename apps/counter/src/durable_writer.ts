@@ -25,7 +25,14 @@ import type { PageActor } from "./page_actor.js";
 import { countsOf } from "./page_chunks.js";
 import { RemoteWrites } from "./remote_writes.js";
 import { errorReply, type AnsweredChanges, type DurableUpdate } from "./replies.js";
-import { answerResets, planResets, takeResetRound, type PendingReset } from "./reset_batch.js";
+import {
+  answerResets,
+  planResets,
+  resetFingerprint,
+  takeResetRound,
+  type PendingReset,
+} from "./reset_batch.js";
+import { incrementChange, type RecentKeys } from "./recent_keys.js";
 
 export interface DurableWriterOptions {
   readonly dc: string;
@@ -60,6 +67,8 @@ export interface DurableWriterOptions {
   readonly lost: (partition: number) => void;
   /** The page's subject (cached by its actor when in memory). */
   readonly subjectOf: (page: string, partition: number) => string;
+  /** Keys answered lately: a retry of one is answered from memory (recent_keys.ts). */
+  readonly recentKeys: RecentKeys;
 }
 
 /**
@@ -283,7 +292,7 @@ export class DurableWriter {
 
   /** Every queued increment in one store round trip; replies go out after the publish. */
   async #commitIncrements(): Promise<void> {
-    const batch = this.#increments;
+    const batch = this.#o.recentKeys.answer(this.#increments, incrementChange);
     this.#increments = [];
     if (batch.length === 0) return;
     const plan = planIncrements(
@@ -298,12 +307,13 @@ export class DurableWriter {
     const sent = plan.planned.map((p) => p.pending);
     const settled = await this.#commitChanges(sent, plan.ops, (outcomes) => answerIncrements(plan, outcomes));
     for (const outcome of settled?.outcomes ?? []) this.#o.metrics.increments.inc({ outcome });
+    if (settled !== undefined) this.#o.recentKeys.remember(settled.answers, incrementChange);
   }
 
   /** Queued resets in rounds of at most one per counter; each round one store round trip. */
   async #commitResets(): Promise<void> {
     while (this.#resets.length > 0) {
-      const { round, later } = takeResetRound(this.#resets);
+      const { round, later } = takeResetRound(this.#o.recentKeys.answer(this.#resets, resetFingerprint));
       this.#resets = later;
       const plan = planResets(round, this.#o.dc, this.#o.clock.now(), this.#o.fenceOf);
       for (const { pending, reply } of plan.refused) pending.resolve(reply);
@@ -312,6 +322,7 @@ export class DurableWriter {
       const ops = plan.sent.map((s) => s.op);
       const settled = await this.#commitChanges(sent, ops, (outcomes) => answerResets(plan, outcomes));
       for (const { kind, outcome } of settled?.outcomes ?? []) this.#o.metrics.resets.inc({ kind, outcome });
+      if (settled !== undefined) this.#o.recentKeys.remember(settled.answers, resetFingerprint);
     }
   }
 
@@ -344,12 +355,9 @@ export class DurableWriter {
     for (const partition of settled.lost) this.#o.lost(partition);
     if (settled.repaired > 0) {
       metrics.storeRegressions.inc(settled.repaired);
-      const suppressed = this.#logs.admit("store regressed");
-      if (suppressed !== undefined)
-        this.#o.logger.error(
-          { changes: settled.repaired, suppressed },
-          "the store lost writes: entries came back below what this node counted; counting on from its count",
-        );
+      const msg =
+        "the store lost writes: entries came back below what this node counted; counting on from its count";
+      this.#logError(undefined, msg, { changes: settled.repaired });
     }
     for (const { pending, reply } of settled.answers) pending.resolve(reply);
     return settled;

@@ -7,6 +7,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { DurableWriter } from "./durable_writer.js";
 import { PresenceIntake } from "./presence_intake.js";
+import { RecentKeys } from "./recent_keys.js";
 
 export interface PageUnitsOptions {
   readonly dc: string;
@@ -19,6 +20,9 @@ export interface PageUnitsOptions {
   readonly flushMaxWrites: number;
   readonly mergesInFlight: number;
   readonly idempotencyTtlMs: number;
+  /** RecentKeysOptions.memoryMs and maxKeys. */
+  readonly idempotencyMemoryMs: number;
+  readonly idempotencyMemoryKeys: number;
   readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -92,6 +96,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     fenceOf: o.fenceOf,
     lost: o.lost,
     subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
+    recentKeys: new RecentKeys({ clock, memoryMs: o.idempotencyMemoryMs, maxKeys: o.idempotencyMemoryKeys }),
   });
   const intake = new PresenceIntake({
     registry,

@@ -18,6 +18,8 @@ describeWithRedis("counter - a store that lost writes", () => {
   let server: RedisServer;
   let raw: Redis;
   let n: ManualNode | undefined;
+  /** Increments' keys are k1, k2, ... in each test. */
+  let keys = 0;
 
   beforeAll(async () => {
     server = await RedisServer.start();
@@ -33,9 +35,9 @@ describeWithRedis("counter - a store that lost writes", () => {
     await n?.stop();
     n = undefined;
     await raw.flushall();
+    keys = 0;
   });
 
-  let keys = 0;
   function increment(delta: number): Promise<NodeReply> {
     return n!.ask({ type: "increment", page: PAGE, counter: "likes", delta, key: `k${++keys}` });
   }
@@ -55,7 +57,10 @@ describeWithRedis("counter - a store that lost writes", () => {
   }
 
   async function start(): Promise<void> {
-    n = await ManualNode.start(1_700_000_000_000, { LIVECOUNT_PARTITIONS: "4" }, (now) =>
+    // Each request here moves the manual clock until the real Redis answers: keys are kept long
+    // enough for every retry below (recent_keys.test.ts holds the memory to its length).
+    const env = { LIVECOUNT_PARTITIONS: "4", LIVECOUNT_IDEMPOTENCY_MEMORY_MS: "60000" };
+    n = await ManualNode.start(1_700_000_000_000, env, (now) =>
       RedisStore.connect({ url: server.url, keyPrefix: PREFIX, now }),
     );
   }
@@ -75,6 +80,20 @@ describeWithRedis("counter - a store that lost writes", () => {
     // Counted for each change answered low: the first, and the second unless a flush came between.
     const regressions = /livecount_counter_store_regressions_total (\d+)/.exec(await n!.registry.metrics());
     expect(Number(regressions?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  test("counter - a retry of a change whose key the store lost is answered from the owner's memory, and counts once", async () => {
+    await start();
+    for (let i = 1; i <= 10; i++) await increment(1);
+    // The last five changes and their keys are gone from the store.
+    await loseWrites(5, 0);
+    for (let k = 6; k <= 10; k++) await raw.del(`${PREFIX}idem:${PAGE.length}:${PAGE}:k${k}`);
+    const retry = await n!.ask({ type: "increment", page: PAGE, counter: "likes", delta: 1, key: "k8" });
+    expect(retry).toMatchObject({ value: 8, duplicate: true });
+    const conflict = await n!.ask({ type: "increment", page: PAGE, counter: "likes", delta: 2, key: "k9" });
+    expect(conflict).toMatchObject({ type: "error", code: "idempotency_conflict" });
+    expect(await likes()).toBe(10);
+    expect(await increment(1)).toMatchObject({ value: 11 });
   });
 
   test("counter - a reset after the loss cancels what the owner counted, not what the store kept", async () => {

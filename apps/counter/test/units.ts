@@ -251,6 +251,9 @@ export async function buildUnits(
     flushMaxWrites: options.flushMaxWrites ?? FLUSH_MAX_WRITES,
     mergesInFlight: MERGES_IN_FLIGHT,
     idempotencyTtlMs: 60_000,
+    // Off: retries here test the store's answers (recent_keys.test.ts tests the memory).
+    idempotencyMemoryMs: 0,
+    idempotencyMemoryKeys: 100_000,
     maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,
