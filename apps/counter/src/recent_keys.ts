@@ -7,8 +7,8 @@
  * (`appendfsync everysec`, infra/redis/redis.conf), so a crash of Redis's machine loses the last
  * second of keys along with the changes. A retry of one of those (its answer was lost on the way)
  * would count again, and the owner counts on from its own count (`countedEntry`), which already
- * holds it. Kept for longer than Redis may take to reach the disk, for this owner's lifetime only:
- * a new owner reads the keys from the store.
+ * holds it. Kept for as long as a publisher's retry of a lost answer may take (CounterConfig
+ * .idempotencyMemoryMs), for this owner's lifetime only: a new owner reads the keys from the store.
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Clock } from "@livecount/runtime";
