@@ -18,9 +18,9 @@ export interface CounterConfig extends ClusterConfig {
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long an increment's idempotency key is remembered. Default 86400. */
   readonly idempotencyTtlMs: number;
   /**
-   * LIVECOUNT_IDEMPOTENCY_MEMORY_MS: how long the owner also keeps an answered key in memory
-   * (recent_keys.ts), so a retry counts once even if Redis's machine crashed before its append file
-   * reached the disk. Default 15000: an answer is lost when the publisher's connection fails or
+   * LIVECOUNT_IDEMPOTENCY_MEMORY_MS: how long (of the store answering) the owner also keeps an
+   * answered key in memory (recent_keys.ts), and writes it back after a reconnect, so a retry counts
+   * once even if Redis's machine crashed before its append file reached the disk. Default 15000: an answer is lost when the publisher's connection fails or
    * hangs, and the SDK retries at once or after its 10 s request timeout (plus a backoff of at most a
    * few hundred ms); Redis reaches the disk within 2 s.
    */

@@ -29,10 +29,11 @@ import {
   answerResets,
   planResets,
   resetFingerprint,
+  resetUse,
   takeResetRound,
   type PendingReset,
 } from "./reset_batch.js";
-import { incrementChange, type RecentKeys } from "./recent_keys.js";
+import { incrementChange, incrementUse, type RecentKeys } from "./recent_keys.js";
 
 export interface DurableWriterOptions {
   readonly dc: string;
@@ -307,7 +308,8 @@ export class DurableWriter {
     const sent = plan.planned.map((p) => p.pending);
     const settled = await this.#commitChanges(sent, plan.ops, (outcomes) => answerIncrements(plan, outcomes));
     for (const outcome of settled?.outcomes ?? []) this.#o.metrics.increments.inc({ outcome });
-    if (settled !== undefined) this.#o.recentKeys.remember(settled.answers, incrementChange);
+    if (settled !== undefined)
+      await this.#o.recentKeys.settled(settled.answers, settled.repaired, incrementUse);
   }
 
   /** Queued resets in rounds of at most one per counter; each round one store round trip. */
@@ -322,7 +324,8 @@ export class DurableWriter {
       const ops = plan.sent.map((s) => s.op);
       const settled = await this.#commitChanges(sent, ops, (outcomes) => answerResets(plan, outcomes));
       for (const { kind, outcome } of settled?.outcomes ?? []) this.#o.metrics.resets.inc({ kind, outcome });
-      if (settled !== undefined) this.#o.recentKeys.remember(settled.answers, resetFingerprint);
+      if (settled !== undefined)
+        await this.#o.recentKeys.settled(settled.answers, settled.repaired, resetUse);
     }
   }
 
@@ -353,12 +356,8 @@ export class DurableWriter {
       return undefined;
     }
     for (const partition of settled.lost) this.#o.lost(partition);
-    if (settled.repaired > 0) {
-      metrics.storeRegressions.inc(settled.repaired);
-      const msg =
-        "the store lost writes: entries came back below what this node counted; counting on from its count";
-      this.#logError(undefined, msg, { changes: settled.repaired });
-    }
+    // Logged with the keys written back (RecentKeys.settled).
+    if (settled.repaired > 0) metrics.storeRegressions.inc(settled.repaired);
     for (const { pending, reply } of settled.answers) pending.resolve(reply);
     return settled;
   }

@@ -81,6 +81,17 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     ...(o.isLive !== undefined ? { isLive: o.isLive } : {}),
     ...(o.visitorKey !== undefined ? { visitorKey: o.visitorKey } : {}),
   });
+  const recentKeys = new RecentKeys({
+    clock,
+    logger,
+    store,
+    fenceOf: o.fenceOf,
+    keyTtlMs: o.idempotencyTtlMs,
+    // Never past the keys' TTL: a retry after it is a new change, in memory as in the store.
+    memoryMs: Math.min(o.idempotencyMemoryMs, o.idempotencyTtlMs),
+    maxKeys: o.idempotencyMemoryKeys,
+  });
+  store.onReconnect?.(() => void recentKeys.restoreAll());
   const writer = new DurableWriter({
     dc: o.dc,
     store,
@@ -96,7 +107,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     fenceOf: o.fenceOf,
     lost: o.lost,
     subjectOf: (page, partition) => registry.find(page)?.subject ?? pageSubject(page, partition),
-    recentKeys: new RecentKeys({ clock, memoryMs: o.idempotencyMemoryMs, maxKeys: o.idempotencyMemoryKeys }),
+    recentKeys,
   });
   const intake = new PresenceIntake({
     registry,

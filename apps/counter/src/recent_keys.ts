@@ -7,29 +7,46 @@
  * (`appendfsync everysec`, infra/redis/redis.conf), so a crash of Redis's machine loses the last
  * second of keys along with the changes. A retry of one of those (its answer was lost on the way)
  * would count again, and the owner counts on from its own count (`countedEntry`), which already
- * holds it. Kept for as long as a publisher's retry of a lost answer may take (CounterConfig
- * .idempotencyMemoryMs), for this owner's lifetime only: a new owner reads the keys from the store.
+ * holds it. So when a change comes back from the store below the owner's count (the store lost
+ * writes), the keys remembered here are written back to it (`Store.restoreKeys`), with the answers
+ * the owner gave: a retry up to the keys' TTL is then answered by the store. Kept for as long as a
+ * publisher's retry of a lost answer may take (CounterConfig.idempotencyMemoryMs), for this owner's
+ * lifetime only: a new owner reads the keys from the store.
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
-import type { Clock } from "@livecount/runtime";
+import type { Clock, Logger } from "@livecount/runtime";
+import type { Fence, KeyRestore, Store } from "@livecount/store";
 import { errorReply } from "./replies.js";
 
 /** A queued change, as the durable writer holds increments and resets. */
 interface Pending {
+  readonly actor: { readonly partition: number };
   readonly request: { readonly page: string; readonly key: string };
   readonly resolve: (reply: NodeReply) => void;
 }
 
-interface Recent {
+/** What a change did with its key: `change` compares a retry (as the store does), `record` restores it. */
+export interface KeyUse {
+  readonly change: string;
+  readonly record: KeyRestore;
+}
+
+interface Recent extends KeyUse {
   /** When it was answered (monotonic). */
   readonly at: number;
-  /** What the key was used for: a retry with anything else is a conflict. */
-  readonly change: string;
+  /** In the order answered: the next write-back starts after the last one's. */
+  readonly seq: number;
+  readonly partition: number;
   readonly reply: NodeReply;
 }
 
 export interface RecentKeysOptions {
   readonly clock: Clock;
+  readonly logger: Logger;
+  readonly store: Store;
+  readonly fenceOf: (partition: number) => Fence | undefined;
+  /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long a restored key is kept in the store. */
+  readonly keyTtlMs: number;
   /** LIVECOUNT_IDEMPOTENCY_MEMORY_MS: how long an answered key is remembered here. */
   readonly memoryMs: number;
   /** LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS: at most this many, the oldest forgotten first. */
@@ -40,6 +57,11 @@ export class RecentKeys {
   readonly #o: RecentKeysOptions;
   /** By `page\0key`, oldest first. */
   readonly #keys = new Map<string, Recent>();
+  #seq = 0;
+  /** When the store last answered a change (monotonic). */
+  #answeredAt = -Infinity;
+  /** The last key written back to the store (its seq): the next write-back starts after it. */
+  #restoredUpTo = 0;
 
   constructor(options: RecentKeysOptions) {
     this.#o = options;
@@ -47,42 +69,96 @@ export class RecentKeys {
 
   /**
    * Answers every change of `pending` whose key is remembered, and returns the rest, in order.
-   * `change` names what a request does with its key (its counter and delta, or its reset).
+   * `use` says what a request does with its key (its counter and delta, or its reset).
    */
-  answer<P extends Pending>(pending: readonly P[], change: (request: P["request"]) => string): P[] {
+  answer<P extends Pending>(pending: readonly P[], use: (request: P["request"]) => string): P[] {
     if (this.#keys.size === 0) return [...pending];
     this.#prune();
     const rest: P[] = [];
     for (const p of pending) {
       const recent = this.#keys.get(idOf(p.request));
       if (recent === undefined) rest.push(p);
-      else if (recent.change !== change(p.request)) p.resolve(errorReply("idempotency_conflict"));
+      else if (recent.change !== use(p.request)) p.resolve(errorReply("idempotency_conflict"));
       else p.resolve({ ...recent.reply, duplicate: true } as NodeReply);
     }
     return rest;
   }
 
-  /** Remembers the keys of changes the store applied or replayed, with their answers. */
-  remember<P extends Pending>(
+  /**
+   * Remembers the keys of changes the store applied or replayed, with their answers; when `repaired`
+   * of them came back below the owner's count, writes back every key answered since the last such
+   * write (all remembered at the first), so the store answers their retries as the owner did.
+   */
+  async settled<P extends Pending>(
     answers: ReadonlyArray<{ readonly pending: P; readonly reply: NodeReply }>,
-    change: (request: P["request"]) => string,
-  ): void {
+    repaired: number,
+    use: (request: P["request"], reply: NodeReply) => KeyUse,
+  ): Promise<void> {
     const at = this.#o.clock.monotonic();
+    if (answers.length > 0) this.#answeredAt = at;
     for (const { pending, reply } of answers) {
       if (reply.type !== "incremented" && reply.type !== "counter_reset") continue;
       const id = idOf(pending.request);
       this.#keys.delete(id);
-      this.#keys.set(id, { at, change: change(pending.request), reply });
+      const seq = ++this.#seq;
+      this.#keys.set(id, {
+        at,
+        seq,
+        partition: pending.actor.partition,
+        reply,
+        ...use(pending.request, reply),
+      });
     }
     this.#prune();
+    if (repaired > 0) await this.#restore("the store lost writes: counting on from this node's count");
+  }
+
+  /**
+   * The store's connection came back after it dropped: its server may have restarted from a file
+   * that lacks its last second. Every key remembered goes back to it, so a retry of one counts once
+   * however late it comes, before any change shows the loss.
+   */
+  restoreAll(): Promise<void> {
+    this.#prune();
+    this.#restoredUpTo = 0;
+    return this.#restore("the store reconnected");
   }
 
   get size(): number {
     return this.#keys.size;
   }
 
+  async #restore(why: string): Promise<void> {
+    const since = this.#restoredUpTo;
+    this.#restoredUpTo = this.#seq;
+    const byPartition = new Map<number, KeyRestore[]>();
+    for (const recent of this.#keys.values()) {
+      if (recent.seq <= since) continue;
+      const list = byPartition.get(recent.partition);
+      if (list === undefined) byPartition.set(recent.partition, [recent.record]);
+      else list.push(recent.record);
+    }
+    const { store, fenceOf, keyTtlMs, logger } = this.#o;
+    for (const [partition, records] of byPartition) {
+      const fence = fenceOf(partition);
+      if (fence === undefined) continue;
+      try {
+        await store.restoreKeys(fence, records, keyTtlMs);
+      } catch (err) {
+        logger.warn({ err, partition, keys: records.length }, "idempotency keys not restored");
+      }
+    }
+    let keys = 0;
+    for (const records of byPartition.values()) keys += records.length;
+    if (keys > 0) logger.warn({ keys }, `${why}; idempotency keys answered lately written back`);
+  }
+
   #prune(): void {
-    const oldest = this.#o.clock.monotonic() - this.#o.memoryMs;
+    // Time counts up to the store's last answer: keys answered just before an outage stay through
+    // it (`restoreAll` writes them back when the store reconnects, before it answers anything
+    // else), never past their TTL.
+    const now = this.#o.clock.monotonic();
+    const oldest = Math.max(this.#answeredAt - this.#o.memoryMs, now - this.#o.keyTtlMs);
     for (const [id, recent] of this.#keys) {
       if (recent.at > oldest && this.#keys.size <= this.#o.maxKeys) break;
       this.#keys.delete(id);
@@ -91,6 +167,14 @@ export class RecentKeys {
 }
 
 /** What an increment does with its key, as the store compares it: its counter and delta. */
+export function incrementUse(request: IncrementRequest, reply: NodeReply): KeyUse {
+  const { page, key, counter, delta } = request;
+  const answer = reply.type === "incremented" ? reply : { value: 0, updatedAt: 0 };
+  // The answer in the form both releases read (value, updatedAt; increment_batch.ts storedAnswer).
+  const payload = `{"value":${answer.value},"updatedAt":${answer.updatedAt}}`;
+  return { change: incrementChange(request), record: { page, key, counter, delta, payload } };
+}
+
 export function incrementChange(request: IncrementRequest): string {
   return `${request.counter}\u0000${request.delta}`;
 }

@@ -19,6 +19,7 @@ import type { Fence, IncrementOp, IncrementOutcome } from "@livecount/store";
 import { TOO_LARGE, UNCONFIRMED, countedEntry } from "./increment_batch.js";
 import { DurableEntries, errorReply, parsePayload, type DurableUpdate } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
+import type { KeyUse } from "./recent_keys.js";
 
 export interface PendingReset {
   readonly actor: PageActor;
@@ -35,6 +36,15 @@ interface ResetPayload {
 /** The key's fingerprint: a retry matches it whatever the value was when it arrived. */
 export function resetFingerprint(request: ResetRequest): string {
   return `${request.tombstone ? "delete" : "reset"}:${request.counter}`;
+}
+
+/** What a reset does with its key (RecentKeys): its fingerprint, and its answer as the store keeps it. */
+export function resetUse(request: ResetRequest, reply: NodeReply): KeyUse {
+  const fingerprint = resetFingerprint(request);
+  const answer = reply.type === "counter_reset" ? reply : { previous: 0, updatedAt: 0 };
+  const payload = JSON.stringify({ previous: answer.previous, updatedAt: answer.updatedAt });
+  const { page, key, counter } = request;
+  return { change: fingerprint, record: { page, key, counter, delta: 0, fingerprint, payload } };
 }
 
 /**

@@ -1,15 +1,18 @@
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
+import { silentLogger } from "@livecount/runtime";
+import { MemoryStore } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { RecentKeys, incrementChange } from "../src/recent_keys.js";
+import { RecentKeys, incrementChange, incrementUse } from "../src/recent_keys.js";
 
 const MEMORY_MS = 3_000;
+const KEY_TTL_MS = 60_000;
 
-/** A queued increment whose reply the test reads. */
+/** A queued increment of partition 0 whose reply the test reads. */
 function pending(key: string, delta = 1, page = "p1") {
   const request: IncrementRequest = { type: "increment", page, counter: "likes", delta, key };
   const got: NodeReply[] = [];
-  return { request, resolve: (reply: NodeReply) => got.push(reply), got };
+  return { actor: { partition: 0 }, request, resolve: (reply: NodeReply) => got.push(reply), got };
 }
 
 function answered(p: ReturnType<typeof pending>, value: number): { pending: typeof p; reply: NodeReply } {
@@ -18,15 +21,26 @@ function answered(p: ReturnType<typeof pending>, value: number): { pending: type
 }
 
 describe("counter - recent keys", () => {
-  function setUp(maxKeys = 100) {
+  async function setUp(maxKeys = 100) {
     const clock = new ManualClock();
-    return { clock, keys: new RecentKeys({ clock, memoryMs: MEMORY_MS, maxKeys }) };
+    const store = new MemoryStore({ now: () => clock.now() });
+    const fence = (await store.acquire(0, "n1/a", KEY_TTL_MS))!;
+    const keys = new RecentKeys({
+      clock,
+      logger: silentLogger,
+      store,
+      fenceOf: (partition) => (partition === 0 ? fence : undefined),
+      keyTtlMs: KEY_TTL_MS,
+      memoryMs: MEMORY_MS,
+      maxKeys,
+    });
+    return { clock, store, fence, keys };
   }
 
   test("counter - a retry within the memory gets the answer replayed; another change under the key is a conflict; other keys go on", async () => {
-    const { clock, keys } = setUp();
+    const { clock, keys } = await setUp();
     const first = pending("k1");
-    keys.remember([answered(first, 7)], incrementChange);
+    await keys.settled([answered(first, 7)], 0, incrementUse);
     await clock.advance(MEMORY_MS - 1);
     const [retry, other, conflict] = [pending("k1"), pending("k2"), pending("k1", 2)];
     const samePageElsewhere = pending("k1", 1, "p2");
@@ -39,31 +53,76 @@ describe("counter - recent keys", () => {
   });
 
   test("counter - a key is forgotten once the memory has passed, and errors are never remembered", async () => {
-    const { clock, keys } = setUp();
-    const failed = pending("k2");
-    keys.remember(
-      [
-        answered(pending("k1"), 1),
-        { pending: failed, reply: { type: "error", code: "unavailable", message: "x" } },
-      ],
-      incrementChange,
-    );
+    const { clock, keys } = await setUp();
+    const failed = { pending: pending("k2"), reply: errorOf() };
+    await keys.settled([answered(pending("k1"), 1), failed], 0, incrementUse);
     expect(keys.size).toBe(1);
     await clock.advance(MEMORY_MS);
+    await keys.settled([answered(pending("k3"), 3)], 0, incrementUse);
     const retry = pending("k1");
     expect(keys.answer([retry], incrementChange)).toEqual([retry]);
-    expect(keys.size).toBe(0);
+    expect(keys.size).toBe(1);
   });
 
-  test("counter - past the cap the oldest key is forgotten first", () => {
-    const { keys } = setUp(2);
-    keys.remember(
+  test("counter - keys answered before an outage stay through it, and go once the store answers again", async () => {
+    const { clock, keys } = await setUp();
+    await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
+    // Nothing answered for half a minute (within the keys' TTL): the store is down.
+    await clock.advance(30_000);
+    expect(keys.answer([pending("k1")], incrementChange)).toEqual([]);
+    // Back (and k1 written back to it on reconnecting): what is older than the memory goes.
+    await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
+    const late = pending("k1");
+    expect(keys.answer([late], incrementChange)).toEqual([late]);
+    expect(keys.size).toBe(1);
+  });
+
+  test("counter - past the cap the oldest key is forgotten first", async () => {
+    const { keys } = await setUp(2);
+    await keys.settled(
       ["k1", "k2", "k3"].map((k, i) => answered(pending(k), i)),
-      incrementChange,
+      0,
+      incrementUse,
     );
     expect(keys.size).toBe(2);
     const [k1, k3] = [pending("k1"), pending("k3")];
     expect(keys.answer([k1, k3], incrementChange)).toEqual([k1]);
     expect(k3.got).toHaveLength(1);
   });
+
+  test("counter - once a change came back below the owner's count, the keys answered since the last write-back go to the store with their answers", async () => {
+    const { clock, store, fence, keys } = await setUp();
+    await keys.settled([answered(pending("k1"), 1), answered(pending("k2"), 2)], 0, incrementUse);
+    await clock.advance(10);
+    await keys.settled([answered(pending("k3"), 3)], 1, incrementUse);
+    const retry = (key: string, delta = 1) => ({
+      fence,
+      page: "p1",
+      counter: "likes",
+      dc: "dc1",
+      delta,
+      key,
+      payload: "{}",
+    });
+    const outcomes = await store.increment([retry("k1"), retry("k2"), retry("k3")], KEY_TTL_MS);
+    expect(outcomes.map((o) => o.kind === "duplicate" && JSON.parse(o.payload))).toEqual([
+      { value: 1, updatedAt: 5 },
+      { value: 2, updatedAt: 5 },
+      { value: 3, updatedAt: 5 },
+    ]);
+    // The next write-back takes only what was answered since: k4, not k1 to k3 again.
+    const restored: string[] = [];
+    const restore = store.restoreKeys.bind(store);
+    store.restoreKeys = async (f, records, ttl) => {
+      restored.push(...records.map((r) => r.key));
+      return restore(f, records, ttl);
+    };
+    await clock.advance(10);
+    await keys.settled([answered(pending("k4"), 4)], 1, incrementUse);
+    expect(restored).toEqual(["k4"]);
+  });
 });
+
+function errorOf(): NodeReply {
+  return { type: "error", code: "unavailable", message: "the store did not answer; retry" };
+}

@@ -56,10 +56,13 @@ describeWithRedis("counter - a store that lost writes", () => {
     await raw.hset(pageKey!, "likes\u0000dc1", `${p}:${n_}`);
   }
 
-  async function start(): Promise<void> {
-    // Each request here moves the manual clock until the real Redis answers: keys are kept long
-    // enough for every retry below (recent_keys.test.ts holds the memory to its length).
-    const env = { LIVECOUNT_PARTITIONS: "4", LIVECOUNT_IDEMPOTENCY_MEMORY_MS: "60000" };
+  /**
+   * Each request here moves the manual clock until the real Redis answers: keys are kept long
+   * enough for every retry below unless `memoryMs` says otherwise (recent_keys.test.ts holds the
+   * memory to its length).
+   */
+  async function start(memoryMs = 60_000): Promise<void> {
+    const env = { LIVECOUNT_PARTITIONS: "4", LIVECOUNT_IDEMPOTENCY_MEMORY_MS: String(memoryMs) };
     n = await ManualNode.start(1_700_000_000_000, env, (now) =>
       RedisStore.connect({ url: server.url, keyPrefix: PREFIX, now }),
     );
@@ -94,6 +97,26 @@ describeWithRedis("counter - a store that lost writes", () => {
     expect(conflict).toMatchObject({ type: "error", code: "idempotency_conflict" });
     expect(await likes()).toBe(10);
     expect(await increment(1)).toMatchObject({ value: 11 });
+  });
+
+  test("counter - when the store reconnects, the keys answered lately go back to it, so a late retry of a lost one counts once", async () => {
+    await start(5_000);
+    for (let i = 1; i <= 10; i++) await increment(1);
+    await loseWrites(5, 0);
+    const lost = (k: number) => `${PREFIX}idem:${PAGE.length}:${PAGE}:k${k}`;
+    for (let k = 6; k <= 10; k++) await raw.del(lost(k));
+    // What a restart of Redis does to the node: its connections drop, and it connects again.
+    await raw.call("CLIENT", "KILL", "TYPE", "normal");
+    const deadline = Date.now() + 10_000;
+    while ((await raw.exists(lost(8))) === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(await raw.exists(lost(8))).toBe(1);
+    // After the memory forgot it (a step at a time: lease renewals wait for the real Redis), the
+    // store answers the retry.
+    for (let i = 0; i < 60; i++) await new Promise((r) => setTimeout(r, 5)).then(() => n!.clock.advance(100));
+    const retry = await n!.ask({ type: "increment", page: PAGE, counter: "likes", delta: 1, key: "k8" });
+    expect(retry).toMatchObject({ value: 8, duplicate: true });
+    expect(await likes()).toBe(10);
   });
 
   test("counter - a reset after the loss cancels what the owner counted, not what the store kept", async () => {

@@ -19,6 +19,7 @@ export {
   type CounterChange,
   type IncrementOp,
   type IncrementOutcome,
+  type KeyRestore,
   type PurgeResult,
 } from "./store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./memory_store.js";

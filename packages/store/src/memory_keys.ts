@@ -12,6 +12,26 @@ export interface KeyRecord {
   readonly expiresAt: number;
 }
 
+/** The record of a change under its key. */
+export function keyRecord(
+  change: { readonly counter: string; readonly delta: number; readonly fingerprint?: string | undefined },
+  payload: string,
+  expiresAt: number,
+): KeyRecord {
+  const { counter, delta, fingerprint } = change;
+  return { counter, delta, fingerprint, payload, expiresAt };
+}
+
+/** Whether `change` is the one `seen` recorded: a retry of it (Store.increment's duplicate rule). */
+export function sameChange(
+  seen: KeyRecord,
+  change: { readonly counter: string; readonly delta: number; readonly fingerprint?: string | undefined },
+): boolean {
+  return change.fingerprint !== undefined
+    ? seen.fingerprint === change.fingerprint
+    : seen.fingerprint === undefined && seen.counter === change.counter && seen.delta === change.delta;
+}
+
 /** Sweeps are not worth running below this many remembered keys. */
 const MIN_KEYS_BEFORE_SWEEP = 1024;
 /** Sweeps at least this often (store time) while increments arrive, so idle keys do not linger. */

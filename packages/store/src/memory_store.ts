@@ -13,6 +13,7 @@ import {
   type CounterRef,
   type EntryRef,
   type Fence,
+  type KeyRestore,
   type FencedWrites,
   type IncrementOp,
   type IncrementOutcome,
@@ -26,7 +27,7 @@ import {
 import { RecordsBuilder, isTombstone, onlyZeroPresence, pageWrites, purgedRemains } from "./page_merge.js";
 import { MemoryDigests, type PageEntries } from "./memory_digests.js";
 import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
-import { MemoryKeys } from "./memory_keys.js";
+import { MemoryKeys, keyRecord, sameChange } from "./memory_keys.js";
 import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
 import { BucketIndex } from "./memory_buckets.js";
@@ -342,6 +343,14 @@ export class MemoryStore implements Store {
     return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
   }
 
+  async restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
+    this.#assertOpen();
+    assertTtl("key ttl", keyTtlMs);
+    if (!this.#leases.isCurrent(fence)) return false;
+    for (const k of keys) this.#keys.set(k.page, k.key, keyRecord(k, k.payload, this.#now() + keyTtlMs));
+    return true;
+  }
+
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
     this.#assertOpen();
     return this.#nonZero.list(partition);
@@ -362,11 +371,7 @@ export class MemoryStore implements Store {
     const seen = this.#keys.live(op.page, op.key, now);
     const held = entriesOf(this.#pages.get(op.page), opRefs(op));
     if (seen !== undefined) {
-      const same =
-        op.fingerprint !== undefined
-          ? seen.fingerprint === op.fingerprint
-          : seen.fingerprint === undefined && seen.counter === op.counter && seen.delta === op.delta;
-      if (!same) return { kind: "conflict" };
+      if (!sameChange(seen, op)) return { kind: "conflict" };
       const [entry, ...also] = held;
       return {
         kind: "duplicate",
@@ -382,13 +387,8 @@ export class MemoryStore implements Store {
     const also = op.also?.map((c) => this.#change(partition, op.page, c.counter, op.dc, c.delta));
     // A durable counter: the page is not empty any more (an op that stored nothing leaves it be).
     if (this.#stored) this.#empty.forget(partition, op.page);
-    this.#keys.set(op.page, op.key, {
-      counter: op.counter,
-      delta: op.delta,
-      fingerprint: op.fingerprint,
-      payload: op.payload.replaceAll(OWN_VALUE, String(entry.p - entry.n)),
-      expiresAt: now + keyTtlMs,
-    });
+    const payload = op.payload.replaceAll(OWN_VALUE, String(entry.p - entry.n));
+    this.#keys.set(op.page, op.key, keyRecord(op, payload, now + keyTtlMs));
     return also === undefined ? { kind: "applied", entry } : { kind: "applied", entry, also };
   }
 

@@ -20,6 +20,7 @@ import {
   type FencedWrites,
   type IncrementOp,
   type IncrementOutcome,
+  type KeyRestore,
   type PageRecord,
 } from "./store.js";
 
@@ -190,6 +191,33 @@ export async function mergePages(
     }
   });
   return advanced.build();
+}
+
+/** Records per lcRestoreKeys call: a few hundred arguments. */
+const KEYS_PER_RESTORE = 200;
+
+/** Store.restoreKeys of placed records. */
+export async function restoreKeys(
+  conn: RedisConnection,
+  keys: RedisKeys,
+  now: number,
+  { fence, records, keyTtlMs }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number },
+): Promise<boolean> {
+  const { partition } = fence;
+  const replies = await conn.run(
+    "restoreKeys",
+    (pipe) => {
+      for (let from = 0; from < records.length; from += KEYS_PER_RESTORE) {
+        const chunk = records.slice(from, from + KEYS_PER_RESTORE);
+        const args: Arg[] = [fenceArg(fence), now + keyTtlMs, keyTtlMs];
+        for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
+        const idemKeys = chunk.map((r) => keys.idem(r.page, partition, r.key));
+        queueScript(pipe(partition), "lcRestoreKeys", [keys.lease(partition), ...idemKeys], args);
+      }
+    },
+    { durable: true },
+  );
+  return !replies.includes(0);
 }
 
 /** Store.increment of validated, non-empty ops. */

@@ -399,6 +399,22 @@ end
 apply_digests(KEYS[3])
 return removed`,
 
+  /**
+   * KEYS: lease, then one idempotency key per record. ARGV: fence, expiresAt, keyTtlMs, then per
+   * record: counter, delta, payload, fingerprint ("" for none). Replaces each key's record as
+   * lcIncrement writes it (Store.restoreKeys): 1, or 0 if the fence is stale.
+   */
+  lcRestoreKeys: `${LUA_HELPERS}
+if not fence_current(KEYS[1], ARGV[1]) then return 0 end
+for k = 2, #KEYS do
+  local a = 4 * k - 4
+  redis.call("DEL", KEYS[k])
+  redis.call("HSET", KEYS[k], "counter", ARGV[a], "delta", ARGV[a + 1], "payload", ARGV[a + 2], "expiresAt", ARGV[2])
+  if ARGV[a + 3] ~= "" then redis.call("HSET", KEYS[k], "fingerprint", ARGV[a + 3]) end
+  redis.call("PEXPIRE", KEYS[k], ARGV[3])
+end
+return 1`,
+
   /** KEYS: lease, digest. ARGV: fence, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
   lcRaisePurgeFloor: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1]) then return 0 end

@@ -31,6 +31,7 @@ import {
   type FencedWrites,
   type IncrementOp,
   type IncrementOutcome,
+  type KeyRestore,
   type Lease,
   type PageList,
   type PageRecord,
@@ -47,7 +48,7 @@ import { removeExpiredBuckets } from "./redis_expiring.js";
 import { entryField, pageRecord, parseEntry, readNonZero } from "./redis_records.js";
 import { RedisConnection, queueScript, unpackr, type RedisConnectionOptions } from "./redis_connection.js";
 import { listPages } from "./redis_listing.js";
-import { increment, mergePages, writeGroups } from "./redis_entry_writes.js";
+import { increment, mergePages, restoreKeys, writeGroups } from "./redis_entry_writes.js";
 import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites } from "./validate.js";
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
@@ -390,6 +391,22 @@ export class RedisStore implements Store {
     this.#conn.assertOpen();
     if (pages.size === 0) return new Map();
     return mergePages(this.#conn, this.#keys, this.#now, { fence, pages, indexedDc });
+  }
+
+  onReconnect(listener: () => void): void {
+    let dropped = false;
+    this.#conn.client.on("close", () => (dropped = true));
+    this.#conn.client.on("ready", () => {
+      if (dropped) listener();
+      dropped = false;
+    });
+  }
+
+  async restoreKeys(fence: Fence, records: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
+    assertTtl("key ttl", keyTtlMs);
+    for (const r of records) this.#assertPlaced(r.page, fence.partition);
+    this.#conn.assertOpen();
+    return restoreKeys(this.#conn, this.#keys, this.#now(), { fence, records, keyTtlMs });
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {

@@ -28,6 +28,18 @@ export interface Lease extends Fence {
   readonly expiresAt: number;
 }
 
+/** An idempotency record its owner answered, written again (Store.restoreKeys). */
+export interface KeyRestore {
+  readonly page: string;
+  readonly key: string;
+  readonly counter: string;
+  readonly delta: number;
+  /** As IncrementOp.fingerprint: set for resets and deletes. */
+  readonly fingerprint?: string;
+  /** The answer as a retry gets it (IncrementOp.payload with its value in place). */
+  readonly payload: string;
+}
+
 /** Every data center's entry of every counter of a page (presence under VIEWERS_COUNTER). */
 export type PageRecord = Record<string, Record<string, Entry>>;
 
@@ -257,6 +269,19 @@ export interface Store {
    * recorded; a retry after that counts again. Malformed input rejects before anything is applied.
    */
   increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]>;
+  /**
+   * Writes again, under the fence, the idempotency records of changes its owner answered: a store
+   * that lost its last writes lost their keys with them, or holds an answer the owner corrected
+   * since (the owner counted on from its own count). Each replaces the key's record, live for
+   * `keyTtlMs` from now. The pages must be of the fence's partition. False (nothing written) when
+   * the fence is stale.
+   */
+  restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean>;
+  /**
+   * `listener` runs each time the store's connection is ready again after it dropped: the server
+   * may have restarted and lost its last writes. Absent where nothing can drop (the memory store).
+   */
+  onReconnect?(listener: () => void): void;
   /**
    * Ids of pages holding any entry, starting with `prefix`, in ascending byte order, at most `limit`
    * (>= 1) per call. Pass the returned opaque `cursor` to continue; undefined starts at the first.

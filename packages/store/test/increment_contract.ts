@@ -103,6 +103,38 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
       expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
     });
 
+    test(`${name} - restoreKeys writes records a retry is answered from, replacing what the key held; a stale fence writes none`, async () => {
+      const fence = await lease();
+      await store.increment([op(fence, { key: "k1", payload: "first" })], KEY_TTL_MS);
+      const restored = [
+        { page: "p1", key: "k1", counter: "likes", delta: 1, payload: "corrected" },
+        { page: "p1", key: "lost", counter: "likes", delta: 2, payload: "was lost" },
+        { page: "p1", key: "r1", counter: "likes", delta: -4, fingerprint: "reset:likes", payload: "reset" },
+      ];
+      expect(await store.restoreKeys(fence, restored, KEY_TTL_MS)).toBe(true);
+      const reset = op(fence, { key: "r1", delta: -9, fingerprint: "reset:likes" });
+      const again = [op(fence, { key: "k1" }), op(fence, { key: "lost", delta: 2 }), reset];
+      expect(
+        (await store.increment(again, KEY_TTL_MS)).map((o) => o.kind === "duplicate" && o.payload),
+      ).toEqual(["corrected", "was lost", "reset"]);
+      expect(await store.increment([op(fence, { key: "lost", delta: 1 })], KEY_TTL_MS)).toEqual([
+        { kind: "conflict" },
+      ]);
+      expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
+      // Kept for keyTtlMs from the restore, then a new change.
+      advance(KEY_TTL_MS);
+      expect(await store.increment([op(fence, { key: "lost", delta: 2 })], KEY_TTL_MS)).toMatchObject([
+        { kind: "applied" },
+      ]);
+      advance(LEASE_MS);
+      const taken = await lease(0, "node-b");
+      const late = [{ page: "p1", key: "late", counter: "likes", delta: 1, payload: "late" }];
+      expect(await store.restoreKeys(fence, late, KEY_TTL_MS)).toBe(false);
+      expect(await store.increment([op(taken, { key: "late" })], KEY_TTL_MS)).toMatchObject([
+        { kind: "applied" },
+      ]);
+    });
+
     test(`${name} - a stale fence applies nothing and does not record the key`, async () => {
       const old = await lease(0, "node-a");
       advance(LEASE_MS);
