@@ -281,6 +281,15 @@ export class ActorRegistry implements ActorHost {
     });
   }
 
+  /**
+   * The store reconnected after its connection dropped: it may have restarted from a file that lacks
+   * its last second. Every page in memory writes this DC's entries again (max-merged, so nothing
+   * moves back), so what the store lost does not stay lost once the page leaves memory.
+   */
+  rewriteOwn(): void {
+    for (const actor of this.#actors.values()) if (actor.status === "active") actor.rewriteOwn();
+  }
+
   /** Lets idle actors leave memory: no viewers, nothing to write, untouched for `passivateMs`. */
   passivateIdle(now: number): void {
     for (const actor of [...this.#actors.values()]) {

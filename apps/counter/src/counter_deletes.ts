@@ -2,7 +2,7 @@
  * A page's deleted counters as its actor holds them (docs/architecture.md, "Purging tombstones"):
  * rules over the page's PN-counters by name, a counter's tombstone among them.
  */
-import type { Entry, PNCounter } from "@livecount/crdt";
+import { PNCounter, type Entry } from "@livecount/crdt";
 import { activityOf, deletedAt, deletedCounterOf, tombstoneOf } from "@livecount/protocol";
 import { purgeableAt } from "@livecount/store";
 
@@ -46,6 +46,26 @@ export function purgeableIn(counters: Counters, counter: string): boolean {
  * a purgeable copy; else other DCs' entries of both, which arrived since the store looked (a like,
  * or a new delete, after the delete) and are written again.
  */
+/**
+ * Drops a purged counter and its tombstone from `counters`, keeping other DCs' entries that arrived
+ * since the store looked (purgeSurvivors); returns those, to be written again.
+ */
+export function purgeFrom(
+  counters: Map<string, PNCounter>,
+  counter: string,
+  ownDc: string,
+): Array<{ name: string; dc: string }> {
+  const news = purgeSurvivors(counters, counter, ownDc);
+  counters.delete(counter);
+  counters.delete(tombstoneOf(counter));
+  for (const { name, dc, entry } of news) {
+    let c = counters.get(name);
+    if (c === undefined) counters.set(name, (c = new PNCounter()));
+    c.merge(dc, entry);
+  }
+  return news;
+}
+
 export function purgeSurvivors(
   counters: Counters,
   counter: string,

@@ -11,7 +11,7 @@ import {
 } from "@livecount/protocol";
 import { isPresenceCounter, type EntryWrite, type PageRecord } from "@livecount/store";
 import { ActorClosedError, type ActorHost, type ActorStatus, type Work } from "./actor_host.js";
-import { publishedEntries, purgeSurvivors, purgeableIn, settledDelete } from "./counter_deletes.js";
+import { publishedEntries, purgeFrom, purgeableIn, settledDelete } from "./counter_deletes.js";
 import { PagePresence, type Hold } from "./page_presence.js";
 import { PageSeries } from "./page_series.js";
 import { PageVisitors } from "./page_visitors.js";
@@ -228,28 +228,28 @@ export class PageActor {
    */
   purged(counters: readonly string[]): void {
     for (const counter of counters) {
-      const news = purgeSurvivors(this.#counters, counter, this.#host.dc);
-      for (const name of [counter, tombstoneOf(counter)]) {
-        this.#counters.delete(name);
-        this.#unwritten?.delete(name);
-      }
-      for (const { name, dc, entry } of news) {
-        this.#counter(name).merge(dc, entry);
-        this.#markUnwritten(name, dc);
-      }
+      for (const name of [counter, tombstoneOf(counter)]) this.#unwritten?.delete(name);
+      const news = purgeFrom(this.#counters, counter, this.#host.dc);
+      for (const { name, dc } of news) this.#markUnwritten(name, dc);
       if (news.length > 0) this.#host.markDirty(this);
     }
   }
 
-  /** Whether an entry of the counter or its tombstone waits for a flush (the store lacks it yet). */
-  hasUnwritten(counter: string): boolean {
-    const unwritten = this.#unwritten;
-    return unwritten !== undefined && (unwritten.has(counter) || unwritten.has(tombstoneOf(counter)));
+  /**
+   * Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule) with
+   * nothing of it, or of its tombstone, waiting for a flush (the store lacks that yet).
+   */
+  purgeableAsStored(counter: string): boolean {
+    const u = this.#unwritten;
+    return !u?.has(counter) && !u?.has(tombstoneOf(counter)) && purgeableIn(this.#counters, counter);
   }
 
-  /** Whether memory holds a purgeable copy of a deleted counter (Store.purgeTombstones's rule). */
-  purgeable(counter: string): boolean {
-    return purgeableIn(this.#counters, counter);
+  /** The store reconnected (it may have lost its last writes): this DC's entries go to it again. */
+  rewriteOwn(): void {
+    const dc = this.#host.dc;
+    for (const [name, c] of this.#counters)
+      if (c.entry(dc).p > 0 || c.entry(dc).n > 0) this.#markUnwritten(name, dc);
+    if (this.#unwritten !== undefined) this.#host.markDirty(this);
   }
 
   /** Installs this data center's entry as the store returned it after a durable increment. */

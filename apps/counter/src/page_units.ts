@@ -91,7 +91,10 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     memoryMs: Math.min(o.idempotencyMemoryMs, o.idempotencyTtlMs),
     maxKeys: o.idempotencyMemoryKeys,
   });
-  store.onReconnect?.(() => void recentKeys.restoreAll());
+  store.onReconnect?.(() => {
+    void recentKeys.restoreAll();
+    registry.rewriteOwn();
+  });
   const writer = new DurableWriter({
     dc: o.dc,
     store,

@@ -254,5 +254,5 @@ function purgeableIn(actor: PageActor): Promise<string[]> {
  * (another DC's delete merged but not written yet is not the store's to have purged).
  */
 function settledHere(actor: PageActor, counter: string): boolean {
-  return actor.purgeable(counter) && !actor.hasUnwritten(counter);
+  return actor.purgeableAsStored(counter);
 }
