@@ -1,5 +1,5 @@
 import { pageSubject, type Bus } from "@livecount/bus";
-import { probeGateway, type BusHealth } from "@livecount/cluster";
+import { probeReleasedGateway, type BusHealth } from "@livecount/cluster";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
@@ -121,7 +121,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     sweepMs: o.sweepMs,
     bus: o.busHealth,
     busSilenceMs: o.busSilenceMs,
-    probe: (gateway, timeoutMs) => probeGateway(bus, o.dc, gateway, timeoutMs, true),
+    probe: (gateway, timeoutMs) => probeReleasedGateway(bus, o.dc, gateway, timeoutMs),
     now: () => clock.now(),
   });
   return { registry, writer, intake };

@@ -48,7 +48,10 @@ export interface PresenceIntakeOptions {
    * Asks whether gateway incarnation `gateway` still runs, waiting at most `timeoutMs`
    * (`probeGateway` on the node's bus).
    */
-  readonly probe: (gateway: string, timeoutMs: number) => Promise<GatewayPresence>;
+  readonly probe: (
+    gateway: string,
+    timeoutMs: number,
+  ) => Promise<{ readonly presence: GatewayPresence; readonly reconnects: number }>;
   readonly now: () => number;
 }
 
@@ -210,9 +213,9 @@ export class PresenceIntake {
   #released(gateway: string, now: number): void {
     if (!this.#leases.shouldProbe(gateway, now)) return;
     const timeoutMs = this.#o.gatewayLeaseMs / HEARTBEATS_PER_LEASE;
-    void this.#o.probe(gateway, timeoutMs).then((presence) => {
+    void this.#o.probe(gateway, timeoutMs).then(({ presence, reconnects }) => {
       if (presence !== "alive" || this.#leases.released(gateway) === undefined) return;
-      this.#leases.readmit(gateway);
+      this.#leases.readmit(gateway, this.#o.now(), reconnects);
       this.#o.logger.info({ gateway }, "a gateway released here still runs; hearing it again");
     });
   }

@@ -479,8 +479,9 @@ describe("counter - presence intake", () => {
     pages: { [page]: held },
     ...(reconnects !== undefined ? { reconnects } : {}),
   });
-  /** The incarnation answers probes on its own subject, as a running gateway does. */
-  const answerProbes = (gateway: string) => u.bus.serve(gatewaySubject(DC, gateway), () => new Uint8Array(0));
+  /** The incarnation answers probes on its own subject, as a running gateway does (with its reconnects). */
+  const answerProbes = (gateway: string, reconnects?: number) =>
+    u.bus.serve(gatewaySubject(DC, gateway), () => new TextEncoder().encode(reconnects?.toString() ?? ""));
 
   test("counter - presence and heartbeats a NATS server passes on late from an incarnation already released never count again, however it was released", async () => {
     const releases = {
@@ -550,6 +551,24 @@ describe("counter - presence intake", () => {
     await u.clock.advance(GRACE_MS);
     u.registry.tick(u.clock.now());
     expect(viewers(page)).toBe(2);
+  });
+
+  test("counter - what a NATS server passes on late from a gateway taken back counts not, when it carries fewer reconnects than the gateway's answer", async () => {
+    u = await buildUnits();
+    const [page, ghostPage] = [pageIn(3), pageIn(3, 1)];
+    await u.acquire(3);
+    upBeat("gw", 1);
+    await u.intake.sync(syncOf("gw", page, ["v:1"], 1));
+    await sweepFor(GATEWAY_LEASE_MS);
+    // It moved to another NATS server (its second reconnect); the frozen one thaws with its old batches.
+    answerProbes("gw", 2);
+    const late = { ...presenceBatch(3, "gw", [[ghostPage, "v:ghost", true]]), reconnects: 1 };
+    expect(await u.intake.batch(late)).toMatchObject({ type: "error", code: "unavailable" });
+    await u.clock.advance(0);
+    expect(await u.intake.batch(late)).toEqual({ type: "ack" });
+    expect(await u.intake.sync(syncOf("gw", page, ["v:1"], 2))).toEqual({ type: "ack" });
+    await u.clock.advance(0);
+    expect([viewers(page), viewers(ghostPage)]).toEqual([1, 0]);
   });
 
   test("counter - a live gateway released while it stalled or while its bus blipped is taken back once it answers a probe, and its resync counts", async () => {

@@ -175,7 +175,7 @@ export class Gateway {
       leaseMs: config.gatewayLeaseMs,
       // Owners may have let our lease lapse and dropped our viewers: give them everything again.
       onStall: () => this.#forwarder.resyncAll(),
-      onReleased: () => this.#forwarder.resyncAll(),
+      released: this.#forwarder,
       onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
       stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });

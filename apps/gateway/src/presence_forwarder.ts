@@ -139,6 +139,11 @@ export class PresenceForwarder {
     this.resyncAll();
   }
 
+  /** How often the bus came back: what the presence sent since carries (PresencePages.reconnects). */
+  get reconnects(): number {
+    return this.#reconnects.reconnects ?? 0;
+  }
+
   /** Resyncs every partition this gateway holds viewers in (after a bus reconnect, or on demand). */
   resyncAll(): void {
     for (const page of this.#opts.presence.pages()) this.#markSync(partitionOf(page, this.#opts.partitions));

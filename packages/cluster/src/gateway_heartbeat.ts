@@ -41,10 +41,12 @@ export interface GatewayHeartbeatOptions {
   /**
    * An owner that let this incarnation go (its heartbeats came late there, or a probe found nothing
    * while the bus blipped) asks whether it runs: that owner dropped its viewers and takes it back on
-   * the answer, so the gateway gives the owners everything again. At most once a heartbeat interval:
-   * a refused resync is retried until every owner that asked has taken it back.
+   * the answer, so the gateway gives the owners everything again (`resyncAll`, at most once a
+   * heartbeat interval: a refused resync is retried until every owner that asked has taken it back).
+   * The answer carries its count of bus reconnects: what a NATS server passes on late with a lower
+   * one is older than the resync, and the owner drops it.
    */
-  readonly onReleased?: () => void;
+  readonly released?: { resyncAll(): void; readonly reconnects: number };
   /** After every heartbeat (metrics). */
   readonly onBeat?: () => void;
   /** What the heartbeat reports of the gateway (the status API shows it). */
@@ -74,8 +76,9 @@ export class GatewayHeartbeatSender {
   start(): void {
     const { bus, dc, gateway } = this.#o;
     this.#presence ??= bus.serve(gatewaySubject(dc, gateway), (asked) => {
-      if (asked[0] === RELEASED_PROBE[0]) this.#released();
-      return ALIVE;
+      if (asked[0] !== RELEASED_PROBE[0]) return ALIVE;
+      this.#released();
+      return new TextEncoder().encode(String(this.#o.released?.reconnects ?? 0));
     });
     this.#beat("up");
   }
@@ -94,7 +97,7 @@ export class GatewayHeartbeatSender {
     if (now - this.#releasedAt < this.#intervalMs) return;
     this.#releasedAt = now;
     this.#o.logger.warn("an owner let this gateway go; resyncing presence");
-    this.#o.onReleased?.();
+    this.#o.released?.resyncAll();
   }
 
   #beat(state: "up" | "down"): void {
@@ -130,21 +133,42 @@ const RELEASED_PROBE = Uint8Array.of(1);
 export type GatewayPresence = "alive" | "gone" | "unknown";
 
 /**
+ * Asks an incarnation this owner let go whether it still runs (as `probeGateway`); a running one
+ * resyncs its presence (GatewayHeartbeatOptions.released) and answers with its count of bus
+ * reconnects (0 from gateways of earlier releases, which answer with nothing).
+ */
+export async function probeReleasedGateway(
+  bus: Bus,
+  dc: string,
+  gateway: string,
+  timeoutMs: number,
+): Promise<{ readonly presence: GatewayPresence; readonly reconnects: number }> {
+  try {
+    const answer = await bus.request(gatewaySubject(dc, gateway), RELEASED_PROBE, { timeoutMs });
+    const reconnects = Number(new TextDecoder().decode(answer));
+    return {
+      presence: "alive",
+      reconnects: Number.isSafeInteger(reconnects) && reconnects > 0 ? reconnects : 0,
+    };
+  } catch (err) {
+    return { presence: err instanceof NoRespondersError ? "gone" : "unknown", reconnects: 0 };
+  }
+}
+
+/**
  * Asks whether gateway incarnation `gateway` of `dc` still runs: "alive" when it answers, "gone"
  * when nothing serves its subject (its process ended, or predates probes and was restarted),
  * "unknown" when the answer did not come within `timeoutMs` or the bus is down (then only its
- * heartbeats tell). Never rejects. `released`: the asker let the incarnation go, and a running one
- * gives its owners its presence again (GatewayHeartbeatOptions.onReleased).
+ * heartbeats tell). Never rejects.
  */
 export async function probeGateway(
   bus: Bus,
   dc: string,
   gateway: string,
   timeoutMs: number,
-  released = false,
 ): Promise<GatewayPresence> {
   try {
-    await bus.request(gatewaySubject(dc, gateway), released ? RELEASED_PROBE : ALIVE, { timeoutMs });
+    await bus.request(gatewaySubject(dc, gateway), ALIVE, { timeoutMs });
     return "alive";
   } catch (err) {
     return err instanceof NoRespondersError ? "gone" : "unknown";

@@ -113,9 +113,16 @@ export class GatewayLeases {
     return this.#released.shouldProbe(gateway, now);
   }
 
-  /** The released `gateway` answered a probe: it runs, and what it sends from now on is heard. */
-  readmit(gateway: string): void {
+  /**
+   * The released `gateway` answered a probe at `now`: it runs, and what it sends from now on is
+   * heard, unless it carries fewer bus reconnects than the answer did (`reconnects`): a NATS server
+   * held that back, and it is older than the resync the gateway sends on being asked.
+   */
+  readmit(gateway: string, now: number, reconnects: number): void {
     this.#released.readmit(gateway);
+    if (!this.touch(gateway, now)) return;
+    const lease = this.#leases.get(gateway)!;
+    lease.reconnects = Math.max(lease.reconnects, reconnects);
   }
 
   /**

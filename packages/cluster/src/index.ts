@@ -16,6 +16,7 @@ export {
   GatewayHeartbeatSender,
   listenToGateways,
   probeGateway,
+  probeReleasedGateway,
   type GatewayHeartbeatOptions,
   type GatewayPresence,
 } from "./gateway_heartbeat.js";

@@ -3,7 +3,12 @@ import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { GatewayHeartbeatSender, listenToGateways, probeGateway } from "../src/gateway_heartbeat.js";
+import {
+  GatewayHeartbeatSender,
+  listenToGateways,
+  probeGateway,
+  probeReleasedGateway,
+} from "../src/gateway_heartbeat.js";
 import { WARN, logLines } from "./log_lines.js";
 
 const LEASE_MS = 9_000;
@@ -12,7 +17,10 @@ describe("cluster - gateway heartbeat", () => {
   let bus: MemoryBus;
   afterEach(async () => bus.close());
 
-  function setUp(onStall: (ms: number) => void = () => {}, onReleased?: () => void) {
+  function setUp(
+    onStall: (ms: number) => void = () => {},
+    released?: { resyncAll(): void; readonly reconnects: number },
+  ) {
     const clock = new ManualClock();
     bus = new MemoryBus({ clock });
     const beats: GatewayHeartbeat[] = [];
@@ -27,7 +35,7 @@ describe("cluster - gateway heartbeat", () => {
       startedAt: 1_000,
       leaseMs: LEASE_MS,
       onStall,
-      ...(onReleased !== undefined ? { onReleased } : {}),
+      ...(released !== undefined ? { released } : {}),
     });
     return { clock, beats, sender };
   }
@@ -66,19 +74,23 @@ describe("cluster - gateway heartbeat", () => {
     expect(await probe()).toBe("gone");
   });
 
-  test("cluster - an owner's probe of a released incarnation has it resync, at most once a heartbeat interval; a sibling's probe does not", async () => {
+  test("cluster - an owner's probe of a released incarnation has it resync, at most once a heartbeat interval, and learns its reconnects; a sibling's probe does not", async () => {
     let resyncs = 0;
-    const { clock, sender } = setUp(undefined, () => resyncs++);
+    const released = { resyncAll: () => resyncs++, reconnects: 3 };
+    const { clock, sender } = setUp(undefined, released);
     sender.start();
     expect(await probeGateway(bus, "dc1", "gw-1", 100)).toBe("alive");
     expect(resyncs).toBe(0);
-    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
-    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
+    const probe = () => probeReleasedGateway(bus, "dc1", "gw-1", 100);
+    expect(await probe()).toEqual({ presence: "alive", reconnects: 3 });
+    expect(await probe()).toEqual({ presence: "alive", reconnects: 3 });
     expect(resyncs).toBe(1);
     await clock.advance(LEASE_MS / 3);
-    expect(await probeGateway(bus, "dc1", "gw-1", 100, true)).toBe("alive");
+    released.reconnects = 4;
+    expect(await probe()).toEqual({ presence: "alive", reconnects: 4 });
     expect(resyncs).toBe(2);
     sender.stop();
+    expect(await probe()).toEqual({ presence: "gone", reconnects: 0 });
   });
 
   test("cluster - a probe that gets no answer in time, or no bus, knows nothing: only a missing responder means gone", async () => {
