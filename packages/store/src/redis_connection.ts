@@ -406,6 +406,25 @@ export class RedisConnection {
     if (this.#closed) throw new StoreError("store is closed");
   }
 
+  /**
+   * Runs `listener` each time a server's connection is ready again after it dropped. On a cluster,
+   * each node's: the cluster client itself closes only when its pool drains, which never happens
+   * while every node is dialled again (clusterNodeRetryStrategy), so a master's restart shows there.
+   */
+  onReconnect(listener: () => void): void {
+    const watch = (client: Redis): void => {
+      let dropped = false;
+      client.on("close", () => (dropped = true));
+      client.on("ready", () => {
+        if (dropped) listener();
+        dropped = false;
+      });
+    };
+    if (!(this.client instanceof Cluster)) return watch(this.client);
+    for (const node of this.client.nodes("all")) watch(node);
+    this.client.on("+node", watch);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

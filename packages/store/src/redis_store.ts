@@ -394,12 +394,7 @@ export class RedisStore implements Store {
   }
 
   onReconnect(listener: () => void): void {
-    let dropped = false;
-    this.#conn.client.on("close", () => (dropped = true));
-    this.#conn.client.on("ready", () => {
-      if (dropped) listener();
-      dropped = false;
-    });
+    this.#conn.onReconnect(listener);
   }
 
   async restoreKeys(fence: Fence, records: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
