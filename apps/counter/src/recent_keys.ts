@@ -62,6 +62,11 @@ export class RecentKeys {
   #answeredAt = -Infinity;
   /** The last key written back to the store (its seq): the next write-back starts after it. */
   #restoredUpTo = 0;
+  /**
+   * Write-backs in flight: they run beside the commit chain, whose answers meanwhile must not make
+   * memory forget a key the store has not got back yet (its retry would count again).
+   */
+  #restoring = 0;
 
   constructor(options: RecentKeysOptions) {
     this.#o = options;
@@ -139,14 +144,19 @@ export class RecentKeys {
       else list.push(recent.record);
     }
     const { store, fenceOf, keyTtlMs, logger } = this.#o;
-    for (const [partition, records] of byPartition) {
-      const fence = fenceOf(partition);
-      if (fence === undefined) continue;
-      try {
-        await store.restoreKeys(fence, records, keyTtlMs);
-      } catch (err) {
-        logger.warn({ err, partition, keys: records.length }, "idempotency keys not restored");
+    this.#restoring++;
+    try {
+      for (const [partition, records] of byPartition) {
+        const fence = fenceOf(partition);
+        if (fence === undefined) continue;
+        try {
+          await store.restoreKeys(fence, records, keyTtlMs);
+        } catch (err) {
+          logger.warn({ err, partition, keys: records.length }, "idempotency keys not restored");
+        }
       }
+    } finally {
+      this.#restoring--;
     }
     let keys = 0;
     for (const records of byPartition.values()) keys += records.length;
@@ -155,10 +165,11 @@ export class RecentKeys {
 
   #prune(): void {
     // Time counts up to the store's last answer: keys answered just before an outage stay through
-    // it (`restoreAll` writes them back when the store reconnects, before it answers anything
-    // else), never past their TTL.
+    // it (`restoreAll` writes them back when the store reconnects; until it is done, the store's
+    // answers meanwhile count no time), never past their TTL.
     const now = this.#o.clock.monotonic();
-    const oldest = Math.max(this.#answeredAt - this.#o.memoryMs, now - this.#o.keyTtlMs);
+    const answered = this.#restoring > 0 ? -Infinity : this.#answeredAt - this.#o.memoryMs;
+    const oldest = Math.max(answered, now - this.#o.keyTtlMs);
     for (const [id, recent] of this.#keys) {
       if (recent.at > oldest && this.#keys.size <= this.#o.maxKeys) break;
       this.#keys.delete(id);

@@ -126,3 +126,42 @@ describe("counter - recent keys", () => {
 function errorOf(): NodeReply {
   return { type: "error", code: "unavailable", message: "the store did not answer; retry" };
 }
+
+describe("counter - recent keys while a write-back is in flight", () => {
+  test("counter - a key written back after a reconnect is answered from memory until the store has it, however the store answers meanwhile", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    const fence = (await store.acquire(0, "n1/a", KEY_TTL_MS))!;
+    // The write-back waits for the store (one round trip per partition, after every other one).
+    let release = (): void => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const restore = store.restoreKeys.bind(store);
+    store.restoreKeys = async (f, records, ttl) => {
+      await gate;
+      return restore(f, records, ttl);
+    };
+    const keys = new RecentKeys({
+      clock,
+      logger: silentLogger,
+      store,
+      fenceOf: (partition) => (partition === 0 ? fence : undefined),
+      keyTtlMs: KEY_TTL_MS,
+      memoryMs: MEMORY_MS,
+      maxKeys: 100,
+    });
+    await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
+    // Redis restarts without k1 and is back after longer than the memory.
+    await clock.advance(MEMORY_MS * 2);
+    const restoring = keys.restoreAll();
+    // The commit chain goes on meanwhile: the store answers another change.
+    await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
+    const retry = pending("k1");
+    expect(keys.answer([retry], incrementChange)).toEqual([]);
+    expect(retry.got).toMatchObject([{ value: 1, duplicate: true }]);
+    release();
+    await restoring;
+    // Written back: the store answers it from now on.
+    const op = { fence, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
+    expect(await store.increment([op], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
+  });
+});
