@@ -67,6 +67,12 @@ export class RecentKeys {
    * memory forget a key the store has not got back yet (its retry would count again).
    */
   #restoring = 0;
+  /**
+   * Partitions a write-back found without a fence (their lease lapsed while the store was away, as it
+   * does when Redis's machine restarts), until when their keys wait, kept, for the partition to be
+   * held again (at most their TTL): then the next change answered writes them back.
+   */
+  readonly #unheld = new Map<number, number>();
 
   constructor(options: RecentKeysOptions) {
     this.#o = options;
@@ -116,6 +122,7 @@ export class RecentKeys {
     }
     this.#prune();
     if (repaired > 0) await this.#restore("the store lost writes: counting on from this node's count");
+    if (this.#unheld.size > 0) await this.#restoreHeldAgain();
   }
 
   /**
@@ -136,19 +143,39 @@ export class RecentKeys {
   async #restore(why: string): Promise<void> {
     const since = this.#restoredUpTo;
     this.#restoredUpTo = this.#seq;
+    await this.#writeBack(why, (recent) => recent.seq > since);
+  }
+
+  /** Writes back the keys of partitions held again that a write-back found without a fence. */
+  async #restoreHeldAgain(): Promise<void> {
+    const now = this.#o.clock.monotonic();
+    const held = new Set<number>();
+    for (const [partition, until] of this.#unheld) {
+      if (now >= until) this.#unheld.delete(partition);
+      else if (this.#o.fenceOf(partition) !== undefined) held.add(partition);
+    }
+    for (const partition of held) this.#unheld.delete(partition);
+    if (held.size > 0) await this.#writeBack("partitions held again", (r) => held.has(r.partition));
+  }
+
+  async #writeBack(why: string, which: (recent: Recent) => boolean): Promise<void> {
     const byPartition = new Map<number, KeyRestore[]>();
     for (const recent of this.#keys.values()) {
-      if (recent.seq <= since) continue;
+      if (!which(recent)) continue;
       const list = byPartition.get(recent.partition);
       if (list === undefined) byPartition.set(recent.partition, [recent.record]);
       else list.push(recent.record);
     }
-    const { store, fenceOf, keyTtlMs, logger } = this.#o;
+    const { store, fenceOf, keyTtlMs, logger, clock } = this.#o;
     this.#restoring++;
     try {
       for (const [partition, records] of byPartition) {
         const fence = fenceOf(partition);
-        if (fence === undefined) continue;
+        if (fence === undefined) {
+          // Its lease lapsed meanwhile: the keys wait (kept) until it is held again, within their TTL.
+          this.#unheld.set(partition, clock.monotonic() + keyTtlMs);
+          continue;
+        }
         try {
           await store.restoreKeys(fence, records, keyTtlMs);
         } catch (err) {
@@ -171,7 +198,10 @@ export class RecentKeys {
     const answered = this.#restoring > 0 ? -Infinity : this.#answeredAt - this.#o.memoryMs;
     const oldest = Math.max(answered, now - this.#o.keyTtlMs);
     for (const [id, recent] of this.#keys) {
-      if (recent.at > oldest && this.#keys.size <= this.#o.maxKeys) break;
+      if (this.#keys.size <= this.#o.maxKeys) {
+        if (recent.at > oldest) break;
+        if (this.#unheld.has(recent.partition)) continue;
+      }
       this.#keys.delete(id);
     }
   }

@@ -165,3 +165,38 @@ describe("counter - recent keys while a write-back is in flight", () => {
     expect(await store.increment([op], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
   });
 });
+
+describe("counter - recent keys after an outage that outlasted the partition's lease", () => {
+  test("counter - keys of a partition not held when the store came back are written back once it is held again", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    // A lease of 5 s, which lapses in the outage below.
+    let fence: Awaited<ReturnType<typeof store.acquire>> = await store.acquire(0, "n1/a", 5_000);
+    const keys = new RecentKeys({
+      clock,
+      logger: silentLogger,
+      store,
+      fenceOf: (partition) => (partition === 0 ? fence : undefined),
+      keyTtlMs: KEY_TTL_MS,
+      memoryMs: MEMORY_MS,
+      maxKeys: 100,
+    });
+    await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
+    // Redis's machine crashed (k1 lost with its last second) and came back after the lease lapsed.
+    await clock.advance(20_000);
+    fence = undefined;
+    await keys.restoreAll();
+    // The node takes the partition again, and the store answers changes for longer than the memory.
+    fence = await store.acquire(0, "n1/b", KEY_TTL_MS);
+    for (let i = 2; i <= 4; i++) {
+      await clock.advance(MEMORY_MS);
+      await keys.settled([answered(pending(`k${i}`), i)], 0, incrementUse);
+    }
+    // A late retry of k1 (the SDK's, after its request timeout) is not counted again.
+    const retry = pending("k1");
+    const left = keys.answer([retry], incrementChange);
+    const op = { fence: fence!, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
+    const outcomes = left.length === 0 ? [] : await store.increment([op], KEY_TTL_MS);
+    expect(outcomes.filter((o) => o.kind === "applied")).toEqual([]);
+  });
+});
