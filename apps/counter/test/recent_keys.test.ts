@@ -1,6 +1,6 @@
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore } from "@livecount/store";
+import { MemoryStore, type Fence } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { RecentKeys, incrementChange, incrementUse } from "../src/recent_keys.js";
@@ -171,7 +171,7 @@ describe("counter - recent keys after an outage that outlasted the partition's l
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
     // A lease of 5 s, which lapses in the outage below.
-    let fence: Awaited<ReturnType<typeof store.acquire>> = await store.acquire(0, "n1/a", 5_000);
+    let fence: Fence | undefined = (await store.acquire(0, "n1/a", 5_000)) ?? undefined;
     const keys = new RecentKeys({
       clock,
       logger: silentLogger,
@@ -187,7 +187,7 @@ describe("counter - recent keys after an outage that outlasted the partition's l
     fence = undefined;
     await keys.restoreAll();
     // The node takes the partition again, and the store answers changes for longer than the memory.
-    fence = await store.acquire(0, "n1/b", KEY_TTL_MS);
+    fence = (await store.acquire(0, "n1/b", KEY_TTL_MS)) ?? undefined;
     for (let i = 2; i <= 4; i++) {
       await clock.advance(MEMORY_MS);
       await keys.settled([answered(pending(`k${i}`), i)], 0, incrementUse);
