@@ -407,17 +407,26 @@ export class RedisConnection {
   }
 
   /**
-   * Runs `listener` each time a server's connection is ready again after it dropped. On a cluster,
+   * Runs `listener` each time a server's connection is ready again after it dropped, to another run
+   * of it (`run_id`: it restarted, and may have lost writes). On a cluster,
    * each node's: the cluster client itself closes only when its pool drains, which never happens
    * while every node is dialled again (clusterNodeRetryStrategy), so a master's restart shows there.
    */
   onReconnect(listener: () => void): void {
     const watch = (client: Redis): void => {
       let dropped = false;
+      // Only a server that restarted can have lost writes; a connection that merely dropped (a
+      // network blip) finds the same server run, and nothing needs writing again.
+      let runId = runIdOf(client);
       client.on("close", () => (dropped = true));
       client.on("ready", () => {
-        if (dropped) listener();
+        if (!dropped) return;
         dropped = false;
+        const before = runId;
+        runId = runIdOf(client);
+        void Promise.all([before, runId]).then(([was, is]) => {
+          if (was === undefined || is === undefined || was !== is) listener();
+        });
       });
     };
     if (!(this.client instanceof Cluster)) return watch(this.client);
@@ -435,4 +444,13 @@ export class RedisConnection {
 /** Redis refused the credentials (ACL or requirepass): a later try would fail the same way. */
 function isRefusal(err: unknown): boolean {
   return err instanceof Error && err.name === "ReplyError" && /^(WRONGPASS|NOAUTH)\b/.test(err.message);
+}
+
+/** The server's `run_id` (a new one at every start), or undefined when it cannot be read. */
+async function runIdOf(client: Redis): Promise<string | undefined> {
+  try {
+    return /^run_id:(\w+)/m.exec(await client.info("server"))?.[1];
+  } catch {
+    return undefined;
+  }
 }

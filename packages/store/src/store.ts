@@ -278,8 +278,9 @@ export interface Store {
    */
   restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean>;
   /**
-   * `listener` runs each time the store's connection is ready again after it dropped: the server
-   * may have restarted and lost its last writes. Absent where nothing can drop (the memory store).
+   * `listener` runs each time the store's connection is ready again after it dropped, to a server
+   * that restarted meanwhile: it may have lost its last writes. Absent where nothing can drop (the
+   * memory store).
    */
   onReconnect?(listener: () => void): void;
   /**

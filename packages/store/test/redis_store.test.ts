@@ -342,6 +342,26 @@ describeWithRedis("redis store", () => {
       await durable?.stop();
     });
 
+    test("redis store - onReconnect runs after the server restarted, not after its connection merely dropped", async () => {
+      const store = await RedisStore.connect({ url: durable.url, keyPrefix: uniquePrefix() });
+      const raw = new Redis(durable.url);
+      try {
+        let reconnects = 0;
+        store.onReconnect(() => reconnects++);
+        await raw.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+        await eventually(() => store.load("p1"));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(reconnects).toBe(0);
+        await durable.kill();
+        await durable.restart();
+        await eventually(() => store.load("p1"));
+        await eventually(async () => expect(reconnects).toBe(1));
+      } finally {
+        raw.disconnect();
+        await store.close();
+      }
+    });
+
     test("redis store - keeps every acknowledged increment across kill -9 and restart", async () => {
       const store = await RedisStore.connect({ url: durable.url, keyPrefix: uniquePrefix() });
       try {
