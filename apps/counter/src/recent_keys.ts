@@ -7,11 +7,12 @@
  * (`appendfsync everysec`, infra/redis/redis.conf), so a crash of Redis's machine loses the last
  * second of keys along with the changes. A retry of one of those (its answer was lost on the way)
  * would count again, and the owner counts on from its own count (`countedEntry`), which already
- * holds it. So when a change comes back from the store below the owner's count (the store lost
- * writes), the keys remembered here are written back to it (`Store.restoreKeys`), with the answers
- * the owner gave: a retry up to the keys' TTL is then answered by the store. Kept for as long as a
- * publisher's retry of a lost answer may take (CounterConfig.idempotencyMemoryMs), for this owner's
- * lifetime only: a new owner reads the keys from the store.
+ * holds it. So when the store comes back restarted, or a change comes back from it below the
+ * owner's count (it lost writes), the keys remembered here are written back to it
+ * (`Store.restoreKeys`), with the answers the owner gave: a retry up to the keys' TTL is then
+ * answered by the store. Kept for longer than Redis may take to reach the disk
+ * (CounterConfig.idempotencyMemoryMs), counted while the store answers, for this owner's lifetime
+ * only: a new owner reads the keys from the store.
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
@@ -31,13 +32,20 @@ export interface KeyUse {
   readonly record: KeyRestore;
 }
 
-interface Recent extends KeyUse {
+/**
+ * One answered key. What it compares and writes back (`use`) is worked out only when a retry or a
+ * write-back needs it: a hot page answers tens of thousands a second, and every object kept here
+ * for seconds is one the garbage collector carries into its old generation.
+ */
+interface Recent {
   /** When it was answered (monotonic). */
   readonly at: number;
   /** In the order answered: the next write-back starts after the last one's. */
   readonly seq: number;
   readonly partition: number;
+  readonly request: { readonly page: string; readonly key: string };
   readonly reply: NodeReply;
+  readonly use: (request: never, reply: NodeReply) => KeyUse;
 }
 
 export interface RecentKeysOptions {
@@ -89,7 +97,7 @@ export class RecentKeys {
     for (const p of pending) {
       const recent = this.#keys.get(idOf(p.request));
       if (recent === undefined) rest.push(p);
-      else if (recent.change !== use(p.request)) p.resolve(errorReply("idempotency_conflict"));
+      else if (useOf(recent).change !== use(p.request)) p.resolve(errorReply("idempotency_conflict"));
       else p.resolve({ ...recent.reply, duplicate: true } as NodeReply);
     }
     return rest;
@@ -116,8 +124,9 @@ export class RecentKeys {
         at,
         seq,
         partition: pending.actor.partition,
+        request: pending.request,
         reply,
-        ...use(pending.request, reply),
+        use,
       });
     }
     this.#prune();
@@ -163,8 +172,9 @@ export class RecentKeys {
     for (const recent of this.#keys.values()) {
       if (!which(recent)) continue;
       const list = byPartition.get(recent.partition);
-      if (list === undefined) byPartition.set(recent.partition, [recent.record]);
-      else list.push(recent.record);
+      const { record } = useOf(recent);
+      if (list === undefined) byPartition.set(recent.partition, [record]);
+      else list.push(record);
     }
     const { store, fenceOf, keyTtlMs, logger, clock } = this.#o;
     this.#restoring++;
@@ -218,6 +228,14 @@ export function incrementUse(request: IncrementRequest, reply: NodeReply): KeyUs
 
 export function incrementChange(request: IncrementRequest): string {
   return `${request.counter}\u0000${request.delta}`;
+}
+
+/** What `recent`'s change did with its key: its `use` applied to the request it was kept with. */
+function useOf(recent: Recent): KeyUse {
+  return (recent.use as (request: Recent["request"], reply: NodeReply) => KeyUse)(
+    recent.request,
+    recent.reply,
+  );
 }
 
 function idOf(request: { readonly page: string; readonly key: string }): string {
