@@ -18,7 +18,8 @@ import { partitionOf } from "@livecount/ring";
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { TIMINGS, TestCluster, type ClusterProcess } from "../support/cluster.js";
+import { TIMINGS, type ClusterProcess } from "../support/cluster.js";
+import { startCluster } from "../support/fault_scenes.js";
 import { Crowd } from "../support/crowd.js";
 import { eventually } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
@@ -40,15 +41,10 @@ describeWithBinary(
         const graceMs = 1000;
         // A lease far longer than the watch: before the fix, what came late counted for all of it.
         const gatewayLeaseMs = 15_000;
-        const cluster = await TestCluster.start({
+        const cluster = await startCluster({
           counters: 1,
           gateways: 2,
           env: { LIVECOUNT_GRACE_MS: String(graceMs), LIVECOUNT_GATEWAY_LEASE_MS: String(gatewayLeaseMs) },
-        });
-        onTestFinished(async ({ task }) => {
-          const failed = task.result?.state === "fail";
-          if (failed) console.error(`\n----- logs (kept in ${cluster.logDir}) -----\n${cluster.logs()}\n`);
-          await cluster.stop(failed);
         });
         const bus = await NatsBus.connect({ servers: cluster.nats.url });
         onTestFinished(() => bus.close());

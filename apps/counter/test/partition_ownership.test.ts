@@ -7,10 +7,22 @@ import { PartitionOwnership } from "../src/partition_ownership.js";
 const LEASE_MS = 3000;
 const RETRY_MS = 300;
 
-/** One node's ownership over an in-memory store on `clock`. */
-function ownershipOn(clock: ManualClock, mayAcquire?: () => boolean): PartitionOwnership {
+/**
+ * One node's ownership over an in-memory store on `clock`; `beforeRenew` runs as each renewal
+ * reaches the store (it may step the wall clock, or throw as a store that cannot be reached).
+ */
+function ownershipOn(
+  clock: ManualClock,
+  { mayAcquire, beforeRenew }: { mayAcquire?: () => boolean; beforeRenew?: () => void } = {},
+): PartitionOwnership {
+  const store = new (class extends MemoryStore {
+    override async renew(...args: Parameters<MemoryStore["renew"]>) {
+      beforeRenew?.();
+      return super.renew(...args);
+    }
+  })({ now: () => clock.now() });
   return new PartitionOwnership({
-    store: new MemoryStore({ now: () => clock.now() }),
+    store,
     clock,
     logger: silentLogger,
     node: "n1/a",
@@ -24,7 +36,7 @@ describe("partition ownership", () => {
   test("ownership - while mayAcquire says no, wanted partitions are not taken, held ones stay renewed, and they are taken within a retry once it says yes", async () => {
     const clock = new ManualClock();
     let may = true;
-    const ownership = ownershipOn(clock, () => may);
+    const ownership = ownershipOn(clock, { mayAcquire: () => may });
     ownership.start();
     await ownership.setWanted([0]);
     expect(ownership.held()).toEqual([[0, 1]]);
@@ -97,21 +109,12 @@ describe("partition ownership", () => {
     const clock = new ManualClock();
     /** When each renewal went out, by the wall clock. */
     const renewals: number[] = [];
-    const store = new (class extends MemoryStore {
-      override async renew(...args: Parameters<MemoryStore["renew"]>) {
+    const ownership = ownershipOn(clock, {
+      beforeRenew: () => {
         renewals.push(clock.now());
         // The first renewal's answer comes after the wall clock stepped back a minute.
         if (renewals.length === 1) clock.stepWall(-60_000);
-        return super.renew(...args);
-      }
-    })({ now: () => clock.now() });
-    const ownership = new PartitionOwnership({
-      store,
-      clock,
-      logger: silentLogger,
-      node: "n1/a",
-      leaseMs: LEASE_MS,
-      retryMs: RETRY_MS,
+      },
     });
     ownership.start();
     await ownership.setWanted([0]);
@@ -125,19 +128,10 @@ describe("partition ownership", () => {
   test("ownership - a wall clock that steps back while renewals fail does not keep a partition served past its lease", async () => {
     const clock = new ManualClock();
     let failing = false;
-    const store = new (class extends MemoryStore {
-      override async renew(...args: Parameters<MemoryStore["renew"]>) {
+    const ownership = ownershipOn(clock, {
+      beforeRenew: () => {
         if (failing) throw new StoreError("Redis is unreachable");
-        return super.renew(...args);
-      }
-    })({ now: () => clock.now() });
-    const ownership = new PartitionOwnership({
-      store,
-      clock,
-      logger: silentLogger,
-      node: "n1/a",
-      leaseMs: LEASE_MS,
-      retryMs: RETRY_MS,
+      },
     });
     ownership.start();
     await ownership.setWanted([0]);

@@ -75,32 +75,23 @@ describe("counter - presence intake", () => {
     u = await buildUnits();
     const page = pageIn(3);
     await u.acquire(3);
-    const beat = (gateway: string, startedAt: number) =>
-      u.intake.heartbeat({
-        type: "gateway",
-        gateway,
-        node: "gw",
-        startedAt,
-        leaseMs: GATEWAY_LEASE_MS,
-        state: "up",
-      });
-    expect(beat("gw-old", 1)).toBe(true);
+    expect(upBeat("gw-old", 1)).toBe(true);
     await u.intake.batch(
       presenceBatch(3, "gw-old", [
         [page, "v:1", true],
         [page, "v:2", true],
       ]),
     );
-    expect(beat("gw-old", 1)).toBe(false);
+    expect(upBeat("gw-old", 1)).toBe(false);
     // The restarted process: its first heartbeat is news. The old incarnation beat just now, so it
     // is not yet known to be dead.
-    expect(beat("gw-new", 2)).toBe(true);
+    expect(upBeat("gw-new", 2)).toBe(true);
     await u.intake.batch(presenceBatch(3, "gw-new", [[page, "v:1", true]]));
     await u.clock.advance(0);
     expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(3);
     // One and a half heartbeat intervals (a third of the lease each) without a beat: dead.
     await u.clock.advance(GATEWAY_LEASE_MS / 2);
-    expect(beat("gw-new", 2)).toBe(false);
+    expect(upBeat("gw-new", 2)).toBe(false);
     await u.clock.advance(0);
     expect(viewers(page)).toBe(2);
     expect(u.registry.find(page)?.value(CONNECTIONS_COUNTER)).toBe(1);
@@ -156,25 +147,15 @@ describe("counter - presence intake", () => {
     u = await buildUnits();
     const page = pageIn(3);
     await u.acquire(3);
-    const beat = (gateway: string, startedAt: number): void => {
-      u.intake.heartbeat({
-        type: "gateway",
-        gateway,
-        node: "gw",
-        startedAt,
-        leaseMs: GATEWAY_LEASE_MS,
-        state: "up",
-      });
-    };
-    beat("gw-a", 1);
-    beat("gw-b", 2);
+    upBeat("gw-a", 1);
+    upBeat("gw-b", 2);
     await u.intake.batch(presenceBatch(3, "gw-a", [[page, "v:a", true]]));
     await u.intake.batch(presenceBatch(3, "gw-b", [[page, "v:b", true]]));
     // Both beat every interval for several leases; sweeps run in between.
     for (let t = 0; t < 3 * GATEWAY_LEASE_MS; t += GATEWAY_LEASE_MS / 3) {
       await u.clock.advance(GATEWAY_LEASE_MS / 3);
-      beat("gw-b", 2);
-      beat("gw-a", 1);
+      upBeat("gw-b", 2);
+      upBeat("gw-a", 1);
       u.intake.sweep(u.clock.now());
     }
     await u.clock.advance(GRACE_MS);

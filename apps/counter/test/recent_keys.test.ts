@@ -20,20 +20,31 @@ function answered(p: ReturnType<typeof pending>, value: number): { pending: type
   return { pending: p, reply: { type: "incremented", page, counter, value, updatedAt: 5, duplicate: false } };
 }
 
+/** The memory of a node holding partition 0 under `fence()`, if any, over `store`. */
+function keysOn(
+  clock: ManualClock,
+  store: MemoryStore,
+  fence: () => Fence | undefined,
+  maxKeys = 100,
+): RecentKeys {
+  const fenceOf = (partition: number) => (partition === 0 ? fence() : undefined);
+  return new RecentKeys({
+    clock,
+    logger: silentLogger,
+    store,
+    fenceOf,
+    keyTtlMs: KEY_TTL_MS,
+    memoryMs: MEMORY_MS,
+    maxKeys,
+  });
+}
+
 describe("counter - recent keys", () => {
   async function setUp(maxKeys = 100) {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
     const fence = (await store.acquire(0, "n1/a", KEY_TTL_MS))!;
-    const keys = new RecentKeys({
-      clock,
-      logger: silentLogger,
-      store,
-      fenceOf: (partition) => (partition === 0 ? fence : undefined),
-      keyTtlMs: KEY_TTL_MS,
-      memoryMs: MEMORY_MS,
-      maxKeys,
-    });
+    const keys = keysOn(clock, store, () => fence, maxKeys);
     return { clock, store, fence, keys };
   }
 
@@ -140,15 +151,7 @@ describe("counter - recent keys while a write-back is in flight", () => {
       await gate;
       return restore(f, records, ttl);
     };
-    const keys = new RecentKeys({
-      clock,
-      logger: silentLogger,
-      store,
-      fenceOf: (partition) => (partition === 0 ? fence : undefined),
-      keyTtlMs: KEY_TTL_MS,
-      memoryMs: MEMORY_MS,
-      maxKeys: 100,
-    });
+    const keys = keysOn(clock, store, () => fence);
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
     // Redis restarts without k1 and is back after longer than the memory.
     await clock.advance(MEMORY_MS * 2);
@@ -172,15 +175,7 @@ describe("counter - recent keys after an outage that outlasted the partition's l
     const store = new MemoryStore({ now: () => clock.now() });
     // A lease of 5 s, which lapses in the outage below.
     let fence: Fence | undefined = (await store.acquire(0, "n1/a", 5_000)) ?? undefined;
-    const keys = new RecentKeys({
-      clock,
-      logger: silentLogger,
-      store,
-      fenceOf: (partition) => (partition === 0 ? fence : undefined),
-      keyTtlMs: KEY_TTL_MS,
-      memoryMs: MEMORY_MS,
-      maxKeys: 100,
-    });
+    const keys = keysOn(clock, store, () => fence);
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
     // Redis's machine crashed (k1 lost with its last second) and came back after the lease lapsed.
     await clock.advance(20_000);

@@ -9,6 +9,7 @@ import { Cluster, Redis, type ChainableCommander } from "ioredis";
 import { Packr, Unpackr } from "msgpackr";
 import { performance } from "node:perf_hooks";
 import { partitionTag } from "./redis_keys.js";
+import { onRestart } from "./redis_restarts.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { StoreConnectError, StoreError } from "./store.js";
 
@@ -406,32 +407,9 @@ export class RedisConnection {
     if (this.#closed) throw new StoreError("store is closed");
   }
 
-  /**
-   * Runs `listener` each time a server's connection is ready again after it dropped, to another run
-   * of it (`run_id`: it restarted, and may have lost writes). On a cluster,
-   * each node's: the cluster client itself closes only when its pool drains, which never happens
-   * while every node is dialled again (clusterNodeRetryStrategy), so a master's restart shows there.
-   */
+  /** `listener` runs when a server restarted under a connection that came back (redis_restarts.ts). */
   onReconnect(listener: () => void): void {
-    const watch = (client: Redis): void => {
-      let dropped = false;
-      // Only a server that restarted can have lost writes; a connection that merely dropped (a
-      // network blip) finds the same server run, and nothing needs writing again.
-      let runId = runIdOf(client);
-      client.on("close", () => (dropped = true));
-      client.on("ready", () => {
-        if (!dropped) return;
-        dropped = false;
-        const before = runId;
-        runId = runIdOf(client);
-        void Promise.all([before, runId]).then(([was, is]) => {
-          if (was === undefined || is === undefined || was !== is) listener();
-        });
-      });
-    };
-    if (!(this.client instanceof Cluster)) return watch(this.client);
-    for (const node of this.client.nodes("all")) watch(node);
-    this.client.on("+node", watch);
+    onRestart(this.client, listener);
   }
 
   async close(): Promise<void> {
@@ -444,13 +422,4 @@ export class RedisConnection {
 /** Redis refused the credentials (ACL or requirepass): a later try would fail the same way. */
 function isRefusal(err: unknown): boolean {
   return err instanceof Error && err.name === "ReplyError" && /^(WRONGPASS|NOAUTH)\b/.test(err.message);
-}
-
-/** The server's `run_id` (a new one at every start), or undefined when it cannot be read. */
-async function runIdOf(client: Redis): Promise<string | undefined> {
-  try {
-    return /^run_id:(\w+)/m.exec(await client.info("server"))?.[1];
-  } catch {
-    return undefined;
-  }
 }
