@@ -76,9 +76,10 @@ export class RecentKeys {
    */
   #restoring = 0;
   /**
-   * Partitions a write-back found without a fence (their lease lapsed while the store was away, as it
-   * does when Redis's machine restarts), until when their keys wait, kept, for the partition to be
-   * held again (at most their TTL): then the next change answered writes them back.
+   * Partitions whose keys a write-back could not write, until when they wait, kept (at most their
+   * TTL): found without a fence (their lease lapsed while the store was away, as it does when
+   * Redis's machine restarts), refused as stale, or failed. The next change answered while the
+   * partition is held writes them back.
    */
   readonly #unheld = new Map<number, number>();
 
@@ -177,26 +178,27 @@ export class RecentKeys {
       else list.push(record);
     }
     const { store, fenceOf, keyTtlMs, logger, clock } = this.#o;
+    let keys = 0;
     this.#restoring++;
     try {
       for (const [partition, records] of byPartition) {
         const fence = fenceOf(partition);
-        if (fence === undefined) {
-          // Its lease lapsed meanwhile: the keys wait (kept) until it is held again, within their TTL.
-          this.#unheld.set(partition, clock.monotonic() + keyTtlMs);
-          continue;
-        }
+        let written = false;
         try {
-          await store.restoreKeys(fence, records, keyTtlMs);
+          written = fence !== undefined && (await store.restoreKeys(fence, records, keyTtlMs));
         } catch (err) {
-          logger.warn({ err, partition, keys: records.length }, "idempotency keys not restored");
+          logger.warn(
+            { err, partition, keys: records.length },
+            "idempotency keys not restored; trying again",
+          );
         }
+        // The keys wait (kept) until the partition is held and the store takes them, within their TTL.
+        if (written) keys += records.length;
+        else this.#unheld.set(partition, clock.monotonic() + keyTtlMs);
       }
     } finally {
       this.#restoring--;
     }
-    let keys = 0;
-    for (const records of byPartition.values()) keys += records.length;
     if (keys > 0) logger.warn({ keys }, `${why}; idempotency keys answered lately written back`);
   }
 

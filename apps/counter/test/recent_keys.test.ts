@@ -138,6 +138,32 @@ function errorOf(): NodeReply {
   return { type: "error", code: "unavailable", message: "the store did not answer; retry" };
 }
 
+describe("counter - recent keys whose write-back failed", () => {
+  test("counter - keys a write-back could not write go with the next change answered", async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ now: () => clock.now() });
+    const fence = (await store.acquire(0, "n1/a", KEY_TTL_MS))!;
+    const restore = store.restoreKeys.bind(store);
+    let failures = 1;
+    store.restoreKeys = async (f, records, ttl) => {
+      if (failures-- > 0) throw new Error("Redis went away again");
+      return restore(f, records, ttl);
+    };
+    const keys = keysOn(clock, store, () => fence);
+    await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
+    await keys.restoreAll();
+    await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
+    // Long after the memory forgot it, the store answers k1's retry.
+    for (let i = 3; i <= 5; i++) {
+      await clock.advance(MEMORY_MS);
+      await keys.settled([answered(pending(`k${i}`), i)], 0, incrementUse);
+    }
+    expect(keys.answer([pending("k1")], incrementChange)).toHaveLength(1);
+    const op = { fence, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
+    expect(await store.increment([op], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
+  });
+});
+
 describe("counter - recent keys while a write-back is in flight", () => {
   test("counter - a key written back after a reconnect is answered from memory until the store has it, however the store answers meanwhile", async () => {
     const clock = new ManualClock();
