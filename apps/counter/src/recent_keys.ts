@@ -89,16 +89,17 @@ export class RecentKeys {
 
   /**
    * Answers every change of `pending` whose key is remembered, and returns the rest, in order.
-   * `use` says what a request does with its key (its counter and delta, or its reset).
+   * `change` says what a request does with its key (its counter and delta, or its reset), as
+   * KeyUse.change does.
    */
-  answer<P extends Pending>(pending: readonly P[], use: (request: P["request"]) => string): P[] {
+  answer<P extends Pending>(pending: readonly P[], change: (request: P["request"]) => string): P[] {
     if (this.#keys.size === 0) return [...pending];
     this.#prune();
     const rest: P[] = [];
     for (const p of pending) {
       const recent = this.#keys.get(idOf(p.request));
       if (recent === undefined) rest.push(p);
-      else if (useOf(recent).change !== use(p.request)) p.resolve(errorReply("idempotency_conflict"));
+      else if (useOf(recent).change !== change(p.request)) p.resolve(errorReply("idempotency_conflict"));
       else p.resolve({ ...recent.reply, duplicate: true } as NodeReply);
     }
     return rest;

@@ -1,6 +1,6 @@
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore, type Fence } from "@livecount/store";
+import { MemoryStore, type Fence, type IncrementOp, type KeyRestore } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { RecentKeys, incrementChange, incrementUse } from "../src/recent_keys.js";
@@ -37,6 +37,23 @@ function keysOn(
     memoryMs: MEMORY_MS,
     maxKeys,
   });
+}
+
+/** `store.restoreKeys` with `before` run first on each call (it may wait, throw or record). */
+function beforeRestore(
+  store: MemoryStore,
+  before: (records: readonly KeyRestore[]) => Promise<void> | void,
+): void {
+  const restore = store.restoreKeys.bind(store);
+  store.restoreKeys = async (fence, records, ttl) => {
+    await before(records);
+    return restore(fence, records, ttl);
+  };
+}
+
+/** A retry of p1's like under `key` that reached the store (the memory no longer answered it). */
+function retryOp(fence: Fence, key: string): IncrementOp {
+  return { fence, page: "p1", counter: "likes", dc: "dc1", delta: 1, key, payload: "{}" };
 }
 
 describe("counter - recent keys", () => {
@@ -106,16 +123,8 @@ describe("counter - recent keys", () => {
     await keys.settled([answered(pending("k1"), 1), answered(pending("k2"), 2)], 0, incrementUse);
     await clock.advance(10);
     await keys.settled([answered(pending("k3"), 3)], 1, incrementUse);
-    const retry = (key: string, delta = 1) => ({
-      fence,
-      page: "p1",
-      counter: "likes",
-      dc: "dc1",
-      delta,
-      key,
-      payload: "{}",
-    });
-    const outcomes = await store.increment([retry("k1"), retry("k2"), retry("k3")], KEY_TTL_MS);
+    const retries = ["k1", "k2", "k3"].map((key) => retryOp(fence, key));
+    const outcomes = await store.increment(retries, KEY_TTL_MS);
     expect(outcomes.map((o) => o.kind === "duplicate" && JSON.parse(o.payload))).toEqual([
       { value: 1, updatedAt: 5 },
       { value: 2, updatedAt: 5 },
@@ -123,11 +132,7 @@ describe("counter - recent keys", () => {
     ]);
     // The next write-back takes only what was answered since: k4, not k1 to k3 again.
     const restored: string[] = [];
-    const restore = store.restoreKeys.bind(store);
-    store.restoreKeys = async (f, records, ttl) => {
-      restored.push(...records.map((r) => r.key));
-      return restore(f, records, ttl);
-    };
+    beforeRestore(store, (records) => void restored.push(...records.map((r) => r.key)));
     await clock.advance(10);
     await keys.settled([answered(pending("k4"), 4)], 1, incrementUse);
     expect(restored).toEqual(["k4"]);
@@ -143,12 +148,10 @@ describe("counter - recent keys whose write-back failed", () => {
     const clock = new ManualClock();
     const store = new MemoryStore({ now: () => clock.now() });
     const fence = (await store.acquire(0, "n1/a", KEY_TTL_MS))!;
-    const restore = store.restoreKeys.bind(store);
     let failures = 1;
-    store.restoreKeys = async (f, records, ttl) => {
+    beforeRestore(store, () => {
       if (failures-- > 0) throw new Error("Redis went away again");
-      return restore(f, records, ttl);
-    };
+    });
     const keys = keysOn(clock, store, () => fence);
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
     await keys.restoreAll();
@@ -159,8 +162,7 @@ describe("counter - recent keys whose write-back failed", () => {
       await keys.settled([answered(pending(`k${i}`), i)], 0, incrementUse);
     }
     expect(keys.answer([pending("k1")], incrementChange)).toHaveLength(1);
-    const op = { fence, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
-    expect(await store.increment([op], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
+    expect(await store.increment([retryOp(fence, "k1")], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
   });
 });
 
@@ -172,11 +174,7 @@ describe("counter - recent keys while a write-back is in flight", () => {
     // The write-back waits for the store (one round trip per partition, after every other one).
     let release = (): void => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const restore = store.restoreKeys.bind(store);
-    store.restoreKeys = async (f, records, ttl) => {
-      await gate;
-      return restore(f, records, ttl);
-    };
+    beforeRestore(store, () => gate);
     const keys = keysOn(clock, store, () => fence);
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
     // Redis restarts without k1 and is back after longer than the memory.
@@ -190,8 +188,7 @@ describe("counter - recent keys while a write-back is in flight", () => {
     release();
     await restoring;
     // Written back: the store answers it from now on.
-    const op = { fence, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
-    expect(await store.increment([op], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
+    expect(await store.increment([retryOp(fence, "k1")], KEY_TTL_MS)).toMatchObject([{ kind: "duplicate" }]);
   });
 });
 
@@ -216,8 +213,7 @@ describe("counter - recent keys after an outage that outlasted the partition's l
     // A late retry of k1 (the SDK's, after its request timeout) is not counted again.
     const retry = pending("k1");
     const left = keys.answer([retry], incrementChange);
-    const op = { fence: fence!, page: "p1", counter: "likes", dc: "dc1", delta: 1, key: "k1", payload: "{}" };
-    const outcomes = left.length === 0 ? [] : await store.increment([op], KEY_TTL_MS);
+    const outcomes = left.length === 0 ? [] : await store.increment([retryOp(fence!, "k1")], KEY_TTL_MS);
     expect(outcomes.filter((o) => o.kind === "applied")).toEqual([]);
   });
 });
