@@ -108,7 +108,7 @@ export class Bootstrap {
 
   constructor(options: BootstrapOptions) {
     this.#o = options;
-    this.#startedAt = options.clock.now();
+    this.#startedAt = options.clock.monotonic();
   }
 
   start(): void {
@@ -177,7 +177,7 @@ export class Bootstrap {
   /** Entries of a syncing partition arrived: its transfer is alive, no need to ask again yet. */
   received(partition: number): void {
     const sync = this.#syncing.get(partition);
-    if (sync !== undefined) sync.askedAt = this.#o.clock.now();
+    if (sync !== undefined) sync.askedAt = this.#o.clock.monotonic();
   }
 
   /**
@@ -219,7 +219,7 @@ export class Bootstrap {
   remoteUp(): void {
     for (const partition of [...this.#waiting]) this.#begin(partition);
     const live = this.#o.liveRemotes();
-    const now = this.#o.clock.now();
+    const now = this.#o.clock.monotonic();
     for (const [partition, sync] of this.#syncing) {
       for (const remote of live) {
         if (sync.remaining.has(remote) || sync.taught.has(remote) || sync.learningPeers.has(remote)) continue;
@@ -236,7 +236,7 @@ export class Bootstrap {
 
   /** Still within `discoveryMs` of starting: a DC not heard yet may still be heard. */
   get discovering(): boolean {
-    return this.#o.clock.now() < this.#startedAt + this.#o.discoveryMs;
+    return this.#o.clock.monotonic() < this.#startedAt + this.#o.discoveryMs;
   }
 
   #begin(partition: number): void {
@@ -248,9 +248,9 @@ export class Bootstrap {
         remaining: new Set(live.filter((peer) => !already.has(peer))),
         taught: new Set(live.filter((peer) => already.has(peer))),
         learningPeers: new Set(),
-        askedAt: this.#o.clock.now(),
+        askedAt: this.#o.clock.monotonic(),
         retryMs: this.#o.retryMs,
-        since: this.#o.clock.now(),
+        since: this.#o.clock.monotonic(),
         asked: new Set(),
         learningTogether: false,
       };
@@ -295,7 +295,7 @@ export class Bootstrap {
     sync.learningTogether = sync.learningPeers.size > 0;
     sync.remaining = new Set(live);
     sync.learningPeers = new Set();
-    if (this.#o.clock.now() - sync.since >= LEARNING_PEERS_PATIENCE_MS)
+    if (this.#o.clock.monotonic() - sync.since >= LEARNING_PEERS_PATIENCE_MS)
       sync.retryMs = Math.min(sync.retryMs * 2, LEARNING_PEERS_RETRY_MAX_MS);
   }
 
@@ -403,7 +403,7 @@ export class Bootstrap {
   /** Asks again where no answer came for a while, and ends discovery for partitions nobody can teach. */
   #schedule(): void {
     this.#timer = this.#o.clock.setTimeout(() => {
-      const now = this.#o.clock.now();
+      const now = this.#o.clock.monotonic();
       for (const [partition, sync] of this.#syncing) {
         if (now - sync.askedAt < sync.retryMs) continue;
         sync.askedAt = now;

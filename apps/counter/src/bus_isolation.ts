@@ -114,7 +114,7 @@ export class BusIsolation {
 
   /** One step: note a hearing, leave an isolation the bus ended, or look for proof of one. */
   async tick(): Promise<void> {
-    const now = this.#o.clock.now();
+    const now = this.#o.clock.monotonic();
     const stalled = this.#lastStepAt !== undefined && now - this.#lastStepAt > 2 * this.#intervalMs;
     // Counted even when skipped: a slow store does not make the next step look like a stall.
     this.#lastStepAt = now;

@@ -148,9 +148,9 @@ export class Convergence {
   }
 
   async #waitServing(partition: number, timeoutMs: number): Promise<Fence | undefined> {
-    const deadline = this.#o.clock.now() + timeoutMs;
+    const deadline = this.#o.clock.monotonic() + timeoutMs;
     if ((await this.#o.whenHeld(partition, timeoutMs)) === undefined) return undefined;
-    const left = Math.max(0, deadline - this.#o.clock.now());
+    const left = Math.max(0, deadline - this.#o.clock.monotonic());
     if (!(await this.#bootstrap.whenReady(partition, left))) return undefined;
     return this.servingFence(partition);
   }

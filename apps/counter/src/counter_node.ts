@@ -130,7 +130,8 @@ export class CounterNode {
       reclaimFrom: `${config.nodeId}/`,
       leaseMs: config.partitionLeaseMs,
       retryMs: Math.max(100, Math.floor(config.partitionLeaseMs / 10)),
-      mayAcquire: () => this.#pulse === undefined || clock.now() - this.#pulse.heardAt < 2 * busSilenceMs,
+      mayAcquire: () =>
+        this.#pulse === undefined || clock.monotonic() - this.#pulse.heardAt < 2 * busSilenceMs,
     });
     this.#ownership.onLoss((partition, reason) => this.#onPartitionLoss(partition, reason));
     this.#ownership.onAcquire((partition) => this.#onPartitionAcquired(partition));
@@ -429,9 +430,9 @@ export class CounterNode {
   }
 
   #sweep(): void {
-    const now = this.#clock.now();
-    this.#registry.tick(this.#clock.monotonic());
-    this.#intake.sweep(now);
-    if (++this.#sweeps % PASSIVATION_SWEEPS === 0) this.#registry.passivateIdle(now);
+    const monotonic = this.#clock.monotonic();
+    this.#registry.tick(monotonic);
+    this.#intake.sweep(monotonic);
+    if (++this.#sweeps % PASSIVATION_SWEEPS === 0) this.#registry.passivateIdle(this.#clock.now());
   }
 }

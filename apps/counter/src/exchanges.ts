@@ -82,7 +82,7 @@ export class Exchanges {
 
   /** This node answered `remote`'s summary of `partition` with its bucket digests. */
   answered(remote: string, partition: number): void {
-    this.#answered.set(key(remote, partition), this.#clock.now());
+    this.#answered.set(key(remote, partition), this.#clock.monotonic());
   }
 
   /**
@@ -92,7 +92,7 @@ export class Exchanges {
   leftToRemote(remote: string, partition: number, self: string, takeBack: () => void): boolean {
     const k = key(remote, partition);
     const at = this.#answered.get(k);
-    if (at === undefined || this.#clock.now() - at >= CROSSING_MS || self < remote) return false;
+    if (at === undefined || this.#clock.monotonic() - at >= CROSSING_MS || self < remote) return false;
     if (!this.#leftToRemote.has(k)) this.#awaitPull(remote, k, CROSSING_FALLBACK_MS, takeBack);
     return true;
   }
@@ -101,7 +101,7 @@ export class Exchanges {
   #awaitPull(remote: string, k: string, ms: number, takeBack: () => void): void {
     const timer = this.#clock.setTimeout(() => {
       if (this.#leftToRemote.get(k) !== timer) return;
-      const quietMs = this.#clock.now() - (this.#heardAt.get(remote) ?? -Infinity);
+      const quietMs = this.#clock.monotonic() - (this.#heardAt.get(remote) ?? -Infinity);
       if (quietMs < CROSSING_FALLBACK_MS) {
         this.#awaitPull(remote, k, CROSSING_FALLBACK_MS - quietMs, takeBack);
         return;
@@ -114,7 +114,7 @@ export class Exchanges {
 
   /** An anti-entropy message of `remote` came: it is sending, whatever it is still to send. */
   heard(remote: string): void {
-    this.#heardAt.set(remote, this.#clock.now());
+    this.#heardAt.set(remote, this.#clock.monotonic());
   }
 
   /** `remote` drives an exchange of `partition` (its pull came): nothing is left to take back. */
@@ -122,13 +122,13 @@ export class Exchanges {
     const k = key(remote, partition);
     this.#clear(this.#leftToRemote, k);
     this.#answered.delete(k);
-    this.#remoteDriving.set(k, this.#clock.now());
+    this.#remoteDriving.set(k, this.#clock.monotonic());
   }
 
   /** Pages of `remote` for `partition` came: an exchange with it either way is still under way. */
   received(remote: string, partition: number): void {
     const k = key(remote, partition);
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     if (this.#remoteDriving.has(k)) this.#remoteDriving.set(k, now);
     if (this.#driving.has(k)) this.#drivenHeardAt.set(k, now);
   }
@@ -152,13 +152,13 @@ export class Exchanges {
 
   /** `remote` asks to learn `partition` from this node (a bootstrap request). */
   learns(remote: string, partition: number): void {
-    this.#learners.set(key(remote, partition), this.#clock.now());
+    this.#learners.set(key(remote, partition), this.#clock.monotonic());
   }
 
   /** `remote` is learning `partition` from this node: it asked within TRANSFER_STALL_MS, and is not done. */
   isLearning(remote: string, partition: number): boolean {
     const at = this.#learners.get(key(remote, partition));
-    return at !== undefined && this.#clock.now() - at < TRANSFER_STALL_MS;
+    return at !== undefined && this.#clock.monotonic() - at < TRANSFER_STALL_MS;
   }
 
   /**
@@ -168,7 +168,7 @@ export class Exchanges {
    */
   teaches(remote: string, partition: number): boolean {
     const k = key(remote, partition);
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     const at = this.#teaching.get(k);
     if (at !== undefined && now - at < TEACH_MS) return false;
     this.#teaching.set(k, now);
@@ -187,7 +187,7 @@ export class Exchanges {
   progress(remote: string, partition: number, stalled: () => void): void {
     const k = key(remote, partition);
     this.#clear(this.#leftToRemote, k);
-    if (!this.#driving.has(k)) this.#drivenHeardAt.set(k, this.#clock.now());
+    if (!this.#driving.has(k)) this.#drivenHeardAt.set(k, this.#clock.monotonic());
     this.#clear(this.#driving, k);
     const timer = this.#clock.setTimeout(() => {
       if (this.#driving.get(k) !== timer) return;
@@ -225,7 +225,7 @@ export class Exchanges {
 
   #remoteUnderWay(k: string): boolean {
     const at = this.#remoteDriving.get(k);
-    return at !== undefined && this.#clock.now() - at < TRANSFER_STALL_MS;
+    return at !== undefined && this.#clock.monotonic() - at < TRANSFER_STALL_MS;
   }
 
   /**
@@ -240,7 +240,7 @@ export class Exchanges {
    */
   forget(remote: string, kind: "up" | "down" | "gap"): void {
     const prefix = `${remote}|`;
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     for (const k of [...this.#leftToRemote.keys()])
       if (k.startsWith(prefix)) this.#clear(this.#leftToRemote, k);
     for (const k of [...this.#answered.keys()]) if (k.startsWith(prefix)) this.#answered.delete(k);
@@ -288,7 +288,7 @@ export class Exchanges {
    * exchanges the remote drove that went silent.
    */
   prune(): void {
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     for (const [k, at] of this.#answered) if (now - at >= CROSSING_MS) this.#answered.delete(k);
     for (const [k, at] of this.#teaching) if (now - at >= TEACH_MS) this.#teaching.delete(k);
     for (const [k, at] of this.#learners) if (now - at >= TRANSFER_STALL_MS) this.#learners.delete(k);

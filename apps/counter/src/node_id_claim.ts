@@ -52,7 +52,7 @@ export async function claimNodeId(
   const subject = nodeSubject(dc, nodeId);
   const request = encodeMessage({ type: "node_status" });
   const answerMs = config.nodeLeaseMs / HEARTBEATS_PER_LEASE;
-  const stoppingUntil = clock.now() + 2 * config.partitionLeaseMs;
+  const stoppingUntil = clock.monotonic() + 2 * config.partitionLeaseMs;
   /** When the node's subject first went unanswered, or the bus first failed. */
   let silentSince: number | undefined;
   let downSince: number | undefined;
@@ -65,8 +65,8 @@ export async function claimNodeId(
       if (err instanceof NoRespondersError) return;
       if (err instanceof BusTimeoutError) {
         downSince = undefined;
-        silentSince ??= clock.now() - answerMs;
-        if (clock.now() - silentSince >= config.nodeLeaseMs) {
+        silentSince ??= clock.monotonic() - answerMs;
+        if (clock.monotonic() - silentSince >= config.nodeLeaseMs) {
           logger.warn(
             { node: nodeId },
             "a process holds this node id and has not answered for a node lease; taking its place",
@@ -76,8 +76,8 @@ export async function claimNodeId(
         continue;
       }
       if (!(err instanceof BusDisconnectedError)) throw inUse(nodeId, `it answered: ${String(err)}`);
-      downSince ??= clock.now();
-      if (clock.now() - downSince >= config.nodeLeaseMs)
+      downSince ??= clock.monotonic();
+      if (clock.monotonic() - downSince >= config.nodeLeaseMs)
         throw new NodeIdUnknownError(
           `could not ask NATS whether a live counter node holds LIVECOUNT_NODE_ID ${nodeId}`,
           { cause: err },
@@ -90,7 +90,7 @@ export async function claimNodeId(
       throw inUse(nodeId, `it answered ${reply.type}`);
     // A predecessor stopping: it unsubscribes once it has handed its partitions over.
     silentSince = undefined;
-    if (clock.now() >= stoppingUntil) {
+    if (clock.monotonic() >= stoppingUntil) {
       logger.warn({ node: nodeId }, "a process under this node id is still stopping; taking its place");
       return;
     }

@@ -122,7 +122,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     bus: o.busHealth,
     busSilenceMs: o.busSilenceMs,
     probe: (gateway, timeoutMs) => probeReleasedGateway(bus, o.dc, gateway, timeoutMs),
-    now: () => clock.now(),
+    now: () => clock.monotonic(),
   });
   return { registry, writer, intake };
 }

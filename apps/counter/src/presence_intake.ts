@@ -52,6 +52,10 @@ export interface PresenceIntakeOptions {
     gateway: string,
     timeoutMs: number,
   ) => Promise<{ readonly presence: GatewayPresence; readonly reconnects: number }>;
+  /**
+   * The process's monotonic clock, as `bus` times are: gateway leases and releases are durations
+   * here, and a wall clock stepping back must not keep a killed gateway's viewers counting.
+   */
   readonly now: () => number;
 }
 

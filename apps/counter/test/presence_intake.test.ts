@@ -26,7 +26,7 @@ describe("counter - presence intake", () => {
     const end = u.clock.now() + ms;
     while (u.clock.now() < end) {
       await u.clock.advance(Math.min(SWEEP_MS, end - u.clock.now()));
-      u.intake.sweep(u.clock.now());
+      u.intake.sweep(u.clock.monotonic());
     }
   }
 
@@ -156,7 +156,7 @@ describe("counter - presence intake", () => {
       await u.clock.advance(GATEWAY_LEASE_MS / 3);
       upBeat("gw-b", 2);
       upBeat("gw-a", 1);
-      u.intake.sweep(u.clock.now());
+      u.intake.sweep(u.clock.monotonic());
     }
     await u.clock.advance(GRACE_MS);
     u.registry.tick(u.clock.now());
@@ -325,7 +325,7 @@ describe("counter - presence intake", () => {
     await sweepFor(SWEEP_MS * 3);
     // Frozen for five leases: the next sweep comes that late, and the gateway's beats wait in the socket.
     u.clock.jump(GATEWAY_LEASE_MS * 5);
-    u.intake.sweep(u.clock.now());
+    u.intake.sweep(u.clock.monotonic());
     expect(viewers(page)).toBe(1);
     // Sweeping on time while the gateway stays silent expires it.
     await sweepFor(GATEWAY_LEASE_MS);
@@ -355,7 +355,7 @@ describe("counter - presence intake", () => {
     const page = await oneViewer(6);
     // NATS down or frozen for three leases, from right after the gateway's heartbeat: nothing comes,
     // the broker answers no round trip either; the node's sweeps run on time.
-    u.busSilentSince = u.clock.now();
+    u.busSilentSince = u.clock.monotonic();
     await sweepFor(GATEWAY_LEASE_MS * 3);
     expect(viewers(page)).toBe(1);
     // The bus carries again (the next sweep sees it), and the gateway stays silent: its lease runs on
@@ -370,7 +370,7 @@ describe("counter - presence intake", () => {
   test("counter - a gateway heard as the bus comes back gets none of the silence: killed then, it stops counting a lease later", async () => {
     u = await buildUnits();
     const page = await oneViewer(6);
-    u.busSilentSince = u.clock.now();
+    u.busSilentSince = u.clock.monotonic();
     await sweepFor(GATEWAY_LEASE_MS * 3);
     // Thawed: the gateway's queued heartbeat comes with the broker's answer, before the next sweep;
     // then the gateway dies.
@@ -390,7 +390,7 @@ describe("counter - presence intake", () => {
     const start = u.clock.now();
     while (viewers(page) > 0 && u.clock.now() - start < GATEWAY_LEASE_MS * 10) {
       await u.clock.advance(lateBy);
-      u.intake.sweep(u.clock.now());
+      u.intake.sweep(u.clock.monotonic());
     }
     // Each late sweep counts only a sweep interval of its gap against the lease.
     expect(viewers(page)).toBe(0);
@@ -403,10 +403,10 @@ describe("counter - presence intake", () => {
     const page = await oneViewer(6);
     // Half the lease goes by before the bus falls silent; the process stalls inside the silence.
     await sweepFor(GATEWAY_LEASE_MS / 2);
-    u.busSilentSince = u.clock.now();
+    u.busSilentSince = u.clock.monotonic();
     await sweepFor(SWEEP_MS * 10);
     u.clock.jump(GATEWAY_LEASE_MS * 5);
-    u.intake.sweep(u.clock.now());
+    u.intake.sweep(u.clock.monotonic());
     await sweepFor(SWEEP_MS * 10);
     u.busSilentSince = undefined;
     const backAt = u.clock.now();
@@ -420,7 +420,7 @@ describe("counter - presence intake", () => {
     u = await buildUnits();
     const page = await oneViewer(6);
     await sweepFor(GATEWAY_LEASE_MS / 2);
-    u.busSilentSince = u.clock.now();
+    u.busSilentSince = u.clock.monotonic();
     await sweepFor(BUS_SILENCE_MS);
     u.busSilentSince = undefined;
     await sweepFor(GATEWAY_LEASE_MS / 2 - BUS_SILENCE_MS - 1);

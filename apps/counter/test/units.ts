@@ -260,7 +260,7 @@ export async function buildUnits(
     // The broker answers at once while the bus carries; while it is silent, nothing since it began.
     busHealth: {
       get heardAt() {
-        return busSilentSince ?? clock.now();
+        return busSilentSince ?? clock.monotonic();
       },
       get unansweredSince() {
         return busSilentSince;

@@ -9,10 +9,11 @@ const PAGE = "stepped-page";
 const GRACE_MS = 2_000;
 
 /**
- * A counter node whose wall clock steps back a minute (NTP, an operator): the deadlines of the
- * process itself (graces) are on its monotonic clock, so nobody counts past their grace.
+ * A counter node whose wall clock steps a minute (NTP, an operator): the deadlines of the process
+ * itself (graces, gateway leases) are on its monotonic clock, so nobody counts past their grace or
+ * their gateway's lease, and no live gateway's viewers are dropped.
  */
-describe("counter - a wall clock stepping back", () => {
+describe("counter - a wall clock stepping", () => {
   let n: ManualNode | undefined;
 
   afterEach(async () => {
@@ -53,4 +54,26 @@ describe("counter - a wall clock stepping back", () => {
     await n.clock.advance(GRACE_MS + 2_000);
     expect(await viewers()).toBe(1);
   });
+
+  test.each([-60_000, 60_000])(
+    "counter - a gateway's viewers count for its lease from when it was last heard, with the wall clock stepped %i ms",
+    async (stepMs) => {
+      const leaseMs = 10_000;
+      n = await ManualNode.start(START_MS, {
+        LIVECOUNT_PARTITIONS: String(PARTITIONS),
+        LIVECOUNT_GRACE_MS: String(GRACE_MS),
+        LIVECOUNT_GATEWAY_LEASE_MS: String(leaseMs),
+      });
+      await presence("v:1", true);
+      await presence("v:2", true);
+      expect(await viewers()).toBe(2);
+      // The gateway is killed as the wall clock steps: heard no more, it holds its viewers for its
+      // lease and no longer (a step back kept them a minute more; one forward dropped them at once).
+      n.clock.stepWall(stepMs);
+      await n.clock.advance(leaseMs - 1_000);
+      expect(await viewers()).toBe(2);
+      await n.clock.advance(2_000);
+      expect(await viewers()).toBe(0);
+    },
+  );
 });

@@ -4,12 +4,16 @@ import { Counter, Gauge, type Registry } from "prom-client";
 
 export interface BusPulseOptions {
   readonly bus: Bus;
+  /** Times on its monotonic clock: a wall clock stepping back must not pass for a silent or busy bus. */
   readonly clock: Clock;
   /** How often a round trip goes out (LIVECOUNT_DC_HEARTBEAT_MS). */
   readonly intervalMs: number;
 }
 
-/** What a counter node knows of its bus (BusPulse; a harness's stand-in in tests). */
+/**
+ * What a counter node knows of its bus (BusPulse; a harness's stand-in in tests). Times are on the
+ * process's monotonic clock (`Clock.monotonic`), as are the leases judged against them.
+ */
 export interface BusHealth {
   /** When the broker last answered, or last delivered anything to this process. */
   readonly heardAt: number;
@@ -60,7 +64,7 @@ export class BusPulse implements BusHealth {
 
   constructor(options: BusPulseOptions) {
     this.#o = options;
-    this.#heardAt = options.clock.now();
+    this.#heardAt = options.clock.monotonic();
   }
 
   get heardAt(): number {
@@ -82,7 +86,7 @@ export class BusPulse implements BusHealth {
    * still reads its messages, so a late answer amid traffic is never a silence.
    */
   delivered(): void {
-    this.#heardAt = this.#o.clock.now();
+    this.#heardAt = this.#o.clock.monotonic();
   }
 
   start(): void {
@@ -95,7 +99,7 @@ export class BusPulse implements BusHealth {
   }
 
   #tick(): void {
-    const now = this.#o.clock.now();
+    const now = this.#o.clock.monotonic();
     const stalled = this.#dueAt !== undefined && now - this.#dueAt > this.#o.intervalMs;
     this.#steadyTicks = stalled ? 0 : this.#steadyTicks + 1;
     if (this.#stuck(now)) {
@@ -105,12 +109,12 @@ export class BusPulse implements BusHealth {
     // One at a time: a frozen broker answers none, and a round trip pending at a disconnect fails.
     if (!this.#inFlight) {
       this.#inFlight = true;
-      this.#unansweredSince ??= this.#o.clock.now();
+      this.#unansweredSince ??= this.#o.clock.monotonic();
       this.#o.bus
         .flush()
         .then(
           () => {
-            this.#heardAt = this.#o.clock.now();
+            this.#heardAt = this.#o.clock.monotonic();
             this.#unansweredSince = undefined;
           },
           () => {},
@@ -148,7 +152,7 @@ export function registerBusPulseMetrics(
     registers: [registry],
     collect() {
       const since = pulse.unansweredSince;
-      this.set(since === undefined ? 0 : Math.max(0, clock.now() - since) / 1000);
+      this.set(since === undefined ? 0 : Math.max(0, clock.monotonic() - since) / 1000);
     },
   });
   let counted = 0;
@@ -200,7 +204,10 @@ export class BusSilence {
     return this.#from !== undefined;
   }
 
-  /** `notBefore`: a silence is not counted from before it (a stall of the process already compensated). */
+  /**
+   * `now` on the monotonic clock, as the health's times are. `notBefore`: a silence is not counted
+   * from before it (a stall of the process already compensated).
+   */
   judge(now: number, notBefore = -Infinity): BusState {
     const { heardAt, unansweredSince } = this.#health;
     if (this.#from === undefined) {

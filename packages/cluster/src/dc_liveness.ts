@@ -38,6 +38,7 @@ export type DcEvent = { readonly kind: "up" | "gap" | "down" };
 
 export type DcListener = (dc: string, event: DcEvent) => void;
 
+/** Times on the process's monotonic clock: a wall clock stepping back must not keep a DC up longer. */
 interface RemoteDc {
   lastHeard: number;
   /**
@@ -115,10 +116,15 @@ export class DcLiveness {
     return [...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc);
   }
 
-  /** Every remote DC heard since this process started: live or down, and when it was last heard (epoch-ms). */
+  /**
+   * Every remote DC heard since this process started: live or down, and when it was last heard
+   * (epoch-ms: how long ago by the monotonic clock, back from the wall clock's now).
+   */
   remotes(): Array<{ readonly dc: string; readonly live: boolean; readonly lastHeard: number }> {
+    const { clock } = this.#o;
+    const wallMinusMonotonic = clock.now() - clock.monotonic();
     return [...this.#remotes]
-      .map(([dc, r]) => ({ dc, live: r.live, lastHeard: r.lastHeard }))
+      .map(([dc, r]) => ({ dc, live: r.live, lastHeard: r.lastHeard + wallMinusMonotonic }))
       .sort((a, b) => (a.dc < b.dc ? -1 : 1));
   }
 
@@ -132,7 +138,7 @@ export class DcLiveness {
   heard(dc: string): void {
     const remote = this.#remotes.get(dc);
     if (remote?.live !== true) return;
-    remote.lastHeard = Math.max(remote.lastHeard, this.#o.clock.now());
+    remote.lastHeard = Math.max(remote.lastHeard, this.#o.clock.monotonic());
     remote.leaseFrom = Math.max(remote.leaseFrom, remote.lastHeard);
   }
 
@@ -140,7 +146,7 @@ export class DcLiveness {
   lagMs(dc: string): number {
     if (dc === this.#o.dc) return 0;
     const remote = this.#remotes.get(dc);
-    return remote === undefined ? Infinity : Math.max(0, this.#o.clock.now() - remote.lastHeard);
+    return remote === undefined ? Infinity : Math.max(0, this.#o.clock.monotonic() - remote.lastHeard);
   }
 
   #tick(): void {
@@ -157,7 +163,7 @@ export class DcLiveness {
       if (purgeBefore > 0) beat = { ...beat, purgeBefore };
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
     }
-    const now = clock.now();
+    const now = clock.monotonic();
     if (this.#judgeBus(now)) this.#expire(now);
     this.#timer = clock.setTimeout(() => this.#tick(), this.#o.heartbeatMs);
   }
@@ -207,7 +213,7 @@ export class DcLiveness {
     if (msg.type !== "dc") return;
     if (msg.purgeBefore !== undefined) for (const listener of this.#purgeListeners) listener(msg.purgeBefore);
     if (msg.dc === this.#o.dc) return;
-    const now = this.#o.clock.now();
+    const now = this.#o.clock.monotonic();
     let remote = this.#remotes.get(msg.dc);
     if (remote === undefined) {
       remote = {

@@ -59,6 +59,7 @@ const OWN_INCARNATIONS = 1024;
  */
 export class Membership {
   readonly #opts: MembershipOptions;
+  /** When each node was last heard, on the monotonic clock: a wall clock stepping back keeps no dead node. */
   readonly #lastSeen = new Map<string, number>();
   readonly #incarnations = new Map<string, string>();
   /** The highest `reconnects` heard of each node's incarnation: an older heartbeat says less. */
@@ -145,7 +146,7 @@ export class Membership {
   start(): void {
     const { bus, dc } = this.#opts;
     this.#sub = bus.subscribe(nodesSubject(dc), (data) => this.#onHeartbeat(data));
-    if (this.#opts.self !== undefined) this.#lastSeen.set(this.#opts.self, this.#opts.clock.now());
+    if (this.#opts.self !== undefined) this.#lastSeen.set(this.#opts.self, this.#opts.clock.monotonic());
     this.#rebuild();
     this.#tick();
   }
@@ -247,7 +248,7 @@ export class Membership {
       this.#rebuild();
       return;
     }
-    this.#lastSeen.set(msg.node, this.#opts.clock.now());
+    this.#lastSeen.set(msg.node, this.#opts.clock.monotonic());
     if (msg.startedAt !== undefined) this.#startedAt.set(msg.node, msg.startedAt);
     const before = this.#incarnations.get(msg.node);
     const returned = before === undefined && this.#forgotten.get(msg.node) === msg.incarnation;
@@ -304,9 +305,10 @@ export class Membership {
   }
 
   #expire(): void {
-    const deadline = this.#opts.clock.now() - this.#opts.leaseMs;
+    const now = this.#opts.clock.monotonic();
+    const deadline = now - this.#opts.leaseMs;
     for (const [node, seen] of this.#lastSeen) {
-      if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, this.#opts.clock.now());
+      if (node === this.#opts.self && !this.#leaving) this.#lastSeen.set(node, now);
       else if (seen < deadline) {
         const incarnation = this.#incarnations.get(node);
         if (incarnation !== undefined) this.#forgotten.set(node, incarnation);

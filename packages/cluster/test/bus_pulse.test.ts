@@ -22,7 +22,7 @@ class Broker {
         return new Promise<void>((answer, fail) => this.pending.push({ answer, fail }));
       },
       reconnect: () => {
-        this.reconnects.push(clock?.now() ?? 0);
+        this.reconnects.push(clock?.monotonic() ?? 0);
         return true;
       },
     };
@@ -44,7 +44,7 @@ describe("cluster - bus pulse", () => {
     const clock = new ManualClock();
     const broker = new Broker();
     const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
-    const startedAt = clock.now();
+    const startedAt = clock.monotonic();
     pulse.start();
     expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([startedAt, startedAt, 1]);
 
@@ -55,27 +55,31 @@ describe("cluster - bus pulse", () => {
     }
     broker.answerAll();
     await clock.advance(0);
-    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([clock.now(), undefined, 4]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([clock.monotonic(), undefined, 4]);
 
     // Frozen: the round trip sent next is not answered, and no other goes out meanwhile.
-    const answeredAt = clock.now();
+    const answeredAt = clock.monotonic();
     await clock.advance(INTERVAL_MS);
-    const frozenSentAt = clock.now();
+    const frozenSentAt = clock.monotonic();
     await clock.advance(INTERVAL_MS * 10);
     expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([answeredAt, frozenSentAt, 5]);
     // A message delivered meanwhile says the bus carries; the round trip is still unanswered.
     await clock.advance(INTERVAL_MS);
     pulse.delivered();
-    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([clock.now(), frozenSentAt, 5]);
+    expect([pulse.heardAt, pulse.unansweredSince, broker.calls]).toEqual([
+      clock.monotonic(),
+      frozenSentAt,
+      5,
+    ]);
     // Thawed: the answer comes, and the pulse goes on.
     broker.answerAll();
     await clock.advance(0);
-    expect([pulse.heardAt, pulse.unansweredSince]).toEqual([clock.now(), undefined]);
+    expect([pulse.heardAt, pulse.unansweredSince]).toEqual([clock.monotonic(), undefined]);
     await clock.advance(INTERVAL_MS);
     expect(broker.calls).toBe(6);
 
     // Down: round trips fail; each interval tries again, and the first unanswered one still counts.
-    const downSentAt = clock.now();
+    const downSentAt = clock.monotonic();
     const lastAnswer = pulse.heardAt;
     for (let i = 0; i < 4; i++) {
       broker.failAll();
@@ -111,14 +115,20 @@ describe("cluster - bus pulse", () => {
     expect(silence.silent).toBe(false);
   });
 
-  test("cluster - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {
+  /** A pulse on a manual clock and a broker the test answers, with its metrics registered. */
+  function pulseWithMetrics() {
     const clock = new ManualClock();
-    const broker = new Broker();
+    const broker = new Broker(clock);
     const pulse = new BusPulse({ bus: broker.bus, clock, intervalMs: INTERVAL_MS });
     const registry = new Registry();
     registerBusPulseMetrics(registry, "livecount_counter", pulse, clock);
     const unanswered = async (): Promise<number> =>
       (await registry.getSingleMetric("livecount_counter_bus_unanswered_seconds")!.get()).values[0]!.value;
+    return { clock, broker, pulse, unanswered };
+  }
+
+  test("cluster - livecount_counter_bus_unanswered_seconds is 0 while the broker answers, and how long the oldest round trip has waited while it does not", async () => {
+    const { clock, broker, pulse, unanswered } = pulseWithMetrics();
     pulse.start();
     broker.answerAll();
     await clock.advance(0);
@@ -131,6 +141,25 @@ describe("cluster - bus pulse", () => {
     expect(await unanswered()).toBe(0);
     pulse.stop();
   });
+
+  test.each([-60_000, 60_000])(
+    "cluster - a wall clock stepped %i ms while a round trip waits is no silence: the pulse times on the monotonic clock",
+    async (stepMs) => {
+      const { clock, broker, pulse, unanswered } = pulseWithMetrics();
+      pulse.start();
+      // A round trip is in flight when NTP steps the wall clock; the broker answers the next moment.
+      clock.stepWall(stepMs);
+      await clock.advance(INTERVAL_MS / 2);
+      expect(await unanswered()).toBe(INTERVAL_MS / 2 / 1000);
+      expect(new BusSilence(pulse, 2 * INTERVAL_MS).judge(clock.monotonic()).state).toBe("carries");
+      broker.answerAll();
+      await clock.advance(0);
+      expect(pulse.heardAt).toBe(clock.monotonic());
+      await answering(clock, broker, MOVE_MS * 3);
+      expect(broker.reconnects).toEqual([]);
+      pulse.stop();
+    },
+  );
 
   const MOVE_MS = BUS_MOVE_HEARTBEATS * INTERVAL_MS;
 
@@ -158,7 +187,7 @@ describe("cluster - bus pulse", () => {
   test("cluster - a server that answers nothing for four steady heartbeats, with nothing delivered, is left: the bus dials again, once per four more while nothing answers", async () => {
     const { clock, broker, pulse } = await answeredOnce();
     await clock.advance(INTERVAL_MS);
-    const sentAt = clock.now();
+    const sentAt = clock.monotonic();
     expect(pulse.unansweredSince).toBe(sentAt);
     await clock.advance(MOVE_MS - 1);
     expect(broker.reconnects).toEqual([]);
@@ -171,7 +200,7 @@ describe("cluster - bus pulse", () => {
     expect(broker.reconnects).toHaveLength(1);
     // Connected to a server that answers nothing either: four more steady heartbeats, then again.
     broker.status = "connected";
-    const connectedAt = clock.now();
+    const connectedAt = clock.monotonic();
     await clock.advance(MOVE_MS + INTERVAL_MS);
     expect(broker.reconnects).toHaveLength(2);
     expect(broker.reconnects[1]! - connectedAt).toBeLessThanOrEqual(MOVE_MS + INTERVAL_MS);
@@ -185,7 +214,7 @@ describe("cluster - bus pulse", () => {
   test("cluster - the server is left once it has answered nothing, and delivered nothing, for exactly four heartbeats", async () => {
     const { clock, broker, pulse } = await answeredOnce();
     await clock.advance(INTERVAL_MS);
-    const sentAt = clock.now();
+    const sentAt = clock.monotonic();
     // Something delivered as the round trip goes out: the silence counts from both at once.
     pulse.delivered();
     await clock.advance(MOVE_MS);

@@ -91,13 +91,34 @@ describe("cluster - data center liveness", () => {
     expect(lines.at(-1)).toMatchObject({ level: INFO, msg: "data center up again", dc: "dc2" });
   });
 
+  test.each([-60_000, 60_000])(
+    "cluster - a silent DC goes down a lease after it was last heard with the wall clock stepped %i ms; its last hearing is reported in wall time",
+    async (stepMs) => {
+      const { clock, events, hear } = setUp();
+      await hear("dc2", "n1", 1);
+      const heardAt = clock.now();
+      clock.stepWall(stepMs);
+      // The wall time of the hearing moved with the wall clock it is read on.
+      expect(liveness.remotes()).toEqual([{ dc: "dc2", live: true, lastHeard: heardAt + stepMs }]);
+      await clock.advance(LEASE_MS);
+      expect(liveness.isLive("dc2")).toBe(true);
+      expect(liveness.lagMs("dc2")).toBe(LEASE_MS);
+      await clock.advance(HEARTBEAT_MS);
+      expect(liveness.isLive("dc2")).toBe(false);
+      expect(events).toEqual([
+        ["dc2", "up"],
+        ["dc2", "down"],
+      ]);
+    },
+  );
+
   test("cluster - while the bus is silent no DC goes down; after, each keeps the part of its lease the silence left", async () => {
     // The broker's answers: at once while the bus carries; none since `since` while it is silent.
     let since: number | undefined;
     const made: { clock?: ManualClock } = {};
     const health: BusHealth = {
       get heardAt() {
-        return since ?? made.clock?.now() ?? 0;
+        return since ?? made.clock?.monotonic() ?? 0;
       },
       get unansweredSince() {
         return since;
@@ -112,7 +133,7 @@ describe("cluster - data center liveness", () => {
     await clock.advance(LEASE_MS / 2);
     await hear("dc2", "n1", 2);
     const dc2HeardAt = clock.now();
-    since = clock.now();
+    since = clock.monotonic();
     await clock.advance(LEASE_MS * 5);
     expect(liveness.liveRemotes()).toEqual(["dc2", "dc3"]);
     expect(lines.some((l) => l.msg === "nothing comes on the bus; data centers keep their leases")).toBe(
@@ -149,11 +170,11 @@ describe("cluster - data center liveness", () => {
         return heardAt;
       },
       unansweredSince: 0,
-      delivered: () => void (heardAt = made.clock!.now()),
+      delivered: () => void (heardAt = made.clock!.monotonic()),
     };
     const { clock, events, hear } = setUp({ silence: health });
     made.clock = clock;
-    heardAt = clock.now();
+    heardAt = clock.monotonic();
     await hear("dc2", "n1", 1);
     const heardDc2At = clock.now();
     // dc3 keeps beating; dc2 is dead.
