@@ -4,27 +4,23 @@
  * partitions; and a process that replaced a frozen one (its supervisor thought it dead) must not
  * lose them to it once it thaws. Without this, the two took each other's leases in turn.
  */
-import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { readCounter } from "../support/audience.js";
-import { CLUSTER_PUBLISHER_KEY, ClusterProcess, type ExitStatus } from "../support/cluster.js";
+import type { ClusterProcess } from "../support/cluster.js";
+import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { startCluster } from "../support/fault_scenes.js";
-import { eventually, sleep } from "../support/eventually.js";
+import { eventually } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
-import { freePort } from "../support/ports.js";
 import { PublisherHttp } from "../support/publisher_http.js";
 import { redisServerAvailable } from "../support/redis_server.js";
+import { exitedWithin, twinOf } from "../support/twins.js";
 import { TestClient } from "../support/ws_client.js";
 
 const TEST_TIMEOUT_MS = 60_000;
 const PAGES = Array.from({ length: 8 }, (_, i) => `twins-${i}`);
 /** A process that must exit has this long: a node heartbeat interval (500 ms here) and then some. */
 const EXIT_WITHIN_MS = 5000;
-
-async function exitedWithin(p: ClusterProcess, ms: number): Promise<ExitStatus | "running"> {
-  return Promise.race([p.exited, sleep(ms).then(() => "running" as const)]);
-}
 
 describeWithBinary(
   natsServerAvailable() && redisServerAvailable(),
@@ -37,20 +33,10 @@ describeWithBinary(
         const cluster = await startCluster({ counters: 2, gateways: 1 });
         const [first] = cluster.counters as [ClusterProcess];
         const [gateway] = cluster.gateways as [ClusterProcess];
-        const port = await freePort();
-        const twin = new ClusterProcess(
-          "counter",
-          first.nodeId,
-          port,
-          { ...first.env, LIVECOUNT_PORT: String(port) },
-          join(cluster.logDir, `${first.nodeId}-twin.log`),
-        );
+        const twin = await twinOf(first, cluster.logDir);
         const clients: TestClient[] = [];
-        // The cluster prints its own logs (startCluster); the twin is not one of its processes.
-        onTestFinished(async ({ task }) => {
-          if (task.result?.state === "fail") console.error(`\n----- the twin -----\n${twin.logTail()}`);
+        onTestFinished(async () => {
           await Promise.all(clients.map((c) => c.terminate()));
-          await twin.kill();
         });
         const http = new PublisherHttp(gateway.url, CLUSTER_PUBLISHER_KEY);
         for (let i = 0; i < 2; i++) {
