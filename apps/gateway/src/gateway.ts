@@ -7,6 +7,7 @@ import {
   Membership,
   registerBusPulseMetrics,
   registerDcMetrics,
+  type GatewayIdHolder,
 } from "@livecount/cluster";
 import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
 import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
@@ -34,6 +35,7 @@ import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
 import { PrivatePages } from "./private_pages.js";
 import { AddressRateLimiter } from "./rate_limits.js";
+import { ringKnown } from "./ring_wait.js";
 import { SocketRouter, type SocketData } from "./socket_router.js";
 
 export interface GatewayOptions {
@@ -50,6 +52,8 @@ export interface GatewayOptions {
    * owners. Default 0: listen at once (the standalone process starts its counter node afterwards).
    */
   readonly ringWaitMs?: number;
+  /** A later process beats under this gateway's node id (GatewayHeartbeatOptions.onSuperseded). */
+  readonly onSuperseded?: (by: GatewayIdHolder) => void;
 }
 
 /** uWS's DISABLED compression: count frames are tiny and per-message deflate costs CPU and memory per socket. */
@@ -176,6 +180,7 @@ export class Gateway {
       // Owners may have let our lease lapse and dropped our viewers: give them everything again.
       onStall: () => this.#forwarder.resyncAll(),
       released: this.#forwarder,
+      ...(options.onSuperseded !== undefined ? { onSuperseded: options.onSuperseded } : {}),
       onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
       stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });
@@ -391,7 +396,7 @@ export class Gateway {
       }),
     );
     this.#heartbeat.start();
-    await this.#ringKnown(this.#o.ringWaitMs ?? 0);
+    await ringKnown(this.#membership, this.#clock, this.#o.ringWaitMs ?? 0);
     this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
     this.#status = "running";
     this.#log.info({ port: this.#port, sockets: this.#listening.size }, "gateway listening");
@@ -420,22 +425,6 @@ export class Gateway {
     for (const off of this.#unsubscribers) off();
     this.#status = "stopped";
     this.#log.info("gateway stopped");
-  }
-
-  /** Resolves once some counter node is on the ring, or after `waitMs`. */
-  #ringKnown(waitMs: number): Promise<void> {
-    if (waitMs <= 0 || this.#membership.ring.nodes.length > 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = (): void => {
-        off();
-        this.#clock.clearTimeout(timer);
-        resolve();
-      };
-      const timer = this.#clock.setTimeout(done, waitMs);
-      const off = this.#membership.onChange((ring) => {
-        if (ring.nodes.length > 0) done();
-      });
-    });
   }
 
   /** Viewers this gateway holds (distinct per page); for diagnostics and tests. */

@@ -1,5 +1,5 @@
-import { HEARTBEATS_PER_LEASE, connectBus } from "@livecount/cluster";
-import { ConfigError, createLogger, readLogLevel, stopOnSignals } from "@livecount/runtime";
+import { HEARTBEATS_PER_LEASE, claimGatewayId, connectBus, type GatewayIdHolder } from "@livecount/cluster";
+import { ConfigError, createLogger, readLogLevel, stopOnSignals, systemClock } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
 import { readGatewayConfig } from "./gateway_config.js";
@@ -22,11 +22,20 @@ try {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const bus = await connectBus(config, logger);
+  // One process per node id: a live gateway under it keeps it, and this one exits 1.
+  const { dc, nodeId: node, gatewayLeaseMs: leaseMs } = config;
+  await claimGatewayId(bus, systemClock, logger, { dc, node, leaseMs });
   // Up to one node heartbeat interval: counter nodes answer the first heartbeat at once.
   const ringWaitMs = config.nodeLeaseMs / HEARTBEATS_PER_LEASE;
-  const gateway = new Gateway({ config, bus, logger, registry, ringWaitMs });
+  const stop = (): Promise<void> => gateway.stop().then(() => bus.close());
+  // Replaced while frozen or cut off: the later process keeps the id; this one hands its sockets over.
+  const onSuperseded = (by: GatewayIdHolder): void => {
+    logger.error({ by }, "a later gateway process runs under this node id; stopping");
+    void stop().finally(() => process.exit(1));
+  };
+  const gateway = new Gateway({ config, bus, logger, registry, ringWaitMs, onSuperseded });
   await gateway.start();
-  stopOnSignals(logger, () => gateway.stop().then(() => bus.close()));
+  stopOnSignals(logger, stop);
 } catch (err) {
   logger.fatal({ err }, "gateway failed to start");
   process.exit(1);

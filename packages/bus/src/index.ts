@@ -32,6 +32,7 @@ export {
   antiEntropySubject,
   assertToken,
   dcUpdatesSubject,
+  gatewayIdSubject,
   gatewaySubject,
   gatewaysSubject,
   ID_TOKEN_MAX_LENGTH,

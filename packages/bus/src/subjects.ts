@@ -14,6 +14,7 @@
  * | `lc.nodes.<dc>`        | publish        | NodeHeartbeat                | counter nodes -> ring members of the DC         |
  * | `lc.gateways.<dc>`     | publish        | GatewayHeartbeat             | gateways -> counter nodes of the DC             |
  * | `lc.gateway.<dc>.<gw64>` | request/reply | empty -> empty            | counter nodes -> one gateway process: alive?    |
+ * | `lc.gatewayid.<dc>.<node>` | request/reply | empty -> GatewayIdHolder | a starting gateway -> the one running under its node id |
  *
  * `<page64>` is the page id's UTF-8 bytes in base64url without padding: its alphabet has no '.',
  * '*', '>' or whitespace, so a page id can never add a token or become a wildcard (a page named '>'
@@ -40,6 +41,7 @@ const NODE_PREFIX = `${SUBJECT_ROOT}.node.`;
 const NODES_PREFIX = `${SUBJECT_ROOT}.nodes.`;
 const GATEWAYS_PREFIX = `${SUBJECT_ROOT}.gateways.`;
 const GATEWAY_PREFIX = `${SUBJECT_ROOT}.gateway.`;
+const GATEWAY_ID_PREFIX = `${SUBJECT_ROOT}.gatewayid.`;
 const AE_PREFIX = `${SUBJECT_ROOT}.ae.`;
 const DC_UPDATES_PREFIX = `${SUBJECT_ROOT}.dcupdates.`;
 
@@ -137,6 +139,16 @@ export function gatewaySubject(dc: string, gateway: string): string {
   assertToken("dc", dc);
   if (gateway.length === 0) throw new InvalidSubjectError("gateway id must not be empty");
   return `${GATEWAY_PREFIX}${dc}.${Buffer.from(gateway, "utf8").toString("base64url")}`;
+}
+
+/**
+ * The gateway process running under node id `node` of `dc` answers here: a gateway starting under
+ * the same id asks before it takes sockets (one process per id).
+ */
+export function gatewayIdSubject(dc: string, node: string): string {
+  assertToken("dc", dc);
+  assertToken("node", node);
+  return `${GATEWAY_ID_PREFIX}${dc}.${node}`;
 }
 
 /** Anti-entropy summaries for the counter nodes of `dc` (each compares the partitions it holds). */

@@ -6,7 +6,9 @@
  * A gateway also answers on its own subject (`lc.gateway.<dc>.<incarnation>`) while it runs, so a
  * counter node that hears a restarted gateway can ask whether the earlier incarnation is still
  * there: no responder means its process is gone (the broker dropped its subscriptions with its
- * connection), and its viewers need not be held until it misses a heartbeat.
+ * connection), and its viewers need not be held until it misses a heartbeat. It answers on its node
+ * id's subject too, and listens to the DC's gateway heartbeats for another process under its id
+ * (gateway_id.ts).
  */
 import {
   gatewaySubject,
@@ -16,8 +18,9 @@ import {
   type Subscription,
 } from "@livecount/bus";
 import { decodeMessage, encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
-import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
+import { LOG_REPEAT_MS, LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
+import { isLaterTwin, serveGatewayId, type GatewayIdHolder } from "./gateway_id.js";
 
 export interface GatewayHeartbeatOptions {
   readonly bus: Bus;
@@ -47,6 +50,11 @@ export interface GatewayHeartbeatOptions {
    * one is older than the resync, and the owner drops it.
    */
   readonly released?: { resyncAll(): void; readonly reconnects: number };
+  /**
+   * A process started later beats under this node id: this one was replaced while frozen or cut
+   * off (or both started at once), and stops. Called once.
+   */
+  readonly onSuperseded?: (by: GatewayIdHolder) => void;
   /** After every heartbeat (metrics). */
   readonly onBeat?: () => void;
   /** What the heartbeat reports of the gateway (the status API shows it). */
@@ -64,12 +72,17 @@ export class GatewayHeartbeatSender {
   /** When (monotonic) the last heartbeat went out; 0 before the first. */
   #lastBeatAt = 0;
   #presence: Subscription | undefined;
+  /** The node id's subject, and the DC's gateway heartbeats (for a twin): while started. */
+  #idSubscriptions: Subscription[] = [];
+  #superseded = false;
+  readonly #twinLog: LogThrottle;
   /** When (monotonic) an owner's probe of a released incarnation last started a resync. */
   #releasedAt = -Infinity;
 
   constructor(options: GatewayHeartbeatOptions) {
     this.#o = options;
     this.#intervalMs = Math.floor(options.leaseMs / HEARTBEATS_PER_LEASE);
+    this.#twinLog = new LogThrottle(LOG_REPEAT_MS, () => options.clock.monotonic());
   }
 
   /** Answers presence probes, then beats: an owner hearing this incarnation can always find it. */
@@ -80,6 +93,13 @@ export class GatewayHeartbeatSender {
       this.#released();
       return new TextEncoder().encode(String(this.#o.released?.reconnects ?? 0));
     });
+    if (this.#idSubscriptions.length === 0) {
+      const self = { incarnation: gateway, startedAt: this.#o.startedAt };
+      this.#idSubscriptions = [
+        serveGatewayId(bus, dc, this.#o.node, self),
+        listenToGateways(bus, dc, this.#o.logger, (beat) => this.#heard(beat)),
+      ];
+    }
     this.#beat("up");
   }
 
@@ -90,6 +110,26 @@ export class GatewayHeartbeatSender {
     this.#beat("down");
     this.#presence?.unsubscribe();
     this.#presence = undefined;
+    for (const subscription of this.#idSubscriptions.splice(0)) subscription.unsubscribe();
+  }
+
+  /** A gateway heartbeat of the DC: another live process under this node id? */
+  #heard(beat: GatewayHeartbeat): void {
+    const { node, gateway, startedAt } = this.#o;
+    if (beat.node !== node || beat.gateway === gateway || beat.state !== "up" || this.#superseded) return;
+    const self = { incarnation: gateway, startedAt };
+    const other = { incarnation: beat.gateway, startedAt: beat.startedAt ?? 0 };
+    if (isLaterTwin(self, other)) {
+      this.#superseded = true;
+      this.#o.onSuperseded?.(other);
+      return;
+    }
+    this.#twinLog.log(
+      this.#o.logger,
+      "error",
+      { node, incarnation: other.incarnation, startedAt: other.startedAt },
+      "another live gateway announces this node id; it started earlier and stops once it hears this one (LIVECOUNT_NODE_ID must be unique per gateway process)",
+    );
   }
 
   #released(): void {

@@ -21,6 +21,15 @@ export {
   type GatewayPresence,
 } from "./gateway_heartbeat.js";
 export {
+  GatewayIdInUseError,
+  GatewayIdUnknownError,
+  claimGatewayId,
+  isLaterTwin,
+  serveGatewayId,
+  type GatewayIdClaimOptions,
+  type GatewayIdHolder,
+} from "./gateway_id.js";
+export {
   GatewayLeases,
   type GatewayLease,
   type GatewayOrigin,
