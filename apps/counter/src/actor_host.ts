@@ -27,8 +27,8 @@ export interface ActorHost {
    * clock stepping back keeps nobody counting past their grace.
    */
   monotonic(): number;
-  /** The actor has entries to persist and publish. */
-  markDirty(actor: PageActor): void;
+  /** The actor has entries to persist and publish; `rewrite`: entries the store had, written again. */
+  markDirty(actor: PageActor, rewrite?: boolean): void;
   /** The actor must be ticked at `at` (monotonic): a lingering viewer's grace or its settle window ends then. */
   wakeAt(actor: PageActor, at: number): void;
   /**

@@ -26,7 +26,7 @@ export interface ActorRegistryOptions {
   /** Whether this node holds the partition's lease right now. */
   readonly isHeld: (partition: number) => boolean;
   /** The actor has entries to persist and publish: the durable writer's flush takes it. */
-  readonly markDirty: (actor: PageActor) => void;
+  readonly markDirty: (actor: PageActor, rewrite?: boolean) => void;
   /** The page leaves this node: every collaborator that keeps per-page state forgets it. */
   readonly forget: (actor: PageActor) => void;
   /** Occupancy webhooks, when configured: told when a page's viewers may move; keeps pages with viewers anywhere. */
@@ -95,8 +95,8 @@ export class ActorRegistry implements ActorHost {
     return this.#o.clock.monotonic();
   }
 
-  markDirty(actor: PageActor): void {
-    this.#o.markDirty(actor);
+  markDirty(actor: PageActor, rewrite?: boolean): void {
+    this.#o.markDirty(actor, rewrite);
   }
 
   presenceFloor(partition: number): number {

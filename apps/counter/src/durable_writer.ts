@@ -115,9 +115,9 @@ export class DurableWriter {
     if (suppressed !== undefined) this.#o.logger.error({ err, ...fields, suppressed }, msg);
   }
 
-  /** The actor has entries to persist and publish (changed at `since`, by default now). */
-  markDirty(actor: PageActor, since = this.#o.clock.now()): void {
-    this.#dirty.add(actor, since);
+  /** The actor has entries to persist and publish (changed at `since`, by default now; DirtyPages.add). */
+  markDirty(actor: PageActor, since = this.#o.clock.now(), rewrite = false): void {
+    this.#dirty.add(actor, since, rewrite);
     this.#flusher.request();
   }
 

@@ -249,7 +249,7 @@ export class PageActor {
     const dc = this.#host.dc;
     for (const [name, c] of this.#counters)
       if (c.entry(dc).p > 0 || c.entry(dc).n > 0) this.#markUnwritten(name, dc);
-    if (this.#unwritten !== undefined) this.#host.markDirty(this);
+    if (this.#unwritten !== undefined) this.#host.markDirty(this, true);
   }
 
   /** Installs this data center's entry as the store returned it after a durable increment. */

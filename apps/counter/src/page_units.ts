@@ -71,7 +71,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     logger,
     metrics,
     isHeld: (partition) => o.fenceOf(partition) !== undefined,
-    markDirty: (actor) => writer.markDirty(actor),
+    markDirty: (actor, rewrite) => writer.markDirty(actor, undefined, rewrite),
     forget: (actor) => {
       writer.forget(actor);
       intake.forgetPage(actor.page);
