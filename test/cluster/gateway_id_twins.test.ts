@@ -80,7 +80,7 @@ describeWithBinary(
         // keeps serving and its count stays exact.
         first.resume();
         expect(await exitedWithin(first, EXIT_WITHIN_MS)).toEqual({ code: 1, signal: null });
-        expect(first.log()).toContain("a later gateway process runs under this node id; stopping");
+        expect(first.log()).toContain("a later gateway process runs under this node id (incarnation ");
         await sleep(TIMINGS.gatewayLeaseMs);
         await exact(twin);
         expect(twin.running).toBe(true);

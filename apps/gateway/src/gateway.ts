@@ -10,9 +10,9 @@ import {
   type GatewayIdHolder,
 } from "@livecount/cluster";
 import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
-import { ConfigError, systemClock, type Clock, type Logger } from "@livecount/runtime";
+import { systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
-import * as uWS from "uWebSockets.js";
+import type * as uWS from "uWebSockets.js";
 import { ClientAddresses } from "./client_address.js";
 import { ConnectionLimits } from "./connection_limits.js";
 import { EdgeGuard } from "./edge_guard.js";
@@ -36,6 +36,7 @@ import { PresenceForwarder } from "./presence_forwarder.js";
 import { PrivatePages } from "./private_pages.js";
 import { AddressRateLimiter } from "./rate_limits.js";
 import { ringKnown } from "./ring_wait.js";
+import { createApp } from "./uws_app.js";
 import { SocketRouter, type SocketData } from "./socket_router.js";
 
 export interface GatewayOptions {
@@ -76,19 +77,6 @@ const HTTP_DRAIN_MARGIN_MS = 1000;
  */
 const SLOT_HOLD_SLACK_MS = 1000;
 
-/** uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. */
-function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
-  if (tls === undefined) return uWS.App();
-  try {
-    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
-  } catch (err) {
-    throw new ConfigError(
-      `LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE: cannot load ${tls.certFile} and ${tls.keyFile} as a PEM certificate and key`,
-      { cause: err },
-    );
-  }
-}
-
 /**
  * A gateway: terminates WebSockets (uWS, idle timeout with automatic pings finds dead sockets),
  * keeps this process's presence per page and forwards it to page owners, watches pages its sockets
@@ -120,7 +108,9 @@ export class Gateway {
   readonly #unsubscribers: Array<() => void> = [];
   readonly #listening = new ListenSockets();
   #port = 0;
-  #status: "new" | "running" | "stopping" | "stopped" = "new";
+  #status: "new" | "starting" | "running" | "stopping" | "stopped" = "new";
+  /** The stop under way or done: a second caller (a signal during a superseded stop) waits for it. */
+  #stopped: Promise<void> | undefined;
 
   constructor(options: GatewayOptions) {
     this.#o = options;
@@ -216,7 +206,7 @@ export class Gateway {
         config.maxConnectionsPerIp,
         config.maxConnections,
         config.graceMs + SLOT_HOLD_SLACK_MS,
-        now,
+        () => this.#clock.monotonic(),
       ),
       metrics: this.#metrics,
       stopping: () => this.#status === "stopping" || this.#status === "stopped",
@@ -365,6 +355,7 @@ export class Gateway {
 
   async start(): Promise<number> {
     if (this.#status !== "new") throw new Error("gateway already started");
+    this.#status = "starting";
     const { config, bus } = this.#o;
     this.#membership.onChange((ring, previous, restarted) => {
       this.#metrics.counterNodes.set(ring.nodes.length);
@@ -398,14 +389,24 @@ export class Gateway {
     this.#heartbeat.start();
     await ringKnown(this.#membership, this.#clock, this.#o.ringWaitMs ?? 0);
     this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
+    // Stopped meanwhile (superseded while it waited for the ring): it takes no sockets.
+    if (this.#status !== "starting") this.#listening.close();
+    if (this.#status !== "starting") throw new Error("the gateway was stopped while it started");
     this.#status = "running";
     this.#log.info({ port: this.#port, sockets: this.#listening.size }, "gateway listening");
     return this.#port;
   }
 
-  /** Stops listening, closes sockets, lets HTTP requests finish, tells owners its viewers left. */
-  async stop(): Promise<void> {
-    if (this.#status !== "running") return;
+  /**
+   * Stops listening, closes sockets, lets HTTP requests finish, tells owners its viewers left; also
+   * while it starts. Called again, it returns the stop under way; before `start()`, it does nothing.
+   */
+  stop(): Promise<void> {
+    if (this.#status === "new") return Promise.resolve();
+    return (this.#stopped ??= this.#stop());
+  }
+
+  async #stop(): Promise<void> {
     this.#status = "stopping";
     this.#listening.close();
     this.#heartbeat.stop();

@@ -1,5 +1,12 @@
 import { HEARTBEATS_PER_LEASE, claimGatewayId, connectBus, type GatewayIdHolder } from "@livecount/cluster";
-import { ConfigError, createLogger, readLogLevel, stopOnSignals, systemClock } from "@livecount/runtime";
+import {
+  ConfigError,
+  createLogger,
+  readLogLevel,
+  stopOnSignals,
+  stopWithFailure,
+  systemClock,
+} from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
 import { readGatewayConfig } from "./gateway_config.js";
@@ -29,10 +36,12 @@ try {
   const ringWaitMs = config.nodeLeaseMs / HEARTBEATS_PER_LEASE;
   const stop = (): Promise<void> => gateway.stop().then(() => bus.close());
   // Replaced while frozen or cut off: the later process keeps the id; this one hands its sockets over.
-  const onSuperseded = (by: GatewayIdHolder): void => {
-    logger.error({ by }, "a later gateway process runs under this node id; stopping");
-    void stop().finally(() => process.exit(1));
-  };
+  const onSuperseded = (by: GatewayIdHolder): void =>
+    stopWithFailure(
+      logger,
+      `a later gateway process runs under this node id (incarnation ${by.incarnation}); stopping`,
+      stop,
+    );
   const gateway = new Gateway({ config, bus, logger, registry, ringWaitMs, onSuperseded });
   await gateway.start();
   stopOnSignals(logger, stop);

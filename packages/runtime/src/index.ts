@@ -16,7 +16,7 @@ export {
 } from "./config.js";
 export { createLogger, flushLogs, readLogLevel, silentLogger, type Logger } from "./logger.js";
 export { LOG_REPEAT_MS, LogThrottle } from "./log_throttle.js";
-export { exitWithFailure, stopOnSignals } from "./shutdown.js";
+export { exitWithFailure, stopOnSignals, stopWithFailure } from "./shutdown.js";
 export {
   FULL_BUCKET_AT,
   fullBucket,

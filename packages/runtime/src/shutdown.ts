@@ -34,5 +34,18 @@ export function exitWithFailure(logger: Logger, message: string): void {
   void flushLogs(logger, LOG_FLUSH_MS).then(() => process.exit());
 }
 
+/**
+ * As `exitWithFailure`, once `stop` has run (a gateway superseded under its id hands its sockets
+ * over first). A signal meanwhile that runs the same stop (`stopOnSignals`) exits 1 as well.
+ */
+export function stopWithFailure(logger: Logger, message: string, stop: () => Promise<unknown>): void {
+  process.exitCode = 1;
+  logger.error(message);
+  void stop()
+    .catch((err: unknown) => logger.error({ err }, "stop failed"))
+    .then(() => flushLogs(logger, LOG_FLUSH_MS))
+    .then(() => process.exit());
+}
+
 /** How long an exit waits for its last log lines to leave (a log reader that stopped reading). */
 const LOG_FLUSH_MS = 2000;
