@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { connectBus, openStore } from "@livecount/cluster";
+import { claimGatewayId, connectBus, openStore } from "@livecount/cluster";
 import { CounterNode, readCounterConfig, startWarnings } from "@livecount/counter";
 import {
   Gateway,
@@ -22,10 +22,11 @@ export interface StandaloneOptions {
   /** Registers Node's default process metrics too (the process-wide entry point does). */
   readonly processMetrics?: boolean;
   /**
-   * Called once the counter node stopped because a later process took its LIVECOUNT_NODE_ID (on
-   * NATS): this one no longer counts, so the process should exit (the process entry point does).
+   * Called once a later process took its LIVECOUNT_NODE_ID (on NATS), as a counter node (the
+   * counter node stopped) or as a gateway: this one no longer counts, so the process should exit
+   * (the process entry point does). `what` names which.
    */
-  readonly onSuperseded?: () => void;
+  readonly onSuperseded?: (what: "counter node" | "gateway") => void;
 }
 
 export interface Standalone {
@@ -103,6 +104,10 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
   const bus = await connectBus(gatewayConfig, logger);
   let store: Store;
   try {
+    // On NATS its gateway is one of the DC's: one process per gateway node id (gateway_id.ts).
+    const { dc, nodeId: node, gatewayLeaseMs: leaseMs } = gatewayConfig;
+    if (gatewayConfig.natsUrl !== undefined)
+      await claimGatewayId(bus, systemClock, logger, { dc, node, leaseMs });
     store = await openStore(counterConfig, logger);
   } catch (err) {
     await bus.close();
@@ -117,6 +122,10 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     logger,
     registry,
     ...(demo !== undefined ? { routes: demo.routes } : {}),
+    // Only on NATS: in-process, no other process can share its id.
+    ...(options.onSuperseded !== undefined && gatewayConfig.natsUrl !== undefined
+      ? { onSuperseded: () => options.onSuperseded?.("gateway") }
+      : {}),
   });
   const counter = new CounterNode({
     config: counterConfig,
@@ -124,7 +133,9 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     store,
     logger,
     registry,
-    ...(options.onSuperseded !== undefined ? { onSuperseded: options.onSuperseded } : {}),
+    ...(options.onSuperseded !== undefined
+      ? { onSuperseded: () => options.onSuperseded?.("counter node") }
+      : {}),
   });
   const port = await gateway.start();
   try {

@@ -8,7 +8,7 @@ try {
   const app = await startStandalone({
     logger,
     processMetrics: true,
-    onSuperseded: () => exitWithFailure(logger, "a later process took this counter node id; exiting"),
+    onSuperseded: (what) => exitWithFailure(logger, `a later process took this ${what} id; exiting`),
   });
   logger.info({ url: app.url, demo: `${app.url}/`, console: `${app.url}/admin` }, "livecount is running");
   stopOnSignals(logger, () => app.close());

@@ -1,9 +1,10 @@
 /**
- * `npm start` on NATS (LIVECOUNT_NATS_URL set) runs a counter node like any other: a second one
- * under a live one's LIVECOUNT_NODE_ID refuses to start and leaves nothing open behind it, and one
- * that hears a later process under its id says so, for its process to exit.
+ * `npm start` on NATS (LIVECOUNT_NATS_URL set) runs a gateway and a counter node like any others: a
+ * second process under a live one's LIVECOUNT_NODE_ID refuses to start and leaves nothing open
+ * behind it, and one that hears a later process under its id, as a counter node or as a gateway,
+ * says so, for its process to exit.
  */
-import { nodesSubject } from "@livecount/bus";
+import { gatewaysSubject, nodesSubject } from "@livecount/bus";
 import { encodeMessage } from "@livecount/protocol";
 import { connect } from "nats";
 import { createServer } from "node:net";
@@ -31,26 +32,27 @@ describeWithNats("standalone - counter node id on NATS", () => {
     LIVECOUNT_DEMO: "0",
   });
 
-  test("standalone - a second process under a live counter node's id refuses to start and frees its port; a later one supersedes the first", async () => {
-    let superseded = 0;
+  test("standalone - a second process under a live one's id refuses to start and frees its port; a later one supersedes the first", async () => {
+    const superseded: string[] = [];
     const first = await startStandalone({
       env: envOn(await freePort()),
       logger: logLines().logger,
-      onSuperseded: () => superseded++,
+      onSuperseded: (what) => superseded.push(what),
     });
     try {
       const port = await freePort();
+      // Its gateway asks first, before it listens or beats.
       await expect(startStandalone({ env: envOn(port), logger: logLines().logger })).rejects.toThrow(
-        /LIVECOUNT_NODE_ID standalone-1 is in use by a live counter node/,
+        /gateway node id standalone-1 is in use in dc1 by incarnation standalone-1-/,
       );
-      // Its gateway listened before the refusal; nothing of it stays open.
       await new Promise<void>((resolve, reject) => {
         const probe = createServer().once("error", reject);
         probe.listen(port, "127.0.0.1", () => probe.close(() => resolve()));
       });
-      expect(superseded).toBe(0);
+      expect(superseded).toEqual([]);
 
-      // A process started after this one announces the id: this one stops and says so.
+      // A process started after this one announces the id: this one stops and says so, for its
+      // counter node and for its gateway.
       const nc = await connect({ servers: nats.url });
       nc.publish(
         nodesSubject("dc1"),
@@ -63,8 +65,19 @@ describeWithNats("standalone - counter node id on NATS", () => {
           startedAt: Date.now() + 60_000,
         }),
       );
+      nc.publish(
+        gatewaysSubject("dc1"),
+        encodeMessage({
+          type: "gateway",
+          gateway: "standalone-1-later",
+          node: "standalone-1",
+          leaseMs: 10_000,
+          state: "up",
+          startedAt: Date.now() + 60_000,
+        }),
+      );
       await nc.drain();
-      await eventually(() => expect(superseded).toBe(1));
+      await eventually(() => expect(superseded.sort()).toEqual(["counter node", "gateway"]));
       expect(first.counter.ready).toBe(false);
     } finally {
       await first.close();
