@@ -52,7 +52,8 @@ export interface GatewayHeartbeatOptions {
   readonly released?: { resyncAll(): void; readonly reconnects: number };
   /**
    * A process started later beats under this node id: this one was replaced while frozen or cut
-   * off (or both started at once), and stops. Called once.
+   * off (or both started at once), and stops. Called once. With it, a gateway frozen for a lease
+   * listens for such a process before it beats again, and yields to any it hears then.
    */
   readonly onSuperseded?: (by: GatewayIdHolder) => void;
   /** After every heartbeat (metrics). */
@@ -63,6 +64,11 @@ export interface GatewayHeartbeatOptions {
 
 /** A heartbeat later than this share of the lease means owners may have expired the gateway. */
 const STALL_FACTOR = 2 / 3;
+/**
+ * Heartbeat intervals a gateway frozen for a lease listens for another process under its id before
+ * it beats again: every live one beats once an interval, and one more half lets its beat arrive.
+ */
+const THAW_LISTEN_INTERVALS = 1.5;
 
 /** The gateway side: announces the incarnation until stopped. */
 export class GatewayHeartbeatSender {
@@ -75,6 +81,8 @@ export class GatewayHeartbeatSender {
   /** The node id's subject, and the DC's gateway heartbeats (for a twin): while started. */
   #idSubscriptions: Subscription[] = [];
   #superseded = false;
+  /** When (monotonic) this process found it was frozen for a lease, until it beats again. */
+  #thawedAt: number | undefined;
   readonly #twinLog: LogThrottle;
   /** When (monotonic) an owner's probe of a released incarnation last started a resync. */
   #releasedAt = -Infinity;
@@ -119,7 +127,8 @@ export class GatewayHeartbeatSender {
     if (beat.node !== node || beat.gateway === gateway || beat.state !== "up" || this.#superseded) return;
     const self = { incarnation: gateway, startedAt };
     const other = { incarnation: beat.gateway, startedAt: beat.startedAt ?? 0 };
-    if (isLaterTwin(self, other)) {
+    // Just thawed from a lease-long freeze, whatever the starts say: that one has the id now.
+    if (this.#thawedAt !== undefined || isLaterTwin(self, other)) {
       this.#superseded = true;
       this.#o.onSuperseded?.(other);
       return;
@@ -145,10 +154,20 @@ export class GatewayHeartbeatSender {
     // Monotonic: a wall clock stepped back during a freeze must not hide the stall.
     const now = clock.monotonic();
     const silentMs = now - this.#lastBeatAt;
+    if (state === "up" && this.#superseded) return;
     if (state === "up" && this.#lastBeatAt > 0 && silentMs > STALL_FACTOR * leaseMs) {
+      if (silentMs >= leaseMs && this.#o.onSuperseded !== undefined && this.#thawedAt === undefined) {
+        // Frozen for a whole lease: another process may have taken this node id meanwhile
+        // (gateway_id.ts). Listening first, it yields to any it hears before it beats; beating at
+        // once, a process whose clock runs ahead would look the later one and stop the live one.
+        this.#thawedAt = now;
+        this.#timer = clock.setTimeout(() => this.#beat("up"), THAW_LISTEN_INTERVALS * this.#intervalMs);
+        return;
+      }
       this.#o.logger.warn({ silentMs }, "gateway stalled; resyncing presence");
       this.#o.onStall(silentMs);
     }
+    this.#thawedAt = undefined;
     this.#lastBeatAt = now;
     const beat: GatewayHeartbeat = {
       type: "gateway",

@@ -11,18 +11,23 @@
  * - an answer: a live gateway has the id; GatewayIdInUseError, and the process exits 1. The live
  *   one keeps serving undisturbed.
  * - no answer: a process that holds the subscription and answers nothing (frozen, or on a host that
- *   died before NATS noticed). Asked again for a whole gateway lease, so one stalled for a moment
- *   answers; silent all along, this one takes its place, as owners do once it misses its lease.
- * - the bus down: asked again for a lease, then GatewayIdUnknownError. Starting blind could
+ *   died before NATS noticed; or a NATS server that passes nothing on). Asked again for a whole
+ *   gateway lease, so one stalled for a moment answers; silent all along, this one takes its place,
+ *   as owners do once it misses its lease.
+ * - the bus disconnected: asked again for a lease, then GatewayIdUnknownError. Starting blind could
  *   disturb a live gateway.
  *
- * A gateway replaced while frozen, or two started at the same moment, hear each other's heartbeats
- * (`isLaterTwin`): the one that started earlier stops, as a counter node does (membership.ts).
+ * Two started at the same moment hear each other's heartbeats (`isLaterTwin`): the one that started
+ * earlier stops, as a counter node does (membership.ts). A gateway that finds it was frozen for a
+ * lease listens for a heartbeat under its id before it beats again, and yields to any it hears
+ * then, whatever their clocks say (GatewayHeartbeatSender). Gateways of releases before this one
+ * serve no id's subject: a new gateway under such a live one's id starts, and logs it as an error.
  */
 import {
   BusDisconnectedError,
   BusTimeoutError,
   NoRespondersError,
+  ResponderError,
   gatewayIdSubject,
   type Bus,
   type Subscription,
@@ -117,8 +122,9 @@ export async function claimGatewayId(
         );
         return;
       }
-      // A responder that failed is a live process all the same.
-      if (!(err instanceof BusDisconnectedError)) throw inUse(o.node, o.dc, undefined);
+      // A responder that failed is a live process all the same; anything else is this process's.
+      if (err instanceof ResponderError) throw inUse(o.node, o.dc, undefined);
+      if (!(err instanceof BusDisconnectedError)) throw err;
       downSince ??= now;
       if (now - downSince >= o.leaseMs)
         throw new GatewayIdUnknownError(

@@ -1,8 +1,9 @@
-import { BusDisconnectedError, MemoryBus, gatewayIdSubject, type Bus } from "@livecount/bus";
+import { BusDisconnectedError, MemoryBus, gatewayIdSubject, gatewaysSubject, type Bus } from "@livecount/bus";
+import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { GatewayHeartbeatSender } from "../src/gateway_heartbeat.js";
+import { GatewayHeartbeatSender, listenToGateways } from "../src/gateway_heartbeat.js";
 import {
   GatewayIdInUseError,
   GatewayIdUnknownError,
@@ -147,9 +148,20 @@ describe("cluster - one gateway process per node id", () => {
     later.start();
     await clock.advance(0);
     expect(superseded).toEqual([{ incarnation: "gw-2", startedAt: 2_000 }]);
-    // Heard again, it is not superseded twice; the later one logs the earlier as it hears it beat.
+    // Superseded, it beats no more (its gateway stops); heard again, it is not superseded twice.
     await clock.advance(LEASE_MS);
     expect(superseded).toHaveLength(1);
+    // An earlier process that goes on beating (of a release without this rule) is logged by the later.
+    const beat: GatewayHeartbeat = {
+      type: "gateway",
+      gateway: "gw-1",
+      node: "gw",
+      startedAt: 1_000,
+      leaseMs: LEASE_MS,
+      state: "up",
+    };
+    bus.publish(gatewaysSubject("dc1"), encodeMessage(beat));
+    await clock.advance(0);
     expect(lines).toContainEqual(
       expect.objectContaining({
         level: ERROR,
@@ -163,5 +175,57 @@ describe("cluster - one gateway process per node id", () => {
     const free = claim();
     await clock.advance(0);
     expect(free.settled).toEqual({ at: 0 });
+  });
+
+  test("cluster - a gateway frozen for a lease listens before it beats again: it yields to a process under its id whatever their clocks say, and resyncs only when none is there", async () => {
+    setUp();
+    const interval = LEASE_MS / 3;
+    const superseded: Record<string, GatewayIdHolder[]> = { "gw-1": [], "gw-2": [] };
+    const stalls: number[] = [];
+    const upBeats: string[] = [];
+    listenToGateways(bus, "dc1", silentLogger, (beat) => {
+      if (beat.state === "up") upBeats.push(beat.gateway);
+    });
+    const sender = (gateway: string, startedAt: number) =>
+      new GatewayHeartbeatSender({
+        bus,
+        clock,
+        logger: silentLogger,
+        dc: "dc1",
+        gateway,
+        node: "gw",
+        startedAt,
+        leaseMs: LEASE_MS,
+        onStall: (ms) => stalls.push(ms),
+        onSuperseded: (by) => superseded[gateway]!.push(by),
+      });
+    // Its clock runs a minute ahead of its successor's: by their starts it would be the later one.
+    const frozen = sender("gw-1", 60_000 + 1_000);
+    frozen.start();
+    await clock.advance(0);
+    clock.jump(LEASE_MS + interval);
+    await clock.advance(0); // thawed: its overdue beat finds the freeze, and listens instead
+    expect(upBeats).toEqual(["gw-1"]);
+    const successor = sender("gw-2", 5_000);
+    successor.start();
+    await clock.advance(1.5 * interval);
+    expect(superseded).toEqual({ "gw-1": [{ incarnation: "gw-2", startedAt: 5_000 }], "gw-2": [] });
+    expect(stalls).toEqual([]);
+    await clock.advance(LEASE_MS);
+    expect(upBeats.filter((g) => g === "gw-1")).toEqual(["gw-1"]);
+    successor.stop();
+    frozen.stop();
+
+    // Alone, a thawed gateway beats and resyncs once it has listened.
+    const alone = sender("gw-3", 9_000);
+    alone.start();
+    await clock.advance(0);
+    clock.jump(LEASE_MS + interval);
+    await clock.advance(0);
+    expect(stalls).toEqual([]);
+    await clock.advance(1.5 * interval);
+    expect(stalls).toEqual([LEASE_MS + interval + 1.5 * interval]);
+    expect(upBeats.filter((g) => g === "gw-3")).toEqual(["gw-3", "gw-3"]);
+    alone.stop();
   });
 });
