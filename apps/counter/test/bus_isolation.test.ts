@@ -52,7 +52,7 @@ function harness(nodeLeaseMs = NODE_LEASE_MS, storeAheadMs = 0) {
   const run = async (ms: number, hears: boolean, other = false): Promise<void> => {
     for (let t = 0; t < ms; t += step) {
       await clock.advance(step);
-      if (hears) health.heardAt = clock.now();
+      if (hears) health.heardAt = clock.monotonic();
       if (other && !store.failing) await memory.noteBusHeard("counter-2", otherHears);
       otherHears = other;
       await isolation.tick();

@@ -157,7 +157,8 @@ const PURGE_TIMEOUT_MS = 30_000;
 export class AdminApi {
   readonly #o: AdminApiOptions;
   /** Other gateways of this DC, by incarnation, from their heartbeats. */
-  readonly #gateways = new Map<string, GatewayStatus & { leaseMs: number }>();
+  /** Other gateways heard, with their lease and when (monotonic) they were last heard. */
+  readonly #gateways = new Map<string, GatewayStatus & { leaseMs: number; heardAt: number }>();
   #events: ClusterEvents | undefined;
   #sub: Subscription | undefined;
   #stopWatchingRing: (() => void) | undefined;
@@ -187,6 +188,7 @@ export class AdminApi {
         viewers: beat.viewers ?? 0,
         last_heard: now,
         leaseMs: beat.leaseMs,
+        heardAt: clock.monotonic(),
       });
       // A gateway killed without saying down (each restart is a new incarnation) is forgotten here
       // too, not only when someone asks for the status.
@@ -208,7 +210,7 @@ export class AdminApi {
     const nodes = await Promise.all(ring.nodes.map((node) => this.#nodeStatus(node)));
     const self = this.#o.self();
     this.#forgetSilent(now);
-    const others = [...this.#gateways.values()].map(({ leaseMs: _, ...g }) => g);
+    const others = [...this.#gateways.values()].map(({ leaseMs: _, heardAt: __, ...g }) => g);
     const dcs: DcStatus[] = [
       { dc, local: true, live: true, lag_ms: 0, last_heard: now },
       ...liveness.remotes().map((r) => ({
@@ -235,9 +237,11 @@ export class AdminApi {
     };
   }
 
+  /** Forgets gateways silent for their lease (by the monotonic clock; `now` is the wall clock's, for events). */
   #forgetSilent(now: number): void {
+    const monotonic = this.#o.clock.monotonic();
     for (const [id, g] of this.#gateways) {
-      if (now - g.last_heard <= g.leaseMs) continue;
+      if (monotonic - g.heardAt <= g.leaseMs) continue;
       this.#gateways.delete(id);
       this.#events?.departed(now, "gateway", id, "silent");
     }

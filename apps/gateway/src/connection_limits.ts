@@ -32,6 +32,7 @@ export class ConnectionLimits {
     readonly maxPerAddress: number,
     readonly maxTotal: number,
     readonly holdMs: number,
+    /** The monotonic clock: a wall clock stepped back must not hold a closed socket's slot longer. */
     readonly now: () => number,
   ) {}
 

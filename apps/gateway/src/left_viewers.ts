@@ -15,8 +15,9 @@ export interface LeftViewer {
 export type LeftViewers = Map<string, LeftViewer>;
 
 /**
- * Remembers that `viewer` left `page` until `now + graceMs`, forgetting what has expired. At most
- * `max` are kept: past that the oldest is handed to `evict`, to be ended now instead.
+ * Remembers that `viewer` left `page` until `now + graceMs` (monotonic), forgetting what has
+ * expired. At most `max` are kept: past that the oldest is handed to `evict`, to be ended now
+ * instead.
  */
 export function rememberLeft(
   left: LeftViewers,

@@ -327,7 +327,7 @@ export class SocketRouter {
       m.viewer = key;
       m.active = active;
     } else if ((m = this.#subscribe(ws, encoding, page, key, active)) === undefined) return;
-    const left = takeLeft(state.rare?.left, m.page, this.#o.clock.now());
+    const left = takeLeft(state.rare?.left, m.page, this.#o.clock.monotonic());
     if (left !== undefined && left !== key) this.#dropLeft(m.page, left);
     // An id new to the socket spends its address's new visitors; past them it counts, not as a
     // visitor. An id the socket joined another page as is a visitor here as it was there.
@@ -378,7 +378,7 @@ export class SocketRouter {
         (rareOf(state).left ??= new Map()),
         m.page,
         m.viewer,
-        this.#o.clock.now(),
+        this.#o.clock.monotonic(),
         leftViewerHoldMs,
         maxPagesPerSocket,
         (p, v) => this.#dropLeft(p, v),

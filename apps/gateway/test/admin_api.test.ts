@@ -167,6 +167,21 @@ describe("gateway - status API", () => {
     expect(s.dcs[1]).toMatchObject({ dc: "dc2", live: false });
   });
 
+  test("status - a silent gateway leaves the list once its lease has run out, with the wall clock stepped back a minute", async () => {
+    const { clock, bus, admin } = await setUp();
+    bus.publish(
+      gatewaysSubject("dc1"),
+      encodeMessage({ type: "gateway", gateway: "gw-2", leaseMs: LEASE_MS, state: "up" }),
+    );
+    await clock.advance(0);
+    clock.stepWall(-60_000);
+    let s = await status(clock, admin);
+    expect(s.gateways.map((g) => g.id)).toEqual(["gw-2", "gw-self"]);
+    await clock.advance(LEASE_MS);
+    s = await status(clock, admin);
+    expect(s.gateways.map((g) => g.id)).toEqual(["gw-self"]);
+  });
+
   test("recent changes - nodes found at start did not join; later joins, restarts and leaves of nodes and gateways are listed, newest first", async () => {
     const { clock, bus, admin, member, nodeA, nodeB } = await setUp();
     const beat = (gateway: string, state: "up" | "down"): void =>
