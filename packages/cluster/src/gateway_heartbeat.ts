@@ -143,6 +143,8 @@ export class GatewayHeartbeatSender {
 
   #released(): void {
     const now = this.#o.clock.monotonic();
+    // Thawed and listening for a replacement: the beat after it resyncs, unless one was heard.
+    if (this.#thawedAt !== undefined || this.#superseded) return;
     if (now - this.#releasedAt < this.#intervalMs) return;
     this.#releasedAt = now;
     this.#o.logger.warn("an owner let this gateway go; resyncing presence");

@@ -3,7 +3,7 @@ import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { GatewayHeartbeatSender, listenToGateways } from "../src/gateway_heartbeat.js";
+import { GatewayHeartbeatSender, listenToGateways, probeReleasedGateway } from "../src/gateway_heartbeat.js";
 import {
   GatewayIdInUseError,
   GatewayIdUnknownError,
@@ -182,6 +182,7 @@ describe("cluster - one gateway process per node id", () => {
     const interval = LEASE_MS / 3;
     const superseded: Record<string, GatewayIdHolder[]> = { "gw-1": [], "gw-2": [] };
     const stalls: number[] = [];
+    const resyncs: string[] = [];
     const upBeats: string[] = [];
     listenToGateways(bus, "dc1", silentLogger, (beat) => {
       if (beat.state === "up") upBeats.push(beat.gateway);
@@ -198,6 +199,7 @@ describe("cluster - one gateway process per node id", () => {
         leaseMs: LEASE_MS,
         onStall: (ms) => stalls.push(ms),
         onSuperseded: (by) => superseded[gateway]!.push(by),
+        released: { resyncAll: () => resyncs.push(gateway), reconnects: 0 },
       });
     // Its clock runs a minute ahead of its successor's: by their starts it would be the later one.
     const frozen = sender("gw-1", 60_000 + 1_000);
@@ -206,6 +208,11 @@ describe("cluster - one gateway process per node id", () => {
     clock.jump(LEASE_MS + interval);
     await clock.advance(0); // thawed: its overdue beat finds the freeze, and listens instead
     expect(upBeats).toEqual(["gw-1"]);
+    // An owner that let it go asks: it answers, but gives nothing again before it has listened.
+    await expect(probeReleasedGateway(bus, "dc1", "gw-1", interval)).resolves.toMatchObject({
+      presence: "alive",
+    });
+    expect(resyncs).toEqual([]);
     const successor = sender("gw-2", 5_000);
     successor.start();
     await clock.advance(1.5 * interval);
