@@ -35,7 +35,7 @@ import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
 import { PrivatePages } from "./private_pages.js";
 import { AddressRateLimiter } from "./rate_limits.js";
-import { ringKnown } from "./ring_wait.js";
+import { GatewayStoppedError, ringKnown } from "./ring_wait.js";
 import { createApp } from "./uws_app.js";
 import { SocketRouter, type SocketData } from "./socket_router.js";
 
@@ -111,6 +111,9 @@ export class Gateway {
   #status: "new" | "starting" | "running" | "stopping" | "stopped" = "new";
   /** The stop under way or done: a second caller (a signal during a superseded stop) waits for it. */
   #stopped: Promise<void> | undefined;
+  /** Settles when a stop begins: a start still waiting for the ring gives up. */
+  #stopBegins: () => void = () => {};
+  readonly #stopBegun = new Promise<void>((resolve) => (this.#stopBegins = resolve));
 
   constructor(options: GatewayOptions) {
     this.#o = options;
@@ -387,11 +390,12 @@ export class Gateway {
       }),
     );
     this.#heartbeat.start();
-    await ringKnown(this.#membership, this.#clock, this.#o.ringWaitMs ?? 0);
-    this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
+    await ringKnown(this.#membership, this.#clock, this.#o.ringWaitMs ?? 0, this.#stopBegun);
     // Stopped meanwhile (superseded while it waited for the ring): it takes no sockets.
+    if (this.#status !== "starting") throw new GatewayStoppedError();
+    this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
     if (this.#status !== "starting") this.#listening.close();
-    if (this.#status !== "starting") throw new Error("the gateway was stopped while it started");
+    if (this.#status !== "starting") throw new GatewayStoppedError();
     this.#status = "running";
     this.#log.info({ port: this.#port, sockets: this.#listening.size }, "gateway listening");
     return this.#port;
@@ -403,6 +407,7 @@ export class Gateway {
    */
   stop(): Promise<void> {
     if (this.#status === "new") return Promise.resolve();
+    this.#stopBegins();
     return (this.#stopped ??= this.#stop());
   }
 

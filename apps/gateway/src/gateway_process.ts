@@ -9,6 +9,7 @@ import {
 } from "@livecount/runtime";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { Gateway } from "./gateway.js";
+import { GatewayStoppedError } from "./ring_wait.js";
 import { readGatewayConfig } from "./gateway_config.js";
 import { connectionsOverFileLimit, openFilesLimit } from "./open_files.js";
 
@@ -46,6 +47,9 @@ try {
   await gateway.start();
   stopOnSignals(logger, stop);
 } catch (err) {
-  logger.fatal({ err }, "gateway failed to start");
-  process.exit(1);
+  // Superseded while it started: stopWithFailure is stopping it, and exits 1 once it has.
+  if (!(err instanceof GatewayStoppedError)) {
+    logger.fatal({ err }, "gateway failed to start");
+    process.exit(1);
+  }
 }
