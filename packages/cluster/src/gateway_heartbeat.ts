@@ -143,8 +143,7 @@ export class GatewayHeartbeatSender {
 
   #released(): void {
     const now = this.#o.clock.monotonic();
-    // Thawed and listening for a replacement: the beat after it resyncs, unless one was heard.
-    if (this.#thawedAt !== undefined || this.#superseded) return;
+    if (this.#superseded) return;
     if (now - this.#releasedAt < this.#intervalMs) return;
     this.#releasedAt = now;
     this.#o.logger.warn("an owner let this gateway go; resyncing presence");
@@ -157,8 +156,13 @@ export class GatewayHeartbeatSender {
     const now = clock.monotonic();
     const silentMs = now - this.#lastBeatAt;
     if (state === "up" && this.#superseded) return;
-    if (state === "up" && this.#lastBeatAt > 0 && silentMs > STALL_FACTOR * leaseMs) {
-      if (silentMs >= leaseMs && this.#o.onSuperseded !== undefined && this.#thawedAt === undefined) {
+    const stalled = this.#lastBeatAt > 0 && silentMs > STALL_FACTOR * leaseMs;
+    if (state === "up" && stalled && this.#thawedAt === undefined) {
+      this.#o.logger.warn({ silentMs }, "gateway stalled; resyncing presence");
+      // One resync covers an owner's probe that comes with it (#released).
+      this.#releasedAt = now;
+      this.#o.onStall(silentMs);
+      if (silentMs >= leaseMs && this.#o.onSuperseded !== undefined) {
         // Frozen for a whole lease: another process may have taken this node id meanwhile
         // (gateway_id.ts). Listening first, it yields to any it hears before it beats; beating at
         // once, a process whose clock runs ahead would look the later one and stop the live one.
@@ -166,8 +170,6 @@ export class GatewayHeartbeatSender {
         this.#timer = clock.setTimeout(() => this.#beat("up"), THAW_LISTEN_INTERVALS * this.#intervalMs);
         return;
       }
-      this.#o.logger.warn({ silentMs }, "gateway stalled; resyncing presence");
-      this.#o.onStall(silentMs);
     }
     this.#thawedAt = undefined;
     this.#lastBeatAt = now;

@@ -177,7 +177,7 @@ describe("cluster - one gateway process per node id", () => {
     expect(free.settled).toEqual({ at: 0 });
   });
 
-  test("cluster - a gateway frozen for a lease listens before it beats again: it yields to a process under its id whatever their clocks say, and resyncs only when none is there", async () => {
+  test("cluster - a gateway frozen for a lease resyncs at once but listens before it beats again: it yields to a process under its id whatever their clocks say", async () => {
     setUp();
     const interval = LEASE_MS / 3;
     const superseded: Record<string, GatewayIdHolder[]> = { "gw-1": [], "gw-2": [] };
@@ -208,7 +208,8 @@ describe("cluster - one gateway process per node id", () => {
     clock.jump(LEASE_MS + interval);
     await clock.advance(0); // thawed: its overdue beat finds the freeze, and listens instead
     expect(upBeats).toEqual(["gw-1"]);
-    // An owner that let it go asks: it answers, but gives nothing again before it has listened.
+    // It gave its viewers again at once; an owner that let it go and asks now gets no second resync.
+    expect(stalls).toEqual([LEASE_MS + interval]);
     await expect(probeReleasedGateway(bus, "dc1", "gw-1", interval)).resolves.toMatchObject({
       presence: "alive",
     });
@@ -217,21 +218,22 @@ describe("cluster - one gateway process per node id", () => {
     successor.start();
     await clock.advance(1.5 * interval);
     expect(superseded).toEqual({ "gw-1": [{ incarnation: "gw-2", startedAt: 5_000 }], "gw-2": [] });
-    expect(stalls).toEqual([]);
     await clock.advance(LEASE_MS);
     expect(upBeats.filter((g) => g === "gw-1")).toEqual(["gw-1"]);
     successor.stop();
     frozen.stop();
 
-    // Alone, a thawed gateway beats and resyncs once it has listened.
+    // Alone, a thawed gateway resyncs at once, and beats again once it has listened.
+    stalls.length = 0;
     const alone = sender("gw-3", 9_000);
     alone.start();
     await clock.advance(0);
     clock.jump(LEASE_MS + interval);
     await clock.advance(0);
-    expect(stalls).toEqual([]);
+    expect(stalls).toEqual([LEASE_MS + interval]);
+    expect(upBeats.filter((g) => g === "gw-3")).toEqual(["gw-3"]);
     await clock.advance(1.5 * interval);
-    expect(stalls).toEqual([LEASE_MS + interval + 1.5 * interval]);
+    expect(stalls).toEqual([LEASE_MS + interval]);
     expect(upBeats.filter((g) => g === "gw-3")).toEqual(["gw-3", "gw-3"]);
     alone.stop();
   });
