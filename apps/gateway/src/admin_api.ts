@@ -156,8 +156,10 @@ const PURGE_TIMEOUT_MS = 30_000;
 
 export class AdminApi {
   readonly #o: AdminApiOptions;
-  /** Other gateways of this DC, by incarnation, from their heartbeats. */
-  /** Other gateways heard, with their lease and when (monotonic) they were last heard. */
+  /**
+   * Other gateways of this DC, by incarnation, from their heartbeats: with their lease and when
+   * (monotonic) they were last heard.
+   */
   readonly #gateways = new Map<string, GatewayStatus & { leaseMs: number; heardAt: number }>();
   #events: ClusterEvents | undefined;
   #sub: Subscription | undefined;

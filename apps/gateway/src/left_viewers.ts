@@ -7,7 +7,7 @@
 /** A viewer key a socket counted as on a page it left, remembered until the grace window ends. */
 export interface LeftViewer {
   readonly viewer: string;
-  /** Epoch-ms when the owner stops counting it anyway. */
+  /** When (monotonic) the owner stops counting it anyway. */
   readonly until: number;
 }
 

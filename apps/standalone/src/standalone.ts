@@ -23,8 +23,8 @@ export interface StandaloneOptions {
   readonly processMetrics?: boolean;
   /**
    * Called once a later process took its LIVECOUNT_NODE_ID (on NATS), as a counter node (the
-   * counter node stopped) or as a gateway: this one no longer counts, so the process should exit
-   * (the process entry point does). `what` names which.
+   * counter node stopped) or as a gateway (the gateway stopped): this one no longer counts, so the
+   * process should exit (the process entry point does). `what` names which.
    */
   readonly onSuperseded?: (what: "counter node" | "gateway") => void;
 }
@@ -122,9 +122,10 @@ export async function startStandalone(options: StandaloneOptions = {}): Promise<
     logger,
     registry,
     ...(demo !== undefined ? { routes: demo.routes } : {}),
-    // Only on NATS: in-process, no other process can share its id.
+    // Only on NATS: in-process, no other process can share its id. Its sockets are handed over
+    // (closed, `down` said) before the process is told.
     ...(options.onSuperseded !== undefined && gatewayConfig.natsUrl !== undefined
-      ? { onSuperseded: () => options.onSuperseded?.("gateway") }
+      ? { onSuperseded: () => void gateway.stop().finally(() => options.onSuperseded?.("gateway")) }
       : {}),
   });
   const counter = new CounterNode({
