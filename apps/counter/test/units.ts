@@ -314,3 +314,12 @@ export async function buildUnits(
     },
   };
 }
+
+/** Lets `ms` pass with the node's presence sweep running on time, as the counter node runs it. */
+export async function sweepOnTime(u: Units, ms: number): Promise<void> {
+  const end = u.clock.now() + ms;
+  while (u.clock.now() < end) {
+    await u.clock.advance(Math.min(SWEEP_MS, end - u.clock.now()));
+    u.intake.sweep(u.clock.monotonic());
+  }
+}
