@@ -394,8 +394,10 @@ export class Gateway {
     // Stopped meanwhile (superseded while it waited for the ring): it takes no sockets.
     if (this.#status !== "starting") throw new GatewayStoppedError();
     this.#port = await this.#listening.open(this.#app, config.host, config.port, config.listenSockets);
-    if (this.#status !== "starting") this.#listening.close();
-    if (this.#status !== "starting") throw new GatewayStoppedError();
+    if (this.#status !== "starting") {
+      this.#listening.close();
+      throw new GatewayStoppedError();
+    }
     this.#status = "running";
     this.#log.info({ port: this.#port, sockets: this.#listening.size }, "gateway listening");
     return this.#port;

@@ -20,7 +20,8 @@ import {
 import { decodeMessage, encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { LOG_REPEAT_MS, LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
-import { isLaterTwin, serveGatewayId, type GatewayIdHolder } from "./gateway_id.js";
+import { serveGatewayId, type GatewayIdHolder } from "./gateway_id.js";
+import { isLaterTwin } from "./twins.js";
 
 export interface GatewayHeartbeatOptions {
   readonly bus: Bus;

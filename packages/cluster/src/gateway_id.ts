@@ -136,16 +136,3 @@ export async function claimGatewayId(
     throw inUse(o.node, o.dc, holderOf(answer));
   }
 }
-
-/**
- * Whether `other`, heard beating under this process's node id, replaced `self`: it started later,
- * each by its own clock, ties going to the greater incarnation, so both processes reach the same
- * answer. Itself (its own heartbeat echoed) is never its twin.
- */
-export function isLaterTwin(self: GatewayIdHolder, other: GatewayIdHolder): boolean {
-  if (other.incarnation === self.incarnation) return false;
-  return (
-    other.startedAt > self.startedAt ||
-    (other.startedAt === self.startedAt && other.incarnation > self.incarnation)
-  );
-}

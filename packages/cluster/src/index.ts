@@ -24,7 +24,6 @@ export {
   GatewayIdInUseError,
   GatewayIdUnknownError,
   claimGatewayId,
-  isLaterTwin,
   serveGatewayId,
   type GatewayIdClaimOptions,
   type GatewayIdHolder,
@@ -48,3 +47,4 @@ export {
   type Successor,
   type SupersededListener,
 } from "./membership.js";
+export { isLaterTwin, type ProcessStart } from "./twins.js";

@@ -4,6 +4,7 @@ import { decodeMessage, encodeMessage, type NodeHeartbeat } from "@livecount/pro
 import { HashRing } from "@livecount/ring";
 import { LOG_REPEAT_MS, LogThrottle, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import { HEARTBEATS_PER_LEASE } from "./cluster_config.js";
+import { isLaterTwin } from "./twins.js";
 
 export interface MembershipOptions {
   readonly bus: Bus;
@@ -278,7 +279,8 @@ export class Membership {
   #heardTwin(msg: NodeHeartbeat): void {
     if (msg.state !== "up" || this.#superseded) return;
     const startedAt = msg.startedAt ?? 0;
-    if (startedAt > this.#started || (startedAt === this.#started && msg.incarnation > this.#incarnation)) {
+    const self = { incarnation: this.#incarnation, startedAt: this.#started };
+    if (isLaterTwin(self, { incarnation: msg.incarnation, startedAt })) {
       this.#superseded = true;
       for (const listener of this.#supersededListeners) listener({ incarnation: msg.incarnation, startedAt });
       return;

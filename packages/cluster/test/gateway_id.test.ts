@@ -3,15 +3,20 @@ import { encodeMessage, type GatewayHeartbeat } from "@livecount/protocol";
 import { silentLogger } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { GatewayHeartbeatSender, listenToGateways, probeReleasedGateway } from "../src/gateway_heartbeat.js";
+import {
+  GatewayHeartbeatSender,
+  listenToGateways,
+  probeReleasedGateway,
+  type GatewayHeartbeatOptions,
+} from "../src/gateway_heartbeat.js";
 import {
   GatewayIdInUseError,
   GatewayIdUnknownError,
   claimGatewayId,
-  isLaterTwin,
   serveGatewayId,
   type GatewayIdHolder,
 } from "../src/gateway_id.js";
+import { isLaterTwin } from "../src/twins.js";
 import { ERROR, WARN, logLines } from "./log_lines.js";
 
 const LEASE_MS = 9_000;
@@ -27,6 +32,24 @@ describe("cluster - one gateway process per node id", () => {
   function setUp(): void {
     clock = new ManualClock();
     bus = new MemoryBus({ clock });
+  }
+
+  /** The heartbeat sender of gateway incarnation `gateway` under node id `gw`, started at `startedAt`. */
+  function senderUnderId(
+    gateway: string,
+    startedAt: number,
+    options: Partial<GatewayHeartbeatOptions>,
+  ): GatewayHeartbeatSender {
+    const base = {
+      bus,
+      clock,
+      logger: silentLogger,
+      dc: "dc1",
+      node: "gw",
+      leaseMs: LEASE_MS,
+      onStall: () => {},
+    };
+    return new GatewayHeartbeatSender({ ...base, ...options, gateway, startedAt });
   }
 
   /** Claims the id; resolves with when it settled (monotonic) and how. */
@@ -125,18 +148,7 @@ describe("cluster - one gateway process per node id", () => {
     const { logger, lines } = logLines();
     const superseded: GatewayIdHolder[] = [];
     const sender = (gateway: string, startedAt: number) =>
-      new GatewayHeartbeatSender({
-        bus,
-        clock,
-        logger,
-        dc: "dc1",
-        gateway,
-        node: "gw",
-        startedAt,
-        leaseMs: LEASE_MS,
-        onStall: () => {},
-        onSuperseded: (by) => superseded.push(by),
-      });
+      senderUnderId(gateway, startedAt, { logger, onSuperseded: (by) => superseded.push(by) });
     const first = sender("gw-1", 1_000);
     first.start();
     await clock.advance(0);
@@ -188,15 +200,7 @@ describe("cluster - one gateway process per node id", () => {
       if (beat.state === "up") upBeats.push(beat.gateway);
     });
     const sender = (gateway: string, startedAt: number) =>
-      new GatewayHeartbeatSender({
-        bus,
-        clock,
-        logger: silentLogger,
-        dc: "dc1",
-        gateway,
-        node: "gw",
-        startedAt,
-        leaseMs: LEASE_MS,
+      senderUnderId(gateway, startedAt, {
         onStall: (ms) => stalls.push(ms),
         onSuperseded: (by) => superseded[gateway]!.push(by),
         released: { resyncAll: () => resyncs.push(gateway), reconnects: 0 },
