@@ -27,8 +27,9 @@ export interface CounterConfig extends ClusterConfig {
   readonly idempotencyMemoryMs: number;
   /**
    * LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS: at most this many keys kept so, the oldest forgotten first.
-   * Default 100,000, about 150 bytes each: 3 s of 33,000 changes a second on one node, above the
-   * hot-page benchmark's rate.
+   * Default 100,000: 3 s of 33,000 changes a second on one node, above the hot-page benchmark's
+   * rate; 390 bytes of heap each with the request and answer kept, 39 MB at the cap
+   * (loadtest/bench/key_memory.js).
    */
   readonly idempotencyMemoryKeys: number;
   /**
