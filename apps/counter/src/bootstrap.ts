@@ -99,6 +99,7 @@ export class Bootstrap {
   readonly #requests = new Map<string, Set<number>>();
   readonly #waiters = new Map<number, Array<() => void>>();
   #timer: TimerHandle | undefined;
+  #discoveryTimer: TimerHandle | undefined;
   #reportTimer: TimerHandle | undefined;
   /** Partitions held and bootstrapped when that was last logged. */
   #reported = 0;
@@ -113,10 +114,18 @@ export class Bootstrap {
 
   start(): void {
     this.#schedule();
+    // Partitions waiting out discovery start the moment it ends, not at the retry after it.
+    if (!this.#o.alone && this.#o.expectedPeers.length === 0)
+      this.#discoveryTimer = this.#o.clock.setTimeout(() => {
+        this.#discoveryTimer = undefined;
+        for (const partition of [...this.#waiting]) this.#begin(partition);
+      }, this.#o.discoveryMs);
   }
 
   stop(): void {
     if (this.#timer !== undefined) this.#o.clock.clearTimeout(this.#timer);
+    if (this.#discoveryTimer !== undefined) this.#o.clock.clearTimeout(this.#discoveryTimer);
+    this.#discoveryTimer = undefined;
     if (this.#reportTimer !== undefined) this.#o.clock.clearTimeout(this.#reportTimer);
     this.#timer = undefined;
     this.#reportTimer = undefined;

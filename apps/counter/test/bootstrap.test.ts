@@ -23,6 +23,7 @@ describe("counter - bootstrap", () => {
       expectedPeers?: string[];
       alone?: boolean;
       logger?: Logger;
+      discoveryMs?: number;
     } = {},
   ) {
     const clock = new ManualClock();
@@ -46,7 +47,7 @@ describe("counter - bootstrap", () => {
       heardRemotes: () => [...new Set([...live, ...heard])],
       expectedPeers: opts.expectedPeers ?? [],
       alone: opts.alone ?? false,
-      discoveryMs: DISCOVERY_MS,
+      discoveryMs: opts.discoveryMs ?? DISCOVERY_MS,
       retryMs: RETRY_MS,
       requestSync: (remote, partitions) => requests.push([remote, [...partitions]]),
       serving: (p) => served.push(p),
@@ -134,6 +135,16 @@ describe("counter - bootstrap", () => {
     await clock.advance(DISCOVERY_MS - 1);
     expect(served).toEqual([]);
     await clock.advance(RETRY_MS + 1);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a partition waiting out discovery serves the moment it ends, not at the next retry", async () => {
+    const discoveryMs = RETRY_MS + RETRY_MS / 2;
+    const { clock, served, b } = await setUp({ discoveryMs });
+    await b.partitionHeld(P);
+    await clock.advance(discoveryMs - 1);
+    expect(served).toEqual([]);
+    await clock.advance(1);
     expect(served).toEqual([P]);
   });
 
