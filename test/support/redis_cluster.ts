@@ -134,13 +134,20 @@ async function redisCli(binary: string, args: string[]): Promise<void> {
 export class RedisCluster {
   /** Slot ranges a node served when `kill()` crashed it, which `waitForFailover` sees moved. */
   readonly #killedSlots = new Map<number, RedisClusterMaster["slots"]>();
-  readonly #masterCount: number;
 
-  private constructor(
-    readonly servers: readonly RedisServer[],
-    masterCount: number,
-  ) {
+  readonly #servers: RedisServer[];
+  #masterCount: number;
+  readonly #nodeTimeoutMs: number;
+
+  private constructor(servers: RedisServer[], masterCount: number, nodeTimeoutMs: number) {
+    this.#servers = servers;
     this.#masterCount = masterCount;
+    this.#nodeTimeoutMs = nodeTimeoutMs;
+  }
+
+  /** Every node started, masters and replicas, the added ones last. */
+  get servers(): readonly RedisServer[] {
+    return this.#servers;
   }
 
   /** Starts the nodes, creates the cluster and waits until every slot is served and every replica synced. */
@@ -160,7 +167,7 @@ export class RedisCluster {
       for (let i = 0; i < masters * (1 + replicasPerMaster); i++) {
         servers.push(await RedisCluster.#startNode(nodeTimeoutMs));
       }
-      const cluster = new RedisCluster(servers, masters);
+      const cluster = new RedisCluster(servers, masters, nodeTimeoutMs);
       // prettier-ignore
       await redisCli(cli, [
         "--cluster", "create", ...cluster.nodes.map(({ host, port }) => `${host}:${port}`),
@@ -274,6 +281,37 @@ export class RedisCluster {
     await this.#server(port).restart();
     this.#killedSlots.delete(port);
     await this.#waitUntil(() => this.#checkFormed(), timeoutMs, `node ${port} did not rejoin`);
+  }
+
+  /**
+   * Scales out as an operator would: a new empty master joins (`redis-cli --cluster add-node`) with
+   * `replicas` replicas of its own, then `--cluster rebalance --cluster-use-empty-masters` moves its
+   * share of the slots to it, key by key (MIGRATE), while the cluster serves. Resolves with the new
+   * master's port once every node sees every slot served and every replica in sync.
+   */
+  async addMaster(replicas = 0, timeoutMs = CREATE_TIMEOUT_MS): Promise<number> {
+    const cli = redisCliBinary();
+    if (cli === undefined) throw new Error("redis-cli not found (set LIVECOUNT_REDIS_CLI)");
+    const seed = `${HOST}:${this.#livePort()}`;
+    const join = async (args: string[]): Promise<RedisServer> => {
+      const server = await RedisCluster.#startNode(this.#nodeTimeoutMs);
+      this.#servers.push(server);
+      await redisCli(cli, ["--cluster", "add-node", `${HOST}:${server.port}`, seed, ...args]);
+      return server;
+    };
+    const master = await join([]);
+    this.#masterCount++;
+    // redis-cli adds a node only once every node agrees on the configuration, the new master included.
+    await this.#waitUntil(() => this.#checkFormed(), timeoutMs, `node ${master.port} did not join`);
+    const id = await text(master.port, "CLUSTER", "MYID");
+    for (let i = 0; i < replicas; i++) {
+      const replica = await join(["--cluster-slave", "--cluster-master-id", id]);
+      await this.#waitUntil(() => this.#checkFormed(), timeoutMs, `replica ${replica.port} did not sync`);
+    }
+    // prettier-ignore
+    await redisCli(cli, ["--cluster", "rebalance", seed, "--cluster-use-empty-masters", "--cluster-yes"]);
+    await this.#waitUntil(() => this.#checkFormed(), timeoutMs, "slots not settled after the rebalance");
+    return master.port;
   }
 
   /** DBSIZE of every live master, by port. */
