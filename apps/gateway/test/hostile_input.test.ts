@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { pack } from "msgpackr";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { within } from "../../../test/support/eventually.js";
+import { eventually, within } from "../../../test/support/eventually.js";
 import { TestPlatform } from "../../../test/support/platform.js";
 import type { TestClient } from "../../../test/support/ws_client.js";
 
@@ -285,6 +285,31 @@ describe("gateway - hostile input", () => {
     await client.waitForViewers("many-overflow", 1);
     client.leave("many-overflow");
     await client.ping();
+  });
+
+  test("gateway - close codes a client picks add no metric series: one reason for all of them", async () => {
+    const closed = async (): Promise<Map<string, number>> =>
+      new Map(
+        (await platform.metricsText())
+          .split("\n")
+          .filter((line) => line.startsWith("livecount_gateway_sockets_closed_total{"))
+          .map((line) => [/reason="([^"]*)"/.exec(line)![1]!, Number(line.split(" ")[1])]),
+      );
+    const before = await closed();
+    // Every range a client may close with (RFC 6455: 3000-3999 registered, 4000-4999 private).
+    const picked = [3000, 3999, 4000, 4200, 4999];
+    for (const code of picked) {
+      const client = await platform.connect();
+      await client.close(code);
+    }
+    // uWS reports 3000-3999 from a client as 1006 (abnormal closure); either way a fixed reason.
+    const fixed = ["application", "1006"];
+    await eventually(async () => {
+      const after = await closed();
+      for (const reason of after.keys()) if (!before.has(reason)) expect(fixed).toContain(reason);
+      const added = fixed.map((r) => (after.get(r) ?? 0) - (before.get(r) ?? 0));
+      expect(added[0]! + added[1]!).toBe(picked.length);
+    });
   });
 });
 
