@@ -26,6 +26,21 @@ function parse(text: string): Address | undefined {
   return ipaddr.isValid(text) ? ipaddr.process(text) : undefined;
 }
 
+/** `203.0.113.7:4711`, `[2001:db8::7]:4711` or `[2001:db8::7]`: a hop with its port, or bracketed. */
+const HOP_WITH_PORT = /^(?:(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}|\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?)$/;
+
+/**
+ * One `X-Forwarded-For` hop: an address, or an address with the port the proxy got the request from
+ * (Azure's Application Gateway writes `IP:port`, and RFC 7239's `Forwarded` brackets IPv6). Read as
+ * garbage, every client behind such a proxy would be pinned to the proxy and share its budgets.
+ */
+function parseHop(text: string): Address | undefined {
+  const address = parse(text);
+  if (address !== undefined) return address;
+  const match = HOP_WITH_PORT.exec(text);
+  return match === null ? undefined : parse(match[1] ?? match[2]!);
+}
+
 function rangeOf(text: string): Range {
   if (ipaddr.isValidCIDR(text)) return ipaddr.parseCIDR(text);
   const address = ipaddr.process(text);
@@ -66,7 +81,7 @@ export class ClientAddresses {
     if (forwardedFor === "" || !this.#isTrusted(client)) return client.toString();
     const hops = forwardedFor.split(",");
     for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = parse(hops[i]!.trim());
+      const hop = parseHop(hops[i]!.trim());
       // Proxies append well-formed addresses: garbage was written by the client, so the last
       // trusted hop is the best this request can be pinned to.
       if (hop === undefined) break;

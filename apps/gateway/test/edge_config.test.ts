@@ -120,6 +120,15 @@ describe("gateway - edge settings", () => {
     expect(a.resolve("127.0.0.1", "10.1.1.1, 10.2.2.2")).toBe("10.1.1.1");
     expect(a.resolve("127.0.0.1", "garbage, 10.2.2.2")).toBe("10.2.2.2");
     expect(a.resolve("127.0.0.1", "2001:db8::7, fd00::1")).toBe("2001:db8::7");
+    // Hops a proxy writes with the port it got the request from, or bracketed.
+    expect(a.resolve("127.0.0.1", "9.9.9.3:4711")).toBe("9.9.9.3");
+    expect(a.resolve("127.0.0.1", "9.9.9.4:1, 10.2.2.2:443")).toBe("9.9.9.4");
+    expect(a.resolve("127.0.0.1", "[2001:db8::7]:4711")).toBe("2001:db8::7");
+    expect(a.resolve("127.0.0.1", "[2001:db8::8]")).toBe("2001:db8::8");
+    // Not a hop: a port past the brackets' or the address's end, or a name.
+    expect(a.resolve("127.0.0.1", "9.9.9.3:4711:1, 10.2.2.2")).toBe("10.2.2.2");
+    expect(a.resolve("127.0.0.1", "2001:db8::7]:1, 10.2.2.2")).toBe("10.2.2.2");
+    expect(a.resolve("127.0.0.1", "example.com:80, 10.2.2.2")).toBe("10.2.2.2");
     // Per-address limits count an IPv6 subscriber's whole /64 as one.
     expect(limitKeyOf("2001:db8:1:2:aaaa::1")).toBe(limitKeyOf("2001:db8:1:2:bbbb::2"));
     expect(limitKeyOf("2001:db8:1:2::1")).not.toBe(limitKeyOf("2001:db8:1:3::1"));
