@@ -11,6 +11,12 @@ import { readWebhookConfig, type WebhookConfig } from "./webhook_config.js";
 export interface CounterConfig extends ClusterConfig {
   /** LIVECOUNT_PORT: health, readiness and metrics over HTTP. Default 8081 (8080 is the gateway's). */
   readonly port: number;
+  /**
+   * LIVECOUNT_OPS_MAX_CONNECTIONS: connections the health and metrics port holds at once; more are
+   * closed as they come. Default 1024: probes and scrapers use a few, and the node's links to NATS
+   * and Redis keep their file descriptors whatever reaches the port (the limit here is 20,000).
+   */
+  readonly opsMaxConnections: number;
   /** LIVECOUNT_PARTITION_LEASE_MS: a partition owner that stops renewing loses it after this. Default 8000. */
   readonly partitionLeaseMs: number;
   /** LIVECOUNT_PASSIVATE_MS: an actor with no viewers and nothing pending leaves memory after this. Default 60000. */
@@ -88,6 +94,7 @@ export function readCounterConfig(env: Env): CounterConfig {
   return {
     ...cluster,
     port: readInt(env, "LIVECOUNT_PORT", 8081, { min: 0, max: 65535 }),
+    opsMaxConnections: readInt(env, "LIVECOUNT_OPS_MAX_CONNECTIONS", 1024, { min: 1, max: 100_000 }),
     partitionLeaseMs: readInt(env, "LIVECOUNT_PARTITION_LEASE_MS", 8000, { min: 1000 }),
     passivateMs: readInt(env, "LIVECOUNT_PASSIVATE_MS", 60000, { min: 1000 }),
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,

@@ -27,6 +27,7 @@ try {
     isReady: () => serving.node?.ready === true,
     adminKey: config.adminKey,
     logger,
+    maxConnections: config.opsMaxConnections,
   });
   logger.info({ port: ops.port, node: config.nodeId }, "counter node serving health and metrics");
   // A counter node needs nothing it publishes itself (it knows its own membership, and drops its

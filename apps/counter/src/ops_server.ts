@@ -3,9 +3,19 @@ import { BearerKeys, bearerOf, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 
 /**
+ * How long a connection may take to send a request's headers, and its whole request: probes and
+ * scrapers send a line or two at once. Past them Node answers 408 and closes; it checks every
+ * `CHECK_MS`, so a silent connection is gone within their sum.
+ */
+const HEADERS_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const CHECK_MS = 1_000;
+
+/**
  * Health, readiness and metrics over plain HTTP for a process that serves nothing else. Metrics
  * need `Authorization: Bearer <LIVECOUNT_ADMIN_KEY>`; without an admin key they answer 401 to
  * everyone (and the server says so once at start). Health and readiness stay open for probes.
+ * It holds at most `maxConnections` (LIVECOUNT_OPS_MAX_CONNECTIONS) at once, each for seconds.
  */
 export async function startOpsServer(opts: {
   port: number;
@@ -14,11 +24,24 @@ export async function startOpsServer(opts: {
   isReady: () => boolean;
   adminKey: string | undefined;
   logger: Logger;
+  maxConnections: number;
+  /** Tests shorten them. */
+  timeouts?: { headersMs: number; requestMs: number; checkMs: number };
 }): Promise<{ server: Server; port: number; close(): Promise<void> }> {
   const admin = new BearerKeys(opts.adminKey !== undefined ? [opts.adminKey] : []);
   if (opts.adminKey === undefined)
     opts.logger.warn("LIVECOUNT_ADMIN_KEY is not set: /metrics answers 401 to everyone");
-  const server = createServer((req, res) => {
+  const timeouts = opts.timeouts ?? {
+    headersMs: HEADERS_TIMEOUT_MS,
+    requestMs: REQUEST_TIMEOUT_MS,
+    checkMs: CHECK_MS,
+  };
+  const options = {
+    headersTimeout: timeouts.headersMs,
+    requestTimeout: timeouts.requestMs,
+    connectionsCheckingInterval: timeouts.checkMs,
+  };
+  const server = createServer(options, (req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     const json = (status: number, body: unknown, headers: Record<string, string> = {}): void => {
       res
@@ -50,6 +73,7 @@ export async function startOpsServer(opts: {
     }
     json(404, { error: { code: "not_found", message: "not found" } });
   });
+  server.maxConnections = opts.maxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port, opts.host ?? "0.0.0.0", () => resolve());

@@ -68,4 +68,11 @@ describe("counter - config", () => {
     expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "0" })).toThrow(ConfigError);
     expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "100001" })).toThrow(ConfigError);
   });
+
+  test("counter - LIVECOUNT_OPS_MAX_CONNECTIONS: 1024 connections to the ops port by default, 1 to 100000", () => {
+    expect(readCounterConfig({}).opsMaxConnections).toBe(1024);
+    expect(readCounterConfig({ LIVECOUNT_OPS_MAX_CONNECTIONS: "1" }).opsMaxConnections).toBe(1);
+    expect(() => readCounterConfig({ LIVECOUNT_OPS_MAX_CONNECTIONS: "0" })).toThrow(ConfigError);
+    expect(() => readCounterConfig({ LIVECOUNT_OPS_MAX_CONNECTIONS: "100001" })).toThrow(ConfigError);
+  });
 });
