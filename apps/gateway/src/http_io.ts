@@ -42,6 +42,16 @@ export class Reply {
     this.json(err.status, { error: { code: err.code, message: err.message } }, headers);
   }
 
+  /**
+   * Closes the connection without an answer. An answer that asks to close it does not stop uWS from
+   * answering the requests already read behind it on the connection, which are then answered too.
+   */
+  drop(): void {
+    if (this.aborted || this.#sent) return;
+    this.#sent = true;
+    this.res.close();
+  }
+
   send(status: number, body: string | Uint8Array, headers: Readonly<Record<string, string>>): void {
     this.#send(status, body, NO_HEADERS, headers);
   }
@@ -148,6 +158,8 @@ export interface RequestInfo {
    * by then); routes that need it do.
    */
   readonly address: string;
+  /** Why the body's length is ambiguous (`ambiguousLength`): the connection is closed unanswered. */
+  readonly ambiguous: string | undefined;
 }
 
 const WANTED_HEADERS = [
@@ -158,6 +170,26 @@ const WANTED_HEADERS = [
   "host",
   "sec-fetch-site",
 ] as const;
+
+/**
+ * Why the request's body length is ambiguous, or undefined: Content-Length headers (or values of
+ * one) that differ, or Content-Length beside Transfer-Encoding. uWS takes the first Content-Length
+ * header; a proxy in front that took another would see a request of its own where uWS sees body,
+ * or the reverse (request smuggling). Such a request's connection is closed (RFC 9112, 6.3). uWS
+ * refuses the last two itself; requests without either header, nearly every read, cost two lookups.
+ */
+function ambiguousLength(req: HttpRequest): string | undefined {
+  if (req.getHeader("content-length") === "" && req.getHeader("transfer-encoding") === "") return undefined;
+  const lengths = new Set<string>();
+  let transferEncoding = false;
+  req.forEach((name, value) => {
+    if (name === "content-length") for (const v of value.split(",")) lengths.add(v.trim());
+    else if (name === "transfer-encoding") transferEncoding = true;
+  });
+  if (lengths.size > 1) return "Content-Length headers that differ";
+  if (transferEncoding && lengths.size > 0) return "both Content-Length and Transfer-Encoding";
+  return undefined;
+}
 
 /** `address` resolves the client's address; it is called once, when a route first reads it. */
 export function requestInfo(req: HttpRequest, address: () => string): RequestInfo {
@@ -185,5 +217,6 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
     get address(): string {
       return (resolved ??= address());
     },
+    ambiguous: ambiguousLength(req),
   };
 }

@@ -35,6 +35,12 @@ export class HttpRequests {
     // Reads (the API's, assets, their errors) carry CORS for the allowed origins: set here, before
     // anything answers, so that a refusal too reaches a browser as one.
     if (request.method === "GET") reply.common = this.#corsHeaders(request.headers.origin ?? "");
+    // What follows on the connection may be a request a proxy in front never sent: nothing of it
+    // may be answered, and a 400 would not stop uWS from answering it (Reply.drop).
+    if (request.ambiguous !== undefined) {
+      reply.drop();
+      return;
+    }
     if (this.#draining) {
       refuse(reply);
       return;
