@@ -13,6 +13,11 @@
  * answered by the store. Kept for longer than Redis may take to reach the disk
  * (CounterConfig.idempotencyMemoryMs), counted while the store answers, for this owner's lifetime
  * only: a new owner reads the keys from the store.
+ *
+ * "While the store answers": of the time between two answers at most a third of the memory counts.
+ * After an outage, the first answers may come before the reconnect is found to be a restart (a
+ * change in flight is answered first, the server's run id read after it); counting the outage then
+ * would forget every key answered just before it, the ones the restart lost.
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
@@ -38,8 +43,10 @@ export interface KeyUse {
  * for seconds is one the garbage collector carries into its old generation.
  */
 interface Recent {
-  /** When it was answered (monotonic). */
+  /** When it was answered (monotonic): its TTL counts from here. */
   readonly at: number;
+  /** When it was answered in the time the store answered (`RecentKeys.#answering`): its memory counts from here. */
+  readonly answering: number;
   /** In the order answered: the next write-back starts after the last one's. */
   readonly seq: number;
   readonly partition: number;
@@ -61,13 +68,18 @@ export interface RecentKeysOptions {
   readonly maxKeys: number;
 }
 
+/** Of the silence between two answers, at most `memoryMs / SILENCE_COUNTED` counts as answering. */
+const SILENCE_COUNTED = 3;
+
 export class RecentKeys {
   readonly #o: RecentKeysOptions;
   /** By `page\0key`, oldest first. */
   readonly #keys = new Map<string, Recent>();
   #seq = 0;
   /** When the store last answered a change (monotonic). */
-  #answeredAt = -Infinity;
+  #answeredAt: number | undefined;
+  /** How long the store has answered (ms): the time between two answers, up to `memoryMs / 3` of it. */
+  #answering = 0;
   /** The last key written back to the store (its seq): the next write-back starts after it. */
   #restoredUpTo = 0;
   /**
@@ -116,7 +128,11 @@ export class RecentKeys {
     use: (request: P["request"], reply: NodeReply) => KeyUse,
   ): Promise<void> {
     const at = this.#o.clock.monotonic();
-    if (answers.length > 0) this.#answeredAt = at;
+    if (answers.length > 0) {
+      const since = this.#answeredAt === undefined ? 0 : at - this.#answeredAt;
+      this.#answering += Math.min(since, this.#o.memoryMs / SILENCE_COUNTED);
+      this.#answeredAt = at;
+    }
     for (const { pending, reply } of answers) {
       if (reply.type !== "incremented" && reply.type !== "counter_reset") continue;
       const id = idOf(pending.request);
@@ -124,6 +140,7 @@ export class RecentKeys {
       const seq = ++this.#seq;
       this.#keys.set(id, {
         at,
+        answering: this.#answering,
         seq,
         partition: pending.actor.partition,
         request: pending.request,
@@ -204,15 +221,14 @@ export class RecentKeys {
   }
 
   #prune(): void {
-    // Time counts up to the store's last answer: keys answered just before an outage stay through
-    // it (`restoreAll` writes them back when the store reconnects; until it is done, the store's
+    // Time counts while the store answers: keys answered just before an outage stay through it
+    // (`restoreAll` writes them back when the store reconnects; until it is done, the store's
     // answers meanwhile count no time), never past their TTL.
-    const now = this.#o.clock.monotonic();
-    const answered = this.#restoring > 0 ? -Infinity : this.#answeredAt - this.#o.memoryMs;
-    const oldest = Math.max(answered, now - this.#o.keyTtlMs);
+    const answered = this.#restoring > 0 ? -Infinity : this.#answering - this.#o.memoryMs;
+    const expired = this.#o.clock.monotonic() - this.#o.keyTtlMs;
     for (const [id, recent] of this.#keys) {
       if (this.#keys.size <= this.#o.maxKeys) {
-        if (recent.at > oldest) break;
+        if (recent.answering > answered && recent.at > expired) break;
         if (this.#unheld.has(recent.partition)) continue;
       }
       this.#keys.delete(id);
