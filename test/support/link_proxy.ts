@@ -28,6 +28,8 @@ export class LinkProxy {
   #cut = false;
   /** Bytes from the target are dropped (a one-way cut): what the client sends still arrives. */
   #deaf = false;
+  /** Bytes from the client are dropped: what it sends never arrives (a link that stalls). */
+  #mute = false;
   #port = 0;
   /** Connections accepted and forwarded since the proxy started. */
   connections = 0;
@@ -74,6 +76,12 @@ export class LinkProxy {
   heal(): void {
     this.#cut = false;
     this.#deaf = false;
+    this.#mute = false;
+  }
+
+  /** Drops everything clients send, on open connections and new ones, until `heal()`: calls sent then never arrive. */
+  mute(): void {
+    this.#mute = true;
   }
 
   /**
@@ -116,14 +124,12 @@ export class LinkProxy {
     };
     client.on("error", drop).on("close", drop);
     upstream.on("error", drop).on("close", drop);
-    client.pipe(upstream);
-    upstream
-      .pipe(
-        new Transform({
-          transform: (chunk: Buffer, _encoding, done) => done(null, this.#deaf ? undefined : chunk),
-        }),
-      )
-      .pipe(client);
+    const unless = (drop: () => boolean): Transform =>
+      new Transform({
+        transform: (chunk: Buffer, _encoding, done) => done(null, drop() ? undefined : chunk),
+      });
+    client.pipe(unless(() => this.#mute)).pipe(upstream);
+    upstream.pipe(unless(() => this.#deaf)).pipe(client);
   }
 }
 

@@ -5,61 +5,14 @@
  * entry while its caller had given up on it, and the owner's own higher entry, written back, would
  * swallow it: a like acknowledged (as the retry's duplicate) and never counted.
  */
-import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { RedisStore, type IncrementOp, type Lease } from "../src/index.js";
+import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
 import { incrementOp } from "./store_contract.js";
 
 const LEASE_MS = 60_000;
 const KEY_TTL_MS = 60_000;
-
-/** A TCP proxy to Redis that can hold what clients send (a link that stalls), and drop every connection. */
-class StallingProxy {
-  held = false;
-  readonly #pairs = new Set<[Socket, Socket]>();
-  private constructor(readonly server: Server) {}
-
-  static async start(upstreamPort: number): Promise<StallingProxy> {
-    const server = createServer();
-    const proxy = new StallingProxy(server);
-    server.on("connection", (client) => {
-      const upstream = createConnection({ host: "127.0.0.1", port: upstreamPort });
-      const pair: [Socket, Socket] = [client, upstream];
-      proxy.#pairs.add(pair);
-      for (const s of pair) {
-        s.on("error", () => s.destroy());
-        s.on("close", () => {
-          proxy.#pairs.delete(pair);
-          (s === client ? upstream : client).destroy();
-        });
-      }
-      client.on("data", (chunk) => {
-        if (!proxy.held) upstream.write(chunk);
-      });
-      upstream.on("data", (chunk) => client.write(chunk));
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    return proxy;
-  }
-
-  get url(): string {
-    const address = this.server.address();
-    return `redis://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`;
-  }
-
-  dropAll(): void {
-    for (const [client, upstream] of this.#pairs) {
-      client.destroy();
-      upstream.destroy();
-    }
-  }
-
-  close(): Promise<void> {
-    this.dropAll();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 function op(fence: Lease, key: string): IncrementOp {
   return incrementOp(fence, { key, payload: `ack-${key}` });
@@ -73,22 +26,23 @@ describeWithRedis("redis store - calls in flight", () => {
   afterAll(() => redis.stop());
 
   test("redis store - a call in flight when the connection drops rejects at once, and is not run after the reconnect", async () => {
-    const proxy = await StallingProxy.start(redis.port);
-    const store = await RedisStore.connect({ url: proxy.url, keyPrefix: `lc:inflight${process.pid}:` });
+    const proxy = await LinkProxy.start({ targetPort: redis.port });
+    const url = `redis://127.0.0.1:${proxy.port}`;
+    const store = await RedisStore.connect({ url, keyPrefix: `lc:inflight${process.pid}:` });
     try {
       const fence = (await store.acquire(0, "node-a", LEASE_MS))!;
       expect(fence).toBeDefined();
       // Sent, never delivered: the link stalls, then every connection through it drops.
-      proxy.held = true;
+      proxy.mute();
       const inFlight = store.increment([op(fence, "k1")], KEY_TTL_MS);
       const settled = inFlight.then(
         () => "resolved",
         () => "rejected",
       );
       await new Promise((resolve) => setTimeout(resolve, 100));
-      proxy.held = false;
       const droppedAt = performance.now();
-      proxy.dropAll();
+      proxy.cut();
+      proxy.heal();
       expect(await settled).toBe("rejected");
       // At the drop, not at the call's timeout (5 s): its caller answers at once, and what waits
       // behind it (the next flush) goes on.
