@@ -63,10 +63,6 @@ const CLUSTER_ENV: Readonly<Record<string, string>> = {
   LIVECOUNT_PARTITION_LEASE_MS: String(TIMINGS.partitionLeaseMs),
   LIVECOUNT_GRACE_MS: String(TIMINGS.graceMs),
   LIVECOUNT_COALESCE_MS: String(TIMINGS.coalesceMs),
-  // A fresh store's partitions wait four DC heartbeats for another DC to make itself heard before
-  // this one starts them as the first: 1 s at the default of 250 ms, paid by every cluster a test
-  // starts; 0.4 s at the multi-DC tests' 100 ms (multi_dc.ts), which their discovery holds to.
-  LIVECOUNT_DC_HEARTBEAT_MS: "100",
   LIVECOUNT_PARTITIONS: String(TIMINGS.partitions),
   LIVECOUNT_VNODES: String(TIMINGS.vnodes),
   // Tests drive thousands of pages from one loopback address to load the counter nodes and the
