@@ -44,9 +44,14 @@ const DEFAULT_WAIT_TIMEOUT_MS = 1_000;
 const CONNECT_TIMEOUT_MS = 5_000;
 /**
  * Reconnect attempts a call caught in flight by a disconnect waits through before it rejects: none.
- * It rejects when the connection drops, and is not sent again on the next one (below). New calls
- * while disconnected reject at once too (no offline queue): the caller decides (retry, shed, report
- * not ready) instead of stalling its mailbox behind a dead connection.
+ * It rejects when the connection drops and is never sent again: its caller may have given up on it
+ * already (answered "unavailable"), and run then on a server that restarted without its last second,
+ * it would record its key on the lower entry, where the owner's own entry, written back, swallows it
+ * (test/redis_in_flight.test.ts). New calls while disconnected reject at once too on one Redis (no
+ * offline queue): the caller decides (retry, shed, report not ready) instead of stalling its mailbox
+ * behind a dead connection. A cluster's node connections keep an offline queue whatever is set
+ * (ioredis's ConnectionPool): a call to a master reconnecting waits there, up to the command
+ * timeout, and `#execOn` skips a master whose last pipeline failed for a second.
  */
 const MAX_RETRIES_PER_REQUEST = 0;
 const RECONNECT_BASE_MS = 50;
@@ -142,10 +147,8 @@ function createClient(options: RedisConnectionOptions): Redis | Cluster {
     connectTimeout: CONNECT_TIMEOUT_MS,
     commandTimeout,
     maxRetriesPerRequest: MAX_RETRIES_PER_REQUEST,
-    // A call caught in flight by a dropped connection is not sent again on the next one: its caller
-    // may have given up on it already (answered "unavailable"), and run then on a server that
-    // restarted without its last second, it would record its key on the lower entry, where the
-    // owner's own entry, written back, swallows it (test/redis_in_flight.test.ts).
+    // MAX_RETRIES_PER_REQUEST rejects a dropped connection's calls, which leaves none to send
+    // again; this keeps it so should they ever be kept.
     autoResendUnfulfilledCommands: false,
   };
   if (options.cluster !== undefined) {
@@ -173,6 +176,20 @@ function createClient(options: RedisConnectionOptions): Redis | Cluster {
     enableOfflineQueue: false,
     retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
   });
+}
+
+/**
+ * Whether `err` says the call never had a server's answer for want of a connection: it dropped under
+ * the call (MAX_RETRIES_PER_REQUEST), or was down when the call was made (no offline queue).
+ */
+function droppedConnection(err: StoreError): boolean {
+  const cause = err.cause;
+  if (!(cause instanceof Error)) return false;
+  return (
+    cause.name === "MaxRetriesPerRequestError" ||
+    cause.message === "Connection is closed." ||
+    cause.message.startsWith("Stream isn't writeable")
+  );
 }
 
 export interface RunOptions {
@@ -340,7 +357,11 @@ export class RedisConnection {
         this.#unconfirmed.delete(group);
         return [group, sent];
       }
-      this.#unconfirmed.set(group, performance.now() + this.#waitTimeoutMs);
+      // A pipeline that had no connection tells nothing of the replicas: the next call goes to the
+      // connection that replaces it, and its WAIT says.
+      const cutOff = sent instanceof StoreError ? sent : confirmed;
+      if (!(cutOff instanceof StoreError && droppedConnection(cutOff)))
+        this.#unconfirmed.set(group, performance.now() + this.#waitTimeoutMs);
       if (sent instanceof StoreError) return [group, sent];
       const why =
         confirmed instanceof StoreError

@@ -64,4 +64,40 @@ describeWithRedis("redis store - calls in flight", () => {
       await proxy.close();
     }
   });
+  test("redis store - after a dropped connection to a healthy server, changes waiting for a replica go on once it is back", async () => {
+    const replica = await RedisServer.start({ extraArgs: ["--replicaof", "127.0.0.1", String(redis.port)] });
+    const proxy = await LinkProxy.start({ targetPort: redis.port });
+    const url = `redis://127.0.0.1:${proxy.port}`;
+    const store = await RedisStore.connect({ url, keyPrefix: `lc:blip${process.pid}:`, waitReplicas: 1 });
+    try {
+      // Once the replica has synced, the lease's WAIT is confirmed.
+      let fence: Lease | null | undefined;
+      for (const deadline = Date.now() + 10_000; fence === undefined;) {
+        fence = await store.acquire(1, "node-a", LEASE_MS).catch((err: unknown) => {
+          if (Date.now() > deadline) throw err;
+          return new Promise<undefined>((resolve) => setTimeout(resolve, 100));
+        });
+      }
+      if (fence === null) throw new Error("lease not taken");
+      proxy.mute();
+      const inFlight = store.increment([op(fence, "b1")], KEY_TTL_MS).catch((err: unknown) => err);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      proxy.cut();
+      proxy.heal();
+      await inFlight;
+      // Refused while it reconnects; never for a WAIT that came back short, since none ran.
+      const refusals: string[] = [];
+      for (let i = 0; ; i++) {
+        const outcome = await store.increment([op(fence, `n${i}`)], KEY_TTL_MS).catch((err: Error) => err);
+        if (!(outcome instanceof Error)) break;
+        refusals.push(outcome.message);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(refusals.filter((message) => message.includes("came back short"))).toEqual([]);
+    } finally {
+      await store.close();
+      await proxy.close();
+      await replica.stop();
+    }
+  });
 });
