@@ -28,7 +28,7 @@ export interface CounterConfig extends ClusterConfig {
    * answered key in memory (recent_keys.ts), to write it back to a Redis that restarted, so a retry
    * counts once even if Redis's machine crashed before its append file reached the disk. Default
    * 3000: Redis writes the file every second and postpones a write up to another while the disk is
-   * busy; of a silence between two answers a third of this counts at most (recent_keys.ts), so an
+   * busy; of a silence between two answers a sixth of this counts at most (recent_keys.ts), so an
    * outage keeps what it may have lost.
    */
   readonly idempotencyMemoryMs: number;

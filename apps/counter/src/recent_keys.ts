@@ -14,10 +14,13 @@
  * (CounterConfig.idempotencyMemoryMs), counted while the store answers, for this owner's lifetime
  * only: a new owner reads the keys from the store.
  *
- * "While the store answers": of the time between two answers at most a third of the memory counts.
- * After an outage, the first answers may come before the reconnect is found to be a restart (a
- * change in flight is answered first, the server's run id read after it); counting the outage then
- * would forget every key answered just before it, the ones the restart lost.
+ * "While the store answers": of the time between two answers at most a sixth of the memory counts
+ * (0.5 s of the default 3 s), so the keys of the last 2.5 s before any silence stay through it, and
+ * Redis may take 2 s to reach the disk. After an outage, changes sent on the new connection may be
+ * answered before it is found to be a restart (the server's run id is read after it is ready);
+ * counting the outage then would forget every key answered just before it, the ones the restart
+ * lost. On a cluster every master's answers count, so a master down longer than the memory while
+ * the others answer loses its keys' memory (docs/architecture.md).
  */
 import type { IncrementRequest, NodeReply } from "@livecount/protocol";
 import type { Clock, Logger } from "@livecount/runtime";
@@ -69,7 +72,7 @@ export interface RecentKeysOptions {
 }
 
 /** Of the silence between two answers, at most `memoryMs / SILENCE_COUNTED` counts as answering. */
-const SILENCE_COUNTED = 3;
+const SILENCE_COUNTED = 6;
 
 export class RecentKeys {
   readonly #o: RecentKeysOptions;
@@ -78,7 +81,7 @@ export class RecentKeys {
   #seq = 0;
   /** When the store last answered a change (monotonic). */
   #answeredAt: number | undefined;
-  /** How long the store has answered (ms): the time between two answers, up to `memoryMs / 3` of it. */
+  /** How long the store has answered (ms): the time between two answers, up to `memoryMs / 6` of it. */
   #answering = 0;
   /** The last key written back to the store (its seq): the next write-back starts after it. */
   #restoredUpTo = 0;

@@ -106,10 +106,12 @@ describe("counter - recent keys", () => {
     // Nothing answered for half a minute (within the keys' TTL): the store is down.
     await clock.advance(30_000);
     expect(keys.answer([pending("k1")], incrementChange)).toEqual([]);
-    // Back: the silence counts a third of the memory, the answers after it the rest.
+    // Back: the silence counts a sixth of the memory, the answers after it the rest.
     await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
     expect(keys.answer([pending("k1")], incrementChange)).toEqual([]);
-    await answering(keys, clock, (MEMORY_MS * 2) / 3);
+    await answering(keys, clock, (MEMORY_MS * 5) / 6 - 100);
+    expect(keys.answer([pending("k1")], incrementChange)).toEqual([]);
+    await answering(keys, clock, 100, 100, 200);
     const late = pending("k1");
     expect(keys.answer([late], incrementChange)).toEqual([late]);
   });
@@ -117,8 +119,8 @@ describe("counter - recent keys", () => {
   test("counter - a change answered after an outage, before the reconnect is found a restart, leaves the keys before it to be written back", async () => {
     const { clock, store, fence, keys } = await setUp();
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
-    // Redis restarts without k1 and is back 10 s later; a change in flight is answered first
-    // (ioredis sends it again on the new connection), the server's run id read after it.
+    // Redis restarts without k1 and is back 10 s later; a change sent on the new connection is
+    // answered before the server's run id is read and the reconnect found to be a restart.
     await clock.advance(10_000);
     await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
     await keys.restoreAll();
@@ -176,8 +178,9 @@ describe("counter - recent keys whose write-back failed", () => {
     await keys.settled([answered(pending("k1"), 1)], 0, incrementUse);
     await keys.restoreAll();
     await keys.settled([answered(pending("k2"), 2)], 0, incrementUse);
-    // Long after the memory forgot it, the store answers k1's retry.
-    for (let i = 3; i <= 5; i++) {
+    // Long after the memory forgot it (each answer after a silence counts a sixth of the memory),
+    // the store answers k1's retry.
+    for (let i = 3; i <= 8; i++) {
       await clock.advance(MEMORY_MS);
       await keys.settled([answered(pending(`k${i}`), i)], 0, incrementUse);
     }
