@@ -9,7 +9,7 @@ import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { limitKeyOf, type ClientAddresses } from "./client_address.js";
 import type { ConnectionLimits } from "./connection_limits.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
-import { Reply } from "./http_io.js";
+import { Reply, ambiguousLength } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
@@ -48,6 +48,11 @@ export class EdgeGuard {
    * answers it with the refusal and returns undefined. Runs inside uWS's upgrade handler.
    */
   admit(res: HttpResponse, req: HttpRequest): string | undefined {
+    // As for any request (HttpRequests.serve): what follows it may be a request a proxy never sent.
+    if (ambiguousLength(req) !== undefined) {
+      res.close();
+      return undefined;
+    }
     if (this.#o.stopping()) return this.#refuse(res, "stopping");
     if (!this.#o.origins.allows(req.getHeader("origin"))) return this.#refuse(res, "origin");
     const key = limitKeyOf(this.clientAddress(res, req));

@@ -178,7 +178,7 @@ const WANTED_HEADERS = [
  * or the reverse (request smuggling). Such a request's connection is closed (RFC 9112, 6.3). uWS
  * refuses the last two itself; requests without either header, nearly every read, cost two lookups.
  */
-function ambiguousLength(req: HttpRequest): string | undefined {
+export function ambiguousLength(req: HttpRequest): string | undefined {
   if (req.getHeader("content-length") === "" && req.getHeader("transfer-encoding") === "") return undefined;
   const lengths = new Set<string>();
   let transferEncoding = false;

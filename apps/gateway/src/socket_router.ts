@@ -127,8 +127,9 @@ const MAX_RATE_VIOLATIONS = 100;
  * Why a socket closed, for `livecount_gateway_sockets_closed_total{reason}`: "normal" (1000, 1001),
  * "slow_consumer" (it held more unsent bytes than LIVECOUNT_MAX_BACKPRESSURE_BYTES: uWS dropped a
  * frame and closed it), a code RFC 6455 defines (1002 to 1015, e.g. 1006 for a connection dropped
- * without a close frame), or "application" for any code a client picks (3000 to 4999): a label value
- * per such code would let any script add series to /metrics, 2,000 of them, for good.
+ * without a close frame), or "application" for any code a client picks (4000 to 4999; uWS reports
+ * 3000 to 3999 as 1006): a label value per such code would let any script add series to /metrics,
+ * a thousand of them, for good.
  */
 function closeReason(state: SocketData, code: number): string {
   if (state.rare?.slow === true) return "slow_consumer";

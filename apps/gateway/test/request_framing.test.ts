@@ -82,4 +82,21 @@ describe("gateway - request framing", () => {
     expect(statuses(text)).toEqual(["200"]);
     expect((await platform.counter(page)).counters).toEqual({ likes: 1 });
   });
+  test("gateway - an upgrade with Content-Length headers that differ is closed, not upgraded", async () => {
+    const upgrade = [
+      "GET /ws HTTP/1.1",
+      "Host: x",
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+      "Sec-WebSocket-Version: 13",
+      "Content-Length: 0",
+      "Content-Length: 5",
+      "",
+      "",
+    ].join("\r\n");
+    const { text, closed } = await exchange(platform.url, upgrade);
+    expect(statuses(text)).toEqual([]);
+    expect(closed).toBe(true);
+  });
 });
