@@ -33,7 +33,9 @@ export class ManualClock implements Clock {
 
   setTimeout(fn: () => void, ms: number): TimerHandle {
     const id = this.#next++;
-    this.#timers.set(id, { at: this.#now + Math.max(0, ms), fn });
+    // Whole milliseconds, as Date.now() reads: a timer of 8000 / 3 ms would otherwise make now()
+    // fractional for what it runs, and a timestamp taken then malformed where one must be whole.
+    this.#timers.set(id, { at: this.#now + Math.max(0, Math.ceil(ms)), fn });
     return id as unknown as TimerHandle;
   }
 
