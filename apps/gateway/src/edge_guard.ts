@@ -50,6 +50,7 @@ export class EdgeGuard {
   admit(res: HttpResponse, req: HttpRequest): string | undefined {
     // As for any request (HttpRequests.serve): what follows it may be a request a proxy never sent.
     if (ambiguousLength(req) !== undefined) {
+      this.#o.metrics.requestsDropped.inc({ reason: "ambiguous_length" });
       res.close();
       return undefined;
     }

@@ -216,7 +216,8 @@ export class Gateway {
     });
     // Sockets and event streams of an address share one page budget.
     const addressPages = AddressPages.of(config, now);
-    this.#requests = new HttpRequests(this.#clock, (origin) => origins.corsHeaders(origin));
+    const dropped = (reason: string): void => void this.#metrics.requestsDropped.inc({ reason });
+    this.#requests = new HttpRequests(this.#clock, (origin) => origins.corsHeaders(origin), dropped);
     this.#streams = new EventStreams({
       views: this.#views,
       guard,

@@ -21,6 +21,7 @@ export class GatewayMetrics {
   readonly busReconnects: Counter;
   readonly counterNodes: Gauge;
   readonly upgradesRefused: Counter<"reason">;
+  readonly requestsDropped: Counter<"reason">;
   readonly framesDropped: Counter;
   readonly eventStreams: Gauge;
   readonly eventStreamsClosed: Counter<"reason">;
@@ -119,6 +120,12 @@ export class GatewayMetrics {
     this.upgradesRefused = new Counter({
       name: "livecount_gateway_upgrades_refused_total",
       help: "WebSocket upgrades refused by reason (origin, per_ip, gateway_full)",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.requestsDropped = new Counter({
+      name: "livecount_gateway_requests_dropped_total",
+      help: "HTTP requests and upgrades closed unanswered by reason (ambiguous_length: Content-Length headers that differ, or beside Transfer-Encoding)",
       labelNames: ["reason"],
       registers,
     });

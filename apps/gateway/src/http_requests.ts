@@ -20,7 +20,12 @@ export class HttpRequests {
   #draining = false;
   #idle: (() => void) | undefined;
 
-  constructor(clock: Clock, corsHeaders: (origin: string) => Readonly<Record<string, string>>) {
+  constructor(
+    clock: Clock,
+    corsHeaders: (origin: string) => Readonly<Record<string, string>>,
+    /** A request closed unanswered (`RequestInfo.ambiguous`), for the metrics. */
+    readonly onDropped: (reason: "ambiguous_length") => void = () => {},
+  ) {
     this.#clock = clock;
     this.#corsHeaders = corsHeaders;
   }
@@ -39,6 +44,7 @@ export class HttpRequests {
     // may be answered, and a 400 would not stop uWS from answering it (Reply.drop).
     if (request.ambiguous !== undefined) {
       reply.drop();
+      this.onDropped("ambiguous_length");
       return;
     }
     if (this.#draining) {

@@ -37,6 +37,13 @@ function exchange(url: string, raw: string, quietMs = 500): Promise<{ text: stri
 
 const BODY = '{"action":"increment","counter":"likes","by":1}';
 
+/** `livecount_gateway_requests_dropped_total{reason="ambiguous_length"}` now. */
+async function dropped(platform: TestPlatform): Promise<number> {
+  const series = 'livecount_gateway_requests_dropped_total{reason="ambiguous_length"} ';
+  const line = (await platform.metricsText()).split("\n").find((l) => l.startsWith(series));
+  return line === undefined ? 0 : Number(line.slice(series.length));
+}
+
 const statuses = (text: string): string[] => [...text.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => m[1]!);
 
 describe("gateway - request framing", () => {
@@ -68,9 +75,11 @@ describe("gateway - request framing", () => {
     async (_, name, headers) => {
       const page = `framing-${name}`;
       const smuggled = `GET /v1/pages/${page}/counter HTTP/1.1\r\nHost: x\r\n\r\n`;
+      const before = await dropped(platform);
       const { text, closed } = await exchange(platform.url, like(page, headers, smuggled));
-      // Closed unanswered, or answered 400 by uWS itself; never a 200.
+      // Closed unanswered, and counted for operators, or answered 400 by uWS itself; never a 200.
       expect(statuses(text).filter((status) => status !== "400")).toEqual([]);
+      expect(await dropped(platform)).toBe(before + (statuses(text).length === 0 ? 1 : 0));
       expect(closed).toBe(true);
       expect((await platform.counter(page)).counters).toEqual({});
     },
@@ -82,6 +91,7 @@ describe("gateway - request framing", () => {
     expect(statuses(text)).toEqual(["200"]);
     expect((await platform.counter(page)).counters).toEqual({ likes: 1 });
   });
+
   test("gateway - an upgrade with Content-Length headers that differ is closed, not upgraded", async () => {
     const upgrade = [
       "GET /ws HTTP/1.1",
@@ -95,8 +105,10 @@ describe("gateway - request framing", () => {
       "",
       "",
     ].join("\r\n");
+    const before = await dropped(platform);
     const { text, closed } = await exchange(platform.url, upgrade);
     expect(statuses(text)).toEqual([]);
+    expect(await dropped(platform)).toBe(before + 1);
     expect(closed).toBe(true);
   });
 });
