@@ -5,7 +5,7 @@
  * acknowledged in the 2.5 s before the crash, with its key, as one that never saw the 200 would.
  * Every retry is a replay and every page counts each key once: the owners write back the keys they
  * answered (recent_keys.ts), and a call in flight at the crash never runs late on the restarted
- * server (redis_connection.ts). On the code before both, retries counted again after the 3 s outage
+ * server (redis_client.ts). On the code before both, retries counted again after the 3 s outage
  * and a like in flight at the crash was never counted after the 5.5 s one; the store's fix alone
  * passes here (changes sent on the new connection rarely beat its run id's read), so
  * apps/counter/test/recent_keys.test.ts holds the other.

@@ -5,63 +5,29 @@
  * keys and what the scripts mean stay with the store (redis_store.ts).
  */
 import calculateSlot from "cluster-key-slot";
-import { Cluster, Redis, type ChainableCommander } from "ioredis";
+import { Cluster, type ChainableCommander, type Redis } from "ioredis";
 import { Packr, Unpackr } from "msgpackr";
 import { performance } from "node:perf_hooks";
+import {
+  DEFAULT_COMMAND_TIMEOUT_MS,
+  SLOTS_REFRESH_MS,
+  createClient,
+  droppedConnection,
+  type RedisConnectionOptions,
+} from "./redis_client.js";
 import { partitionTag } from "./redis_keys.js";
 import { onRestart } from "./redis_restarts.js";
 import { SCRIPTS, type ScriptName } from "./redis_scripts.js";
 import { StoreConnectError, StoreError } from "./store.js";
 
-export interface RedisConnectionOptions {
-  /** `redis://[user:password@]host:port[/db]` of one Redis. Give this or `cluster`, not both. */
-  readonly url?: string;
-  /**
-   * Seed nodes of a Redis Cluster, each `host:port` or `redis://[user:password@]host:port` (the first
-   * with credentials gives them to every node). Give this or `url`, not both.
-   */
-  readonly cluster?: readonly string[];
-  /** A call rejects when Redis has not answered within this many ms. Default 5000. */
-  readonly commandTimeoutMs?: number;
-  /**
-   * Writes that must survive a failover are acknowledged only once `WAIT` confirms them on this many
-   * replicas (each pipeline's, so a master's replica holds everything the call wrote there). Default 0.
-   */
-  readonly waitReplicas?: number;
-  /** How long a WAIT may take before the call rejects, unconfirmed. Default 1000. */
-  readonly waitTimeoutMs?: number;
-  /** Connection errors while reconnecting (calls themselves reject); for logging. */
-  readonly onError?: (err: Error) => void;
-}
+export type { RedisConnectionOptions } from "./redis_client.js";
 
-const DEFAULT_COMMAND_TIMEOUT_MS = 5_000;
 /**
  * A replica on the same LAN confirms within a millisecond or two; a second leaves room for a slow
  * one while keeping a publisher's increment (3 s request timeout, answered "unavailable" at half)
  * well inside its budget.
  */
 const DEFAULT_WAIT_TIMEOUT_MS = 1_000;
-const CONNECT_TIMEOUT_MS = 5_000;
-/**
- * Reconnect attempts a call caught in flight by a disconnect waits through before it rejects: none.
- * It rejects when the connection drops and is never sent again: its caller may have given up on it
- * already (answered "unavailable"), and run then on a server that restarted without its last second,
- * it would record its key on the lower entry, where the owner's own entry, written back, swallows it
- * (test/redis_in_flight.test.ts). New calls while disconnected reject at once too on one Redis (no
- * offline queue): the caller decides (retry, shed, report not ready) instead of stalling its mailbox
- * behind a dead connection. A cluster's node connections keep an offline queue whatever is set
- * (ioredis's ConnectionPool): a call to a master reconnecting waits there, up to the command
- * timeout, and `#execOn` skips a master whose last pipeline failed for a second.
- */
-const MAX_RETRIES_PER_REQUEST = 0;
-const RECONNECT_BASE_MS = 50;
-/** Backoff cap, so the store is usable again within about a second of Redis coming back. */
-const RECONNECT_MAX_MS = 1_000;
-/**
- * How often a cluster client re-reads which master serves which slot, beside the re-reads a MOVED
- * reply or a lost node starts: after a failover the promoted replica is found within this.
- */
-const SLOTS_REFRESH_MS = 1_000;
 
 /** How long a cluster master whose pipeline failed whole is skipped: as often as the slot map is re-read. */
 const DOWN_MS = SLOTS_REFRESH_MS;
@@ -105,91 +71,6 @@ export function queueScript(
   // typings cannot know.
   const commands = pipeline as unknown as Record<string, (...a: Arg[]) => ChainableCommander>;
   commands[buffer ? `${name}Buffer` : name]!(keys.length, ...keys, ...args);
-}
-
-/**
- * Seeds of a cluster as ioredis nodes, the credentials the first one with any gives, and whether
- * any is `rediss://` (then every node is reached over TLS).
- */
-function clusterNodes(seeds: readonly string[]): {
-  nodes: Array<{ host: string; port: number }>;
-  auth: { username?: string; password?: string };
-  tls: boolean;
-} {
-  let auth: { username?: string; password?: string } = {};
-  let tls = false;
-  const nodes = seeds.map((seed) => {
-    let url: URL;
-    try {
-      url = new URL(seed.includes("://") ? seed : `redis://${seed}`);
-    } catch (cause) {
-      throw new StoreError(`redis cluster node "${seed}" is not host:port`, { cause });
-    }
-    if (url.protocol !== "redis:" && url.protocol !== "rediss:")
-      throw new StoreError(`redis cluster node "${seed}": only redis:// and rediss:// are supported`);
-    if (url.hostname === "" || url.port === "")
-      throw new StoreError(`redis cluster node "${seed}" is not host:port`);
-    if (url.protocol === "rediss:") tls = true;
-    if (url.password !== "" && auth.password === undefined) {
-      auth = {
-        password: decodeURIComponent(url.password),
-        ...(url.username !== "" ? { username: decodeURIComponent(url.username) } : {}),
-      };
-    }
-    return { host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port) };
-  });
-  return { nodes, auth, tls };
-}
-
-function createClient(options: RedisConnectionOptions): Redis | Cluster {
-  const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-  const perNode = {
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout,
-    maxRetriesPerRequest: MAX_RETRIES_PER_REQUEST,
-    // MAX_RETRIES_PER_REQUEST rejects a dropped connection's calls, which leaves none to send
-    // again; this keeps it so should they ever be kept.
-    autoResendUnfulfilledCommands: false,
-  };
-  if (options.cluster !== undefined) {
-    if (options.url !== undefined) throw new StoreError("give a redis url or cluster nodes, not both");
-    if (options.cluster.length === 0) throw new StoreError("a redis cluster needs at least one seed node");
-    const { nodes, auth, tls } = clusterNodes(options.cluster);
-    return new Cluster(nodes, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      slotsRefreshInterval: SLOTS_REFRESH_MS,
-      clusterRetryStrategy: (times) =>
-        Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
-      // A node's connection that drops is dialled again rather than dropped from the pool: without
-      // this, a replica whose connection ended while it was promoted stayed missing from the pool
-      // though the slot map named it, and its slots' pipelines went to other masters (MOVED).
-      clusterNodeRetryStrategy: (times) =>
-        Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
-      redisOptions: { ...perNode, ...auth, ...(tls ? { tls: {} } : {}) },
-    });
-  }
-  if (options.url === undefined) throw new StoreError("give a redis url or cluster nodes");
-  return new Redis(options.url, {
-    lazyConnect: true,
-    ...perNode,
-    enableOfflineQueue: false,
-    retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times, 16), RECONNECT_MAX_MS),
-  });
-}
-
-/**
- * Whether `err` says the call never had a server's answer for want of a connection: it dropped under
- * the call (MAX_RETRIES_PER_REQUEST), or was down when the call was made (no offline queue).
- */
-function droppedConnection(err: StoreError): boolean {
-  const cause = err.cause;
-  if (!(cause instanceof Error)) return false;
-  return (
-    cause.name === "MaxRetriesPerRequestError" ||
-    cause.message === "Connection is closed." ||
-    cause.message.startsWith("Stream isn't writeable")
-  );
 }
 
 export interface RunOptions {
