@@ -13,14 +13,17 @@ import { Reply, ambiguousLength } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
-export type UpgradeRefusal = "origin" | "per_ip" | "gateway_full" | "stopping";
+export type UpgradeRefusal = "version" | "origin" | "per_ip" | "gateway_full" | "stopping";
 
 const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; readonly message: string }>> = {
+  version: { code: "upgrade_required", message: "this gateway speaks WebSocket version 13 only" },
   origin: { code: "forbidden", message: "this origin may not connect" },
   per_ip: { code: "rate_limited", message: "too many connections from this address" },
   gateway_full: { code: "unavailable", message: "this gateway is full; try again or another gateway" },
   stopping: { code: "unavailable", message: "this gateway is stopping; try again or another gateway" },
 };
+/** The WebSocket version of RFC 6455, the only one the gateway speaks. */
+export const WEBSOCKET_VERSION = "13";
 /** Seconds a refused client should wait before it tries again (its backoff usually waits longer). */
 const RETRY_AFTER_S = 5;
 
@@ -54,6 +57,9 @@ export class EdgeGuard {
       res.close();
       return undefined;
     }
+    // RFC 6455 4.4: a version the server does not speak is refused with the one it does. Versions
+    // before 13 were drafts (hybi); uWS would frame them as 13.
+    if (req.getHeader("sec-websocket-version") !== WEBSOCKET_VERSION) return this.#refuse(res, "version");
     if (this.#o.stopping()) return this.#refuse(res, "stopping");
     if (!this.#o.origins.allows(req.getHeader("origin"))) return this.#refuse(res, "origin");
     const key = limitKeyOf(this.clientAddress(res, req));
@@ -113,14 +119,25 @@ export class EdgeGuard {
     const err = refusalError(reason);
     const reply = new Reply(res);
     reply.closeConnection = true;
-    reply.error(err, err instanceof RetryLaterError ? { "retry-after": String(err.retryAfterS) } : {});
+    reply.error(err, refusalHeaders(err));
     return undefined;
   }
 }
 
 function refusalError(reason: UpgradeRefusal): ProtocolError {
   const { code, message } = REFUSALS[reason];
-  return reason === "origin"
+  return reason === "origin" || reason === "version"
     ? new ProtocolError(code, message)
     : new RetryLaterError(code, RETRY_AFTER_S, message);
 }
+
+function refusalHeaders(err: ProtocolError): Record<string, string> {
+  if (err instanceof RetryLaterError) return { "retry-after": String(err.retryAfterS) };
+  return err.code === "upgrade_required" ? UPGRADE_REQUIRED_HEADERS : {};
+}
+
+/** What a 426 names (RFC 6455 4.4, RFC 9110 15.5.22): the protocol to upgrade to, and its version. */
+export const UPGRADE_REQUIRED_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  upgrade: "websocket",
+  "sec-websocket-version": WEBSOCKET_VERSION,
+});

@@ -6,6 +6,7 @@ import type { Registry } from "prom-client";
 import type { AdminApi } from "./admin_api.js";
 import { limitKeyOf } from "./client_address.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
+import { UPGRADE_REQUIRED_HEADERS } from "./edge_guard.js";
 import type { EventStreams } from "./event_streams.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import type { IncrementBatcher } from "./increment_batcher.js";
@@ -152,6 +153,14 @@ export class HttpApi {
             "content-type": this.#o.registry.contentType,
             ...NO_STORE,
           });
+        case "/ws":
+          // What uWS did not take as an upgrade: no Upgrade header, or no 24-character key.
+          route = "ws";
+          if (req.method !== "GET") throw methodNotAllowed(req, "GET");
+          throw new ProtocolError(
+            "upgrade_required",
+            "/ws takes a WebSocket upgrade (RFC 6455: Upgrade: websocket, a Sec-WebSocket-Key, Sec-WebSocket-Version 13)",
+          );
       }
       const extra = this.#o.routes?.get(req.path);
       if (extra !== undefined) {
@@ -263,7 +272,9 @@ export class HttpApi {
       status = e.status;
       const retryAfterS = e instanceof RetryLaterError ? e.retryAfterS : 1;
       const headers = e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE;
-      reply.error(e, e instanceof MethodNotAllowed ? { ...headers, allow: e.allow } : headers);
+      if (e instanceof MethodNotAllowed) reply.error(e, { ...headers, allow: e.allow });
+      else if (e.code === "upgrade_required") reply.error(e, { ...headers, ...UPGRADE_REQUIRED_HEADERS });
+      else reply.error(e, headers);
     } finally {
       this.#o.metrics.httpRequests.inc({ route, status: String(status) });
     }

@@ -52,21 +52,25 @@ async function upgradeStatus(
  */
 async function rawUpgrade(
   platform: TestPlatform,
-  headers: Record<string, string>,
+  headers: Record<string, string | undefined>,
   localAddress = "127.0.0.1",
 ): Promise<{ answer: string; closedByServer: boolean }> {
   const { port } = new URL(platform.url);
   const socket = connect({ host: "127.0.0.1", port: Number(port), localAddress });
   let answer = "";
   socket.on("data", (d: Buffer) => (answer += d.toString("latin1")));
+  // An upgrade as a browser sends it; `headers` adds to it, or leaves one out (undefined).
+  const all: Record<string, string | undefined> = {
+    Upgrade: "websocket",
+    Connection: "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+    ...headers,
+  };
   const lines = [
     "GET /ws HTTP/1.1",
     "Host: localhost",
-    "Upgrade: websocket",
-    "Connection: Upgrade",
-    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-    "Sec-WebSocket-Version: 13",
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ...Object.entries(all).flatMap(([k, v]) => (v === undefined ? [] : [`${k}: ${v}`])),
   ];
   socket.write(`${lines.join("\r\n")}\r\n\r\n`);
   const closedByServer = await new Promise<boolean>((resolve) => {
@@ -119,6 +123,35 @@ describe("gateway - who may connect", () => {
     expect(raw.answer).toMatch(/^HTTP\/1\.1 403 /);
     expect(raw.answer).not.toContain('"status":"ok"');
     expect(raw.closedByServer).toBe(true);
+  });
+
+  test("version - an upgrade of a WebSocket version other than 13 is 426 naming 13; /ws without an upgrade is 426 too", async () => {
+    platform = await TestPlatform.start();
+    for (const version of ["8", "12", "14", undefined]) {
+      const raw = await rawUpgrade(platform, { "Sec-WebSocket-Version": version });
+      expect(raw.answer, `version ${version}`).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
+      expect(raw.answer.toLowerCase()).toContain("\r\nsec-websocket-version: 13\r\n");
+      expect(raw.answer).toContain('"code":"upgrade_required"');
+      // Refused like any upgrade: the connection goes, with nothing answered behind it.
+      expect(raw.answer).not.toContain('"status":"ok"');
+      expect(raw.closedByServer).toBe(true);
+    }
+    expect(await refused(platform, "version")).toBe(4);
+    expect((await rawUpgrade(platform, {})).answer).toMatch(/^HTTP\/1\.1 101 /);
+    // No key, or one uWS does not take (24 characters): not an upgrade, so the HTTP side answers.
+    for (const key of [undefined, "abc"]) {
+      const raw = await rawUpgrade(platform, { "Sec-WebSocket-Key": key });
+      expect(raw.answer, `key ${key}`).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
+      expect(raw.answer.toLowerCase()).toContain("\r\nupgrade: websocket\r\n");
+    }
+    const plain = await fetch(`${platform.url}/ws`);
+    expect(plain.status).toBe(426);
+    expect(plain.headers.get("upgrade")).toBe("websocket");
+    expect(plain.headers.get("sec-websocket-version")).toBe("13");
+    expect(await plain.json()).toMatchObject({ error: { code: "upgrade_required" } });
+    const post = await fetch(`${platform.url}/ws`, { method: "POST" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
   });
 
   test("origins - CORS headers on HTTP name only listed origins; unset, any origin reads", async () => {

@@ -38,6 +38,11 @@ export const ERROR_CODES = Object.freeze({
     message: "idempotency key was used for a different request",
   },
   payload_too_large: { status: 413, retryable: false, message: "payload too large" },
+  upgrade_required: {
+    status: 426,
+    retryable: false,
+    message: "this endpoint takes a WebSocket upgrade, Sec-WebSocket-Version 13",
+  },
   too_many_pages: { status: 429, retryable: false, message: "too many pages on one connection" },
   rate_limited: { status: 429, retryable: true, message: "too many requests" },
   unavailable: { status: 503, retryable: true, message: "service temporarily unavailable" },

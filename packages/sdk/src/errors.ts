@@ -25,6 +25,7 @@ export const SERVER_ERROR_CODES = Object.freeze({
   method_not_allowed: { status: 405, retryable: false },
   idempotency_conflict: { status: 409, retryable: false },
   payload_too_large: { status: 413, retryable: false },
+  upgrade_required: { status: 426, retryable: false },
   too_many_pages: { status: 429, retryable: false },
   rate_limited: { status: 429, retryable: true },
   unavailable: { status: 503, retryable: true },
