@@ -7,6 +7,7 @@ import { AntiEntropy } from "./anti_entropy.js";
 import { Bootstrap } from "./bootstrap.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
+import type { KeyReplication } from "./key_replication.js";
 import { Replication } from "./replication.js";
 import { TombAgreements } from "./tomb_agreements.js";
 
@@ -20,6 +21,8 @@ export interface ConvergenceOptions {
   readonly liveness: DcLiveness;
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
+  /** Other DCs' idempotency keys of held partitions' pages, in real time beside their entries. */
+  readonly keys: KeyReplication;
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** Resolves with the fence once this node holds the partition's lease, or undefined after `timeoutMs`. */
   readonly whenHeld: (partition: number, timeoutMs: number) => Promise<Fence | undefined>;
@@ -121,16 +124,19 @@ export class Convergence {
     this.#bootstrap.stop();
     this.#antiEntropy.stop();
     this.#replication.stop();
+    this.#o.keys.stop();
   }
 
   partitionHeld(partition: number): void {
     this.#replication.partitionHeld(partition);
+    this.#o.keys.partitionHeld(partition);
     this.#antiEntropy.partitionHeld(partition);
     void this.#bootstrap.partitionHeld(partition);
   }
 
   partitionDropped(partition: number): void {
     this.#replication.partitionDropped(partition);
+    this.#o.keys.partitionDropped(partition);
     this.#antiEntropy.partitionDropped(partition);
     this.#bootstrap.partitionDropped(partition);
     this.#tombs.forget(partition);

@@ -4,7 +4,7 @@ import {
   readClusterConfig,
   type ClusterConfig,
 } from "@livecount/cluster";
-import { ConfigError, readInt, type Env } from "@livecount/runtime";
+import { ConfigError, readFlag, readInt, type Env } from "@livecount/runtime";
 import { readWebhookConfig, type WebhookConfig } from "./webhook_config.js";
 
 /** A counter node's settings; each documented with its variable, default and reason. */
@@ -39,6 +39,12 @@ export interface CounterConfig extends ClusterConfig {
    * (loadtest/bench/key_memory.js).
    */
   readonly idempotencyMemoryKeys: number;
+  /**
+   * LIVECOUNT_IDEMPOTENCY_ACROSS_DCS: send the keys of applied changes to the other DCs' owners, so
+   * a retry that lands in another DC counts once (key_replication.ts). Default on; off saves about
+   * 100 bytes of link and one key in each other DC's Redis per change.
+   */
+  readonly idempotencyAcrossDcs: boolean;
   /**
    * LIVECOUNT_MAX_COUNTERS_PER_PAGE: counters (likes, reactions, badges) one page may hold; a change
    * to a new one past it is refused. Default 256: every count frame and read of the page carries all
@@ -101,6 +107,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyTtlMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_TTL_S", 86400, { min: 1 }) * 1000,
     idempotencyMemoryMs: readInt(env, "LIVECOUNT_IDEMPOTENCY_MEMORY_MS", 3_000, { min: 0, max: 60_000 }),
     idempotencyMemoryKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS", 100_000, { min: 0 }),
+    idempotencyAcrossDcs: readFlag(env, "LIVECOUNT_IDEMPOTENCY_ACROSS_DCS", true),
     maxCountersPerPage: readInt(env, "LIVECOUNT_MAX_COUNTERS_PER_PAGE", 256, { min: 1, max: 100_000 }),
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),

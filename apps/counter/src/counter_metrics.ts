@@ -26,6 +26,7 @@ export class CounterMetrics {
   readonly windowBucketsRemoved: Counter;
   readonly tombstonesPurged: Counter;
   readonly replicationLag: Gauge<"dc">;
+  readonly keysAcrossDcs: Counter<"outcome">;
 
   /** `partitionsOwned` is read at every scrape: leases are taken and lost by background cycles too. */
   constructor(registry: Registry, sources: { partitionsOwned(): number; partitionsBootstrapped(): number }) {
@@ -145,6 +146,12 @@ export class CounterMetrics {
       collect() {
         this.set(sources.partitionsBootstrapped());
       },
+    });
+    this.keysAcrossDcs = new Counter({
+      name: "livecount_counter_idempotency_keys_across_dcs_total",
+      help: "Idempotency keys of applied changes sent to other DCs' owners (sent), and of theirs stored here (stored), not stored for want of the partition's lease (not_held), or failed",
+      labelNames: ["outcome"],
+      registers,
     });
     this.replicationLag = new Gauge({
       name: "livecount_counter_replication_lag_seconds",

@@ -21,6 +21,7 @@ import { createPageUnits } from "./page_units.js";
 import { claimNodeId } from "./node_id_claim.js";
 import { watchGateways } from "./gateway_watch.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
+import type { KeyReplication } from "./key_replication.js";
 import type { PresenceIntake } from "./presence_intake.js";
 import { Convergence } from "./convergence.js";
 import { EmptyPages } from "./empty_pages.js";
@@ -79,6 +80,7 @@ export class CounterNode {
   readonly #registry: ActorRegistry;
   readonly #writer: DurableWriter;
   readonly #intake: PresenceIntake;
+  readonly #keys: KeyReplication;
   readonly #convergence: Convergence;
   readonly #emptyPages: EmptyPages;
   readonly #purge: TombstonePurge;
@@ -183,6 +185,7 @@ export class CounterNode {
       registry: this.#registry,
       writer: this.#writer,
       intake: this.#intake,
+      keys: this.#keys,
     } = createPageUnits({
       ...config,
       busHealth: this.#pulse ?? IN_PROCESS_BUS,
@@ -195,6 +198,7 @@ export class CounterNode {
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       isLive: (dc) => this.#liveness.isLive(dc),
+      othersLive: () => this.#liveness.liveRemotes().length > 0,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({
@@ -207,6 +211,7 @@ export class CounterNode {
       liveness: this.#liveness,
       registry: this.#registry,
       writer: this.#writer,
+      keys: this.#keys,
       fenceOf,
       whenHeld: (partition, timeoutMs) => this.#ownership.whenHeld(partition, timeoutMs),
       antiEntropyMs: config.antiEntropyMs,

@@ -7,6 +7,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { OccupancyWatch } from "./occupancy.js";
 import { DurableWriter } from "./durable_writer.js";
 import { PresenceIntake } from "./presence_intake.js";
+import { KeyReplication } from "./key_replication.js";
 import { RecentKeys } from "./recent_keys.js";
 
 export interface PageUnitsOptions {
@@ -23,6 +24,9 @@ export interface PageUnitsOptions {
   /** RecentKeysOptions.memoryMs and maxKeys. */
   readonly idempotencyMemoryMs: number;
   readonly idempotencyMemoryKeys: number;
+  /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS, and whether another DC is heard now (KeyReplication). */
+  readonly idempotencyAcrossDcs: boolean;
+  readonly othersLive?: () => boolean;
   readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -51,6 +55,7 @@ export interface PageUnits {
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly intake: PresenceIntake;
+  readonly keys: KeyReplication;
 }
 
 /**
@@ -81,6 +86,18 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     ...(o.isLive !== undefined ? { isLive: o.isLive } : {}),
     ...(o.visitorKey !== undefined ? { visitorKey: o.visitorKey } : {}),
   });
+  const keys = new KeyReplication({
+    dc: o.dc,
+    bus,
+    store,
+    logger,
+    metrics,
+    partitions: o.partitions,
+    fenceOf: o.fenceOf,
+    keyTtlMs: o.idempotencyTtlMs,
+    enabled: o.idempotencyAcrossDcs,
+    othersLive: o.othersLive ?? (() => false),
+  });
   const recentKeys = new RecentKeys({
     clock,
     logger,
@@ -90,6 +107,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     // Never past the keys' TTL: a retry after it is a new change, in memory as in the store.
     memoryMs: Math.min(o.idempotencyMemoryMs, o.idempotencyTtlMs),
     maxKeys: o.idempotencyMemoryKeys,
+    across: keys,
   });
   store.onReconnect?.(() => {
     void recentKeys.restoreAll();
@@ -124,5 +142,5 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     probe: (gateway, timeoutMs) => probeReleasedGateway(bus, o.dc, gateway, timeoutMs),
     now: () => clock.monotonic(),
   });
-  return { registry, writer, intake };
+  return { registry, writer, intake, keys };
 }

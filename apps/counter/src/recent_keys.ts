@@ -69,6 +69,14 @@ export interface RecentKeysOptions {
   readonly memoryMs: number;
   /** LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS: at most this many, the oldest forgotten first. */
   readonly maxKeys: number;
+  /** Where the keys of applied changes go to the other data centers (KeyReplication). */
+  readonly across?: KeysAcross;
+}
+
+export interface KeysAcross {
+  /** Whether keys are sent now: the records are built only then. */
+  readonly sending: boolean;
+  send(byPartition: ReadonlyMap<number, readonly KeyRestore[]>): void;
 }
 
 /** Of the silence between two answers, at most `memoryMs / SILENCE_COUNTED` counts as answering. */
@@ -136,8 +144,15 @@ export class RecentKeys {
       this.#answering += Math.min(since, this.#o.memoryMs / SILENCE_COUNTED);
       this.#answeredAt = at;
     }
+    const across = this.#o.across?.sending === true ? new Map<number, KeyRestore[]>() : undefined;
     for (const { pending, reply } of answers) {
       if (reply.type !== "incremented" && reply.type !== "counter_reset") continue;
+      if (across !== undefined && !reply.duplicate) {
+        const { partition } = pending.actor;
+        const list = across.get(partition) ?? [];
+        if (list.length === 0) across.set(partition, list);
+        list.push(use(pending.request, reply).record);
+      }
       const id = idOf(pending.request);
       this.#keys.delete(id);
       const seq = ++this.#seq;
@@ -151,6 +166,7 @@ export class RecentKeys {
         use,
       });
     }
+    if (across !== undefined && across.size > 0) this.#o.across?.send(across);
     this.#prune();
     if (repaired > 0) await this.#restore("the store lost writes: counting on from this node's count");
     if (this.#unheld.size > 0) await this.#restoreHeldAgain();

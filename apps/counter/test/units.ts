@@ -254,6 +254,8 @@ export async function buildUnits(
     // Off: retries here test the store's answers (recent_keys.test.ts tests the memory).
     idempotencyMemoryMs: 0,
     idempotencyMemoryKeys: 100_000,
+    // One DC: no other hears the keys (key_replication.test.ts sends them).
+    idempotencyAcrossDcs: false,
     maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,

@@ -41,6 +41,7 @@ export {
   pageFromSubject,
   pageSubject,
   partitionPagesSubject,
+  partitionKeysSubject,
   DCS_SUBJECT,
   SUBJECT_ROOT,
 } from "./subjects.js";

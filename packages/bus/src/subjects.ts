@@ -7,6 +7,7 @@
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
  * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
+ * | `lc.keys.<part>`       | publish        | AppliedKeys                  | a partition's owner -> its owners in other DCs  |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
  * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
@@ -44,6 +45,7 @@ const GATEWAY_PREFIX = `${SUBJECT_ROOT}.gateway.`;
 const GATEWAY_ID_PREFIX = `${SUBJECT_ROOT}.gatewayid.`;
 const AE_PREFIX = `${SUBJECT_ROOT}.ae.`;
 const DC_UPDATES_PREFIX = `${SUBJECT_ROOT}.dcupdates.`;
+const KEYS_PREFIX = `${SUBJECT_ROOT}.keys.`;
 
 /** Longest dc or node id, in characters; the same limit as the config's `readToken`. */
 export const ID_TOKEN_MAX_LENGTH = 64;
@@ -92,6 +94,15 @@ export function dcUpdatesSubject(dc: string, partition: number): string {
 export function partitionPagesSubject(partition: number): string {
   assertPartition(partition);
   return `${PAGE_PREFIX}${partition}.*`;
+}
+
+/**
+ * The idempotency keys of changes applied to pages of `partition`, from its owner in each DC to its
+ * owners in the others (a retry that lands in another DC is answered as the change it repeats).
+ */
+export function partitionKeysSubject(partition: number): string {
+  assertPartition(partition);
+  return `${KEYS_PREFIX}${partition}`;
 }
 
 /** The page id of a page subject, or undefined when `subject` is not one `pageSubject` makes. */

@@ -8,6 +8,7 @@ import type { IncrementsReply, IncrementsRequest } from "./increment_codec.js";
 import type { PresencePages } from "./presence_pages.js";
 import type { SnapshotsReply, SnapshotsRequest } from "./snapshot_batch.js";
 import type { AntiEntropyMessage } from "./anti_entropy_messages.js";
+import type { AppliedKeys } from "./applied_keys.js";
 
 export * from "./anti_entropy_messages.js";
 
@@ -411,7 +412,13 @@ export const MAX_PARTITIONS = 65536;
  */
 export const MAX_VIEWER_SOCKETS = 2 ** 20;
 export type Broadcast =
-  PageUpdate | PageUpdates | GatewayHeartbeat | NodeHeartbeat | DcHeartbeat | AntiEntropyMessage;
+  | PageUpdate
+  | PageUpdates
+  | GatewayHeartbeat
+  | NodeHeartbeat
+  | DcHeartbeat
+  | AntiEntropyMessage
+  | AppliedKeys;
 
 /** Every message on the bus; `type` tells them apart. */
 export type InternalMessage = NodeRequest | NodeReply | Broadcast;

@@ -6,6 +6,7 @@
  */
 import { Packr, Unpackr, type Options } from "msgpackr";
 import { ANTI_ENTROPY_DECODERS, pagesOf } from "./anti_entropy_codec.js";
+import { APPLIED_KEYS_DECODERS } from "./applied_keys.js";
 import { errorOf, incrementDecoders } from "./increment_codec.js";
 import { presencePagesDecoders } from "./presence_pages.js";
 import { pageStateOf, snapshotDecoders } from "./snapshot_batch.js";
@@ -286,6 +287,7 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
   ...snapshotDecoders(withHop),
   ...presencePagesDecoders(withHop),
   ...ANTI_ENTROPY_DECODERS,
+  ...APPLIED_KEYS_DECODERS,
 ]);
 
 const REQUEST_TYPES: ReadonlySet<string> = new Set([
@@ -324,6 +326,7 @@ const BROADCAST_TYPES: ReadonlySet<string> = new Set([
   "node",
   "dc",
   ...ANTI_ENTROPY_DECODERS.map(([type]) => type),
+  ...APPLIED_KEYS_DECODERS.map(([type]) => type),
 ]);
 
 export function isNodeRequest(msg: InternalMessage): msg is NodeRequest {

@@ -208,6 +208,8 @@ function invalidValues(msg: InternalMessage, field: string): readonly unknown[] 
       [["home", [3]]],
     ];
   if (field === "pages" && msg.type === "purged") return [undefined, -1, 1.5, "1", []];
+  if (field === "keys" && msg.type === "keys")
+    return [undefined, null, [], {}, [5], [{ page: "p", key: "k", counter: "likes", delta: 1 }]];
   if (field === "bootstrap" && msg.type === "ae_buckets") return [null, 1, "true", [3]];
   if (field === "senderLearning") return [null, 1, "true", [3]];
   if (field === "counters")

@@ -2,6 +2,7 @@ import { pack } from "msgpackr";
 import { describe, expect, test } from "vitest";
 import {
   MAX_AE_PAGES,
+  MAX_APPLIED_KEYS,
   MAX_PARTITIONS,
   decodeBroadcast,
   decodeMessage,
@@ -88,6 +89,26 @@ describe("internal - malformed messages", () => {
     expect(decodeMessage(pack(updates))).not.toHaveProperty("taken");
     for (const bad of [-1, 1.5, "3", null])
       expect(refusal({ ...updates, taken: bad })).toBe("field taken is malformed");
+  });
+
+  test("internal - idempotency keys from another DC: 1..1000 of them, each a valid page, key, counter and delta, a short answer", () => {
+    const key = { page: "p", key: "k", counter: "likes", delta: 1, payload: "{}" };
+    const keys = (list: unknown): unknown => ({ type: "keys", dc: "eu", partition: 1, keys: list });
+    expect(decodeBroadcast(encodeMessage(keys([key]) as never))).toMatchObject({ keys: [key] });
+    const cases: Array<[unknown, string]> = [
+      [keys([]), "keys must hold 1..1000 items"],
+      [keys(Array.from({ length: MAX_APPLIED_KEYS + 1 }, () => key)), "keys must hold 1..1000 items"],
+      [keys([5]), "applied key must be a map"],
+      [keys([{ ...key, page: "" }]), "field page is missing or malformed"],
+      [keys([{ ...key, key: "x".repeat(129) }]), "field key is missing or malformed"],
+      [keys([{ ...key, counter: "@viewers" }]), "field counter is missing or malformed"],
+      [keys([{ ...key, delta: 1.5 }]), "field delta is missing or malformed"],
+      [keys([{ ...key, payload: "x".repeat(257) }]), "field payload is missing or malformed"],
+      [keys([{ ...key, fingerprint: "" }]), "field fingerprint is malformed"],
+      [{ type: "keys", dc: "eu", partition: -1, keys: [key] }, "partition is malformed"],
+    ];
+    for (const [value, message] of cases)
+      expect(refusal(value), JSON.stringify(value).slice(0, 80)).toBe(message);
   });
 
   test("internal - a listing without a cursor has no cursor field", () => {

@@ -100,6 +100,15 @@ export const MESSAGES: readonly InternalMessage[] = [
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
   { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000 },
   { type: "dc", dc: "eu", node: "n-1", seq: 43, leaseMs: 15_000, purgeBefore: TS },
+  {
+    type: "keys",
+    dc: "eu",
+    partition: 7,
+    keys: [
+      { page: "p", key: "k-1", counter: "likes", delta: -3, payload: '{"value":4,"updatedAt":5}' },
+      { page: "p", key: "k-2", counter: "likes", delta: 0, payload: "{}", fingerprint: "reset:likes" },
+    ],
+  },
   { type: "purge", olderThanMs: 0 },
   { type: "purge", olderThanMs: 86_400_000 },
   { type: "purged", node: "n-1", before: TS, pages: 2, counters: 3, kept: 1, failed: 0, waiting: 5 },

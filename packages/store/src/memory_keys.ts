@@ -2,6 +2,7 @@
  * The memory store's idempotency records (Store.increment): one per page and key, live until its
  * `expiresAt`, dropped in amortised sweeps so memory stays within twice the live keys.
  */
+import type { KeyRestore } from "./store.js";
 import { isLive } from "./validate.js";
 
 export interface KeyRecord {
@@ -60,6 +61,13 @@ export class MemoryKeys {
 
   set(page: string, key: string, record: KeyRecord): void {
     this.#keys.set(`${page}\u0000${key}`, record);
+  }
+
+  /** Store.restoreKeys: each record live for `ttlMs` from `now`; with `keepLive`, not over a live one. */
+  restore(records: readonly KeyRestore[], now: number, ttlMs: number, keepLive: boolean): void {
+    for (const r of records)
+      if (!keepLive || this.live(r.page, r.key, now) === undefined)
+        this.set(r.page, r.key, keyRecord(r, r.payload, now + ttlMs));
   }
 
   /**

@@ -343,11 +343,11 @@ export class MemoryStore implements Store {
     return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
   }
 
-  async restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
+  async restoreKeys(fence: Fence, keys: readonly KeyRestore[], ttl: number, keep = false): Promise<boolean> {
     this.#assertOpen();
-    assertTtl("key ttl", keyTtlMs);
+    assertTtl("key ttl", ttl);
     if (!this.#leases.isCurrent(fence)) return false;
-    for (const k of keys) this.#keys.set(k.page, k.key, keyRecord(k, k.payload, this.#now() + keyTtlMs));
+    this.#keys.restore(keys, this.#now(), ttl, keep);
     return true;
   }
 

@@ -201,7 +201,12 @@ export async function restoreKeys(
   conn: RedisConnection,
   keys: RedisKeys,
   now: number,
-  { fence, records, keyTtlMs }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number },
+  {
+    fence,
+    records,
+    keyTtlMs,
+    keepLive,
+  }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number; keepLive: boolean },
 ): Promise<boolean> {
   const { partition } = fence;
   const replies = await conn.run(
@@ -209,7 +214,7 @@ export async function restoreKeys(
     (pipe) => {
       for (let from = 0; from < records.length; from += KEYS_PER_RESTORE) {
         const chunk = records.slice(from, from + KEYS_PER_RESTORE);
-        const args: Arg[] = [fenceArg(fence), now + keyTtlMs, keyTtlMs];
+        const args: Arg[] = [fenceArg(fence), now + keyTtlMs, keyTtlMs, keepLive ? "1" : "0"];
         for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
         const idemKeys = chunk.map((r) => keys.idem(r.page, partition, r.key));
         queueScript(pipe(partition), "lcRestoreKeys", [keys.lease(partition), ...idemKeys], args);

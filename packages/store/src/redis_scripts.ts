@@ -400,18 +400,24 @@ apply_digests(KEYS[3])
 return removed`,
 
   /**
-   * KEYS: lease, then one idempotency key per record. ARGV: fence, expiresAt, keyTtlMs, then per
-   * record: counter, delta, payload, fingerprint ("" for none). Replaces each key's record as
-   * lcIncrement writes it (Store.restoreKeys): 1, or 0 if the fence is stale.
+   * KEYS: lease, then one idempotency key per record. ARGV: fence, expiresAt, keyTtlMs, keepLive
+   * ("1": a key whose record is live keeps it), then per record: counter, delta, payload, fingerprint
+   * ("" for none). Replaces each key's record as lcIncrement writes it (Store.restoreKeys): 1, or 0
+   * if the fence is stale.
    */
   lcRestoreKeys: `${LUA_HELPERS}
 if not fence_current(KEYS[1], ARGV[1]) then return 0 end
+-- Live as lcIncrement reads it: by the record's expiresAt on the store's clock.
+local now = tonumber(ARGV[2]) - tonumber(ARGV[3])
 for k = 2, #KEYS do
-  local a = 4 * k - 4
-  redis.call("DEL", KEYS[k])
-  redis.call("HSET", KEYS[k], "counter", ARGV[a], "delta", ARGV[a + 1], "payload", ARGV[a + 2], "expiresAt", ARGV[2])
-  if ARGV[a + 3] ~= "" then redis.call("HSET", KEYS[k], "fingerprint", ARGV[a + 3]) end
-  redis.call("PEXPIRE", KEYS[k], ARGV[3])
+  local a = 4 * k - 3
+  local expires_at = ARGV[4] == "1" and redis.call("HGET", KEYS[k], "expiresAt")
+  if not expires_at or now >= tonumber(expires_at) then
+    redis.call("DEL", KEYS[k])
+    redis.call("HSET", KEYS[k], "counter", ARGV[a], "delta", ARGV[a + 1], "payload", ARGV[a + 2], "expiresAt", ARGV[2])
+    if ARGV[a + 3] ~= "" then redis.call("HSET", KEYS[k], "fingerprint", ARGV[a + 3]) end
+    redis.call("PEXPIRE", KEYS[k], ARGV[3])
+  end
 end
 return 1`,
 

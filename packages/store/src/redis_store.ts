@@ -397,11 +397,16 @@ export class RedisStore implements Store {
     this.#conn.onReconnect(listener);
   }
 
-  async restoreKeys(fence: Fence, records: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
+  async restoreKeys(
+    fence: Fence,
+    records: readonly KeyRestore[],
+    keyTtlMs: number,
+    keepLive = false,
+  ): Promise<boolean> {
     assertTtl("key ttl", keyTtlMs);
     for (const r of records) this.#assertPlaced(r.page, fence.partition);
     this.#conn.assertOpen();
-    return restoreKeys(this.#conn, this.#keys, this.#now(), { fence, records, keyTtlMs });
+    return restoreKeys(this.#conn, this.#keys, this.#now(), { fence, records, keyTtlMs, keepLive });
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {

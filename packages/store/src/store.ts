@@ -274,9 +274,15 @@ export interface Store {
    * that lost its last writes lost their keys with them, or holds an answer the owner corrected
    * since (the owner counted on from its own count). Each replaces the key's record, live for
    * `keyTtlMs` from now. The pages must be of the fence's partition. False (nothing written) when
-   * the fence is stale.
+   * the fence is stale. With `keepLive`, a key that holds a live record keeps it: another data
+   * center's records (KeyReplication) never replace what this one answered.
    */
-  restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean>;
+  restoreKeys(
+    fence: Fence,
+    keys: readonly KeyRestore[],
+    keyTtlMs: number,
+    keepLive?: boolean,
+  ): Promise<boolean>;
   /**
    * `listener` runs each time the store's connection is ready again after it dropped, to a server
    * that restarted meanwhile: it may have lost its last writes. Absent where nothing can drop (the

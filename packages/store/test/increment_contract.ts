@@ -135,6 +135,27 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
       ]);
     });
 
+    test(`${name} - restoreKeys keeping live records writes only the keys that hold none`, async () => {
+      const fence = await lease();
+      await store.increment([op(fence, { key: "old", payload: "expired" })], KEY_TTL_MS);
+      advance(KEY_TTL_MS);
+      await store.increment([op(fence, { key: "mine", payload: "answered here" })], KEY_TTL_MS);
+      await store.increment([op(fence, { key: "fresh", payload: "answered here too" })], KEY_TTL_MS);
+      const theirs = ["mine", "old", "new"].map((key) => ({
+        page: "p1",
+        key,
+        counter: "likes",
+        delta: 1,
+        payload: `from another dc: ${key}`,
+      }));
+      expect(await store.restoreKeys(fence, theirs, KEY_TTL_MS, true)).toBe(true);
+      const again = ["mine", "old", "new", "fresh"].map((key) => op(fence, { key }));
+      expect(
+        (await store.increment(again, KEY_TTL_MS)).map((o) => o.kind === "duplicate" && o.payload),
+      ).toEqual(["answered here", "from another dc: old", "from another dc: new", "answered here too"]);
+      expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
+    });
+
     test(`${name} - a stale fence applies nothing and does not record the key`, async () => {
       const old = await lease(0, "node-a");
       advance(LEASE_MS);

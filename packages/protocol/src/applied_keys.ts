@@ -1,0 +1,73 @@
+/**
+ * The idempotency keys of publisher changes a partition's owner applied, sent to the partition's
+ * owners in the other data centers (`lc.keys.<partition>`). Each stores them beside its own keys,
+ * so a retry that lands in another DC once the first DC's change reached it is answered as that
+ * change instead of counting again. Older releases neither send nor subscribe.
+ */
+import { isCounterName, isIdempotencyKey, isInternalId, isPageId } from "./ids.js";
+import {
+  batchOf,
+  field,
+  fieldsOf,
+  isString,
+  malformed,
+  partitionOf,
+  type Fields,
+} from "./internal_fields.js";
+
+/** Keys per message: a sender splits a larger round (one message stays well under NATS's 1 MB). */
+export const MAX_APPLIED_KEYS = 1000;
+/** Longest answer a key keeps (`payload`): `{"value":…,"updatedAt":…}` or a reset's, about 60 characters. */
+const MAX_PAYLOAD_LENGTH = 256;
+/** Longest fingerprint: `reset:` or `delete:` and a counter name. */
+const MAX_FINGERPRINT_LENGTH = 80;
+
+/** One applied change's key: what the store records under it (Store's KeyRestore). */
+export interface AppliedKey {
+  readonly page: string;
+  readonly key: string;
+  readonly counter: string;
+  readonly delta: number;
+  /** The answer a retry gets, as the store keeps it. */
+  readonly payload: string;
+  /** Set for resets and deletes: a retry matches it whatever the value is then. */
+  readonly fingerprint?: string;
+}
+
+export interface AppliedKeys {
+  readonly type: "keys";
+  readonly dc: string;
+  readonly partition: number;
+  readonly keys: readonly AppliedKey[];
+}
+
+const isDelta = (v: unknown): v is number => Number.isSafeInteger(v);
+const isPayload = (v: unknown): v is string => isString(v) && v.length <= MAX_PAYLOAD_LENGTH;
+const isFingerprint = (v: unknown): v is string =>
+  isString(v) && v.length > 0 && v.length <= MAX_FINGERPRINT_LENGTH;
+
+function appliedKeyOf(v: unknown): AppliedKey {
+  const m = fieldsOf(v, "applied key");
+  const fingerprint = m.get("fingerprint");
+  if (fingerprint !== undefined && !isFingerprint(fingerprint)) malformed("field fingerprint is malformed");
+  return {
+    page: field(m, "page", isPageId),
+    key: field(m, "key", isIdempotencyKey),
+    counter: field(m, "counter", isCounterName),
+    delta: field(m, "delta", isDelta),
+    payload: field(m, "payload", isPayload),
+    ...(fingerprint !== undefined ? { fingerprint } : {}),
+  };
+}
+
+export const APPLIED_KEYS_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AppliedKeys]> = [
+  [
+    "keys",
+    (m) => ({
+      type: "keys",
+      dc: field(m, "dc", isInternalId),
+      partition: partitionOf(m.get("partition")),
+      keys: batchOf(m.get("keys"), appliedKeyOf, "keys", MAX_APPLIED_KEYS),
+    }),
+  ],
+];

@@ -1,0 +1,88 @@
+/**
+ * Idempotency keys across two data centers of real processes: a publisher's change retried in the
+ * other DC (its answer was lost; a global name resolved elsewhere) is answered as the change it
+ * repeats once the first DC's keys reached it, and counts once. Increments and resets alike; a key
+ * reused for another change is a conflict there too.
+ */
+import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
+import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
+import { CONVERGE_MS } from "../support/dc_pages.js";
+import { eventually } from "../support/eventually.js";
+import { MultiDc, type TestDc } from "../support/multi_dc.js";
+import { PublisherHttp, type HttpAnswer } from "../support/publisher_http.js";
+import { describeWithServers } from "../support/servers.js";
+
+const TEST_TIMEOUT_MS = 90_000;
+const KEYS = "livecount_counter_idempotency_keys_across_dcs_total";
+
+interface Answer {
+  readonly value: number;
+  readonly previous?: number;
+  readonly updated_at: number;
+}
+
+/** Keys of the other DC this DC's counter nodes stored. */
+async function keysStored(dc: TestDc): Promise<number> {
+  const counts = await Promise.all(dc.counters.map((c) => c.metric(KEYS, 'outcome="stored"')));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** Waits until `dc` stored `count` keys of the other DC, so a retry there finds them. */
+async function waitKeys(dc: TestDc, count: number): Promise<void> {
+  await eventually(async () => expect(await keysStored(dc)).toBeGreaterThanOrEqual(count), {
+    timeoutMs: CONVERGE_MS,
+    message: `${dc.name} stored ${count} keys of the other DC`,
+  });
+}
+
+describeWithServers("multi-dc - idempotency keys across data centers", () => {
+  let multi: MultiDc;
+  beforeAll(async () => {
+    multi = await MultiDc.start({ counters: 1 });
+  }, TEST_TIMEOUT_MS);
+  afterAll(async () => {
+    await multi?.stop();
+  });
+
+  test(
+    "a change retried in the other DC is answered as the one it repeats and counts once; a reset too",
+    async () => {
+      onTestFailed(() => console.error(multi.logs()));
+      const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+      const one = new PublisherHttp(dc1.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const two = new PublisherHttp(dc2.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const page = "retried-elsewhere";
+      const likes = async (p: PublisherHttp): Promise<number> => (await p.counters(page)).likes ?? 0;
+
+      const first = (await one.change(page, "likes", 1, "like-1")) as HttpAnswer<Answer>;
+      expect(first.status).toBe(200);
+      await waitKeys(dc2, 1);
+      const retried = (await two.change(page, "likes", 1, "like-1")) as HttpAnswer<Answer>;
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get("idempotent-replayed")).toBe("true");
+      expect(retried.body).toMatchObject({ value: 1, updated_at: first.body.updated_at });
+      // Counted in dc2, the retry would show at once in its own entry.
+      expect(await likes(two)).toBe(1);
+      const reused = await two.change(page, "likes", 2, "like-1");
+      expect(reused.status).toBe(409);
+      expect(reused.body).toMatchObject({ error: { code: "idempotency_conflict" } });
+
+      // A reset in dc2, a like in dc1 after it, then the reset's retry in dc1: it must not cancel the like.
+      const reset = (await two.reset(page, "likes", { idempotencyKey: "reset-1" })) as HttpAnswer<Answer>;
+      expect(reset.status).toBe(200);
+      expect(reset.body).toMatchObject({ value: 0, previous: 1 });
+      await waitKeys(dc1, 1);
+      await eventually(async () => expect(await likes(one)).toBe(0), { timeoutMs: CONVERGE_MS });
+      expect((await one.change(page, "likes", 1, "like-2")).status).toBe(200);
+      const resetAgain = (await one.reset(page, "likes", {
+        idempotencyKey: "reset-1",
+      })) as HttpAnswer<Answer>;
+      expect(resetAgain.status).toBe(200);
+      expect(resetAgain.headers.get("idempotent-replayed")).toBe("true");
+      expect(resetAgain.body).toMatchObject({ previous: 1, updated_at: reset.body.updated_at });
+      for (const p of [one, two])
+        await eventually(async () => expect(await likes(p)).toBe(1), { timeoutMs: CONVERGE_MS });
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
