@@ -2,8 +2,10 @@
  * Idempotency keys across two data centers of real processes: a publisher's change retried in the
  * other DC (its answer was lost; a global name resolved elsewhere) is answered as the change it
  * repeats once the first DC's keys reached it, and counts once. Increments and resets alike; a key
- * reused for another change is a conflict there too.
+ * reused for another change is a conflict there too; keys sent while the other DC's counter nodes
+ * hand partitions over (a deploy) are stored all the same.
  */
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { CONVERGE_MS } from "../support/dc_pages.js";
@@ -38,7 +40,7 @@ async function waitKeys(dc: TestDc, count: number): Promise<void> {
 describeWithServers("multi-dc - idempotency keys across data centers", () => {
   let multi: MultiDc;
   beforeAll(async () => {
-    multi = await MultiDc.start({ counters: 1 });
+    multi = await MultiDc.start();
   }, TEST_TIMEOUT_MS);
   afterAll(async () => {
     await multi?.stop();
@@ -82,6 +84,59 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
       expect(resetAgain.body).toMatchObject({ previous: 1, updated_at: reset.body.updated_at });
       for (const p of [one, two])
         await eventually(async () => expect(await likes(p)).toBe(1), { timeoutMs: CONVERGE_MS });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "keys sent while the other DC's counter nodes restart are stored: every retry there is a replay",
+    async () => {
+      onTestFailed(() => console.error(multi.logs()));
+      const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+      const one = new PublisherHttp(dc1.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const two = new PublisherHttp(dc2.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const pages = Array.from({ length: 8 }, (_, i) => `deployed-${i}`);
+      // Likes in dc1 all along, while each of dc2's counter nodes stops (handing its partitions over)
+      // and starts again (taking its share back).
+      let sent = 0;
+      let restarted = false;
+      const liking = (async () => {
+        for (; !restarted || sent < 40; sent++) {
+          const res = await one.change(pages[sent % pages.length]!, "likes", 1, `deploy-${sent}`);
+          expect(res.status).toBe(200);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      })();
+      for (const counter of dc2.counters) {
+        await counter.terminate();
+        await counter.start();
+      }
+      restarted = true;
+      await liking;
+      const LIKES = sent;
+      await dc2.waitBalanced();
+      // Every key is in dc2's Redis before any retry (a retry ahead of its key counts again).
+      const redis = new Redis({ port: dc2.redis.port, lazyConnect: true });
+      try {
+        await eventually(
+          async () => expect((await redis.keys("*idem:*deploy-*")).length).toBeGreaterThanOrEqual(LIKES),
+          { timeoutMs: CONVERGE_MS, message: "every key of dc1's likes stored in dc2" },
+        );
+      } finally {
+        redis.disconnect();
+      }
+      console.log(`${LIKES} likes in dc1 while dc2 restarted its counter nodes`);
+      for (let i = 0; i < LIKES; i++) {
+        const retry = await two.change(pages[i % pages.length]!, "likes", 1, `deploy-${i}`);
+        expect(retry.headers.get("idempotent-replayed"), `retry of deploy-${i}`).toBe("true");
+      }
+      const total = async (p: PublisherHttp): Promise<number> => {
+        let sum = 0;
+        for (const page of pages) sum += (await p.counters(page)).likes ?? 0;
+        return sum;
+      };
+      for (const p of [one, two])
+        await eventually(async () => expect(await total(p)).toBe(LIKES), { timeoutMs: CONVERGE_MS });
     },
     TEST_TIMEOUT_MS,
   );

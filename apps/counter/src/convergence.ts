@@ -21,7 +21,7 @@ export interface ConvergenceOptions {
   readonly liveness: DcLiveness;
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
-  /** Other DCs' idempotency keys of held partitions' pages, in real time beside their entries. */
+  /** Other DCs' idempotency keys, in real time beside their entries (a queue group per DC). */
   readonly keys: KeyReplication;
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** Resolves with the fence once this node holds the partition's lease, or undefined after `timeoutMs`. */
@@ -111,6 +111,7 @@ export class Convergence {
   }
 
   start(): void {
+    this.#o.keys.start();
     this.#antiEntropy.start();
     this.#bootstrap.start();
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
@@ -129,14 +130,12 @@ export class Convergence {
 
   partitionHeld(partition: number): void {
     this.#replication.partitionHeld(partition);
-    this.#o.keys.partitionHeld(partition);
     this.#antiEntropy.partitionHeld(partition);
     void this.#bootstrap.partitionHeld(partition);
   }
 
   partitionDropped(partition: number): void {
     this.#replication.partitionDropped(partition);
-    this.#o.keys.partitionDropped(partition);
     this.#antiEntropy.partitionDropped(partition);
     this.#bootstrap.partitionDropped(partition);
     this.#tombs.forget(partition);

@@ -2,23 +2,28 @@
  * Idempotency keys across data centers. A publisher whose change got no answer retries it with the
  * same key, and the retry may land in another DC (its first DC failed, or a global name resolved to
  * another). Each DC keeps its own keys, so that retry would count again. Here a partition's owner
- * sends the keys of the changes it applied (after they are durable and published, with the answers
- * it gave) on `lc.keys.<partition>`, and the partition's owner in every other DC stores them beside
- * its own, keeping its own where both hold a key. A retry that arrives after the keys is answered
- * as the change it repeats, whichever DC it reaches.
+ * sends the keys of the changes it applied or replayed (once durable and published, with the
+ * answers it gave) on `lc.keys.<partition>`, and one counter node of every other DC (a queue group
+ * per DC: whoever holds the partition there, and while it changes hands) stores them beside its
+ * own, keeping its own where both hold a key (`Store.importKeys`). A retry that arrives after the
+ * keys is answered as the change it repeats, whichever DC it reaches.
  *
- * What it cannot do: a retry that reaches another DC before the keys (sent within the commit's round
- * trip, at the link's latency; a cut link sends nothing) counts again, and keys are not carried by
- * anti-entropy, so a DC that was cut off or rebuilt has not got them. Sent only while another DC
- * is heard.
+ * Imports go one store call at a time, each taking every key that arrived meanwhile, and are not
+ * waited for by replicas: they never hold up the DC's own changes behind a WAIT. At most
+ * `maxQueued` keys wait; past it new ones are dropped (counted).
+ *
+ * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
+ * answered, at the link's latency), during a cut (nothing is queued for a DC not heard), or in a DC
+ * rebuilt since (keys are not carried by anti-entropy) counts again; an imported key is not kept in
+ * the receiver's memory (RecentKeys), so a Redis there that restarts without its last second loses
+ * the keys of that second.
  */
-import { partitionKeysSubject, type Bus } from "@livecount/bus";
+import { KEYS_SUBJECTS, type Bus, type Subscription, partitionKeysSubject } from "@livecount/bus";
 import { MAX_APPLIED_KEYS, decodeMessage, encodeMessage, type AppliedKeys } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { LogThrottle, type Logger } from "@livecount/runtime";
-import type { Fence, KeyRestore, Store } from "@livecount/store";
+import type { KeyRestore, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
-import { PartitionSubscriptions } from "./partition_subscriptions.js";
 
 export interface KeyReplicationOptions {
   readonly dc: string;
@@ -27,11 +32,12 @@ export interface KeyReplicationOptions {
   readonly logger: Logger;
   readonly metrics: CounterMetrics;
   readonly partitions: number;
-  readonly fenceOf: (partition: number) => Fence | undefined;
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long a stored key is kept. */
   readonly keyTtlMs: number;
   /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS. */
   readonly enabled: boolean;
+  /** LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS: other DCs' keys waiting for the store, at most. */
+  readonly maxQueued: number;
   /** Whether some other data center is heard now (DcLiveness). */
   readonly othersLive: () => boolean;
 }
@@ -39,14 +45,14 @@ export interface KeyReplicationOptions {
 export class KeyReplication {
   readonly #o: KeyReplicationOptions;
   readonly #logs = new LogThrottle();
-  /** Per held partition, the subscription that brings other DCs' keys of its pages. */
-  readonly #subs: PartitionSubscriptions;
+  #sub: Subscription | undefined;
+  /** Other DCs' keys waiting for the store, by partition. */
+  #queued = new Map<number, KeyRestore[]>();
+  #queuedKeys = 0;
+  #importing = false;
 
   constructor(options: KeyReplicationOptions) {
     this.#o = options;
-    this.#subs = new PartitionSubscriptions(options.bus, partitionKeysSubject, (partition, data) => {
-      void this.#received(partition, data);
-    });
   }
 
   /** Whether keys are sent now: the caller builds the records only then. */
@@ -54,61 +60,84 @@ export class KeyReplication {
     return this.#o.enabled && this.#o.othersLive();
   }
 
-  /** Sends the keys of changes applied to pages of each partition, MAX_APPLIED_KEYS a message. */
+  /** Joins this DC's queue group for other DCs' keys. */
+  start(): void {
+    if (!this.#o.enabled || this.#sub !== undefined) return;
+    this.#sub = this.#o.bus.subscribe(KEYS_SUBJECTS, (data) => this.#received(data), {
+      queue: `lc-keys-${this.#o.dc}`,
+    });
+  }
+
+  stop(): void {
+    this.#sub?.unsubscribe();
+    this.#sub = undefined;
+  }
+
+  /**
+   * Sends the keys of changes answered on pages of each partition, MAX_APPLIED_KEYS a message. Never
+   * throws: a key not sent reopens only the gap this closes (counted as unsent).
+   */
   send(byPartition: ReadonlyMap<number, readonly KeyRestore[]>): void {
-    const { bus, dc, metrics } = this.#o;
+    const { bus, dc, metrics, logger } = this.#o;
     for (const [partition, keys] of byPartition) {
       for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
         const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
         const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk };
-        bus.publish(partitionKeysSubject(partition), encodeMessage(msg));
-        metrics.keysAcrossDcs.inc({ outcome: "sent" }, chunk.length);
+        try {
+          bus.publish(partitionKeysSubject(partition), encodeMessage(msg));
+          metrics.keysAcrossDcs.inc({ outcome: "sent" }, chunk.length);
+        } catch (err) {
+          metrics.keysAcrossDcs.inc({ outcome: "unsent" }, chunk.length);
+          this.#logs.log(logger, "warn", { err, partition }, "idempotency keys not sent to other DCs");
+        }
       }
     }
   }
 
-  partitionHeld(partition: number): void {
-    if (this.#o.enabled) this.#subs.held(partition);
-  }
-
-  partitionDropped(partition: number): void {
-    this.#subs.dropped(partition);
-  }
-
-  stop(): void {
-    this.#subs.stop();
-  }
-
-  async #received(partition: number, data: Uint8Array): Promise<void> {
-    const { dc, store, fenceOf, keyTtlMs, metrics, logger, partitions } = this.#o;
+  #received(data: Uint8Array): void {
+    const { dc, metrics, logger, partitions, maxQueued } = this.#o;
     let msg;
     try {
       msg = decodeMessage(data);
     } catch (err) {
-      this.#logs.log(
-        logger,
-        "warn",
-        { err, partition },
-        "malformed idempotency keys from another DC dropped",
-      );
+      this.#logs.log(logger, "warn", { err }, "malformed idempotency keys from another DC dropped");
       return;
     }
-    if (msg.type !== "keys" || msg.dc === dc || msg.partition !== partition) return;
-    // The store writes a partition's keys under its fence: pages of another partition are a bug.
-    const keys = msg.keys.filter((k) => partitionOf(k.page, partitions) === partition);
-    const fence = fenceOf(partition);
-    let outcome: "stored" | "not_held" | "failed" = "not_held";
+    if (msg.type !== "keys" || msg.dc === dc) return;
+    // The store writes a partition's keys together: a page of another partition is a sender's bug.
+    const keys = msg.keys.filter((k) => partitionOf(k.page, partitions) === msg.partition);
+    const room = Math.max(0, maxQueued - this.#queuedKeys);
+    if (keys.length > room) metrics.keysAcrossDcs.inc({ outcome: "dropped" }, keys.length - room);
+    if (room === 0) return;
+    const taken = keys.length > room ? keys.slice(0, room) : keys;
+    const list = this.#queued.get(msg.partition);
+    if (list === undefined) this.#queued.set(msg.partition, [...taken]);
+    else list.push(...taken);
+    this.#queuedKeys += taken.length;
+    if (!this.#importing) void this.#import();
+  }
+
+  /** One store call at a time, each with every key queued by then. */
+  async #import(): Promise<void> {
+    const { store, keyTtlMs, metrics, logger } = this.#o;
+    this.#importing = true;
     try {
-      if (fence !== undefined && (await store.restoreKeys(fence, keys, keyTtlMs, true))) outcome = "stored";
-    } catch (err) {
-      outcome = "failed";
-      this.#logs.log(
-        logger,
-        "warn",
-        { err, partition, from: msg.dc },
-        "idempotency keys of another DC not stored",
-      );
+      while (this.#queuedKeys > 0) {
+        const batch = this.#queued;
+        const count = this.#queuedKeys;
+        this.#queued = new Map();
+        this.#queuedKeys = 0;
+        try {
+          const stored = await store.importKeys(batch, keyTtlMs);
+          if (stored > 0) metrics.keysAcrossDcs.inc({ outcome: "stored" }, stored);
+          if (count > stored) metrics.keysAcrossDcs.inc({ outcome: "kept" }, count - stored);
+        } catch (err) {
+          metrics.keysAcrossDcs.inc({ outcome: "failed" }, count);
+          this.#logs.log(logger, "warn", { err, keys: count }, "idempotency keys of other DCs not stored");
+        }
+      }
+    } finally {
+      this.#importing = false;
     }
-    metrics.keysAcrossDcs.inc({ outcome }, keys.length);
   }
 }

@@ -26,6 +26,7 @@ export interface PageUnitsOptions {
   readonly idempotencyMemoryKeys: number;
   /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS, and whether another DC is heard now (KeyReplication). */
   readonly idempotencyAcrossDcs: boolean;
+  readonly idempotencyImportMaxKeys: number;
   readonly othersLive?: () => boolean;
   readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
@@ -93,9 +94,9 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     logger,
     metrics,
     partitions: o.partitions,
-    fenceOf: o.fenceOf,
     keyTtlMs: o.idempotencyTtlMs,
     enabled: o.idempotencyAcrossDcs,
+    maxQueued: o.idempotencyImportMaxKeys,
     othersLive: o.othersLive ?? (() => false),
   });
   const recentKeys = new RecentKeys({

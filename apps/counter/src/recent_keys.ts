@@ -147,7 +147,8 @@ export class RecentKeys {
     const across = this.#o.across?.sending === true ? new Map<number, KeyRestore[]>() : undefined;
     for (const { pending, reply } of answers) {
       if (reply.type !== "incremented" && reply.type !== "counter_reset") continue;
-      if (across !== undefined && !reply.duplicate) {
+      // Replays too: the first answer's key may never have left (its owner died before answering).
+      if (across !== undefined) {
         const { partition } = pending.actor;
         const list = across.get(partition) ?? [];
         if (list.length === 0) across.set(partition, list);

@@ -1,4 +1,4 @@
-import { pageFromSubject, partitionPagesSubject, type Bus } from "@livecount/bus";
+import { pageFromSubject, partitionPagesSubject, type Bus, type Subscription } from "@livecount/bus";
 import { VIEWERS_COUNTER, decodeMessage } from "@livecount/protocol";
 import { LogThrottle, type Logger } from "@livecount/runtime";
 import type { Fence } from "@livecount/store";
@@ -6,7 +6,6 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import type { ActorRegistry } from "./actor_registry.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { ActorClosedError } from "./page_actor.js";
-import { PartitionSubscriptions } from "./partition_subscriptions.js";
 
 export interface ReplicationOptions {
   readonly dc: string;
@@ -30,25 +29,28 @@ export class Replication {
   /** Lines that can repeat per request or message, throttled (LogThrottle). */
   readonly #logs = new LogThrottle();
   /** Per held partition, the subscription that brings other DCs' entries of its pages. */
-  readonly #subs: PartitionSubscriptions;
+  readonly #subs = new Map<number, Subscription>();
 
   constructor(options: ReplicationOptions) {
     this.#o = options;
-    this.#subs = new PartitionSubscriptions(options.bus, partitionPagesSubject, (partition, data, subject) =>
-      this.#onRemoteUpdate(partition, data, subject),
-    );
   }
 
   partitionHeld(partition: number): void {
-    this.#subs.held(partition);
+    if (this.#subs.has(partition)) return;
+    const sub = this.#o.bus.subscribe(partitionPagesSubject(partition), (data, subject) =>
+      this.#onRemoteUpdate(partition, data, subject),
+    );
+    this.#subs.set(partition, sub);
   }
 
   partitionDropped(partition: number): void {
-    this.#subs.dropped(partition);
+    this.#subs.get(partition)?.unsubscribe();
+    this.#subs.delete(partition);
   }
 
   stop(): void {
-    this.#subs.stop();
+    for (const sub of this.#subs.values()) sub.unsubscribe();
+    this.#subs.clear();
   }
 
   /** Another DC's owner published its entries of a page held here: merge and persist them. */

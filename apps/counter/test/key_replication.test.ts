@@ -1,13 +1,14 @@
 /**
- * Idempotency keys across data centers (key_replication.ts): two DCs' owners of one partition on one
- * in-memory bus, each with its own store. What one applies, the other stores beside its own keys;
- * RecentKeys hands over the keys of changes the store applied, never of replays or errors.
+ * Idempotency keys across data centers (key_replication.ts): two DCs' counter nodes on one in-memory
+ * bus, each DC with its own store. What one DC sends, one node of the other stores beside its own
+ * keys, whoever holds the partition; imports go one store call at a time, bounded; RecentKeys hands
+ * over the keys of changes the store applied or replayed, never of errors.
  */
-import { MemoryBus } from "@livecount/bus";
+import { MemoryBus, partitionKeysSubject } from "@livecount/bus";
 import { encodeMessage, type IncrementRequest, type NodeReply } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore, type Fence, type KeyRestore } from "@livecount/store";
+import { MemoryStore, type KeyRestore, type Store } from "@livecount/store";
 import { Registry } from "prom-client";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
@@ -24,118 +25,172 @@ const ELSEWHERE = Array.from({ length: 100 }, (_, i) => `q${i}`).find(
   (p) => partitionOf(p, PARTITIONS) !== PARTITION,
 )!;
 
-interface Dc {
-  readonly name: string;
-  readonly store: MemoryStore;
+interface Node {
   readonly keys: KeyReplication;
   readonly metrics: CounterMetrics;
-  /** The partition's fence here (undefined: not held), and whether another DC is heard. */
-  readonly state: { fence: Fence | undefined; othersLive: boolean };
 }
 
-async function dcOn(bus: MemoryBus, clock: ManualClock, name: string, enabled = true): Promise<Dc> {
-  const store = new MemoryStore({ now: () => clock.now() });
+function nodeOf(
+  bus: MemoryBus,
+  store: Store,
+  dc: string,
+  options: { enabled?: boolean; maxQueued?: number; othersLive?: () => boolean } = {},
+): Node {
   const metrics = new CounterMetrics(new Registry(), {
     partitionsOwned: () => 1,
     partitionsBootstrapped: () => 1,
   });
-  const state: Dc["state"] = {
-    fence: (await store.acquire(PARTITION, `${name}-node`, KEY_TTL_MS)) ?? undefined,
-    othersLive: true,
-  };
   const keys = new KeyReplication({
-    dc: name,
+    dc,
     bus,
     store,
     logger: silentLogger,
     metrics,
     partitions: PARTITIONS,
-    fenceOf: (partition) => (partition === PARTITION ? state.fence : undefined),
     keyTtlMs: KEY_TTL_MS,
-    enabled,
-    othersLive: () => state.othersLive,
+    enabled: options.enabled ?? true,
+    maxQueued: options.maxQueued ?? 1000,
+    othersLive: options.othersLive ?? (() => true),
   });
-  keys.partitionHeld(PARTITION);
-  return { name, store, metrics, keys, state };
+  keys.start();
+  return { keys, metrics };
 }
 
-function like(key: string, page = PAGE, delta = 1): KeyRestore {
-  return { page, key, counter: "likes", delta, payload: `{"value":${delta},"updatedAt":5}` };
+function like(key: string, page = PAGE): KeyRestore {
+  return { page, key, counter: "likes", delta: 1, payload: `{"value":1,"updatedAt":5,"key":"${key}"}` };
 }
 
-/** What `dc`'s store answers a like under `key` now: "applied", or the payload it replays. */
-async function answerOf(dc: Dc, key: string, page = PAGE): Promise<string> {
-  const fence =
-    dc.state.fence ?? (await dc.store.acquire(partitionOf(page, PARTITIONS), `${dc.name}-node`, KEY_TTL_MS))!;
-  const [outcome] = await dc.store.increment(
-    [{ fence, page, counter: "likes", dc: dc.name, delta: 1, key, payload: "{}" }],
+/** What `store` answers a like under `key` now: "applied", or the payload it replays. */
+async function answerOf(store: MemoryStore, key: string, page = PAGE): Promise<string> {
+  const partition = partitionOf(page, PARTITIONS);
+  const fence = (await store.acquire(partition, "holder", KEY_TTL_MS))!;
+  const [outcome] = await store.increment(
+    [{ fence, page, counter: "likes", dc: "dc2", delta: 1, key, payload: "{}" }],
     KEY_TTL_MS,
   );
   return outcome!.kind === "duplicate" ? outcome!.payload : outcome!.kind;
 }
 
-async function outcomes(dc: Dc): Promise<Record<string, number>> {
-  const metric = await dc.metrics.keysAcrossDcs.get();
-  return Object.fromEntries(metric.values.map((v) => [String(v.labels.outcome), v.value]));
+async function outcomes(...nodes: Node[]): Promise<Record<string, number>> {
+  const sums: Record<string, number> = {};
+  for (const node of nodes)
+    for (const v of (await node.metrics.keysAcrossDcs.get()).values)
+      sums[String(v.labels.outcome)] = (sums[String(v.labels.outcome)] ?? 0) + v.value;
+  return sums;
 }
 
-async function setUp(enabled = true) {
+/** A store whose importKeys waits until `release()`, counting its calls. */
+class HeldImports extends MemoryStore {
+  calls = 0;
+  #gate: Promise<void> = Promise.resolve();
+  #open: () => void = () => {};
+
+  hold(): void {
+    this.#gate = new Promise((resolve) => (this.#open = resolve));
+  }
+
+  open(): void {
+    this.#open();
+  }
+
+  override async importKeys(keys: ReadonlyMap<number, readonly KeyRestore[]>, ttl: number): Promise<number> {
+    this.calls++;
+    await this.#gate;
+    return super.importKeys(keys, ttl);
+  }
+}
+
+function setUp() {
   const clock = new ManualClock();
   const bus = new MemoryBus({ clock });
-  const [one, two] = [await dcOn(bus, clock, "dc1", enabled), await dcOn(bus, clock, "dc2", enabled)];
-  return { clock, bus, one, two };
+  const stores = {
+    dc1: new MemoryStore({ now: () => clock.now() }),
+    dc2: new HeldImports({ now: () => clock.now() }),
+  };
+  return { clock, bus, stores };
 }
 
 describe("counter - idempotency keys across data centers", () => {
-  test("counter - keys one DC applied are stored by the other, which keeps its own; the sender ignores its own", async () => {
-    const { clock, one, two } = await setUp();
-    expect(await answerOf(two, "mine")).toBe("applied");
-    one.keys.send(new Map([[PARTITION, [like("k1"), like("mine", PAGE, 2)]]]));
+  test("counter - keys one DC sends are stored once by the other DC's nodes, which keep their own; none by the sender", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    // Two nodes of dc2 in its queue group, neither holding the partition: one stores each message.
+    const twoA = nodeOf(bus, stores.dc2, "dc2");
+    const twoB = nodeOf(bus, stores.dc2, "dc2");
+    expect(await answerOf(stores.dc2, "mine")).toBe("applied");
+    one.keys.send(new Map([[PARTITION, [like("k1"), like("mine")]]]));
     await clock.advance(0);
-    expect(await answerOf(two, "k1")).toBe('{"value":1,"updatedAt":5}');
-    expect(await answerOf(two, "mine")).toBe("{}");
-    // dc1's own message is not stored by dc1 (its store has its own keys already).
-    expect(await answerOf(one, "k1")).toBe("applied");
+    expect(await answerOf(stores.dc2, "k1")).toBe(like("k1").payload);
+    expect(await answerOf(stores.dc2, "mine")).toBe("{}");
+    expect(await answerOf(stores.dc1, "k1")).toBe("applied");
     expect(await outcomes(one)).toEqual({ sent: 2 });
-    expect(await outcomes(two)).toEqual({ stored: 2 });
-  });
-
-  test("counter - keys of a partition not held here, or of pages of another partition, are not stored", async () => {
-    const { clock, one, two } = await setUp();
-    two.state.fence = undefined;
-    one.keys.send(new Map([[PARTITION, [like("k1")]]]));
+    expect(await outcomes(twoA, twoB)).toEqual({ stored: 1, kept: 1 });
+    expect(stores.dc2.calls).toBe(1);
+    // A node that stops leaves the group to the others.
+    twoA.keys.stop();
+    twoB.keys.stop();
+    const twoC = nodeOf(bus, stores.dc2, "dc2");
+    one.keys.send(new Map([[PARTITION, [like("k2")]]]));
     await clock.advance(0);
-    expect(await outcomes(two)).toEqual({ not_held: 1 });
-    two.state.fence = (await two.store.acquire(PARTITION, "dc2-node", KEY_TTL_MS))!;
-    expect(await answerOf(two, "k1")).toBe("applied");
-    // A sender's bug: a page of another partition under this partition's subject.
-    one.keys.send(new Map([[PARTITION, [like("k2", ELSEWHERE)]]]));
+    expect(await outcomes(twoC)).toEqual({ stored: 1 });
+  });
+
+  test("counter - a malformed message, or a page under another partition's subject, is dropped; what follows is stored", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    nodeOf(bus, stores.dc2, "dc2");
+    bus.publish(partitionKeysSubject(PARTITION), new Uint8Array([0xc1]));
+    bus.publish(partitionKeysSubject(PARTITION), encodeMessage({ type: "ack" }));
+    one.keys.send(new Map([[PARTITION, [like("k1"), like("k2", ELSEWHERE)]]]));
     await clock.advance(0);
-    expect(await answerOf(two, "k2", ELSEWHERE)).toBe("applied");
+    expect(await answerOf(stores.dc2, "k1")).toBe(like("k1").payload);
+    expect(await answerOf(stores.dc2, "k2", ELSEWHERE)).toBe("applied");
   });
 
-  test("counter - a malformed message is dropped and what follows is stored", async () => {
-    const { clock, bus, one, two } = await setUp();
-    bus.publish(`lc.keys.${PARTITION}`, new Uint8Array([0xc1]));
-    bus.publish(`lc.keys.${PARTITION}`, encodeMessage({ type: "ack" }));
-    one.keys.send(new Map([[PARTITION, [like("k1")]]]));
+  test("counter - imports go one store call at a time, each with every key that came meanwhile, at most LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS waiting", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    const two = nodeOf(bus, stores.dc2, "dc2", { maxQueued: 10 });
+    stores.dc2.hold();
+    one.keys.send(new Map([[PARTITION, [like("a")]]]));
     await clock.advance(0);
-    expect(await answerOf(two, "k1")).toBe('{"value":1,"updatedAt":5}');
+    expect(stores.dc2.calls).toBe(1);
+    // While that call waits: three messages, 12 keys, 10 of them queued.
+    for (const keys of [
+      ["b", "c"],
+      ["d", "e", "f", "g"],
+      ["h", "i", "j", "k", "l", "m"],
+    ])
+      one.keys.send(new Map([[PARTITION, keys.map((k) => like(k))]]));
+    await clock.advance(0);
+    expect(stores.dc2.calls).toBe(1);
+    expect(await outcomes(two)).toEqual({ dropped: 2 });
+    stores.dc2.open();
+    await clock.advance(0);
+    expect(stores.dc2.calls).toBe(2);
+    expect(await outcomes(two)).toEqual({ dropped: 2, stored: 11 });
+    expect(await answerOf(stores.dc2, "k")).toBe(like("k").payload);
+    expect(await answerOf(stores.dc2, "l")).toBe("applied");
   });
 
-  test("counter - nothing is sent while no other DC is heard, nor subscribed when turned off", async () => {
-    const { one } = await setUp();
-    expect(one.keys.sending).toBe(true);
-    one.state.othersLive = false;
-    expect(one.keys.sending).toBe(false);
-    const off = await setUp(false);
-    expect(off.one.keys.sending).toBe(false);
-    off.one.keys.send(new Map([[PARTITION, [like("k1")]]]));
-    await off.clock.advance(0);
-    expect(await answerOf(off.two, "k1")).toBe("applied");
+  test("counter - nothing is sent while no other DC is heard, nor received when turned off; a publish that throws is counted, not thrown", async () => {
+    const { clock, bus, stores } = setUp();
+    let heard = false;
+    expect(nodeOf(bus, stores.dc1, "dc1", { othersLive: () => heard }).keys.sending).toBe(false);
+    heard = true;
+    const off = nodeOf(bus, stores.dc1, "dc1", { enabled: false });
+    expect(off.keys.sending).toBe(false);
+    nodeOf(bus, stores.dc2, "dc2", { enabled: false });
+    nodeOf(bus, stores.dc1, "dc1").keys.send(new Map([[PARTITION, [like("k1")]]]));
+    await clock.advance(0);
+    expect(await answerOf(stores.dc2, "k1")).toBe("applied");
+    const closed = nodeOf(bus, stores.dc1, "dc1");
+    await bus.close();
+    expect(() => closed.keys.send(new Map([[PARTITION, [like("k2")]]]))).not.toThrow();
+    expect(await outcomes(closed)).toEqual({ unsent: 1 });
   });
 
-  test("counter - RecentKeys hands over the keys the store applied, by partition, never replays or errors", async () => {
+  test("counter - RecentKeys hands over the keys of changes applied or replayed, by partition, never of errors", async () => {
     const clock = new ManualClock();
     const sent: Array<Map<number, readonly KeyRestore[]>> = [];
     let sending = true;
@@ -169,26 +224,26 @@ describe("counter - idempotency keys across data centers", () => {
       updatedAt: 5,
       duplicate: false,
     };
+    const replayed: NodeReply = { ...incremented, duplicate: true };
+    const failed: NodeReply = { type: "error", code: "unavailable", message: "store down" };
     const answer = (key: string, partition: number, reply: NodeReply = incremented) => ({
       pending: { actor: { partition }, request: request(key), resolve: () => {} },
       reply,
     });
-    const record = (key: string): KeyRestore => incrementUse(request(key), incremented).record;
-    const replayed: NodeReply = { ...incremented, duplicate: true };
-    const failed: NodeReply = { type: "error", code: "unavailable", message: "store down" };
+    const record = (key: string, reply = incremented): KeyRestore => incrementUse(request(key), reply).record;
     await keys.settled(
-      [answer("a", 1), answer("b", 2), answer("c", 1), answer("d", 1, replayed), answer("e", 1, failed)],
+      [answer("a", 1), answer("b", 2), answer("c", 1, replayed), answer("d", 1, failed)],
       0,
       incrementUse,
     );
     expect(sent).toEqual([
       new Map([
-        [1, [record("a"), record("c")]],
+        [1, [record("a"), record("c", replayed)]],
         [2, [record("b")]],
       ]),
     ]);
     sending = false;
-    await keys.settled([answer("f", 1)], 0, incrementUse);
+    await keys.settled([answer("e", 1)], 0, incrementUse);
     expect(sent).toHaveLength(1);
   });
 });

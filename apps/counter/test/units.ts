@@ -256,6 +256,7 @@ export async function buildUnits(
     idempotencyMemoryKeys: 100_000,
     // One DC: no other hears the keys (key_replication.test.ts sends them).
     idempotencyAcrossDcs: false,
+    idempotencyImportMaxKeys: 100_000,
     maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,

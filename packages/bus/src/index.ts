@@ -42,6 +42,7 @@ export {
   pageSubject,
   partitionPagesSubject,
   partitionKeysSubject,
+  KEYS_SUBJECTS,
   DCS_SUBJECT,
   SUBJECT_ROOT,
 } from "./subjects.js";

@@ -7,7 +7,7 @@
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
  * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
- * | `lc.keys.<part>`       | publish        | AppliedKeys                  | a partition's owner -> its owners in other DCs  |
+ * | `lc.keys.<part>`       | publish        | AppliedKeys                  | a partition's owner -> one counter node per other DC |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
  * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
@@ -97,13 +97,16 @@ export function partitionPagesSubject(partition: number): string {
 }
 
 /**
- * The idempotency keys of changes applied to pages of `partition`, from its owner in each DC to its
- * owners in the others (a retry that lands in another DC is answered as the change it repeats).
+ * The idempotency keys of changes answered on pages of `partition`, from its owner in each DC to the
+ * other DCs (a retry that lands in another DC is answered as the change it repeats).
  */
 export function partitionKeysSubject(partition: number): string {
   assertPartition(partition);
   return `${KEYS_PREFIX}${partition}`;
 }
+
+/** Every partition's keys (`partitionKeysSubject`): what one counter node per DC takes, as a queue group. */
+export const KEYS_SUBJECTS = `${KEYS_PREFIX}*`;
 
 /** The page id of a page subject, or undefined when `subject` is not one `pageSubject` makes. */
 export function pageFromSubject(subject: string): string | undefined {

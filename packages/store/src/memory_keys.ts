@@ -2,7 +2,8 @@
  * The memory store's idempotency records (Store.increment): one per page and key, live until its
  * `expiresAt`, dropped in amortised sweeps so memory stays within twice the live keys.
  */
-import type { KeyRestore } from "./store.js";
+import type { Entry } from "@livecount/crdt";
+import type { IncrementOp, IncrementOutcome, KeyRestore } from "./store.js";
 import { isLive } from "./validate.js";
 
 export interface KeyRecord {
@@ -31,6 +32,22 @@ export function sameChange(
   return change.fingerprint !== undefined
     ? seen.fingerprint === change.fingerprint
     : seen.fingerprint === undefined && seen.counter === change.counter && seen.delta === change.delta;
+}
+
+/** Store.increment's outcome for an op whose key holds `seen`: its replay, or a conflict. */
+export function answerSeen(
+  seen: KeyRecord,
+  op: IncrementOp,
+  held: ReadonlyArray<Entry | undefined>,
+): IncrementOutcome {
+  if (!sameChange(seen, op)) return { kind: "conflict" };
+  const [entry, ...also] = held;
+  return {
+    kind: "duplicate",
+    payload: seen.payload,
+    ...(entry !== undefined ? { entry } : {}),
+    ...(op.also !== undefined ? { also } : {}),
+  };
 }
 
 /** Sweeps are not worth running below this many remembered keys. */
@@ -63,11 +80,18 @@ export class MemoryKeys {
     this.#keys.set(`${page}\u0000${key}`, record);
   }
 
-  /** Store.restoreKeys: each record live for `ttlMs` from `now`; with `keepLive`, not over a live one. */
-  restore(records: readonly KeyRestore[], now: number, ttlMs: number, keepLive: boolean): void {
-    for (const r of records)
-      if (!keepLive || this.live(r.page, r.key, now) === undefined)
-        this.set(r.page, r.key, keyRecord(r, r.payload, now + ttlMs));
+  /**
+   * Store.restoreKeys and importKeys: each record live for `ttlMs` from `now`; with `keepLive`, not
+   * over a live one. Returns how many it wrote.
+   */
+  restore(records: readonly KeyRestore[], now: number, ttlMs: number, keepLive: boolean): number {
+    let written = 0;
+    for (const r of records) {
+      if (keepLive && this.live(r.page, r.key, now) !== undefined) continue;
+      this.set(r.page, r.key, keyRecord(r, r.payload, now + ttlMs));
+      written++;
+    }
+    return written;
   }
 
   /**

@@ -27,7 +27,7 @@ import {
 import { RecordsBuilder, isTombstone, onlyZeroPresence, pageWrites, purgedRemains } from "./page_merge.js";
 import { MemoryDigests, type PageEntries } from "./memory_digests.js";
 import { EmptyPages, isEmpty } from "./memory_empty_pages.js";
-import { MemoryKeys, keyRecord, sameChange } from "./memory_keys.js";
+import { MemoryKeys, answerSeen, keyRecord } from "./memory_keys.js";
 import { SortedPageIds } from "./memory_page_ids.js";
 import { MemoryLeases } from "./memory_leases.js";
 import { BucketIndex } from "./memory_buckets.js";
@@ -343,12 +343,21 @@ export class MemoryStore implements Store {
     return ops.map((op) => this.#incrementOne(op, now, keyTtlMs));
   }
 
-  async restoreKeys(fence: Fence, keys: readonly KeyRestore[], ttl: number, keep = false): Promise<boolean> {
+  async restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
     this.#assertOpen();
-    assertTtl("key ttl", ttl);
+    assertTtl("key ttl", keyTtlMs);
     if (!this.#leases.isCurrent(fence)) return false;
-    this.#keys.restore(keys, this.#now(), ttl, keep);
+    this.#keys.restore(keys, this.#now(), keyTtlMs, false);
     return true;
+  }
+
+  async importKeys(keys: ReadonlyMap<number, readonly KeyRestore[]>, keyTtlMs: number): Promise<number> {
+    this.#assertOpen();
+    assertTtl("key ttl", keyTtlMs);
+    return [...keys.values()].reduce(
+      (n, list) => n + this.#keys.restore(list, this.#now(), keyTtlMs, true),
+      0,
+    );
   }
 
   async nonZeroEntries(partition: number): Promise<EntryRef[]> {
@@ -370,16 +379,7 @@ export class MemoryStore implements Store {
     if (!this.#leases.isCurrent(op.fence)) return { kind: "stale" };
     const seen = this.#keys.live(op.page, op.key, now);
     const held = entriesOf(this.#pages.get(op.page), opRefs(op));
-    if (seen !== undefined) {
-      if (!sameChange(seen, op)) return { kind: "conflict" };
-      const [entry, ...also] = held;
-      return {
-        kind: "duplicate",
-        payload: seen.payload,
-        ...(entry !== undefined ? { entry } : {}),
-        ...(op.also !== undefined ? { also } : {}),
-      };
-    }
+    if (seen !== undefined) return answerSeen(seen, op, held);
     if (!changesFit(op, held)) return { kind: "too_large" };
     const partition = op.fence.partition;
     this.#stored = false;

@@ -196,33 +196,56 @@ export async function mergePages(
 /** Records per lcRestoreKeys call: a few hundred arguments. */
 const KEYS_PER_RESTORE = 200;
 
+/** The script arguments of records, KEYS_PER_RESTORE a call: each call's idempotency keys and ARGV. */
+function keyCalls(
+  keys: RedisKeys,
+  partition: number,
+  records: readonly KeyRestore[],
+  head: readonly Arg[],
+): Array<{ idemKeys: string[]; args: Arg[] }> {
+  const calls: Array<{ idemKeys: string[]; args: Arg[] }> = [];
+  for (let from = 0; from < records.length; from += KEYS_PER_RESTORE) {
+    const chunk = records.slice(from, from + KEYS_PER_RESTORE);
+    const args: Arg[] = [...head];
+    for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
+    calls.push({ idemKeys: chunk.map((r) => keys.idem(r.page, partition, r.key)), args });
+  }
+  return calls;
+}
+
 /** Store.restoreKeys of placed records. */
 export async function restoreKeys(
   conn: RedisConnection,
   keys: RedisKeys,
   now: number,
-  {
-    fence,
-    records,
-    keyTtlMs,
-    keepLive,
-  }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number; keepLive: boolean },
+  { fence, records, keyTtlMs }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number },
 ): Promise<boolean> {
   const { partition } = fence;
+  const calls = keyCalls(keys, partition, records, [fenceArg(fence), now + keyTtlMs, keyTtlMs]);
   const replies = await conn.run(
     "restoreKeys",
     (pipe) => {
-      for (let from = 0; from < records.length; from += KEYS_PER_RESTORE) {
-        const chunk = records.slice(from, from + KEYS_PER_RESTORE);
-        const args: Arg[] = [fenceArg(fence), now + keyTtlMs, keyTtlMs, keepLive ? "1" : "0"];
-        for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
-        const idemKeys = chunk.map((r) => keys.idem(r.page, partition, r.key));
+      for (const { idemKeys, args } of calls)
         queueScript(pipe(partition), "lcRestoreKeys", [keys.lease(partition), ...idemKeys], args);
-      }
     },
     { durable: true },
   );
   return !replies.includes(0);
+}
+
+/** Store.importKeys of placed records: not durable (no WAIT), the count written. */
+export async function importKeys(
+  conn: RedisConnection,
+  keys: RedisKeys,
+  now: number,
+  { byPartition, keyTtlMs }: { byPartition: ReadonlyMap<number, readonly KeyRestore[]>; keyTtlMs: number },
+): Promise<number> {
+  const replies = await conn.run("importKeys", (pipe) => {
+    for (const [partition, records] of byPartition)
+      for (const { idemKeys, args } of keyCalls(keys, partition, records, [now, now + keyTtlMs, keyTtlMs]))
+        queueScript(pipe(partition), "lcImportKeys", idemKeys, args);
+  });
+  return replies.reduce<number>((sum, r) => sum + Number(r), 0);
 }
 
 /** Store.increment of validated, non-empty ops. */

@@ -16,6 +16,28 @@ export function fenceArg(fence: Fence): string {
 }
 
 /** Lua shared by the scripts that change entries. */
+/**
+ * Writes KEYS[from..] from ARGV[a..] (counter, delta, payload, fingerprint per record) as lcIncrement
+ * records them, live until `expires_at`; with `keep_live`, not over a record live at `now`. Returns
+ * how many it wrote.
+ */
+export const WRITE_KEYS = `
+local function write_keys(from, a, expires_at, ttl, keep_live, now)
+  local written = 0
+  for k = from, #KEYS do
+    local seen = keep_live and redis.call("HGET", KEYS[k], "expiresAt")
+    if not seen or now >= tonumber(seen) then
+      redis.call("DEL", KEYS[k])
+      redis.call("HSET", KEYS[k], "counter", ARGV[a], "delta", ARGV[a + 1], "payload", ARGV[a + 2], "expiresAt", expires_at)
+      if ARGV[a + 3] ~= "" then redis.call("HSET", KEYS[k], "fingerprint", ARGV[a + 3]) end
+      redis.call("PEXPIRE", KEYS[k], ttl)
+      written = written + 1
+    end
+    a = a + 4
+  end
+  return written
+end`;
+
 export const LUA_HELPERS = `${LUA_DIGEST}
 local ZERO = "${ZERO_DIGEST}"
 -- Whether the fence (fenceArg: "epoch:node") is current: its lease still carries its epoch and

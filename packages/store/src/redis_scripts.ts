@@ -6,7 +6,7 @@
  * digests (digest.ts) and bucket index current in the same step, so a digest never disagrees with
  * the entries it sums up.
  */
-import { LUA_HELPERS } from "./redis_lua.js";
+import { LUA_HELPERS, WRITE_KEYS } from "./redis_lua.js";
 import { LEASE_SCRIPTS, READ_SCRIPTS } from "./redis_plain_scripts.js";
 
 export const SCRIPTS = {
@@ -400,26 +400,23 @@ apply_digests(KEYS[3])
 return removed`,
 
   /**
-   * KEYS: lease, then one idempotency key per record. ARGV: fence, expiresAt, keyTtlMs, keepLive
-   * ("1": a key whose record is live keeps it), then per record: counter, delta, payload, fingerprint
-   * ("" for none). Replaces each key's record as lcIncrement writes it (Store.restoreKeys): 1, or 0
-   * if the fence is stale.
+   * KEYS: lease, then one idempotency key per record. ARGV: fence, expiresAt, keyTtlMs, then per
+   * record: counter, delta, payload, fingerprint ("" for none). Replaces each key's record as
+   * lcIncrement writes it (Store.restoreKeys): 1, or 0 if the fence is stale.
    */
   lcRestoreKeys: `${LUA_HELPERS}
+${WRITE_KEYS}
 if not fence_current(KEYS[1], ARGV[1]) then return 0 end
--- Live as lcIncrement reads it: by the record's expiresAt on the store's clock.
-local now = tonumber(ARGV[2]) - tonumber(ARGV[3])
-for k = 2, #KEYS do
-  local a = 4 * k - 3
-  local expires_at = ARGV[4] == "1" and redis.call("HGET", KEYS[k], "expiresAt")
-  if not expires_at or now >= tonumber(expires_at) then
-    redis.call("DEL", KEYS[k])
-    redis.call("HSET", KEYS[k], "counter", ARGV[a], "delta", ARGV[a + 1], "payload", ARGV[a + 2], "expiresAt", ARGV[2])
-    if ARGV[a + 3] ~= "" then redis.call("HSET", KEYS[k], "fingerprint", ARGV[a + 3]) end
-    redis.call("PEXPIRE", KEYS[k], ARGV[3])
-  end
-end
+write_keys(2, 4, ARGV[2], ARGV[3], false, 0)
 return 1`,
+
+  /**
+   * KEYS: one idempotency key per record. ARGV: now, expiresAt, keyTtlMs, then per record as
+   * lcRestoreKeys. Writes each where the key holds no record live at `now` (Store.importKeys), as
+   * lcIncrement judges it; returns how many.
+   */
+  lcImportKeys: `${WRITE_KEYS}
+return write_keys(1, 4, ARGV[2], ARGV[3], true, tonumber(ARGV[1]))`,
 
   /** KEYS: lease, digest. ARGV: fence, now, floor. Returns 1 if the floor is at least floor now, 0 if the fence is stale. */
   lcRaisePurgeFloor: `${LUA_HELPERS}

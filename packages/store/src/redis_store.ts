@@ -48,7 +48,7 @@ import { removeExpiredBuckets } from "./redis_expiring.js";
 import { entryField, pageRecord, parseEntry, readNonZero } from "./redis_records.js";
 import { RedisConnection, queueScript, unpackr, type RedisConnectionOptions } from "./redis_connection.js";
 import { listPages } from "./redis_listing.js";
-import { increment, mergePages, restoreKeys, writeGroups } from "./redis_entry_writes.js";
+import { importKeys, increment, mergePages, restoreKeys, writeGroups } from "./redis_entry_writes.js";
 import { assertIncrements, assertLimit, assertRecords, assertTtl, assertWrites } from "./validate.js";
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
@@ -397,16 +397,22 @@ export class RedisStore implements Store {
     this.#conn.onReconnect(listener);
   }
 
-  async restoreKeys(
-    fence: Fence,
-    records: readonly KeyRestore[],
-    keyTtlMs: number,
-    keepLive = false,
-  ): Promise<boolean> {
+  async restoreKeys(fence: Fence, records: readonly KeyRestore[], keyTtlMs: number): Promise<boolean> {
     assertTtl("key ttl", keyTtlMs);
     for (const r of records) this.#assertPlaced(r.page, fence.partition);
     this.#conn.assertOpen();
-    return restoreKeys(this.#conn, this.#keys, this.#now(), { fence, records, keyTtlMs, keepLive });
+    return restoreKeys(this.#conn, this.#keys, this.#now(), { fence, records, keyTtlMs });
+  }
+
+  async importKeys(
+    byPartition: ReadonlyMap<number, readonly KeyRestore[]>,
+    keyTtlMs: number,
+  ): Promise<number> {
+    assertTtl("key ttl", keyTtlMs);
+    for (const [partition, records] of byPartition)
+      for (const r of records) this.#assertPlaced(r.page, partition);
+    this.#conn.assertOpen();
+    return importKeys(this.#conn, this.#keys, this.#now(), { byPartition, keyTtlMs });
   }
 
   async increment(ops: readonly IncrementOp[], keyTtlMs: number): Promise<IncrementOutcome[]> {

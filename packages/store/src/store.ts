@@ -274,15 +274,17 @@ export interface Store {
    * that lost its last writes lost their keys with them, or holds an answer the owner corrected
    * since (the owner counted on from its own count). Each replaces the key's record, live for
    * `keyTtlMs` from now. The pages must be of the fence's partition. False (nothing written) when
-   * the fence is stale. With `keepLive`, a key that holds a live record keeps it: another data
-   * center's records (KeyReplication) never replace what this one answered.
+   * the fence is stale.
    */
-  restoreKeys(
-    fence: Fence,
-    keys: readonly KeyRestore[],
-    keyTtlMs: number,
-    keepLive?: boolean,
-  ): Promise<boolean>;
+  restoreKeys(fence: Fence, keys: readonly KeyRestore[], keyTtlMs: number): Promise<boolean>;
+  /**
+   * Stores other data centers' idempotency records (KeyReplication), by the partition of their
+   * pages, each live for `keyTtlMs` from now, only where the key holds no live record: this DC's
+   * own answers stay. Needs no fence (it never replaces a live record, so any node may import at
+   * any time, whoever holds the partition) and is not waited for by replicas (losing one reopens
+   * only the gap it closes). One round trip per server. Resolves with how many it wrote.
+   */
+  importKeys(keys: ReadonlyMap<number, readonly KeyRestore[]>, keyTtlMs: number): Promise<number>;
   /**
    * `listener` runs each time the store's connection is ready again after it dropped, to a server
    * that restarted meanwhile: it may have lost its last writes. Absent where nothing can drop (the
