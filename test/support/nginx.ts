@@ -123,8 +123,9 @@ export class Nginx {
 
   async stop(): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) {
-      // QUIT is nginx's graceful stop; it closes the proxied sockets it holds.
-      this.child.kill("SIGQUIT");
+      // TERM is nginx's fast stop: it closes every connection at once. (QUIT, the graceful one,
+      // waits for proxied sockets to end, as a reload's old workers do.)
+      this.child.kill("SIGTERM");
       const timer = setTimeout(() => this.child.kill("SIGKILL"), STOP_GRACE_MS);
       await this.#exited;
       clearTimeout(timer);

@@ -13,9 +13,13 @@ import { Reply, ambiguousLength } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
-export type UpgradeRefusal = "version" | "origin" | "per_ip" | "gateway_full" | "stopping";
+export type UpgradeRefusal = "not_websocket" | "version" | "origin" | "per_ip" | "gateway_full" | "stopping";
 
 const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; readonly message: string }>> = {
+  not_websocket: {
+    code: "upgrade_required",
+    message: "a WebSocket upgrade needs Upgrade: websocket and Connection: Upgrade",
+  },
   version: { code: "upgrade_required", message: "this gateway speaks WebSocket version 13 only" },
   origin: { code: "forbidden", message: "this origin may not connect" },
   per_ip: { code: "rate_limited", message: "too many connections from this address" },
@@ -57,6 +61,9 @@ export class EdgeGuard {
       res.close();
       return undefined;
     }
+    // uWS takes any request to /ws with a 24-character key for an upgrade; RFC 6455 4.2.1 asks for
+    // both headers, and a proxy passes a request without them on as plain HTTP (it would hang).
+    if (!isWebSocketUpgrade(req)) return this.#refuse(res, "not_websocket");
     // RFC 6455 4.4: a version the server does not speak is refused with the one it does. Versions
     // before 13 were drafts (hybi); uWS would frame them as 13.
     if (req.getHeader("sec-websocket-version") !== WEBSOCKET_VERSION) return this.#refuse(res, "version");
@@ -124,9 +131,18 @@ export class EdgeGuard {
   }
 }
 
+/** `Upgrade: websocket` and a `Connection` naming `upgrade` among its options, in any case. */
+function isWebSocketUpgrade(req: HttpRequest): boolean {
+  if (!/^\s*websocket\s*$/i.test(req.getHeader("upgrade"))) return false;
+  return req
+    .getHeader("connection")
+    .split(",")
+    .some((option) => option.trim().toLowerCase() === "upgrade");
+}
+
 function refusalError(reason: UpgradeRefusal): ProtocolError {
   const { code, message } = REFUSALS[reason];
-  return reason === "origin" || reason === "version"
+  return reason === "origin" || code === "upgrade_required"
     ? new ProtocolError(code, message)
     : new RetryLaterError(code, RETRY_AFTER_S, message);
 }
@@ -136,8 +152,12 @@ function refusalHeaders(err: ProtocolError): Record<string, string> {
   return err.code === "upgrade_required" ? UPGRADE_REQUIRED_HEADERS : {};
 }
 
-/** What a 426 names (RFC 6455 4.4, RFC 9110 15.5.22): the protocol to upgrade to, and its version. */
+/**
+ * What a 426 names (RFC 6455 4.4, RFC 9110 15.5.22): the protocol to upgrade to, and its version;
+ * a sender of Upgrade also names it in Connection (RFC 9110 7.8).
+ */
 export const UPGRADE_REQUIRED_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   upgrade: "websocket",
+  connection: "upgrade",
   "sec-websocket-version": WEBSOCKET_VERSION,
 });

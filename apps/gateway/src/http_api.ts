@@ -154,7 +154,7 @@ export class HttpApi {
             ...NO_STORE,
           });
         case "/ws":
-          // What uWS did not take as an upgrade: no Upgrade header, or no 24-character key.
+          // What uWS did not take as an upgrade: no 24-character key (EdgeGuard refuses the rest).
           route = "ws";
           if (req.method !== "GET") throw methodNotAllowed(req, "GET");
           throw new ProtocolError(

@@ -138,6 +138,16 @@ describe("gateway - who may connect", () => {
     }
     expect(await refused(platform, "version")).toBe(4);
     expect((await rawUpgrade(platform, {})).answer).toMatch(/^HTTP\/1\.1 101 /);
+    // Both headers RFC 6455 asks for, in any case and among other connection options (Firefox).
+    const firefox = { Upgrade: "WebSocket", Connection: "keep-alive, Upgrade" };
+    expect((await rawUpgrade(platform, firefox)).answer).toMatch(/^HTTP\/1\.1 101 /);
+    for (const headers of [{ Upgrade: undefined }, { Connection: undefined }, { Upgrade: "h2c" }]) {
+      const raw = await rawUpgrade(platform, headers);
+      expect(raw.answer, JSON.stringify(headers)).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
+      expect(raw.answer.toLowerCase()).toContain("\r\nconnection: upgrade\r\n");
+      expect(raw.closedByServer).toBe(true);
+    }
+    expect(await refused(platform, "not_websocket")).toBe(3);
     // No key, or one uWS does not take (24 characters): not an upgrade, so the HTTP side answers.
     for (const key of [undefined, "abc"]) {
       const raw = await rawUpgrade(platform, { "Sec-WebSocket-Key": key });
