@@ -1,0 +1,181 @@
+/**
+ * A new data center learning every page from its peer before it serves, simulated in one process on
+ * one clock (test/support/dc_simulation.ts): each page sent once, and the bootstrap finished on time
+ * when the peer's answers come late, are lost or fail.
+ */
+import { decodeMessage } from "@livecount/protocol";
+import { MemoryStore, StoreError } from "@livecount/store";
+import { afterEach, describe, expect, test } from "vitest";
+import { DcSimulation, SIM_ENV, type DropRule } from "../../../test/support/dc_simulation.js";
+import type { ManualClock } from "../../../test/support/manual_clock.js";
+import { expectEverywhere } from "./expect_everywhere.js";
+
+/** The pages a new DC learns from its peer in the bootstrap tests. */
+const LEARNT = Array.from({ length: 30 }, (_, i) => `learnt-${i}`);
+
+/** A store whose bucket digests, read at once, arrive `delayMs` of clock time later (a busy Redis's answer), or fail. */
+class LateBucketsStore extends MemoryStore {
+  delayMs = 0;
+
+  constructor(private readonly clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  /** Reads of bucket digests still to fail, as a timed-out Redis call would. */
+  failures = 0;
+
+  override async bucketDigests(partition: number): Promise<string[]> {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new StoreError("redis bucketDigests failed: Command timed out");
+    }
+    const digests = await super.bucketDigests(partition);
+    if (this.delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.delayMs));
+    return digests;
+  }
+}
+
+describe("counter - convergence across data centers (simulated clock)", () => {
+  let sim: DcSimulation;
+  afterEach(async () => sim.stop());
+
+  /**
+   * dc1 holds 30 pages with a like each; dc2, expecting dc1 as its peer, starts on an empty store
+   * once `beforeLink` has set the link's conditions (given `lateDc`'s store, whose bucket digests
+   * can be made late or fail). Resolves `settleMs` after dc2 is bootstrapped, every page checked in
+   * both, with the time from the link to dc2 ready.
+   */
+  async function newDcLearns(
+    lateDc: "dc1" | "dc2" | undefined,
+    beforeLink: (late: LateBucketsStore) => void,
+    settleMs: number,
+  ): Promise<number> {
+    sim = new DcSimulation();
+    const dc1 = sim.add("dc1");
+    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const late = new LateBucketsStore(sim.clock);
+    if (lateDc !== undefined) sim.dc(lateDc).store = late;
+    await sim.startAll(["dc1"]);
+    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    beforeLink(late);
+    const linkedAt = sim.clock.now();
+    sim.link("dc1", "dc2");
+    await dc2.start();
+    await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
+    const readyMs = sim.clock.now() - linkedAt;
+    await sim.run(settleMs);
+    await expectEverywhere(sim, ["dc1", "dc2"], new Map(LEARNT.map((page) => [page, 1])));
+    return readyMs;
+  }
+
+  /** Every page went from dc1 to dc2 once, and nothing came back. */
+  async function expectSentOnce(): Promise<void> {
+    const sent = 'livecount_counter_anti_entropy_pages_total{direction="sent"}';
+    expect(await sim.dc("dc1").metric(sent)).toBe(LEARNT.length);
+    expect(await sim.dc("dc2").metric(sent)).toBe(0);
+  }
+
+  test("counter - a new DC learns each page once, though its peer compares with it too on first contact", async () => {
+    // The new DC's bucket digests come late, as from a Redis busy with a bootstrap. While it drives
+    // the transfer dc1 answered to its bootstrap request, dc1 compares with it again (the follow-up
+    // after first contact): an answer read before dc1's pages merged, reaching dc1 after the
+    // transfer ended, had dc1 send every page a second time.
+    await newDcLearns("dc2", (late) => (late.delayMs = 1_500), 15_000);
+    await expectSentOnce();
+  });
+
+  test("counter - a new DC and its peer each deciding to drive before the other's pull arrives: the new DC drives, alone", async () => {
+    // dc2's answer to dc1's own first comparison comes after its bootstrap request (1 s late), and
+    // each side's pull takes 2 s to reach the other: dc1 would drive on that answer, and dc2 on
+    // dc1's answer to its request, neither seeing the other's pull in time.
+    await newDcLearns(
+      undefined,
+      () =>
+        (sim.delay = (from, _to, subject, data) => {
+          if (!subject.startsWith("lc.ae.")) return 0;
+          const msg = decodeMessage(data);
+          if (msg.type === "ae_entries" && msg.pull !== undefined) return 2_000;
+          return from === "dc2" && msg.type === "ae_buckets" && msg.bootstrap !== true ? 1_000 : 0;
+        }),
+      15_000,
+    );
+    await expectSentOnce();
+  });
+
+  /**
+   * The comparisons each DC starts on first contact are lost (one direction of a link comes back
+   * later than the other), so the new DC's bootstrap requests start its exchanges; `lost` picks
+   * other messages to lose.
+   */
+  function firstContactLost(
+    lost: (from: string, msg: ReturnType<typeof decodeMessage>) => boolean,
+  ): DropRule {
+    const linkedAt = sim.clock.now();
+    return (from, _to, subject, data) => {
+      if (!subject.startsWith("lc.ae.")) return false;
+      const msg = decodeMessage(data);
+      const firstContact = msg.type === "ae_summary" && msg.bootstrap === undefined;
+      return (firstContact && sim.clock.now() - linkedAt < 700) || lost(from, msg);
+    };
+  }
+
+  test("counter - a new DC whose peer's answers to its requests are lost once is ready a second later, not after the peer's 3 s", async () => {
+    const lostOnce = new Set<number>();
+    const readyMs = await newDcLearns(
+      undefined,
+      () =>
+        (sim.drop = firstContactLost((from, msg) => {
+          if (from !== "dc1" || msg.type !== "ae_buckets" || msg.bootstrap !== true) return false;
+          if (lostOnce.has(msg.partition)) return false;
+          lostOnce.add(msg.partition);
+          return true;
+        })),
+      5_000,
+    );
+    expect(lostOnce.size).toBeGreaterThan(0);
+    // Asked again a second later, the peer left each partition to the learner, which drives it at
+    // its next comparison with the peer (each had left it to the other before: ready after 4 s).
+    expect(readyMs).toBeLessThan(2_500);
+  });
+
+  test("counter - a peer whose store fails to read a partition's buckets answers the new DC's next request, and keeps running", async () => {
+    const readyMs = await newDcLearns(
+      "dc1",
+      (late) => {
+        sim.drop = firstContactLost(() => false);
+        // Every bucket-digest read of dc1 fails for a moment: the answers to the first requests.
+        late.failures = Number(SIM_ENV.LIVECOUNT_PARTITIONS);
+      },
+      5_000,
+    );
+    expect(readyMs).toBeLessThan(2_500);
+  });
+
+  test("counter - a peer slow to answer a new DC's requests answers each partition once, however often it is asked", async () => {
+    const requests = new Map<number, number>();
+    const answers = new Map<number, number>();
+    await newDcLearns(
+      "dc1",
+      (late) => {
+        // dc1's bucket digests come 2.5 s after they are asked for (a busy Redis): the new DC asks
+        // again each second meanwhile.
+        late.delayMs = 2_500;
+        sim.drop = (from, _to, subject, data) => {
+          if (!subject.startsWith("lc.ae.")) return false;
+          const msg = decodeMessage(data);
+          if (from === "dc2" && msg.type === "ae_summary")
+            for (const p of msg.bootstrap ?? []) requests.set(p, (requests.get(p) ?? 0) + 1);
+          if (from === "dc1" && msg.type === "ae_buckets" && msg.bootstrap === true)
+            answers.set(msg.partition, (answers.get(msg.partition) ?? 0) + 1);
+          return false;
+        };
+      },
+      10_000,
+    );
+    // Asked several times over, each partition that was answered was answered once.
+    expect(Math.max(...requests.values())).toBeGreaterThan(1);
+    expect(answers.size).toBeGreaterThan(0);
+    expect(Math.max(...answers.values())).toBe(1);
+  });
+});
