@@ -18,7 +18,7 @@ import {
   type Store,
 } from "@livecount/store";
 import { mulberry32, testSeed } from "../../../test/support/prng.js";
-import type { OpenStore } from "./store_contract.js";
+import type { OpenStore } from "./contract_stores.js";
 
 const START_MS = 1_700_000_000_000;
 const LEASE_MS = 10_000;

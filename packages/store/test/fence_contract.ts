@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { windowCounterOf } from "@livecount/protocol";
 import { StaleFenceError, type Fence, type Lease, type Store } from "@livecount/store";
-import { LEASE_MS, incrementOp, leaseOf, type OpenStore } from "./store_contract.js";
+import { LEASE_MS, incrementOp, leaseOf, type OpenStore } from "./contract_stores.js";
 
 const START_MS = 1_700_000_000_000;
 const KEY_TTL_MS = 60_000;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import { RedisStore, type IncrementOp, type Lease } from "../src/index.js";
 import { LinkProxy } from "../../../test/support/link_proxy.js";
 import { RedisServer, describeWithRedis } from "../../../test/support/redis_server.js";
-import { incrementOp } from "./store_contract.js";
+import { incrementOp } from "./contract_stores.js";
 
 const LEASE_MS = 60_000;
 const KEY_TTL_MS = 60_000;

@@ -17,7 +17,8 @@ import { describePurgeContract } from "./purge_contract.js";
 import { describeIncrementBatchContract } from "./increment_batch_contract.js";
 import { describeIncrementContract } from "./increment_contract.js";
 import { describeWindowContract } from "./window_contract.js";
-import { describeStoreContract, incrementOp } from "./store_contract.js";
+import { incrementOp } from "./contract_stores.js";
+import { describeStoreContract } from "./store_contract.js";
 
 const LEASE_MS = 60_000;
 const KEY_TTL_MS = 60_000;

@@ -1,45 +1,13 @@
 /**
  * The behaviour every Store must show, run against each implementation. Time is a manual clock
- * handed to the store, so lease and key expiry are exact and tests never sleep.
+ * handed to the store, so lease and key expiry are exact and tests never sleep. Here, leases; what
+ * a store holds of pages (write, load, listPages) is in page_entries_contract.ts, run in the same
+ * describe block.
  */
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import {
-  InvalidStoreInputError,
-  StoreError,
-  bucketOf,
-  type Fence,
-  type IncrementOp,
-  type Lease,
-  type Store,
-} from "@livecount/store";
-
-/** Opens a fresh, empty store reading time from `now`. */
-export type OpenStore = (now: () => number) => Promise<Store>;
-
-const START_MS = 1_700_000_000_000;
-export const LEASE_MS = 10_000;
-const KEY_TTL_MS = 60_000;
-
-/** A lease of `partition` for `node` (LEASE_MS); fails the test when another node holds it. */
-export async function leaseOf(store: Store, partition: number, node: string): Promise<Lease> {
-  const l = await store.acquire(partition, node, LEASE_MS);
-  if (l === null) throw new Error(`partition ${partition} is held by another node`);
-  return l;
-}
-
-/** An increment of p1's likes in dc1 by 1 under key k1, with `overrides`. */
-export function incrementOp(fence: Fence, overrides: Partial<IncrementOp> = {}): IncrementOp {
-  return {
-    fence,
-    page: "p1",
-    counter: "likes",
-    dc: "dc1",
-    delta: 1,
-    key: "k1",
-    payload: "first",
-    ...overrides,
-  };
-}
+import { InvalidStoreInputError, StoreError, type Lease, type Store } from "@livecount/store";
+import { LEASE_MS, START_MS, leaseOf, type OpenStore } from "./contract_stores.js";
+import { describePageEntries } from "./page_entries_contract.js";
 
 export function describeStoreContract(name: string, open: OpenStore): void {
   describe(`${name} contract`, () => {
@@ -59,7 +27,6 @@ export function describeStoreContract(name: string, open: OpenStore): void {
     });
 
     const lease = (partition = 0, node = "node-a"): Promise<Lease> => leaseOf(store, partition, node);
-    const op = incrementOp;
 
     describe("leases", () => {
       test(`${name} - acquire takes a free partition at epoch 1 until now + ttl`, async () => {
@@ -203,259 +170,12 @@ export function describeStoreContract(name: string, open: OpenStore): void {
       });
     });
 
-    describe("write", () => {
-      test(`${name} - write max-merges each field of each entry`, async () => {
-        const fence = await lease();
-        await store.write([
-          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 5, n: 1 } }] },
-        ]);
-        const stale = await store.write([
-          {
-            fence,
-            writes: [
-              { page: "p1", counter: "likes", dc: "dc1", entry: { p: 3, n: 4 } },
-              { page: "p1", counter: "likes", dc: "dc2", entry: { p: 7, n: 0 } },
-            ],
-          },
-        ]);
-        expect(stale).toEqual([]);
-        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 5, n: 4 }, dc2: { p: 7, n: 0 } } });
-      });
-
-      test(`${name} - indexed entries are listed per partition while non-zero, and only those`, async () => {
-        const fence = await lease(3);
-        const other = await lease(4);
-        const viewers = (page: string, p: number, n: number, indexed = true) => ({
-          page,
-          counter: "@viewers",
-          dc: "dc1",
-          entry: { p, n },
-          indexed,
-        });
-        await store.write([
-          { fence, writes: [viewers("a:*[x", 3, 1), viewers("b", 2, 2), viewers("c", 5, 0, false)] },
-          { fence: other, writes: [viewers("d", 1, 0)] },
-        ]);
-        expect(await store.nonZeroEntries(3)).toEqual([{ page: "a:*[x", counter: "@viewers", dc: "dc1" }]);
-        expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
-        // Back to zero: no longer listed. A stale fence changes nothing in the index either.
-        await store.write([{ fence, writes: [viewers("a:*[x", 3, 3)] }]);
-        expect(await store.nonZeroEntries(3)).toEqual([]);
-        advance(LEASE_MS);
-        await lease(4, "node-b");
-        expect(await store.write([{ fence: other, writes: [viewers("d", 1, 1)] }])).toEqual([other]);
-        expect(await store.nonZeroEntries(4)).toEqual([{ page: "d", counter: "@viewers", dc: "dc1" }]);
-      });
-
-      test(`${name} - a counter named __proto__ loads as a counter and pollutes nothing`, async () => {
-        const fence = await lease();
-        await store.write([
-          { fence, writes: [{ page: "p1", counter: "__proto__", dc: "dc1", entry: { p: 4, n: 1 } }] },
-        ]);
-        const record = await store.load("p1");
-        expect(Object.hasOwn(record, "__proto__")).toBe(true);
-        expect(Object.getOwnPropertyDescriptor(record, "__proto__")?.value).toEqual({ dc1: { p: 4, n: 1 } });
-        expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
-        expect(Object.hasOwn(Object.prototype, "dc1")).toBe(false);
-      });
-
-      test(`${name} - every read of whole pages keeps counters named like Object's properties`, async () => {
-        const fence = await lease();
-        const entry = { p: 4, n: 1 };
-        const names = ["__proto__", "constructor", "toString", "hasOwnProperty"];
-        await store.write([
-          { fence, writes: names.map((counter) => ({ page: "p1", counter, dc: "dc1", entry })) },
-        ]);
-        const expected = Object.fromEntries(names.map((counter) => [counter, { dc1: entry }]));
-        const [many] = await store.loadMany(["p1"]);
-        const inBucket = (await store.bucketPages(0, [bucketOf("p1")])).get("p1")!;
-        for (const record of [await store.load("p1"), many!, inBucket]) {
-          expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
-          for (const counter of names) {
-            expect(Object.getOwnPropertyDescriptor(record, counter)?.value).toEqual({ dc1: entry });
-          }
-          expect(record).toEqual(expected);
-        }
-      });
-
-      test(`${name} - write keeps counts exact up to the largest safe integer`, async () => {
-        const fence = await lease();
-        const entry = { p: Number.MAX_SAFE_INTEGER, n: Number.MAX_SAFE_INTEGER - 1 };
-        await store.write([{ fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry }] }]);
-        expect(await store.load("p1")).toEqual({ likes: { dc1: entry } });
-      });
-
-      test(`${name} - a zero entry for an absent one writes nothing`, async () => {
-        const fence = await lease();
-        await store.write([
-          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 0, n: 0 } }] },
-        ]);
-        expect(await store.load("p1")).toEqual({});
-        expect(await store.listPages("", undefined, 10)).toEqual({ pages: [], cursor: undefined });
-      });
-
-      test(`${name} - write rejects a stale fence and writes nothing of it`, async () => {
-        const taken = await lease(0, "node-a");
-        const released = await lease(1, "node-a");
-        await store.release(released);
-        advance(LEASE_MS);
-        const current = await lease(0, "node-b");
-        const w = { page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } };
-        const inReleased = { ...w, page: "p2" };
-        expect(await store.write([{ fence: taken, writes: [w] }])).toEqual([taken]);
-        expect(await store.write([{ fence: released, writes: [inReleased] }])).toEqual([released]);
-        expect(
-          await store.write([{ fence: { ...current, epoch: current.epoch + 1 }, writes: [w] }]),
-        ).toHaveLength(1);
-        expect(await store.write([{ fence: taken, writes: [w] }])).toEqual([taken]);
-        expect(await store.load("p1")).toEqual({});
-        expect(await store.load("p2")).toEqual({});
-      });
-
-      test(`${name} - write applies every current group and returns the one stale fence`, async () => {
-        const a = await lease(0, "node-a");
-        const lost = await lease(1, "node-a");
-        advance(LEASE_MS - 1);
-        const b = await store.acquire(2, "node-a", LEASE_MS);
-        await store.acquire(0, "node-a", LEASE_MS);
-        advance(1); // partition 1 expires and another node takes it; 0 was re-acquired, 2 is fresh
-        await lease(1, "node-b");
-        const stale = await store.write([
-          { fence: a, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
-          { fence: lost, writes: [{ page: "p2", counter: "likes", dc: "dc1", entry: { p: 2, n: 0 } }] },
-          { fence: b!, writes: [{ page: "p3", counter: "likes", dc: "dc1", entry: { p: 3, n: 0 } }] },
-        ]);
-        expect(stale).toEqual([lost]);
-        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
-        expect(await store.load("p2")).toEqual({});
-        expect(await store.load("p3")).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
-      });
-
-      test(`${name} - write rejects a malformed entry before applying anything`, async () => {
-        const fence = await lease();
-        const call = store.write([
-          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
-          { fence, writes: [{ page: "p2", counter: "likes", dc: "dc1", entry: { p: -1, n: 0 } }] },
-        ]);
-        await expect(call).rejects.toBeInstanceOf(InvalidStoreInputError);
-        expect(await store.load("p1")).toEqual({});
-      });
-    });
-
-    describe("load", () => {
-      test(`${name} - load returns every counter and data center of the page`, async () => {
-        const fence = await lease();
-        await store.write([
-          {
-            fence,
-            writes: [
-              { page: "p1", counter: "viewers", dc: "eu-1", entry: { p: 10, n: 4 } },
-              { page: "p1", counter: "viewers", dc: "us:east", entry: { p: 3, n: 3 } },
-              { page: "p1", counter: "a:b.c-d_e", dc: "eu-1", entry: { p: 1, n: 0 } },
-              { page: "p2", counter: "viewers", dc: "eu-1", entry: { p: 9, n: 0 } },
-            ],
-          },
-        ]);
-        await store.increment([op(fence, { counter: "likes", dc: "ap-1", delta: -1 })], KEY_TTL_MS);
-        expect(await store.load("p1")).toEqual({
-          viewers: { "eu-1": { p: 10, n: 4 }, "us:east": { p: 3, n: 3 } },
-          "a:b.c-d_e": { "eu-1": { p: 1, n: 0 } },
-          likes: { "ap-1": { p: 0, n: 1 } },
-        });
-        expect(await store.load("nothing-here")).toEqual({});
-      });
-
-      test(`${name} - load returns a copy the caller may change`, async () => {
-        const fence = await lease();
-        await store.write([
-          { fence, writes: [{ page: "p1", counter: "likes", dc: "dc1", entry: { p: 1, n: 0 } }] },
-        ]);
-        const record = await store.load("p1");
-        (record.likes!.dc1 as { p: number }).p = 99;
-        delete record.likes;
-        expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 1, n: 0 } } });
-      });
-    });
-
-    describe("listPages", () => {
-      const ids = [
-        "article-2",
-        "article-10",
-        "article-1",
-        "art:*[x]\\",
-        "article:[a",
-        "article*",
-        "b",
-        "a",
-        "~",
-      ];
-
-      beforeEach(async () => {
-        const fence = await lease();
-        const writes = ids.map((page) => ({ page, counter: "viewers", dc: "dc1", entry: { p: 1, n: 0 } }));
-        await store.write([{ fence, writes }]);
-      });
-
-      async function listAll(prefix: string, limit: number): Promise<string[][]> {
-        const batches: string[][] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await store.listPages(prefix, cursor, limit);
-          batches.push(page.pages);
-          cursor = page.cursor;
-        } while (cursor !== undefined);
-        return batches;
-      }
-
-      test(`${name} - listPages returns the ids under a prefix in byte order`, async () => {
-        expect(await store.listPages("article", undefined, 100)).toEqual({
-          pages: ["article*", "article-1", "article-10", "article-2", "article:[a"],
-          cursor: undefined,
-        });
-        expect((await store.listPages("", undefined, 100)).pages).toEqual([...ids].sort());
-        expect((await store.listPages("zzz", undefined, 100)).pages).toEqual([]);
-      });
-
-      test(`${name} - listPages pages through with a cursor`, async () => {
-        expect(await listAll("article", 2)).toEqual([
-          ["article*", "article-1"],
-          ["article-10", "article-2"],
-          ["article:[a"],
-        ]);
-        expect(await listAll("", 3)).toEqual([
-          ["a", "art:*[x]\\", "article*"],
-          ["article-1", "article-10", "article-2"],
-          ["article:[a", "b", "~"],
-        ]);
-      });
-
-      test(`${name} - listPages treats ':' '*' '[' and '\\' in a prefix literally`, async () => {
-        expect((await store.listPages("art:*[", undefined, 10)).pages).toEqual(["art:*[x]\\"]);
-        expect((await store.listPages("art:*[x]\\", undefined, 10)).pages).toEqual(["art:*[x]\\"]);
-        expect((await store.listPages("article:[", undefined, 10)).pages).toEqual(["article:[a"]);
-        expect((await store.listPages("article*", undefined, 10)).pages).toEqual(["article*"]);
-        expect((await store.listPages("[", undefined, 10)).pages).toEqual([]);
-      });
-
-      test(`${name} - listPages stays within the prefix whatever the cursor`, async () => {
-        expect((await store.listPages("article-", "a", 10)).pages).toEqual([
-          "article-1",
-          "article-10",
-          "article-2",
-        ]);
-        expect((await store.listPages("article-", "article-10", 10)).pages).toEqual(["article-2"]);
-        expect(await store.listPages("article-", "zzz", 10)).toEqual({ pages: [], cursor: undefined });
-      });
-
-      test(`${name} - listPages includes pages created by increments`, async () => {
-        const fence = await lease();
-        await store.increment([op(fence, { page: "article-0" })], KEY_TTL_MS);
-        expect((await store.listPages("article-", undefined, 1)).pages).toEqual(["article-0"]);
-      });
-
-      test(`${name} - listPages rejects a limit below 1`, async () => {
-        await expect(store.listPages("", undefined, 0)).rejects.toBeInstanceOf(InvalidStoreInputError);
-      });
+    describePageEntries(name, {
+      get store() {
+        return store;
+      },
+      advance,
+      lease,
     });
 
     test(`${name} - calls after close reject with a StoreError`, async () => {

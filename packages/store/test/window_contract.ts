@@ -16,7 +16,7 @@ import {
   type Store,
 } from "@livecount/store";
 import { pageIn } from "./convergence_contract.js";
-import type { OpenStore } from "./store_contract.js";
+import type { OpenStore } from "./contract_stores.js";
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
