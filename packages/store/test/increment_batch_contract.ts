@@ -5,8 +5,8 @@
  */
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { bucketOf, type Fence, type IncrementOp, type Lease, type Store } from "@livecount/store";
-import type { OpenStore } from "./contract_stores.js";
-import { expectedDigest, pageIn } from "./convergence_contract.js";
+import { pageIn, type OpenStore } from "./contract_stores.js";
+import { expectedDigest } from "./convergence_contract.js";
 
 const START_MS = 1_700_000_000_000;
 const LEASE_MS = 10_000;

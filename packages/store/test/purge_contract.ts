@@ -18,8 +18,7 @@ import {
   type PageRecord,
   type Store,
 } from "@livecount/store";
-import { pageIn } from "./convergence_contract.js";
-import type { OpenStore } from "./contract_stores.js";
+import { pageIn, type OpenStore } from "./contract_stores.js";
 
 const START_MS = 1_700_000_000_000;
 const LEASE_MS = 60_000;

@@ -15,8 +15,7 @@ import {
   type Lease,
   type Store,
 } from "@livecount/store";
-import { pageIn } from "./convergence_contract.js";
-import type { OpenStore } from "./contract_stores.js";
+import { pageIn, type OpenStore } from "./contract_stores.js";
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
