@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { readCounter } from "../support/audience.js";
+import { readCounter } from "../support/counter_reads.js";
 import { ClusterProcess, TIMINGS } from "../support/cluster.js";
 import { startCluster } from "../support/fault_scenes.js";
 import { eventually, sleep } from "../support/eventually.js";

@@ -12,14 +12,9 @@
 import { HashRing, partitionOf } from "@livecount/ring";
 import { Redis } from "ioredis";
 import { expect, onTestFinished, test } from "vitest";
-import {
-  Audience,
-  LikeLedger,
-  expectExact,
-  longestDip,
-  monitorLikeReads,
-  readCounter,
-} from "../support/audience.js";
+import { Audience, longestDip } from "../support/audience.js";
+import { expectExact, monitorLikeReads, readCounter } from "../support/counter_reads.js";
+import { LikeLedger } from "../support/like_ledger.js";
 import { TIMINGS, type ClusterProcess, type TestCluster } from "../support/cluster.js";
 import { pageIds } from "../support/cluster_scene.js";
 import { finishLikes, random, seatAudience, startChurn, startCluster } from "../support/fault_scenes.js";

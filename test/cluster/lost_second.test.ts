@@ -13,7 +13,7 @@
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
-import { readCounter } from "../support/audience.js";
+import { readCounter } from "../support/counter_reads.js";
 import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { pageIds } from "../support/cluster_scene.js";
 import { eventually, sleep } from "../support/eventually.js";

@@ -6,7 +6,7 @@
  */
 import { expect, onTestFinished, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { readCounter } from "../support/audience.js";
+import { readCounter } from "../support/counter_reads.js";
 import type { ClusterProcess } from "../support/cluster.js";
 import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { startCluster } from "../support/fault_scenes.js";

@@ -11,7 +11,9 @@
  * exact, and no acknowledged like is lost or counted twice.
  */
 import { expect, onTestFinished, test } from "vitest";
-import { LikeLedger, expectExact, type Audience } from "../support/audience.js";
+import type { Audience } from "../support/audience.js";
+import { expectExact } from "../support/counter_reads.js";
+import { LikeLedger } from "../support/like_ledger.js";
 import { partitionOf } from "@livecount/ring";
 import { CLUSTER_PUBLISHER_KEY, TIMINGS, type TestCluster } from "../support/cluster.js";
 import { finishLikes, random, seatAudience, startChurn, startCluster } from "../support/fault_scenes.js";

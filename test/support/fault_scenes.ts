@@ -4,9 +4,10 @@
  * test ends.
  */
 import { onTestFinished } from "vitest";
-import { Audience, seededRandom, type AudienceOptions, type Churn, type LikeRun } from "./audience.js";
+import { Audience, seededRandom, type AudienceOptions, type Churn } from "./audience.js";
 import { TestCluster, type ClusterProcess, type TestClusterOptions } from "./cluster.js";
 import { pageIds } from "./cluster_scene.js";
+import type { LikeRun } from "./like_ledger.js";
 
 /** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
 export async function startCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
