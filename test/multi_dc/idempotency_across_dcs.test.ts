@@ -41,6 +41,8 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
   let multi: MultiDc;
   beforeAll(async () => {
     multi = await MultiDc.start();
+    // A DC sends keys once it has heard another (or LIVECOUNT_PEER_DCS names one).
+    await Promise.all([multi.dc("dc1").waitHeard("dc2"), multi.dc("dc2").waitHeard("dc1")]);
   }, TEST_TIMEOUT_MS);
   afterAll(async () => {
     await multi?.stop();

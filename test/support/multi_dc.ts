@@ -21,7 +21,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { onTestFinished } from "vitest";
+import { expect, onTestFinished } from "vitest";
 import { ClusterProcess, TIMINGS, clusterEnv, type ProcessKind } from "./cluster.js";
 import { eventually } from "./eventually.js";
 import { LinkProxyPair } from "./link_proxy.js";
@@ -137,6 +137,17 @@ export class TestDc {
           );
       },
       { timeoutMs, intervalMs: 50, message: `${this.name}: counter nodes balanced` },
+    );
+  }
+
+  /** Waits until every counter node of this DC has heard `remote`'s heartbeats (it is up for them). */
+  async waitHeard(remote: string, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+    await eventually(
+      async () => {
+        for (const c of this.counters)
+          expect(await c.metric("livecount_counter_dc_up", `dc="${remote}"`), c.nodeId).toBe(1);
+      },
+      { timeoutMs, intervalMs: 50, message: `${this.name} hears ${remote}` },
     );
   }
 

@@ -198,7 +198,8 @@ export class CounterNode {
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       isLive: (dc) => this.#liveness.isLive(dc),
-      othersLive: () => this.#liveness.liveRemotes().length > 0,
+      // Another DC may hear: one was heard (live or cut off now) or is expected.
+      othersLive: () => this.#liveness.hasRemotes || config.peerDcs.length > 0,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({

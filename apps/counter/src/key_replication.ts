@@ -13,7 +13,7 @@
  * `maxQueued` keys wait; past it new ones are dropped (counted).
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
- * answered, at the link's latency), during a cut (nothing is queued for a DC not heard), or in a DC
+ * answered, at the link's latency), during a cut (nothing is queued for a DC cut off), or in a DC
  * rebuilt since (keys are not carried by anti-entropy) counts again; an imported key is not kept in
  * the receiver's memory (RecentKeys), so a Redis there that restarts without its last second loses
  * the keys of that second.
@@ -38,7 +38,10 @@ export interface KeyReplicationOptions {
   readonly enabled: boolean;
   /** LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS: other DCs' keys waiting for the store, at most. */
   readonly maxQueued: number;
-  /** Whether some other data center is heard now (DcLiveness). */
+  /**
+   * Whether another data center may hear the keys: one was heard since the start (live or cut off
+   * now: nothing is queued for it, NATS drops what no one hears), or LIVECOUNT_PEER_DCS names one.
+   */
   readonly othersLive: () => boolean;
 }
 

@@ -24,7 +24,7 @@ export interface PageUnitsOptions {
   /** RecentKeysOptions.memoryMs and maxKeys. */
   readonly idempotencyMemoryMs: number;
   readonly idempotencyMemoryKeys: number;
-  /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS, and whether another DC is heard now (KeyReplication). */
+  /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS, and whether another DC may hear the keys (KeyReplication). */
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
   readonly othersLive?: () => boolean;
