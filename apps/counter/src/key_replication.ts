@@ -8,9 +8,10 @@
  * own, keeping its own where both hold a key (`Store.importKeys`). A retry that arrives after the
  * keys is answered as the change it repeats, whichever DC it reaches.
  *
- * Imports go one store call at a time, each taking every key that arrived meanwhile, and are not
- * waited for by replicas: they never hold up the DC's own changes behind a WAIT. At most
- * `maxQueued` keys wait; past it new ones are dropped (counted).
+ * Imports go one store call at a time, each with up to IMPORT_BATCH of the keys that arrived
+ * meanwhile, and are not waited for by replicas: the DC's own changes wait behind at most one such
+ * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped
+ * (counted).
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut (nothing is queued for a DC cut off), or in a DC
@@ -44,6 +45,12 @@ export interface KeyReplicationOptions {
    */
   readonly othersLive: () => boolean;
 }
+
+/**
+ * Keys per store call: Redis runs a call's scripts back to back, and this DC's own changes queue
+ * behind them (200 keys, one script: about 1.5 ms; a round of 1,024 kept them 8 ms).
+ */
+const IMPORT_BATCH = 200;
 
 export class KeyReplication {
   readonly #o: KeyReplicationOptions;
@@ -126,10 +133,7 @@ export class KeyReplication {
     this.#importing = true;
     try {
       while (this.#queuedKeys > 0) {
-        const batch = this.#queued;
-        const count = this.#queuedKeys;
-        this.#queued = new Map();
-        this.#queuedKeys = 0;
+        const { batch, count } = this.#take(IMPORT_BATCH);
         try {
           const stored = await store.importKeys(batch, keyTtlMs);
           if (stored > 0) metrics.keysAcrossDcs.inc({ outcome: "stored" }, stored);
@@ -142,5 +146,20 @@ export class KeyReplication {
     } finally {
       this.#importing = false;
     }
+  }
+
+  /** Takes up to `limit` queued keys, oldest partitions first. */
+  #take(limit: number): { batch: Map<number, KeyRestore[]>; count: number } {
+    const batch = new Map<number, KeyRestore[]>();
+    let count = 0;
+    for (const [partition, keys] of this.#queued) {
+      const taken = keys.length <= limit - count ? keys : keys.splice(0, limit - count);
+      batch.set(partition, taken);
+      count += taken.length;
+      if (taken === keys) this.#queued.delete(partition);
+      if (count === limit) break;
+    }
+    this.#queuedKeys -= count;
+    return { batch, count };
   }
 }

@@ -173,7 +173,33 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await answerOf(stores.dc2, "l")).toBe("applied");
   });
 
-  test("counter - nothing is sent while no other DC is heard, nor received when turned off; a publish that throws is counted, not thrown", async () => {
+  test("counter - a backlog goes to the store 200 keys a call, whatever the partitions", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    nodeOf(bus, stores.dc2, "dc2", { maxQueued: 10_000 });
+    const sizes: number[] = [];
+    const importKeys = stores.dc2.importKeys.bind(stores.dc2);
+    stores.dc2.importKeys = (keys, ttl) => {
+      sizes.push([...keys.values()].reduce((n, list) => n + list.length, 0));
+      return importKeys(keys, ttl);
+    };
+    stores.dc2.hold();
+    one.keys.send(new Map([[PARTITION, [like("first")]]]));
+    await clock.advance(0);
+    const other = partitionOf(ELSEWHERE, PARTITIONS);
+    const many = (page: string, n: number) => Array.from({ length: n }, (_, i) => like(`${page}-${i}`, page));
+    one.keys.send(new Map([[PARTITION, many(PAGE, 150)]]));
+    one.keys.send(new Map([[other, many(ELSEWHERE, 300)]]));
+    await clock.advance(0);
+    stores.dc2.open();
+    await clock.advance(0);
+    expect(sizes).toEqual([1, 200, 200, 50]);
+    expect(await answerOf(stores.dc2, `${ELSEWHERE}-299`, ELSEWHERE)).toBe(
+      like(`${ELSEWHERE}-299`, ELSEWHERE).payload,
+    );
+  });
+
+  test("counter - nothing is sent before another DC may hear it, nor received when turned off; a publish that throws is counted, not thrown", async () => {
     const { clock, bus, stores } = setUp();
     let heard = false;
     expect(nodeOf(bus, stores.dc1, "dc1", { othersLive: () => heard }).keys.sending).toBe(false);
