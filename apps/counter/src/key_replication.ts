@@ -127,7 +127,7 @@ export class KeyReplication {
     if (!this.#importing) void this.#import();
   }
 
-  /** One store call at a time, each with every key queued by then. */
+  /** One store call at a time, each with up to IMPORT_BATCH of the keys queued by then. */
   async #import(): Promise<void> {
     const { store, keyTtlMs, metrics, logger } = this.#o;
     this.#importing = true;
