@@ -1,8 +1,9 @@
 /**
  * The gateway behind nginx, as infra/nginx/livecount.conf ships it: sockets, event streams and the
- * HTTP API through a real nginx, each client counted as itself (X-Forwarded-For), and a change never
- * sent to a second gateway after the first failed with it. The "failing gateway" is a TCP server
- * that reads a request and drops the connection, as a gateway killed while serving it would.
+ * HTTP API through a real nginx, each client counted as itself (X-Forwarded-For), a keyed change
+ * that met a failing gateway sent on to the next and counted once, an unkeyed one never sent again,
+ * the client's Host with its port. The "failing gateway" is a TCP server that reads a request and
+ * drops the connection, as a gateway killed while serving it would.
  */
 import { createServer, connect, type Server } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";

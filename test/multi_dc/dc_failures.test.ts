@@ -103,17 +103,11 @@ describeWithServers("multi-dc - failures between data centers", () => {
       logsOnFailure();
       const page = "idem-across-dcs";
       const [api1, api2] = [publisherOf(dc1), publisherOf(dc2)];
-      /** Keys of dc1's that dc2's counter nodes stored (KeyReplication). */
-      const keysInDc2 = async (): Promise<number> => {
-        const metric = "livecount_counter_idempotency_keys_across_dcs_total";
-        const each = await Promise.all(dc2.counters.map((c) => c.metric(metric, 'outcome="stored"')));
-        return each.reduce((a, b) => a + b, 0);
-      };
       // dc1 sends keys once it has heard dc2 (or LIVECOUNT_PEER_DCS names it).
       await dc1.waitHeard("dc2");
-      const before = await keysInDc2();
+      const before = await dc2.keysStored();
       const waitKeys = (count: number): Promise<void> =>
-        eventually(async () => expect(await keysInDc2()).toBeGreaterThanOrEqual(before + count), {
+        eventually(async () => expect(await dc2.keysStored()).toBeGreaterThanOrEqual(before + count), {
           timeoutMs: CONVERGE_MS,
           message: `dc2 stored ${count} keys of dc1`,
         });

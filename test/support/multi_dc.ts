@@ -140,6 +140,13 @@ export class TestDc {
     );
   }
 
+  /** Other DCs' idempotency keys this DC's counter nodes stored (KeyReplication), summed. */
+  async keysStored(): Promise<number> {
+    const metric = "livecount_counter_idempotency_keys_across_dcs_total";
+    const each = await Promise.all(this.counters.map((c) => c.metric(metric, 'outcome="stored"')));
+    return each.reduce((a, b) => a + b, 0);
+  }
+
   /** Waits until every counter node of this DC has heard `remote`'s heartbeats (it is up for them). */
   async waitHeard(remote: string, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
     await eventually(

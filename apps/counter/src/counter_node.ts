@@ -199,7 +199,7 @@ export class CounterNode {
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       isLive: (dc) => this.#liveness.isLive(dc),
       // Another DC may hear: one was heard (live or cut off now) or is expected.
-      othersLive: () => this.#liveness.hasRemotes || config.peerDcs.length > 0,
+      mayBeHeard: () => this.#liveness.hasRemotes || config.peerDcs.length > 0,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({

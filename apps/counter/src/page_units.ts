@@ -24,10 +24,11 @@ export interface PageUnitsOptions {
   /** RecentKeysOptions.memoryMs and maxKeys. */
   readonly idempotencyMemoryMs: number;
   readonly idempotencyMemoryKeys: number;
-  /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS, and whether another DC may hear the keys (KeyReplication). */
+  /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS and _IMPORT_MAX_KEYS (KeyReplication). */
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
-  readonly othersLive?: () => boolean;
+  /** Whether another DC may hear the keys (KeyReplicationOptions.mayBeHeard); default never. */
+  readonly mayBeHeard?: () => boolean;
   readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -97,7 +98,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     keyTtlMs: o.idempotencyTtlMs,
     enabled: o.idempotencyAcrossDcs,
     maxQueued: o.idempotencyImportMaxKeys,
-    othersLive: o.othersLive ?? (() => false),
+    mayBeHeard: o.mayBeHeard ?? (() => false),
   });
   const recentKeys = new RecentKeys({
     clock,

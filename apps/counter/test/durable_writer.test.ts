@@ -3,7 +3,7 @@
  * manual clock): nothing is published before it is written, failed writes are retried, a flush
  * keeps within LIVECOUNT_FLUSH_MAX_WRITES, and draining writes every dirty page. Unique-visitor
  * registers at the bound are in durable_writer_registers.test.ts; increments, resets and
- * anti-entropy merges in durable_writer_commits.test.ts.
+ * anti-entropy merges in durable_writer_commits.test.ts, with a drain of queued increments.
  */
 import { VIEWERS_COUNTER } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";

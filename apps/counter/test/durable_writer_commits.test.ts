@@ -1,8 +1,8 @@
 /**
  * What the durable writer commits on request (units wired as the node wires them, manual clock):
  * increments and resets acknowledged only once durable and published, answered unavailable when
- * the store fails, retries of a lost answer, and anti-entropy merges written before they are
- * published and never too many at once.
+ * the store fails, retries of a lost answer, a drain of queued increments, and anti-entropy merges
+ * written before they are published and never too many at once.
  */
 import {
   VIEWERS_COUNTER,

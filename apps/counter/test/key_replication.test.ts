@@ -1,6 +1,6 @@
 /**
- * Idempotency keys across data centers (key_replication.ts): two DCs' counter nodes on one in-memory
- * bus, each DC with its own store. What one DC sends, one node of the other stores beside its own
+ * Idempotency keys across data centers (key_replication.ts): KeyReplication instances standing for
+ * two DCs' counter nodes on one in-memory bus, each DC with its own store. What one DC sends, one node of the other stores beside its own
  * keys, whoever holds the partition; imports go one store call at a time, bounded; RecentKeys hands
  * over the keys of changes the store applied or replayed, never of errors.
  */
@@ -34,7 +34,7 @@ function nodeOf(
   bus: MemoryBus,
   store: Store,
   dc: string,
-  options: { enabled?: boolean; maxQueued?: number; othersLive?: () => boolean } = {},
+  options: { enabled?: boolean; maxQueued?: number; mayBeHeard?: () => boolean } = {},
 ): Node {
   const metrics = new CounterMetrics(new Registry(), {
     partitionsOwned: () => 1,
@@ -50,7 +50,7 @@ function nodeOf(
     keyTtlMs: KEY_TTL_MS,
     enabled: options.enabled ?? true,
     maxQueued: options.maxQueued ?? 1000,
-    othersLive: options.othersLive ?? (() => true),
+    mayBeHeard: options.mayBeHeard ?? (() => true),
   });
   keys.start();
   return { keys, metrics };
@@ -135,16 +135,33 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await outcomes(twoC)).toEqual({ stored: 1 });
   });
 
-  test("counter - a malformed message, or a page under another partition's subject, is dropped; what follows is stored", async () => {
+  test("counter - a malformed message, or a page under another partition's subject, is dropped and counted; what follows is stored", async () => {
     const { clock, bus, stores } = setUp();
     const one = nodeOf(bus, stores.dc1, "dc1");
-    nodeOf(bus, stores.dc2, "dc2");
-    bus.publish(partitionKeysSubject(PARTITION), new Uint8Array([0xc1]));
-    bus.publish(partitionKeysSubject(PARTITION), encodeMessage({ type: "ack" }));
+    const two = nodeOf(bus, stores.dc2, "dc2");
+    bus.publish(partitionKeysSubject("dc1", PARTITION), new Uint8Array([0xc1]));
+    bus.publish(partitionKeysSubject("dc1", PARTITION), encodeMessage({ type: "ack" }));
     one.keys.send(new Map([[PARTITION, [like("k1"), like("k2", ELSEWHERE)]]]));
     await clock.advance(0);
     expect(await answerOf(stores.dc2, "k1")).toBe(like("k1").payload);
     expect(await answerOf(stores.dc2, "k2", ELSEWHERE)).toBe("applied");
+    expect(await outcomes(two)).toEqual({ malformed: 3, stored: 1 });
+  });
+
+  test("counter - a node that stops drops what it still holds, counted, and calls the store no more", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    const two = nodeOf(bus, stores.dc2, "dc2");
+    stores.dc2.hold();
+    one.keys.send(new Map([[PARTITION, [like("a")]]]));
+    await clock.advance(0);
+    one.keys.send(new Map([[PARTITION, [like("b"), like("c")]]]));
+    await clock.advance(0);
+    two.keys.stop();
+    stores.dc2.open();
+    await clock.advance(0);
+    expect(stores.dc2.calls).toBe(1);
+    expect(await outcomes(two)).toEqual({ dropped: 2, stored: 1 });
   });
 
   test("counter - imports go one store call at a time, each with every key that came meanwhile, at most LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS waiting", async () => {
@@ -202,7 +219,7 @@ describe("counter - idempotency keys across data centers", () => {
   test("counter - nothing is sent before another DC may hear it, nor received when turned off; a publish that throws is counted, not thrown", async () => {
     const { clock, bus, stores } = setUp();
     let heard = false;
-    expect(nodeOf(bus, stores.dc1, "dc1", { othersLive: () => heard }).keys.sending).toBe(false);
+    expect(nodeOf(bus, stores.dc1, "dc1", { mayBeHeard: () => heard }).keys.sending).toBe(false);
     heard = true;
     const off = nodeOf(bus, stores.dc1, "dc1", { enabled: false });
     expect(off.keys.sending).toBe(false);

@@ -43,6 +43,7 @@ export {
   partitionPagesSubject,
   partitionKeysSubject,
   KEYS_SUBJECTS,
+  keysSubjectDc,
   DCS_SUBJECT,
   SUBJECT_ROOT,
 } from "./subjects.js";

@@ -7,7 +7,7 @@
  * |------------------------|----------------|------------------------------|-------------------------------------------------|
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
  * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
- * | `lc.keys.<part>`       | publish        | AppliedKeys                  | a partition's owner -> one counter node per other DC |
+ * | `lc.keys.<dc>.<part>`  | publish        | AppliedKeys                  | a partition's owner in `<dc>` -> one counter node per DC (queue group); `<dc>`'s own drop it unread |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
  * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
@@ -97,16 +97,25 @@ export function partitionPagesSubject(partition: number): string {
 }
 
 /**
- * The idempotency keys of changes answered on pages of `partition`, from its owner in each DC to the
- * other DCs (a retry that lands in another DC is answered as the change it repeats).
+ * The idempotency keys of changes answered on pages of `partition` by its owner in `dc`, for the
+ * other DCs (a retry that lands in another DC is answered as the change it repeats). The sending DC
+ * is in the subject, so its own nodes drop their own without decoding them.
  */
-export function partitionKeysSubject(partition: number): string {
+export function partitionKeysSubject(dc: string, partition: number): string {
+  assertToken("dc", dc);
   assertPartition(partition);
-  return `${KEYS_PREFIX}${partition}`;
+  return `${KEYS_PREFIX}${dc}.${partition}`;
 }
 
-/** Every partition's keys (`partitionKeysSubject`): what one counter node per DC takes, as a queue group. */
-export const KEYS_SUBJECTS = `${KEYS_PREFIX}*`;
+/** Every DC's keys of every partition: what one counter node per DC takes, as a queue group. */
+export const KEYS_SUBJECTS = `${KEYS_PREFIX}*.*`;
+
+/** The sending DC's token of a keys subject (`partitionKeysSubject`), or undefined. */
+export function keysSubjectDc(subject: string): string | undefined {
+  if (!subject.startsWith(KEYS_PREFIX)) return undefined;
+  const dot = subject.indexOf(".", KEYS_PREFIX.length);
+  return dot < 0 ? undefined : subject.slice(KEYS_PREFIX.length, dot);
+}
 
 /** The page id of a page subject, or undefined when `subject` is not one `pageSubject` makes. */
 export function pageFromSubject(subject: string): string | undefined {

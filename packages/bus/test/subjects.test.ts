@@ -6,6 +6,9 @@ import {
   gatewaysSubject,
   InvalidSubjectError,
   isSubject,
+  KEYS_SUBJECTS,
+  keysSubjectDc,
+  partitionKeysSubject,
   nodeSubject,
   nodesSubject,
   pageFromSubject,
@@ -94,6 +97,17 @@ describe("subjects - page subjects", () => {
     expect(patternMatches(tokensOf("lc.page.7.*"), tokensOf(subject))).toBe(false);
     expect(() => dcUpdatesSubject("d c", 7)).toThrow(InvalidSubjectError);
     expect(() => dcUpdatesSubject("dc1", -1)).toThrow(InvalidSubjectError);
+  });
+
+  it("gives each DC's keys of a partition a subject its queue group's wildcard matches, naming the DC", () => {
+    const subject = partitionKeysSubject("dc-eu_1", 7);
+    expect(subject).toBe("lc.keys.dc-eu_1.7");
+    expect(patternMatches(tokensOf(KEYS_SUBJECTS), tokensOf(subject))).toBe(true);
+    expect(patternMatches(tokensOf("lc.page.7.*"), tokensOf(subject))).toBe(false);
+    expect(keysSubjectDc(subject)).toBe("dc-eu_1");
+    expect(keysSubjectDc(dcUpdatesSubject("dc1", 7))).toBeUndefined();
+    expect(() => partitionKeysSubject("d c", 7)).toThrow(InvalidSubjectError);
+    expect(() => partitionKeysSubject("dc1", -1)).toThrow(InvalidSubjectError);
   });
 
   it("reads back only subjects the encoder would produce", () => {

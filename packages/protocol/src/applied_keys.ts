@@ -1,10 +1,11 @@
 /**
- * The idempotency keys of publisher changes a partition's owner applied, sent to the partition's
- * owners in the other data centers (`lc.keys.<partition>`). Each stores them beside its own keys,
- * so a retry that lands in another DC once the first DC's change reached it is answered as that
- * change instead of counting again. Older releases neither send nor subscribe.
+ * The idempotency keys of publisher changes a partition's owner answered (applied, or replayed by the
+ * store), sent to the other data centers (`lc.keys.<dc>.<partition>`), where one counter node of
+ * each stores them beside its own keys: a retry that lands in another DC once these keys reached it
+ * is answered as the change it repeats instead of counting again. Older releases neither send nor
+ * subscribe.
  */
-import { isCounterName, isIdempotencyKey, isInternalId, isPageId } from "./ids.js";
+import { COUNTER_NAME_MAX_LENGTH, isCounterName, isIdempotencyKey, isInternalId, isPageId } from "./ids.js";
 import {
   batchOf,
   field,
@@ -19,8 +20,8 @@ import {
 export const MAX_APPLIED_KEYS = 1000;
 /** Longest answer a key keeps (`payload`): `{"value":…,"updatedAt":…}` or a reset's, about 60 characters. */
 const MAX_PAYLOAD_LENGTH = 256;
-/** Longest fingerprint: `reset:` or `delete:` and a counter name. */
-const MAX_FINGERPRINT_LENGTH = 80;
+/** Longest fingerprint: `reset:` or `delete:` and a counter name (reset_batch.ts). */
+const MAX_FINGERPRINT_LENGTH = "delete:".length + COUNTER_NAME_MAX_LENGTH;
 
 /** One applied change's key: what the store records under it (Store's KeyRestore). */
 export interface AppliedKey {

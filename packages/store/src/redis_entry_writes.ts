@@ -193,10 +193,10 @@ export async function mergePages(
   return advanced.build();
 }
 
-/** Records per lcRestoreKeys call: a few hundred arguments. */
-const KEYS_PER_RESTORE = 200;
+/** Records per lcRestoreKeys or lcImportKeys script: a few hundred arguments. */
+const KEYS_PER_SCRIPT = 200;
 
-/** The script arguments of records, KEYS_PER_RESTORE a call: each call's idempotency keys and ARGV. */
+/** The script arguments of records, KEYS_PER_SCRIPT a call: each call's idempotency keys and ARGV. */
 function keyCalls(
   keys: RedisKeys,
   partition: number,
@@ -204,8 +204,8 @@ function keyCalls(
   head: readonly Arg[],
 ): Array<{ idemKeys: string[]; args: Arg[] }> {
   const calls: Array<{ idemKeys: string[]; args: Arg[] }> = [];
-  for (let from = 0; from < records.length; from += KEYS_PER_RESTORE) {
-    const chunk = records.slice(from, from + KEYS_PER_RESTORE);
+  for (let from = 0; from < records.length; from += KEYS_PER_SCRIPT) {
+    const chunk = records.slice(from, from + KEYS_PER_SCRIPT);
     const args: Arg[] = [...head];
     for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
     calls.push({ idemKeys: chunk.map((r) => keys.idem(r.page, partition, r.key)), args });

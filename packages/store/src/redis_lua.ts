@@ -15,7 +15,6 @@ export function fenceArg(fence: Fence): string {
   return `${fence.epoch}:${fence.node}`;
 }
 
-/** Lua shared by the scripts that change entries. */
 /**
  * Writes KEYS[from..] from ARGV[a..] (counter, delta, payload, fingerprint per record) as lcIncrement
  * records them, live until `expires_at`; with `keep_live`, not over a record live at `now`. Returns
@@ -38,6 +37,7 @@ local function write_keys(from, a, expires_at, ttl, keep_live, now)
   return written
 end`;
 
+/** Lua shared by the scripts that change entries. */
 export const LUA_HELPERS = `${LUA_DIGEST}
 local ZERO = "${ZERO_DIGEST}"
 -- Whether the fence (fenceArg: "epoch:node") is current: its lease still carries its epoch and

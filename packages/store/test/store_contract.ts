@@ -1,6 +1,7 @@
 /**
  * The behaviour every Store must show, run against each implementation. Time is a manual clock
- * handed to the store, so lease and key expiry are exact and tests never sleep. Here, leases; what
+ * handed to the store, so lease and key expiry are exact and tests never sleep. Here, leases and the
+ * store-wide checks (bus notes, TTLs, after close); what
  * a store holds of pages (write, load, listPages) is in page_entries_contract.ts, run in the same
  * describe block.
  */
