@@ -344,8 +344,10 @@ export class CounterNode {
     if (this.#status !== "running") return this.#supersededStop;
     this.#status = "stopping";
     this.#membership.leave();
+    this.#keys.leave();
     await this.#writer.drain();
     await this.#ownership.close();
+    await this.#keys.drained();
     await this.#shutDown(this.#config.settleMs);
     this.#log.info("counter node stopped");
   }

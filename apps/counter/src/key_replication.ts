@@ -11,8 +11,10 @@
  *
  * Imports go one store call at a time, each with up to IMPORT_BATCH of the keys that arrived
  * meanwhile, and are not waited for by replicas: the DC's own changes wait behind at most one such
- * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped,
- * and what a node still holds when it stops is dropped too (both counted; a kill loses it uncounted).
+ * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped
+ * (counted). A node stopping gracefully leaves the group and stores what it holds before its store
+ * closes (a message already on its way to it as it leaves is lost); one superseded drops what it
+ * holds (counted); a kill loses it.
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut (nothing is queued for a DC cut off), or in a DC
@@ -68,6 +70,7 @@ export class KeyReplication {
   #queued = new Map<number, KeyRestore[]>();
   #queuedKeys = 0;
   #importing = false;
+  #importLoop: Promise<void> = Promise.resolve();
   #stopped = false;
 
   constructor(options: KeyReplicationOptions) {
@@ -92,10 +95,20 @@ export class KeyReplication {
     );
   }
 
-  /** Leaves the group; keys still queued are dropped (counted), and no store call follows. */
-  stop(): void {
+  /** Leaves the group (a graceful stop): the DC's other nodes take the keys from now on. */
+  leave(): void {
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+  }
+
+  /** Resolves once every key this node holds went to the store (after `leave`, before it closes). */
+  async drained(): Promise<void> {
+    await this.#importLoop;
+  }
+
+  /** Leaves the group; keys still queued are dropped (counted), and no store call follows. */
+  stop(): void {
+    this.leave();
     this.#stopped = true;
     if (this.#queuedKeys > 0) this.#o.metrics.keysAcrossDcs.inc({ outcome: "dropped" }, this.#queuedKeys);
     this.#queued = new Map();
@@ -156,7 +169,7 @@ export class KeyReplication {
     if (list === undefined) this.#queued.set(msg.partition, [...taken]);
     else list.push(...taken);
     this.#queuedKeys += taken.length;
-    if (!this.#importing) void this.#import();
+    if (!this.#importing) this.#importLoop = this.#import();
   }
 
   /** One store call at a time, each with up to IMPORT_BATCH of the keys queued by then. */

@@ -148,6 +148,30 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await outcomes(two)).toEqual({ malformed: 3, stored: 1 });
   });
 
+  test("counter - a node that leaves (a graceful stop) stores what it holds; the group's other nodes take what comes after", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    const leaving = nodeOf(bus, stores.dc2, "dc2");
+    stores.dc2.hold();
+    one.keys.send(new Map([[PARTITION, [like("a")]]]));
+    await clock.advance(0);
+    one.keys.send(new Map([[PARTITION, [like("b"), like("c")]]]));
+    await clock.advance(0);
+    leaving.keys.leave();
+    const staying = nodeOf(bus, stores.dc2, "dc2");
+    one.keys.send(new Map([[PARTITION, [like("d")]]]));
+    await clock.advance(0);
+    let drained = false;
+    void leaving.keys.drained().then(() => (drained = true));
+    await clock.advance(0);
+    expect(drained).toBe(false);
+    stores.dc2.open();
+    await clock.advance(0);
+    expect(drained).toBe(true);
+    expect(await outcomes(leaving)).toEqual({ stored: 3 });
+    expect(await outcomes(staying)).toEqual({ stored: 1 });
+  });
+
   test("counter - a node that stops drops what it still holds, counted, and calls the store no more", async () => {
     const { clock, bus, stores } = setUp();
     const one = nodeOf(bus, stores.dc1, "dc1");
