@@ -50,17 +50,15 @@ export class ManualNode {
     await clock.advance(0);
     await started;
     await clock.advance(100);
-    // A store over a socket answers in real time: a millisecond at a time until it has.
-    for (let i = 0; !node.ready && i < 5_000; i++) await clock.advance(1);
+    // A store over a socket answers in real time: a millisecond at a time until it has, within
+    // 5 s of the node's time.
+    const deadline = clock.now() + 5_000;
+    await advanceUntil(clock, () => node.ready || clock.now() >= deadline);
     expect(node.ready).toBe(true);
     return new ManualNode(clock, bus, store, node, registry);
   }
 
-  /**
-   * A request to the node, time moving a millisecond at a time until it is answered. A store over a
-   * socket answers in real time: the clock runs ahead of it by at most AHEAD_MS, and otherwise waits
-   * for it, so a slow answer on a loaded machine cannot run a lease out in the node's time.
-   */
+  /** A request to the node, time moving a millisecond at a time until it is answered (advanceUntil). */
   async ask(request: NodeRequest): Promise<NodeReply> {
     let answer: Uint8Array | undefined;
     let failed: { err: unknown } | undefined;
@@ -71,13 +69,9 @@ export class ManualNode {
       (r) => (answer = r),
       (err: unknown) => (failed = { err }),
     );
-    const [from, realFrom] = [this.clock.now(), performance.now()];
-    while (answer === undefined) {
-      if (failed !== undefined) throw failed.err;
-      if (this.clock.now() - from < performance.now() - realFrom + AHEAD_MS) await this.clock.advance(1);
-      else await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-    return decodeNodeReply(answer);
+    await advanceUntil(this.clock, () => answer !== undefined || failed !== undefined);
+    if (failed !== undefined) throw failed.err;
+    return decodeNodeReply(answer!);
   }
 
   /** Moves the clock to `at` (epoch-ms), running every timer on the way. */
@@ -88,5 +82,18 @@ export class ManualNode {
   async stop(): Promise<void> {
     await this.node.stop();
     await this.bus.close();
+  }
+}
+
+/**
+ * Moves `clock` a millisecond at a time until `done`. A store over a socket answers in real time:
+ * the clock runs ahead of the real time this took by at most AHEAD_MS, and otherwise waits for it,
+ * so a slow answer on a loaded machine cannot run a lease out in the node's time.
+ */
+async function advanceUntil(clock: ManualClock, done: () => boolean): Promise<void> {
+  const [from, realFrom] = [clock.now(), performance.now()];
+  while (!done()) {
+    if (clock.now() - from < performance.now() - realFrom + AHEAD_MS) await clock.advance(1);
+    else await new Promise((resolve) => setTimeout(resolve, 1));
   }
 }
