@@ -9,7 +9,7 @@ import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { limitKeyOf, type ClientAddresses } from "./client_address.js";
 import type { ConnectionLimits } from "./connection_limits.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
-import { Reply, ambiguousLength } from "./http_io.js";
+import { Reply, WEBSOCKET_VERSION, ambiguousLength } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
@@ -26,8 +26,6 @@ const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; read
   gateway_full: { code: "unavailable", message: "this gateway is full; try again or another gateway" },
   stopping: { code: "unavailable", message: "this gateway is stopping; try again or another gateway" },
 };
-/** The WebSocket version of RFC 6455, the only one the gateway speaks. */
-export const WEBSOCKET_VERSION = "13";
 /** Seconds a refused client should wait before it tries again (its backoff usually waits longer). */
 const RETRY_AFTER_S = 5;
 
@@ -126,7 +124,7 @@ export class EdgeGuard {
     const err = refusalError(reason);
     const reply = new Reply(res);
     reply.closeConnection = true;
-    reply.error(err, refusalHeaders(err));
+    reply.error(err, err instanceof RetryLaterError ? { "retry-after": String(err.retryAfterS) } : {});
     return undefined;
   }
 }
@@ -146,18 +144,3 @@ function refusalError(reason: UpgradeRefusal): ProtocolError {
     ? new ProtocolError(code, message)
     : new RetryLaterError(code, RETRY_AFTER_S, message);
 }
-
-function refusalHeaders(err: ProtocolError): Record<string, string> {
-  if (err instanceof RetryLaterError) return { "retry-after": String(err.retryAfterS) };
-  return err.code === "upgrade_required" ? UPGRADE_REQUIRED_HEADERS : {};
-}
-
-/**
- * What a 426 names (RFC 6455 4.4, RFC 9110 15.5.22): the protocol to upgrade to, and its version;
- * a sender of Upgrade also names it in Connection (RFC 9110 7.8).
- */
-export const UPGRADE_REQUIRED_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  upgrade: "websocket",
-  connection: "upgrade",
-  "sec-websocket-version": WEBSOCKET_VERSION,
-});

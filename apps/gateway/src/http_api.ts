@@ -6,7 +6,6 @@ import type { Registry } from "prom-client";
 import type { AdminApi } from "./admin_api.js";
 import { limitKeyOf } from "./client_address.js";
 import { CountersApi, MAX_CHANGE, counterPath } from "./counters_api.js";
-import { UPGRADE_REQUIRED_HEADERS } from "./edge_guard.js";
 import type { EventStreams } from "./event_streams.js";
 import type { GatewayMetrics } from "./gateway_metrics.js";
 import type { IncrementBatcher } from "./increment_batcher.js";
@@ -272,9 +271,7 @@ export class HttpApi {
       status = e.status;
       const retryAfterS = e instanceof RetryLaterError ? e.retryAfterS : 1;
       const headers = e.retryable ? { ...NO_STORE, "retry-after": String(retryAfterS) } : NO_STORE;
-      if (e instanceof MethodNotAllowed) reply.error(e, { ...headers, allow: e.allow });
-      else if (e.code === "upgrade_required") reply.error(e, { ...headers, ...UPGRADE_REQUIRED_HEADERS });
-      else reply.error(e, headers);
+      reply.error(e, e instanceof MethodNotAllowed ? { ...headers, allow: e.allow } : headers);
     } finally {
       this.#o.metrics.httpRequests.inc({ route, status: String(status) });
     }

@@ -38,8 +38,10 @@ export class Reply {
     this.#send(status, JSON.stringify(body), JSON_TYPE, headers);
   }
 
+  /** An error body; a 426 also names what to upgrade to (UPGRADE_REQUIRED_HEADERS), wherever it comes from. */
   error(err: ProtocolError, headers: Readonly<Record<string, string>> = {}): void {
-    this.json(err.status, { error: { code: err.code, message: err.message } }, headers);
+    const all = err.code === "upgrade_required" ? { ...headers, ...UPGRADE_REQUIRED_HEADERS } : headers;
+    this.json(err.status, { error: { code: err.code, message: err.message } }, all);
   }
 
   /**
@@ -86,6 +88,19 @@ export class Reply {
     });
   }
 }
+
+/** The WebSocket version of RFC 6455, the only one the gateway speaks. */
+export const WEBSOCKET_VERSION = "13";
+
+/**
+ * What a 426 names (RFC 6455 4.4, RFC 9110 15.5.22): the protocol to upgrade to, and its version;
+ * a sender of Upgrade also names it in Connection (RFC 9110 7.8).
+ */
+const UPGRADE_REQUIRED_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  upgrade: "websocket",
+  connection: "upgrade",
+  "sec-websocket-version": WEBSOCKET_VERSION,
+});
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 const JSON_TYPE: Readonly<Record<string, string>> = Object.freeze({ "content-type": "application/json" });
