@@ -110,6 +110,19 @@ function setUp() {
   return { clock, bus, stores };
 }
 
+/** dc2's store held on a call importing "a", with "b" and "c" queued behind it at dc2's node. */
+async function heldBacklog() {
+  const { clock, bus, stores } = setUp();
+  const one = nodeOf(bus, stores.dc1, "dc1");
+  const two = nodeOf(bus, stores.dc2, "dc2");
+  stores.dc2.hold();
+  one.keys.send(new Map([[PARTITION, [like("a")]]]));
+  await clock.advance(0);
+  one.keys.send(new Map([[PARTITION, [like("b"), like("c")]]]));
+  await clock.advance(0);
+  return { clock, bus, stores, one, two };
+}
+
 describe("counter - idempotency keys across data centers", () => {
   test("counter - keys one DC sends are stored once by the other DC's nodes, which keep their own; none by the sender", async () => {
     const { clock, bus, stores } = setUp();
@@ -149,14 +162,7 @@ describe("counter - idempotency keys across data centers", () => {
   });
 
   test("counter - a node that leaves (a graceful stop) stores what it holds; the group's other nodes take what comes after", async () => {
-    const { clock, bus, stores } = setUp();
-    const one = nodeOf(bus, stores.dc1, "dc1");
-    const leaving = nodeOf(bus, stores.dc2, "dc2");
-    stores.dc2.hold();
-    one.keys.send(new Map([[PARTITION, [like("a")]]]));
-    await clock.advance(0);
-    one.keys.send(new Map([[PARTITION, [like("b"), like("c")]]]));
-    await clock.advance(0);
+    const { clock, bus, stores, one, two: leaving } = await heldBacklog();
     leaving.keys.leave();
     const staying = nodeOf(bus, stores.dc2, "dc2");
     one.keys.send(new Map([[PARTITION, [like("d")]]]));
@@ -173,14 +179,7 @@ describe("counter - idempotency keys across data centers", () => {
   });
 
   test("counter - a node that stops drops what it still holds, counted, and calls the store no more", async () => {
-    const { clock, bus, stores } = setUp();
-    const one = nodeOf(bus, stores.dc1, "dc1");
-    const two = nodeOf(bus, stores.dc2, "dc2");
-    stores.dc2.hold();
-    one.keys.send(new Map([[PARTITION, [like("a")]]]));
-    await clock.advance(0);
-    one.keys.send(new Map([[PARTITION, [like("b"), like("c")]]]));
-    await clock.advance(0);
+    const { clock, stores, two } = await heldBacklog();
     two.keys.stop();
     stores.dc2.open();
     await clock.advance(0);
