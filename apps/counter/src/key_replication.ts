@@ -13,8 +13,8 @@
  * meanwhile, and are not waited for by replicas: the DC's own changes wait behind at most one such
  * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped
  * (counted). A node stopping gracefully leaves the group and stores what it holds before its store
- * closes (a message already on its way to it as it leaves is lost); one superseded drops what it
- * holds (counted); a kill loses it.
+ * closes, what the broker had already sent it included; one superseded drops what it holds
+ * (counted); a kill loses it.
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut (nothing is queued for a DC cut off), or in a DC
@@ -71,6 +71,7 @@ export class KeyReplication {
   #queuedKeys = 0;
   #importing = false;
   #importLoop: Promise<void> = Promise.resolve();
+  #leaving: Promise<void> = Promise.resolve();
   #stopped = false;
 
   constructor(options: KeyReplicationOptions) {
@@ -95,14 +96,21 @@ export class KeyReplication {
     );
   }
 
-  /** Leaves the group (a graceful stop): the DC's other nodes take the keys from now on. */
+  /**
+   * Leaves the group (a graceful stop): the DC's other nodes take the keys from now on, and what the
+   * broker already sent this node is still taken (the subscription drains).
+   */
   leave(): void {
-    this.#sub?.unsubscribe();
+    const sub = this.#sub;
     this.#sub = undefined;
+    if (sub === undefined) return;
+    if (sub.drain !== undefined) this.#leaving = sub.drain();
+    else sub.unsubscribe();
   }
 
   /** Resolves once every key this node holds went to the store (after `leave`, before it closes). */
   async drained(): Promise<void> {
+    await this.#leaving;
     await this.#importLoop;
   }
 

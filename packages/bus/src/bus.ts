@@ -22,6 +22,12 @@ export type BusResponder = (data: Uint8Array, subject: string) => Uint8Array | P
 export interface Subscription {
   /** Stops delivery at once, also of messages already queued for this subscription. Idempotent. */
   unsubscribe(): void;
+  /**
+   * Stops new deliveries and resolves once every message already sent to this subscriber was
+   * handled (NATS's drain: what the server sent before it heard the unsubscribe is not lost).
+   * Absent where nothing is in flight between a broker and the process (MemoryBus).
+   */
+  drain?(): Promise<void>;
 }
 
 /** How long a request waits for its reply unless told otherwise, in milliseconds. */

@@ -120,6 +120,15 @@ class NatsBusSubscription implements Subscription {
       // The connection is closing: the server forgets the subscription anyway.
     }
   }
+
+  async drain(): Promise<void> {
+    if (this.#sub.isClosed() || this.#nc.isClosed()) return;
+    try {
+      await this.#sub.drain();
+    } catch {
+      // The connection is closing or closed: nothing more comes.
+    }
+  }
 }
 
 export class NatsBus implements Bus {
