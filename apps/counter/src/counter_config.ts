@@ -50,7 +50,8 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS: other DCs' keys waiting for this node's store, at most;
    * past it new ones are dropped (their retries here may count again); 0 stores none. Default
    * 100,000: 5 s of 20,000 changes a second in the other DCs; 354 bytes of heap each (decoded from
-   * 100 messages of 1,000 keys, a UUID key and a 30-character page), 35 MB at the cap.
+   * messages of 1,000 keys, a UUID key and a 30-character page: `loadtest/bench/key_import.js`),
+   * 35 MB at the cap.
    */
   readonly idempotencyImportMaxKeys: number;
   /**

@@ -196,19 +196,30 @@ export async function mergePages(
 /** Records per lcRestoreKeys or lcImportKeys script: a few hundred arguments. */
 const KEYS_PER_SCRIPT = 200;
 
-/** The script arguments of records, KEYS_PER_SCRIPT a call: each call's idempotency keys and ARGV. */
+/** Records of one partition, each with it. */
+function placed(partition: number, records: readonly KeyRestore[]): Array<[number, KeyRestore]> {
+  return records.map((r) => [partition, r]);
+}
+
+/**
+ * The script arguments of records, each with its page's partition, KEYS_PER_SCRIPT a call: each
+ * call's idempotency keys and ARGV.
+ */
 function keyCalls(
   keys: RedisKeys,
-  partition: number,
-  records: readonly KeyRestore[],
+  records: ReadonlyArray<readonly [number, KeyRestore]>,
   head: readonly Arg[],
 ): Array<{ idemKeys: string[]; args: Arg[] }> {
   const calls: Array<{ idemKeys: string[]; args: Arg[] }> = [];
   for (let from = 0; from < records.length; from += KEYS_PER_SCRIPT) {
     const chunk = records.slice(from, from + KEYS_PER_SCRIPT);
     const args: Arg[] = [...head];
-    for (const r of chunk) args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
-    calls.push({ idemKeys: chunk.map((r) => keys.idem(r.page, partition, r.key)), args });
+    const idemKeys: string[] = [];
+    for (const [partition, r] of chunk) {
+      args.push(r.counter, String(r.delta), r.payload, r.fingerprint ?? "");
+      idemKeys.push(keys.idem(r.page, partition, r.key));
+    }
+    calls.push({ idemKeys, args });
   }
   return calls;
 }
@@ -221,7 +232,7 @@ export async function restoreKeys(
   { fence, records, keyTtlMs }: { fence: Fence; records: readonly KeyRestore[]; keyTtlMs: number },
 ): Promise<boolean> {
   const { partition } = fence;
-  const calls = keyCalls(keys, partition, records, [fenceArg(fence), now + keyTtlMs, keyTtlMs]);
+  const calls = keyCalls(keys, placed(partition, records), [fenceArg(fence), now + keyTtlMs, keyTtlMs]);
   const replies = await conn.run(
     "restoreKeys",
     (pipe) => {
@@ -240,9 +251,20 @@ export async function importKeys(
   now: number,
   { byPartition, keyTtlMs }: { byPartition: ReadonlyMap<number, readonly KeyRestore[]>; keyTtlMs: number },
 ): Promise<number> {
+  const head = [now, now + keyTtlMs, keyTtlMs];
   const replies = await conn.run("importKeys", (pipe) => {
+    if (!conn.clustered) {
+      // One server, and no fence to check: the partitions share script calls. Keys of other DCs
+      // come spread over most partitions, and a script call per partition cost the node 30 µs of
+      // CPU per key (`loadtest/bench/key_import.js`).
+      const all: Array<[number, KeyRestore]> = [];
+      for (const [partition, records] of byPartition) for (const r of records) all.push([partition, r]);
+      for (const { idemKeys, args } of keyCalls(keys, all, head))
+        queueScript(pipe(0), "lcImportKeys", idemKeys, args);
+      return;
+    }
     for (const [partition, records] of byPartition)
-      for (const { idemKeys, args } of keyCalls(keys, partition, records, [now, now + keyTtlMs, keyTtlMs]))
+      for (const { idemKeys, args } of keyCalls(keys, placed(partition, records), head))
         queueScript(pipe(partition), "lcImportKeys", idemKeys, args);
   });
   return replies.reduce<number>((sum, r) => sum + Number(r), 0);

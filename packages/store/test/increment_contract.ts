@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { InvalidStoreInputError, type Lease, type Store } from "@livecount/store";
-import { LEASE_MS, incrementOp, leaseOf, type OpenStore } from "./contract_stores.js";
+import { LEASE_MS, PARTITIONS, incrementOp, leaseOf, pageIn, type OpenStore } from "./contract_stores.js";
 
 const START_MS = 1_700_000_000_000;
 const KEY_TTL_MS = 60_000;
@@ -156,6 +156,39 @@ export function describeIncrementContract(name: string, open: OpenStore): void {
         (await store.increment(again, KEY_TTL_MS)).map((o) => (o.kind === "duplicate" ? o.payload : o.kind)),
       ).toEqual(["answered here", "from another dc: old", "from another dc: new", "answered here too"]);
       expect(await store.load("p1")).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
+    });
+
+    test(`${name} - importKeys of every partition at once, more keys than one script call takes, stores each`, async () => {
+      const fences = await Promise.all(Array.from({ length: PARTITIONS }, (_, p) => lease(p)));
+      const byPartition = new Map(
+        fences.map((fence) => [
+          fence.partition,
+          Array.from({ length: 30 }, (_, i) => ({
+            page: pageIn(fence.partition, i % 3),
+            key: `k-${fence.partition}-${i}`,
+            counter: "likes",
+            delta: 1,
+            payload: `from another dc: ${fence.partition}-${i}`,
+          })),
+        ]),
+      );
+      // One key of each partition this DC answered first: it keeps its own answer.
+      await store.increment(
+        fences.map((fence) =>
+          op(fence, { page: pageIn(fence.partition, 0), key: `k-${fence.partition}-0`, payload: "here" }),
+        ),
+        KEY_TTL_MS,
+      );
+      expect(await store.importKeys(byPartition, KEY_TTL_MS)).toBe(PARTITIONS * 29);
+      for (const fence of fences) {
+        const retries = byPartition.get(fence.partition)!.map((r) => op(fence, { page: r.page, key: r.key }));
+        const answers = (await store.increment(retries, KEY_TTL_MS)).map((o) =>
+          o.kind === "duplicate" ? o.payload : o.kind,
+        );
+        expect(answers).toEqual(
+          byPartition.get(fence.partition)!.map((r, i) => (i === 0 ? "here" : r.payload)),
+        );
+      }
     });
 
     test(`${name} - a stale fence applies nothing and does not record the key`, async () => {

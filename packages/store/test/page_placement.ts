@@ -49,6 +49,9 @@ export class PagePlacement {
     } else if (name === "mergePages") {
       const [fence, pages] = args as Parameters<Store["mergePages"]>;
       for (const page of pages.keys()) this.#place(page, fence.partition);
+    } else if (name === "importKeys") {
+      for (const [partition, records] of args[0] as Parameters<Store["importKeys"]>[0])
+        for (const r of records) this.#place(r.page, partition);
     }
   }
 }
