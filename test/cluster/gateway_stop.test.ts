@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { expect, test } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
 import { CLUSTER_PUBLISHER_KEY, type ClusterProcess } from "../support/cluster.js";
+import { eventually } from "../support/eventually.js";
 import { startCluster } from "../support/fault_scenes.js";
 import { natsServerAvailable } from "../support/nats_server.js";
 import { redisServerAvailable } from "../support/redis_server.js";
@@ -18,6 +19,7 @@ const TEST_TIMEOUT_MS = 60_000;
 /** An owner request's timeout here: what a request in progress at the stop may still take. */
 const REQUEST_TIMEOUT_MS = 1000;
 const REQUESTS = 20;
+const INCREMENTS_SENT = "livecount_gateway_increments_sent_total";
 
 /** One like under `key`: its HTTP status, or "cut" when the connection failed without an answer. */
 async function like(gateway: ClusterProcess, page: string, key: string): Promise<number | "cut"> {
@@ -54,6 +56,17 @@ function answerOn(socket: Socket, request: string): Promise<string> {
   return new Promise((resolve) => socket.once("close", () => resolve(text)));
 }
 
+/**
+ * Waits until the gateway has sent `n` increments to owners in all: the requests are in progress
+ * when the signal comes, however long a loaded machine takes to deliver them (a request that came
+ * after the signal would rightly be refused with 503).
+ */
+async function inProgress(gateway: ClusterProcess, n: number): Promise<void> {
+  await eventually(async () => expect(await gateway.metric(INCREMENTS_SENT)).toBeGreaterThanOrEqual(n), {
+    timeoutMs: 10_000,
+  });
+}
+
 async function likes(gateway: ClusterProcess, page: string): Promise<number | undefined> {
   const res = await fetch(`${gateway.url}/v1/pages/${page}/counter`);
   return ((await res.json()) as { counters: Record<string, number> }).counters.likes;
@@ -80,7 +93,7 @@ describeWithBinary(
         // The owner comes back while the gateway drains: every request completes.
         counter.pause();
         const sent = Array.from({ length: REQUESTS }, (_, i) => like(gateway, page, `back-${i}`));
-        await sleep(300);
+        await inProgress(gateway, 1 + REQUESTS);
         const stopped = gateway.terminate();
         await sleep(200);
         counter.resume();
@@ -94,7 +107,8 @@ describeWithBinary(
         counter.pause();
         const stuck = Array.from({ length: REQUESTS }, (_, i) => like(gateway, page, `stuck-${i}`));
         const [forRequest, forUpgrade] = [await keptAlive(gateway), await keptAlive(gateway)];
-        await sleep(300);
+        // (A new process: its count starts again at 0.)
+        await inProgress(gateway, REQUESTS);
         const stoppedAgain = gateway.terminate();
         // While it drains: a new request, and an upgrade, on connections kept alive from before.
         await sleep(200);
