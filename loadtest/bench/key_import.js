@@ -12,6 +12,9 @@
  *    partitions at a time (what the node does), one of 1,024 keys over 256 partitions, and one
  *    WAIT-ed `restoreKeys` per partition (the fenced write an owner makes after a store regression).
  *
+ * And 3. the sending owner's CPU per key (KeyReplication.send, encoding included), by keys per
+ * commit round.
+ *
  * Not part of `run.js`: it sizes a setting and a constant. Needs `npm run build`.
  *
  *   node --expose-gc loadtest/bench/key_import.js [keys=100000] [phaseMs=3000]
@@ -116,6 +119,40 @@ async function heapPerKey() {
     messages: messages.length,
     heapBytesPerKey: round((after - before) / KEYS, 1),
     linkBytesPerKey: round(linkBytes / KEYS, 1),
+  };
+}
+
+/**
+ * The sending owner's side: KeyReplication.send of rounds of `perRound` keys over random pages (one
+ * call per commit round, as RecentKeys makes it), on a bus that only counts: µs of CPU per key.
+ */
+function sendCost(perRound, rounds = 2000) {
+  let messages = 0;
+  const replication = new KeyReplication({
+    dc: "dc1",
+    bus: {
+      subscribe: () => ({ unsubscribe() {} }),
+      publish: () => void messages++,
+    },
+    store: {},
+    logger: { warn() {}, error() {}, info() {} },
+    metrics: { keysAcrossDcs: { inc() {} } },
+    partitions: PARTITIONS,
+    keyTtlMs: KEY_TTL_MS,
+    enabled: true,
+    maxQueued: 0,
+    mayBeHeard: () => true,
+  });
+  const all = Array.from({ length: rounds }, (_, i) => keysByPartition(perRound, 5_000_000 + i * perRound));
+  replication.send(all[0]); // warm-up
+  messages = 0;
+  const cpu0 = process.cpuUsage();
+  for (const round of all) replication.send(round);
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    keysPerRound: perRound,
+    messagesPerRound: round(messages / rounds, 1),
+    cpuUsPerKey: round((cpu.user + cpu.system) / (perRound * rounds), 2),
   };
 }
 
@@ -282,5 +319,7 @@ console.log(
   `heap: ${heap.heapBytesPerKey} bytes per queued key (${heap.keys} keys in ${heap.messages} messages), ` +
     `${heap.linkBytesPerKey} bytes per key on the link: ${round(heap.heapBytesPerKey / heap.linkBytesPerKey, 2)}x`,
 );
+console.log("sending (KeyReplication.send, a round's keys over random pages):");
+console.table([1, 10, 100, 1000].map((n) => sendCost(n)));
 console.log(`this DC's increments (one op a call, WAIT 1), ${PHASE_MS} ms a phase, beside:`);
 console.table(await latencyBehindImports());
