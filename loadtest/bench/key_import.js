@@ -17,7 +17,10 @@
  *
  * Not part of `run.js`: it sizes a setting and a constant. Needs `npm run build`.
  *
- *   node --expose-gc loadtest/bench/key_import.js [keys=100000] [phaseMs=3000]
+ *   node --expose-gc loadtest/bench/key_import.js [keys=100000] [phaseMs=3000] [cluster]
+ *
+ * `cluster`: the increments and imports on a Redis Cluster of three masters with a replica each
+ * (one script call per partition there: its keys share a slot) instead of one Redis.
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -27,10 +30,11 @@ import { partitionOf } from "@livecount/ring";
 import { RedisStore } from "@livecount/store";
 import { KeyReplication } from "../../apps/counter/dist/key_replication.js";
 import { percentile, round } from "./lib/measure.js";
-import { benchDir, installCleanup, startRedis } from "./lib/processes.js";
+import { benchDir, installCleanup, startRedis, startRedisCluster } from "./lib/processes.js";
 
 const KEYS = Number(process.argv[2] ?? 100_000);
 const PHASE_MS = Number(process.argv[3] ?? 3000);
+const CLUSTER = process.argv[4] === "cluster";
 const PARTITIONS = 256;
 const KEY_TTL_MS = 86_400_000;
 /** apps/counter/src/key_replication.ts's IMPORT_BATCH. */
@@ -203,13 +207,15 @@ async function increments(store, fence, ticks = [], everyMs = 0) {
   };
 }
 
-async function waitReplicaUp(replicaUrl) {
+/** Until the server at `url`, if a replica, has its master link up. */
+async function waitReplicaUp(url) {
   const { Redis } = await import("ioredis");
-  const replica = new Redis(replicaUrl, { lazyConnect: true });
+  const replica = new Redis(url, { lazyConnect: true });
   await replica.connect();
   try {
     for (let i = 0; i < 200; i++) {
-      if (/master_link_status:up/.test(await replica.info("replication"))) return;
+      const info = await replica.info("replication");
+      if (info.includes("role:master") || info.includes("master_link_status:up")) return;
       await sleep(50);
     }
     throw new Error("the replica never synced");
@@ -219,16 +225,38 @@ async function waitReplicaUp(replicaUrl) {
 }
 
 /** The increments alone, then beside each way of storing other DCs' keys: one row each. */
-async function latencyBehindImports() {
+/** One Redis with a replica, or a cluster of three masters with one each: a store waiting for one. */
+async function startStore() {
   const dir = benchDir("key-import");
+  if (CLUSTER) {
+    const cluster = await startRedisCluster(dir, { masters: 3, replicas: 1 });
+    for (const n of cluster.nodes) await waitReplicaUp(n.url);
+    const store = await RedisStore.connect({
+      cluster: cluster.seeds.split(","),
+      waitReplicas: 1,
+      partitions: PARTITIONS,
+    });
+    return { store, stop: () => cluster.stop() };
+  }
   const primary = await startRedis(dir, { name: "redis-primary" });
   const replica = await startRedis(dir, {
     name: "redis-replica",
     extraArgs: ["--replicaof", "127.0.0.1", String(primary.port)],
   });
+  await waitReplicaUp(replica.url);
   const store = await RedisStore.connect({ url: primary.url, waitReplicas: 1, partitions: PARTITIONS });
+  return {
+    store,
+    stop: async () => {
+      await replica.stop();
+      await primary.stop();
+    },
+  };
+}
+
+async function latencyBehindImports() {
+  const { store, stop } = await startStore();
   try {
-    await waitReplicaUp(replica.url);
     const fences = new Map();
     for (let p = 0; p < PARTITIONS; p++) {
       const lease = await store.acquire(p, "bench-node", 600_000);
@@ -309,8 +337,7 @@ async function latencyBehindImports() {
     return rows;
   } finally {
     await store.close();
-    await replica.stop();
-    await primary.stop();
+    await stop();
   }
 }
 
@@ -321,5 +348,8 @@ console.log(
 );
 console.log("sending (KeyReplication.send, a round's keys over random pages):");
 console.table([1, 10, 100, 1000].map((n) => sendCost(n)));
-console.log(`this DC's increments (one op a call, WAIT 1), ${PHASE_MS} ms a phase, beside:`);
+console.log(
+  `this DC's increments (one op a call, WAIT 1, ${CLUSTER ? "Redis Cluster 3x2" : "one Redis and a replica"}), ` +
+    `${PHASE_MS} ms a phase, beside:`,
+);
 console.table(await latencyBehindImports());
