@@ -20,7 +20,8 @@
  *   node --expose-gc loadtest/bench/key_import.js [keys=100000] [phaseMs=3000] [cluster]
  *
  * `cluster`: the increments and imports on a Redis Cluster of three masters with a replica each
- * (one script call per partition there: its keys share a slot) instead of one Redis.
+ * (one script call per partition there: its keys share a slot) instead of one Redis, the keys
+ * gathered as a node there gathers them (CLUSTER_IMPORT_GATHER_MS; GATHER_MS=<ms> overrides it).
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
@@ -28,13 +29,15 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { encodeMessage, MAX_APPLIED_KEYS } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { RedisStore } from "@livecount/store";
-import { KeyReplication } from "../../apps/counter/dist/key_replication.js";
+import { systemClock } from "@livecount/runtime";
+import { CLUSTER_IMPORT_GATHER_MS, KeyReplication } from "../../apps/counter/dist/key_replication.js";
 import { percentile, round } from "./lib/measure.js";
 import { benchDir, installCleanup, startRedis, startRedisCluster } from "./lib/processes.js";
 
 const KEYS = Number(process.argv[2] ?? 100_000);
 const PHASE_MS = Number(process.argv[3] ?? 3000);
 const CLUSTER = process.argv[4] === "cluster";
+const GATHER_MS = Number(process.env.GATHER_MS ?? CLUSTER_IMPORT_GATHER_MS);
 const PARTITIONS = 256;
 const KEY_TTL_MS = 86_400_000;
 /** apps/counter/src/key_replication.ts's IMPORT_BATCH. */
@@ -98,6 +101,8 @@ function receiver(store, maxQueued = 100_000) {
     enabled: true,
     maxQueued,
     mayBeHeard: () => true,
+    // As a counter node on Redis Cluster gathers keys (GATHER_MS=0 measures without).
+    ...(CLUSTER && GATHER_MS > 0 ? { gather: { ms: GATHER_MS, clock: systemClock } } : {}),
   });
   replication.start();
   return { replication, outcomes, deliver: ([data, subject]) => deliver(data, subject) };

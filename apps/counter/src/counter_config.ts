@@ -43,8 +43,8 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_IDEMPOTENCY_ACROSS_DCS: send the keys of changes answered here (applied, or replayed by
    * the store) to the other DCs, and store theirs, so a retry that lands in another DC counts once
    * (key_replication.ts). Default on; off saves, per change, about 150 bytes of link, one key in each
-   * other DC's Redis, 5 to 19 µs of the sending node's CPU and 20 to 25 of a receiving node's (45
-   * on Redis Cluster: `loadtest/bench/key_import.js`).
+   * other DC's Redis, 5 to 19 µs of the sending node's CPU and 20 to 25 of a receiving node's (30
+   * to 40 on Redis Cluster: `loadtest/bench/key_import.js`).
    */
   readonly idempotencyAcrossDcs: boolean;
   /**

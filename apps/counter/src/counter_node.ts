@@ -21,7 +21,7 @@ import { createPageUnits } from "./page_units.js";
 import { claimNodeId } from "./node_id_claim.js";
 import { watchGateways } from "./gateway_watch.js";
 import { PartitionOwnership, type LossReason } from "./partition_ownership.js";
-import type { KeyReplication } from "./key_replication.js";
+import { CLUSTER_IMPORT_GATHER_MS, type KeyReplication } from "./key_replication.js";
 import type { PresenceIntake } from "./presence_intake.js";
 import { Convergence } from "./convergence.js";
 import { EmptyPages } from "./empty_pages.js";
@@ -200,6 +200,7 @@ export class CounterNode {
       isLive: (dc) => this.#liveness.isLive(dc),
       // Another DC may hear: one was heard (live or cut off now) or is expected.
       mayBeHeard: () => this.#liveness.hasRemotes || config.peerDcs.length > 0,
+      importGatherMs: config.redisCluster !== undefined ? CLUSTER_IMPORT_GATHER_MS : 0,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));
     this.#convergence = new Convergence({

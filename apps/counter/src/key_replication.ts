@@ -10,7 +10,8 @@
  * answered as the change it repeats, whichever DC it reaches.
  *
  * Imports go one store call at a time, each with up to IMPORT_BATCH of the keys that arrived
- * meanwhile, and are not waited for by replicas: the DC's own changes wait behind at most one such
+ * meanwhile (on Redis Cluster, gathered for CLUSTER_IMPORT_GATHER_MS first), and are not waited for
+ * by replicas: the DC's own changes wait behind at most one such
  * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped
  * (counted). A node stopping gracefully leaves the group and stores what it holds before its store
  * closes, what the broker had already sent it included; one superseded drops what it holds
@@ -31,7 +32,7 @@ import {
 } from "@livecount/bus";
 import { MAX_APPLIED_KEYS, decodeMessage, encodeMessage, type AppliedKeys } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
-import { LogThrottle, type Logger } from "@livecount/runtime";
+import { LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import type { KeyRestore, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
 
@@ -53,6 +54,11 @@ export interface KeyReplicationOptions {
    * now: nothing is queued for it, NATS drops what no one hears), or LIVECOUNT_PEER_DCS names one.
    */
   readonly mayBeHeard: () => boolean;
+  /**
+   * Keys gather this long before a store call that would take less than a full batch (on Redis
+   * Cluster: CLUSTER_IMPORT_GATHER_MS). Absent: a call goes as soon as the one before returns.
+   */
+  readonly gather?: { readonly ms: number; readonly clock: Clock };
 }
 
 /**
@@ -61,6 +67,16 @@ export interface KeyReplicationOptions {
  * (1 to 2 alone), its median 1.3 to 1.6 times what it is alone (`loadtest/bench/key_import.js`).
  */
 const IMPORT_BATCH = 200;
+
+/**
+ * On Redis Cluster each partition's keys are a script call of their own (they share a slot), and
+ * keys arrive spread over most partitions: a call of 200 fresh keys was some 140 scripts, and at
+ * another DC's 20,000 changes a second this DC's own increments waited 7 to 9 times longer at the
+ * median. Gathered for this long, a partition has several keys a script: 1.1 to 3 times. The price:
+ * a key reaches the store up to this much later, beside the link's latency
+ * (`loadtest/bench/key_import.js ... cluster`).
+ */
+export const CLUSTER_IMPORT_GATHER_MS = 50;
 
 export class KeyReplication {
   readonly #o: KeyReplicationOptions;
@@ -72,6 +88,9 @@ export class KeyReplication {
   #importing = false;
   #importLoop: Promise<void> = Promise.resolve();
   #leaving: Promise<void> = Promise.resolve();
+  #left = false;
+  /** Ends the keys' gathering now (a node leaving stores what it holds at once). */
+  #endGather: (() => void) | undefined;
   #stopped = false;
 
   constructor(options: KeyReplicationOptions) {
@@ -103,6 +122,8 @@ export class KeyReplication {
   leave(): void {
     const sub = this.#sub;
     this.#sub = undefined;
+    this.#left = true;
+    this.#endGather?.();
     if (sub === undefined) return;
     if (sub.drain !== undefined) this.#leaving = sub.drain();
     else sub.unsubscribe();
@@ -185,6 +206,7 @@ export class KeyReplication {
     const { store, keyTtlMs, metrics, logger } = this.#o;
     this.#importing = true;
     try {
+      await this.#gathered();
       while (this.#queuedKeys > 0 && !this.#stopped) {
         const { batch, count } = this.#take(IMPORT_BATCH);
         try {
@@ -195,10 +217,25 @@ export class KeyReplication {
           metrics.keysAcrossDcs.inc({ outcome: "failed" }, count);
           this.#logs.log(logger, "warn", { err, keys: count }, "idempotency keys of other DCs not stored");
         }
+        if (this.#queuedKeys < IMPORT_BATCH) await this.#gathered();
       }
     } finally {
       this.#importing = false;
     }
+  }
+
+  /** Waits while keys gather (KeyReplicationOptions.gather); leaving ends the wait. */
+  async #gathered(): Promise<void> {
+    const gather = this.#o.gather;
+    if (gather === undefined || this.#left) return;
+    await new Promise<void>((resolve) => {
+      const timer = gather.clock.setTimeout(() => this.#endGather?.(), gather.ms);
+      this.#endGather = () => {
+        gather.clock.clearTimeout(timer);
+        this.#endGather = undefined;
+        resolve();
+      };
+    });
   }
 
   /** Takes up to `limit` queued keys, oldest partitions first. */

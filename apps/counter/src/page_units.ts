@@ -29,6 +29,8 @@ export interface PageUnitsOptions {
   readonly idempotencyImportMaxKeys: number;
   /** Whether another DC may hear the keys (KeyReplicationOptions.mayBeHeard); default never. */
   readonly mayBeHeard?: () => boolean;
+  /** KeyReplicationOptions.gather's time (on Redis Cluster); default none. */
+  readonly importGatherMs?: number;
   readonly maxCountersPerPage: number;
   readonly gatewayLeaseMs: number;
   readonly sweepMs: number;
@@ -99,6 +101,9 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     enabled: o.idempotencyAcrossDcs,
     maxQueued: o.idempotencyImportMaxKeys,
     mayBeHeard: o.mayBeHeard ?? (() => false),
+    ...(o.importGatherMs !== undefined && o.importGatherMs > 0
+      ? { gather: { ms: o.importGatherMs, clock } }
+      : {}),
   });
   const recentKeys = new RecentKeys({
     clock,

@@ -34,7 +34,12 @@ function nodeOf(
   bus: MemoryBus,
   store: Store,
   dc: string,
-  options: { enabled?: boolean; maxQueued?: number; mayBeHeard?: () => boolean } = {},
+  options: {
+    enabled?: boolean;
+    maxQueued?: number;
+    mayBeHeard?: () => boolean;
+    gather?: { ms: number; clock: ManualClock };
+  } = {},
 ): Node {
   const metrics = new CounterMetrics(new Registry(), {
     partitionsOwned: () => 1,
@@ -51,6 +56,7 @@ function nodeOf(
     enabled: options.enabled ?? true,
     maxQueued: options.maxQueued ?? 1000,
     mayBeHeard: options.mayBeHeard ?? (() => true),
+    ...(options.gather !== undefined ? { gather: options.gather } : {}),
   });
   keys.start();
   return { keys, metrics };
@@ -237,6 +243,42 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await answerOf(stores.dc2, `${ELSEWHERE}-299`, ELSEWHERE)).toBe(
       like(`${ELSEWHERE}-299`, ELSEWHERE).payload,
     );
+  });
+
+  test("counter - with a gathering time (Redis Cluster) keys that come within it share a call; a full batch goes at once, and a leaving node waits no more", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1");
+    const two = nodeOf(bus, stores.dc2, "dc2", { maxQueued: 10_000, gather: { ms: 50, clock } });
+    const sizes: number[] = [];
+    const importKeys = stores.dc2.importKeys.bind(stores.dc2);
+    stores.dc2.importKeys = (keys, ttl) => {
+      sizes.push([...keys.values()].reduce((n, list) => n + list.length, 0));
+      return importKeys(keys, ttl);
+    };
+    const other = partitionOf(ELSEWHERE, PARTITIONS);
+    one.keys.send(new Map([[PARTITION, [like("a")]]]));
+    await clock.advance(20);
+    one.keys.send(new Map([[other, [like("b", ELSEWHERE)]]]));
+    await clock.advance(29);
+    expect(sizes).toEqual([]);
+    await clock.advance(1);
+    expect(sizes).toEqual([2]);
+    // A backlog of full batches goes call after call; what is left after them gathers again.
+    const many = (page: string, n: number) => Array.from({ length: n }, (_, i) => like(`${page}-${i}`, page));
+    one.keys.send(new Map([[PARTITION, many(PAGE, 450)]]));
+    await clock.advance(50);
+    expect(sizes).toEqual([2, 200, 200]);
+    await clock.advance(50);
+    expect(sizes).toEqual([2, 200, 200, 50]);
+    // A node leaving stores what it holds at once.
+    one.keys.send(new Map([[PARTITION, [like("last")]]]));
+    await clock.advance(10);
+    expect(sizes).toEqual([2, 200, 200, 50]);
+    two.keys.leave();
+    await two.keys.drained();
+    expect(sizes).toEqual([2, 200, 200, 50, 1]);
+    expect(await answerOf(stores.dc2, "last")).toBe(like("last").payload);
+    expect(await outcomes(two)).toEqual({ stored: 453 });
   });
 
   test("counter - nothing is sent before another DC may hear it, nor received when turned off; a publish that throws is counted, not thrown", async () => {
