@@ -22,6 +22,7 @@ const UNTIMED_CLUSTERS = [
   "test/multi_dc/rebuilt_beside_new_dc.test.ts",
   "test/multi_dc/beyond_presence.test.ts",
   "test/multi_dc/idempotency_across_dcs.test.ts",
+  "test/multi_dc/idempotency_across_dcs_cluster.test.ts",
 ];
 
 // Workspace packages resolve to their TypeScript sources through the "source" export condition,
