@@ -12,7 +12,8 @@
  *    partitions at a time (what the node does), one of 1,024 keys over 256 partitions, and one
  *    WAIT-ed `restoreKeys` per partition (the fenced write an owner makes after a store regression).
  *
- * And 3. the sending owner's CPU per key (KeyReplication.send, encoding included), by keys per
+ * And 3. where a receiving node's time per key goes (decoding and queueing; `importKeys` alone,
+ * with the Redis servers' CPU), and 4. the sending owner's CPU per key (KeyReplication.send, encoding included), by keys per
  * commit round.
  *
  * Not part of `run.js`: it sizes a setting and a constant. Needs `npm run build`.
@@ -25,13 +26,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { setTimeout as sleep } from "node:timers/promises";
+import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promises";
 import { encodeMessage, MAX_APPLIED_KEYS } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { RedisStore } from "@livecount/store";
 import { systemClock } from "@livecount/runtime";
 import { CLUSTER_IMPORT_GATHER_MS, KeyReplication } from "../../apps/counter/dist/key_replication.js";
-import { percentile, round } from "./lib/measure.js";
+import { cpuTimes, percentile, round } from "./lib/measure.js";
 import { benchDir, installCleanup, startRedis, startRedisCluster } from "./lib/processes.js";
 
 const KEYS = Number(process.argv[2] ?? 100_000);
@@ -241,7 +242,7 @@ async function startStore() {
       waitReplicas: 1,
       partitions: PARTITIONS,
     });
-    return { store, stop: () => cluster.stop() };
+    return { store, servers: cluster.masters.map((m) => m.pid), stop: () => cluster.stop() };
   }
   const primary = await startRedis(dir, { name: "redis-primary" });
   const replica = await startRedis(dir, {
@@ -252,11 +253,63 @@ async function startStore() {
   const store = await RedisStore.connect({ url: primary.url, waitReplicas: 1, partitions: PARTITIONS });
   return {
     store,
+    servers: [primary.pid],
     stop: async () => {
       await replica.stop();
       await primary.stop();
     },
   };
+}
+
+/**
+ * Where a key's cost goes, no increments beside: a node receiving 200-key rounds spread over the
+ * partitions with a store that answers at once (decoding and queueing alone), then `importKeys`
+ * called back to back with 200 keys a call on the real store: the node's CPU and the Redis
+ * servers' (the masters on a cluster), per key.
+ */
+async function importCost() {
+  const rounds = Array.from({ length: 300 }, (_, i) => messagesOf(keysByPartition(200, 9_000_000 + i * 200)));
+  let received = 0;
+  const instant = {
+    importKeys: async (byPartition) => {
+      for (const list of byPartition.values()) received += list.length;
+      return 0;
+    },
+  };
+  const { replication, deliver } = receiver(instant);
+  let cpu0;
+  for (const [i, batch] of rounds.entries()) {
+    if (i === 100) [cpu0, received] = [process.cpuUsage(), 0]; // the first 100 warm up
+    batch.forEach(deliver);
+    await nextTurn();
+  }
+  replication.leave();
+  await replication.drained();
+  let cpu = process.cpuUsage(cpu0);
+  const receivingUsPerKey = round((cpu.user + cpu.system) / received, 1);
+
+  const { store, servers, stop } = await startStore();
+  try {
+    const calls = Array.from({ length: 60 }, (_, i) => keysByPartition(200, 8_000_000 + i * 200));
+    for (const call of calls.splice(0, 10)) await store.importKeys(call, KEY_TTL_MS); // warm-up
+    const serverCpu = () => servers.reduce((n, pid) => n + cpuTimes(pid).user + cpuTimes(pid).system, 0);
+    const servers0 = serverCpu();
+    cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    for (const call of calls) await store.importKeys(call, KEY_TTL_MS);
+    const ms = performance.now() - t0;
+    cpu = process.cpuUsage(cpu0);
+    const keys = calls.length * 200;
+    return {
+      receivingUsPerKey,
+      storeCallMs: round(ms / calls.length, 2),
+      nodeStoreUsPerKey: round((cpu.user + cpu.system) / keys, 1),
+      redisUsPerKey: round(((serverCpu() - servers0) * 1e6) / keys, 1),
+    };
+  } finally {
+    await store.close();
+    await stop();
+  }
 }
 
 async function latencyBehindImports() {
@@ -353,6 +406,8 @@ console.log(
 );
 console.log("sending (KeyReplication.send, a round's keys over random pages):");
 console.table([1, 10, 100, 1000].map((n) => sendCost(n)));
+console.log("receiving, µs per key, and importKeys alone, 200 keys a call:");
+console.table([await importCost()]);
 console.log(
   `this DC's increments (one op a call, WAIT 1, ${CLUSTER ? "Redis Cluster 3x2" : "one Redis and a replica"}), ` +
     `${PHASE_MS} ms a phase, beside:`,

@@ -62,7 +62,7 @@ export interface KeyReplicationOptions {
 }
 
 /**
- * Keys per store call: this DC's own changes queue in Redis behind a call's script (1.4 to 1.6 ms of
+ * Keys per store call: this DC's own changes queue in Redis behind a call's script (2 to 2.6 ms of
  * Redis for 200 keys). With another DC's 20,000 changes a second, an increment's p99 is 9 to 17 ms
  * (1 to 2 alone), its median 1.3 to 1.6 times what it is alone (`loadtest/bench/key_import.js`).
  */
