@@ -482,10 +482,19 @@ describeWithBinary(
     test("console - a gateway gone greys out what the view shows and says since when; back, it reads again", async () => {
       const tab = await open(1280, 900);
       await signIn(tab, CLUSTER_ADMIN_KEY);
+      const frames: string[] = [];
+      tab.on("websocket", (ws) => ws.on("framereceived", (f) => frames.push(String(f.payload))));
       await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
       await expect
         .poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS })
         .toBe(1);
+      // The live socket watches the page (its first count frame came) before the gateway goes: a
+      // socket lost before that says "unavailable", not "lost".
+      await expect
+        .poll(() => frames.some((f) => f.includes('"type":"count"') && f.includes('"console-a"')), {
+          timeout: SETTLE_MS,
+        })
+        .toBe(true);
       // The browser logs each refused read and socket: expected while the gateway is gone.
       pageErrors.splice(0);
       await cluster.gateways[0]!.kill();
