@@ -4,8 +4,9 @@ import { configDefaults, defineConfig } from "vitest/config";
 /**
  * The clusters of real processes (counter nodes, gateways, NATS, Redis), most of whose tests hold
  * the product to times: a takeover within its leases, a heal within its follow-ups. Those run one
- * file at a time, last, with the machine to themselves: two at once, a takeover once missed its
- * bound by CPU alone.
+ * file at a time: two at once, a takeover once missed its bound by CPU alone. `npm test`
+ * (test/run.mjs) runs them in a vitest run of their own, beside the other projects' run at the
+ * lowest CPU priority; `vitest run` alone runs them last.
  */
 const PROCESS_CLUSTERS = ["test/cluster/**/*.test.ts", "test/multi_dc/**/*.test.ts"];
 

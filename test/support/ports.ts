@@ -49,7 +49,10 @@ function allocator(): Allocator {
   if (existing !== undefined) return existing;
   const size = Math.floor((ephemeralStart() - LOWEST) / SLICES);
   const worker = Number(process.env.VITEST_POOL_ID ?? process.env.VITEST_WORKER_ID ?? 1);
-  const slice = (Number.isInteger(worker) && worker > 0 ? worker - 1 : 0) % SLICES;
+  // A second vitest run beside this one (test/run.mjs) numbers its workers from 1 too: it starts
+  // its slices further on.
+  const offset = Number(process.env.LIVECOUNT_TEST_PORT_SLICE_OFFSET ?? 0);
+  const slice = ((Number.isInteger(worker) && worker > 0 ? worker - 1 : 0) + offset) % SLICES;
   // A random start, so a worker's next file does not begin where its last one's servers may linger.
   const created: Allocator = {
     first: LOWEST + slice * size,

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+/**
+ * `npm test`: the whole suite as two vitest runs side by side (docs/testing.md).
+ *
+ * The clusters held to times (a takeover within its leases, a heal within its follow-ups) run one
+ * file at a time, at the usual priority; they wait on leases far more than they compute (a quarter
+ * of two cores, on average). Everything else runs beside them at the lowest CPU priority (nice 19),
+ * so it takes the cores they leave idle and yields them the moment a cluster needs them: a timed
+ * cluster sees the machine as if alone. One after another the two took 651 s on two cores, side by
+ * side 346 s.
+ *
+ * With arguments (`npm test -- apps/gateway`), one plain `vitest run` with them instead.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const vitest = fileURLToPath(new URL("../node_modules/vitest/vitest.mjs", import.meta.url));
+/** Workers of the two runs number from 1 each: the second takes its ports from other slices (ports.ts). */
+const PORT_SLICE_OFFSET = 4;
+const LOWEST_PRIORITY = 19;
+
+const args = process.argv.slice(2);
+if (args.length > 0) {
+  const { status, signal } = spawnSync(process.execPath, [vitest, "run", ...args], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  process.exit(status ?? (signal !== null ? 1 : 0));
+}
+
+// One build for both runs (each would build in its global setup otherwise, over the same output).
+if (process.env.LIVECOUNT_TEST_SKIP_BUILD !== "1") {
+  const build = spawnSync("npm", ["run", "build", "--silent"], { cwd: root, stdio: "inherit" });
+  if (build.status !== 0) process.exit(build.status ?? 1);
+}
+
+const env = {
+  ...process.env,
+  LIVECOUNT_TEST_SKIP_BUILD: "1",
+  ...(process.stdout.isTTY && process.env.NO_COLOR === undefined ? { FORCE_COLOR: "1" } : {}),
+};
+
+const runs = [
+  {
+    tag: "timed  ",
+    command: process.execPath,
+    args: [vitest, "run", "--project", "clusters"],
+    env,
+  },
+  {
+    tag: "rest   ",
+    command: "nice",
+    args: [
+      "-n",
+      String(LOWEST_PRIORITY),
+      process.execPath,
+      vitest,
+      "run",
+      "--project",
+      "suite",
+      "--project",
+      "untimed clusters",
+    ],
+    env: { ...env, LIVECOUNT_TEST_PORT_SLICE_OFFSET: String(PORT_SLICE_OFFSET) },
+  },
+];
+
+console.log(
+  `npm test: the clusters held to times ("timed") one file at a time, beside the rest ("rest") at nice ${LOWEST_PRIORITY}; each line is tagged with its run`,
+);
+const startedAt = Date.now();
+const children = runs.map((run) => {
+  const child = spawn(run.command, run.args, { cwd: root, env: run.env, stdio: ["ignore", "pipe", "pipe"] });
+  // Whole lines, tagged: the two runs' reports interleave line by line, each still readable.
+  for (const stream of [child.stdout, child.stderr]) {
+    const out = stream === child.stdout ? process.stdout : process.stderr;
+    createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) =>
+      out.write(`${run.tag}│ ${line}\n`),
+    );
+  }
+  const done = new Promise((resolve) => {
+    child.on("error", (err) => resolve({ run, code: 1, why: err.message }));
+    child.on("close", (code, signal) =>
+      resolve({ run, code: code ?? 1, why: signal !== null ? `killed by ${signal}` : `exit ${code}` }),
+    );
+  });
+  return { child, done };
+});
+
+for (const signal of ["SIGINT", "SIGTERM"])
+  process.on(signal, () => {
+    for (const { child } of children) child.kill(signal);
+  });
+
+const results = await Promise.all(children.map((c) => c.done));
+const seconds = ((Date.now() - startedAt) / 1000).toFixed(1);
+for (const { run, code, why } of results)
+  console.log(`npm test: ${run.tag.trim()} ${code === 0 ? "passed" : `FAILED (${why})`}`);
+console.log(`npm test: ${seconds} s`);
+process.exit(results.every((r) => r.code === 0) ? 0 : 1);
