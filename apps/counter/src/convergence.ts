@@ -179,6 +179,14 @@ export class Convergence {
     return until;
   }
 
+  /**
+   * Within the discovery window since start (4 DC heartbeats): a DC not heard yet may still be heard.
+   * Never when no other DC can exist (no NATS).
+   */
+  get discovering(): boolean {
+    return !this.#o.alone && this.#bootstrap.discovering;
+  }
+
   /** Per remote DC, partitions with a resync transfer under way (anti-entropy). */
   get resyncing(): Record<string, number> {
     return this.#antiEntropy.resyncing;

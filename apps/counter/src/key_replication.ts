@@ -51,7 +51,8 @@ export interface KeyReplicationOptions {
   readonly maxQueued: number;
   /**
    * Whether another data center may hear the keys: one was heard since the start (live or cut off
-   * now: nothing is queued for it, NATS drops what no one hears), or LIVECOUNT_PEER_DCS names one.
+   * now: nothing is queued for it, NATS drops what no one hears), LIVECOUNT_PEER_DCS names one, or
+   * the node is within its discovery window (one may be there, not heard yet).
    */
   readonly mayBeHeard: () => boolean;
   /**
