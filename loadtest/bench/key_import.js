@@ -13,8 +13,9 @@
  *    WAIT-ed `restoreKeys` per partition (the fenced write an owner makes after a store regression).
  *
  * And 3. where a receiving node's time per key goes (decoding and queueing; `importKeys` alone,
- * with the Redis servers' CPU), and 4. the sending owner's CPU per key (KeyReplication.send, encoding included), by keys per
- * commit round.
+ * with the Redis servers' CPU), 4. the sending owner's CPU per key (KeyReplication.send, encoding
+ * and holding included), by keys per commit round, and 5. the sending owner's heap per key it holds
+ * for DCs that may miss them (HeldKeys, behind LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS' default).
  *
  * Not part of `run.js`: it sizes a setting and a constant. Needs `npm run build`.
  *
@@ -27,6 +28,7 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promises";
+import { KEYS_SUBJECTS } from "@livecount/bus";
 import { encodeMessage, MAX_APPLIED_KEYS } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { RedisStore } from "@livecount/store";
@@ -86,8 +88,9 @@ function receiver(store, maxQueued = 100_000) {
   const replication = new KeyReplication({
     dc: "dc2",
     bus: {
-      subscribe: (_subjects, handler) => {
-        deliver = handler;
+      subscribe: (subjects, handler) => {
+        // The other DCs' keys; not their requests to send held keys again.
+        if (subjects === KEYS_SUBJECTS) deliver = handler;
         return { unsubscribe() {} };
       },
       publish() {},
@@ -102,6 +105,8 @@ function receiver(store, maxQueued = 100_000) {
     enabled: true,
     maxQueued,
     mayBeHeard: () => true,
+    // A receiver sends nothing: nothing to hold.
+    held: { clock: systemClock, keepMs: 0, ttlMs: KEY_TTL_MS, maxKeys: 0 },
     // As a counter node on Redis Cluster gathers keys (GATHER_MS=0 measures without).
     ...(CLUSTER && GATHER_MS > 0 ? { gather: { ms: GATHER_MS, clock: systemClock } } : {}),
   });
@@ -132,18 +137,11 @@ async function heapPerKey() {
   };
 }
 
-/**
- * The sending owner's side: KeyReplication.send of rounds of `perRound` keys over random pages (one
- * call per commit round, as RecentKeys makes it), on a bus that only counts: µs of CPU per key.
- */
-function sendCost(perRound, rounds = 2000) {
-  let messages = 0;
-  const replication = new KeyReplication({
+/** dc1's sending KeyReplication, on a bus whose publish is `publish`, holding as `held` says. */
+function sender(publish, held) {
+  return new KeyReplication({
     dc: "dc1",
-    bus: {
-      subscribe: () => ({ unsubscribe() {} }),
-      publish: () => void messages++,
-    },
+    bus: { subscribe: () => ({ unsubscribe() {} }), publish },
     store: {},
     logger: { warn() {}, error() {}, info() {} },
     metrics: { keysAcrossDcs: { inc() {} } },
@@ -152,17 +150,65 @@ function sendCost(perRound, rounds = 2000) {
     enabled: true,
     maxQueued: 0,
     mayBeHeard: () => true,
+    held: { clock: systemClock, ttlMs: KEY_TTL_MS, ...held },
   });
-  const all = Array.from({ length: rounds }, (_, i) => keysByPartition(perRound, 5_000_000 + i * perRound));
-  replication.send(all[0]); // warm-up
-  messages = 0;
-  const cpu0 = process.cpuUsage();
-  for (const round of all) replication.send(round);
-  const cpu = process.cpuUsage(cpu0);
+}
+
+/**
+ * The sending owner's side: KeyReplication.send of rounds of `perRound` keys over random pages (one
+ * call per commit round, as RecentKeys makes it), on a bus that only counts: µs of CPU per key.
+ */
+function sendCost(perRound, rounds = 2000) {
+  let messages = 0;
+  const cpuPerKey = (held) => {
+    const replication = sender(() => void messages++, held);
+    const all = Array.from({ length: rounds }, (_, i) => keysByPartition(perRound, 5_000_000 + i * perRound));
+    replication.send(all[0]); // warm-up
+    messages = 0;
+    const cpu0 = process.cpuUsage();
+    for (const keys of all) replication.send(keys);
+    const cpu = process.cpuUsage(cpu0);
+    return round((cpu.user + cpu.system) / (perRound * rounds), 2);
+  };
+  // Holding nothing, then as a node holds what it sends (the defaults: a 15 s DC lease and four
+  // 250 ms heartbeats, 100,000 keys), in the same run.
+  const holdingNothing = cpuPerKey({ keepMs: 0, maxKeys: 0 });
+  const cpuUsPerKey = cpuPerKey({ keepMs: 16_000, maxKeys: 100_000 });
   return {
     keysPerRound: perRound,
     messagesPerRound: round(messages / rounds, 1),
-    cpuUsPerKey: round((cpu.user + cpu.system) / (perRound * rounds), 2),
+    cpuUsPerKey,
+    holdingNothing,
+  };
+}
+
+/**
+ * The sending owner's memory: heap bytes per key it holds for DCs that may miss them (HeldKeys: the
+ * messages as sent), `KEYS` keys sent in rounds of `perRound` over random pages, none let go.
+ */
+async function heldHeapPerKey(perRound) {
+  let replication = sender(() => {}, { keepMs: KEY_TTL_MS, maxKeys: KEYS });
+  const rounds = Array.from({ length: Math.ceil(KEYS / perRound) }, (_, i) =>
+    keysByPartition(perRound, 9_000_000 + i * perRound),
+  );
+  for (const keys of rounds) replication.send(keys);
+  // What the node retains: the memory with it, less the memory once it is let go (the keys sent
+  // stay referenced throughout).
+  const used = () => {
+    globalThis.gc();
+    globalThis.gc();
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  const withHeld = used();
+  // Read after each measure, or V8 may free what a variable no longer read still names.
+  if (!replication.sending) throw new Error("the replication stopped sending");
+  replication = undefined;
+  const without = used();
+  return {
+    keysPerRound: perRound,
+    heldBytesPerKey: round((withHeld - without) / KEYS, 1),
+    rounds: rounds.length,
   };
 }
 
@@ -399,6 +445,9 @@ async function latencyBehindImports() {
   }
 }
 
+// First, before the other measures leave memory that a collection within these would free.
+const held = [];
+for (const n of [1, 10, 100, 1000]) held.push(await heldHeapPerKey(n));
 const heap = await heapPerKey();
 console.log(
   `heap: ${heap.heapBytesPerKey} bytes per queued key (${heap.keys} keys in ${heap.messages} messages), ` +
@@ -406,6 +455,8 @@ console.log(
 );
 console.log("sending (KeyReplication.send, a round's keys over random pages):");
 console.table([1, 10, 100, 1000].map((n) => sendCost(n)));
+console.log("held by the sender for DCs that may miss them (heap and buffers per key):");
+console.table(held);
 console.log("receiving, µs per key, and importKeys alone, 200 keys a call:");
 console.table([await importCost()]);
 console.log(

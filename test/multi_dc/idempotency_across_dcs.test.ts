@@ -3,13 +3,14 @@
  * other DC (its answer was lost; a global name resolved elsewhere) is answered as the change it
  * repeats once the first DC's keys reached it, and counts once. Increments and resets alike; a key
  * reused for another change is a conflict there too; keys sent while the other DC's counter nodes
- * hand partitions over (a deploy) are stored all the same.
+ * hand partitions over (a deploy) are stored all the same, and so are keys sent while the link was
+ * cut, once it heals (whichever way first).
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, onTestFailed, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { CONVERGE_MS } from "../support/dc_pages.js";
-import { eventually } from "../support/eventually.js";
+import { eventually, sleep } from "../support/eventually.js";
 import { MultiDc, type TestDc } from "../support/multi_dc.js";
 import { PublisherHttp, type HttpAnswer, type PageRaw } from "../support/publisher_http.js";
 import { describeWithServers } from "../support/servers.js";
@@ -138,6 +139,45 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
       };
       for (const p of [one, two])
         await eventually(async () => expect(await total(p)).toBe(LIKES), { timeoutMs: CONVERGE_MS });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "keys sent while the link is cut cross once it heals, one way first: every retry in the other DC is a replay",
+    async () => {
+      onTestFailed(() => console.error(multi.logs()));
+      const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+      const one = new PublisherHttp(dc1.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const two = new PublisherHttp(dc2.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
+      const pages = Array.from({ length: 4 }, (_, i) => `cut-${i}`);
+      const LIKES = 20;
+      const storedBefore = await dc2.keysStored();
+      multi.cut();
+      for (let i = 0; i < LIKES; i++)
+        expect((await one.change(pages[i % pages.length]!, "likes", 1, `cut-${i}`)).status).toBe(200);
+      // dc2 -> dc1 first: dc1 hears dc2 again and sends its keys again, into a way still cut.
+      multi.healInto("dc1");
+      await dc1.waitHeard("dc2");
+      await sleep(500);
+      expect(await dc2.keysStored(), "nothing crossed into dc2 yet").toBe(storedBefore);
+      // dc1 -> dc2 back: dc2 hears dc1 and asks its nodes for what they hold.
+      multi.heal();
+      await multi.waitLinked();
+      await waitKeys(dc2, storedBefore + LIKES);
+      for (let i = 0; i < LIKES; i++) {
+        const retry = await two.change(pages[i % pages.length]!, "likes", 1, `cut-${i}`);
+        expect(retry.headers.get("idempotent-replayed"), `retry of cut-${i}`).toBe("true");
+      }
+      for (const p of [one, two])
+        await eventually(
+          async () => {
+            let sum = 0;
+            for (const page of pages) sum += (await p.counters(page)).likes ?? 0;
+            expect(sum).toBe(LIKES);
+          },
+          { timeoutMs: CONVERGE_MS },
+        );
     },
     TEST_TIMEOUT_MS,
   );

@@ -115,6 +115,7 @@ export class Convergence {
     this.#antiEntropy.start();
     this.#bootstrap.start();
     this.#stopListening = this.#o.liveness.onChange((remote, event) => {
+      this.#o.keys.remoteChanged(remote, event.kind);
       if (event.kind === "down") this.#bootstrap.remoteDown(remote);
       else this.#bootstrap.remoteUp();
     });

@@ -43,8 +43,8 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_IDEMPOTENCY_ACROSS_DCS: send the keys of changes answered here (applied, or replayed by
    * the store) to the other DCs, and store theirs, so a retry that lands in another DC counts once
    * (key_replication.ts). Default on; off saves, per change, about 150 bytes of link, one key in each
-   * other DC's Redis, 5 to 19 µs of the sending node's CPU and 20 to 25 of a receiving node's (30
-   * to 40 on Redis Cluster: `loadtest/bench/key_import.js`).
+   * other DC's Redis, 6 to 14 µs of the sending node's CPU (holding what it sent included) and 20
+   * to 25 of a receiving node's (30 to 40 on Redis Cluster: `loadtest/bench/key_import.js`).
    */
   readonly idempotencyAcrossDcs: boolean;
   /**
@@ -55,6 +55,15 @@ export interface CounterConfig extends ClusterConfig {
    * 35 MB at the cap.
    */
   readonly idempotencyImportMaxKeys: number;
+  /**
+   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS: keys this node sent that it holds, to send again to a DC
+   * that may have missed them (a cut of the link: held_keys.ts); past it the oldest go; 0 holds none.
+   * Default 100,000: the 16 s held (a DC lease and four heartbeats, by default) of 6,000 changes a
+   * second here, or the last 100,000 while another DC is down; held as the messages sent, 245 to 519
+   * bytes a key (many keys a message to one a message: `loadtest/bench/key_import.js`), 25 to 52 MB
+   * at the cap.
+   */
+  readonly idempotencyResendMaxKeys: number;
   /**
    * LIVECOUNT_MAX_COUNTERS_PER_PAGE: counters (likes, reactions, badges) one page may hold; a change
    * to a new one past it is refused. Default 256: every count frame and read of the page carries all
@@ -119,6 +128,7 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyMemoryKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS", 100_000, { min: 0 }),
     idempotencyAcrossDcs: readFlag(env, "LIVECOUNT_IDEMPOTENCY_ACROSS_DCS", true),
     idempotencyImportMaxKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS", 100_000, { min: 0 }),
+    idempotencyResendMaxKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS", 100_000, { min: 0 }),
     maxCountersPerPage: readInt(env, "LIVECOUNT_MAX_COUNTERS_PER_PAGE", 256, { min: 1, max: 100_000 }),
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),

@@ -17,14 +17,23 @@
  * closes, what the broker had already sent it included; one superseded drops what it holds
  * (counted); a kill loses it.
  *
+ * NATS drops what a cut link cannot carry: the sender holds what it sent (HeldKeys) for a DC lease
+ * and a few heartbeats, and while some DC is down until it is back, and sends it all again when a
+ * DC comes back up or its heartbeats show a gap (a cut shorter than its lease), or when a DC that
+ * heard this one again asks (`remoteChanged`).
+ *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
- * answered, at the link's latency), during a cut (nothing is queued for a DC cut off), or in a DC
- * rebuilt since (keys are not carried by anti-entropy) counts again; an imported key is not kept in
+ * answered, at the link's latency), during a cut, in a DC rebuilt since (keys are not carried by
+ * anti-entropy), or after its sender restarted with keys a cut DC missed counts again; an imported
+ * key is not kept in
  * the receiver's memory (RecentKeys), so a Redis there that restarts without its last second loses
  * the keys of that second.
  */
 import {
   KEYS_SUBJECTS,
+  keysMissedFrom,
+  keysMissedSubject,
+  keysMissedSubjects,
   keysSubjectDc,
   partitionKeysSubject,
   type Bus,
@@ -35,6 +44,7 @@ import { partitionOf } from "@livecount/ring";
 import { LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import type { KeyRestore, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
+import { HeldKeys, type HeldKeysOptions } from "./held_keys.js";
 
 export interface KeyReplicationOptions {
   readonly dc: string;
@@ -60,6 +70,8 @@ export interface KeyReplicationOptions {
    * Cluster: CLUSTER_IMPORT_GATHER_MS). Absent: a call goes as soon as the one before returns.
    */
   readonly gather?: { readonly ms: number; readonly clock: Clock };
+  /** What is sent is held for DCs that may miss it (HeldKeys). */
+  readonly held: HeldKeysOptions;
 }
 
 /**
@@ -83,6 +95,8 @@ export class KeyReplication {
   readonly #o: KeyReplicationOptions;
   readonly #logs = new LogThrottle();
   #sub: Subscription | undefined;
+  /** Other DCs asking this node to send its held keys again (keysMissedSubjects). */
+  #missedSub: Subscription | undefined;
   /** Other DCs' keys waiting for the store, by partition. */
   #queued = new Map<number, KeyRestore[]>();
   #queuedKeys = 0;
@@ -93,9 +107,11 @@ export class KeyReplication {
   /** Ends the keys' gathering now (a node leaving stores what it holds at once). */
   #endGather: (() => void) | undefined;
   #stopped = false;
+  readonly #held: HeldKeys;
 
   constructor(options: KeyReplicationOptions) {
     this.#o = options;
+    this.#held = new HeldKeys(options.held);
   }
 
   /** Whether keys are sent now: the caller builds the records only then. */
@@ -114,6 +130,10 @@ export class KeyReplication {
       },
       { queue: `lc-keys-${this.#o.dc}` },
     );
+    this.#missedSub = this.#o.bus.subscribe(keysMissedSubjects(this.#o.dc), (_data, subject) => {
+      const from = keysMissedFrom(subject);
+      if (from !== undefined && from !== this.#o.dc) this.#resend(from, "asked");
+    });
   }
 
   /**
@@ -139,6 +159,8 @@ export class KeyReplication {
   /** Leaves the group; keys still queued are dropped (counted), and no store call follows. */
   stop(): void {
     this.leave();
+    this.#missedSub?.unsubscribe();
+    this.#missedSub = undefined;
     this.#stopped = true;
     if (this.#queuedKeys > 0) this.#o.metrics.keysAcrossDcs.inc({ outcome: "dropped" }, this.#queuedKeys);
     this.#queued = new Map();
@@ -151,19 +173,70 @@ export class KeyReplication {
    */
   send(byPartition: ReadonlyMap<number, readonly KeyRestore[]>): void {
     if (!this.sending) return;
-    const { bus, dc, metrics, logger } = this.#o;
+    const { dc, metrics } = this.#o;
     for (const [partition, keys] of byPartition) {
       for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
         const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
         const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk };
-        try {
-          bus.publish(partitionKeysSubject(dc, partition), encodeMessage(msg));
-          metrics.keysAcrossDcs.inc({ outcome: "sent" }, chunk.length);
-        } catch (err) {
-          metrics.keysAcrossDcs.inc({ outcome: "unsent" }, chunk.length);
-          this.#logs.log(logger, "warn", { err, partition }, "idempotency keys not sent to other DCs");
+        const sent = {
+          subject: partitionKeysSubject(dc, partition),
+          data: encodeMessage(msg),
+          keys: chunk.length,
+        };
+        if (this.#publish(sent, "sent")) {
+          const lost = this.#held.add(sent);
+          if (lost > 0) metrics.keysAcrossDcs.inc({ outcome: "lost" }, lost);
         }
       }
+    }
+  }
+
+  /**
+   * A remote DC went down, came back up, or showed a gap in its heartbeats (DcLiveness): what it may
+   * have missed is sent again. Heard again, it carries to this DC, but the other way may come back
+   * later (each way is a connection of its own): so this DC also asks it to send its held keys again,
+   * and that request only arrives once its keys can. Between the two, whichever way healed first,
+   * each side's held keys cross.
+   */
+  remoteChanged(remote: string, kind: "up" | "gap" | "down"): void {
+    if (!this.#o.enabled) return;
+    if (kind === "down") {
+      this.#held.down(remote);
+      return;
+    }
+    this.#resend(remote, kind);
+    try {
+      this.#o.bus.publish(keysMissedSubject(remote, this.#o.dc), new Uint8Array(0));
+    } catch (err) {
+      this.#logs.log(this.#o.logger, "warn", { err, dc: remote }, "could not ask a DC for the keys it held");
+    }
+  }
+
+  #resend(remote: string, why: "up" | "gap" | "asked"): void {
+    const missed = this.#held.missedBy(remote);
+    for (const sent of missed) this.#publish(sent, "resent");
+    if (missed.length > 0)
+      this.#o.logger.info(
+        { dc: remote, keys: missed.reduce((sum, m) => sum + m.keys, 0), why },
+        "idempotency keys sent again to a DC that may have missed them",
+      );
+  }
+
+  #publish(sent: { subject: string; data: Uint8Array; keys: number }, outcome: "sent" | "resent"): boolean {
+    const { bus, metrics, logger } = this.#o;
+    try {
+      bus.publish(sent.subject, sent.data);
+      metrics.keysAcrossDcs.inc({ outcome }, sent.keys);
+      return true;
+    } catch (err) {
+      metrics.keysAcrossDcs.inc({ outcome: "unsent" }, sent.keys);
+      this.#logs.log(
+        logger,
+        "warn",
+        { err, subject: sent.subject },
+        "idempotency keys not sent to other DCs",
+      );
+      return false;
     }
   }
 

@@ -10,6 +10,12 @@ import { PresenceIntake } from "./presence_intake.js";
 import { KeyReplication } from "./key_replication.js";
 import { RecentKeys } from "./recent_keys.js";
 
+/**
+ * Heartbeats beyond the DC lease that sent keys are held (HeldKeys.keepMs): a DC is found down at
+ * the first lease check after its lease lapses, and a local bus silence moves its lease later.
+ */
+const HELD_HEARTBEATS = 4;
+
 export interface PageUnitsOptions {
   readonly dc: string;
   readonly partitions: number;
@@ -27,6 +33,10 @@ export interface PageUnitsOptions {
   /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS and _IMPORT_MAX_KEYS (KeyReplication). */
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
+  /** LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held (HeldKeys). */
+  readonly idempotencyResendMaxKeys: number;
+  readonly dcLeaseMs: number;
+  readonly dcHeartbeatMs: number;
   /** Whether another DC may hear the keys (KeyReplicationOptions.mayBeHeard); default never. */
   readonly mayBeHeard?: () => boolean;
   /** KeyReplicationOptions.gather's time (on Redis Cluster); default none. */
@@ -100,6 +110,14 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     keyTtlMs: o.idempotencyTtlMs,
     enabled: o.idempotencyAcrossDcs,
     maxQueued: o.idempotencyImportMaxKeys,
+    held: {
+      clock,
+      // A DC cut off is found down within its lease and a sweep; a shorter cut shows as a gap in
+      // its heartbeats at the first one after it.
+      keepMs: o.dcLeaseMs + HELD_HEARTBEATS * o.dcHeartbeatMs,
+      ttlMs: o.idempotencyTtlMs,
+      maxKeys: o.idempotencyResendMaxKeys,
+    },
     mayBeHeard: o.mayBeHeard ?? (() => false),
     ...(o.importGatherMs !== undefined && o.importGatherMs > 0
       ? { gather: { ms: o.importGatherMs, clock } }

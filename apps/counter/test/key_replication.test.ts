@@ -39,6 +39,9 @@ function nodeOf(
     maxQueued?: number;
     mayBeHeard?: () => boolean;
     gather?: { ms: number; clock: ManualClock };
+    /** The clock and the cap of what is held for DCs that may miss it. */
+    clock?: ManualClock;
+    maxHeld?: number;
   } = {},
 ): Node {
   const metrics = new CounterMetrics(new Registry(), {
@@ -56,6 +59,12 @@ function nodeOf(
     enabled: options.enabled ?? true,
     maxQueued: options.maxQueued ?? 1000,
     mayBeHeard: options.mayBeHeard ?? (() => true),
+    held: {
+      clock: options.clock ?? new ManualClock(),
+      keepMs: 6000,
+      ttlMs: KEY_TTL_MS,
+      maxKeys: options.maxHeld ?? 1000,
+    },
     ...(options.gather !== undefined ? { gather: options.gather } : {}),
   });
   keys.start();

@@ -257,6 +257,9 @@ export async function buildUnits(
     // One DC: no other hears the keys (key_replication.test.ts sends them).
     idempotencyAcrossDcs: false,
     idempotencyImportMaxKeys: 100_000,
+    idempotencyResendMaxKeys: 100_000,
+    dcLeaseMs: 5000,
+    dcHeartbeatMs: 250,
     maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,
     sweepMs: SWEEP_MS,

@@ -44,6 +44,9 @@ export {
   partitionKeysSubject,
   KEYS_SUBJECTS,
   keysSubjectDc,
+  keysMissedSubject,
+  keysMissedSubjects,
+  keysMissedFrom,
   DCS_SUBJECT,
   SUBJECT_ROOT,
 } from "./subjects.js";

@@ -8,6 +8,7 @@
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
  * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
  * | `lc.keys.<dc>.<part>`  | publish        | AppliedKeys                  | a partition's owner in `<dc>` -> one counter node per DC (queue group); `<dc>`'s own drop it unread |
+ * | `lc.keysmissed.<dc>.<from>` | publish   | empty                        | a counter node of `<from>` that heard `<dc>` again -> every counter node of `<dc>`: send your held keys again |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
  * | `lc.ae.<dc>.<part>`    | publish        | AeBuckets, AeEntries         | a partition's owner -> its owner in `<dc>`      |
@@ -115,6 +116,34 @@ export function keysSubjectDc(subject: string): string | undefined {
   if (!subject.startsWith(KEYS_PREFIX)) return undefined;
   const dot = subject.indexOf(".", KEYS_PREFIX.length);
   return dot < 0 ? undefined : subject.slice(KEYS_PREFIX.length, dot);
+}
+
+const KEYS_MISSED_PREFIX = `${SUBJECT_ROOT}.keysmissed.`;
+
+/**
+ * A DC (`from`) that hears `dc` again after a cut, or after a gap in its heartbeats, asks `dc`'s
+ * counter nodes here to send again the keys they hold (HeldKeys): their own resend, when they hear
+ * `from` again, may cross the link before it carries their way. Empty payload.
+ */
+export function keysMissedSubject(dc: string, from: string): string {
+  assertToken("dc", dc);
+  assertToken("dc", from);
+  return `${KEYS_MISSED_PREFIX}${dc}.${from}`;
+}
+
+/** What every counter node of `dc` subscribes to (no queue group: each holds what it sent). */
+export function keysMissedSubjects(dc: string): string {
+  assertToken("dc", dc);
+  return `${KEYS_MISSED_PREFIX}${dc}.*`;
+}
+
+/** The asking DC of a `keysMissedSubject`, or undefined when `subject` is not one. */
+export function keysMissedFrom(subject: string): string | undefined {
+  if (!subject.startsWith(KEYS_MISSED_PREFIX)) return undefined;
+  const rest = subject.slice(KEYS_MISSED_PREFIX.length);
+  const dot = rest.indexOf(".");
+  const from = dot < 0 ? "" : rest.slice(dot + 1);
+  return from.length <= ID_TOKEN_MAX_LENGTH && ID_TOKEN.test(from) ? from : undefined;
 }
 
 /** The page id of a page subject, or undefined when `subject` is not one `pageSubject` makes. */

@@ -8,6 +8,9 @@ import {
   isSubject,
   KEYS_SUBJECTS,
   keysSubjectDc,
+  keysMissedFrom,
+  keysMissedSubject,
+  keysMissedSubjects,
   partitionKeysSubject,
   nodeSubject,
   nodesSubject,
@@ -108,6 +111,19 @@ describe("subjects - page subjects", () => {
     expect(keysSubjectDc(dcUpdatesSubject("dc1", 7))).toBeUndefined();
     expect(() => partitionKeysSubject("d c", 7)).toThrow(InvalidSubjectError);
     expect(() => partitionKeysSubject("dc1", -1)).toThrow(InvalidSubjectError);
+  });
+
+  it("gives a DC's request for another's held keys a subject of that DC's nodes, naming the asking DC, apart from the keys", () => {
+    const subject = keysMissedSubject("dc-eu_1", "dc2");
+    expect(subject).toBe("lc.keysmissed.dc-eu_1.dc2");
+    expect(patternMatches(tokensOf(keysMissedSubjects("dc-eu_1")), tokensOf(subject))).toBe(true);
+    expect(patternMatches(tokensOf(keysMissedSubjects("dc2")), tokensOf(subject))).toBe(false);
+    expect(patternMatches(tokensOf(KEYS_SUBJECTS), tokensOf(subject))).toBe(false);
+    expect(keysMissedFrom(subject)).toBe("dc2");
+    for (const other of ["lc.keysmissed.dc1", "lc.keysmissed.dc1.", "lc.keys.dc1.7", "lc.keysmissed.dc1.a.b"])
+      expect(keysMissedFrom(other), other).toBeUndefined();
+    expect(() => keysMissedSubject("dc1", "d c")).toThrow(InvalidSubjectError);
+    expect(() => keysMissedSubjects("*")).toThrow(InvalidSubjectError);
   });
 
   it("reads back only subjects the encoder would produce", () => {
