@@ -25,9 +25,8 @@
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut, in a DC rebuilt since (keys are not carried by
  * anti-entropy), or after its sender restarted with keys a cut DC missed counts again; an imported
- * key is not kept in
- * the receiver's memory (RecentKeys), so a Redis there that restarts without its last second loses
- * the keys of that second.
+ * key is not kept in the receiver's memory (RecentKeys), so a Redis there that restarts without its
+ * last second loses the keys of that second.
  */
 import {
   KEYS_SUBJECTS,
@@ -44,7 +43,7 @@ import { partitionOf } from "@livecount/ring";
 import { LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import type { KeyRestore, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
-import { HeldKeys, type HeldKeysOptions } from "./held_keys.js";
+import { HeldKeys, type HeldKeysOptions, type SentKeys } from "./held_keys.js";
 
 export interface KeyReplicationOptions {
   readonly dc: string;
@@ -178,7 +177,7 @@ export class KeyReplication {
       for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
         const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
         const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk };
-        const sent = {
+        const sent: SentKeys = {
           subject: partitionKeysSubject(dc, partition),
           data: encodeMessage(msg),
           keys: chunk.length,
@@ -222,7 +221,7 @@ export class KeyReplication {
       );
   }
 
-  #publish(sent: { subject: string; data: Uint8Array; keys: number }, outcome: "sent" | "resent"): boolean {
+  #publish(sent: SentKeys, outcome: "sent" | "resent"): boolean {
     const { bus, metrics, logger } = this.#o;
     try {
       bus.publish(sent.subject, sent.data);
