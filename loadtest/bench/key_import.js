@@ -106,6 +106,7 @@ function receiver(store, maxQueued = 100_000) {
     maxQueued,
     mayBeHeard: () => true,
     // A receiver sends nothing: nothing to hold.
+    resendCoalesceMs: 250,
     held: { clock: systemClock, keepMs: 0, ttlMs: KEY_TTL_MS, maxKeys: 0 },
     // As a counter node on Redis Cluster gathers keys (GATHER_MS=0 measures without).
     ...(CLUSTER && GATHER_MS > 0 ? { gather: { ms: GATHER_MS, clock: systemClock } } : {}),
@@ -150,6 +151,7 @@ function sender(publish, held) {
     enabled: true,
     maxQueued: 0,
     mayBeHeard: () => true,
+    resendCoalesceMs: 250,
     held: { clock: systemClock, ttlMs: KEY_TTL_MS, ...held },
   });
 }

@@ -71,6 +71,11 @@ export interface KeyReplicationOptions {
   readonly gather?: { readonly ms: number; readonly clock: Clock };
   /** What is sent is held for DCs that may miss it (HeldKeys). */
   readonly held: HeldKeysOptions;
+  /**
+   * A remote DC's triggers of one kind within this long of the last (a DC heartbeat): sent again
+   * once. Each of its counter nodes' heartbeats shows the same gap, and each of its nodes asks.
+   */
+  readonly resendCoalesceMs: number;
 }
 
 /**
@@ -107,6 +112,8 @@ export class KeyReplication {
   #endGather: (() => void) | undefined;
   #stopped = false;
   readonly #held: HeldKeys;
+  /** When held keys were last sent again, per remote DC and cause (heard again, or asked). */
+  readonly #resentAt = new Map<string, number>();
 
   constructor(options: KeyReplicationOptions) {
     this.#o = options;
@@ -212,6 +219,13 @@ export class KeyReplication {
   }
 
   #resend(remote: string, why: "up" | "gap" | "asked"): void {
+    // Hearing it again and being asked are told apart: one does not make the other needless (the
+    // link's two ways heal apart), but several of one kind within a heartbeat say the same.
+    const cause = `${why === "asked" ? "asked" : "heard"} ${remote}`;
+    const now = this.#o.held.clock.monotonic();
+    const last = this.#resentAt.get(cause);
+    if (last !== undefined && now - last < this.#o.resendCoalesceMs) return;
+    this.#resentAt.set(cause, now);
     const missed = this.#held.missedBy(remote);
     for (const sent of missed) this.#publish(sent, "resent");
     if (missed.length > 0)

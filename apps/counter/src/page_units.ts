@@ -118,6 +118,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
       ttlMs: o.idempotencyTtlMs,
       maxKeys: o.idempotencyResendMaxKeys,
     },
+    resendCoalesceMs: o.dcHeartbeatMs,
     mayBeHeard: o.mayBeHeard ?? (() => false),
     ...(o.importGatherMs !== undefined && o.importGatherMs > 0
       ? { gather: { ms: o.importGatherMs, clock } }

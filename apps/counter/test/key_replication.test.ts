@@ -4,7 +4,7 @@
  * keys, whoever holds the partition; imports go one store call at a time, bounded; RecentKeys hands
  * over the keys of changes the store applied or replayed, never of errors.
  */
-import { MemoryBus, partitionKeysSubject } from "@livecount/bus";
+import { MemoryBus, keysMissedSubject, partitionKeysSubject } from "@livecount/bus";
 import { encodeMessage, type IncrementRequest, type NodeReply } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
@@ -59,6 +59,7 @@ function nodeOf(
     enabled: options.enabled ?? true,
     maxQueued: options.maxQueued ?? 1000,
     mayBeHeard: options.mayBeHeard ?? (() => true),
+    resendCoalesceMs: 250,
     held: {
       clock: options.clock ?? new ManualClock(),
       keepMs: 6000,
@@ -362,5 +363,26 @@ describe("counter - idempotency keys across data centers", () => {
     sending = false;
     await keys.settled([answer("e", 1)], 0, incrementUse);
     expect(sent).toHaveLength(1);
+  });
+
+  test("counter - held keys go again once per cause within a heartbeat: heard again (up or gap), or asked by the DC", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
+    one.keys.send(new Map([[PARTITION, [like("h1"), like("h2")]]]));
+    const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
+    // Each of dc2's nodes' heartbeats shows the gap: one resend.
+    one.keys.remoteChanged("dc2", "gap");
+    one.keys.remoteChanged("dc2", "gap");
+    expect(await resent()).toBe(2);
+    // Each of dc2's nodes asks: one resend more, asking being a cause of its own.
+    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
+    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
+    await clock.advance(0);
+    expect(await resent()).toBe(4);
+    // Another DC, or a heartbeat later: again.
+    one.keys.remoteChanged("dc3", "up");
+    await clock.advance(250);
+    one.keys.remoteChanged("dc2", "up");
+    expect(await resent()).toBe(8);
   });
 });
