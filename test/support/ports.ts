@@ -49,10 +49,14 @@ function allocator(): Allocator {
   if (existing !== undefined) return existing;
   const size = Math.floor((ephemeralStart() - LOWEST) / SLICES);
   const worker = Number(process.env.VITEST_POOL_ID ?? process.env.VITEST_WORKER_ID ?? 1);
-  // A second vitest run beside this one (test/run.mjs) numbers its workers from 1 too: it starts
-  // its slices further on.
+  // A second vitest run beside this one (test/run.mjs) numbers its workers from 1 too: it keeps to
+  // the slices from the offset on, the first run's workers to those below it.
   const offset = Number(process.env.LIVECOUNT_TEST_PORT_SLICE_OFFSET ?? 0);
-  const slice = ((Number.isInteger(worker) && worker > 0 ? worker - 1 : 0) + offset) % SLICES;
+  const index = Number.isInteger(worker) && worker > 0 ? worker - 1 : 0;
+  const slice =
+    Number.isInteger(offset) && offset > 0 && offset < SLICES
+      ? offset + (index % (SLICES - offset))
+      : index % SLICES;
   // A random start, so a worker's next file does not begin where its last one's servers may linger.
   const created: Allocator = {
     first: LOWEST + slice * size,
