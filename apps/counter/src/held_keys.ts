@@ -38,7 +38,8 @@ export class HeldKeys {
   #held: Array<Held | undefined> = [];
   #head = 0;
   #keys = 0;
-  readonly #down = new Set<string>();
+  /** Remote DCs down now, and since when (monotonic ms). */
+  readonly #down = new Map<string, number>();
 
   constructor(options: HeldKeysOptions) {
     this.#o = options;
@@ -70,9 +71,14 @@ export class HeldKeys {
     return lost;
   }
 
-  /** A remote DC went down: what is held stays until it is up again. */
+  /**
+   * A remote DC went down: what is held stays until it is up again, or until it has been down for
+   * the keys' TTL (a DC removed from the deployment is never up again).
+   */
   down(dc: string): void {
-    this.#down.add(dc);
+    const now = this.#o.clock.monotonic();
+    this.#expire(now);
+    if (!this.#down.has(dc)) this.#down.set(dc, now);
   }
 
   /**
@@ -91,6 +97,7 @@ export class HeldKeys {
   /** Drops what every DC has had long enough to get, or what is past the keys' TTL. */
   #expire(now: number): void {
     const { keepMs, ttlMs } = this.#o;
+    for (const [dc, since] of this.#down) if (since < now - ttlMs) this.#down.delete(dc);
     const keepFrom = this.#down.size > 0 ? now - ttlMs : now - Math.min(keepMs, ttlMs);
     while (this.#head < this.#held.length && this.#held[this.#head]!.at < keepFrom) this.#drop();
     this.#compact();

@@ -80,4 +80,21 @@ describe("counter - keys held for DCs that may miss them", () => {
     expect(none.keys).toBe(0);
     expect(none.missedBy("dc2")).toEqual([]);
   });
+
+  test("counter - a DC down for the keys' TTL is held for no more: one removed from the deployment costs nothing for good", async () => {
+    const { clock, held } = setUp(10);
+    held.add(sent("old", 3));
+    await clock.advance(KEEP_MS * 2);
+    // Down after keepMs: what every DC had long enough to get is not held for it.
+    held.down("dc2");
+    expect(held.keys).toBe(0);
+    held.add(sent("a", 3));
+    await clock.advance(TTL_MS + 1);
+    held.add(sent("b", 3));
+    // The TTL passed: dc2 is forgotten, and only keepMs holds again.
+    await clock.advance(KEEP_MS + 1);
+    held.add(sent("c", 3));
+    expect(subjects(held.missedBy("dc3"))).toEqual(["c"]);
+    for (let i = 0; i < 4; i++) expect(held.add(sent(`d${i}`, 3)), "nothing counted lost").toBe(0);
+  });
 });
