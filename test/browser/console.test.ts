@@ -9,7 +9,7 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Browser, BrowserContext, Page, WebSocket } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { CLUSTER_ADMIN_KEY, CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { eventually } from "../support/eventually.js";
@@ -483,7 +483,11 @@ describeWithBinary(
       const tab = await open(1280, 900);
       await signIn(tab, CLUSTER_ADMIN_KEY);
       const frames: string[] = [];
-      tab.on("websocket", (ws) => ws.on("framereceived", (f) => frames.push(String(f.payload))));
+      const sockets: WebSocket[] = [];
+      tab.on("websocket", (ws) => {
+        sockets.push(ws);
+        ws.on("framereceived", (f) => frames.push(String(f.payload)));
+      });
       await tab.goto(`${cluster.gateways[0]!.url}/admin#/page/console-a`);
       await expect
         .poll(() => tab.locator("#counters-table tbody tr").count(), { timeout: SETTLE_MS })
@@ -497,11 +501,16 @@ describeWithBinary(
         .toBe(true);
       // The browser logs each refused read and socket: expected while the gateway is gone.
       pageErrors.splice(0);
+      const opened = sockets.length;
       await cluster.gateways[0]!.kill();
       await expect
         .poll(() => tab.locator("#page-error").textContent(), { timeout: SETTLE_MS })
         .toMatch(/^Could not read the page: .*Shown: as of \d/);
       expect(await tab.locator("#page-data").getAttribute("class")).toBe("stale");
+      // Still "lost" once a try to reconnect has failed, not "unavailable" (never there).
+      await expect
+        .poll(() => sockets.length > opened && sockets.at(-1)!.isClosed(), { timeout: SETTLE_MS })
+        .toBe(true);
       expect(await tab.locator("#live-status").textContent()).toMatch(/^Live updates lost; reconnecting/);
       await tab.screenshot({ path: join(SCREENSHOTS, "console-page-gateway-down.png"), fullPage: true });
 

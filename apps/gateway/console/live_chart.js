@@ -81,6 +81,9 @@ export function startChart(page, onFrame) {
   resizer.observe($("chart"));
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
   let delayMs = 1000;
+  // A watching socket was lost, and no count frame came since: the tries to reconnect that fail
+  // meanwhile say so, rather than that live updates were never there.
+  let lost = false;
   const connect = () => {
     const ws = (socket = new WebSocket(url));
     ws.onopen = () => {
@@ -111,6 +114,7 @@ export function startChart(page, onFrame) {
       }
       if (frame.type !== "count" || frame.page !== page) return;
       ws.watching = true;
+      lost = false;
       delayMs = 1000;
       $("live-status").textContent = "";
       plot(frame.viewers);
@@ -126,10 +130,11 @@ export function startChart(page, onFrame) {
       let why = "Live updates unavailable; reconnecting.";
       if (ws.refusal !== undefined)
         why = `The gateway refused the watch for now (${ws.refusal}); asking again.`;
-      else if (ws.watching) why = "Live updates lost; reconnecting.";
+      else if (ws.watching || lost) why = "Live updates lost; reconnecting.";
       else if (!ws.opened && readsAnswer)
         why =
           "The gateway did not take the console's live socket (is this site's origin in LIVECOUNT_ALLOWED_ORIGINS?); trying again.";
+      lost ||= ws.watching === true;
       $("live-status").textContent = `${why} The chart follows the reads every 2 s meanwhile.`;
       reconnectTimer = setTimeout(connect, delayMs);
       delayMs = Math.min(RECONNECT_MAX_MS, delayMs * 2);
