@@ -31,6 +31,23 @@ async function waitKeys(dc: TestDc, count: number): Promise<void> {
   });
 }
 
+/** Waits until each DC's likes over `pages` add up to `likes`. */
+async function totalsReach(
+  dcs: readonly PublisherHttp[],
+  pages: readonly string[],
+  likes: number,
+): Promise<void> {
+  for (const p of dcs)
+    await eventually(
+      async () => {
+        let sum = 0;
+        for (const page of pages) sum += (await p.counters(page)).likes ?? 0;
+        expect(sum).toBe(likes);
+      },
+      { timeoutMs: CONVERGE_MS },
+    );
+}
+
 describeWithServers("multi-dc - idempotency keys across data centers", () => {
   let multi: MultiDc;
   beforeAll(async () => {
@@ -132,13 +149,7 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
         const retry = await two.change(pages[i % pages.length]!, "likes", 1, `deploy-${i}`);
         expect(retry.headers.get("idempotent-replayed"), `retry of deploy-${i}`).toBe("true");
       }
-      const total = async (p: PublisherHttp): Promise<number> => {
-        let sum = 0;
-        for (const page of pages) sum += (await p.counters(page)).likes ?? 0;
-        return sum;
-      };
-      for (const p of [one, two])
-        await eventually(async () => expect(await total(p)).toBe(LIKES), { timeoutMs: CONVERGE_MS });
+      await totalsReach([one, two], pages, LIKES);
     },
     TEST_TIMEOUT_MS,
   );
@@ -169,15 +180,7 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
         const retry = await two.change(pages[i % pages.length]!, "likes", 1, `cut-${i}`);
         expect(retry.headers.get("idempotent-replayed"), `retry of cut-${i}`).toBe("true");
       }
-      for (const p of [one, two])
-        await eventually(
-          async () => {
-            let sum = 0;
-            for (const page of pages) sum += (await p.counters(page)).likes ?? 0;
-            expect(sum).toBe(LIKES);
-          },
-          { timeoutMs: CONVERGE_MS },
-        );
+      await totalsReach([one, two], pages, LIKES);
     },
     TEST_TIMEOUT_MS,
   );
