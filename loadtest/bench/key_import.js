@@ -107,7 +107,7 @@ function receiver(store, maxQueued = 100_000) {
     mayBeHeard: () => true,
     // A receiver sends nothing: nothing to hold.
     resendCoalesceMs: 250,
-    held: { clock: systemClock, keepMs: 0, ttlMs: KEY_TTL_MS, maxKeys: 0 },
+    held: { clock: systemClock, keepMs: () => 0, ttlMs: KEY_TTL_MS, maxKeys: 0 },
     // As a counter node on Redis Cluster gathers keys (GATHER_MS=0 measures without).
     ...(CLUSTER && GATHER_MS > 0 ? { gather: { ms: GATHER_MS, clock: systemClock } } : {}),
   });
@@ -138,8 +138,8 @@ async function heapPerKey() {
   };
 }
 
-/** dc1's sending KeyReplication, on a bus whose publish is `publish`, holding as `held` says. */
-function sender(publish, held) {
+/** dc1's sending KeyReplication, on a bus whose publish is `publish`, holding `keepMs` and `maxKeys`. */
+function sender(publish, { keepMs, maxKeys }) {
   return new KeyReplication({
     dc: "dc1",
     bus: { subscribe: () => ({ unsubscribe() {} }), publish },
@@ -152,7 +152,7 @@ function sender(publish, held) {
     maxQueued: 0,
     mayBeHeard: () => true,
     resendCoalesceMs: 250,
-    held: { clock: systemClock, ttlMs: KEY_TTL_MS, ...held },
+    held: { clock: systemClock, ttlMs: KEY_TTL_MS, keepMs: () => keepMs, maxKeys },
   });
 }
 

@@ -197,7 +197,7 @@ export class CounterNode {
       metrics,
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
-      isLive: (dc) => this.#liveness.isLive(dc),
+      liveness: this.#liveness,
       // Another DC may hear: one was heard (live or cut off now), is expected, or may be there still
       // unheard (the discovery window: a restarted node serves before it hears the others).
       mayBeHeard: () =>

@@ -16,9 +16,10 @@ export interface HeldKeysOptions {
   readonly clock: Clock;
   /**
    * How long a message is held after it was sent while every DC is up: a DC cut off meanwhile is
-   * found down (its lease lapses) or shows a gap in its heartbeats within it.
+   * found down (its lease lapses) or shows a gap in its heartbeats within it. Asked at each
+   * expiry: it follows the longest lease the DCs announce.
    */
-  readonly keepMs: number;
+  readonly keepMs: () => number;
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: never held past it (the keys are gone everywhere by then). */
   readonly ttlMs: number;
   /** LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS: keys held at most, the oldest dropped first; 0 holds none. */
@@ -96,9 +97,9 @@ export class HeldKeys {
 
   /** Drops what every DC has had long enough to get, or what is past the keys' TTL. */
   #expire(now: number): void {
-    const { keepMs, ttlMs } = this.#o;
+    const { ttlMs } = this.#o;
     for (const [dc, since] of this.#down) if (since < now - ttlMs) this.#down.delete(dc);
-    const keepFrom = this.#down.size > 0 ? now - ttlMs : now - Math.min(keepMs, ttlMs);
+    const keepFrom = this.#down.size > 0 ? now - ttlMs : now - Math.min(this.#o.keepMs(), ttlMs);
     while (this.#head < this.#held.length && this.#held[this.#head]!.at < keepFrom) this.#drop();
     this.#compact();
   }

@@ -1,5 +1,5 @@
 import { pageSubject, type Bus } from "@livecount/bus";
-import { probeReleasedGateway, type BusHealth } from "@livecount/cluster";
+import { probeReleasedGateway, type BusHealth, type DcLiveness } from "@livecount/cluster";
 import type { Clock, Logger } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
 import { ActorRegistry } from "./actor_registry.js";
@@ -11,8 +11,8 @@ import { KeyReplication } from "./key_replication.js";
 import { RecentKeys } from "./recent_keys.js";
 
 /**
- * Heartbeats beyond the DC lease that sent keys are held (HeldKeys.keepMs): a DC is found down at
- * the first lease check after its lease lapses, and a local bus silence moves its lease later.
+ * Heartbeats beyond the longest DC lease that sent keys are held (HeldKeys.keepMs): a DC is found
+ * down at the first lease check after its lease lapses, and a local bus silence moves its lease later.
  */
 const HELD_HEARTBEATS = 4;
 
@@ -33,7 +33,10 @@ export interface PageUnitsOptions {
   /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS and _IMPORT_MAX_KEYS (KeyReplication). */
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
-  /** LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held (HeldKeys). */
+  /**
+   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held
+   * (HeldKeys; the longest lease the DCs announce once `liveness` has heard them).
+   */
   readonly idempotencyResendMaxKeys: number;
   readonly dcLeaseMs: number;
   readonly dcHeartbeatMs: number;
@@ -58,8 +61,8 @@ export interface PageUnitsOptions {
   readonly lost: (partition: number) => void;
   /** Occupancy webhooks, when configured. */
   readonly occupancy?: OccupancyWatch;
-  /** Whether a data center's viewers count now (DcLiveness): what peaks record. */
-  readonly isLive?: (dc: string) => boolean;
+  /** Which data centers' viewers count now (what peaks record), and the longest DC lease heard. */
+  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs">;
   /** LIVECOUNT_VISITOR_KEY. */
   readonly visitorKey?: string;
 }
@@ -97,7 +100,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
       o.occupancy?.forget(actor);
     },
     ...(o.occupancy !== undefined ? { occupancy: o.occupancy } : {}),
-    ...(o.isLive !== undefined ? { isLive: o.isLive } : {}),
+    ...(o.liveness !== undefined ? { isLive: (dc: string) => o.liveness!.isLive(dc) } : {}),
     ...(o.visitorKey !== undefined ? { visitorKey: o.visitorKey } : {}),
   });
   const keys = new KeyReplication({
@@ -112,9 +115,10 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     maxQueued: o.idempotencyImportMaxKeys,
     held: {
       clock,
-      // A DC cut off is found down within its lease and a sweep; a shorter cut shows as a gap in
-      // its heartbeats at the first one after it.
-      keepMs: o.dcLeaseMs + HELD_HEARTBEATS * o.dcHeartbeatMs,
+      // A DC cut off is found down within its lease (as it announces it: one configured longer than
+      // this DC is found down later) and a sweep; a shorter cut shows as a gap in its heartbeats at
+      // the first one after it.
+      keepMs: () => (o.liveness?.longestLeaseMs() ?? o.dcLeaseMs) + HELD_HEARTBEATS * o.dcHeartbeatMs,
       ttlMs: o.idempotencyTtlMs,
       maxKeys: o.idempotencyResendMaxKeys,
     },

@@ -16,8 +16,9 @@ function sent(name: string, keys = 1): SentKeys {
 
 function setUp(maxKeys = 100) {
   const clock = new ManualClock();
-  const held = new HeldKeys({ clock, keepMs: KEEP_MS, ttlMs: TTL_MS, maxKeys });
-  return { clock, held };
+  const keep = { ms: KEEP_MS };
+  const held = new HeldKeys({ clock, keepMs: () => keep.ms, ttlMs: TTL_MS, maxKeys });
+  return { clock, held, keep };
 }
 
 const subjects = (list: readonly SentKeys[]): string[] =>
@@ -41,6 +42,17 @@ describe("counter - keys held for DCs that may miss them", () => {
     await clock.advance(KEEP_MS);
     expect(held.missedBy("dc2")).toEqual([]);
     expect(held.keys).toBe(0);
+  });
+
+  test("counter - keepMs is asked at each expiry: a longer DC lease heard since keeps what was sent before it", async () => {
+    const { clock, held, keep } = setUp();
+    held.add(sent("a"));
+    // A DC announcing a lease three times as long is heard: a cut of it is found down that much later.
+    keep.ms = 3 * KEEP_MS;
+    await clock.advance(2 * KEEP_MS);
+    expect(subjects(held.missedBy("dc2")), "held past the first keepMs").toEqual(["a"]);
+    await clock.advance(KEEP_MS + 1);
+    expect(held.missedBy("dc2"), "let go past the longer one").toEqual([]);
   });
 
   test("counter - while a DC is down everything stays past keepMs, until it is up again; never past the TTL", async () => {

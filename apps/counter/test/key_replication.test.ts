@@ -62,7 +62,7 @@ function nodeOf(
     resendCoalesceMs: 250,
     held: {
       clock: options.clock ?? new ManualClock(),
-      keepMs: 6000,
+      keepMs: () => 6000,
       ttlMs: KEY_TTL_MS,
       maxKeys: options.maxHeld ?? 1000,
     },

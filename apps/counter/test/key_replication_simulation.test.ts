@@ -26,12 +26,15 @@ afterEach(async () => {
   sim = undefined;
 });
 
-/** dc1 (with `dc1Env`) and dc2 linked, both ready, heard by each other. */
-async function linkedPair(dc1Env: Record<string, string> = {}): Promise<DcSimulation> {
+/** dc1 and dc2 (with `dc1Env` and `dc2Env`) linked, both ready, heard by each other. */
+async function linkedPair(
+  dc1Env: Record<string, string> = {},
+  dc2Env: Record<string, string> = {},
+): Promise<DcSimulation> {
   sim = new DcSimulation();
   const s = sim;
   s.add("dc1", dc1Env);
-  s.add("dc2");
+  s.add("dc2", dc2Env);
   s.link("dc1", "dc2");
   await s.startAll(["dc1", "dc2"]);
   await s.until(() => s.dc("dc1").node!.ready && s.dc("dc2").node!.ready, "both ready");
@@ -80,9 +83,12 @@ describe("counter - idempotency keys at a node's start", () => {
   });
 });
 
-/** dc1 (with `dc1Env`) and dc2 linked and heard by each other, then the link cut. */
-async function cutApart(dc1Env: Record<string, string> = {}): Promise<DcSimulation> {
-  const s = await linkedPair(dc1Env);
+/** dc1 and dc2 (with `dc1Env` and `dc2Env`) linked and heard by each other, then the link cut. */
+async function cutApart(
+  dc1Env: Record<string, string> = {},
+  dc2Env: Record<string, string> = {},
+): Promise<DcSimulation> {
+  const s = await linkedPair(dc1Env, dc2Env);
   s.cut("dc1", "dc2");
   return s;
 }
@@ -111,6 +117,13 @@ describe("counter - idempotency keys across a cut of the link", () => {
   test("counter - a cut past the DC lease: keys sent meanwhile go again once the other DC is up", async () => {
     const s = await cutApart();
     await likeAcrossCut(s, DC_LEASE_MS * 2, "long-cut");
+  });
+
+  test("counter - the other DC's lease is longer: a cut between the two leases, unseen as down here, still resends", async () => {
+    // dc1 finds dc2 down only after the lease dc2 announces: until then, the cut is a gap at the heal.
+    const s = await cutApart({}, { LIVECOUNT_DC_LEASE_MS: String(DC_LEASE_MS * 4) });
+    await likeAcrossCut(s, DC_LEASE_MS * 2, "longer-lease");
+    expect(await s.dc("dc1").dcUp("dc2"), "dc2 never went down for dc1").toBe(true);
   });
 
   test("counter - a link that heals one way first: the DC that hears again asks, and the keys cross once they can", async () => {

@@ -111,6 +111,17 @@ export class DcLiveness {
     return this.#remotes.size > 0;
   }
 
+  /**
+   * The longest DC lease in the deployment as heard: this DC's, or a remote's it advertises in its
+   * heartbeats (live or down now). This process finds a remote DC down only after that DC's lease,
+   * so what must outlast an unnoticed cut of any link must last this long.
+   */
+  longestLeaseMs(): number {
+    let longest = this.#o.leaseMs;
+    for (const remote of this.#remotes.values()) longest = Math.max(longest, remote.leaseMs);
+    return longest;
+  }
+
   /** Remote DCs live right now. */
   liveRemotes(): string[] {
     return [...this.#remotes].filter(([, r]) => r.live).map(([dc]) => dc);

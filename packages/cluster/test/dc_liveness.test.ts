@@ -225,6 +225,22 @@ describe("cluster - data center liveness", () => {
     expect(liveness.isLive("dc2")).toBe(false);
   });
 
+  test("cluster - the longest lease is this DC's or the longest a remote announced, down or not", async () => {
+    const { clock, hear } = setUp();
+    expect(liveness.longestLeaseMs(), "this DC's, before any other is heard").toBe(5_000);
+    await hear("dc2", "n1", 1, 2 * LEASE_MS);
+    expect(liveness.longestLeaseMs(), "dc2's is shorter").toBe(5_000);
+    await hear("dc3", "n1", 1, 8 * LEASE_MS);
+    expect(liveness.longestLeaseMs()).toBe(8 * LEASE_MS);
+    await clock.advance(9 * LEASE_MS);
+    expect(liveness.isLive("dc3"), "dc3 down").toBe(false);
+    expect(liveness.longestLeaseMs(), "its lease still counts: it may be cut off, not gone").toBe(
+      8 * LEASE_MS,
+    );
+    await hear("dc3", "n1", 2, 6 * LEASE_MS);
+    expect(liveness.longestLeaseMs(), "the lease its latest heartbeat announced").toBe(6 * LEASE_MS);
+  });
+
   test("cluster - a skipped heartbeat number from a live DC is a gap; a restarted node's fresh numbers are not", async () => {
     const { events, lines, hear } = setUp();
     await hear("dc2", "n1", 1);
