@@ -17,7 +17,8 @@
 // counter nodes' health and metrics 9101/9102 (dc1), 9201/9202 (dc2); link control 17900.
 // With one DC, NATS_PORT, REDIS_PORT, GATEWAY1_PORT, GATEWAY2_PORT, COUNTER1_PORT and COUNTER2_PORT
 // override dc1's ports. Every LIVECOUNT_* variable in the environment reaches every process, e.g.
-// LIVECOUNT_DC_LEASE_MS=3000 to see a cut DC drop out of the totals sooner.
+// LIVECOUNT_DC_LEASE_MS=3000 to see a cut DC drop out of the totals sooner; DC2_LIVECOUNT_* (DC1_,
+// after the DC's name) reaches only that DC's processes, as LIVECOUNT_*, to try DCs set up apart.
 import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -40,6 +41,16 @@ const MAX_DCS = 2;
 const publisherKeys = env.LIVECOUNT_PUBLISHER_KEYS ?? "local-dev-key";
 // For /metrics on every process and the console at /admin on the gateways (16 characters at least).
 const adminKey = env.LIVECOUNT_ADMIN_KEY ?? "local-dev-admin-key";
+
+/** DC2_LIVECOUNT_X=v in the environment as LIVECOUNT_X=v, for the processes of the DC named dc2. */
+function envOfDc(name) {
+  const prefix = `${name.toUpperCase()}_`;
+  return Object.fromEntries(
+    Object.entries(env)
+      .filter(([key]) => key.startsWith(`${prefix}LIVECOUNT_`))
+      .map(([key, value]) => [key.slice(prefix.length), value]),
+  );
+}
 
 /** The ports of data center `n` (1-based). */
 function portsOf(n) {
@@ -195,6 +206,7 @@ async function up(args) {
       LIVECOUNT_REDIS_URL: `redis://${LOOPBACK}:${dc.ports.redis}`,
       LIVECOUNT_PUBLISHER_KEYS: publisherKeys,
       LIVECOUNT_ADMIN_KEY: adminKey,
+      ...envOfDc(dc.name),
     };
     // Keep dc1's process names as they were with one DC.
     const prefix = count === 1 ? "" : `${dc.name}-`;
