@@ -155,7 +155,7 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
   );
 
   test(
-    "keys sent while the link is cut cross once it heals, one way first: every retry in the other DC is a replay",
+    "keys sent while the link is cut past the DC lease cross once it heals, one way first: every retry in the other DC is a replay",
     async () => {
       onTestFailed(() => console.error(multi.logs()));
       const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
@@ -167,6 +167,8 @@ describeWithServers("multi-dc - idempotency keys across data centers", () => {
       multi.cut();
       for (let i = 0; i < LIKES; i++)
         expect((await one.change(pages[i % pages.length]!, "likes", 1, `cut-${i}`)).status).toBe(200);
+      // Past the lease: each DC finds the other down.
+      await Promise.all([dc1.waitDown("dc2"), dc2.waitDown("dc1")]);
       // dc2 -> dc1 first: dc1 hears dc2 again and sends its keys again, into a way still cut.
       multi.healInto("dc1");
       await dc1.waitHeard("dc2");

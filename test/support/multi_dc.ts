@@ -149,12 +149,21 @@ export class TestDc {
 
   /** Waits until every counter node of this DC has heard `remote`'s heartbeats (it is up for them). */
   async waitHeard(remote: string, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+    await this.#waitUp(remote, 1, timeoutMs);
+  }
+
+  /** Waits until every counter node of this DC has found `remote` down (silent past its lease). */
+  async waitDown(remote: string, timeoutMs = READY_TIMEOUT_MS): Promise<void> {
+    await this.#waitUp(remote, 0, timeoutMs);
+  }
+
+  async #waitUp(remote: string, up: 0 | 1, timeoutMs: number): Promise<void> {
     await eventually(
       async () => {
         for (const c of this.counters)
-          expect(await c.metric("livecount_counter_dc_up", `dc="${remote}"`), c.nodeId).toBe(1);
+          expect(await c.metric("livecount_counter_dc_up", `dc="${remote}"`), c.nodeId).toBe(up);
       },
-      { timeoutMs, intervalMs: 50, message: `${this.name} hears ${remote}` },
+      { timeoutMs, intervalMs: 50, message: `${this.name} finds ${remote} ${up === 1 ? "up" : "down"}` },
     );
   }
 

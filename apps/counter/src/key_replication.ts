@@ -17,14 +17,15 @@
  * closes, what the broker had already sent it included; one superseded drops what it holds
  * (counted); a kill loses it.
  *
- * NATS drops what a cut link cannot carry: the sender holds what it sent (HeldKeys) for a DC lease
- * and a few heartbeats, and while some DC is down until it is back, and sends it all again when a
- * DC comes back up or its heartbeats show a gap (a cut shorter than its lease), or when a DC that
- * heard this one again asks (`remoteChanged`).
+ * NATS drops what a cut link cannot carry: the sender holds what it sent (HeldKeys) until every DC
+ * heard it, as their heartbeats say (`heardBy`), and sends again what one missed. A DC of an older
+ * release says nothing of what it heard: what it may have missed goes again when it comes back up,
+ * its heartbeats show a gap, or it asks (`remoteChanged`, `lc.keysmissed`).
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut, in a DC rebuilt since (keys are not carried by
- * anti-entropy), or after its sender restarted with keys a cut DC missed counts again; an imported
+ * anti-entropy), after its sender restarted with keys a cut DC missed, or one of keys dropped past
+ * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS (counted lost) counts again; an imported
  * key is not kept in the receiver's memory (RecentKeys), so a Redis there that restarts without its
  * last second loses the keys of that second.
  */
@@ -43,7 +44,7 @@ import { partitionOf } from "@livecount/ring";
 import { LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import type { KeyRestore, Store } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
-import { HeldKeys, type HeldKeysOptions, type SentKeys } from "./held_keys.js";
+import { HeldKeys, type HeardRun, type HeldKeysOptions, type SentKeys } from "./held_keys.js";
 
 export interface KeyReplicationOptions {
   readonly dc: string;
@@ -138,7 +139,8 @@ export class KeyReplication {
     );
     this.#missedSub = this.#o.bus.subscribe(keysMissedSubjects(this.#o.dc), (_data, subject) => {
       const from = keysMissedFrom(subject);
-      if (from !== undefined && from !== this.#o.dc) this.#resend(from, "asked");
+      // Only a DC held for: any other name would be one more entry in #resentAt.
+      if (from !== undefined && from !== this.#o.dc && this.#held.knows(from)) this.#resend(from, "asked");
     });
   }
 
@@ -198,11 +200,11 @@ export class KeyReplication {
   }
 
   /**
-   * A remote DC went down, came back up, or showed a gap in its heartbeats (DcLiveness): what it may
-   * have missed is sent again. Heard again, it carries to this DC, but the other way may come back
-   * later (each way is a connection of its own): so this DC also asks it to send its held keys again,
-   * and that request only arrives once its keys can. Between the two, whichever way healed first,
-   * each side's held keys cross.
+   * A remote DC went down, came back up, or showed a gap in its heartbeats (DcLiveness). A DC that
+   * says what it heard gets what it missed once its heartbeats show it (`heardBy`), whichever way of
+   * the link healed first. One of an older release does not: everything held goes to it again now,
+   * and it is asked to send its own again (the other way may come back later, each way being a
+   * connection of its own, and the request arrives only once its keys can).
    */
   remoteChanged(remote: string, kind: "up" | "gap" | "down"): void {
     if (!this.#o.enabled) return;
@@ -218,6 +220,12 @@ export class KeyReplication {
     }
   }
 
+  /** What the nodes of `remote` heard of this node lately (DcLiveness): what they missed goes again. */
+  heardBy(remote: string, runs: readonly HeardRun[]): void {
+    if (!this.#o.enabled) return;
+    this.#sendAgain(remote, this.#held.heard(remote, runs), "missed");
+  }
+
   #resend(remote: string, why: "up" | "gap" | "asked"): void {
     // Hearing it again and being asked are told apart: one does not make the other needless (the
     // link's two ways heal apart), but several of one kind within a heartbeat say the same.
@@ -226,7 +234,10 @@ export class KeyReplication {
     const last = this.#resentAt.get(cause);
     if (last !== undefined && now - last < this.#o.resendCoalesceMs) return;
     this.#resentAt.set(cause, now);
-    const missed = this.#held.missedBy(remote);
+    this.#sendAgain(remote, this.#held.missedBy(remote), why);
+  }
+
+  #sendAgain(remote: string, missed: readonly SentKeys[], why: string): void {
     for (const sent of missed) this.#publish(sent, "resent");
     if (missed.length > 0)
       this.#o.logger.info(

@@ -11,8 +11,8 @@ import { KeyReplication } from "./key_replication.js";
 import { RecentKeys } from "./recent_keys.js";
 
 /**
- * Heartbeats beyond the longest DC lease that sent keys are held (HeldKeys.keepMs): a DC is found
- * down at the first lease check after its lease lapses, and a local bus silence moves its lease later.
+ * Heartbeats beyond the longest DC lease that sent keys are held for a DC that does not say what it
+ * heard (HeldKeys.keepMs): a DC is found down at the first lease check after its lease lapses.
  */
 const HELD_HEARTBEATS = 4;
 
@@ -34,8 +34,8 @@ export interface PageUnitsOptions {
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
   /**
-   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held
-   * (HeldKeys; the longest lease the DCs announce once `liveness` has heard them).
+   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held for
+   * DCs that do not say what they heard (HeldKeys; the longest lease the DCs announce).
    */
   readonly idempotencyResendMaxKeys: number;
   readonly dcLeaseMs: number;
@@ -61,8 +61,13 @@ export interface PageUnitsOptions {
   readonly lost: (partition: number) => void;
   /** Occupancy webhooks, when configured. */
   readonly occupancy?: OccupancyWatch;
-  /** Which data centers' viewers count now (what peaks record), and the longest DC lease heard. */
-  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs">;
+  /**
+   * Which data centers' viewers count now (what peaks record), the longest DC lease heard and this
+   * node's last DC heartbeat (HeldKeys).
+   */
+  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs" | "lastSeq">;
+  /** LIVECOUNT_PEER_DCS: DCs sent keys are held for from the start. */
+  readonly peerDcs: readonly string[];
   /** LIVECOUNT_VISITOR_KEY. */
   readonly visitorKey?: string;
 }
@@ -115,9 +120,10 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     maxQueued: o.idempotencyImportMaxKeys,
     held: {
       clock,
-      // A DC cut off is found down within its lease (as it announces it: one configured longer than
-      // this DC is found down later) and a sweep; a shorter cut shows as a gap in its heartbeats at
-      // the first one after it.
+      stamp: () => o.liveness?.lastSeq ?? 0,
+      peers: o.peerDcs.filter((dc) => dc !== o.dc),
+      // For DCs that do not say what they heard: a DC cut off is found down within its lease (as it
+      // announces it) and a sweep; a shorter cut shows as a gap in its heartbeats at the first one after.
       keepMs: () => (o.liveness?.longestLeaseMs() ?? o.dcLeaseMs) + HELD_HEARTBEATS * o.dcHeartbeatMs,
       ttlMs: o.idempotencyTtlMs,
       maxKeys: o.idempotencyResendMaxKeys,

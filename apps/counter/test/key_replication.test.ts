@@ -42,6 +42,8 @@ function nodeOf(
     /** The clock and the cap of what is held for DCs that may miss it. */
     clock?: ManualClock;
     maxHeld?: number;
+    /** The node's last DC heartbeat number (HeldKeysOptions.stamp). */
+    stamp?: () => number;
   } = {},
 ): Node {
   const metrics = new CounterMetrics(new Registry(), {
@@ -62,6 +64,8 @@ function nodeOf(
     resendCoalesceMs: 250,
     held: {
       clock: options.clock ?? new ManualClock(),
+      stamp: options.stamp ?? (() => 0),
+      peers: [],
       keepMs: () => 6000,
       ttlMs: KEY_TTL_MS,
       maxKeys: options.maxHeld ?? 1000,
@@ -384,5 +388,36 @@ describe("counter - idempotency keys across data centers", () => {
     await clock.advance(250);
     one.keys.remoteChanged("dc2", "up");
     expect(await resent()).toBe(8);
+  });
+
+  test("counter - what a DC's nodes say they heard is let go, what they missed goes again; a DC not held for is not answered", async () => {
+    const { clock, bus, stores } = setUp();
+    let seq = 10;
+    const one = nodeOf(bus, stores.dc1, "dc1", { clock, stamp: () => seq });
+    const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
+    // dc2 heard of: its heartbeats say what it heard from here on.
+    one.keys.remoteChanged("dc2", "up");
+    one.keys.send(new Map([[PARTITION, [like("m1")]]]));
+    seq = 11;
+    one.keys.send(new Map([[PARTITION, [like("m2")]]]));
+    seq = 12;
+    // dc2 heard heartbeats 10 to 12 unbroken: both messages crossed.
+    one.keys.heardBy("dc2", [{ from: 10, to: 12 }]);
+    expect(await resent()).toBe(0);
+    one.keys.send(new Map([[PARTITION, [like("m3")]]]));
+    seq = 14;
+    // Its run starts anew at 13 (a gap): m3, sent after 12, may be lost; it goes again.
+    one.keys.heardBy("dc2", [{ from: 13, to: 14 }]);
+    expect(await resent()).toBe(1);
+    one.keys.heardBy("dc2", [{ from: 13, to: 14 }]);
+    expect(await resent(), "sent again after 14: not yet known either way").toBe(1);
+    seq = 15;
+    one.keys.heardBy("dc2", [{ from: 13, to: 15 }]);
+    // Heard: nothing of it held any more, so being asked sends nothing.
+    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
+    // A name no DC here goes by: not answered, not remembered.
+    bus.publish(keysMissedSubject("dc1", "dc9"), new Uint8Array(0));
+    await clock.advance(0);
+    expect(await resent()).toBe(1);
   });
 });

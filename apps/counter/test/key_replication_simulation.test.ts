@@ -4,8 +4,9 @@
  * serves at once, before it hears the other DCs again: what it answers in that time reaches them
  * too, while it may still hear one (the discovery window since its start); a node that heard no
  * other DC by the end of that window, with none listed, sends none. Keys sent while the link is cut
- * are lost on the way: the sender holds them and sends them again once the other DC shows it missed
- * something (a gap in its heartbeats, or up again after down).
+ * are lost on the way: the sender holds them until the other DC's heartbeats say it heard them, and
+ * sends again what they show it missed, whichever way the link heals first, however long the cut,
+ * and also when only one way was cut or the sender restarted meanwhile.
  */
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation, SIM_ENV } from "../../../test/support/dc_simulation.js";
@@ -93,6 +94,14 @@ async function cutApart(
   return s;
 }
 
+/** The like's retry in dc2, once its key crossed: a replay, no entry of dc2's own. */
+async function replayedInDc2(s: DcSimulation, page: string): Promise<void> {
+  const dc2 = s.dc("dc2");
+  expect(await dc2.metric(STORED), "keys dc2 stored").toBe(1);
+  expect(await dc2.increment(page, "likes", 1, `${page}-1`), "the retry in dc2").toBe(1);
+  expect((await dc2.entries(page)).likes?.dc2, "no entry of dc2 for the retry").toBeUndefined();
+}
+
 /** A like answered in dc1 during the cut, the link healed after `cutMs`: retried in dc2, it is a replay. */
 async function likeAcrossCut(s: DcSimulation, cutMs: number, page: string): Promise<void> {
   const [dc1, dc2] = [s.dc("dc1"), s.dc("dc2")];
@@ -102,9 +111,7 @@ async function likeAcrossCut(s: DcSimulation, cutMs: number, page: string): Prom
   s.link("dc1", "dc2");
   await s.run(2000);
   expect(await dc1.metric(RESENT), "keys dc1 sent again").toBeGreaterThanOrEqual(1);
-  expect(await dc2.metric(STORED), "keys dc2 stored").toBe(1);
-  expect(await dc2.increment(page, "likes", 1, `${page}-1`), "the retry in dc2").toBe(1);
-  expect((await dc2.entries(page)).likes?.dc2, "no entry of dc2 for the retry").toBeUndefined();
+  await replayedInDc2(s, page);
 }
 
 describe("counter - idempotency keys across a cut of the link", () => {
@@ -126,23 +133,23 @@ describe("counter - idempotency keys across a cut of the link", () => {
     expect(await s.dc("dc1").dcUp("dc2"), "dc2 never went down for dc1").toBe(true);
   });
 
-  test("counter - a link that heals one way first: the DC that hears again asks, and the keys cross once they can", async () => {
+  test("counter - a link that heals one way first: nothing goes into the way still cut, and the keys cross once it carries", async () => {
     const s = await cutApart();
-    const [dc1, dc2] = [s.dc("dc1"), s.dc("dc2")];
+    const dc1 = s.dc("dc1");
     expect(await dc1.increment("one-way", "likes", 1, "one-way-1")).toBe(1);
     await s.run(DC_LEASE_MS / 2);
-    // dc2 -> dc1 carries again, dc1 -> dc2 not yet: dc1 hears dc2 and sends its keys into the void.
+    // dc2 -> dc1 carries again, dc1 -> dc2 not yet: dc1 hears dc2, whose heartbeats say it hears
+    // nothing of dc1 since the cut.
     s.drop = (from, to) => from === "dc1" && to === "dc2";
     s.link("dc1", "dc2");
     await s.run(2000);
-    expect(await dc1.metric(RESENT), "dc1 sent its keys again at the gap").toBeGreaterThanOrEqual(1);
-    expect(await dc2.metric(STORED), "lost on the way").toBe(0);
-    // dc1 -> dc2 back: dc2 hears dc1 again and asks it; dc1's keys cross now.
+    expect(await dc1.dcUp("dc2")).toBe(true);
+    expect(await dc1.metric(RESENT), "nothing sent into the way still cut").toBe(0);
+    // dc1 -> dc2 back: dc2 hears dc1 again, and its heartbeats show dc1 what it missed.
     s.drop = undefined;
     await s.run(2000);
-    expect(await dc2.metric(STORED), "keys dc2 stored").toBe(1);
-    expect(await dc2.increment("one-way", "likes", 1, "one-way-1"), "the retry in dc2").toBe(1);
-    expect((await dc2.entries("one-way")).likes?.dc2, "no entry of dc2 for the retry").toBeUndefined();
+    expect(await dc1.metric(RESENT), "the key sent again once").toBe(1);
+    await replayedInDc2(s, "one-way");
   });
 
   test("counter - at LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS the oldest keys held for a down DC go, counted lost", async () => {
@@ -155,9 +162,53 @@ describe("counter - idempotency keys across a cut of the link", () => {
     expect(await dc1.metric(LOST), "the first key, past the cap of one").toBe(1);
     s.link("dc1", "dc2");
     await s.run(2000);
-    expect(await dc1.metric(RESENT), "the one key held, when dc1 hears dc2 and when dc2 asks").toBe(2);
+    expect(await dc1.metric(RESENT), "the one key held, once dc2's heartbeats show it missed it").toBe(1);
     expect(await dc2.metric(STORED), "only the second crossed").toBe(1);
     expect(await dc2.increment("second", "likes", 1, "second-1"), "its retry, a replay").toBe(1);
     expect((await dc2.entries("second")).likes?.dc2).toBeUndefined();
+  });
+});
+
+describe("counter - idempotency keys held until the other DC says it heard them", () => {
+  test("counter - a cut past the lease healing one way, the other a second later: the keys cross then", async () => {
+    const s = await cutApart();
+    const dc1 = s.dc("dc1");
+    expect(await dc1.increment("late-way", "likes", 1, "late-way-1")).toBe(1);
+    await s.run(DC_LEASE_MS * 4);
+    expect(await dc1.dcUp("dc2"), "dc2 down for dc1").toBe(false);
+    // dc2 -> dc1 first: dc1 hears dc2 again and sends its keys into the way still cut.
+    s.drop = (from, to) => from === "dc1" && to === "dc2";
+    s.link("dc1", "dc2");
+    await s.run(1000);
+    s.drop = undefined;
+    await s.run(2000);
+    await replayedInDc2(s, "late-way");
+  });
+
+  test("counter - a cut of one way only (dc1 -> dc2) past the lease, dc1 hearing dc2 throughout: the keys cross at the heal", async () => {
+    const s = await linkedPair();
+    const dc1 = s.dc("dc1");
+    s.drop = (from, to) => from === "dc1" && to === "dc2";
+    expect(await dc1.increment("one-way-long", "likes", 1, "one-way-long-1")).toBe(1);
+    await s.run(DC_LEASE_MS * 4);
+    expect(await dc1.dcUp("dc2"), "dc1 hears dc2 all along").toBe(true);
+    expect(await s.dc("dc2").dcUp("dc1"), "dc2 does not hear dc1").toBe(false);
+    s.drop = undefined;
+    await s.run(2000);
+    await replayedInDc2(s, "one-way-long");
+  });
+
+  test("counter - a node restarted during a cut, its peers listed: what it answers after the restart crosses at the heal", async () => {
+    const s = await cutApart({ LIVECOUNT_PEER_DCS: "dc2" }, { LIVECOUNT_PEER_DCS: "dc1" });
+    const dc1 = s.dc("dc1");
+    await s.run(DC_LEASE_MS * 2);
+    await dc1.node!.stop();
+    await dc1.start();
+    await s.run(DISCOVERY_MS);
+    expect(await dc1.increment("restarted", "likes", 1, "restarted-1")).toBe(1);
+    await s.run(DC_LEASE_MS * 4);
+    s.link("dc1", "dc2");
+    await s.run(2000);
+    await replayedInDc2(s, "restarted");
   });
 });

@@ -122,8 +122,9 @@ const KEYS_MISSED_PREFIX = `${SUBJECT_ROOT}.keysmissed.`;
 
 /**
  * A DC (`from`) that hears `dc` again after a cut, or after a gap in its heartbeats, asks `dc`'s
- * counter nodes here to send again the keys they hold (HeldKeys): their own resend, when they hear
- * `from` again, may cross the link before it carries their way. Empty payload.
+ * counter nodes here to send again the keys they hold that `from` has not heard (HeldKeys): their
+ * own resend, when they hear `from` again, may cross the link before it carries their way, and nodes
+ * of releases before DC heartbeats said what they heard learn it only this way. Empty payload.
  */
 export function keysMissedSubject(dc: string, from: string): string {
   assertToken("dc", dc);

@@ -1,5 +1,11 @@
 import { DCS_SUBJECT, type Bus, type Subscription } from "@livecount/bus";
-import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
+import {
+  MAX_HEARD_RUNS,
+  decodeMessage,
+  encodeMessage,
+  type DcHeartbeat,
+  type HeardRun,
+} from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import { BusSilence, leaseFromAfterSilence, type BusHealth } from "./bus_pulse.js";
 
@@ -38,6 +44,27 @@ export type DcEvent = { readonly kind: "up" | "gap" | "down" };
 
 export type DcListener = (dc: string, event: DcEvent) => void;
 
+/** Heartbeats `from..to` of this process that a node of another DC heard, none missed between. */
+export interface Run {
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * What the counter nodes of `dc` heard of this process lately (each node's run, when one names it;
+ * none of them hear it when empty), from a heartbeat of that DC saying so.
+ */
+export type HeardListener = (dc: string, runs: readonly Run[]) => void;
+
+/** A counter node of another DC as heard here: its process and the unbroken run of its heartbeats. */
+interface RemoteNode {
+  epoch: number | undefined;
+  from: number;
+  seq: number;
+  /** When last heard (monotonic ms). */
+  at: number;
+}
+
 /** Times on the process's monotonic clock: a wall clock stepping back must not keep a DC up longer. */
 interface RemoteDc {
   lastHeard: number;
@@ -48,8 +75,10 @@ interface RemoteDc {
   leaseFrom: number;
   leaseMs: number;
   live: boolean;
-  /** Last heartbeat sequence number per announcing node. */
-  readonly seqs: Map<string, number>;
+  /** Its announcing nodes, by node id. */
+  readonly nodes: Map<string, RemoteNode>;
+  /** What each of its nodes last said it heard of this process, and when (monotonic ms). */
+  readonly heardHere: Map<string, Run & { readonly at: number }>;
 }
 
 /**
@@ -62,13 +91,17 @@ export class DcLiveness {
   readonly #remotes = new Map<string, RemoteDc>();
   readonly #listeners = new Set<DcListener>();
   readonly #purgeListeners = new Set<(before: number) => void>();
+  readonly #heardListeners = new Set<HeardListener>();
   #seq = 0;
+  /** This process's start (epoch-ms), in its heartbeats: a restart under the same node id is told apart. */
+  readonly #epoch: number;
   readonly #silence: BusSilence | undefined;
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
 
   constructor(options: DcLivenessOptions) {
     this.#o = options;
+    this.#epoch = options.clock.now();
     this.#silence =
       options.silence === undefined
         ? undefined
@@ -95,6 +128,20 @@ export class DcLiveness {
   onPurgeAsked(listener: (before: number) => void): () => void {
     this.#purgeListeners.add(listener);
     return () => this.#purgeListeners.delete(listener);
+  }
+
+  /**
+   * What other DCs' counter nodes hear of this process, as their heartbeats say (releases before
+   * these reports say nothing; listeners hear nothing of such a DC).
+   */
+  onHeard(listener: HeardListener): () => void {
+    this.#heardListeners.add(listener);
+    return () => this.#heardListeners.delete(listener);
+  }
+
+  /** The number of this process's last heartbeat (0 before the first): what was sent since follows it. */
+  get lastSeq(): number {
+    return this.#seq;
   }
 
   isLive(dc: string): boolean {
@@ -169,6 +216,8 @@ export class DcLiveness {
         node: announceAs,
         seq: ++this.#seq,
         leaseMs,
+        epoch: this.#epoch,
+        heard: this.#heardRuns(clock.monotonic()),
       };
       const purgeBefore = this.#o.purgeBefore?.() ?? 0;
       if (purgeBefore > 0) beat = { ...beat, purgeBefore };
@@ -232,31 +281,88 @@ export class DcLiveness {
         leaseFrom: now,
         leaseMs: msg.leaseMs,
         live: true,
-        seqs: new Map([[msg.node, msg.seq]]),
+        nodes: new Map([[msg.node, { epoch: msg.epoch, from: msg.seq, seq: msg.seq, at: now }]]),
+        heardHere: new Map(),
       };
       this.#remotes.set(msg.dc, remote);
+      // What it heard first: listeners of changes then know whether it says so.
+      this.#takeHeard(msg, remote, now);
       this.#o.logger.info({ dc: msg.dc }, "data center up");
       this.#emit(msg.dc, { kind: "up" });
       return;
     }
-    const lastSeq = remote.seqs.get(msg.node);
-    // A lower number is a restarted node: a fresh sequence, not a gap.
-    const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
-    remote.seqs.set(msg.node, msg.seq);
+    const gap = this.#follow(remote, msg, now);
     remote.lastHeard = now;
     remote.leaseFrom = Math.max(remote.leaseFrom, now);
     remote.leaseMs = msg.leaseMs;
+    this.#takeHeard(msg, remote, now);
     if (!remote.live) {
       remote.live = true;
       this.#o.logger.info({ dc: msg.dc }, "data center up again");
       this.#emit(msg.dc, { kind: "up" });
-    } else if (gap) {
-      this.#o.logger.warn(
-        { dc: msg.dc, node: msg.node, missed: msg.seq - lastSeq - 1 },
-        "heartbeats from data center lost",
-      );
+    } else if (gap > 0) {
+      this.#o.logger.warn({ dc: msg.dc, node: msg.node, missed: gap }, "heartbeats from data center lost");
       this.#emit(msg.dc, { kind: "gap" });
     }
+  }
+
+  /**
+   * Follows a remote node's heartbeats: returns how many it missed (0: none, or its process is new:
+   * another epoch, or a lower number from a node of a release without epochs). A gap or a new
+   * process starts its run anew.
+   */
+  #follow(remote: RemoteDc, msg: DcHeartbeat, now: number): number {
+    const known = remote.nodes.get(msg.node);
+    if (known === undefined) {
+      remote.nodes.set(msg.node, { epoch: msg.epoch, from: msg.seq, seq: msg.seq, at: now });
+      return 0;
+    }
+    known.at = now;
+    // Without epochs (older releases) a lower number is a restarted node: a fresh sequence.
+    const restarted = msg.epoch !== undefined ? msg.epoch !== known.epoch : msg.seq < known.seq;
+    if (!restarted && msg.seq <= known.seq) return 0;
+    const missed = restarted ? 0 : msg.seq - known.seq - 1;
+    if (restarted || missed > 0) known.from = msg.seq;
+    known.epoch = msg.epoch;
+    known.seq = msg.seq;
+    return missed;
+  }
+
+  /** What the sender says it heard of this process, passed on with what its DC's other nodes said. */
+  #takeHeard(msg: DcHeartbeat, remote: RemoteDc, now: number): void {
+    const { dc, announceAs } = this.#o;
+    if (msg.heard === undefined || announceAs === undefined) return;
+    const mine = msg.heard.find(
+      ([d, node, epoch]) => d === dc && node === announceAs && epoch === this.#epoch,
+    );
+    if (mine === undefined) remote.heardHere.delete(msg.node);
+    else remote.heardHere.set(msg.node, { from: mine[3], to: mine[4], at: now });
+    const runs: Run[] = [];
+    for (const [node, run] of remote.heardHere) {
+      // A node not heard for its DC's lease is gone or cut off: what it said is no longer news.
+      if (run.at < now - remote.leaseMs) remote.heardHere.delete(node);
+      else runs.push({ from: run.from, to: run.to });
+    }
+    for (const listener of this.#heardListeners) {
+      try {
+        listener(msg.dc, runs);
+      } catch (err) {
+        this.#o.logger.error({ err, dc: msg.dc }, "heard listener failed");
+      }
+    }
+  }
+
+  /** The runs of other DCs' nodes heard within their DC's lease, for this process's heartbeat. */
+  #heardRuns(now: number): HeardRun[] {
+    const runs: HeardRun[] = [];
+    for (const [dc, remote] of this.#remotes)
+      for (const [node, n] of remote.nodes) {
+        if (runs.length === MAX_HEARD_RUNS) return runs;
+        // A node of a release without epochs cannot read what is said of it.
+        if (n.epoch !== undefined && n.at >= now - remote.leaseMs)
+          runs.push([dc, node, n.epoch, n.from, n.seq]);
+      }
+    return runs;
   }
 
   #emit(dc: string, event: DcEvent): void {

@@ -10,7 +10,14 @@ export {
   type BusState,
 } from "./bus_pulse.js";
 export { HEARTBEATS_PER_LEASE, readClusterConfig, type ClusterConfig } from "./cluster_config.js";
-export { DcLiveness, type DcEvent, type DcListener, type DcLivenessOptions } from "./dc_liveness.js";
+export {
+  DcLiveness,
+  type DcEvent,
+  type DcListener,
+  type DcLivenessOptions,
+  type HeardListener,
+  type Run,
+} from "./dc_liveness.js";
 export { registerDcMetrics } from "./dc_metrics.js";
 export {
   GatewayHeartbeatSender,

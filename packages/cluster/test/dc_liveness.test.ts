@@ -23,6 +23,7 @@ describe("cluster - data center liveness", () => {
     const clock = options.clock ?? manual;
     bus = new MemoryBus({ clock: manual });
     const { logger, lines } = logLines();
+    const started = manual.now();
     liveness = new DcLiveness({
       bus,
       clock,
@@ -43,7 +44,7 @@ describe("cluster - data center liveness", () => {
       bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc, node, seq, leaseMs }));
       await bus.flush();
     };
-    return { clock: manual, events, lines, hear };
+    return { clock: manual, events, lines, hear, started };
   }
 
   test("cluster - only this DC is live before any other is heard", () => {
@@ -301,7 +302,7 @@ describe("cluster - data center liveness", () => {
   });
 
   test("cluster - a counter node announces its DC every heartbeat period with growing numbers; a gateway does not", async () => {
-    const { clock } = setUp({ announceAs: "n1" });
+    const { clock, started } = setUp({ announceAs: "n1" });
     const beats: DcHeartbeat[] = [];
     bus.subscribe(DCS_SUBJECT, (data) => {
       const msg = decodeMessage(data);
@@ -310,7 +311,15 @@ describe("cluster - data center liveness", () => {
     await clock.advance(3 * HEARTBEAT_MS);
     // Beat 1 went out on start, before this subscription.
     expect(beats).toEqual(
-      [2, 3, 4].map((seq) => ({ type: "dc", dc: "dc1", node: "n1", seq, leaseMs: 5_000 })),
+      [2, 3, 4].map((seq) => ({
+        type: "dc",
+        dc: "dc1",
+        node: "n1",
+        seq,
+        leaseMs: 5_000,
+        epoch: started,
+        heard: [],
+      })),
     );
     liveness.stop();
     await clock.advance(3 * HEARTBEAT_MS);

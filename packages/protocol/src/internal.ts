@@ -400,7 +400,29 @@ export interface DcHeartbeat {
    * it. Absent when nobody asked since the sender started.
    */
   readonly purgeBefore?: number;
+  /**
+   * When the sender's process started (ms since the epoch): a node restarted under its id numbers
+   * its heartbeats anew, and what others heard of its earlier process is not about this one. Absent
+   * from older nodes.
+   */
+  readonly epoch?: number;
+  /**
+   * What the sender heard of the other DCs' counter nodes (those heard within their DC's lease): for
+   * each, the unbroken run of its heartbeats up to the last. A node learns from it which of its
+   * messages crossed to each DC (a message sent between two heartbeats of a run crossed too: one
+   * connection carries both, in order). Absent from older nodes.
+   */
+  readonly heard?: readonly HeardRun[];
 }
+
+/**
+ * `[dc, node, epoch, from, to]`: every heartbeat `from..to` of that node's process `epoch` was heard,
+ * none missed between.
+ */
+export type HeardRun = readonly [dc: string, node: string, epoch: number, from: number, to: number];
+
+/** The most runs one heartbeat may carry: counter nodes of every other DC. */
+export const MAX_HEARD_RUNS = 1024;
 
 /** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */
 export const MAX_PARTITIONS = 65536;

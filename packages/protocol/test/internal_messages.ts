@@ -100,6 +100,19 @@ export const MESSAGES: readonly InternalMessage[] = [
   { type: "node", node: "n-1", incarnation: "i-1", leaseMs: 6_000, state: "leaving" },
   { type: "dc", dc: "eu", node: "n-1", seq: 42, leaseMs: 15_000 },
   { type: "dc", dc: "eu", node: "n-1", seq: 43, leaseMs: 15_000, purgeBefore: TS },
+  { type: "dc", dc: "eu", node: "n-1", seq: 44, leaseMs: 15_000, epoch: TS, heard: [] },
+  {
+    type: "dc",
+    dc: "eu",
+    node: "n-1",
+    seq: 45,
+    leaseMs: 15_000,
+    epoch: TS,
+    heard: [
+      ["us", "n-1", TS - 1, 7, 7],
+      ["us", "n-2", TS, 1, 9_000],
+    ],
+  },
   {
     type: "keys",
     dc: "eu",
