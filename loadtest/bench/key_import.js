@@ -99,6 +99,7 @@ function receiver(store, maxQueued = 100_000) {
     logger: { warn() {}, error() {}, info() {} },
     metrics: {
       keysAcrossDcs: { inc: ({ outcome }, n = 1) => (outcomes[outcome] = (outcomes[outcome] ?? 0) + n) },
+      keysHeld: { set() {} },
     },
     partitions: PARTITIONS,
     keyTtlMs: KEY_TTL_MS,
@@ -148,7 +149,7 @@ function sender(publish, { maxKeys }) {
     bus: { subscribe: () => ({ unsubscribe() {} }), publish },
     store: {},
     logger: { warn() {}, error() {}, info() {} },
-    metrics: { keysAcrossDcs: { inc() {} } },
+    metrics: { keysAcrossDcs: { inc() {} }, keysHeld: { set() {} } },
     partitions: PARTITIONS,
     keyTtlMs: KEY_TTL_MS,
     enabled: true,

@@ -197,6 +197,7 @@ export class KeyReplication {
         }
       }
     }
+    metrics.keysHeld.set(this.#held.keys);
   }
 
   /**
@@ -210,6 +211,7 @@ export class KeyReplication {
     if (!this.#o.enabled) return;
     if (kind === "down") {
       this.#held.down(remote);
+      this.#o.metrics.keysHeld.set(this.#held.keys);
       return;
     }
     this.#resend(remote, kind);
@@ -238,6 +240,7 @@ export class KeyReplication {
   }
 
   #sendAgain(remote: string, missed: readonly SentKeys[], why: string): void {
+    this.#o.metrics.keysHeld.set(this.#held.keys);
     for (const sent of missed) this.#publish(sent, "resent");
     if (missed.length > 0)
       this.#o.logger.info(

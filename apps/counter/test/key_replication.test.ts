@@ -395,15 +395,18 @@ describe("counter - idempotency keys across data centers", () => {
     let seq = 10;
     const one = nodeOf(bus, stores.dc1, "dc1", { clock, stamp: () => seq });
     const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
+    const held = async (): Promise<number> => (await one.metrics.keysHeld.get()).values[0]?.value ?? 0;
     // dc2 heard of: its heartbeats say what it heard from here on.
     one.keys.remoteChanged("dc2", "up");
     one.keys.send(new Map([[PARTITION, [like("m1")]]]));
     seq = 11;
     one.keys.send(new Map([[PARTITION, [like("m2")]]]));
     seq = 12;
+    expect(await held()).toBe(2);
     // dc2 heard heartbeats 10 to 12 unbroken: both messages crossed.
     one.keys.heardBy("dc2", [{ from: 10, to: 12 }]);
     expect(await resent()).toBe(0);
+    expect(await held(), "let go").toBe(0);
     one.keys.send(new Map([[PARTITION, [like("m3")]]]));
     seq = 14;
     // Its run starts anew at 13 (a gap): m3, sent after 12, may be lost; it goes again.
@@ -413,6 +416,7 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await resent(), "sent again after 14: not yet known either way").toBe(1);
     seq = 15;
     one.keys.heardBy("dc2", [{ from: 13, to: 15 }]);
+    expect(await held()).toBe(0);
     // Heard: nothing of it held any more, so being asked sends nothing.
     bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
     // A name no DC here goes by: not answered, not remembered.
