@@ -43,6 +43,14 @@ const CLUSTER = process.argv[4] === "cluster";
 const GATHER_MS = Number(process.env.GATHER_MS ?? CLUSTER_IMPORT_GATHER_MS);
 const PARTITIONS = 256;
 const KEY_TTL_MS = 86_400_000;
+/** HeldKeys' settings of a node with the defaults (a 250 ms DC heartbeat, a 15 s DC lease). */
+const HELD = {
+  clock: systemClock,
+  keysTaken: () => "acks",
+  ackWaitMs: 2000,
+  keepMs: () => 16_000,
+  ttlMs: KEY_TTL_MS,
+};
 /** apps/counter/src/key_replication.ts's IMPORT_BATCH. */
 const IMPORT_BATCH = 200;
 if (typeof globalThis.gc !== "function") throw new Error("run with node --expose-gc");
@@ -87,6 +95,7 @@ function receiver(store, maxQueued = 100_000) {
   const outcomes = {};
   const replication = new KeyReplication({
     dc: "dc2",
+    node: "dc2-n1",
     bus: {
       subscribe: (subjects, handler) => {
         // The other DCs' keys; not their requests to send held keys again.
@@ -108,7 +117,7 @@ function receiver(store, maxQueued = 100_000) {
     mayBeHeard: () => true,
     // A receiver sends nothing: nothing to hold.
     resendCoalesceMs: 250,
-    held: { clock: systemClock, stamp: () => 0, peers: [], keepMs: () => 0, ttlMs: KEY_TTL_MS, maxKeys: 0 },
+    held: { ...HELD, peers: [], maxKeys: 0 },
     // As a counter node on Redis Cluster gathers keys (GATHER_MS=0 measures without).
     ...(CLUSTER && GATHER_MS > 0 ? { gather: { ms: GATHER_MS, clock: systemClock } } : {}),
   });
@@ -146,6 +155,7 @@ async function heapPerKey() {
 function sender(publish, { maxKeys }) {
   return new KeyReplication({
     dc: "dc1",
+    node: "dc1-n1",
     bus: { subscribe: () => ({ unsubscribe() {} }), publish },
     store: {},
     logger: { warn() {}, error() {}, info() {} },
@@ -156,7 +166,7 @@ function sender(publish, { maxKeys }) {
     maxQueued: 0,
     mayBeHeard: () => true,
     resendCoalesceMs: 250,
-    held: { clock: systemClock, stamp: () => 0, peers: ["dc2"], ttlMs: KEY_TTL_MS, keepMs: () => 0, maxKeys },
+    held: { ...HELD, peers: ["dc2"], maxKeys },
   });
 }
 

@@ -114,16 +114,11 @@ export class Convergence {
     this.#o.keys.start();
     this.#antiEntropy.start();
     this.#bootstrap.start();
-    const stopChanges = this.#o.liveness.onChange((remote, event) => {
+    this.#stopListening = this.#o.liveness.onChange((remote, event) => {
       this.#o.keys.remoteChanged(remote, event.kind);
       if (event.kind === "down") this.#bootstrap.remoteDown(remote);
       else this.#bootstrap.remoteUp();
     });
-    const stopHeard = this.#o.liveness.onHeard((remote, runs) => this.#o.keys.heardBy(remote, runs));
-    this.#stopListening = () => {
-      stopChanges();
-      stopHeard();
-    };
   }
 
   stop(): void {

@@ -165,6 +165,7 @@ export class CounterNode {
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
+      acksKeys: config.idempotencyAcrossDcs,
       purgeBefore: () => this.#purge.before,
       ...(this.#pulse !== undefined ? { silence: { health: this.#pulse, silenceMs: busSilenceMs } } : {}),
     });

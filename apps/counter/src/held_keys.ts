@@ -1,3 +1,4 @@
+import type { KeysTaken } from "@livecount/cluster";
 import type { Clock } from "@livecount/runtime";
 
 /** A keys message as it was published: sent again byte for byte. */
@@ -8,43 +9,36 @@ export interface SentKeys {
 }
 
 interface Held extends SentKeys {
+  /** Its number in this process (AppliedKeys.seq): what acknowledgements name. */
+  readonly seq: number;
   /** When it was first sent (monotonic ms): never held past the keys' TTL from then. */
   readonly at: number;
-  /** This node's last heartbeat number when it was last sent: it crossed with the heartbeats after. */
-  stamp: number;
-  /** When it was last sent (monotonic ms), for DCs that do not say what they heard. */
+  /** When it was last sent (monotonic ms), and how often so far. */
   sentAt: number;
-  /** The DCs that heard it since it was last sent, a bit each (DcState.bit). */
-  heardBy: number;
+  tries: number;
+  /** The DCs that acknowledged it, a bit each (DcState.bit). */
+  ackedBy: number;
 }
 
 interface DcState {
-  /** Its bit in Held.heardBy; -1 past the bits a number holds (held for by time, as if it said nothing). */
+  /** Its bit in Held.ackedBy; -1 past the bits a number holds (held for by time, as if it did not acknowledge). */
   readonly bit: number;
-  /** Its nodes say what they heard of this one (older releases do not: held for by time). */
-  reporting: boolean;
   /** Since when it is down, or was never heard (monotonic ms); undefined while up. */
   downSince: number | undefined;
-  /** Every message held before this index was heard by it (or sent again since, further on). */
-  cursor: number;
-}
-
-/** Heartbeats `from..to` of this node that a node of another DC heard, none missed between (DcLiveness). */
-export interface HeardRun {
-  readonly from: number;
-  readonly to: number;
 }
 
 export interface HeldKeysOptions {
   readonly clock: Clock;
-  /** The number of this node's last DC heartbeat (DcLiveness.lastSeq). */
-  readonly stamp: () => number;
   /** LIVECOUNT_PEER_DCS but this one: held for from the start, heard yet or not. */
   readonly peers: readonly string[];
+  /** What a DC's nodes do with other DCs' keys (DcLiveness.keysTaken). */
+  readonly keysTaken: (dc: string) => KeysTaken;
+  /** How long a message waits for an acknowledgement before it goes again; each try waits twice as long, up to 16 times. */
+  readonly ackWaitMs: number;
   /**
-   * How long a message is held for a live DC whose nodes do not say what they heard (a release
-   * before that): a DC cut off meanwhile is found down (its lease lapses) or shows a gap in its
-   * heartbeats within it. Asked at each expiry: it follows the longest lease the DCs announce.
+   * How long a message is held for a live DC whose nodes do not acknowledge (a release before that):
+   * a DC cut off meanwhile is found down (its lease lapses) or shows a gap in its heartbeats within
+   * it. Asked at each expiry: it follows the longest lease the DCs announce.
    */
   readonly keepMs: () => number;
   /** LIVECOUNT_IDEMPOTENCY_TTL_S: never held past it (the keys are gone everywhere by then). */
@@ -55,22 +49,34 @@ export interface HeldKeysOptions {
 
 /** Bits of a number that `|` and `&` keep: DCs past them are held for by time. */
 const DC_BITS = 31;
+/** The longest wait for an acknowledgement, in `ackWaitMs`. */
+const MAX_BACKOFF = 16;
+/**
+ * Keys sent again at once at most (a resend of a whole cut's keys goes over several ticks): one
+ * synchronous loop of publishes holds up the node, and a receiving node imports some 20,000 keys a
+ * second; what it cannot take it does not acknowledge, and gets again later.
+ */
+export const RESEND_BUDGET_KEYS = 5000;
 
 /**
- * The idempotency keys this node sent, held until every other DC heard them: NATS drops what a cut
- * link cannot carry, and keys are in no durable state that anti-entropy compares. A DC's counter
- * nodes say in their heartbeats which of this node's heartbeats they heard without a gap (DcLiveness);
- * one connection carries this node's heartbeats and messages in order, so a message sent between two
- * heartbeats of such a run reached that DC. Every DC heard since the start, or listed as a peer,
- * must hear a message; one that shows it missed some (its run starts after them) gets them again.
- * At most `maxKeys`, the oldest dropped first (counted lost when a DC had not heard them), never
- * past the keys' TTL. The memory is this process's: a node that restarts holds nothing from before.
+ * The idempotency keys this node sent, held until every other DC acknowledged them: NATS drops what
+ * a cut link cannot carry, a receiving node may die or fall behind with messages in hand, and keys
+ * are in no durable state that anti-entropy compares. The node of another DC that stored a message's
+ * keys acknowledges it (KeysAck); what is not acknowledged goes again once `ackWaitMs` passed (twice
+ * as long each try, up to 16 times), and at once when that DC comes back up, shows a gap, or asks.
+ * Every DC heard since the start, or listed as a peer, must acknowledge; one down is sent nothing
+ * until it is up, and one down for the keys' TTL is forgotten. DCs of a release that does not
+ * acknowledge are held for by time (`keepMs` while up, until back while down); DCs that take no keys
+ * are not held for. At most `maxKeys`, the oldest dropped first (counted lost when a DC had not
+ * acknowledged them), never past the keys' TTL. The memory is this process's: a node that restarts
+ * holds nothing from before.
  */
 export class HeldKeys {
   readonly #o: HeldKeysOptions;
-  /** In the order of their stamps, from `#head` on; a message sent again leaves a hole and goes last. */
+  /** In the order first sent, from `#head` on. */
   #held: Array<Held | undefined> = [];
   #head = 0;
+  readonly #bySeq = new Map<number, Held>();
   #keys = 0;
   readonly #dcs = new Map<string, DcState>();
   #bits = 0;
@@ -92,25 +98,30 @@ export class HeldKeys {
   }
 
   /**
-   * Holds a message just sent. Returns the keys of older messages dropped past `maxKeys` that some DC
-   * had not heard: it may never get them.
+   * Holds message `seq`, just sent. Returns the keys of older messages dropped past `maxKeys` that
+   * some DC had not acknowledged: it may never get them.
    */
-  add(sent: SentKeys): number {
+  add(sent: SentKeys, seq: number): number {
     if (this.#o.maxKeys === 0) return 0;
     const now = this.#o.clock.monotonic();
     this.#expire(now);
     // A copy of its own: the encoder hands out views into buffers it shares between messages, and
     // a view held keeps its whole buffer.
     const data = new Uint8Array(sent.data);
-    this.#held.push({
+    const held: Held = {
       subject: sent.subject,
       data,
       keys: sent.keys,
+      seq,
       at: now,
-      stamp: this.#o.stamp(),
       sentAt: now,
-      heardBy: 0,
-    });
+      tries: 1,
+      ackedBy: 0,
+    };
+    // No DC needs it (every DC known takes no keys).
+    if (this.#settled(held, now)) return 0;
+    this.#held.push(held);
+    this.#bySeq.set(seq, held);
     this.#keys += sent.keys;
     let lost = 0;
     while (this.#keys > this.#o.maxKeys && this.#head < this.#held.length) {
@@ -122,71 +133,54 @@ export class HeldKeys {
     return lost;
   }
 
-  /**
-   * What the nodes of `dc` heard of this node lately (DcLiveness's heard listener): what it heard is
-   * let go once every DC did, and what it missed (sent before every run of its nodes starts) is
-   * returned, to send again.
-   */
-  heard(dc: string, runs: readonly HeardRun[]): SentKeys[] {
-    const now = this.#o.clock.monotonic();
+  /** `dc` stored messages `seqs` of this process: what every DC acknowledged is let go. */
+  acked(dc: string, seqs: readonly number[]): void {
     const state = this.#dc(dc);
-    state.reporting = true;
     state.downSince = undefined;
-    if (runs.length === 0 || state.bit < 0) return [];
-    const bit = 1 << state.bit;
-    let firstFrom = Infinity;
-    let lastTo = 0;
-    for (const run of runs) {
-      firstFrom = Math.min(firstFrom, run.from);
-      lastTo = Math.max(lastTo, run.to);
+    if (state.bit < 0) return;
+    for (const seq of seqs) {
+      const held = this.#bySeq.get(seq);
+      if (held !== undefined) held.ackedBy |= 1 << state.bit;
     }
-    const missed: Held[] = [];
-    let cursor = -1;
-    let i = Math.max(state.cursor, this.#head);
-    for (; i < this.#held.length; i++) {
-      const m = this.#held[i];
-      if (m === undefined || (m.heardBy & bit) !== 0) continue;
-      // Sent after the last heartbeat any of its nodes heard: not yet known either way, nor is any after.
-      if (m.stamp >= lastTo) break;
-      if (runs.some((run) => run.from <= m.stamp && m.stamp < run.to)) m.heardBy |= bit;
-      else if (m.stamp < firstFrom) {
-        missed.push(m);
-        this.#held[i] = undefined;
-      } else if (cursor < 0) cursor = i;
-    }
-    state.cursor = cursor < 0 ? i : cursor;
-    const again = this.#sendAgain(missed, now);
-    this.#expire(now);
-    return again;
+    this.#expire(this.#o.clock.monotonic());
   }
 
   /**
-   * `dc` is up again, its heartbeats showed a gap, or it asked. A DC that says what it heard gets
-   * what it missed once its heartbeats show it (`heard`): nothing now. To one that does not,
-   * everything held, to send again. Every DC takes them (one subject for all), and stores only keys
-   * it lacks.
+   * What has waited long enough for an acknowledgement from a live DC that acknowledges, to send
+   * again now (at most RESEND_BUDGET_KEYS; the rest at the next call).
+   */
+  due(): SentKeys[] {
+    const now = this.#o.clock.monotonic();
+    this.#expire(now);
+    const waiting = this.#waitingMask();
+    if (waiting === 0) return [];
+    return this.#sendAgain(
+      now,
+      (m) => (m.ackedBy & waiting) !== waiting && now - m.sentAt >= this.#waitMs(m),
+    );
+  }
+
+  /**
+   * `dc` is up again, its heartbeats showed a gap, or it asked: what it has not acknowledged (from a
+   * DC that does not acknowledge, everything held), to send again now (at most RESEND_BUDGET_KEYS;
+   * the rest once it waited, `due`). Every DC takes it (one subject for all) and stores only keys it lacks.
    */
   missedBy(dc: string): SentKeys[] {
     const now = this.#o.clock.monotonic();
+    // What was held while it was down is let go only once it went to it again.
+    this.#expire(now);
     const state = this.#dc(dc);
     state.downSince = undefined;
-    if (state.reporting && state.bit >= 0) return [];
-    const missed: Held[] = [];
-    for (let i = this.#head; i < this.#held.length; i++) {
-      const m = this.#held[i];
-      if (m === undefined) continue;
-      missed.push(m);
-      this.#held[i] = undefined;
-    }
-    state.cursor = this.#held.length;
-    const again = this.#sendAgain(missed, now);
-    this.#expire(now);
-    return again;
+    const taken = this.#o.keysTaken(dc);
+    if (taken === "off") return [];
+    const bit = taken === "acks" && state.bit >= 0 ? 1 << state.bit : 0;
+    return this.#sendAgain(now, (m) => bit === 0 || (m.ackedBy & bit) === 0);
   }
 
   /**
-   * A remote DC went down: held for until it is up and heard it all, or until it has been down for
-   * the keys' TTL (a DC removed from the deployment is never up again).
+   * A remote DC went down: nothing goes to it until it is up, and what it did not acknowledge is held
+   * until then, or until it has been down for the keys' TTL (a DC removed from the deployment is never
+   * up again).
    */
   down(dc: string): void {
     const now = this.#o.clock.monotonic();
@@ -197,40 +191,57 @@ export class HeldKeys {
   #dc(dc: string): DcState {
     let state = this.#dcs.get(dc);
     if (state === undefined) {
-      const bit = this.#bits < DC_BITS ? this.#bits++ : -1;
-      state = { bit, reporting: false, downSince: undefined, cursor: this.#head };
+      state = { bit: this.#bits < DC_BITS ? this.#bits++ : -1, downSince: undefined };
       this.#dcs.set(dc, state);
     }
     return state;
   }
 
-  /** Stamped anew and held last: every DC is to hear them again. */
-  #sendAgain(missed: Held[], now: number): SentKeys[] {
-    const stamp = this.#o.stamp();
-    for (const m of missed) {
-      m.stamp = stamp;
+  /** The bits of the DCs that are up and acknowledge. */
+  #waitingMask(): number {
+    let mask = 0;
+    for (const [dc, state] of this.#dcs)
+      if (state.bit >= 0 && state.downSince === undefined && this.#o.keysTaken(dc) === "acks")
+        mask |= 1 << state.bit;
+    return mask;
+  }
+
+  #waitMs(m: Held): number {
+    return this.#o.ackWaitMs * Math.min(MAX_BACKOFF, 2 ** (m.tries - 1));
+  }
+
+  /** The held messages `again` picks, oldest first, up to the budget: sent again now. */
+  #sendAgain(now: number, again: (m: Held) => boolean): SentKeys[] {
+    const picked: Held[] = [];
+    let keys = 0;
+    for (let i = this.#head; i < this.#held.length && keys < RESEND_BUDGET_KEYS; i++) {
+      const m = this.#held[i];
+      if (m === undefined || !again(m)) continue;
       m.sentAt = now;
-      m.heardBy = 0;
-      this.#held.push(m);
+      m.tries++;
+      picked.push(m);
+      keys += m.keys;
     }
-    return missed;
+    return picked;
   }
 
   /**
-   * Whether every DC held for heard `m` (or, if it does not say what it heard, had long enough). With
+   * Whether every DC held for acknowledged `m`, or, if it does not acknowledge, had long enough. With
    * none known yet (a node in its discovery window), kept `keepMs` for one heard meanwhile.
    */
   #settled(m: Held, now: number): boolean {
     if (this.#dcs.size === 0) return m.sentAt <= now - this.#o.keepMs();
-    for (const state of this.#dcs.values()) {
-      if (state.reporting && state.bit >= 0) {
-        if ((m.heardBy & (1 << state.bit)) === 0) return false;
+    for (const [dc, state] of this.#dcs) {
+      const taken = this.#o.keysTaken(dc);
+      if (taken === "off" && state.downSince === undefined) continue;
+      if (taken === "acks" && state.bit >= 0) {
+        if ((m.ackedBy & (1 << state.bit)) === 0) return false;
       } else if (state.downSince !== undefined || m.sentAt > now - this.#o.keepMs()) return false;
     }
     return true;
   }
 
-  /** Lets go of what every DC heard, or what is past the keys' TTL; forgets DCs gone that long. */
+  /** Lets go of what every DC acknowledged, or what is past the keys' TTL; forgets DCs gone that long. */
   #expire(now: number): void {
     const { ttlMs } = this.#o;
     for (const [dc, state] of this.#dcs)
@@ -246,13 +257,14 @@ export class HeldKeys {
   #drop(): void {
     const dropped = this.#held[this.#head];
     this.#held[this.#head++] = undefined;
-    if (dropped !== undefined) this.#keys -= dropped.keys;
+    if (dropped === undefined) return;
+    this.#keys -= dropped.keys;
+    this.#bySeq.delete(dropped.seq);
   }
 
   #compact(): void {
     if (this.#head > 1024 && this.#head * 2 > this.#held.length) {
       this.#held = this.#held.slice(this.#head);
-      for (const state of this.#dcs.values()) state.cursor = Math.max(0, state.cursor - this.#head);
       this.#head = 0;
     }
   }

@@ -4,121 +4,81 @@
  * another). Each DC keeps its own keys, so that retry would count again. Here a partition's owner
  * sends the keys of the changes the store applied or replayed (once durable and published, with the
  * answers it gave; a replay RecentKeys answered from memory was sent when first applied) on
- * `lc.keys.<dc>.<partition>`, and one counter node of every DC (a queue group per DC, so whoever
- * holds the partition there, and while it changes hands) stores the other DCs' beside its own,
- * keeping its own where both hold a key (`Store.importKeys`). A retry that arrives after the keys is
- * answered as the change it repeats, whichever DC it reaches.
+ * `lc.keys.<dc>.<partition>`, and one counter node of every other DC stores them (ImportedKeys). A
+ * retry that arrives after the keys is answered as the change it repeats, whichever DC it reaches.
  *
- * Imports go one store call at a time, each with up to IMPORT_BATCH of the keys that arrived
- * meanwhile (on Redis Cluster, gathered for CLUSTER_IMPORT_GATHER_MS first), and are not waited for
- * by replicas: the DC's own changes wait behind at most one such
- * call in Redis, never behind a WAIT. At most `maxQueued` keys wait; past it new ones are dropped
- * (counted). A node stopping gracefully leaves the group and stores what it holds before its store
- * closes, what the broker had already sent it included; one superseded drops what it holds
- * (counted); a kill loses it.
- *
- * NATS drops what a cut link cannot carry: the sender holds what it sent (HeldKeys) until every DC
- * heard it, as their heartbeats say (`heardBy`), and sends again what one missed. A DC of an older
- * release says nothing of what it heard: what it may have missed goes again when it comes back up,
- * its heartbeats show a gap, or it asks (`remoteChanged`, `lc.keysmissed`).
+ * NATS drops what a cut link cannot carry, and a receiving node may die or fall behind with messages
+ * in hand: each message carries this node's name, a number its process drew at start and its own
+ * number, the node that stored it acknowledges it (`lc.keysack.<dc>.<node>`), and the sender holds
+ * what it sent (HeldKeys) until every DC did, sending again what waited too long and, at once, what a
+ * DC missed when it comes back up, shows a gap in its heartbeats, or asks (`lc.keysmissed`).
  *
  * What it cannot do: a retry that reaches another DC before the keys (they leave as the change is
  * answered, at the link's latency), during a cut, in a DC rebuilt since (keys are not carried by
- * anti-entropy), after its sender restarted with keys a cut DC missed, or one of keys dropped past
- * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS (counted lost) counts again; an imported
- * key is not kept in the receiver's memory (RecentKeys), so a Redis there that restarts without its
- * last second loses the keys of that second.
+ * anti-entropy), after its sender restarted with keys a DC had not acknowledged, or one of keys
+ * dropped past LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS (counted lost) counts again; an imported key is
+ * not kept in the receiver's memory (RecentKeys), so a Redis there that restarts without its last
+ * second loses the keys of that second.
  */
+import { randomInt } from "node:crypto";
 import {
-  KEYS_SUBJECTS,
+  keysAckSubject,
   keysMissedFrom,
   keysMissedSubject,
   keysMissedSubjects,
-  keysSubjectDc,
   partitionKeysSubject,
-  type Bus,
   type Subscription,
 } from "@livecount/bus";
 import { MAX_APPLIED_KEYS, decodeMessage, encodeMessage, type AppliedKeys } from "@livecount/protocol";
-import { partitionOf } from "@livecount/ring";
-import { LogThrottle, type Clock, type Logger } from "@livecount/runtime";
-import type { KeyRestore, Store } from "@livecount/store";
-import type { CounterMetrics } from "./counter_metrics.js";
-import { HeldKeys, type HeardRun, type HeldKeysOptions, type SentKeys } from "./held_keys.js";
+import { LogThrottle, type TimerHandle } from "@livecount/runtime";
+import type { KeyRestore } from "@livecount/store";
+import { HeldKeys, type HeldKeysOptions, type SentKeys } from "./held_keys.js";
+import { ImportedKeys, type ImportedKeysOptions } from "./imported_keys.js";
 
-export interface KeyReplicationOptions {
-  readonly dc: string;
-  readonly bus: Bus;
-  readonly store: Store;
-  readonly logger: Logger;
-  readonly metrics: CounterMetrics;
-  readonly partitions: number;
-  /** LIVECOUNT_IDEMPOTENCY_TTL_S: how long a stored key is kept. */
-  readonly keyTtlMs: number;
+export { CLUSTER_IMPORT_GATHER_MS } from "./imported_keys.js";
+
+/** How this node receives other DCs' keys (ImportedKeys), and how it sends its own. */
+export interface KeyReplicationOptions extends ImportedKeysOptions {
+  /** This node's id: where acknowledgements of its keys come (`lc.keysack.<dc>.<node>`). */
+  readonly node: string;
   /** LIVECOUNT_IDEMPOTENCY_ACROSS_DCS. */
   readonly enabled: boolean;
-  /** LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS: other DCs' keys waiting for the store, at most. */
-  readonly maxQueued: number;
   /**
    * Whether another data center may hear the keys: one was heard since the start (live or cut off
    * now: nothing is queued for it, NATS drops what no one hears), LIVECOUNT_PEER_DCS names one, or
    * the node is within its discovery window (one may be there, not heard yet).
    */
   readonly mayBeHeard: () => boolean;
-  /**
-   * Keys gather this long before a store call that would take less than a full batch (on Redis
-   * Cluster: CLUSTER_IMPORT_GATHER_MS). Absent: a call goes as soon as the one before returns.
-   */
-  readonly gather?: { readonly ms: number; readonly clock: Clock };
-  /** What is sent is held for DCs that may miss it (HeldKeys). */
+  /** What is sent is held until every DC acknowledged it (HeldKeys); its clock runs the resends. */
   readonly held: HeldKeysOptions;
   /**
-   * A remote DC's triggers of one kind within this long of the last (a DC heartbeat): sent again
-   * once. Each of its counter nodes' heartbeats shows the same gap, and each of its nodes asks.
+   * How often what waited too long for an acknowledgement is looked for, and a remote DC's triggers
+   * of one kind within this long of the last (a DC heartbeat) sent again once: each of its counter
+   * nodes' heartbeats shows the same gap, and each of its nodes asks.
    */
   readonly resendCoalesceMs: number;
 }
 
-/**
- * Keys per store call: this DC's own changes queue in Redis behind a call's script (2 to 2.6 ms of
- * Redis for 200 keys). With another DC's 20,000 changes a second, an increment's p99 is 9 to 17 ms
- * (1 to 2 alone), its median 1.3 to 1.6 times what it is alone (`loadtest/bench/key_import.js`).
- */
-const IMPORT_BATCH = 200;
-
-/**
- * On Redis Cluster each partition's keys are a script call of their own (they share a slot), and
- * keys arrive spread over most partitions: a call of 200 fresh keys was some 140 scripts, and at
- * another DC's 20,000 changes a second this DC's own increments waited 7 to 9 times longer at the
- * median. Gathered for this long, a partition has several keys a script: 1.1 to 3 times. The price:
- * a key reaches the store up to this much later, beside the link's latency
- * (`loadtest/bench/key_import.js ... cluster`).
- */
-export const CLUSTER_IMPORT_GATHER_MS = 50;
-
 export class KeyReplication {
   readonly #o: KeyReplicationOptions;
   readonly #logs = new LogThrottle();
-  #sub: Subscription | undefined;
+  readonly #imported: ImportedKeys;
   /** Other DCs asking this node to send its held keys again (keysMissedSubjects). */
   #missedSub: Subscription | undefined;
-  /** Other DCs' keys waiting for the store, by partition. */
-  #queued = new Map<number, KeyRestore[]>();
-  #queuedKeys = 0;
-  #importing = false;
-  #importLoop: Promise<void> = Promise.resolve();
-  #leaving: Promise<void> = Promise.resolve();
-  #left = false;
-  /** Ends the keys' gathering now (a node leaving stores what it holds at once). */
-  #endGather: (() => void) | undefined;
-  #stopped = false;
+  /** Other DCs acknowledging this node's keys (keysAckSubject). */
+  #ackSub: Subscription | undefined;
+  #resendTimer: TimerHandle | undefined;
   readonly #held: HeldKeys;
   /** When held keys were last sent again, per remote DC and cause (heard again, or asked). */
   readonly #resentAt = new Map<string, number>();
+  /** Drawn at start: numbers of an earlier process under this node id are not this one's. */
+  readonly #epoch = randomInt(2 ** 47);
+  #seq = 0;
 
   constructor(options: KeyReplicationOptions) {
     this.#o = options;
     this.#held = new HeldKeys(options.held);
+    this.#imported = new ImportedKeys(options);
   }
 
   /** Whether keys are sent now: the caller builds the records only then. */
@@ -126,22 +86,18 @@ export class KeyReplication {
     return this.#o.enabled && this.#o.mayBeHeard();
   }
 
-  /** Joins this DC's queue group for other DCs' keys. */
+  /** Joins this DC's queue group for other DCs' keys, and hears acknowledgements and requests. */
   start(): void {
-    if (!this.#o.enabled || this.#sub !== undefined) return;
-    this.#sub = this.#o.bus.subscribe(
-      KEYS_SUBJECTS,
-      (data, subject) => {
-        // This DC's own keys, which its store has: dropped unread.
-        if (keysSubjectDc(subject) !== this.#o.dc) this.#received(data);
-      },
-      { queue: `lc-keys-${this.#o.dc}` },
-    );
-    this.#missedSub = this.#o.bus.subscribe(keysMissedSubjects(this.#o.dc), (_data, subject) => {
+    const { enabled, bus, dc, node } = this.#o;
+    if (!enabled || this.#ackSub !== undefined) return;
+    this.#imported.start();
+    this.#ackSub = bus.subscribe(keysAckSubject(dc, node), (data) => this.#onAck(data));
+    this.#missedSub = bus.subscribe(keysMissedSubjects(dc), (_data, subject) => {
       const from = keysMissedFrom(subject);
       // Only a DC held for: any other name would be one more entry in #resentAt.
-      if (from !== undefined && from !== this.#o.dc && this.#held.knows(from)) this.#resend(from, "asked");
+      if (from !== undefined && from !== dc && this.#held.knows(from)) this.#resend(from, "asked");
     });
+    this.#scheduleResend();
   }
 
   /**
@@ -149,30 +105,23 @@ export class KeyReplication {
    * broker already sent this node is still taken (the subscription drains).
    */
   leave(): void {
-    const sub = this.#sub;
-    this.#sub = undefined;
-    this.#left = true;
-    this.#endGather?.();
-    if (sub === undefined) return;
-    if (sub.drain !== undefined) this.#leaving = sub.drain();
-    else sub.unsubscribe();
+    this.#imported.leave();
   }
 
   /** Resolves once every key this node holds went to the store (after `leave`, before it closes). */
   async drained(): Promise<void> {
-    await this.#leaving;
-    await this.#importLoop;
+    await this.#imported.drained();
   }
 
   /** Leaves the group; keys still queued are dropped (counted), and no store call follows. */
   stop(): void {
-    this.leave();
+    this.#imported.stop();
     this.#missedSub?.unsubscribe();
     this.#missedSub = undefined;
-    this.#stopped = true;
-    if (this.#queuedKeys > 0) this.#o.metrics.keysAcrossDcs.inc({ outcome: "dropped" }, this.#queuedKeys);
-    this.#queued = new Map();
-    this.#queuedKeys = 0;
+    this.#ackSub?.unsubscribe();
+    this.#ackSub = undefined;
+    if (this.#resendTimer !== undefined) this.#o.held.clock.clearTimeout(this.#resendTimer);
+    this.#resendTimer = undefined;
   }
 
   /**
@@ -181,18 +130,19 @@ export class KeyReplication {
    */
   send(byPartition: ReadonlyMap<number, readonly KeyRestore[]>): void {
     if (!this.sending) return;
-    const { dc, metrics } = this.#o;
+    const { dc, node, metrics } = this.#o;
     for (const [partition, keys] of byPartition) {
       for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
         const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
-        const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk };
+        const seq = ++this.#seq;
+        const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk, node, epoch: this.#epoch, seq };
         const sent: SentKeys = {
           subject: partitionKeysSubject(dc, partition),
           data: encodeMessage(msg),
           keys: chunk.length,
         };
         if (this.#publish(sent, "sent")) {
-          const lost = this.#held.add(sent);
+          const lost = this.#held.add(sent, seq);
           if (lost > 0) metrics.keysAcrossDcs.inc({ outcome: "lost" }, lost);
         }
       }
@@ -201,11 +151,10 @@ export class KeyReplication {
   }
 
   /**
-   * A remote DC went down, came back up, or showed a gap in its heartbeats (DcLiveness). A DC that
-   * says what it heard gets what it missed once its heartbeats show it (`heardBy`), whichever way of
-   * the link healed first. One of an older release does not: everything held goes to it again now,
-   * and it is asked to send its own again (the other way may come back later, each way being a
-   * connection of its own, and the request arrives only once its keys can).
+   * A remote DC went down, came back up, or showed a gap in its heartbeats (DcLiveness): what it did
+   * not acknowledge goes to it again now (nothing while it is down), and it is asked to send its own
+   * again (the other way of the link may come back later, each way being a connection of its own,
+   * and the request arrives only once its keys can).
    */
   remoteChanged(remote: string, kind: "up" | "gap" | "down"): void {
     if (!this.#o.enabled) return;
@@ -222,10 +171,32 @@ export class KeyReplication {
     }
   }
 
-  /** What the nodes of `remote` heard of this node lately (DcLiveness): what they missed goes again. */
-  heardBy(remote: string, runs: readonly HeardRun[]): void {
-    if (!this.#o.enabled) return;
-    this.#sendAgain(remote, this.#held.heard(remote, runs), "missed");
+  #onAck(data: Uint8Array): void {
+    let msg;
+    try {
+      msg = decodeMessage(data);
+      if (msg.type !== "keysack") throw new Error(`a ${msg.type} message where acknowledgements go`);
+    } catch (err) {
+      this.#logs.log(
+        this.#o.logger,
+        "warn",
+        { err },
+        "malformed acknowledgement of idempotency keys dropped",
+      );
+      return;
+    }
+    // Of an earlier process under this node id, or from this DC: not this one's to let go.
+    if (msg.epoch !== this.#epoch || msg.dc === this.#o.dc) return;
+    this.#held.acked(msg.dc, msg.seqs);
+    this.#o.metrics.keysHeld.set(this.#held.keys);
+  }
+
+  #scheduleResend(): void {
+    const { clock } = this.#o.held;
+    this.#resendTimer = clock.setTimeout(() => {
+      this.#sendAgain("*", this.#held.due(), "unacknowledged");
+      this.#scheduleResend();
+    }, this.#o.resendCoalesceMs);
   }
 
   #resend(remote: string, why: "up" | "gap" | "asked"): void {
@@ -243,9 +214,11 @@ export class KeyReplication {
     this.#o.metrics.keysHeld.set(this.#held.keys);
     for (const sent of missed) this.#publish(sent, "resent");
     if (missed.length > 0)
-      this.#o.logger.info(
+      this.#logs.log(
+        this.#o.logger,
+        "info",
         { dc: remote, keys: missed.reduce((sum, m) => sum + m.keys, 0), why },
-        "idempotency keys sent again to a DC that may have missed them",
+        "idempotency keys sent again to DCs that may have missed them",
       );
   }
 
@@ -265,92 +238,5 @@ export class KeyReplication {
       );
       return false;
     }
-  }
-
-  #received(data: Uint8Array): void {
-    const { dc, metrics, logger, partitions, maxQueued } = this.#o;
-    let msg;
-    try {
-      msg = decodeMessage(data);
-      if (msg.type !== "keys") throw new Error(`a ${msg.type} message where keys go`);
-    } catch (err) {
-      metrics.keysAcrossDcs.inc({ outcome: "malformed" });
-      this.#logs.log(logger, "warn", { err }, "malformed idempotency keys from another DC dropped");
-      return;
-    }
-    if (msg.dc === dc || this.#stopped) return;
-    // The store writes a partition's keys together: a page of another partition is a sender's bug,
-    // or DCs that disagree on LIVECOUNT_PARTITIONS.
-    const keys = msg.keys.filter((k) => partitionOf(k.page, partitions) === msg.partition);
-    if (keys.length < msg.keys.length) {
-      metrics.keysAcrossDcs.inc({ outcome: "malformed" }, msg.keys.length - keys.length);
-      this.#logs.log(
-        logger,
-        "warn",
-        { from: msg.dc },
-        "idempotency keys of pages of another partition dropped",
-      );
-    }
-    const room = Math.max(0, maxQueued - this.#queuedKeys);
-    if (keys.length > room) metrics.keysAcrossDcs.inc({ outcome: "dropped" }, keys.length - room);
-    if (room === 0) return;
-    const taken = keys.length > room ? keys.slice(0, room) : keys;
-    const list = this.#queued.get(msg.partition);
-    if (list === undefined) this.#queued.set(msg.partition, [...taken]);
-    else list.push(...taken);
-    this.#queuedKeys += taken.length;
-    if (!this.#importing) this.#importLoop = this.#import();
-  }
-
-  /** One store call at a time, each with up to IMPORT_BATCH of the keys queued by then. */
-  async #import(): Promise<void> {
-    const { store, keyTtlMs, metrics, logger } = this.#o;
-    this.#importing = true;
-    try {
-      await this.#gathered();
-      while (this.#queuedKeys > 0 && !this.#stopped) {
-        const { batch, count } = this.#take(IMPORT_BATCH);
-        try {
-          const stored = await store.importKeys(batch, keyTtlMs);
-          if (stored > 0) metrics.keysAcrossDcs.inc({ outcome: "stored" }, stored);
-          if (count > stored) metrics.keysAcrossDcs.inc({ outcome: "kept" }, count - stored);
-        } catch (err) {
-          metrics.keysAcrossDcs.inc({ outcome: "failed" }, count);
-          this.#logs.log(logger, "warn", { err, keys: count }, "idempotency keys of other DCs not stored");
-        }
-        if (this.#queuedKeys < IMPORT_BATCH) await this.#gathered();
-      }
-    } finally {
-      this.#importing = false;
-    }
-  }
-
-  /** Waits while keys gather (KeyReplicationOptions.gather); leaving ends the wait. */
-  async #gathered(): Promise<void> {
-    const gather = this.#o.gather;
-    if (gather === undefined || this.#left) return;
-    await new Promise<void>((resolve) => {
-      const timer = gather.clock.setTimeout(() => this.#endGather?.(), gather.ms);
-      this.#endGather = () => {
-        gather.clock.clearTimeout(timer);
-        this.#endGather = undefined;
-        resolve();
-      };
-    });
-  }
-
-  /** Takes up to `limit` queued keys, oldest partitions first. */
-  #take(limit: number): { batch: Map<number, KeyRestore[]>; count: number } {
-    const batch = new Map<number, KeyRestore[]>();
-    let count = 0;
-    for (const [partition, keys] of this.#queued) {
-      const taken = keys.length <= limit - count ? keys : keys.splice(0, limit - count);
-      batch.set(partition, taken);
-      count += taken.length;
-      if (taken === keys) this.#queued.delete(partition);
-      if (count === limit) break;
-    }
-    this.#queuedKeys -= count;
-    return { batch, count };
   }
 }

@@ -11,10 +11,16 @@ import { KeyReplication } from "./key_replication.js";
 import { RecentKeys } from "./recent_keys.js";
 
 /**
- * Heartbeats beyond the longest DC lease that sent keys are held for a DC that does not say what it
- * heard (HeldKeys.keepMs): a DC is found down at the first lease check after its lease lapses.
+ * Heartbeats beyond the longest DC lease that sent keys are held for a DC that does not acknowledge
+ * them (HeldKeys.keepMs): a DC is found down at the first lease check after its lease lapses.
  */
 const HELD_HEARTBEATS = 4;
+/**
+ * DC heartbeats a keys message waits for its acknowledgements before it goes again (2 s by default,
+ * twice as long each try): the link's round trip, a receiving node's import queue (up to a second or
+ * two when it is full) and a heartbeat's slack, with room.
+ */
+const ACK_WAIT_HEARTBEATS = 8;
 
 export interface PageUnitsOptions {
   readonly dc: string;
@@ -34,8 +40,8 @@ export interface PageUnitsOptions {
   readonly idempotencyAcrossDcs: boolean;
   readonly idempotencyImportMaxKeys: number;
   /**
-   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys are held for
-   * DCs that do not say what they heard (HeldKeys; the longest lease the DCs announce).
+   * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS, and the DC lease and heartbeat: how long keys wait for
+   * acknowledgements, and are held for DCs that do not acknowledge (HeldKeys).
    */
   readonly idempotencyResendMaxKeys: number;
   readonly dcLeaseMs: number;
@@ -62,10 +68,12 @@ export interface PageUnitsOptions {
   /** Occupancy webhooks, when configured. */
   readonly occupancy?: OccupancyWatch;
   /**
-   * Which data centers' viewers count now (what peaks record), the longest DC lease heard and this
-   * node's last DC heartbeat (HeldKeys).
+   * Which data centers' viewers count now (what peaks record), the longest DC lease heard, and what
+   * each DC does with keys (HeldKeys).
    */
-  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs" | "lastSeq">;
+  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs" | "keysTaken">;
+  /** LIVECOUNT_NODE_ID: where other DCs acknowledge this node's keys. */
+  readonly nodeId: string;
   /** LIVECOUNT_PEER_DCS: DCs sent keys are held for from the start. */
   readonly peerDcs: readonly string[];
   /** LIVECOUNT_VISITOR_KEY. */
@@ -110,6 +118,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
   });
   const keys = new KeyReplication({
     dc: o.dc,
+    node: o.nodeId,
     bus,
     store,
     logger,
@@ -120,10 +129,11 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     maxQueued: o.idempotencyImportMaxKeys,
     held: {
       clock,
-      stamp: () => o.liveness?.lastSeq ?? 0,
       peers: o.peerDcs.filter((dc) => dc !== o.dc),
-      // For DCs that do not say what they heard: a DC cut off is found down within its lease (as it
-      // announces it) and a sweep; a shorter cut shows as a gap in its heartbeats at the first one after.
+      keysTaken: (dc) => o.liveness?.keysTaken(dc) ?? "unknown",
+      ackWaitMs: ACK_WAIT_HEARTBEATS * o.dcHeartbeatMs,
+      // For DCs that do not acknowledge: a DC cut off is found down within its lease (as it announces
+      // it) and a sweep; a shorter cut shows as a gap in its heartbeats at the first one after.
       keepMs: () => (o.liveness?.longestLeaseMs() ?? o.dcLeaseMs) + HELD_HEARTBEATS * o.dcHeartbeatMs,
       ttlMs: o.idempotencyTtlMs,
       maxKeys: o.idempotencyResendMaxKeys,

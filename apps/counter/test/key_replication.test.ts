@@ -4,7 +4,7 @@
  * keys, whoever holds the partition; imports go one store call at a time, bounded; RecentKeys hands
  * over the keys of changes the store applied or replayed, never of errors.
  */
-import { MemoryBus, keysMissedSubject, partitionKeysSubject } from "@livecount/bus";
+import { MemoryBus, keysAckSubject, keysMissedSubject, partitionKeysSubject } from "@livecount/bus";
 import { encodeMessage, type IncrementRequest, type NodeReply } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
@@ -25,9 +25,13 @@ const ELSEWHERE = Array.from({ length: 100 }, (_, i) => `q${i}`).find(
   (p) => partitionOf(p, PARTITIONS) !== PARTITION,
 )!;
 
+const ACK_WAIT_MS = 2000;
+let nodes = 0;
+
 interface Node {
   readonly keys: KeyReplication;
   readonly metrics: CounterMetrics;
+  readonly node: string;
 }
 
 function nodeOf(
@@ -42,16 +46,16 @@ function nodeOf(
     /** The clock and the cap of what is held for DCs that may miss it. */
     clock?: ManualClock;
     maxHeld?: number;
-    /** The node's last DC heartbeat number (HeldKeysOptions.stamp). */
-    stamp?: () => number;
   } = {},
 ): Node {
   const metrics = new CounterMetrics(new Registry(), {
     partitionsOwned: () => 1,
     partitionsBootstrapped: () => 1,
   });
+  const node = `${dc}-n${++nodes}`;
   const keys = new KeyReplication({
     dc,
+    node,
     bus,
     store,
     logger: silentLogger,
@@ -64,8 +68,9 @@ function nodeOf(
     resendCoalesceMs: 250,
     held: {
       clock: options.clock ?? new ManualClock(),
-      stamp: options.stamp ?? (() => 0),
       peers: [],
+      keysTaken: () => "acks",
+      ackWaitMs: ACK_WAIT_MS,
       keepMs: () => 6000,
       ttlMs: KEY_TTL_MS,
       maxKeys: options.maxHeld ?? 1000,
@@ -73,7 +78,7 @@ function nodeOf(
     ...(options.gather !== undefined ? { gather: options.gather } : {}),
   });
   keys.start();
-  return { keys, metrics };
+  return { keys, metrics, node };
 }
 
 function like(key: string, page = PAGE): KeyRestore {
@@ -390,38 +395,39 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await resent()).toBe(8);
   });
 
-  test("counter - what a DC's nodes say they heard is let go, what they missed goes again; a DC not held for is not answered", async () => {
+  test("counter - what the other DC stored it acknowledges, and it is let go; what is not goes again until it is", async () => {
     const { clock, bus, stores } = setUp();
-    let seq = 10;
-    const one = nodeOf(bus, stores.dc1, "dc1", { clock, stamp: () => seq });
+    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
+    const two = nodeOf(bus, stores.dc2, "dc2", { clock });
     const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
     const held = async (): Promise<number> => (await one.metrics.keysHeld.get()).values[0]?.value ?? 0;
-    // dc2 heard of: its heartbeats say what it heard from here on.
     one.keys.remoteChanged("dc2", "up");
-    one.keys.send(new Map([[PARTITION, [like("m1")]]]));
-    seq = 11;
-    one.keys.send(new Map([[PARTITION, [like("m2")]]]));
-    seq = 12;
+    one.keys.send(new Map([[PARTITION, [like("m1"), like("m2")]]]));
     expect(await held()).toBe(2);
-    // dc2 heard heartbeats 10 to 12 unbroken: both messages crossed.
-    one.keys.heardBy("dc2", [{ from: 10, to: 12 }]);
-    expect(await resent()).toBe(0);
-    expect(await held(), "let go").toBe(0);
+    await clock.advance(0);
+    expect(await held(), "stored in dc2 and acknowledged").toBe(0);
+    // dc2's only node gone: nothing stores or acknowledges m3.
+    two.keys.stop();
     one.keys.send(new Map([[PARTITION, [like("m3")]]]));
-    seq = 14;
-    // Its run starts anew at 13 (a gap): m3, sent after 12, may be lost; it goes again.
-    one.keys.heardBy("dc2", [{ from: 13, to: 14 }]);
-    expect(await resent()).toBe(1);
-    one.keys.heardBy("dc2", [{ from: 13, to: 14 }]);
-    expect(await resent(), "sent again after 14: not yet known either way").toBe(1);
-    seq = 15;
-    one.keys.heardBy("dc2", [{ from: 13, to: 15 }]);
+    await clock.advance(ACK_WAIT_MS);
+    expect(await resent(), "sent again once it waited").toBe(1);
+    const twoAgain = nodeOf(bus, stores.dc2, "dc2", { clock });
+    await clock.advance(2 * ACK_WAIT_MS);
+    expect(await resent(), "and again, twice as long after").toBe(2);
+    expect(await outcomes(twoAgain)).toEqual({ stored: 1 });
     expect(await held()).toBe(0);
-    // Heard: nothing of it held any more, so being asked sends nothing.
-    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
+    await clock.advance(10 * ACK_WAIT_MS);
+    expect(await resent(), "acknowledged: no more").toBe(2);
     // A name no DC here goes by: not answered, not remembered.
     bus.publish(keysMissedSubject("dc1", "dc9"), new Uint8Array(0));
+    // An acknowledgement of another process under this node id, or malformed: nothing let go.
+    twoAgain.keys.stop();
+    one.keys.send(new Map([[PARTITION, [like("m4")]]]));
+    const acks = keysAckSubject("dc1", one.node);
+    bus.publish(acks, encodeMessage({ type: "keysack", dc: "dc2", epoch: 1, seqs: [1, 2, 3, 4, 5] }));
+    bus.publish(acks, new Uint8Array([0xc1]));
     await clock.advance(0);
-    expect(await resent()).toBe(1);
+    expect(await held()).toBe(1);
+    expect(await resent()).toBe(2);
   });
 });

@@ -260,6 +260,7 @@ export async function buildUnits(
     idempotencyResendMaxKeys: 100_000,
     dcLeaseMs: 5000,
     dcHeartbeatMs: 250,
+    nodeId: "n-test",
     peerDcs: [],
     maxCountersPerPage: 256,
     gatewayLeaseMs: GATEWAY_LEASE_MS,

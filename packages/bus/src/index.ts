@@ -44,6 +44,7 @@ export {
   partitionKeysSubject,
   KEYS_SUBJECTS,
   keysSubjectDc,
+  keysAckSubject,
   keysMissedSubject,
   keysMissedSubjects,
   keysMissedFrom,

@@ -8,6 +8,7 @@
  * | `lc.page.<part>.<page64>` | publish     | PageUpdate                   | page owner -> watching gateways and the page's owners, every DC |
  * | `lc.dcupdates.<dc>.<part>` | publish    | PageUpdates                  | a counter node of `<dc>` -> gateways of `<dc>` watching pages of `<part>` |
  * | `lc.keys.<dc>.<part>`  | publish        | AppliedKeys                  | a partition's owner in `<dc>` -> one counter node per DC (queue group); `<dc>`'s own drop it unread |
+ * | `lc.keysack.<dc>.<node>` | publish      | KeysAck                      | the counter node of another DC that stored keys -> their sender, `<node>` of `<dc>` |
  * | `lc.keysmissed.<dc>.<from>` | publish   | empty                        | a counter node of `<from>` that heard `<dc>` again -> every counter node of `<dc>`: send your held keys again |
  * | `lc.dcs`               | publish        | DcHeartbeat                  | counter nodes -> every process, every DC        |
  * | `lc.ae.<dc>`           | publish        | AeSummary                    | counter nodes -> the counter nodes of `<dc>`    |
@@ -118,13 +119,23 @@ export function keysSubjectDc(subject: string): string | undefined {
   return dot < 0 ? undefined : subject.slice(KEYS_PREFIX.length, dot);
 }
 
+/**
+ * Where the node of another DC that stored a keys message acknowledges it to its sender, node `node`
+ * of `dc` (KeysAck): the sender holds what it sent until each DC acknowledged it.
+ */
+export function keysAckSubject(dc: string, node: string): string {
+  assertToken("dc", dc);
+  assertToken("node", node);
+  return `${SUBJECT_ROOT}.keysack.${dc}.${node}`;
+}
+
 const KEYS_MISSED_PREFIX = `${SUBJECT_ROOT}.keysmissed.`;
 
 /**
  * A DC (`from`) that hears `dc` again after a cut, or after a gap in its heartbeats, asks `dc`'s
- * counter nodes here to send again the keys they hold that `from` has not heard (HeldKeys): their
- * own resend, when they hear `from` again, may cross the link before it carries their way, and nodes
- * of releases before DC heartbeats said what they heard learn it only this way. Empty payload.
+ * counter nodes here to send again the keys they hold: their own resend, when they hear `from`
+ * again, may cross the link before it carries their way. What nodes of releases before KeysAck do;
+ * a node of this one answers only a DC that does not acknowledge (HeldKeys). Empty payload.
  */
 export function keysMissedSubject(dc: string, from: string): string {
   assertToken("dc", dc);

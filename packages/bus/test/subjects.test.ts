@@ -8,6 +8,7 @@ import {
   isSubject,
   KEYS_SUBJECTS,
   keysSubjectDc,
+  keysAckSubject,
   keysMissedFrom,
   keysMissedSubject,
   keysMissedSubjects,
@@ -124,6 +125,15 @@ describe("subjects - page subjects", () => {
       expect(keysMissedFrom(other), other).toBeUndefined();
     expect(() => keysMissedSubject("dc1", "d c")).toThrow(InvalidSubjectError);
     expect(() => keysMissedSubjects("*")).toThrow(InvalidSubjectError);
+  });
+
+  it("gives a keys acknowledgement a subject of the sending node alone, apart from the keys and the requests", () => {
+    const subject = keysAckSubject("dc-eu_1", "n-7");
+    expect(subject).toBe("lc.keysack.dc-eu_1.n-7");
+    expect(patternMatches(tokensOf(KEYS_SUBJECTS), tokensOf(subject))).toBe(false);
+    expect(patternMatches(tokensOf(keysMissedSubjects("dc-eu_1")), tokensOf(subject))).toBe(false);
+    expect(() => keysAckSubject("dc1", "n.1")).toThrow(InvalidSubjectError);
+    expect(() => keysAckSubject(">", "n1")).toThrow(InvalidSubjectError);
   });
 
   it("reads back only subjects the encoder would produce", () => {

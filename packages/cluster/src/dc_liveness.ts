@@ -1,11 +1,5 @@
 import { DCS_SUBJECT, type Bus, type Subscription } from "@livecount/bus";
-import {
-  MAX_HEARD_RUNS,
-  decodeMessage,
-  encodeMessage,
-  type DcHeartbeat,
-  type HeardRun,
-} from "@livecount/protocol";
+import { decodeMessage, encodeMessage, type DcHeartbeat } from "@livecount/protocol";
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import { BusSilence, leaseFromAfterSilence, type BusHealth } from "./bus_pulse.js";
 
@@ -21,6 +15,11 @@ export interface DcLivenessOptions {
   readonly heartbeatMs: number;
   /** Counter nodes announce their DC under their node id; gateways only listen. */
   readonly announceAs?: string;
+  /**
+   * What an announcing node says in its heartbeats of other DCs' idempotency keys
+   * (DcHeartbeat.acksKeys): true, it stores and acknowledges them; false, it takes none.
+   */
+  readonly acksKeys?: boolean;
   /** What an announcing node says in its heartbeats about purging (DcHeartbeat.purgeBefore; 0: nothing). */
   readonly purgeBefore?: () => number;
   /**
@@ -44,26 +43,12 @@ export type DcEvent = { readonly kind: "up" | "gap" | "down" };
 
 export type DcListener = (dc: string, event: DcEvent) => void;
 
-/** Heartbeats `from..to` of this process that a node of another DC heard, none missed between. */
-export interface Run {
-  readonly from: number;
-  readonly to: number;
-}
-
 /**
- * What the counter nodes of `dc` heard of this process lately (each node's run, when one names it;
- * none of them hear it when empty), from a heartbeat of that DC saying so.
+ * What a DC's counter nodes do with other DCs' idempotency keys, as their heartbeats say: every node
+ * heard within its lease acknowledges them ("acks"), takes none ("off"), or some say nothing (a
+ * release before acknowledgements) or they disagree ("unknown").
  */
-export type HeardListener = (dc: string, runs: readonly Run[]) => void;
-
-/** A counter node of another DC as heard here: its process and the unbroken run of its heartbeats. */
-interface RemoteNode {
-  epoch: number | undefined;
-  from: number;
-  seq: number;
-  /** When last heard (monotonic ms). */
-  at: number;
-}
+export type KeysTaken = "acks" | "off" | "unknown";
 
 /** Times on the process's monotonic clock: a wall clock stepping back must not keep a DC up longer. */
 interface RemoteDc {
@@ -75,10 +60,10 @@ interface RemoteDc {
   leaseFrom: number;
   leaseMs: number;
   live: boolean;
-  /** Its announcing nodes, by node id. */
-  readonly nodes: Map<string, RemoteNode>;
-  /** What each of its nodes last said it heard of this process, and when (monotonic ms). */
-  readonly heardHere: Map<string, Run & { readonly at: number }>;
+  /** Last heartbeat sequence number per announcing node. */
+  readonly seqs: Map<string, number>;
+  /** What each announcing node last said of keys (DcHeartbeat.acksKeys), and when (monotonic ms). */
+  readonly keys: Map<string, { readonly acksKeys: boolean | undefined; readonly at: number }>;
 }
 
 /**
@@ -91,17 +76,13 @@ export class DcLiveness {
   readonly #remotes = new Map<string, RemoteDc>();
   readonly #listeners = new Set<DcListener>();
   readonly #purgeListeners = new Set<(before: number) => void>();
-  readonly #heardListeners = new Set<HeardListener>();
   #seq = 0;
-  /** This process's start (epoch-ms), in its heartbeats: a restart under the same node id is told apart. */
-  readonly #epoch: number;
   readonly #silence: BusSilence | undefined;
   #sub: Subscription | undefined;
   #timer: TimerHandle | undefined;
 
   constructor(options: DcLivenessOptions) {
     this.#o = options;
-    this.#epoch = options.clock.now();
     this.#silence =
       options.silence === undefined
         ? undefined
@@ -130,20 +111,6 @@ export class DcLiveness {
     return () => this.#purgeListeners.delete(listener);
   }
 
-  /**
-   * What other DCs' counter nodes hear of this process, as their heartbeats say (releases before
-   * these reports say nothing; listeners hear nothing of such a DC).
-   */
-  onHeard(listener: HeardListener): () => void {
-    this.#heardListeners.add(listener);
-    return () => this.#heardListeners.delete(listener);
-  }
-
-  /** The number of this process's last heartbeat (0 before the first): what was sent since follows it. */
-  get lastSeq(): number {
-    return this.#seq;
-  }
-
   isLive(dc: string): boolean {
     return dc === this.#o.dc || this.#remotes.get(dc)?.live === true;
   }
@@ -167,6 +134,23 @@ export class DcLiveness {
     let longest = this.#o.leaseMs;
     for (const remote of this.#remotes.values()) longest = Math.max(longest, remote.leaseMs);
     return longest;
+  }
+
+  /** What `dc`'s counter nodes heard within its lease do with other DCs' keys (unknown if none). */
+  keysTaken(dc: string): KeysTaken {
+    const remote = this.#remotes.get(dc);
+    if (remote === undefined) return "unknown";
+    const since = this.#o.clock.monotonic() - remote.leaseMs;
+    let acks = 0;
+    let off = 0;
+    for (const said of remote.keys.values()) {
+      if (said.at < since) continue;
+      if (said.acksKeys === true) acks++;
+      else if (said.acksKeys === false) off++;
+      else return "unknown";
+    }
+    if (acks > 0 && off === 0) return "acks";
+    return off > 0 && acks === 0 ? "off" : "unknown";
   }
 
   /** Remote DCs live right now. */
@@ -216,9 +200,8 @@ export class DcLiveness {
         node: announceAs,
         seq: ++this.#seq,
         leaseMs,
-        epoch: this.#epoch,
-        heard: this.#heardRuns(clock.monotonic()),
       };
+      if (this.#o.acksKeys !== undefined) beat = { ...beat, acksKeys: this.#o.acksKeys };
       const purgeBefore = this.#o.purgeBefore?.() ?? 0;
       if (purgeBefore > 0) beat = { ...beat, purgeBefore };
       bus.publish(DCS_SUBJECT, encodeMessage(beat));
@@ -281,88 +264,33 @@ export class DcLiveness {
         leaseFrom: now,
         leaseMs: msg.leaseMs,
         live: true,
-        nodes: new Map([[msg.node, { epoch: msg.epoch, from: msg.seq, seq: msg.seq, at: now }]]),
-        heardHere: new Map(),
+        seqs: new Map([[msg.node, msg.seq]]),
+        keys: new Map([[msg.node, { acksKeys: msg.acksKeys, at: now }]]),
       };
       this.#remotes.set(msg.dc, remote);
-      // What it heard first: listeners of changes then know whether it says so.
-      this.#takeHeard(msg, remote, now);
       this.#o.logger.info({ dc: msg.dc }, "data center up");
       this.#emit(msg.dc, { kind: "up" });
       return;
     }
-    const gap = this.#follow(remote, msg, now);
+    const lastSeq = remote.seqs.get(msg.node);
+    // A lower number is a restarted node: a fresh sequence, not a gap.
+    const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
+    remote.seqs.set(msg.node, msg.seq);
+    remote.keys.set(msg.node, { acksKeys: msg.acksKeys, at: now });
     remote.lastHeard = now;
     remote.leaseFrom = Math.max(remote.leaseFrom, now);
     remote.leaseMs = msg.leaseMs;
-    this.#takeHeard(msg, remote, now);
     if (!remote.live) {
       remote.live = true;
       this.#o.logger.info({ dc: msg.dc }, "data center up again");
       this.#emit(msg.dc, { kind: "up" });
-    } else if (gap > 0) {
-      this.#o.logger.warn({ dc: msg.dc, node: msg.node, missed: gap }, "heartbeats from data center lost");
+    } else if (gap) {
+      this.#o.logger.warn(
+        { dc: msg.dc, node: msg.node, missed: msg.seq - lastSeq - 1 },
+        "heartbeats from data center lost",
+      );
       this.#emit(msg.dc, { kind: "gap" });
     }
-  }
-
-  /**
-   * Follows a remote node's heartbeats: returns how many it missed (0: none, or its process is new:
-   * another epoch, or a lower number from a node of a release without epochs). A gap or a new
-   * process starts its run anew.
-   */
-  #follow(remote: RemoteDc, msg: DcHeartbeat, now: number): number {
-    const known = remote.nodes.get(msg.node);
-    if (known === undefined) {
-      remote.nodes.set(msg.node, { epoch: msg.epoch, from: msg.seq, seq: msg.seq, at: now });
-      return 0;
-    }
-    known.at = now;
-    // Without epochs (older releases) a lower number is a restarted node: a fresh sequence.
-    const restarted = msg.epoch !== undefined ? msg.epoch !== known.epoch : msg.seq < known.seq;
-    if (!restarted && msg.seq <= known.seq) return 0;
-    const missed = restarted ? 0 : msg.seq - known.seq - 1;
-    if (restarted || missed > 0) known.from = msg.seq;
-    known.epoch = msg.epoch;
-    known.seq = msg.seq;
-    return missed;
-  }
-
-  /** What the sender says it heard of this process, passed on with what its DC's other nodes said. */
-  #takeHeard(msg: DcHeartbeat, remote: RemoteDc, now: number): void {
-    const { dc, announceAs } = this.#o;
-    if (msg.heard === undefined || announceAs === undefined) return;
-    const mine = msg.heard.find(
-      ([d, node, epoch]) => d === dc && node === announceAs && epoch === this.#epoch,
-    );
-    if (mine === undefined) remote.heardHere.delete(msg.node);
-    else remote.heardHere.set(msg.node, { from: mine[3], to: mine[4], at: now });
-    const runs: Run[] = [];
-    for (const [node, run] of remote.heardHere) {
-      // A node not heard for its DC's lease is gone or cut off: what it said is no longer news.
-      if (run.at < now - remote.leaseMs) remote.heardHere.delete(node);
-      else runs.push({ from: run.from, to: run.to });
-    }
-    for (const listener of this.#heardListeners) {
-      try {
-        listener(msg.dc, runs);
-      } catch (err) {
-        this.#o.logger.error({ err, dc: msg.dc }, "heard listener failed");
-      }
-    }
-  }
-
-  /** The runs of other DCs' nodes heard within their DC's lease, for this process's heartbeat. */
-  #heardRuns(now: number): HeardRun[] {
-    const runs: HeardRun[] = [];
-    for (const [dc, remote] of this.#remotes)
-      for (const [node, n] of remote.nodes) {
-        if (runs.length === MAX_HEARD_RUNS) return runs;
-        // A node of a release without epochs cannot read what is said of it.
-        if (n.epoch !== undefined && n.at >= now - remote.leaseMs)
-          runs.push([dc, node, n.epoch, n.from, n.seq]);
-      }
-    return runs;
   }
 
   #emit(dc: string, event: DcEvent): void {

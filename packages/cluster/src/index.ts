@@ -15,8 +15,7 @@ export {
   type DcEvent,
   type DcListener,
   type DcLivenessOptions,
-  type HeardListener,
-  type Run,
+  type KeysTaken,
 } from "./dc_liveness.js";
 export { registerDcMetrics } from "./dc_metrics.js";
 export {

@@ -23,7 +23,6 @@ describe("cluster - data center liveness", () => {
     const clock = options.clock ?? manual;
     bus = new MemoryBus({ clock: manual });
     const { logger, lines } = logLines();
-    const started = manual.now();
     liveness = new DcLiveness({
       bus,
       clock,
@@ -44,7 +43,7 @@ describe("cluster - data center liveness", () => {
       bus.publish(DCS_SUBJECT, encodeMessage({ type: "dc", dc, node, seq, leaseMs }));
       await bus.flush();
     };
-    return { clock: manual, events, lines, hear, started };
+    return { clock: manual, events, lines, hear };
   }
 
   test("cluster - only this DC is live before any other is heard", () => {
@@ -242,6 +241,43 @@ describe("cluster - data center liveness", () => {
     expect(liveness.longestLeaseMs(), "the lease its latest heartbeat announced").toBe(6 * LEASE_MS);
   });
 
+  test("cluster - what a DC's nodes heard within its lease say of keys: all acknowledge, all take none, or unknown", async () => {
+    const { clock } = setUp();
+    const say = async (dc: string, node: string, seq: number, acksKeys?: boolean): Promise<void> => {
+      const beat: DcHeartbeat = { type: "dc", dc, node, seq, leaseMs: LEASE_MS };
+      bus.publish(DCS_SUBJECT, encodeMessage(acksKeys === undefined ? beat : { ...beat, acksKeys }));
+      await bus.flush();
+    };
+    expect(liveness.keysTaken("dc2"), "never heard").toBe("unknown");
+    await say("dc2", "b1", 1, true);
+    expect(liveness.keysTaken("dc2")).toBe("acks");
+    await say("dc2", "b2", 1);
+    expect(liveness.keysTaken("dc2"), "b2 of an older release").toBe("unknown");
+    await clock.advance(LEASE_MS / 2);
+    await say("dc2", "b1", 2, true);
+    await clock.advance(LEASE_MS / 2 + 1);
+    expect(liveness.keysTaken("dc2"), "b2 not heard for the lease").toBe("acks");
+    await say("dc3", "c1", 1, false);
+    expect(liveness.keysTaken("dc3")).toBe("off");
+    await say("dc3", "c2", 1, true);
+    expect(liveness.keysTaken("dc3"), "they disagree").toBe("unknown");
+
+    const beats: DcHeartbeat[] = [];
+    bus.subscribe(DCS_SUBJECT, (data) => {
+      const msg = decodeMessage(data);
+      if (msg.type === "dc" && msg.dc === "dc1") beats.push(msg);
+    });
+    const acking = new DcLiveness({
+      ...{ bus, clock, logger: logLines().logger, dc: "dc1", leaseMs: LEASE_MS, heartbeatMs: HEARTBEAT_MS },
+      announceAs: "n1",
+      acksKeys: true,
+    });
+    acking.start();
+    await bus.flush();
+    acking.stop();
+    expect(beats.map((b) => b.acksKeys)).toEqual([true]);
+  });
+
   test("cluster - a skipped heartbeat number from a live DC is a gap; a restarted node's fresh numbers are not", async () => {
     const { events, lines, hear } = setUp();
     await hear("dc2", "n1", 1);
@@ -302,7 +338,7 @@ describe("cluster - data center liveness", () => {
   });
 
   test("cluster - a counter node announces its DC every heartbeat period with growing numbers; a gateway does not", async () => {
-    const { clock, started } = setUp({ announceAs: "n1" });
+    const { clock } = setUp({ announceAs: "n1" });
     const beats: DcHeartbeat[] = [];
     bus.subscribe(DCS_SUBJECT, (data) => {
       const msg = decodeMessage(data);
@@ -311,15 +347,7 @@ describe("cluster - data center liveness", () => {
     await clock.advance(3 * HEARTBEAT_MS);
     // Beat 1 went out on start, before this subscription.
     expect(beats).toEqual(
-      [2, 3, 4].map((seq) => ({
-        type: "dc",
-        dc: "dc1",
-        node: "n1",
-        seq,
-        leaseMs: 5_000,
-        epoch: started,
-        heard: [],
-      })),
+      [2, 3, 4].map((seq) => ({ type: "dc", dc: "dc1", node: "n1", seq, leaseMs: 5_000 })),
     );
     liveness.stop();
     await clock.advance(3 * HEARTBEAT_MS);

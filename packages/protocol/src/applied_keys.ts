@@ -3,13 +3,17 @@
  * store), sent to the other data centers (`lc.keys.<dc>.<partition>`), where one counter node of
  * each stores them beside its own keys: a retry that lands in another DC once these keys reached it
  * is answered as the change it repeats instead of counting again. Older releases neither send nor
- * subscribe.
+ * subscribe. A message names its sending node, that node's process and its number in it; the node
+ * that stored its keys answers with a KeysAck (`lc.keysack.<dc>.<node>`), and the sender sends again
+ * what is not acknowledged (releases before that neither name nor acknowledge).
  */
 import { COUNTER_NAME_MAX_LENGTH, isCounterName, isIdempotencyKey, isInternalId, isPageId } from "./ids.js";
 import {
   batchOf,
   field,
   fieldsOf,
+  isNatural,
+  isPositive,
   isString,
   malformed,
   partitionOf,
@@ -40,7 +44,22 @@ export interface AppliedKeys {
   readonly dc: string;
   readonly partition: number;
   readonly keys: readonly AppliedKey[];
+  /** The sending node, a number its process drew at start, and this message's number from 1 (all or none). */
+  readonly node?: string;
+  readonly epoch?: number;
+  readonly seq?: number;
 }
+
+/** Keys messages of one sending process stored in `dc`, by number (to `lc.keysack.<its dc>.<its node>`). */
+export interface KeysAck {
+  readonly type: "keysack";
+  readonly dc: string;
+  readonly epoch: number;
+  readonly seqs: readonly number[];
+}
+
+/** Numbers one acknowledgement carries at most (a store call's keys come from fewer messages). */
+export const MAX_ACKED = 1000;
 
 const isDelta = (v: unknown): v is number => Number.isSafeInteger(v);
 const isPayload = (v: unknown): v is string => isString(v) && v.length <= MAX_PAYLOAD_LENGTH;
@@ -61,7 +80,22 @@ function appliedKeyOf(v: unknown): AppliedKey {
   };
 }
 
-export const APPLIED_KEYS_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AppliedKeys]> = [
+/** The sender's node, epoch and number, all three or none. */
+function senderOf(m: Fields): Pick<AppliedKeys, "node" | "epoch" | "seq"> {
+  if (m.get("node") === undefined && m.get("epoch") === undefined && m.get("seq") === undefined) return {};
+  return {
+    node: field(m, "node", isInternalId),
+    epoch: field(m, "epoch", isNatural),
+    seq: field(m, "seq", isPositive),
+  };
+}
+
+const seqOf = (v: unknown): number => {
+  if (!isPositive(v)) malformed("an acknowledged number is not a positive integer");
+  return v;
+};
+
+export const APPLIED_KEYS_DECODERS: ReadonlyArray<readonly [string, (m: Fields) => AppliedKeys | KeysAck]> = [
   [
     "keys",
     (m) => ({
@@ -69,6 +103,16 @@ export const APPLIED_KEYS_DECODERS: ReadonlyArray<readonly [string, (m: Fields) 
       dc: field(m, "dc", isInternalId),
       partition: partitionOf(m.get("partition")),
       keys: batchOf(m.get("keys"), appliedKeyOf, "keys", MAX_APPLIED_KEYS),
+      ...senderOf(m),
+    }),
+  ],
+  [
+    "keysack",
+    (m) => ({
+      type: "keysack",
+      dc: field(m, "dc", isInternalId),
+      epoch: field(m, "epoch", isNatural),
+      seqs: batchOf(m.get("seqs"), seqOf, "seqs", MAX_ACKED),
     }),
   ],
 ];

@@ -25,7 +25,13 @@ export {
   type PageViewers,
   type PresencePages,
 } from "./presence_pages.js";
-export { MAX_APPLIED_KEYS, type AppliedKey, type AppliedKeys } from "./applied_keys.js";
+export {
+  MAX_ACKED,
+  MAX_APPLIED_KEYS,
+  type AppliedKey,
+  type AppliedKeys,
+  type KeysAck,
+} from "./applied_keys.js";
 export {
   MAX_SNAPSHOT_BATCH,
   MAX_SNAPSHOT_REPLY_BYTES,

@@ -8,7 +8,7 @@ import type { IncrementsReply, IncrementsRequest } from "./increment_codec.js";
 import type { PresencePages } from "./presence_pages.js";
 import type { SnapshotsReply, SnapshotsRequest } from "./snapshot_batch.js";
 import type { AntiEntropyMessage } from "./anti_entropy_messages.js";
-import type { AppliedKeys } from "./applied_keys.js";
+import type { AppliedKeys, KeysAck } from "./applied_keys.js";
 
 export * from "./anti_entropy_messages.js";
 
@@ -401,28 +401,12 @@ export interface DcHeartbeat {
    */
   readonly purgeBefore?: number;
   /**
-   * When the sender's process started (ms since the epoch): a node restarted under its id numbers
-   * its heartbeats anew, and what others heard of its earlier process is not about this one. Absent
-   * from older nodes.
+   * True: the sender acknowledges each keys message from another DC once it stored it (KeysAck), and
+   * a DC whose nodes all say so is sent keys until they are acknowledged. Absent from older nodes,
+   * which do not.
    */
-  readonly epoch?: number;
-  /**
-   * What the sender heard of the other DCs' counter nodes (those heard within their DC's lease): for
-   * each, the unbroken run of its heartbeats up to the last. A node learns from it which of its
-   * messages crossed to each DC (a message sent between two heartbeats of a run crossed too: one
-   * connection carries both, in order). Absent from older nodes.
-   */
-  readonly heard?: readonly HeardRun[];
+  readonly acksKeys?: boolean;
 }
-
-/**
- * `[dc, node, epoch, from, to]`: every heartbeat `from..to` of that node's process `epoch` was heard,
- * none missed between.
- */
-export type HeardRun = readonly [dc: string, node: string, epoch: number, from: number, to: number];
-
-/** The most runs one heartbeat may carry: counter nodes of every other DC. */
-export const MAX_HEARD_RUNS = 1024;
 
 /** The most partitions one summary may name (LIVECOUNT_PARTITIONS is at most this). */
 export const MAX_PARTITIONS = 65536;
@@ -440,7 +424,8 @@ export type Broadcast =
   | NodeHeartbeat
   | DcHeartbeat
   | AntiEntropyMessage
-  | AppliedKeys;
+  | AppliedKeys
+  | KeysAck;
 
 /** Every message on the bus; `type` tells them apart. */
 export type InternalMessage = NodeRequest | NodeReply | Broadcast;

@@ -13,10 +13,8 @@ import { pageStateOf, snapshotDecoders } from "./snapshot_batch.js";
 import { ProtocolError } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
-  MAX_HEARD_RUNS,
   MAX_LIST_PAGES,
   type Broadcast,
-  type HeardRun,
   type InternalMessage,
   type NodeReply,
   type NodeRequest,
@@ -282,8 +280,8 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
       node: field(m, "node", isInternalId),
       seq: field(m, "seq", isNatural),
       leaseMs: field(m, "leaseMs", isPositive),
-      ...optionalNaturals(m, "purgeBefore", "epoch"),
-      ...(m.get("heard") !== undefined ? { heard: heardRunsOf(m.get("heard")) } : {}),
+      ...optionalNaturals(m, "purgeBefore"),
+      ...(m.get("acksKeys") !== undefined ? { acksKeys: field(m, "acksKeys", isBoolean) } : {}),
     }),
   ],
   ...incrementDecoders(withHop),
@@ -348,18 +346,6 @@ export function isBroadcast(msg: InternalMessage): msg is Broadcast {
  * Encodes a bus message as msgpack. Not validated: the types are the contract, and the receiver
  * validates. The bytes are a view of a shared buffer that is never overwritten: never mutate them.
  */
-function heardRunsOf(v: unknown): HeardRun[] {
-  if (!Array.isArray(v) || v.length > MAX_HEARD_RUNS) malformed(`heard must hold 0..${MAX_HEARD_RUNS} runs`);
-  return v.map((run: unknown) => {
-    if (!Array.isArray(run) || run.length !== 5) malformed("a heard run must be [dc, node, epoch, from, to]");
-    const [dc, node, epoch, from, to] = run as unknown[];
-    if (!isInternalId(dc) || !isInternalId(node) || !isNatural(epoch) || !isNatural(from) || !isNatural(to))
-      malformed("a heard run is malformed");
-    if (from > to) malformed("a heard run ends before it starts");
-    return [dc, node, epoch, from, to] as const;
-  });
-}
-
 export function encodeMessage(msg: InternalMessage): Uint8Array {
   return packr.pack(msg);
 }

@@ -43,7 +43,7 @@ export class LogThrottle {
   }
 
   /** Writes `msg` at `level` with `fields` if admitted, adding `suppressed` when some were left out. */
-  log(logger: Logger, level: "warn" | "error", fields: Record<string, unknown>, msg: string): void {
+  log(logger: Logger, level: "info" | "warn" | "error", fields: Record<string, unknown>, msg: string): void {
     const suppressed = this.admit(msg);
     if (suppressed === undefined) return;
     logger[level](suppressed > 0 ? { ...fields, suppressed } : fields, msg);
