@@ -150,7 +150,7 @@ async function heapPerKey() {
 
 /**
  * dc1's sending KeyReplication, on a bus whose publish is `publish`, holding up to `maxKeys` for dc2,
- * which never says it heard them.
+ * which never acknowledges them.
  */
 function sender(publish, { maxKeys }) {
   return new KeyReplication({

@@ -150,13 +150,13 @@ export class CounterMetrics {
     });
     this.keysAcrossDcs = new Counter({
       name: "livecount_counter_idempotency_keys_across_dcs_total",
-      help: "Idempotency keys of changes answered here sent to other DCs (sent, or unsent when the publish failed; resent to a DC that missed them; lost: dropped past LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS before every DC heard them), and other DCs' keys stored here (stored), already live here (kept), dropped past LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS waiting or at a stop (dropped), malformed, or failed",
+      help: "Idempotency keys of changes answered here sent to other DCs (sent, or unsent when the publish failed; resent to a DC that missed them; lost: dropped past LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS before every DC acknowledged them), and other DCs' keys stored here (stored), already live here (kept), dropped past LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS waiting or at a stop (dropped), malformed, or failed",
       labelNames: ["outcome"],
       registers,
     });
     this.keysHeld = new Gauge({
       name: "livecount_counter_idempotency_keys_held",
-      help: "Idempotency keys this node sent that it holds until every other DC heard them (at most LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS): a cut of the link makes it grow",
+      help: "Idempotency keys this node sent that it holds until every other DC acknowledged them (at most LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS): a cut of the link makes it grow",
       registers,
     });
     this.replicationLag = new Gauge({
