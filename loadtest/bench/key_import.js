@@ -78,11 +78,21 @@ function keysByPartition(count, first = 0) {
 }
 
 /** Encoded AppliedKeys messages of these keys, as the sending owner cuts them: [data, subject]. */
+let messagesMade = 0;
+
 function messagesOf(byPartition) {
   const messages = [];
   for (const [partition, keys] of byPartition) {
     for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
-      const msg = { type: "keys", dc: "dc1", partition, keys: keys.slice(from, from + MAX_APPLIED_KEYS) };
+      // Numbered as a node numbers them: the receiver acknowledges each once stored.
+      const sender = { node: "dc1-n1", epoch: 1, seq: ++messagesMade };
+      const msg = {
+        type: "keys",
+        dc: "dc1",
+        partition,
+        keys: keys.slice(from, from + MAX_APPLIED_KEYS),
+        ...sender,
+      };
       messages.push([encodeMessage(msg), `lc.keys.dc1.${partition}`]);
     }
   }

@@ -60,8 +60,8 @@ export interface CounterConfig extends ClusterConfig {
    * acknowledged them, to send again to one that missed them (a cut of the link: held_keys.ts); past
    * it the oldest go (counted lost); 0 holds none. Default 100,000: while the link carries, keys are
    * held a round trip and a store call (a fraction of a second); 100,000 is a 16 s cut at 6,000
-   * changes a second here, or the last 100,000 of a longer one; held as the messages sent, 255 to
-   * 559 bytes a key (many keys a message to one: `loadtest/bench/key_import.js`), 26 to 56 MB at
+   * changes a second here, or the last 100,000 of a longer one; held as the messages sent, 275 to
+   * 638 bytes a key (many keys a message to one: `loadtest/bench/key_import.js`), 28 to 64 MB at
    * the cap.
    */
   readonly idempotencyResendMaxKeys: number;
