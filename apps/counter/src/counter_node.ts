@@ -165,7 +165,7 @@ export class CounterNode {
       leaseMs: config.dcLeaseMs,
       heartbeatMs: config.dcHeartbeatMs,
       announceAs: config.nodeId,
-      acksKeys: config.idempotencyAcrossDcs,
+      acksKeys: config.idempotencyAcrossDcs && config.idempotencyImportMaxKeys > 0,
       purgeBefore: () => this.#purge.before,
       ...(this.#pulse !== undefined ? { silence: { health: this.#pulse, silenceMs: busSilenceMs } } : {}),
     });

@@ -18,6 +18,8 @@ interface Held extends SentKeys {
   tries: number;
   /** The DCs that acknowledged it, a bit each (DcState.bit). */
   ackedBy: number;
+  /** The DCs it is owed to (one came back, or asked): sent again at the next chance. */
+  owedTo: number;
 }
 
 interface DcState {
@@ -49,6 +51,8 @@ export interface HeldKeysOptions {
 
 /** Bits of a number that `|` and `&` keep: DCs past them are held for by time. */
 const DC_BITS = 31;
+/** What is owed to DCs past DC_BITS. */
+const OWED_PAST_BITS = 1 << DC_BITS;
 /** The longest wait for an acknowledgement, in `ackWaitMs`. */
 const MAX_BACKOFF = 16;
 /**
@@ -117,6 +121,7 @@ export class HeldKeys {
       sentAt: now,
       tries: 1,
       ackedBy: 0,
+      owedTo: 0,
     };
     // No DC needs it (every DC known takes no keys).
     if (this.#settled(held, now)) return 0;
@@ -133,37 +138,43 @@ export class HeldKeys {
     return lost;
   }
 
-  /** `dc` stored messages `seqs` of this process: what every DC acknowledged is let go. */
+  /**
+   * `dc` stored messages `seqs` of this process: what every DC acknowledged is let go. From a DC not
+   * held for, nothing (whether a DC is up or down is DcLiveness's to say).
+   */
   acked(dc: string, seqs: readonly number[]): void {
-    const state = this.#dc(dc);
-    state.downSince = undefined;
-    if (state.bit < 0) return;
+    const state = this.#dcs.get(dc);
+    if (state === undefined || state.bit < 0) return;
+    const bit = 1 << state.bit;
     for (const seq of seqs) {
       const held = this.#bySeq.get(seq);
-      if (held !== undefined) held.ackedBy |= 1 << state.bit;
+      if (held === undefined) continue;
+      held.ackedBy |= bit;
+      held.owedTo &= ~bit;
     }
     this.#expire(this.#o.clock.monotonic());
   }
 
   /**
-   * What has waited long enough for an acknowledgement from a live DC that acknowledges, to send
-   * again now (at most RESEND_BUDGET_KEYS; the rest at the next call).
+   * What is owed to a DC, and what has waited long enough for an acknowledgement from a live DC that
+   * acknowledges, to send again now (at most RESEND_BUDGET_KEYS; the rest at the next call).
    */
   due(): SentKeys[] {
     const now = this.#o.clock.monotonic();
     this.#expire(now);
     const waiting = this.#waitingMask();
-    if (waiting === 0) return [];
     return this.#sendAgain(
       now,
-      (m) => (m.ackedBy & waiting) !== waiting && now - m.sentAt >= this.#waitMs(m),
+      (m) =>
+        m.owedTo !== 0 ||
+        (waiting !== 0 && (m.ackedBy & waiting) !== waiting && now - m.sentAt >= this.#waitMs(m)),
     );
   }
 
   /**
-   * `dc` is up again, its heartbeats showed a gap, or it asked: what it has not acknowledged (from a
-   * DC that does not acknowledge, everything held), to send again now (at most RESEND_BUDGET_KEYS;
-   * the rest once it waited, `due`). Every DC takes it (one subject for all) and stores only keys it lacks.
+   * `dc` is up again, its heartbeats showed a gap, or it asked: what it has not acknowledged (to a
+   * DC that does not acknowledge, everything held) is owed to it, sent now up to RESEND_BUDGET_KEYS
+   * and the rest by `due`. Every DC takes it (one subject for all) and stores only keys it lacks.
    */
   missedBy(dc: string): SentKeys[] {
     const now = this.#o.clock.monotonic();
@@ -173,8 +184,13 @@ export class HeldKeys {
     state.downSince = undefined;
     const taken = this.#o.keysTaken(dc);
     if (taken === "off") return [];
-    const bit = taken === "acks" && state.bit >= 0 ? 1 << state.bit : 0;
-    return this.#sendAgain(now, (m) => bit === 0 || (m.ackedBy & bit) === 0);
+    const bit = state.bit >= 0 ? 1 << state.bit : OWED_PAST_BITS;
+    const acks = taken === "acks" && state.bit >= 0;
+    for (let i = this.#head; i < this.#held.length; i++) {
+      const m = this.#held[i];
+      if (m !== undefined && (!acks || (m.ackedBy & bit) === 0)) m.owedTo |= bit;
+    }
+    return this.#sendAgain(now, (m) => m.owedTo !== 0);
   }
 
   /**
@@ -186,6 +202,21 @@ export class HeldKeys {
     const now = this.#o.clock.monotonic();
     this.#dc(dc).downSince ??= now;
     this.#expire(now);
+  }
+
+  /** The node stops: returns the keys some DC had not acknowledged, lost with this process. */
+  release(): number {
+    const now = this.#o.clock.monotonic();
+    let lost = 0;
+    for (let i = this.#head; i < this.#held.length; i++) {
+      const m = this.#held[i];
+      if (m !== undefined && !this.#settled(m, now)) lost += m.keys;
+    }
+    this.#held = [];
+    this.#head = 0;
+    this.#keys = 0;
+    this.#bySeq.clear();
+    return lost;
   }
 
   #dc(dc: string): DcState {
@@ -219,6 +250,7 @@ export class HeldKeys {
       if (m === undefined || !again(m)) continue;
       m.sentAt = now;
       m.tries++;
+      m.owedTo = 0;
       picked.push(m);
       keys += m.keys;
     }

@@ -154,7 +154,12 @@ export class ImportedKeys {
         "idempotency keys of pages of another partition dropped",
       );
     }
-    const room = Math.max(0, maxQueued - this.#queuedKeys);
+    // A message larger than the whole queue is taken into an empty one: it could never be stored,
+    // nor acknowledged, otherwise.
+    const room =
+      maxQueued > 0 && this.#queuedKeys === 0
+        ? Math.max(maxQueued, keys.length)
+        : Math.max(0, maxQueued - this.#queuedKeys);
     if (keys.length > room) metrics.keysAcrossDcs.inc({ outcome: "dropped" }, keys.length - room);
     const from: Received | undefined =
       msg.node !== undefined && msg.epoch !== undefined && msg.seq !== undefined

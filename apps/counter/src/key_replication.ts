@@ -113,7 +113,10 @@ export class KeyReplication {
     await this.#imported.drained();
   }
 
-  /** Leaves the group; keys still queued are dropped (counted), and no store call follows. */
+  /**
+   * Leaves the group; keys still queued are dropped (counted), and no store call follows; keys sent
+   * that some DC had not acknowledged are lost with the process (counted).
+   */
   stop(): void {
     this.#imported.stop();
     this.#missedSub?.unsubscribe();
@@ -122,6 +125,9 @@ export class KeyReplication {
     this.#ackSub = undefined;
     if (this.#resendTimer !== undefined) this.#o.held.clock.clearTimeout(this.#resendTimer);
     this.#resendTimer = undefined;
+    const lost = this.#held.release();
+    if (lost > 0) this.#o.metrics.keysAcrossDcs.inc({ outcome: "lost" }, lost);
+    this.#o.metrics.keysHeld.set(0);
   }
 
   /**

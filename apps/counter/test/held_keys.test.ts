@@ -101,6 +101,26 @@ describe("counter - keys held until every DC acknowledged them", () => {
     expect(subjects(held.due()), "m3 once it waited; m0 and m2 wait twice as long now").toEqual(["m3"]);
   });
 
+  test("counter - everything owed to a DC goes, a budget at a time: to one that does not acknowledge, all it holds", async () => {
+    const { held, taken, add } = setUp({ maxKeys: 10 * RESEND_BUDGET_KEYS });
+    taken.set("old", "unknown");
+    held.missedBy("old");
+    for (let i = 0; i < 12; i++) add(`m${i}`, RESEND_BUDGET_KEYS / 2);
+    const sentAgain: string[] = [];
+    sentAgain.push(...subjects(held.missedBy("old")));
+    expect(sentAgain).toEqual(["m0", "m1"]);
+    for (let call = 0; call < 10; call++) sentAgain.push(...subjects(held.due()));
+    expect(sentAgain, "each once, in order, the rest at the next calls").toEqual(
+      Array.from({ length: 12 }, (_, i) => `m${i}`),
+    );
+    // An acknowledgement from a DC not held for changes nothing, not even whether it is up.
+    held.acked("dc9", [1, 2, 3]);
+    expect(held.knows("dc9")).toBe(false);
+    // The node stops: what some DC may not have is lost with it.
+    expect(held.release()).toBe(12 * (RESEND_BUDGET_KEYS / 2));
+    expect(held.keys).toBe(0);
+  });
+
   test("counter - a DC that does not acknowledge: held keepMs while up, until back while down, its missedBy all", async () => {
     const { clock, held, keep, taken, add } = setUp();
     taken.set("old", "unknown");

@@ -430,4 +430,19 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await held()).toBe(1);
     expect(await resent()).toBe(2);
   });
+
+  test("counter - a message larger than the import queue is taken whole into an empty one; a node that stops counts what was not acknowledged lost", async () => {
+    const { clock, bus, stores } = setUp();
+    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
+    const two = nodeOf(bus, stores.dc2, "dc2", { clock, maxQueued: 1 });
+    one.keys.remoteChanged("dc2", "up");
+    one.keys.send(new Map([[PARTITION, [like("w1"), like("w2"), like("w3")]]]));
+    await clock.advance(0);
+    expect(await outcomes(two)).toEqual({ stored: 3 });
+    expect((await one.metrics.keysHeld.get()).values[0]?.value, "acknowledged").toBe(0);
+    two.keys.stop();
+    one.keys.send(new Map([[PARTITION, [like("w4"), like("w5")]]]));
+    one.keys.stop();
+    expect((await outcomes(one)).lost).toBe(2);
+  });
 });

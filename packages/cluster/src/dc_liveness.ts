@@ -62,8 +62,10 @@ interface RemoteDc {
   live: boolean;
   /** Last heartbeat sequence number per announcing node. */
   readonly seqs: Map<string, number>;
-  /** What each announcing node last said of keys (DcHeartbeat.acksKeys), and when (monotonic ms). */
+  /** What each node heard within its lease last said of keys (DcHeartbeat.acksKeys), and when (monotonic ms). */
   readonly keys: Map<string, { readonly acksKeys: boolean | undefined; readonly at: number }>;
+  /** What they say together, as of its last heartbeat: kept while it is silent. */
+  taken: KeysTaken;
 }
 
 /**
@@ -136,21 +138,28 @@ export class DcLiveness {
     return longest;
   }
 
-  /** What `dc`'s counter nodes heard within its lease do with other DCs' keys (unknown if none). */
+  /**
+   * What `dc`'s counter nodes do with other DCs' keys, as those heard within its lease said at its
+   * last heartbeat (unchanged while it is silent or down; unknown if never heard).
+   */
   keysTaken(dc: string): KeysTaken {
-    const remote = this.#remotes.get(dc);
-    if (remote === undefined) return "unknown";
-    const since = this.#o.clock.monotonic() - remote.leaseMs;
+    return this.#remotes.get(dc)?.taken ?? "unknown";
+  }
+
+  /** Takes what a node of `remote` says of keys, and what its nodes say together now. */
+  #sayKeys(remote: RemoteDc, node: string, acksKeys: boolean | undefined, now: number): void {
+    remote.keys.set(node, { acksKeys, at: now });
     let acks = 0;
     let off = 0;
-    for (const said of remote.keys.values()) {
-      if (said.at < since) continue;
-      if (said.acksKeys === true) acks++;
+    let silent = 0;
+    for (const [other, said] of remote.keys) {
+      // A node not heard within the lease is gone (a restart under a new id) or cut off alone.
+      if (said.at < now - remote.leaseMs) remote.keys.delete(other);
+      else if (said.acksKeys === true) acks++;
       else if (said.acksKeys === false) off++;
-      else return "unknown";
+      else silent++;
     }
-    if (acks > 0 && off === 0) return "acks";
-    return off > 0 && acks === 0 ? "off" : "unknown";
+    remote.taken = silent > 0 || (acks > 0 && off > 0) ? "unknown" : acks > 0 ? "acks" : "off";
   }
 
   /** Remote DCs live right now. */
@@ -265,8 +274,10 @@ export class DcLiveness {
         leaseMs: msg.leaseMs,
         live: true,
         seqs: new Map([[msg.node, msg.seq]]),
-        keys: new Map([[msg.node, { acksKeys: msg.acksKeys, at: now }]]),
+        keys: new Map(),
+        taken: "unknown",
       };
+      this.#sayKeys(remote, msg.node, msg.acksKeys, now);
       this.#remotes.set(msg.dc, remote);
       this.#o.logger.info({ dc: msg.dc }, "data center up");
       this.#emit(msg.dc, { kind: "up" });
@@ -276,10 +287,10 @@ export class DcLiveness {
     // A lower number is a restarted node: a fresh sequence, not a gap.
     const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
     remote.seqs.set(msg.node, msg.seq);
-    remote.keys.set(msg.node, { acksKeys: msg.acksKeys, at: now });
     remote.lastHeard = now;
     remote.leaseFrom = Math.max(remote.leaseFrom, now);
     remote.leaseMs = msg.leaseMs;
+    this.#sayKeys(remote, msg.node, msg.acksKeys, now);
     if (!remote.live) {
       remote.live = true;
       this.#o.logger.info({ dc: msg.dc }, "data center up again");

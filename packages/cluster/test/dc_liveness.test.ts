@@ -256,7 +256,11 @@ describe("cluster - data center liveness", () => {
     await clock.advance(LEASE_MS / 2);
     await say("dc2", "b1", 2, true);
     await clock.advance(LEASE_MS / 2 + 1);
+    await say("dc2", "b1", 3, true);
     expect(liveness.keysTaken("dc2"), "b2 not heard for the lease").toBe("acks");
+    await clock.advance(3 * LEASE_MS);
+    expect(liveness.isLive("dc2")).toBe(false);
+    expect(liveness.keysTaken("dc2"), "silent, down: what it said last").toBe("acks");
     await say("dc3", "c1", 1, false);
     expect(liveness.keysTaken("dc3")).toBe("off");
     await say("dc3", "c2", 1, true);
