@@ -47,6 +47,7 @@ const KEY_TTL_MS = 86_400_000;
 const HELD = {
   clock: systemClock,
   keysTaken: () => "acks",
+  discovering: () => false,
   ackWaitMs: 2000,
   keepMs: () => 16_000,
   ttlMs: KEY_TTL_MS,

@@ -199,10 +199,7 @@ export class CounterNode {
       fenceOf,
       lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
       liveness: this.#liveness,
-      // Another DC may hear: one was heard (live or cut off now), is expected, or may be there still
-      // unheard (the discovery window: a restarted node serves before it hears the others).
-      mayBeHeard: () =>
-        this.#liveness.hasRemotes || config.peerDcs.length > 0 || this.#convergence.discovering,
+      discovering: () => this.#convergence.discovering,
       importGatherMs: config.redisCluster !== undefined ? CLUSTER_IMPORT_GATHER_MS : 0,
       ...(this.#webhooks !== undefined ? { occupancy: this.#webhooks.occupancy } : {}),
     }));

@@ -35,6 +35,11 @@ export interface HeldKeysOptions {
   readonly peers: readonly string[];
   /** What a DC's nodes do with other DCs' keys (DcLiveness.keysTaken). */
   readonly keysTaken: (dc: string) => KeysTaken;
+  /**
+   * Whether the node is within its discovery window: a DC not heard yet may be heard any moment, so
+   * a message is also kept `keepMs` (it goes again when that DC is heard).
+   */
+  readonly discovering: () => boolean;
   /** How long a message waits for an acknowledgement before it goes again; each try waits twice as long, up to 16 times. */
   readonly ackWaitMs: number;
   /**
@@ -176,12 +181,13 @@ export class HeldKeys {
    * DC that does not acknowledge, everything held) is owed to it, sent now up to RESEND_BUDGET_KEYS
    * and the rest by `due`. Every DC takes it (one subject for all) and stores only keys it lacks.
    */
-  missedBy(dc: string): SentKeys[] {
+  missedBy(dc: string, up = true): SentKeys[] {
     const now = this.#o.clock.monotonic();
     // What was held while it was down is let go only once it went to it again.
     this.#expire(now);
     const state = this.#dc(dc);
-    state.downSince = undefined;
+    // Whether it is up is DcLiveness's to say: a request from it may be late.
+    if (up) state.downSince = undefined;
     const taken = this.#o.keysTaken(dc);
     if (taken === "off") return [];
     const bit = state.bit >= 0 ? 1 << state.bit : OWED_PAST_BITS;
@@ -204,13 +210,25 @@ export class HeldKeys {
     this.#expire(now);
   }
 
-  /** The node stops: returns the keys some DC had not acknowledged, lost with this process. */
+  /**
+   * The node stops: returns the keys an acknowledging DC had not acknowledged past the first wait (or,
+   * down, at all), lost with this process. One still in its first wait was most likely stored; a DC
+   * that does not acknowledge cannot say.
+   */
   release(): number {
     const now = this.#o.clock.monotonic();
     let lost = 0;
     for (let i = this.#head; i < this.#held.length; i++) {
       const m = this.#held[i];
-      if (m !== undefined && !this.#settled(m, now)) lost += m.keys;
+      if (m === undefined) continue;
+      for (const [dc, state] of this.#dcs) {
+        if (state.bit < 0 || this.#o.keysTaken(dc) !== "acks" || (m.ackedBy & (1 << state.bit)) !== 0)
+          continue;
+        if (state.downSince !== undefined || now - m.at >= this.#o.ackWaitMs) {
+          lost += m.keys;
+          break;
+        }
+      }
     }
     this.#held = [];
     this.#head = 0;
@@ -259,13 +277,14 @@ export class HeldKeys {
 
   /**
    * Whether every DC held for acknowledged `m`, or, if it does not acknowledge, had long enough. With
-   * none known yet (a node in its discovery window), kept `keepMs` for one heard meanwhile.
+   * none known yet, or in the node's discovery window, also kept `keepMs` for a DC heard meanwhile.
    */
   #settled(m: Held, now: number): boolean {
-    if (this.#dcs.size === 0) return m.sentAt <= now - this.#o.keepMs();
+    const kept = m.sentAt <= now - this.#o.keepMs();
+    if (this.#dcs.size === 0 || (this.#o.discovering() && !kept)) return kept;
     for (const [dc, state] of this.#dcs) {
       const taken = this.#o.keysTaken(dc);
-      if (taken === "off" && state.downSince === undefined) continue;
+      if (taken === "off") continue;
       if (taken === "acks" && state.bit >= 0) {
         if ((m.ackedBy & (1 << state.bit)) === 0) return false;
       } else if (state.downSince !== undefined || m.sentAt > now - this.#o.keepMs()) return false;

@@ -88,9 +88,9 @@ export class ImportedKeys {
     this.#o = options;
   }
 
-  /** Joins this DC's queue group for other DCs' keys. */
+  /** Joins this DC's queue group for other DCs' keys (not with no room for any: it announces so). */
   start(): void {
-    if (this.#sub !== undefined) return;
+    if (this.#sub !== undefined || this.#o.maxQueued === 0) return;
     this.#sub = this.#o.bus.subscribe(
       KEYS_SUBJECTS,
       (data, subject) => {
@@ -154,28 +154,27 @@ export class ImportedKeys {
         "idempotency keys of pages of another partition dropped",
       );
     }
-    // A message larger than the whole queue is taken into an empty one: it could never be stored,
-    // nor acknowledged, otherwise.
-    const room =
-      maxQueued > 0 && this.#queuedKeys === 0
-        ? Math.max(maxQueued, keys.length)
-        : Math.max(0, maxQueued - this.#queuedKeys);
-    if (keys.length > room) metrics.keysAcrossDcs.inc({ outcome: "dropped" }, keys.length - room);
     const from: Received | undefined =
       msg.node !== undefined && msg.epoch !== undefined && msg.seq !== undefined
         ? { dc: msg.dc, node: msg.node, epoch: msg.epoch, seq: msg.seq, left: keys.length }
         : undefined;
-    if (from !== undefined && keys.length === 0) this.#ack([from]);
-    if (room === 0 || keys.length === 0) return;
-    // Some dropped: the message is not acknowledged, and comes again.
-    const taken = keys.length > room ? keys.slice(0, room) : keys;
+    if (keys.length === 0) {
+      if (from !== undefined) this.#ack([from]);
+      return;
+    }
+    // A message is taken whole or not at all (it comes again, unacknowledged, and a part stored
+    // would be stored again); one larger than the whole queue goes into an empty one.
+    if (this.#queuedKeys > 0 && this.#queuedKeys + keys.length > maxQueued) {
+      metrics.keysAcrossDcs.inc({ outcome: "dropped" }, keys.length);
+      return;
+    }
     let queue = this.#queued.get(msg.partition);
     if (queue === undefined) this.#queued.set(msg.partition, (queue = { keys: [], from: [] }));
-    for (const key of taken) {
+    for (const key of keys) {
       queue.keys.push(key);
       queue.from.push(from);
     }
-    this.#queuedKeys += taken.length;
+    this.#queuedKeys += keys.length;
     if (!this.#importing) this.#importLoop = this.#import();
   }
 

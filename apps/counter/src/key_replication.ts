@@ -213,7 +213,7 @@ export class KeyReplication {
     const last = this.#resentAt.get(cause);
     if (last !== undefined && now - last < this.#o.resendCoalesceMs) return;
     this.#resentAt.set(cause, now);
-    this.#sendAgain(remote, this.#held.missedBy(remote), why);
+    this.#sendAgain(remote, this.#held.missedBy(remote, why !== "asked"), why);
   }
 
   #sendAgain(remote: string, missed: readonly SentKeys[], why: string): void {

@@ -46,8 +46,11 @@ export interface PageUnitsOptions {
   readonly idempotencyResendMaxKeys: number;
   readonly dcLeaseMs: number;
   readonly dcHeartbeatMs: number;
-  /** Whether another DC may hear the keys (KeyReplicationOptions.mayBeHeard); default never. */
-  readonly mayBeHeard?: () => boolean;
+  /**
+   * Whether the node is within its discovery window (Convergence.discovering: a restarted node serves
+   * before it hears the other DCs); default never.
+   */
+  readonly discovering?: () => boolean;
   /** KeyReplicationOptions.gather's time (on Redis Cluster); default none. */
   readonly importGatherMs?: number;
   readonly maxCountersPerPage: number;
@@ -71,7 +74,7 @@ export interface PageUnitsOptions {
    * Which data centers' viewers count now (what peaks record), the longest DC lease heard, and what
    * each DC does with keys (HeldKeys).
    */
-  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs" | "keysTaken">;
+  readonly liveness?: Pick<DcLiveness, "isLive" | "longestLeaseMs" | "keysTaken" | "hasRemotes">;
   /** LIVECOUNT_NODE_ID: where other DCs acknowledge this node's keys. */
   readonly nodeId: string;
   /** LIVECOUNT_PEER_DCS: DCs sent keys are held for from the start. */
@@ -116,6 +119,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     ...(o.liveness !== undefined ? { isLive: (dc: string) => o.liveness!.isLive(dc) } : {}),
     ...(o.visitorKey !== undefined ? { visitorKey: o.visitorKey } : {}),
   });
+  const discovering = o.discovering ?? (() => false);
   const keys = new KeyReplication({
     dc: o.dc,
     node: o.nodeId,
@@ -131,6 +135,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
       clock,
       peers: o.peerDcs.filter((dc) => dc !== o.dc),
       keysTaken: (dc) => o.liveness?.keysTaken(dc) ?? "unknown",
+      discovering,
       ackWaitMs: ACK_WAIT_HEARTBEATS * o.dcHeartbeatMs,
       // For DCs that do not acknowledge: a DC cut off is found down within its lease (as it announces
       // it) and a sweep; a shorter cut shows as a gap in its heartbeats at the first one after.
@@ -139,7 +144,9 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
       maxKeys: o.idempotencyResendMaxKeys,
     },
     resendCoalesceMs: o.dcHeartbeatMs,
-    mayBeHeard: o.mayBeHeard ?? (() => false),
+    // Another DC may hear: one was heard (live or cut off now), is expected, or may be there still
+    // unheard (the discovery window).
+    mayBeHeard: () => (o.liveness?.hasRemotes ?? false) || o.peerDcs.length > 0 || discovering(),
     ...(o.importGatherMs !== undefined && o.importGatherMs > 0
       ? { gather: { ms: o.importGatherMs, clock } }
       : {}),

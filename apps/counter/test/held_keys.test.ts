@@ -20,12 +20,14 @@ function sent(name: string, keys = 1): SentKeys {
 function setUp(options: { maxKeys?: number; peers?: string[] } = {}) {
   const clock = new ManualClock();
   const keep = { ms: KEEP_MS };
+  const discovery = { on: false };
   /** What each DC's nodes do with keys; "acks" unless set. */
   const taken = new Map<string, KeysTaken>();
   const held = new HeldKeys({
     clock,
     peers: options.peers ?? [],
     keysTaken: (dc) => taken.get(dc) ?? "acks",
+    discovering: () => discovery.on,
     ackWaitMs: ACK_WAIT_MS,
     keepMs: () => keep.ms,
     ttlMs: TTL_MS,
@@ -34,7 +36,7 @@ function setUp(options: { maxKeys?: number; peers?: string[] } = {}) {
   let seq = 0;
   const add = (message: string | SentKeys, keys = 1): number =>
     held.add(typeof message === "string" ? sent(message, keys) : message, ++seq);
-  return { clock, held, keep, taken, add };
+  return { clock, held, keep, taken, add, discovery };
 }
 
 const subjects = (list: readonly SentKeys[]): string[] =>
@@ -116,8 +118,8 @@ describe("counter - keys held until every DC acknowledged them", () => {
     // An acknowledgement from a DC not held for changes nothing, not even whether it is up.
     held.acked("dc9", [1, 2, 3]);
     expect(held.knows("dc9")).toBe(false);
-    // The node stops: what some DC may not have is lost with it.
-    expect(held.release()).toBe(12 * (RESEND_BUDGET_KEYS / 2));
+    // The node stops: a DC that does not acknowledge cannot say what it lacks.
+    expect(held.release()).toBe(0);
     expect(held.keys).toBe(0);
   });
 
@@ -191,5 +193,40 @@ describe("counter - keys held until every DC acknowledged them", () => {
     expect(none.add("x", 5)).toBe(0);
     expect(none.held.keys).toBe(0);
     expect(none.held.missedBy("dc2")).toEqual([]);
+  });
+
+  test("counter - in the discovery window a message one DC acknowledged is kept keepMs, for another heard meanwhile", async () => {
+    const { clock, held, add, discovery } = setUp();
+    discovery.on = true;
+    held.missedBy("dc2");
+    add("a");
+    held.acked("dc2", [1]);
+    expect(held.keys, "dc3 may be heard any moment").toBe(1);
+    await clock.advance(KEEP_MS / 2);
+    expect(subjects(held.missedBy("dc3")), "dc3 heard").toEqual(["a"]);
+    held.acked("dc3", [1]);
+    discovery.on = false;
+    held.due();
+    expect(held.keys, "out of the window, both acknowledged").toBe(0);
+    add("b");
+    held.acked("dc2", [2]);
+    held.acked("dc3", [2]);
+    expect(held.keys, "out of the window: let go once both acknowledged").toBe(0);
+  });
+
+  test("counter - a DC that takes no keys is not held for, up or down; a stop counts what a DC had not acknowledged past the wait", async () => {
+    const { clock, held, taken, add } = setUp();
+    taken.set("none", "off");
+    held.missedBy("none");
+    held.down("none");
+    held.missedBy("dc2");
+    add("a");
+    held.acked("dc2", [1]);
+    expect(held.keys, "nobody else needs it").toBe(0);
+    add("b");
+    await clock.advance(ACK_WAIT_MS);
+    add("c");
+    // b waited past its first wait, c is in flight: only b counts.
+    expect(held.release()).toBe(1);
   });
 });
