@@ -78,9 +78,10 @@ function keysByPartition(count, first = 0) {
   return byPartition;
 }
 
-/** Encoded AppliedKeys messages of these keys, as the sending owner cuts them: [data, subject]. */
+/** Messages numbered so far by `messagesOf`, as one sending node numbers them. */
 let messagesMade = 0;
 
+/** Encoded AppliedKeys messages of these keys, as the sending owner cuts them: [data, subject]. */
 function messagesOf(byPartition) {
   const messages = [];
   for (const [partition, keys] of byPartition) {
@@ -109,7 +110,7 @@ function receiver(store, maxQueued = 100_000) {
     node: "dc2-n1",
     bus: {
       subscribe: (subjects, handler) => {
-        // The other DCs' keys; not their requests to send held keys again.
+        // The other DCs' keys; not acknowledgements of this node's, nor requests to send held keys again.
         if (subjects === KEYS_SUBJECTS) deliver = handler;
         return { unsubscribe() {} };
       },

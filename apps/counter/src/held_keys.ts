@@ -82,11 +82,11 @@ export const RESEND_BUDGET_KEYS = 5000;
  */
 export class HeldKeys {
   readonly #o: HeldKeysOptions;
-  /** In the order first sent, from `#head` on. */
-  #held: Array<Held | undefined> = [];
-  #head = 0;
-  readonly #bySeq = new Map<number, Held>();
+  /** By number, in the order first sent (numbers only grow): the oldest first. */
+  readonly #held = new Map<number, Held>();
   #keys = 0;
+  /** Some message may still be owed to a DC (a resend stopped at the budget). */
+  #owes = false;
   readonly #dcs = new Map<string, DcState>();
   #bits = 0;
 
@@ -130,16 +130,14 @@ export class HeldKeys {
     };
     // No DC needs it (every DC known takes no keys).
     if (this.#settled(held, now)) return 0;
-    this.#held.push(held);
-    this.#bySeq.set(seq, held);
+    this.#held.set(seq, held);
     this.#keys += sent.keys;
     let lost = 0;
-    while (this.#keys > this.#o.maxKeys && this.#head < this.#held.length) {
-      const dropped = this.#held[this.#head];
-      this.#drop();
-      if (dropped !== undefined && !this.#settled(dropped, now)) lost += dropped.keys;
+    for (const oldest of this.#held.values()) {
+      if (this.#keys <= this.#o.maxKeys) break;
+      this.#drop(oldest);
+      if (!this.#settled(oldest, now)) lost += oldest.keys;
     }
-    this.#compact();
     return lost;
   }
 
@@ -152,7 +150,7 @@ export class HeldKeys {
     if (state === undefined || state.bit < 0) return;
     const bit = 1 << state.bit;
     for (const seq of seqs) {
-      const held = this.#bySeq.get(seq);
+      const held = this.#held.get(seq);
       if (held === undefined) continue;
       held.ackedBy |= bit;
       held.owedTo &= ~bit;
@@ -168,6 +166,8 @@ export class HeldKeys {
     const now = this.#o.clock.monotonic();
     this.#expire(now);
     const waiting = this.#waitingMask();
+    // Nothing owed and no DC to wait for (every one down, or none acknowledges): nothing to look at.
+    if (waiting === 0 && !this.#owes) return [];
     return this.#sendAgain(
       now,
       (m) =>
@@ -192,10 +192,8 @@ export class HeldKeys {
     if (taken === "off") return [];
     const bit = state.bit >= 0 ? 1 << state.bit : OWED_PAST_BITS;
     const acks = taken === "acks" && state.bit >= 0;
-    for (let i = this.#head; i < this.#held.length; i++) {
-      const m = this.#held[i];
-      if (m !== undefined && (!acks || (m.ackedBy & bit) === 0)) m.owedTo |= bit;
-    }
+    for (const m of this.#held.values()) if (!acks || (m.ackedBy & bit) === 0) m.owedTo |= bit;
+    this.#owes = this.#held.size > 0;
     return this.#sendAgain(now, (m) => m.owedTo !== 0);
   }
 
@@ -218,9 +216,7 @@ export class HeldKeys {
   release(): number {
     const now = this.#o.clock.monotonic();
     let lost = 0;
-    for (let i = this.#head; i < this.#held.length; i++) {
-      const m = this.#held[i];
-      if (m === undefined) continue;
+    for (const m of this.#held.values()) {
       for (const [dc, state] of this.#dcs) {
         if (state.bit < 0 || this.#o.keysTaken(dc) !== "acks" || (m.ackedBy & (1 << state.bit)) !== 0)
           continue;
@@ -230,10 +226,8 @@ export class HeldKeys {
         }
       }
     }
-    this.#held = [];
-    this.#head = 0;
+    this.#held.clear();
     this.#keys = 0;
-    this.#bySeq.clear();
     return lost;
   }
 
@@ -255,23 +249,31 @@ export class HeldKeys {
     return mask;
   }
 
+  /**
+   * Doubling from `ackWaitMs`, without the jitter of the runtime's `fullJitterMs`: its waits start
+   * at 0, and a resend sooner than an acknowledgement's round trip only sends a copy.
+   */
   #waitMs(m: Held): number {
     return this.#o.ackWaitMs * Math.min(MAX_BACKOFF, 2 ** (m.tries - 1));
   }
 
-  /** The held messages `again` picks, oldest first, up to the budget: sent again now. */
+  /**
+   * The held messages `again` picks, oldest first, up to the budget: sent again now. What is owed
+   * past the budget waits for the next call.
+   */
   #sendAgain(now: number, again: (m: Held) => boolean): SentKeys[] {
     const picked: Held[] = [];
     let keys = 0;
-    for (let i = this.#head; i < this.#held.length && keys < RESEND_BUDGET_KEYS; i++) {
-      const m = this.#held[i];
-      if (m === undefined || !again(m)) continue;
+    for (const m of this.#held.values()) {
+      if (keys >= RESEND_BUDGET_KEYS) return picked;
+      if (!again(m)) continue;
       m.sentAt = now;
       m.tries++;
       m.owedTo = 0;
       picked.push(m);
       keys += m.keys;
     }
+    this.#owes = false;
     return picked;
   }
 
@@ -280,14 +282,16 @@ export class HeldKeys {
    * none known yet, or in the node's discovery window, also kept `keepMs` for a DC heard meanwhile.
    */
   #settled(m: Held, now: number): boolean {
-    const kept = m.sentAt <= now - this.#o.keepMs();
-    if (this.#dcs.size === 0 || (this.#o.discovering() && !kept)) return kept;
+    // keepMs() looks at every DC's lease: asked only where time decides.
+    const kept = (): boolean => m.sentAt <= now - this.#o.keepMs();
+    if (this.#dcs.size === 0) return kept();
+    if (this.#o.discovering() && !kept()) return false;
     for (const [dc, state] of this.#dcs) {
       const taken = this.#o.keysTaken(dc);
       if (taken === "off") continue;
       if (taken === "acks" && state.bit >= 0) {
         if ((m.ackedBy & (1 << state.bit)) === 0) return false;
-      } else if (state.downSince !== undefined || m.sentAt > now - this.#o.keepMs()) return false;
+      } else if (state.downSince !== undefined || !kept()) return false;
     }
     return true;
   }
@@ -297,26 +301,14 @@ export class HeldKeys {
     const { ttlMs } = this.#o;
     for (const [dc, state] of this.#dcs)
       if (state.downSince !== undefined && state.downSince < now - ttlMs) this.#dcs.delete(dc);
-    while (this.#head < this.#held.length) {
-      const m = this.#held[this.#head];
-      if (m !== undefined && m.at >= now - ttlMs && !this.#settled(m, now)) break;
-      this.#drop();
+    for (const m of this.#held.values()) {
+      if (m.at >= now - ttlMs && !this.#settled(m, now)) break;
+      this.#drop(m);
     }
-    this.#compact();
   }
 
-  #drop(): void {
-    const dropped = this.#held[this.#head];
-    this.#held[this.#head++] = undefined;
-    if (dropped === undefined) return;
-    this.#keys -= dropped.keys;
-    this.#bySeq.delete(dropped.seq);
-  }
-
-  #compact(): void {
-    if (this.#head > 1024 && this.#head * 2 > this.#held.length) {
-      this.#held = this.#held.slice(this.#head);
-      this.#head = 0;
-    }
+  #drop(m: Held): void {
+    this.#held.delete(m.seq);
+    this.#keys -= m.keys;
   }
 }
