@@ -7,7 +7,7 @@
  * of two cores, on average). Everything else runs beside them at the lowest CPU priority (nice 19),
  * so it takes the cores they leave idle and yields them the moment a cluster needs them: a timed
  * cluster sees the machine as if alone. One after another the two took 651 s on two cores, side by
- * side 346 s.
+ * side 347 s.
  *
  * With arguments (`npm test -- apps/gateway`), one plain `vitest run` with them instead.
  */

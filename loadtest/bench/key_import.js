@@ -198,7 +198,7 @@ function sendCost(perRound, rounds = 2000) {
     const cpu = process.cpuUsage(cpu0);
     return round((cpu.user + cpu.system) / (perRound * rounds), 2);
   };
-  // Holding nothing, then as a node holds what it sends until another DC heard it (none says so
+  // Holding nothing, then as a node holds what it sends until another DC acknowledged it (none does
   // here: up to the default 100,000 keys), in the same run.
   const holdingNothing = cpuPerKey({ maxKeys: 0 });
   const cpuUsPerKey = cpuPerKey({ maxKeys: 100_000 });

@@ -43,7 +43,7 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_IDEMPOTENCY_ACROSS_DCS: send the keys of changes answered here (applied, or replayed by
    * the store) to the other DCs, and store theirs, so a retry that lands in another DC counts once
    * (key_replication.ts). Default on; off saves, per change, about 150 bytes of link, one key in each
-   * other DC's Redis, 6 to 14 µs of the sending node's CPU (holding what it sent included) and 20
+   * other DC's Redis, 5 to 10 µs of the sending node's CPU (holding what it sent included) and 20
    * to 25 of a receiving node's (30 to 40 on Redis Cluster: `loadtest/bench/key_import.js`).
    */
   readonly idempotencyAcrossDcs: boolean;
@@ -59,7 +59,7 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS: keys this node sent that it holds until every other DC
    * acknowledged them, to send again to one that missed them (a cut of the link: held_keys.ts); past
    * it the oldest go (counted lost); 0 holds none. Default 100,000: while the link carries, keys are
-   * held a round trip and a store call (a fraction of a second); 100,000 is a 16 s cut at 6,000
+   * held a round trip and a store call (a fraction of a second); 100,000 is about a 16 s cut at 6,000
    * changes a second here, or the last 100,000 of a longer one; held as the messages sent, 275 to
    * 638 bytes a key (many keys a message to one: `loadtest/bench/key_import.js`), 28 to 64 MB at
    * the cap.

@@ -62,8 +62,9 @@ const OWED_PAST_BITS = 1 << DC_BITS;
 const MAX_BACKOFF = 16;
 /**
  * Keys sent again at once at most (a resend of a whole cut's keys goes over several ticks): one
- * synchronous loop of publishes holds up the node, and a receiving node imports some 20,000 keys a
- * second; what it cannot take it does not acknowledge, and gets again later.
+ * synchronous loop of publishes holds up the node, and 5,000 keys are some 0.1 s of a receiving
+ * node's imports (about 20 µs a key, `loadtest/bench/key_import.js`); what it cannot take it does
+ * not acknowledge, and gets again later.
  */
 export const RESEND_BUDGET_KEYS = 5000;
 

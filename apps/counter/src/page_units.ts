@@ -133,7 +133,7 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     maxQueued: o.idempotencyImportMaxKeys,
     held: {
       clock,
-      peers: o.peerDcs.filter((dc) => dc !== o.dc),
+      peers: o.peerDcs,
       keysTaken: (dc) => o.liveness?.keysTaken(dc) ?? "unknown",
       discovering,
       ackWaitMs: ACK_WAIT_HEARTBEATS * o.dcHeartbeatMs,

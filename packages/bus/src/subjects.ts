@@ -134,8 +134,8 @@ const KEYS_MISSED_PREFIX = `${SUBJECT_ROOT}.keysmissed.`;
 /**
  * A DC (`from`) that hears `dc` again after a cut, or after a gap in its heartbeats, asks `dc`'s
  * counter nodes here to send again the keys they hold: their own resend, when they hear `from`
- * again, may cross the link before it carries their way. What nodes of releases before KeysAck do;
- * a node of this one answers only a DC that does not acknowledge (HeldKeys). Empty payload.
+ * again, may cross the link before it carries their way. A node sends again what `from` has not
+ * acknowledged (everything it holds, to a DC of a release before KeysAck: HeldKeys). Empty payload.
  */
 export function keysMissedSubject(dc: string, from: string): string {
   assertToken("dc", dc);
