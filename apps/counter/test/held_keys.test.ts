@@ -230,4 +230,16 @@ describe("counter - keys held until every DC acknowledged them", () => {
     // b waited past its first wait, c is in flight: only b counts.
     expect(held.release()).toBe(1);
   });
+
+  test("counter - past 31 DCs a DC is held for by time: keepMs while up, whatever it acknowledges", async () => {
+    const { clock, held, add } = setUp();
+    const dcs = Array.from({ length: 32 }, (_, i) => `dc${i + 2}`);
+    for (const dc of dcs) held.missedBy(dc);
+    add("a");
+    for (const dc of dcs) held.acked(dc, [1]);
+    expect(held.keys, "the 32nd has no bit: its acknowledgement is not kept").toBe(1);
+    await clock.advance(KEEP_MS + 1);
+    held.due();
+    expect(held.keys, "held keepMs for it").toBe(0);
+  });
 });
