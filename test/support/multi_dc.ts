@@ -27,10 +27,18 @@ import { eventually } from "./eventually.js";
 import { LinkProxyPair } from "./link_proxy.js";
 import { NatsServer } from "./nats_server.js";
 import { freePort, freePorts, LOOPBACK } from "./ports.js";
-
-/** Starts of a DC's nats-server on a fresh monitoring port after another process took the probed one. */
-const MONITOR_PORT_ATTEMPTS = 3;
 import { RedisServer } from "./redis_server.js";
+
+/**
+ * Starts of a DC's nats-server, each on fresh monitoring and gateway ports after another process
+ * took a probed one between the probe and the bind (ports.ts cannot rule that out).
+ */
+const PORT_ATTEMPTS = 3;
+/** nats-server's fatal lines for a listener it could not bind, with the port each names. */
+const PORT_TAKEN = {
+  monitor: /monitor port: listen tcp [^:]+:\d+: bind: address already in use/,
+  gateway: /gateway port: \d+ - listen tcp [^:]+:\d+: bind: address already in use/,
+};
 
 /** Liveness timings for multi-DC tests: a remote DC silent for DC_TIMINGS.leaseMs is down. */
 export const DC_TIMINGS = {
@@ -239,22 +247,31 @@ export class MultiDc {
         const remotes = linkedTo(name).map(
           (other) => `{ name: ${other}, url: "nats://${proxyOf(names.indexOf(other))}" }`,
         );
-        const config = (monitorPort: number): string =>
+        const config = (index: number): string =>
           [
-            `http: "${LOOPBACK}:${monitorPort}"`,
+            `http: "${LOOPBACK}:${monitorPorts[index]}"`,
             // Others reach this DC through its proxy, so that is the address it advertises in gossip.
-            `gateway { name: ${name}, listen: "${LOOPBACK}:${gatewayPorts[i]}", advertise: "${proxyOf(i)}",`,
+            `gateway { name: ${name}, listen: "${LOOPBACK}:${gatewayPorts[index]}", advertise: "${proxyOf(index)}",`,
             `  reject_unknown_cluster: true, gateways: [${remotes.join(", ")}] }`,
           ].join("\n");
-        // The monitoring port was probed before the servers started: another test's server may have
-        // taken it meanwhile, and then a fresh one is probed.
+        // The monitoring and gateway ports were probed before the servers started: another process
+        // may have bound one meanwhile, and then a fresh one is probed (the link proxy in front of
+        // the gateway port follows it).
         let nats: NatsServer | undefined;
         for (let attempt = 1; nats === undefined; attempt++) {
           try {
-            nats = await NatsServer.start({ name: `lc-${name}`, config: config(monitorPorts[i]!) });
+            nats = await NatsServer.start({ name: `lc-${name}`, config: config(i) });
           } catch (err) {
-            if (attempt >= MONITOR_PORT_ATTEMPTS || !/monitor port/.test(String(err))) throw err;
-            monitorPorts[i] = await freePort();
+            const taken = {
+              monitor: PORT_TAKEN.monitor.test(String(err)),
+              gateway: PORT_TAKEN.gateway.test(String(err)),
+            };
+            if (attempt >= PORT_ATTEMPTS || !(taken.monitor || taken.gateway)) throw err;
+            if (taken.monitor) monitorPorts[i] = await freePort();
+            if (taken.gateway) {
+              gatewayPorts[i] = await freePort();
+              link.proxies[i]!.retarget(gatewayPorts[i]!);
+            }
           }
         }
         const redis = await RedisServer.start({ appendonly: true, appendfsync: "everysec" }).catch(

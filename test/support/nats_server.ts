@@ -296,7 +296,20 @@ export class NatsServer {
  */
 export async function startNatsCluster(count: number, config = ""): Promise<NatsServer[]> {
   if (count === 1) return [await NatsServer.start({ config })];
-  const routePorts = await freePorts(count);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRoutedServers(await freePorts(count), config);
+    } catch (err) {
+      // Every server names every route port: one taken since its probe means a fresh set for all.
+      if (attempt >= START_ATTEMPTS || !ROUTE_PORT_TAKEN.test(String(err))) throw err;
+    }
+  }
+}
+
+/** nats-server's fatal line when another process bound its route port first. */
+const ROUTE_PORT_TAKEN = /router port: \d+ - listen tcp [^:]+:\d+: bind: address already in use/;
+
+async function startRoutedServers(routePorts: readonly number[], config: string): Promise<NatsServer[]> {
   const routes = routePorts.map((p) => `"nats://${LOOPBACK}:${p}"`).join(", ");
   const started: NatsServer[] = [];
   try {
@@ -308,7 +321,7 @@ export async function startNatsCluster(count: number, config = ""): Promise<Nats
     await eventually(
       () => {
         for (const s of started)
-          if ((s.log.match(/Route connection created/g) ?? []).length < count - 1)
+          if ((s.log.match(/Route connection created/g) ?? []).length < routePorts.length - 1)
             throw new Error(`routes of ${s.url} not up:\n${s.log}`);
       },
       { timeoutMs: READY_TIMEOUT_MS, intervalMs: 25, message: "NATS cluster routes up" },
