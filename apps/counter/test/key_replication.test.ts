@@ -1,140 +1,30 @@
 /**
- * Idempotency keys across data centers (key_replication.ts): KeyReplication instances standing for
- * two DCs' counter nodes on one in-memory bus, each DC with its own store. What one DC sends, one node of the other stores beside its own
- * keys, whoever holds the partition; imports go one store call at a time, bounded; RecentKeys hands
- * over the keys of changes the store applied or replayed, never of errors.
+ * Idempotency keys across data centers (key_replication.ts), two DCs' nodes on one in-memory bus
+ * (key_nodes.ts): what one DC sends, one node of the other stores beside its own keys, whoever holds
+ * the partition; imports go one store call at a time, bounded; RecentKeys hands over the keys of
+ * changes the store applied or replayed, never of errors. Acknowledgements and resends:
+ * key_replication_acks.test.ts.
  */
-import { MemoryBus, keysAckSubject, keysMissedSubject, partitionKeysSubject } from "@livecount/bus";
+import { partitionKeysSubject } from "@livecount/bus";
 import { encodeMessage, type IncrementRequest, type NodeReply } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger } from "@livecount/runtime";
-import { MemoryStore, type KeyRestore, type Store } from "@livecount/store";
-import { Registry } from "prom-client";
+import { MemoryStore, type KeyRestore } from "@livecount/store";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { CounterMetrics } from "../src/counter_metrics.js";
-import { KeyReplication } from "../src/key_replication.js";
 import { RecentKeys, incrementUse } from "../src/recent_keys.js";
-
-const PARTITIONS = 16;
-const KEY_TTL_MS = 60_000;
-const PAGE = "p1";
-const PARTITION = partitionOf(PAGE, PARTITIONS);
-/** A page of another partition. */
-const ELSEWHERE = Array.from({ length: 100 }, (_, i) => `q${i}`).find(
-  (p) => partitionOf(p, PARTITIONS) !== PARTITION,
-)!;
-
-const ACK_WAIT_MS = 2000;
-let nodes = 0;
-
-interface Node {
-  readonly keys: KeyReplication;
-  readonly metrics: CounterMetrics;
-  readonly node: string;
-}
-
-function nodeOf(
-  bus: MemoryBus,
-  store: Store,
-  dc: string,
-  options: {
-    enabled?: boolean;
-    maxQueued?: number;
-    mayBeHeard?: () => boolean;
-    gather?: { ms: number; clock: ManualClock };
-    /** The clock and the cap of what is held for DCs that may miss it. */
-    clock?: ManualClock;
-    maxHeld?: number;
-  } = {},
-): Node {
-  const metrics = new CounterMetrics(new Registry(), {
-    partitionsOwned: () => 1,
-    partitionsBootstrapped: () => 1,
-  });
-  const node = `${dc}-n${++nodes}`;
-  const keys = new KeyReplication({
-    dc,
-    node,
-    bus,
-    store,
-    logger: silentLogger,
-    metrics,
-    partitions: PARTITIONS,
-    keyTtlMs: KEY_TTL_MS,
-    enabled: options.enabled ?? true,
-    maxQueued: options.maxQueued ?? 1000,
-    mayBeHeard: options.mayBeHeard ?? (() => true),
-    resendCoalesceMs: 250,
-    held: {
-      clock: options.clock ?? new ManualClock(),
-      peers: [],
-      keysTaken: () => "acks",
-      discovering: () => false,
-      ackWaitMs: ACK_WAIT_MS,
-      keepMs: () => 6000,
-      ttlMs: KEY_TTL_MS,
-      maxKeys: options.maxHeld ?? 1000,
-    },
-    ...(options.gather !== undefined ? { gather: options.gather } : {}),
-  });
-  keys.start();
-  return { keys, metrics, node };
-}
-
-function like(key: string, page = PAGE): KeyRestore {
-  return { page, key, counter: "likes", delta: 1, payload: `{"value":1,"updatedAt":5,"key":"${key}"}` };
-}
-
-/** What `store` answers a like under `key` now: "applied", or the payload it replays. */
-async function answerOf(store: MemoryStore, key: string, page = PAGE): Promise<string> {
-  const partition = partitionOf(page, PARTITIONS);
-  const fence = (await store.acquire(partition, "holder", KEY_TTL_MS))!;
-  const [outcome] = await store.increment(
-    [{ fence, page, counter: "likes", dc: "dc2", delta: 1, key, payload: "{}" }],
-    KEY_TTL_MS,
-  );
-  return outcome!.kind === "duplicate" ? outcome!.payload : outcome!.kind;
-}
-
-async function outcomes(...nodes: Node[]): Promise<Record<string, number>> {
-  const sums: Record<string, number> = {};
-  for (const node of nodes)
-    for (const v of (await node.metrics.keysAcrossDcs.get()).values)
-      sums[String(v.labels.outcome)] = (sums[String(v.labels.outcome)] ?? 0) + v.value;
-  return sums;
-}
-
-/** A store whose importKeys waits until `release()`, counting its calls. */
-class HeldImports extends MemoryStore {
-  calls = 0;
-  #gate: Promise<void> = Promise.resolve();
-  #open: () => void = () => {};
-
-  hold(): void {
-    this.#gate = new Promise((resolve) => (this.#open = resolve));
-  }
-
-  open(): void {
-    this.#open();
-  }
-
-  override async importKeys(keys: ReadonlyMap<number, readonly KeyRestore[]>, ttl: number): Promise<number> {
-    this.calls++;
-    await this.#gate;
-    return super.importKeys(keys, ttl);
-  }
-}
-
-function setUp() {
-  const clock = new ManualClock();
-  const bus = new MemoryBus({ clock });
-  const stores = {
-    dc1: new MemoryStore({ now: () => clock.now() }),
-    dc2: new HeldImports({ now: () => clock.now() }),
-  };
-  return { clock, bus, stores };
-}
+import {
+  PARTITIONS,
+  KEY_TTL_MS,
+  PAGE,
+  PARTITION,
+  ELSEWHERE,
+  nodeOf,
+  like,
+  answerOf,
+  outcomes,
+  setUp,
+} from "./key_nodes.js";
 
 /** dc2's store held on a call importing "a", with "b" and "c" queued behind it at dc2's node. */
 async function heldBacklog() {
@@ -374,78 +264,5 @@ describe("counter - idempotency keys across data centers", () => {
     sending = false;
     await keys.settled([answer("e", 1)], 0, incrementUse);
     expect(sent).toHaveLength(1);
-  });
-
-  test("counter - held keys go again once per cause within a heartbeat: heard again (up or gap), or asked by the DC", async () => {
-    const { clock, bus, stores } = setUp();
-    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
-    one.keys.send(new Map([[PARTITION, [like("h1"), like("h2")]]]));
-    const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
-    // Each of dc2's nodes' heartbeats shows the gap: one resend.
-    one.keys.remoteChanged("dc2", "gap");
-    one.keys.remoteChanged("dc2", "gap");
-    expect(await resent()).toBe(2);
-    // Each of dc2's nodes asks: one resend more, asking being a cause of its own.
-    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
-    bus.publish(keysMissedSubject("dc1", "dc2"), new Uint8Array(0));
-    await clock.advance(0);
-    expect(await resent()).toBe(4);
-    // Another DC, or a heartbeat later: again.
-    one.keys.remoteChanged("dc3", "up");
-    await clock.advance(250);
-    one.keys.remoteChanged("dc2", "up");
-    expect(await resent()).toBe(8);
-  });
-
-  test("counter - what the other DC stored it acknowledges, and it is let go; what is not goes again until it is", async () => {
-    const { clock, bus, stores } = setUp();
-    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
-    const two = nodeOf(bus, stores.dc2, "dc2", { clock });
-    const resent = async (): Promise<number> => (await outcomes(one)).resent ?? 0;
-    const held = async (): Promise<number> => (await one.metrics.keysHeld.get()).values[0]?.value ?? 0;
-    one.keys.remoteChanged("dc2", "up");
-    one.keys.send(new Map([[PARTITION, [like("m1"), like("m2")]]]));
-    expect(await held()).toBe(2);
-    await clock.advance(0);
-    expect(await held(), "stored in dc2 and acknowledged").toBe(0);
-    // dc2's only node gone: nothing stores or acknowledges m3.
-    two.keys.stop();
-    one.keys.send(new Map([[PARTITION, [like("m3")]]]));
-    await clock.advance(ACK_WAIT_MS);
-    expect(await resent(), "sent again once it waited").toBe(1);
-    const twoAgain = nodeOf(bus, stores.dc2, "dc2", { clock });
-    await clock.advance(2 * ACK_WAIT_MS);
-    expect(await resent(), "and again, twice as long after").toBe(2);
-    expect(await outcomes(twoAgain)).toEqual({ stored: 1 });
-    expect(await held()).toBe(0);
-    await clock.advance(10 * ACK_WAIT_MS);
-    expect(await resent(), "acknowledged: no more").toBe(2);
-    // An acknowledgement of another process under this node id, or malformed: nothing let go.
-    twoAgain.keys.stop();
-    one.keys.send(new Map([[PARTITION, [like("m4")]]]));
-    // A name no DC here goes by: not answered (m4 would go again), not remembered.
-    bus.publish(keysMissedSubject("dc1", "dc9"), new Uint8Array(0));
-    const acks = keysAckSubject("dc1", one.node);
-    bus.publish(acks, encodeMessage({ type: "keysack", dc: "dc2", epoch: 1, seqs: [1, 2, 3, 4, 5] }));
-    bus.publish(acks, new Uint8Array([0xc1]));
-    await clock.advance(0);
-    expect(await held()).toBe(1);
-    expect(await resent()).toBe(2);
-  });
-
-  test("counter - a message larger than the import queue is taken whole into an empty one; a node that stops counts what was not acknowledged lost", async () => {
-    const { clock, bus, stores } = setUp();
-    const one = nodeOf(bus, stores.dc1, "dc1", { clock });
-    const two = nodeOf(bus, stores.dc2, "dc2", { clock, maxQueued: 1 });
-    one.keys.remoteChanged("dc2", "up");
-    one.keys.send(new Map([[PARTITION, [like("w1"), like("w2"), like("w3")]]]));
-    await clock.advance(0);
-    expect(await outcomes(two)).toEqual({ stored: 3 });
-    expect((await one.metrics.keysHeld.get()).values[0]?.value, "acknowledged").toBe(0);
-    two.keys.stop();
-    one.keys.send(new Map([[PARTITION, [like("w4"), like("w5")]]]));
-    await clock.advance(ACK_WAIT_MS);
-    one.keys.stop();
-    expect((await outcomes(one)).lost, "not acknowledged past the first wait").toBe(2);
   });
 });
