@@ -1,12 +1,13 @@
 /**
  * The pieces fault tests with real processes share: a cluster per test (logs printed when it fails),
  * seeded randomness, an audience with watchers, background likes and churn, each stopped when the
- * test ends.
+ * test ends; the deadlines their timing promises are checked against.
  */
 import { onTestFinished } from "vitest";
 import { Audience, seededRandom, type AudienceOptions, type Churn } from "./audience.js";
-import { TestCluster, type ClusterProcess, type TestClusterOptions } from "./cluster.js";
+import { TIMINGS, TestCluster, type ClusterProcess, type TestClusterOptions } from "./cluster.js";
 import { pageIds } from "./cluster_scene.js";
+import { eventually } from "./eventually.js";
 import type { LikeRun } from "./like_ledger.js";
 
 /** Starts a cluster for one test: stopped when it ends, every log printed when it fails. */
@@ -66,4 +67,28 @@ export function startChurn(audience: Audience, only?: readonly ClusterProcess[])
   const churn = audience.churn(only === undefined ? {} : { only });
   onTestFinished(() => churn.stop());
   return churn;
+}
+
+/**
+ * Slack over the lease arithmetic, for every timing promise checked here: sweeps (every 250 ms at
+ * most), lease renewals, a poll interval and a loaded 2-core machine. Leases are 1.5 to 3 s, so a
+ * lease taken twice as long as configured cannot pass.
+ */
+export const SLACK_MS = 1500;
+/** The gateway lease of the gateway-failure tests: twice the slack. */
+export const GATEWAY_LEASE_MS = 3000;
+/** Until every page is exact when nothing failed. */
+export const CONVERGE_MS = 10_000;
+export const TEST_TIMEOUT_MS = 90_000;
+export const OWNED = "livecount_counter_partitions_owned";
+
+/** Until `node` owns every partition of the cluster (its peers down or gone). */
+export async function ownsEveryPartition(node: ClusterProcess, timeoutMs: number): Promise<void> {
+  await eventually(
+    async () => {
+      const owned = await node.metric(OWNED);
+      if (owned !== TIMINGS.partitions) throw new Error(`${node.nodeId} owns ${owned} partitions`);
+    },
+    { timeoutMs, intervalMs: 50, message: `${node.nodeId} owns every partition` },
+  );
 }
