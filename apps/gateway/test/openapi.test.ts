@@ -3,115 +3,25 @@
  * error class is exercised against real gateways and each exchange is checked against the document
  * (status documented, required headers present and well-formed, content type, body schema). At the
  * end, every documented answer must have been produced at least once, except the ones a healthy
- * test platform cannot provoke (500 internal, 504 timeout).
+ * test platform cannot provoke (500 internal, 504 timeout). That the validator refuses what the
+ * document does not allow is in openapi_validator.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { OpenApiDoc } from "../../../test/support/openapi.js";
 import { eventually } from "../../../test/support/eventually.js";
-import { TEST_ADMIN_KEY, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+import { TEST_ADMIN_KEY } from "../../../test/support/platform.js";
+import { documentedHttp, openApiGateways } from "./openapi_gateways.js";
 
 /** Answers a healthy platform cannot be made to give. */
 const NOT_PROVOKED = /^\w+ (500|504)$/;
 
-interface Call {
-  readonly method?: string;
-  readonly body?: unknown;
-  readonly key?: string | null;
-  readonly idempotencyKey?: string;
-  /** Component response to check against when no operation has this method and path. */
-  readonly fallback?: string;
-}
-
 describe("gateway - OpenAPI document", () => {
   const doc = new OpenApiDoc();
-  let platform: TestPlatform;
-  let limited: TestPlatform;
-
-  beforeAll(async () => {
-    platform = await TestPlatform.start({
-      LIVECOUNT_PRIVATE_PREFIXES: "openapi-private-",
-      LIVECOUNT_JOIN_SECRET: "openapi-join-secret-0123456789abcdef",
-    });
-    limited = await TestPlatform.start({
-      LIVECOUNT_PUBLISHER_RATE: "1",
-      LIVECOUNT_PUBLISHER_BURST: "1",
-      LIVECOUNT_READ_RATE: "1",
-      LIVECOUNT_READ_BURST: "1",
-      // One event stream fills it (HTTP requests do not count).
-      LIVECOUNT_MAX_CONNECTIONS: "1",
-      // Room for the requests without a key before the probes, which then run out of it.
-      LIVECOUNT_HTTP_RATE: "1",
-      LIVECOUNT_HTTP_BURST: "20",
-    });
-  });
-
-  afterAll(async () => {
-    await platform?.close();
-    await limited?.close();
-  });
-
-  /** Makes a request and checks the exchange against the document; returns the status and JSON body. */
-  async function call(
-    base: string,
-    target: string,
-    options: Call = {},
-  ): Promise<{ status: number; body: unknown; headers: Headers }> {
-    const method = options.method ?? "GET";
-    const headers: Record<string, string> = {};
-    const key = options.key === undefined ? TEST_PUBLISHER_KEY : options.key;
-    if (key !== null) headers.authorization = `Bearer ${key}`;
-    if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
-    let body: string | undefined;
-    if (options.body !== undefined) {
-      body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
-      headers["content-type"] = "application/json";
-    }
-    const res = await fetch(`${base}${target}`, { method, headers, ...(body !== undefined ? { body } : {}) });
-    const text = await res.text();
-    const path = target.split("?")[0]!;
-    doc.check({ method, path, status: res.status, headers: res.headers, text }, options.fallback);
-    const json = (res.headers.get("content-type") ?? "").startsWith("application/json")
-      ? (JSON.parse(text) as unknown)
-      : text;
-    return { status: res.status, body: json, headers: res.headers };
-  }
-
-  /**
-   * Opens an event stream and checks its answer against the document: a refusal whole, a stream up
-   * to the end of its first event. The stream stays open until `close()`.
-   */
-  async function stream(
-    base: string,
-    target: string,
-    key: string | null = TEST_PUBLISHER_KEY,
-  ): Promise<{ status: number; text: string; close: () => void }> {
-    const controller = new AbortController();
-    const headers: Record<string, string> = key === null ? {} : { authorization: `Bearer ${key}` };
-    const res = await fetch(`${base}${target}`, { headers, signal: controller.signal });
-    let text = "";
-    if (res.status !== 200) text = await res.text();
-    else {
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      const firstEvent = /event: count\n[^]*?\n\n/;
-      while (!firstEvent.test(text)) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value, { stream: true });
-      }
-      const match = firstEvent.exec(text);
-      if (match !== null) text = text.slice(0, match.index + match[0].length);
-    }
-    doc.check({ method: "GET", path: target.split("?")[0]!, status: res.status, headers: res.headers, text });
-    return { status: res.status, text, close: () => controller.abort() };
-  }
-
-  /** A request body the test sends as valid must be valid by the document too. */
-  function expectDocumentedRequest(method: string, path: string, body: unknown): void {
-    expect(doc.violations(doc.requestSchema(method, path), body)).toEqual([]);
-  }
+  const gateways = openApiGateways();
+  const { call, stream, expectDocumentedRequest } = documentedHttp(doc);
 
   test("openapi - every endpoint's answers, including each error class, match docs/openapi.json", async () => {
+    const { platform, limited } = gateways;
     const base = platform.url;
     const page = "openapi/page?#%";
     const p = encodeURIComponent(page);
@@ -476,26 +386,5 @@ describe("gateway - OpenAPI document", () => {
     const missing = doc.documented.filter((answer) => !NOT_PROVOKED.test(answer) && !doc.seen.has(answer));
     expect(missing).toEqual([]);
     expect(doc.seen.has("NotFound") && doc.seen.has("MethodNotAllowed")).toBe(true);
-  });
-
-  test("openapi - the validator refuses what the document does not allow", () => {
-    const totals = { $ref: "#/components/schemas/PageTotals" };
-    const good = {
-      page: "a",
-      count: 1,
-      viewers: 1,
-      active: 1,
-      connections: 1,
-      counters: { likes: 2 },
-      updated_at: 1,
-    };
-    expect(doc.violations(totals, good)).toEqual([]);
-    expect(doc.violations(totals, { ...good, counters: { "@viewers": 1 } })).not.toEqual([]);
-    expect(doc.violations(totals, { ...good, counters: { "@del:likes": 1 } })).not.toEqual([]);
-    expect(doc.violations(totals, { ...good, extra: true })).not.toEqual([]);
-    expect(doc.violations(totals, { ...good, viewers: -1 })).not.toEqual([]);
-    expect(doc.violations(totals, { ...good, page: "a b" })).not.toEqual([]);
-    const { updated_at: _, ...partial } = good;
-    expect(doc.violations(totals, partial)).not.toEqual([]);
   });
 });
