@@ -50,6 +50,17 @@ export type DcListener = (dc: string, event: DcEvent) => void;
  */
 export type KeysTaken = "acks" | "off" | "unknown";
 
+/**
+ * How long a remote node's heartbeat number is kept after its DC was last heard without it: a node
+ * back within that shows the heartbeats it missed as a gap (a resync); one back later, once another
+ * id came from its DC, looks like a restart, and periodic anti-entropy (every 10 s by default) has
+ * long covered what it missed. Node
+ * ids are random per process by default, so without this every restart of a remote node would add
+ * an entry for as long as this process runs. Measured against the DC's last heartbeat, not this
+ * process's clock, so a silence of this process's bus or of the whole DC forgets nobody.
+ */
+export const NODE_MEMORY_MS = 10 * 60_000;
+
 /** Times on the process's monotonic clock: a wall clock stepping back must not keep a DC up longer. */
 interface RemoteDc {
   lastHeard: number;
@@ -60,8 +71,11 @@ interface RemoteDc {
   leaseFrom: number;
   leaseMs: number;
   live: boolean;
-  /** Last heartbeat sequence number per announcing node. */
-  readonly seqs: Map<string, number>;
+  /**
+   * Last heartbeat sequence number per announcing node, and when (monotonic ms) it came. A node id
+   * heard last NODE_MEMORY_MS before its DC was is forgotten when another id first comes from there.
+   */
+  readonly seqs: Map<string, { seq: number; at: number }>;
   /** What each node heard within its lease last said of keys (DcHeartbeat.acksKeys), and when (monotonic ms). */
   readonly keys: Map<string, { readonly acksKeys: boolean | undefined; readonly at: number }>;
   /** What they say together, as of its last heartbeat: kept while it is silent. */
@@ -273,7 +287,7 @@ export class DcLiveness {
         leaseFrom: now,
         leaseMs: msg.leaseMs,
         live: true,
-        seqs: new Map([[msg.node, msg.seq]]),
+        seqs: new Map([[msg.node, { seq: msg.seq, at: now }]]),
         keys: new Map(),
         taken: "unknown",
       };
@@ -283,10 +297,11 @@ export class DcLiveness {
       this.#emit(msg.dc, { kind: "up" });
       return;
     }
-    const lastSeq = remote.seqs.get(msg.node);
+    const lastSeq = remote.seqs.get(msg.node)?.seq;
     // A lower number is a restarted node: a fresh sequence, not a gap.
     const gap = lastSeq !== undefined && msg.seq > lastSeq + 1;
-    remote.seqs.set(msg.node, msg.seq);
+    if (lastSeq === undefined) forgetNodes(remote.seqs, remote.lastHeard - NODE_MEMORY_MS);
+    remote.seqs.set(msg.node, { seq: msg.seq, at: now });
     remote.lastHeard = now;
     remote.leaseFrom = Math.max(remote.leaseFrom, now);
     remote.leaseMs = msg.leaseMs;
@@ -313,4 +328,9 @@ export class DcLiveness {
       }
     }
   }
+}
+
+/** Drops the nodes last heard before `before`: what a new node id coming makes room for. */
+function forgetNodes(seqs: Map<string, { readonly at: number }>, before: number): void {
+  for (const [node, { at }] of seqs) if (at < before) seqs.delete(node);
 }

@@ -4,7 +4,7 @@ import type { Clock } from "@livecount/runtime";
 import { afterEach, describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import type { BusHealth } from "../src/bus_pulse.js";
-import { DcLiveness, type DcEvent } from "../src/dc_liveness.js";
+import { DcLiveness, NODE_MEMORY_MS, type DcEvent } from "../src/dc_liveness.js";
 import { ERROR, INFO, WARN, logLines } from "./log_lines.js";
 
 const HEARTBEAT_MS = 100;
@@ -321,6 +321,52 @@ describe("cluster - data center liveness", () => {
     expect(events).toHaveLength(2);
     await hear("dc2", "n2", 43);
     expect(events.at(-1)).toEqual(["dc2", "gap"]);
+  });
+
+  test("cluster - a node's number is kept while its DC is heard within NODE_MEMORY_MS of it, then forgotten for a new id", async () => {
+    const { clock, events, hear } = setUp();
+    await hear("dc2", "old", 1);
+    await hear("dc2", "mate", 1);
+    /** `ms` of dc2 heard from its node "mate" alone, within the lease throughout. */
+    let mateSeq = 1;
+    const mateAlone = async (ms: number): Promise<void> => {
+      for (let passed = 0; passed < ms; passed += LEASE_MS / 2) {
+        await clock.advance(LEASE_MS / 2);
+        await hear("dc2", "mate", ++mateSeq);
+      }
+    };
+    // A new id just inside the memory keeps "old": back with a jump, that is a gap.
+    await mateAlone(NODE_MEMORY_MS - LEASE_MS);
+    await hear("dc2", "restarted-1", 1);
+    await hear("dc2", "old", 3);
+    expect(events).toEqual([
+      ["dc2", "up"],
+      ["dc2", "gap"],
+    ]);
+    // Past the memory, the next new id makes room: "old" back with a jump is a fresh node, no gap.
+    await mateAlone(NODE_MEMORY_MS + LEASE_MS);
+    await hear("dc2", "restarted-2", 1);
+    await hear("dc2", "old", 9);
+    expect(events).toHaveLength(2);
+    // The mate, heard throughout, was kept.
+    await hear("dc2", "mate", mateSeq + 2);
+    expect(events.at(-1)).toEqual(["dc2", "gap"]);
+    expect(events).toHaveLength(3);
+  });
+
+  test("cluster - a whole DC silent past NODE_MEMORY_MS forgets none of its nodes: back with a jump, a gap or up", async () => {
+    const { clock, events, hear } = setUp();
+    await hear("dc2", "n1", 1);
+    await hear("dc2", "n2", 1);
+    await clock.advance(2 * NODE_MEMORY_MS);
+    expect(events.at(-1)).toEqual(["dc2", "down"]);
+    // Back with a new node first: n1 and n2 were heard when dc2 last was, so both are kept.
+    await hear("dc2", "n3", 1);
+    expect(events.at(-1)).toEqual(["dc2", "up"]);
+    await hear("dc2", "n1", 5);
+    expect(events.at(-1)).toEqual(["dc2", "gap"]);
+    await hear("dc2", "n2", 5);
+    expect(events.filter(([, kind]) => kind === "gap")).toHaveLength(2);
   });
 
   test("cluster - this DC's own heartbeats, other messages and garbage change nothing", async () => {
