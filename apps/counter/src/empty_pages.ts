@@ -60,6 +60,7 @@ export class EmptyPages {
   /** Removes every page of the partitions served here that has been empty for the TTL. */
   async sweep(): Promise<number> {
     let removed = 0;
+    const failed = new SweepFailures();
     const emptySince = this.#o.clock.now() - this.#o.ttlMs;
     for (const partition of this.#o.partitions()) {
       for (;;) {
@@ -69,9 +70,7 @@ export class EmptyPages {
         try {
           pages = await this.#o.store.removeEmptyPages(fence, emptySince, PAGES_PER_CALL);
         } catch (err) {
-          // A stale fence: the partition is moving to another node, which sweeps it from now on.
-          if (!(err instanceof StaleFenceError))
-            this.#o.logger.warn({ err, partition }, "empty pages not removed; the next sweep tries again");
+          failed.add(err);
           break;
         }
         removed += pages.length;
@@ -79,6 +78,7 @@ export class EmptyPages {
         if (pages.length < PAGES_PER_CALL) break;
       }
     }
+    failed.log(this.#o.logger, "empty pages");
     if (removed > 0) {
       this.#o.metrics.emptyPagesRemoved.inc(removed);
       this.#o.logger.info({ pages: removed }, "empty pages removed");
@@ -92,11 +92,14 @@ export class EmptyPages {
    */
   async sweepBuckets(): Promise<number> {
     let removed = 0;
-    for (const partition of this.#o.partitions()) removed += await this.#removeExpiredBuckets(partition);
+    const failed = new SweepFailures();
+    for (const partition of this.#o.partitions())
+      removed += await this.#removeExpiredBuckets(partition, failed);
+    failed.log(this.#o.logger, "window buckets");
     return removed;
   }
 
-  async #removeExpiredBuckets(partition: number): Promise<number> {
+  async #removeExpiredBuckets(partition: number, failed: SweepFailures): Promise<number> {
     let total = 0;
     for (;;) {
       const fence = this.#o.servingFence(partition);
@@ -105,8 +108,7 @@ export class EmptyPages {
       try {
         removed = await this.#o.store.removeExpiredBuckets(fence, PAGES_PER_CALL);
       } catch (err) {
-        if (!(err instanceof StaleFenceError))
-          this.#o.logger.warn({ err, partition }, "window buckets not removed; the next sweep tries again");
+        failed.add(err);
         return total;
       }
       this.#o.metrics.windowBucketsRemoved.inc(removed);
@@ -139,5 +141,28 @@ export class EmptyPages {
         if (this.#running) this.#scheduleBuckets();
       });
     }, next - now);
+  }
+}
+
+/**
+ * The partitions a sweep could not sweep, said in one line at its end: while the store is down every
+ * partition fails, and a line each (256 by default, a stack each) would bury the outage's own lines.
+ */
+class SweepFailures {
+  #partitions = 0;
+  #first: unknown;
+
+  add(err: unknown): void {
+    // A stale fence: the partition is moving to another node, which sweeps it from now on.
+    if (err instanceof StaleFenceError) return;
+    if (this.#partitions++ === 0) this.#first = err;
+  }
+
+  log(logger: Logger, what: string): void {
+    if (this.#partitions > 0)
+      logger.warn(
+        { err: this.#first, partitions: this.#partitions },
+        `${what} not removed; the next sweep tries again`,
+      );
   }
 }
