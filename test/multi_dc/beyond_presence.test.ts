@@ -2,7 +2,8 @@
  * Beyond presence across two data centers of real processes (test/support/multi_dc.ts), started once
  * for the file: attention and connections (each DC counts its own sockets, both show the sum over
  * live DCs, a DC cut off drops out after its lease like its viewers, and comes back after the heal),
- * and time windows (buckets replicate, and converge by anti-entropy after a cut).
+ * time windows (buckets replicate, and converge by anti-entropy after a cut), and the per-page cap on
+ * counters, which each DC checks against what it knows.
  */
 import { afterAll, beforeAll, expect, onTestFailed, onTestFinished, test } from "vitest";
 import { describeWithServers } from "../support/servers.js";
@@ -13,6 +14,8 @@ import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { TestClient } from "../support/ws_client.js";
 
 const TEST_TIMEOUT_MS = 90_000;
+/** LIVECOUNT_MAX_COUNTERS_PER_PAGE of both DCs: small, to reach it. */
+const MAX_COUNTERS = 4;
 
 interface Presence {
   readonly viewers: number;
@@ -41,7 +44,10 @@ async function expectShown(dc: TestDc, watcher: TestClient, page: string, want: 
 describeWithServers("multi-dc - beyond presence", () => {
   let multi: MultiDc;
   beforeAll(async () => {
-    multi = await MultiDc.start({ counters: 1 });
+    multi = await MultiDc.start({
+      counters: 1,
+      env: { LIVECOUNT_MAX_COUNTERS_PER_PAGE: String(MAX_COUNTERS) },
+    });
   }, TEST_TIMEOUT_MS);
   afterAll(async () => {
     await multi?.stop();
@@ -132,6 +138,47 @@ describeWithServers("multi-dc - beyond presence", () => {
   );
 
   test(
+    "multi-dc - counters made in both DCs during a cut may pass the per-page cap, by at most the cap per DC; then both refuse new ones",
+    async () => {
+      onTestFailed(() => console.error(multi.logs()));
+      const [dc1, dc2] = [multi.dc("dc1"), multi.dc("dc2")];
+      await multi.waitLinked();
+      const page = "cap-two-dcs";
+      // Cut off, each DC knows only its own counters: each takes the cap's worth.
+      multi.cut();
+      for (let i = 0; i < MAX_COUNTERS; i++) {
+        expect(await change(dc1, page, 1, `cap-a${i}`, `a${i}`)).toEqual({ status: 200 });
+        expect(await change(dc2, page, 1, `cap-b${i}`, `b${i}`)).toEqual({ status: 200 });
+      }
+      expect(await change(dc1, page, 1, "cap-a-past", "a-past")).toEqual({
+        status: 400,
+        error: "invalid_counter",
+      });
+      multi.heal();
+      await multi.waitLinked();
+      const all = Object.fromEntries(
+        Array.from({ length: MAX_COUNTERS }, (_, i) => [
+          [`a${i}`, 1],
+          [`b${i}`, 1],
+        ]).flat(),
+      );
+      for (const dc of [dc1, dc2])
+        await eventually(
+          async () => {
+            const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${page}/counter`);
+            expect(((await res.json()) as { counters: Record<string, number> }).counters).toEqual(all);
+          },
+          { timeoutMs: CONVERGE_MS, message: `${dc.name} holds both DCs' counters` },
+        );
+      // Twice the cap, and no more: a new counter is refused in either DC, the others still count.
+      expect(await change(dc1, page, 1, "cap-c1", "c")).toEqual({ status: 400, error: "invalid_counter" });
+      expect(await change(dc2, page, 1, "cap-c2", "c")).toEqual({ status: 400, error: "invalid_counter" });
+      expect(await change(dc2, page, 1, "cap-a0-again", "a0")).toEqual({ status: 200 });
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
     "multi-dc - unique visitors are counted once over both DCs, and each DC keeps the peak it showed",
     async () => {
       onTestFailed(() => console.error(multi.logs()));
@@ -186,7 +233,14 @@ describeWithServers("multi-dc - beyond presence", () => {
   );
 });
 
-async function like(dc: TestDc, page: string, by: number, key: string): Promise<void> {
+/** A change of `counter` on `page` through the DC's gateway: the answer's status and error code. */
+async function change(
+  dc: TestDc,
+  page: string,
+  by: number,
+  key: string,
+  counter = "likes",
+): Promise<{ status: number; error?: string }> {
   const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
     method: "PUT",
     headers: {
@@ -194,9 +248,14 @@ async function like(dc: TestDc, page: string, by: number, key: string): Promise<
       "content-type": "application/json",
       "idempotency-key": key,
     },
-    body: JSON.stringify({ action: by > 0 ? "increment" : "decrement", counter: "likes", by: Math.abs(by) }),
+    body: JSON.stringify({ action: by > 0 ? "increment" : "decrement", counter, by: Math.abs(by) }),
   });
-  expect(res.status).toBe(200);
+  const body = (await res.json()) as { error?: { code: string } };
+  return { status: res.status, ...(body.error !== undefined ? { error: body.error.code } : {}) };
+}
+
+async function like(dc: TestDc, page: string, by: number, key: string): Promise<void> {
+  expect(await change(dc, page, by, key)).toEqual({ status: 200 });
 }
 
 /** The DC's hour window of `likes` on `page` comes to `want`. */

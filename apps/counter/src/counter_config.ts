@@ -69,7 +69,9 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_MAX_COUNTERS_PER_PAGE: counters (likes, reactions, badges) one page may hold; a change
    * to a new one past it is refused. Default 256: every count frame and read of the page carries all
    * of them (256 short names are about 8 KB, a frame a slow socket can queue several of inside its
-   * 64 KiB), where a page needs tens. A deleted counter counts until the purge removes it.
+   * 64 KiB), where a page needs tens. A deleted counter counts until the purge removes it. The owner
+   * checks what its DC knows: counters created in other DCs at the same time (or during a cut) can
+   * take a page past it, by at most the cap per DC.
    */
   readonly maxCountersPerPage: number;
   /**
