@@ -7,10 +7,10 @@
  */
 import { afterAll, beforeAll, expect, onTestFailed, onTestFinished, test } from "vitest";
 import { describeWithServers } from "../support/servers.js";
-import { CONVERGE_MS } from "../support/dc_pages.js";
+import { CONVERGE_MS, publisherOf } from "../support/dc_pages.js";
+import type { ErrorBody } from "../support/publisher_http.js";
 import { eventually } from "../support/eventually.js";
 import { MultiDc, type TestDc } from "../support/multi_dc.js";
-import { CLUSTER_PUBLISHER_KEY } from "../support/cluster.js";
 import { TestClient } from "../support/ws_client.js";
 
 const TEST_TIMEOUT_MS = 90_000;
@@ -241,17 +241,9 @@ async function change(
   key: string,
   counter = "likes",
 ): Promise<{ status: number; error?: string }> {
-  const res = await fetch(`${dc.gateways[0]!.url}/v1/pages/${encodeURIComponent(page)}/counter`, {
-    method: "PUT",
-    headers: {
-      authorization: `Bearer ${CLUSTER_PUBLISHER_KEY}`,
-      "content-type": "application/json",
-      "idempotency-key": key,
-    },
-    body: JSON.stringify({ action: by > 0 ? "increment" : "decrement", counter, by: Math.abs(by) }),
-  });
-  const body = (await res.json()) as { error?: { code: string } };
-  return { status: res.status, ...(body.error !== undefined ? { error: body.error.code } : {}) };
+  const { status, body } = await publisherOf(dc).change(page, counter, by, key);
+  const error = (body as Partial<ErrorBody>).error?.code;
+  return { status, ...(error !== undefined ? { error } : {}) };
 }
 
 async function like(dc: TestDc, page: string, by: number, key: string): Promise<void> {
