@@ -122,9 +122,9 @@ const slotCount = (slots: ReadonlyArray<readonly [number, number]>): number =>
   slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
 
 /** Runs redis-cli; rejects with its output, which says which step failed. */
-async function redisCli(binary: string, args: string[]): Promise<void> {
+async function redisCli(binary: string, args: string[], timeoutMs = CREATE_TIMEOUT_MS): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile(binary, args, { timeout: CREATE_TIMEOUT_MS }, (err, stdout, stderr) => {
+    execFile(binary, args, { timeout: timeoutMs }, (err, stdout, stderr) => {
       if (err === null) resolve();
       else reject(new Error(`redis-cli ${args.join(" ")} failed: ${err.message}\n${stdout}${stderr}`));
     });
@@ -309,7 +309,7 @@ export class RedisCluster {
       await this.#waitUntil(() => this.#checkFormed(), timeoutMs, `replica ${replica.port} did not sync`);
     }
     // prettier-ignore
-    await redisCli(cli, ["--cluster", "rebalance", seed, "--cluster-use-empty-masters", "--cluster-yes"]);
+    await redisCli(cli, ["--cluster", "rebalance", seed, "--cluster-use-empty-masters", "--cluster-yes"], timeoutMs);
     await this.#waitUntil(() => this.#checkFormed(), timeoutMs, "slots not settled after the rebalance");
     return master.port;
   }
