@@ -19,8 +19,8 @@ import { fileURLToPath } from "node:url";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const vitest = fileURLToPath(new URL("../node_modules/vitest/vitest.mjs", import.meta.url));
 /**
- * Workers of the two runs number from 1 each: the timed run (one worker) takes its ports from the
- * first slice, the other run from the rest (ports.ts).
+ * Workers of each run number from 1: the timed run (one worker) takes its ports from the first
+ * slice, the rest beside it from the others (ports.ts); the untimed run, alone after both, from any.
  */
 const PORT_SLICE_OFFSET = 1;
 const LOWEST_PRIORITY = 19;
