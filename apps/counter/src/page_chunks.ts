@@ -70,13 +70,38 @@ export function* chunkPages(
 export function countsOf(records: ReadonlyMap<string, PageRecord>): Array<[string, PageRecord]> {
   const out: Array<[string, PageRecord]> = [];
   for (const [page, record] of records) {
-    const counts = Object.entries(record).filter(([counter]) => !isSeriesCounter(counter));
-    // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-    if (counts.length > 0) out.push([page, Object.fromEntries(counts)]);
+    const names = Object.keys(record);
+    const counts = names.filter((counter) => !isSeriesCounter(counter));
+    if (counts.length === 0) continue;
+    // No time bucket: the record goes as it is (it is only read from here on).
+    if (counts.length === names.length) {
+      out.push([page, record]);
+      continue;
+    }
+    const kept: PageRecord = {};
+    for (const counter of counts) setCounter(kept, counter, record[counter]!);
+    out.push([page, kept]);
   }
   return out;
 }
 
+/** Whether a page's record holds anything but time buckets: what its actor takes. */
+export function hasCounts(record: PageRecord): boolean {
+  for (const counter of Object.keys(record)) if (!isSeriesCounter(counter)) return true;
+  return false;
+}
+
+/** `record[counter] = entries` as an own property, so a counter named "__proto__" stays a counter. */
+function setCounter(record: PageRecord, counter: string, entries: PageRecord[string]): void {
+  if (counter === "__proto__")
+    Object.defineProperty(record, counter, {
+      value: entries,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  else record[counter] = entries;
+}
 function entryCount(record: PageRecord): number {
   let n = 0;
   for (const entries of Object.values(record)) n += Object.keys(entries).length;

@@ -3,7 +3,7 @@ import type { ActorRegistry } from "./actor_registry.js";
 import type { CounterMetrics } from "./counter_metrics.js";
 import type { DurableWriter } from "./durable_writer.js";
 import { ActorClosedError } from "./page_actor.js";
-import { countsOf } from "./page_chunks.js";
+import { hasCounts } from "./page_chunks.js";
 
 /** What merging another DC's pages needs (anti_entropy.ts). */
 export interface ReceivedPagesOptions {
@@ -39,25 +39,43 @@ export async function mergeReceivedPages(
   o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
 }
 
-/** Gives pages' entries to their actors in memory (PageActor.mergeDurable); pages not in memory load them. */
+/**
+ * Gives pages' entries to their actors in memory (PageActor.mergeDurable); pages not in memory load
+ * them. An active actor merges at once, in this turn: a heal hands over hundreds of pages a
+ * message, and a promise and a copy of each page's record added a fifth to their merge
+ * (docs/benchmarks.md, "Heal merges without a promise per page"). Only actors still loading are
+ * waited for.
+ */
 async function mergeResident(
   registry: ActorRegistry,
   partition: number,
   pages: ReadonlyMap<string, PageRecord>,
   store: "stored" | "unconfirmed",
 ): Promise<void> {
-  const resident: Array<Promise<void>> = [];
-  // Actors hold no time buckets: a page whose buckets alone advanced is nothing to them.
-  for (const [page, record] of countsOf(pages)) {
-    if (registry.find(page) === undefined) continue;
-    resident.push(
-      registry
-        .run(page, partition, (actor) => actor.mergeDurable(record, store))
-        .catch((err: unknown) => {
-          // Closed meanwhile: it is in the store, where its next actor loads it from.
-          if (!(err instanceof ActorClosedError)) throw err;
-        }),
-    );
+  const loading: Array<Promise<void>> = [];
+  let failure: { err: unknown } | undefined;
+  for (const [page, record] of pages) {
+    const actor = registry.find(page);
+    // Actors hold no time buckets: a page whose buckets alone advanced is nothing to them.
+    if (actor === undefined || !hasCounts(record)) continue;
+    if (actor.status !== "active") {
+      loading.push(
+        registry
+          .run(page, partition, (a) => a.mergeDurable(record, store))
+          .catch((err: unknown) => {
+            // Closed meanwhile: it is in the store, where its next actor loads it from.
+            if (!(err instanceof ActorClosedError)) throw err;
+          }),
+      );
+      continue;
+    }
+    try {
+      actor.run(() => actor.mergeDurable(record, store));
+    } catch (err) {
+      // Every other page is still merged, as when each ran on its own.
+      failure ??= { err };
+    }
   }
-  await Promise.all(resident);
+  await Promise.all(loading);
+  if (failure !== undefined) throw failure.err;
 }

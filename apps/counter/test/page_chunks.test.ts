@@ -2,7 +2,7 @@ import type { Entry } from "@livecount/crdt";
 import { encodeMessage, isSeriesCounter, uniqueRegisterOf, windowCounterOf } from "@livecount/protocol";
 import type { PageRecord } from "@livecount/store";
 import { describe, expect, test } from "vitest";
-import { chunkPages, countsOf } from "../src/page_chunks.js";
+import { chunkPages, countsOf, hasCounts } from "../src/page_chunks.js";
 
 /** NATS's default payload limit. */
 const MAX_PAYLOAD = 1_048_576;
@@ -111,5 +111,32 @@ describe("counter - what anti-entropy brought, for this DC's gateways", () => {
     expect(counts[0]![1]).toEqual({ likes: { dc1: { p: 3, n: 0 } } });
     // A counter named "__proto__" stays a counter.
     expect(Object.keys(counts[1]![1])).toEqual(["__proto__"]);
+  });
+
+  test("counter - a page without time buckets goes as it is; one with them is copied without them", () => {
+    const plain: PageRecord = { likes: { dc1: { p: 1, n: 0 } } };
+    const mixed = JSON.parse(
+      `{"${windowCounterOf("likes", 29_000_000)}": {"dc1": {"p": 1, "n": 0}}, "__proto__": {"dc2": {"p": 2, "n": 0}}}`,
+    ) as PageRecord;
+    const counts = countsOf(
+      new Map([
+        ["plain", plain],
+        ["mixed", mixed],
+      ]),
+    );
+    expect(counts[0]![1]).toBe(plain);
+    const kept = counts[1]![1];
+    expect(Object.keys(kept)).toEqual(["__proto__"]);
+    expect(Object.getPrototypeOf(kept)).toBe(Object.prototype);
+    expect(kept["__proto__"]).toEqual({ dc2: { p: 2, n: 0 } });
+    // The received record is left whole (its buckets go to the store).
+    expect(Object.keys(mixed)).toHaveLength(2);
+  });
+
+  test("counter - what a page actor takes: anything but time buckets", () => {
+    expect(hasCounts({ likes: { dc1: { p: 1, n: 0 } } })).toBe(true);
+    expect(hasCounts({ [windowCounterOf("likes", 29_000_000)]: { dc1: { p: 1, n: 0 } } })).toBe(false);
+    expect(hasCounts({ [uniqueRegisterOf(20_000, 5)]: { dc1: { p: 1, n: 0 } }, "@viewers": {} })).toBe(true);
+    expect(hasCounts({})).toBe(false);
   });
 });
