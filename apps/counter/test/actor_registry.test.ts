@@ -6,6 +6,7 @@ import {
   DC,
   GRACE_MS,
   MAX_ACTORS,
+  PARTITIONS,
   PASSIVATE_MS,
   SETTLE_MS,
   buildUnits,
@@ -21,7 +22,14 @@ describe("counter - actor registry", () => {
   /** Everywhere a page can be remembered on a node. */
   function remembered(page: string): string[] {
     const where: string[] = [];
-    if (u.registry.find(page) !== undefined) where.push("registry");
+    const actor = u.registry.find(page);
+    if (actor !== undefined) where.push("registry");
+    // Its partition's actors name it exactly when the registry holds it.
+    for (let partition = 0; partition < PARTITIONS; partition++)
+      if (u.registry.actorsIn(partition).some((a) => a.page === page)) {
+        expect(actor?.partition).toBe(partition);
+        where.push("partition");
+      }
     if (u.intake.remembers(page)) where.push("gateway leases");
     return where;
   }
@@ -43,7 +51,7 @@ describe("counter - actor registry", () => {
     const actorA = u.registry.find(a)!;
     expect(u.writer.dirtyCount).toBe(3);
     expect(u.registry.scheduled).toBe(1);
-    expect(remembered(a)).toEqual(["registry", "gateway leases"]);
+    expect(remembered(a)).toEqual(["registry", "partition", "gateway leases"]);
 
     u.registry.dropPartition(1, "partition_lost");
 
@@ -52,7 +60,8 @@ describe("counter - actor registry", () => {
     expect(actorA.status).toBe("closed");
     expect(u.registry.scheduled).toBe(0);
     expect(u.writer.dirtyCount).toBe(1);
-    expect(remembered(other)).toEqual(["registry", "gateway leases"]);
+    expect(remembered(other)).toEqual(["registry", "partition", "gateway leases"]);
+    expect(u.registry.actorsIn(1)).toEqual([]);
   });
 
   test("counter - passivation leaves no trace of an idle page, and waits while its write is in flight", async () => {
@@ -61,7 +70,7 @@ describe("counter - actor registry", () => {
     await u.acquire(3);
     await u.intake.batch(presenceBatch(3, "gw-1", [[page, "v:1", true]]));
     await u.intake.batch(presenceBatch(3, "gw-1", [[page, "v:1", false]]));
-    expect(remembered(page)).toEqual(["registry", "gateway leases"]);
+    expect(remembered(page)).toEqual(["registry", "partition", "gateway leases"]);
 
     // The grace ends and the flush that writes the departure hangs in the store.
     let release!: () => void;
@@ -193,7 +202,7 @@ describe("counter - actor registry", () => {
     u.store.heldLoads.splice(0).forEach((l) => l.fail(new Error("late")));
     await u.clock.advance(0);
     expect(u.registry.find(page)).toBe(second);
-    expect(remembered(page)).toEqual(["registry", "gateway leases"]);
+    expect(remembered(page)).toEqual(["registry", "partition", "gateway leases"]);
   });
 
   test("counter - an actor with an increment waiting for the commit chain is never passivated", async () => {
