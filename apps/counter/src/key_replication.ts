@@ -137,6 +137,7 @@ export class KeyReplication {
   send(byPartition: ReadonlyMap<number, readonly KeyRestore[]>): void {
     if (!this.sending) return;
     const { dc, node, metrics } = this.#o;
+    const tally = new KeyTally();
     for (const [partition, keys] of byPartition) {
       for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
         const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
@@ -147,12 +148,13 @@ export class KeyReplication {
           data: encodeMessage(msg),
           keys: chunk.length,
         };
-        if (this.#publish(sent, "sent")) {
-          const lost = this.#held.add(sent, seq);
-          if (lost > 0) metrics.keysAcrossDcs.inc({ outcome: "lost" }, lost);
+        if (this.#publish(sent, tally)) {
+          tally.sent += chunk.length;
+          tally.lost += this.#held.add(sent, seq);
         }
       }
     }
+    tally.count(metrics, "sent");
     metrics.keysHeld.set(this.#held.keys);
   }
 
@@ -218,7 +220,9 @@ export class KeyReplication {
 
   #sendAgain(remote: string, missed: readonly SentKeys[], why: string): void {
     this.#o.metrics.keysHeld.set(this.#held.keys);
-    for (const sent of missed) this.#publish(sent, "resent");
+    const tally = new KeyTally();
+    for (const sent of missed) if (this.#publish(sent, tally)) tally.sent += sent.keys;
+    tally.count(this.#o.metrics, "resent");
     if (missed.length > 0)
       this.#logs.log(
         this.#o.logger,
@@ -228,14 +232,14 @@ export class KeyReplication {
       );
   }
 
-  #publish(sent: SentKeys, outcome: "sent" | "resent"): boolean {
-    const { bus, metrics, logger } = this.#o;
+  /** Publishes one message of keys; what could not be sent is tallied. */
+  #publish(sent: SentKeys, tally: KeyTally): boolean {
+    const { bus, logger } = this.#o;
     try {
       bus.publish(sent.subject, sent.data);
-      metrics.keysAcrossDcs.inc({ outcome }, sent.keys);
       return true;
     } catch (err) {
-      metrics.keysAcrossDcs.inc({ outcome: "unsent" }, sent.keys);
+      tally.unsent += sent.keys;
       this.#logs.log(
         logger,
         "warn",
@@ -244,5 +248,22 @@ export class KeyReplication {
       );
       return false;
     }
+  }
+}
+
+/**
+ * Keys sent, not sent and lost in one go, counted once at its end: a heal resends a cut's keys in as
+ * many messages as the batches that answered them (one key each when batches span partitions), and a
+ * labelled metric per message took 0.18 s of a node's CPU in a heal of 100,000 pages (its profile).
+ */
+class KeyTally {
+  sent = 0;
+  unsent = 0;
+  lost = 0;
+
+  count(metrics: KeyReplicationOptions["metrics"], outcome: "sent" | "resent"): void {
+    if (this.sent > 0) metrics.keysAcrossDcs.inc({ outcome }, this.sent);
+    if (this.unsent > 0) metrics.keysAcrossDcs.inc({ outcome: "unsent" }, this.unsent);
+    if (this.lost > 0) metrics.keysAcrossDcs.inc({ outcome: "lost" }, this.lost);
   }
 }

@@ -205,8 +205,13 @@ describe("counter - idempotency keys across data centers", () => {
     expect(await answerOf(stores.dc2, "k1")).toBe("applied");
     const closed = nodeOf(bus, stores.dc1, "dc1");
     await bus.close();
-    expect(() => closed.keys.send(new Map([[PARTITION, [like("k2")]]]))).not.toThrow();
-    expect(await outcomes(closed)).toEqual({ unsent: 1 });
+    const keys = new Map([
+      [PARTITION, [like("k2")]],
+      [partitionOf(ELSEWHERE, PARTITIONS), [like("k3", ELSEWHERE), like("k4", ELSEWHERE)]],
+    ]);
+    expect(() => closed.keys.send(keys)).not.toThrow();
+    // Every key of every message that could not go, none of them sent or held.
+    expect(await outcomes(closed)).toEqual({ unsent: 3 });
   });
 
   test("counter - RecentKeys hands over the keys of changes applied or replayed, by partition, never of errors", async () => {
