@@ -25,6 +25,16 @@ const AE_METRICS = [
   ["pagesReceived", 'livecount_counter_anti_entropy_pages_total{direction="received"}'],
   ["pagesChanged", 'livecount_counter_anti_entropy_pages_total{direction="changed"}'],
 ];
+/**
+ * What each DC's nodes did with idempotency keys over the heal: the likes of the cut answered keys
+ * that the other DC never got, sent again once it is back (resent); stored where they were missing,
+ * kept where a copy came after the first (a resend before the acknowledgement arrived).
+ */
+const KEY_METRIC = "livecount_counter_idempotency_keys_across_dcs_total";
+const KEY_METRICS = ["resent", "stored", "kept", "dropped", "lost"].map((outcome) => [
+  outcome,
+  `${KEY_METRIC}{outcome="${outcome}"}`,
+]);
 
 export const defaults = {
   pages: 100_000,
@@ -121,7 +131,8 @@ export async function largeHealBench(options = {}, log = console.error) {
       const moved = {};
       for (const dc of DCS) {
         moved[dc] = {};
-        for (const [key, metric] of AE_METRICS) moved[dc][key] = await centers.counterMetric(dc, metric);
+        for (const [key, metric] of [...AE_METRICS, ...KEY_METRICS])
+          moved[dc][key] = await centers.counterMetric(dc, metric);
       }
       return moved;
     };
@@ -158,10 +169,10 @@ export async function largeHealBench(options = {}, log = console.error) {
     // Pages sent against pages changed tell a heal that moved each page once from one that moved
     // some twice (comparisons that crossed, transfers compared again).
     const after = await movedNow();
-    const moved = {};
-    for (const dc of DCS) {
-      moved[dc] = Object.fromEntries(AE_METRICS.map(([key]) => [key, after[dc][key] - movedBefore[dc][key]]));
-    }
+    const since = (metrics, dc) =>
+      Object.fromEntries(metrics.map(([key]) => [key, after[dc][key] - movedBefore[dc][key]]));
+    const moved = Object.fromEntries(DCS.map((dc) => [dc, since(AE_METRICS, dc)]));
+    const keys = Object.fromEntries(DCS.map((dc) => [dc, since(KEY_METRICS, dc)]));
     const result = {
       pages: o.pages,
       healToLinkedMs: Math.round(linkedAt - healAt),
@@ -177,6 +188,7 @@ export async function largeHealBench(options = {}, log = console.error) {
       sampleChecked: sample.length * DCS.length,
       sampleWrong: wrong.length,
       antiEntropy: moved,
+      idempotencyKeys: keys,
     };
     log(`heal: ${JSON.stringify(result)}`);
     if (wrong.length > 0) {
