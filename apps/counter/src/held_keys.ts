@@ -22,6 +22,14 @@ interface Held extends SentKeys {
   owedTo: number;
 }
 
+/** A message sent again, as it was then: in flight until acknowledged or `until`. */
+interface InFlight {
+  readonly seq: number;
+  readonly sentAt: number;
+  readonly keys: number;
+  readonly until: number;
+}
+
 interface DcState {
   /** Its bit in Held.ackedBy; -1 past the bits a number holds (held for by time, as if it did not acknowledge). */
   readonly bit: number;
@@ -67,13 +75,24 @@ const MAX_BACKOFF = 16;
  * not acknowledge, and gets again later.
  */
 export const RESEND_BUDGET_KEYS = 5000;
+/**
+ * Keys sent again that may still be waiting for their acknowledgements, at most: further resends
+ * wait for acknowledgements to come back. A DC back from a cut is owed the whole cut's keys, and a
+ * budget every heartbeat outran what its nodes import beside a heal's merges: their queues filled,
+ * acknowledgements came late, and each late one sent a copy: each DC of heal-100k sent 240,000 to
+ * 314,000 keys again for the cut's 100,000 (docs/benchmarks.md, "Keys sent again as
+ * acknowledgements come back").
+ */
+export const RESEND_WINDOW_KEYS = 4 * RESEND_BUDGET_KEYS;
 
 /**
  * The idempotency keys this node sent, held until every other DC acknowledged them: NATS drops what
  * a cut link cannot carry, a receiving node may die or fall behind with messages in hand, and keys
  * are in no durable state that anti-entropy compares. The node of another DC that stored a message's
- * keys acknowledges it (KeysAck); what is not acknowledged goes again once `ackWaitMs` passed (twice
- * as long each try, up to 16 times), and at once when that DC comes back up, shows a gap, or asks.
+ * keys acknowledges it (KeysAck); what is not acknowledged goes again once `ackWaitMs` passed, or as
+ * long as acknowledgements have been taking (twice as long each try, up to 16 times `ackWaitMs`), and
+ * at once when that DC comes back up, shows a gap, or asks: a budget at a time, and no more while
+ * RESEND_WINDOW_KEYS sent again wait for their acknowledgements.
  * Every DC heard since the start, or listed as a peer, must acknowledge; one down is sent nothing
  * until it is up, and one down for the keys' TTL is forgotten. DCs of a release that does not
  * acknowledge are held for by time (`keepMs` while up, until back while down); DCs that take no keys
@@ -90,6 +109,17 @@ export class HeldKeys {
   #owes = false;
   readonly #dcs = new Map<string, DcState>();
   #bits = 0;
+  /**
+   * Messages sent again and not yet acknowledged by every DC that acknowledges, in the order sent,
+   * from `#inFlightHead`; their keys, `#inFlightKeys`. One acknowledged, sent again since, dropped
+   * or past its wait leaves once it reaches the head (acknowledgements come about in order).
+   */
+  #inFlight: InFlight[] = [];
+  #inFlightHead = 0;
+  #inFlightKeys = 0;
+  /** How long acknowledgements of first sends take (smoothed, and its mean deviation), in ms. */
+  #ackMs: number | undefined;
+  #ackDevMs = 0;
 
   constructor(options: HeldKeysOptions) {
     this.#o = options;
@@ -150,13 +180,16 @@ export class HeldKeys {
     const state = this.#dcs.get(dc);
     if (state === undefined || state.bit < 0) return;
     const bit = 1 << state.bit;
+    const now = this.#o.clock.monotonic();
     for (const seq of seqs) {
       const held = this.#held.get(seq);
       if (held === undefined) continue;
+      // Sent once: how long its acknowledgement took is known (one sent again could answer either).
+      if (held.tries === 1 && (held.ackedBy & bit) === 0) this.#ackTook(now - held.sentAt);
       held.ackedBy |= bit;
       held.owedTo &= ~bit;
     }
-    this.#expire(this.#o.clock.monotonic());
+    this.#expire(now);
   }
 
   /**
@@ -229,6 +262,9 @@ export class HeldKeys {
     }
     this.#held.clear();
     this.#keys = 0;
+    this.#inFlight = [];
+    this.#inFlightHead = 0;
+    this.#inFlightKeys = 0;
     return lost;
   }
 
@@ -251,11 +287,49 @@ export class HeldKeys {
   }
 
   /**
-   * Doubling from `ackWaitMs`, without the jitter of the runtime's `fullJitterMs`: its waits start
+   * Doubling from the first wait, without the jitter of the runtime's `fullJitterMs`: its waits start
    * at 0, and a resend sooner than an acknowledgement's round trip only sends a copy.
    */
   #waitMs(m: Held): number {
-    return this.#o.ackWaitMs * Math.min(MAX_BACKOFF, 2 ** (m.tries - 1));
+    return Math.min(MAX_BACKOFF * this.#o.ackWaitMs, this.#firstWaitMs() * 2 ** (m.tries - 1));
+  }
+
+  /**
+   * `ackWaitMs`, or longer while acknowledgements take longer: the smoothed time they took and four
+   * times its deviation, as TCP times its retransmissions (RFC 6298), up to MAX_BACKOFF times
+   * `ackWaitMs`. A receiving node's import queue holds acknowledgements up under load.
+   */
+  #firstWaitMs(): number {
+    const { ackWaitMs } = this.#o;
+    if (this.#ackMs === undefined) return ackWaitMs;
+    return Math.min(MAX_BACKOFF * ackWaitMs, Math.max(ackWaitMs, this.#ackMs + 4 * this.#ackDevMs));
+  }
+
+  #ackTook(ms: number): void {
+    if (this.#ackMs === undefined) {
+      this.#ackMs = ms;
+      this.#ackDevMs = ms / 2;
+      return;
+    }
+    this.#ackDevMs += (Math.abs(this.#ackMs - ms) - this.#ackDevMs) / 4;
+    this.#ackMs += (ms - this.#ackMs) / 8;
+  }
+
+  /** Lets the head of the messages in flight go while they are acknowledged, sent since, gone or past their wait. */
+  #settleInFlight(now: number, waiting: number): void {
+    const list = this.#inFlight;
+    while (this.#inFlightHead < list.length) {
+      const e = list[this.#inFlightHead]!;
+      const m = this.#held.get(e.seq);
+      const waits = m !== undefined && m.sentAt === e.sentAt && (m.ackedBy & waiting) !== waiting;
+      if (waits && now < e.until) break;
+      this.#inFlightKeys -= e.keys;
+      this.#inFlightHead++;
+    }
+    if (this.#inFlightHead > 1024 && this.#inFlightHead * 2 > list.length) {
+      this.#inFlight = list.slice(this.#inFlightHead);
+      this.#inFlightHead = 0;
+    }
   }
 
   /**
@@ -265,14 +339,22 @@ export class HeldKeys {
   #sendAgain(now: number, again: (m: Held) => boolean): SentKeys[] {
     const picked: Held[] = [];
     let keys = 0;
+    const waiting = this.#waitingMask();
+    this.#settleInFlight(now, waiting);
     for (const m of this.#held.values()) {
       if (keys >= RESEND_BUDGET_KEYS) return picked;
       if (!again(m)) continue;
+      // One a DC will acknowledge waits while the window is full; to DCs that do not, the budget paces.
+      const acknowledged = (m.ackedBy & waiting) === waiting;
+      if (!acknowledged && this.#inFlightKeys >= RESEND_WINDOW_KEYS) return picked;
       m.sentAt = now;
       m.tries++;
       m.owedTo = 0;
       picked.push(m);
       keys += m.keys;
+      if (acknowledged) continue;
+      this.#inFlight.push({ seq: m.seq, sentAt: now, keys: m.keys, until: now + this.#waitMs(m) });
+      this.#inFlightKeys += m.keys;
     }
     this.#owes = false;
     return picked;

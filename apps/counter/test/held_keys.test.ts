@@ -7,7 +7,7 @@
 import type { KeysTaken } from "@livecount/cluster";
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
-import { HeldKeys, RESEND_BUDGET_KEYS, type SentKeys } from "../src/held_keys.js";
+import { HeldKeys, RESEND_BUDGET_KEYS, RESEND_WINDOW_KEYS, type SentKeys } from "../src/held_keys.js";
 
 const KEEP_MS = 6_000;
 const TTL_MS = 600_000;
@@ -241,5 +241,55 @@ describe("counter - keys held until every DC acknowledged them", () => {
     await clock.advance(KEEP_MS + 1);
     held.due();
     expect(held.keys, "held keepMs for it").toBe(0);
+  });
+});
+
+describe("counter - keys sent again, paced by their acknowledgements", () => {
+  test("counter - at most RESEND_WINDOW_KEYS sent again wait for acknowledgements; one acknowledged, or past its wait, makes room", async () => {
+    const { clock, held, add } = setUp({ maxKeys: 20 * RESEND_BUDGET_KEYS, peers: ["dc2"] });
+    held.missedBy("dc2");
+    for (let i = 0; i < 12; i++) add(`m${i}`, RESEND_BUDGET_KEYS / 2);
+    // A cut: dc2 missed everything, and is owed it once back.
+    held.down("dc2");
+    const again = [...subjects(held.missedBy("dc2"))];
+    for (let call = 0; call < 5; call++) again.push(...subjects(held.due()));
+    expect(again, "a budget a call, until the window is full").toEqual(
+      Array.from({ length: (2 * RESEND_WINDOW_KEYS) / RESEND_BUDGET_KEYS }, (_, i) => `m${i}`),
+    );
+    // Acknowledgements of the first two come back: room for two more.
+    held.acked("dc2", [1, 2]);
+    expect(subjects(held.due())).toEqual(["m8", "m9"]);
+    expect(held.due()).toEqual([]);
+    // Nothing else comes back: once their wait (twice ackWaitMs, a second try) is over, the oldest go
+    // again, a budget at a time, and what was never sent after the cut waits behind them.
+    await clock.advance(2 * ACK_WAIT_MS);
+    expect(subjects(held.due())).toEqual(["m2", "m3"]);
+    held.acked("dc2", [3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(subjects(held.due()), "all acknowledged but the last two, owed still").toEqual(["m10", "m11"]);
+  });
+
+  test("counter - while acknowledgements take longer than ackWaitMs, a message waits about as long before it goes again", async () => {
+    const { clock, held, add } = setUp({ peers: ["dc2"] });
+    held.missedBy("dc2");
+    const slowMs = 3 * ACK_WAIT_MS;
+    for (let i = 1; i <= 10; i++) {
+      add(`a${i}`);
+      await clock.advance(slowMs);
+      held.acked("dc2", [i]);
+    }
+    add("b");
+    await clock.advance(slowMs - 1);
+    expect(held.due(), "past ackWaitMs, within the time acknowledgements take").toEqual([]);
+    await clock.advance(slowMs);
+    expect(subjects(held.due())).toEqual(["b"]);
+    // However slow they were, a message waits at most 16 times ackWaitMs before its first resend.
+    for (let i = 12; i <= 21; i++) {
+      add(`c${i}`);
+      await clock.advance(100 * ACK_WAIT_MS);
+      held.acked("dc2", [i]);
+    }
+    add("d");
+    await clock.advance(16 * ACK_WAIT_MS);
+    expect(subjects(held.due())).toContain("d");
   });
 });
