@@ -27,10 +27,13 @@ const AE_METRICS = [
 ];
 /**
  * What each DC's nodes did with idempotency keys over the heal: the likes of the cut answered keys
- * that the other DC never got, sent again once it is back (resent); stored where they were missing,
- * kept where a copy came after the first (a resend before the acknowledgement arrived).
+ * that the other DC never got, sent again once it is back (resent); by the receiving DC, stored where
+ * missing, kept where already there (a copy, sent again before its acknowledgement came back),
+ * dropped past a full import queue (unacknowledged: sent again later); lost by the sender, past the
+ * cap of what it holds. Keys are in no digest: they are counted once no node holds any.
  */
 const KEY_METRIC = "livecount_counter_idempotency_keys_across_dcs_total";
+const KEYS_HELD = "livecount_counter_idempotency_keys_held";
 const KEY_METRICS = ["resent", "stored", "kept", "dropped", "lost"].map((outcome) => [
   outcome,
   `${KEY_METRIC}{outcome="${outcome}"}`,
@@ -169,10 +172,19 @@ export async function largeHealBench(options = {}, log = console.error) {
     // Pages sent against pages changed tell a heal that moved each page once from one that moved
     // some twice (comparisons that crossed, transfers compared again).
     const after = await movedNow();
-    const since = (metrics, dc) =>
-      Object.fromEntries(metrics.map(([key]) => [key, after[dc][key] - movedBefore[dc][key]]));
-    const moved = Object.fromEntries(DCS.map((dc) => [dc, since(AE_METRICS, dc)]));
-    const keys = Object.fromEntries(DCS.map((dc) => [dc, since(KEY_METRICS, dc)]));
+    let keysSettledAt;
+    for (const until = performance.now() + o.timeoutMs; performance.now() < until; await sleep(100)) {
+      const held = await Promise.all(DCS.map((dc) => centers.counterMetric(dc, KEYS_HELD)));
+      if (held.every((n) => n === 0)) {
+        keysSettledAt = performance.now();
+        break;
+      }
+    }
+    const afterKeys = await movedNow();
+    const since = (metrics, dc, at) =>
+      Object.fromEntries(metrics.map(([key]) => [key, at[dc][key] - movedBefore[dc][key]]));
+    const moved = Object.fromEntries(DCS.map((dc) => [dc, since(AE_METRICS, dc, after)]));
+    const keys = Object.fromEntries(DCS.map((dc) => [dc, since(KEY_METRICS, dc, afterKeys)]));
     const result = {
       pages: o.pages,
       healToLinkedMs: Math.round(linkedAt - healAt),
@@ -189,6 +201,8 @@ export async function largeHealBench(options = {}, log = console.error) {
       sampleWrong: wrong.length,
       antiEntropy: moved,
       idempotencyKeys: keys,
+      // null: some node still held keys when the benchmark stopped waiting.
+      linkedToKeysSettledMs: keysSettledAt === undefined ? null : Math.round(keysSettledAt - from),
     };
     log(`heal: ${JSON.stringify(result)}`);
     if (wrong.length > 0) {

@@ -65,8 +65,8 @@ export class ActorRegistry implements ActorHost {
   readonly #actors = new Map<string, PageActor>();
   /**
    * The same actors by partition: a handover drops partitions one by one, and a scan of every actor
-   * for each of them cost O(partitions x actors), some 0.3 s of a node's loop for 256 partitions and
-   * 100,000 actors (docs/benchmarks.md, "Heal merges without a promise per page").
+   * for each of them cost O(partitions x actors): 0.7 and 1.2 s of the two nodes' loops letting 256
+   * partitions and 100,000 actors go (docs/benchmarks.md, "Heal merges without a promise per page").
    */
   readonly #byPartition = new Map<number, Set<PageActor>>();
   /** actor -> when (monotonic) it must be ticked: the earliest end of a lingering viewer's grace or of its settle window. */

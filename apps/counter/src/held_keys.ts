@@ -1,5 +1,6 @@
 import type { KeysTaken } from "@livecount/cluster";
 import type { Clock } from "@livecount/runtime";
+import { AckWait } from "./ack_wait.js";
 
 /** A keys message as it was published: sent again byte for byte. */
 export interface SentKeys {
@@ -22,10 +23,8 @@ interface Held extends SentKeys {
   owedTo: number;
 }
 
-/** A message sent again, as it was then: in flight until acknowledged or `until`. */
+/** A message sent again, as it was then: in flight until acknowledged, sent again, let go or `until`. */
 interface InFlight {
-  readonly seq: number;
-  readonly sentAt: number;
   readonly keys: number;
   readonly until: number;
 }
@@ -48,7 +47,10 @@ export interface HeldKeysOptions {
    * a message is also kept `keepMs` (it goes again when that DC is heard).
    */
   readonly discovering: () => boolean;
-  /** How long a message waits for an acknowledgement before it goes again; each try waits twice as long, up to 16 times. */
+  /**
+   * How long a message waits for an acknowledgement before it goes again, at least (longer while
+   * acknowledgements take longer); each try waits twice as long, up to 16 times this.
+   */
   readonly ackWaitMs: number;
   /**
    * How long a message is held for a live DC whose nodes do not acknowledge (a release before that):
@@ -66,8 +68,6 @@ export interface HeldKeysOptions {
 const DC_BITS = 31;
 /** What is owed to DCs past DC_BITS. */
 const OWED_PAST_BITS = 1 << DC_BITS;
-/** The longest wait for an acknowledgement, in `ackWaitMs`. */
-const MAX_BACKOFF = 16;
 /**
  * Keys sent again at once at most (a resend of a whole cut's keys goes over several ticks): one
  * synchronous loop of publishes holds up the node, and 5,000 keys are some 0.1 s of a receiving
@@ -79,8 +79,8 @@ export const RESEND_BUDGET_KEYS = 5000;
  * Keys sent again that may still be waiting for their acknowledgements, at most: further resends
  * wait for acknowledgements to come back. A DC back from a cut is owed the whole cut's keys, and a
  * budget every heartbeat outran what its nodes import beside a heal's merges: their queues filled,
- * acknowledgements came late, and each late one sent a copy: each DC of heal-100k sent 240,000 to
- * 314,000 keys again for the cut's 100,000 (docs/benchmarks.md, "Keys sent again as
+ * acknowledgements came late, and each late one sent a copy: each DC of heal-100k sent 290,000 to
+ * 361,000 keys again for the cut's 100,000 (docs/benchmarks.md, "Keys sent again as
  * acknowledgements come back").
  */
 export const RESEND_WINDOW_KEYS = 4 * RESEND_BUDGET_KEYS;
@@ -110,19 +110,18 @@ export class HeldKeys {
   readonly #dcs = new Map<string, DcState>();
   #bits = 0;
   /**
-   * Messages sent again and not yet acknowledged by every DC that acknowledges, in the order sent,
-   * from `#inFlightHead`; their keys, `#inFlightKeys`. One acknowledged, sent again since, dropped
-   * or past its wait leaves once it reaches the head (acknowledgements come about in order).
+   * Messages sent again and not yet acknowledged by every DC that acknowledges, by number, and their
+   * keys: looked over whole before each resend (a DC's nodes acknowledge in any order), so one
+   * acknowledged, sent again since, let go or past its wait leaves at once.
    */
-  #inFlight: InFlight[] = [];
-  #inFlightHead = 0;
+  readonly #inFlight = new Map<number, InFlight>();
   #inFlightKeys = 0;
-  /** How long acknowledgements of first sends take (smoothed, and its mean deviation), in ms. */
-  #ackMs: number | undefined;
-  #ackDevMs = 0;
+  /** How long a message waits for its acknowledgement, from how long they have been taking. */
+  readonly #ackWait: AckWait;
 
   constructor(options: HeldKeysOptions) {
     this.#o = options;
+    this.#ackWait = new AckWait(options.ackWaitMs);
     const now = options.clock.monotonic();
     for (const dc of options.peers) this.#dc(dc).downSince = now;
   }
@@ -185,7 +184,7 @@ export class HeldKeys {
       const held = this.#held.get(seq);
       if (held === undefined) continue;
       // Sent once: how long its acknowledgement took is known (one sent again could answer either).
-      if (held.tries === 1 && (held.ackedBy & bit) === 0) this.#ackTook(now - held.sentAt);
+      if (held.tries === 1 && (held.ackedBy & bit) === 0) this.#ackWait.took(now - held.sentAt);
       held.ackedBy |= bit;
       held.owedTo &= ~bit;
     }
@@ -206,7 +205,9 @@ export class HeldKeys {
       now,
       (m) =>
         m.owedTo !== 0 ||
-        (waiting !== 0 && (m.ackedBy & waiting) !== waiting && now - m.sentAt >= this.#waitMs(m)),
+        (waiting !== 0 &&
+          (m.ackedBy & waiting) !== waiting &&
+          now - m.sentAt >= this.#ackWait.afterTries(m.tries)),
     );
   }
 
@@ -226,7 +227,12 @@ export class HeldKeys {
     if (taken === "off") return [];
     const bit = state.bit >= 0 ? 1 << state.bit : OWED_PAST_BITS;
     const acks = taken === "acks" && state.bit >= 0;
-    for (const m of this.#held.values()) if (!acks || (m.ackedBy & bit) === 0) m.owedTo |= bit;
+    for (const m of this.#held.values()) {
+      if (acks && (m.ackedBy & bit) !== 0) continue;
+      m.owedTo |= bit;
+      // What a DC that acknowledges shows it lacks is no longer waited for: it goes again now.
+      if (acks) this.#landed(m.seq);
+    }
     this.#owes = this.#held.size > 0;
     return this.#sendAgain(now, (m) => m.owedTo !== 0);
   }
@@ -254,7 +260,7 @@ export class HeldKeys {
       for (const [dc, state] of this.#dcs) {
         if (state.bit < 0 || this.#o.keysTaken(dc) !== "acks" || (m.ackedBy & (1 << state.bit)) !== 0)
           continue;
-        if (state.downSince !== undefined || now - m.at >= this.#o.ackWaitMs) {
+        if (state.downSince !== undefined || now - m.at >= this.#ackWait.firstMs) {
           lost += m.keys;
           break;
         }
@@ -262,8 +268,7 @@ export class HeldKeys {
     }
     this.#held.clear();
     this.#keys = 0;
-    this.#inFlight = [];
-    this.#inFlightHead = 0;
+    this.#inFlight.clear();
     this.#inFlightKeys = 0;
     return lost;
   }
@@ -277,6 +282,15 @@ export class HeldKeys {
     return state;
   }
 
+  /** Whether some DC is held for by time: it takes keys and does not acknowledge them (or is past the bits). */
+  #anyByTime(): boolean {
+    for (const [dc, state] of this.#dcs) {
+      const taken = this.#o.keysTaken(dc);
+      if (taken !== "off" && (taken !== "acks" || state.bit < 0)) return true;
+    }
+    return false;
+  }
+
   /** The bits of the DCs that are up and acknowledge. */
   #waitingMask(): number {
     let mask = 0;
@@ -287,49 +301,23 @@ export class HeldKeys {
   }
 
   /**
-   * Doubling from the first wait, without the jitter of the runtime's `fullJitterMs`: its waits start
-   * at 0, and a resend sooner than an acknowledgement's round trip only sends a copy.
+   * Lets go of the messages in flight acknowledged by every DC that acknowledges and is up (`waiting`),
+   * let go, or past their wait.
    */
-  #waitMs(m: Held): number {
-    return Math.min(MAX_BACKOFF * this.#o.ackWaitMs, this.#firstWaitMs() * 2 ** (m.tries - 1));
-  }
-
-  /**
-   * `ackWaitMs`, or longer while acknowledgements take longer: the smoothed time they took and four
-   * times its deviation, as TCP times its retransmissions (RFC 6298), up to MAX_BACKOFF times
-   * `ackWaitMs`. A receiving node's import queue holds acknowledgements up under load.
-   */
-  #firstWaitMs(): number {
-    const { ackWaitMs } = this.#o;
-    if (this.#ackMs === undefined) return ackWaitMs;
-    return Math.min(MAX_BACKOFF * ackWaitMs, Math.max(ackWaitMs, this.#ackMs + 4 * this.#ackDevMs));
-  }
-
-  #ackTook(ms: number): void {
-    if (this.#ackMs === undefined) {
-      this.#ackMs = ms;
-      this.#ackDevMs = ms / 2;
-      return;
-    }
-    this.#ackDevMs += (Math.abs(this.#ackMs - ms) - this.#ackDevMs) / 4;
-    this.#ackMs += (ms - this.#ackMs) / 8;
-  }
-
-  /** Lets the head of the messages in flight go while they are acknowledged, sent since, gone or past their wait. */
   #settleInFlight(now: number, waiting: number): void {
-    const list = this.#inFlight;
-    while (this.#inFlightHead < list.length) {
-      const e = list[this.#inFlightHead]!;
-      const m = this.#held.get(e.seq);
-      const waits = m !== undefined && m.sentAt === e.sentAt && (m.ackedBy & waiting) !== waiting;
-      if (waits && now < e.until) break;
-      this.#inFlightKeys -= e.keys;
-      this.#inFlightHead++;
+    for (const [seq, e] of this.#inFlight) {
+      const m = this.#held.get(seq);
+      if (m !== undefined && (m.ackedBy & waiting) !== waiting && now < e.until) continue;
+      this.#landed(seq);
     }
-    if (this.#inFlightHead > 1024 && this.#inFlightHead * 2 > list.length) {
-      this.#inFlight = list.slice(this.#inFlightHead);
-      this.#inFlightHead = 0;
-    }
+  }
+
+  /** Message `seq` is no longer in flight. */
+  #landed(seq: number): void {
+    const e = this.#inFlight.get(seq);
+    if (e === undefined) return;
+    this.#inFlight.delete(seq);
+    this.#inFlightKeys -= e.keys;
   }
 
   /**
@@ -341,22 +329,33 @@ export class HeldKeys {
     let keys = 0;
     const waiting = this.#waitingMask();
     this.#settleInFlight(now, waiting);
+    let deferred = false;
+    // Only DCs held for by time can be owed what every DC that acknowledges has: with none, a full
+    // window ends the look.
+    const byTime = this.#anyByTime();
     for (const m of this.#held.values()) {
       if (keys >= RESEND_BUDGET_KEYS) return picked;
       if (!again(m)) continue;
       // One a DC will acknowledge waits while the window is full; to DCs that do not, the budget paces.
       const acknowledged = (m.ackedBy & waiting) === waiting;
-      if (!acknowledged && this.#inFlightKeys >= RESEND_WINDOW_KEYS) return picked;
+      if (!acknowledged && this.#inFlightKeys >= RESEND_WINDOW_KEYS) {
+        deferred = true;
+        if (byTime) continue;
+        break;
+      }
       m.sentAt = now;
       m.tries++;
       m.owedTo = 0;
       picked.push(m);
       keys += m.keys;
+      // Sent again while in flight (past its wait, or owed once more): counted once, from now.
+      this.#landed(m.seq);
       if (acknowledged) continue;
-      this.#inFlight.push({ seq: m.seq, sentAt: now, keys: m.keys, until: now + this.#waitMs(m) });
+      this.#inFlight.set(m.seq, { keys: m.keys, until: now + this.#ackWait.afterTries(m.tries) });
       this.#inFlightKeys += m.keys;
     }
-    this.#owes = false;
+    // What waits for room is looked for again at the next call, owed or not.
+    this.#owes = deferred;
     return picked;
   }
 

@@ -138,24 +138,36 @@ export class KeyReplication {
     if (!this.sending) return;
     const { dc, node, metrics } = this.#o;
     const tally = new KeyTally();
-    for (const [partition, keys] of byPartition) {
-      for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
-        const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
-        const seq = ++this.#seq;
-        const msg: AppliedKeys = { type: "keys", dc, partition, keys: chunk, node, epoch: this.#epoch, seq };
-        const sent: SentKeys = {
-          subject: partitionKeysSubject(dc, partition),
-          data: encodeMessage(msg),
-          keys: chunk.length,
-        };
-        if (this.#publish(sent, tally)) {
-          tally.sent += chunk.length;
-          tally.lost += this.#held.add(sent, seq);
+    try {
+      for (const [partition, keys] of byPartition) {
+        for (let from = 0; from < keys.length; from += MAX_APPLIED_KEYS) {
+          const chunk = keys.slice(from, from + MAX_APPLIED_KEYS);
+          const seq = ++this.#seq;
+          const msg: AppliedKeys = {
+            type: "keys",
+            dc,
+            partition,
+            keys: chunk,
+            node,
+            epoch: this.#epoch,
+            seq,
+          };
+          const sent: SentKeys = {
+            subject: partitionKeysSubject(dc, partition),
+            data: encodeMessage(msg),
+            keys: chunk.length,
+          };
+          if (this.#publish(sent, tally)) {
+            tally.sent += chunk.length;
+            tally.lost += this.#held.add(sent, seq);
+          }
         }
       }
+    } finally {
+      // What went before a failure is counted all the same.
+      tally.count(metrics, "sent");
+      metrics.keysHeld.set(this.#held.keys);
     }
-    tally.count(metrics, "sent");
-    metrics.keysHeld.set(this.#held.keys);
   }
 
   /**

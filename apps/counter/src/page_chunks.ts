@@ -79,7 +79,7 @@ export function countsOf(records: ReadonlyMap<string, PageRecord>): Array<[strin
       continue;
     }
     const kept: PageRecord = {};
-    for (const counter of counts) setCounter(kept, counter, record[counter]!);
+    for (const counter of counts) setOwn(kept, counter, record[counter]!);
     out.push([page, kept]);
   }
   return out;
@@ -91,17 +91,13 @@ export function hasCounts(record: PageRecord): boolean {
   return false;
 }
 
-/** `record[counter] = entries` as an own property, so a counter named "__proto__" stays a counter. */
-function setCounter(record: PageRecord, counter: string, entries: PageRecord[string]): void {
-  if (counter === "__proto__")
-    Object.defineProperty(record, counter, {
-      value: entries,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  else record[counter] = entries;
+/** `target[key] = value` as an own property, so a counter or DC named "__proto__" stays one. */
+function setOwn<T>(target: Record<string, T>, key: string, value: T): void {
+  if (key === "__proto__")
+    Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  else target[key] = value;
 }
+
 function entryCount(record: PageRecord): number {
   let n = 0;
   for (const entries of Object.values(record)) n += Object.keys(entries).length;
@@ -109,18 +105,6 @@ function entryCount(record: PageRecord): number {
 }
 
 function addEntry(record: PageRecord, counter: string, dc: string, entry: Entry): void {
-  // Own properties, so a counter named "__proto__" stays a counter.
-  if (!Object.hasOwn(record, counter))
-    Object.defineProperty(record, counter, {
-      value: {},
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  Object.defineProperty(record[counter], dc, {
-    value: entry,
-    enumerable: true,
-    writable: true,
-    configurable: true,
-  });
+  if (!Object.hasOwn(record, counter)) setOwn(record, counter, {});
+  setOwn(record[counter]!, dc, entry);
 }

@@ -42,7 +42,7 @@ export async function mergeReceivedPages(
 /**
  * Gives pages' entries to their actors in memory (PageActor.mergeDurable); pages not in memory load
  * them. An active actor merges at once, in this turn: a heal hands over hundreds of pages a
- * message, and a promise and a copy of each page's record added a fifth to their merge
+ * message, and a promise and a copy of each page's record were about a seventh of their merge
  * (docs/benchmarks.md, "Heal merges without a promise per page"). Only actors still loading are
  * waited for.
  */
@@ -70,6 +70,7 @@ async function mergeResident(
       continue;
     }
     try {
+      // Active: it runs the work now, never with a failure.
       actor.run(() => actor.mergeDurable(record, store));
     } catch (err) {
       // Every other page is still merged, as when each ran on its own.

@@ -268,6 +268,52 @@ describe("counter - keys sent again, paced by their acknowledgements", () => {
     expect(subjects(held.due()), "all acknowledged but the last two, owed still").toEqual(["m10", "m11"]);
   });
 
+  test("counter - an acknowledgement anywhere in the window makes room at once; what a DC asks for again is no longer waited for", async () => {
+    const { held, add } = setUp({ maxKeys: 20 * RESEND_BUDGET_KEYS, peers: ["dc2"] });
+    held.missedBy("dc2");
+    for (let i = 0; i < 12; i++) add(`m${i}`, RESEND_BUDGET_KEYS / 2);
+    held.down("dc2");
+    held.missedBy("dc2");
+    for (let call = 0; call < 3; call++) held.due();
+    expect(held.due(), "the window is full: m0 to m7 wait").toEqual([]);
+    // dc2's nodes acknowledge in any order: the middle of the window comes back first.
+    held.acked("dc2", [5, 6]);
+    expect(subjects(held.due())).toEqual(["m8", "m9"]);
+    expect(held.due()).toEqual([]);
+    // dc2 asks (the other way of the link healed later): all it lacks goes again, the window or not.
+    expect(subjects(held.missedBy("dc2", false))).toEqual(["m0", "m1"]);
+  });
+
+  test("counter - a DC held for by time gets what it is owed while the window waits for another", async () => {
+    const { held, taken, add } = setUp({ maxKeys: 20 * RESEND_BUDGET_KEYS, peers: ["dc2"] });
+    taken.set("old", "unknown");
+    held.missedBy("dc2");
+    held.missedBy("old");
+    for (let i = 0; i < 12; i++) add(`m${i}`, RESEND_BUDGET_KEYS / 2);
+    held.acked("dc2", [9, 10, 11, 12]);
+    held.down("dc2");
+    held.missedBy("dc2");
+    for (let call = 0; call < 3; call++) held.due();
+    expect(held.due(), "m0 to m7 wait for dc2").toEqual([]);
+    // old is owed everything: what dc2 has goes to it now; what dc2 lacks waits for room.
+    expect(subjects(held.missedBy("old"))).toEqual(["m8", "m9"]);
+    expect(subjects(held.due())).toEqual(["m10", "m11"]);
+  });
+
+  test("counter - an acknowledgement of a message sent again says nothing of how long they take", async () => {
+    const { clock, held, add } = setUp({ peers: ["dc2"] });
+    held.missedBy("dc2");
+    add("a");
+    await clock.advance(ACK_WAIT_MS);
+    expect(subjects(held.due())).toEqual(["a"]);
+    // Which of the two it acknowledges is not known (Karn's rule): no measure of the wait.
+    await clock.advance(10 * ACK_WAIT_MS);
+    held.acked("dc2", [1]);
+    add("b");
+    await clock.advance(ACK_WAIT_MS);
+    expect(subjects(held.due())).toEqual(["b"]);
+  });
+
   test("counter - while acknowledgements take longer than ackWaitMs, a message waits about as long before it goes again", async () => {
     const { clock, held, add } = setUp({ peers: ["dc2"] });
     held.missedBy("dc2");
