@@ -173,12 +173,12 @@ export async function largeHealBench(options = {}, log = console.error) {
     // some twice (comparisons that crossed, transfers compared again).
     const after = await movedNow();
     let keysSettledAt;
-    for (const until = performance.now() + o.timeoutMs; performance.now() < until; await sleep(100)) {
-      const held = await Promise.all(DCS.map((dc) => centers.counterMetric(dc, KEYS_HELD)));
-      if (held.every((n) => n === 0)) {
-        keysSettledAt = performance.now();
-        break;
-      }
+    try {
+      const held = () => Promise.all(DCS.map((dc) => centers.counterMetric(dc, KEYS_HELD)));
+      await waitFor("keys held settled", async () => (await held()).every((n) => n === 0), o.timeoutMs, 100);
+      keysSettledAt = performance.now();
+    } catch {
+      // Still held when the wait ended: printed as null.
     }
     const afterKeys = await movedNow();
     const since = (metrics, dc, at) =>
