@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { expect } from "vitest";
 import { describeWithBinary } from "../support/binaries.js";
-import { CHROMIUM_PATH, launchChromium } from "../support/chromium.js";
+import { BROWSER_TEST_MS, CHROMIUM_PATH, launchChromium } from "../support/chromium.js";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { eventually } from "../support/eventually.js";
 import { natsServerAvailable } from "../support/nats_server.js";
@@ -29,6 +29,7 @@ export function describeWithConsole(name: string, fn: () => void): void {
     "chromium, nats-server and redis-server are required",
     name,
     fn,
+    { timeout: BROWSER_TEST_MS },
   );
 }
 

@@ -32,9 +32,15 @@ export function underCi(): boolean {
  * `describe` for suites that need a binary. Without it the suite is skipped loudly, and under CI it
  * fails instead, so a misconfigured pipeline cannot pass by skipping.
  */
-export function describeWithBinary(available: boolean, missing: string, name: string, fn: () => void): void {
+export function describeWithBinary(
+  available: boolean,
+  missing: string,
+  name: string,
+  fn: () => void,
+  options: { readonly timeout?: number } = {},
+): void {
   if (available) {
-    describe(name, fn);
+    describe(name, options, fn);
     return;
   }
   const message = `${missing}: "${name}"`;

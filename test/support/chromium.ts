@@ -18,12 +18,20 @@ export const CHROMIUM_ARGS = [
  * `describe` for suites that drive Chromium: skipped loudly on a developer machine without it, and
  * failed under CI (describeWithBinary).
  */
+/**
+ * How long one browser test may take. npm test runs these at nice 19 beside the timed clusters: a
+ * slow host starved Chromium and the servers it drives past the suite's 30 s (a test that takes 8 s
+ * alone), so they get twice that.
+ */
+export const BROWSER_TEST_MS = 60_000;
+
 export function describeWithChromium(name: string, fn: () => void): void {
   describeWithBinary(
     existsSync(CHROMIUM_PATH),
     `${CHROMIUM_PATH} is missing (apt-get install -y chromium)`,
     name,
     fn,
+    { timeout: BROWSER_TEST_MS },
   );
 }
 

@@ -40,15 +40,16 @@ describe("gateway - frame rate per page", () => {
       await sleep(25);
     }
     for (const w of watchers)
-      await eventually(() => expect(w.lastCount(page)?.counters.likes).toBe(likes), { timeoutMs: 3_000 });
+      await eventually(() => expect(w.lastCount(page)?.counters.likes).toBe(likes), { timeoutMs: 10_000 });
     const ts = watchers[0]!
       .counts(page)
       .slice(from)
       .map((f) => f.ts);
     const gaps = ts.slice(1).map((t, i) => t - ts[i]!);
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(SPACING_MS);
-    // 1.6 s of changes in frames 500 ms apart: four or five frames, not thirty.
-    expect(ts.length).toBeGreaterThanOrEqual(3);
+    // 1.6 s of changes in frames 500 ms apart: four or five frames, not thirty; two at least, a gap
+    // to measure (a stall of a loaded machine merges some: two on a CI host at nice 19).
+    expect(ts.length).toBeGreaterThanOrEqual(2);
     expect(ts.length).toBeLessThanOrEqual(6);
     expect(await platform.metricsText()).toMatch(/^livecount_gateway_page_frames_spaced_total [1-9]\d*$/m);
   });
