@@ -16,14 +16,14 @@ export const PUBLISHER_KEY = "test-key";
 export const PRIVATE_PREFIX = "private-";
 export const JOIN_SECRET = "widget-test-join-secret-0123456789";
 /**
- * Shorter than the default (3 s), so a closed browser stops counting quickly. Longer than the
- * widget's first reconnect delay (full jitter under BACKOFF_BASE_MS, 500 ms) with room for the
- * handshake on a loaded machine: the reconnect test checks that a viewer who comes back within the
- * grace window never dips. At 500 ms it dipped whenever the delay drew near 500.
+ * Longer than the widget's first reconnect delay (full jitter under BACKOFF_BASE_MS, 500 ms) with
+ * room for the handshake on a loaded machine: the reconnect test checks that a viewer who comes back
+ * within the grace window never dips. At 500 ms it dipped whenever the delay drew near 500; npm test
+ * runs Chromium at nice 19 beside the timed clusters, where a stall can last a second or two.
  */
-const GRACE_MS = 2_000;
+const GRACE_MS = 4_000;
 /** How long a visible change may take: grace + coalescing + a loaded machine. Polled, not slept. */
-export const SETTLE_MS = 10_000;
+export const SETTLE_MS = 15_000;
 
 declare global {
   interface Window {

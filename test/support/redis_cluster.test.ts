@@ -24,7 +24,7 @@ describeWithRedisCluster("support - redis cluster", () => {
       const keys = Array.from({ length: KEYS }, (_, i) => `key-${i}`);
       await Promise.all(keys.map((key) => client.set(key, `value of ${key}`)));
       // Replication is asynchronous: each master waits for its replica to acknowledge the writes.
-      const acks = await Promise.all(client.nodes("master").map((node) => node.call("WAIT", "1", "1000")));
+      const acks = await Promise.all(client.nodes("master").map((node) => node.call("WAIT", "1", "10000")));
       expect(acks).toEqual([1, 1, 1]);
 
       const counts = await redis.keyCounts();

@@ -70,7 +70,7 @@ describe("gateway - one socket is at most one viewer", () => {
         socket.join(page, `edge-b-${i}`);
         await sleep(1500);
         expect(Math.max(...watcher.viewerHistory(page)), `rejoined ${offset} ms after the grace`).toBe(1);
-        expect((await platform.counter(page)).viewers).toBe(1);
+        await platform.waitForViewers(page, 1);
       }),
     );
   });
@@ -108,7 +108,8 @@ describe("gateway - one socket is at most one viewer", () => {
     before.join(page, "reloader");
     await watcher.waitForViewers(page, 1);
     await before.close();
-    await sleep(GRACE_MS / 3);
+    // A reload's gap, well inside the grace even when a loaded host stalls the new socket's join.
+    await sleep(300);
     const after = await platform.connect();
     after.join(page, "reloader");
     await after.ping();

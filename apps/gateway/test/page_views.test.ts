@@ -151,18 +151,20 @@ describe("gateway - page views", () => {
   });
 
   test("views - a partition whose owner is slow to answer holds up no other partition's pages", async () => {
+    // Partition 0 waits until the test lets it go, as a partition the owner is still taking over
+    // waits for its lease.
+    let letGo = (): void => {};
+    const held = new Promise<void>((ok) => (letGo = ok));
     const { views, frames } = setUp(async (r) => {
       if (r.type !== "snapshots") return { type: "error", code: "internal", message: "unexpected" };
-      // Partition 0 waits, as a partition the owner is still taking over waits for its lease.
-      if (r.pages.some((page) => partitionOf(page, 8) === 0)) await new Promise((ok) => setTimeout(ok, 600));
+      if (r.pages.some((page) => partitionOf(page, 8) === 0)) await held;
       return { type: "page_states", replies: r.pages.map(stateOf) };
     });
     const [slow, quick] = [pagesIn(0, 3), pagesIn(1, 3)];
-    const started = Date.now();
     for (const page of [...slow, ...quick]) views.watch(page);
     await framesOf(frames, quick);
-    expect(Date.now() - started).toBeLessThan(400);
     expect(slow.filter((page) => frames.has(page))).toEqual([]);
+    letGo();
     await framesOf(frames, slow);
   });
 
@@ -349,6 +351,7 @@ describe("gateway - page views", () => {
       }
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
+    const changedMs = Date.now() - started;
     await eventually(
       () =>
         expect([frames.get(hot)?.counters.likes, frames.get(quiet)?.counters.likes]).toEqual([likes, likes]),
@@ -361,10 +364,11 @@ describe("gateway - page views", () => {
       sent.filter((s) => s.frame.page === page && s.frame.counters.likes! > 1_000).map((s) => s.ts);
     const gaps = (ts: number[]): number[] => ts.slice(1).map((t, i) => t - ts[i]!);
     const [hotTimes, quietTimes] = [timesOf(hot), timesOf(quiet)];
-    // 1 s of changes: about five frames of the hot page, each at least 200 ms after the one before.
+    // 1 s of changes: about five frames of the hot page, each at least 200 ms after the one before
+    // (fewer when a loaded host stalls the loop: two at least, a gap to measure).
     expect(Math.min(...gaps(hotTimes))).toBeGreaterThanOrEqual(200);
-    expect(hotTimes.length).toBeGreaterThanOrEqual(4);
-    expect(hotTimes.length).toBeLessThanOrEqual(7);
+    expect(hotTimes.length).toBeGreaterThanOrEqual(2);
+    expect(hotTimes.length).toBeLessThanOrEqual(Math.floor(changedMs / 200) + 2);
     // The quiet page went out for most of its changes (each at least 10 ms apart, its window 5 ms).
     expect(quietTimes.length).toBeGreaterThanOrEqual(rounds / 2);
     expect(spaced()).toBeGreaterThan(0);

@@ -6,10 +6,11 @@ import type { TestClient } from "../../../test/support/ws_client.js";
 const TABS = 50;
 /**
  * How late past the grace a drop may arrive: the owner's sweep (a quarter of the grace, 50 to
- * 250 ms), a coalesce window (20 ms here) and scheduling on a loaded 2-core machine. Small against
- * the default grace (3000 ms), so a grace that ignores LIVECOUNT_GRACE_MS cannot pass.
+ * 250 ms), a coalesce window (20 ms here) and stalls of a loaded 2-core machine (this file runs at
+ * nice 19 in npm test). With the 300 ms grace, still short of the default grace (3000 ms), so a
+ * grace that ignores LIVECOUNT_GRACE_MS cannot pass.
  */
-const GRACE_SLACK_MS = 600;
+const GRACE_SLACK_MS = 2000;
 
 /** Asserts that `arrivedAt - closedAt` is the grace: not shorter, and not longer than the slack. */
 function expectGrace(closedAt: number, arrivedAt: number, graceMs: number): void {
@@ -100,8 +101,8 @@ describe("gateway - presence counting", () => {
 });
 
 describe("gateway - reload within the grace window", () => {
-  /** The default: a reload on a loaded host (this file runs at nice 19 in npm test) fits in it. */
-  const GRACE_MS = 3000;
+  /** A reload on a loaded host (this file runs at nice 19 in npm test) fits in it. */
+  const GRACE_MS = 2000;
   /** A reload: the page is gone this long before the new one connects; far longer than a coalescing window. */
   const RELOAD_GAP_MS = 300;
   const VIEWERS = ["ann", "ben", "cid"];

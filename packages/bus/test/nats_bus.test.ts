@@ -121,7 +121,7 @@ describeWithNats("NatsBus", () => {
     await waitFor("the outage to be noticed", () => pub.status === "reconnecting");
     const refusedAt = Date.now();
     await expect(pub.request("svc.echo", bytes("y"), { timeoutMs })).rejects.toThrow(BusDisconnectedError);
-    expect(Date.now() - refusedAt, "refused at once, ms").toBeLessThan(1000);
+    expect(Date.now() - refusedAt, "refused at once, not at its timeout, ms").toBeLessThan(timeoutMs / 2);
     expect(refusedAt - sentAt, "the in-flight request failed long before its timeout, ms").toBeLessThan(
       timeoutMs / 2,
     );

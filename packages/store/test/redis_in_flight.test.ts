@@ -46,7 +46,7 @@ describeWithRedis("redis store - calls in flight", () => {
       expect(await settled).toBe("rejected");
       // At the drop, not at the call's timeout (5 s): its caller answers at once, and what waits
       // behind it (the next flush) goes on.
-      expect(performance.now() - droppedAt).toBeLessThan(1_000);
+      expect(performance.now() - droppedAt).toBeLessThan(4_000);
       // Reconnected: the key was never recorded, so the retry applies (once).
       let retry: Awaited<typeof inFlight> | undefined;
       const deadline = Date.now() + 10_000;
