@@ -96,14 +96,15 @@ describe("sdk - subscribe over event streams", () => {
   test("sse - a stream on which nothing arrives, not even a heartbeat, for reconnect.idleMs is opened again", async () => {
     const p = await fx.proxy();
     const { client: c } = fx.client(p.url, {
-      reconnect: { baseMs: 20, maxMs: RECONNECT_MAX_MS, idleMs: 3 * HEARTBEAT_S * 1000 },
+      // Six heartbeats: the second stream's must not look idle when a loaded host stalls one.
+      reconnect: { baseMs: 20, maxMs: RECONNECT_MAX_MS, idleMs: 6 * HEARTBEAT_S * 1000 },
     });
     const page = uniquePage("sse-silent");
     // The first stream's answer never comes back: only the idle timer can save it.
     p.stallNext(1);
     const r = recorder();
     c.subscribe(page, r.listener);
-    await eventually(() => expect(r.last()).toMatchObject({ page, viewers: 0 }), { timeoutMs: 10_000 });
+    await eventually(() => expect(r.last()).toMatchObject({ page, viewers: 0 }), { timeoutMs: 15_000 });
     expect(streamsOf(p, page)).toBe(2);
   });
 
