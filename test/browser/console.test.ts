@@ -18,6 +18,7 @@ import {
   SETTLE_MS,
   TABLE_FOLLOWS_MS,
   describeWithConsole,
+  listing,
   signIn,
   tabTo,
   tableValue,
@@ -335,7 +336,7 @@ describeWithConsole("console in Chromium against two counter nodes", () => {
   test("console - at 375 px wide every view fits the screen (tables scroll inside their box)", async () => {
     const tab = await scene.open(375, 740);
     await signIn(tab, CLUSTER_ADMIN_KEY);
-    await expect.poll(() => tab.locator("#page-list li").count(), { timeout: SETTLE_MS }).toBeGreaterThan(0);
+    await expect.poll(() => listing(tab), { timeout: SETTLE_MS }).toBe("listed");
     const fits = (): Promise<boolean> =>
       tab.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
     expect(await fits()).toBe(true);

@@ -33,6 +33,17 @@ export function describeWithConsole(name: string, fn: () => void): void {
   );
 }
 
+/**
+ * Leases of a few seconds, not the suite's 1.5 to 2 (test/support/cluster.ts): these tests run at
+ * nice 19 beside the timed clusters, where a stalled counter node lost its partitions with the short
+ * ones and the console's reads waited on them. Nothing here is timed by a lease.
+ */
+const SCENE_LEASES = {
+  LIVECOUNT_NODE_LEASE_MS: "4000",
+  LIVECOUNT_PARTITION_LEASE_MS: "5000",
+  LIVECOUNT_GATEWAY_LEASE_MS: "5000",
+};
+
 /** The cluster, its pages and viewer, and the browser an operator opens the console in. */
 export class ConsoleScene {
   readonly pageErrors: string[] = [];
@@ -46,7 +57,7 @@ export class ConsoleScene {
 
   static async start(): Promise<ConsoleScene> {
     mkdirSync(SCREENSHOTS, { recursive: true });
-    const scene = new ConsoleScene(await TestCluster.start({ counters: 2, gateways: 1 }));
+    const scene = new ConsoleScene(await TestCluster.start({ counters: 2, gateways: 1, env: SCENE_LEASES }));
     try {
       await scene.populate();
       return scene;
@@ -147,6 +158,14 @@ export async function signIn(tab: Page, key: string): Promise<void> {
   await tab.getByLabel("Admin key").focus();
   await tab.keyboard.type(key);
   await tab.keyboard.press("Enter");
+}
+
+/** "listed" once the pages view lists a page, else what the view says instead (a failed poll shows it). */
+export async function listing(tab: Page): Promise<string> {
+  if ((await tab.locator("#page-list li").count()) > 0) return "listed";
+  const status = await tab.locator("#pages-status").textContent();
+  const signInError = await tab.locator("#sign-in-error").textContent();
+  return `nothing listed; the pages view says "${status}", the sign-in "${signInError}"`;
 }
 
 /** Tabs forward until the focused element has `name`, and returns how many presses it took. */
