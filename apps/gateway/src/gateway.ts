@@ -177,7 +177,7 @@ export class Gateway {
       onBeat: () => this.#metrics.localViewers.set(this.#presence.size),
       stats: () => ({ sockets: this.#router.openSockets, viewers: this.#presence.size }),
     });
-    this.#app = createApp(config.tls);
+    this.#app = createApp(config);
     const sink: FrameSink = { publish: (ts, frames) => this.#delivery.publish(ts, frames) };
     this.#views = new PageViews({
       dc: config.dc,

@@ -69,6 +69,14 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   readonly wireFrameBytes: number;
   /** Largest HTTP request body accepted. 64 KiB. */
   readonly maxBodyBytes: number;
+  /**
+   * LIVECOUNT_MAX_HEADER_BYTES: the most bytes a request line and its headers may take, up to the
+   * blank line that ends them, WebSocket upgrades included; a longer head is answered 431 and its
+   * connection closed. Default 8 KiB: a browser sends the cookies of the gateway's domain with every
+   * upgrade and read, and a site's cookies pass the 4 KiB uWS takes by itself; 8 KiB is what nginx
+   * takes in one header line by default. Read once per process, when uWS loads (uws.ts).
+   */
+  readonly maxHeaderBytes: number;
   /** Derived: this process's incarnation id; a restart is a new contributor of presence. */
   readonly incarnation: string;
 }
@@ -79,6 +87,16 @@ export const MAX_BODY_BYTES = 64 * 1024;
 const MIN_IDLE_TIMEOUT_S = 8;
 /** Past this many accept queues the handshakes wait on the event loop, not on queue depth. */
 const MAX_LISTEN_SOCKETS = 64;
+
+/**
+ * LIVECOUNT_MAX_HEADER_BYTES (GatewayConfig.maxHeaderBytes). At least 4 KiB, uWS's own, in which a
+ * join token (up to 2048 characters) fits in `Authorization` or `?token=` beside a browser's other
+ * headers, as protocol v1 says; at most 64 KiB, since a connection whose head arrives in pieces
+ * holds that much until it ends or times out.
+ */
+export function readMaxHeaderBytes(env: Env): number {
+  return readInt(env, "LIVECOUNT_MAX_HEADER_BYTES", 8 * 1024, { min: 4 * 1024, max: 64 * 1024 });
+}
 
 export function readGatewayConfig(env: Env): GatewayConfig {
   const cluster = readClusterConfig(env);
@@ -108,6 +126,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     maxFrameBytes: MAX_FRAME_BYTES,
     wireFrameBytes: WIRE_FRAME_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,
+    maxHeaderBytes: readMaxHeaderBytes(env),
     incarnation: `${cluster.nodeId}-${randomUUID().slice(0, 8)}`,
   };
 }

@@ -1,5 +1,6 @@
 import { createServer } from "node:net";
-import * as uWS from "uWebSockets.js";
+import type { TemplatedApp, us_listen_socket } from "uWebSockets.js";
+import { uWS } from "./uws.js";
 
 /**
  * The listen sockets of one app, all on one port. uWS listens with a fixed backlog of 512 (not
@@ -19,13 +20,13 @@ import * as uWS from "uWebSockets.js";
  * listens there, and the gateway refuses to start rather than share its port.
  */
 export class ListenSockets {
-  readonly #sockets: uWS.us_listen_socket[] = [];
+  readonly #sockets: us_listen_socket[] = [];
 
   /**
    * Listens `count` times on `host`:`port`; resolves with the port (the picked one for 0). Rejects,
    * with every socket closed again, when any listen fails.
    */
-  async open(app: uWS.TemplatedApp, host: string, port: number, count: number): Promise<number> {
+  async open(app: TemplatedApp, host: string, port: number, count: number): Promise<number> {
     const times = port === 0 ? 1 : count;
     if (port !== 0) await ensureFree(host, port);
     for (let i = 0; i < times; i++) {
@@ -50,11 +51,7 @@ export class ListenSockets {
   }
 }
 
-function listenOnce(
-  app: uWS.TemplatedApp,
-  host: string,
-  port: number,
-): Promise<uWS.us_listen_socket | false> {
+function listenOnce(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket | false> {
   return new Promise((resolve) => app.listen(host, port, resolve));
 }
 

@@ -1,9 +1,20 @@
 import { ConfigError } from "@livecount/runtime";
-import * as uWS from "uWebSockets.js";
+import type { TemplatedApp } from "uWebSockets.js";
 import type { GatewayConfig } from "./gateway_config.js";
+import { UWS_HEADER_BYTES, uWS } from "./uws.js";
 
-/** uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. */
-export function createApp(tls: GatewayConfig["tls"]): uWS.TemplatedApp {
+/**
+ * uWS's app: https/wss with LIVECOUNT_TLS_CERT_FILE / LIVECOUNT_TLS_KEY_FILE, plain otherwise. Its
+ * request heads are bounded by what uWS took when it loaded (uws.ts): a gateway made in the same
+ * process with another LIVECOUNT_MAX_HEADER_BYTES would silently not have it, so it does not start.
+ */
+export function createApp(config: Pick<GatewayConfig, "tls" | "maxHeaderBytes">): TemplatedApp {
+  if (config.maxHeaderBytes !== UWS_HEADER_BYTES) {
+    throw new ConfigError(
+      `LIVECOUNT_MAX_HEADER_BYTES is ${config.maxHeaderBytes} for this gateway, but this process loaded uWebSockets.js with ${UWS_HEADER_BYTES}: set it in the process's environment before it starts`,
+    );
+  }
+  const { tls } = config;
   if (tls === undefined) return uWS.App();
   try {
     return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });

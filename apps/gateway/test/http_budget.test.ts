@@ -31,6 +31,25 @@ function request(path: string, headers = ""): string {
   return `GET ${path} HTTP/1.1\r\nHost: t\r\n${headers}\r\n`;
 }
 
+/** LIVECOUNT_MAX_HEADER_BYTES' default: a request line and headers, with the blank line that ends them. */
+const DEFAULT_HEADER_BYTES = 8192;
+
+/** A read up to its padding header's value. */
+const PADDED_GET = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Padding: ";
+
+/** A WebSocket upgrade up to its Cookie header's value, as a browser sends the cookies of the gateway's domain. */
+const UPGRADE =
+  "GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: ";
+
+/**
+ * A request head of exactly `bytes`: `start` (ending in a header's name) padded in that header's
+ * value, then the line's end and the blank line.
+ */
+function headOf(bytes: number, start: string): string {
+  return `${start}${"a".repeat(bytes - start.length - 4)}\r\n\r\n`;
+}
+
 /** Status codes of the responses in `text`, in order. */
 function statuses(text: string): number[] {
   return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
@@ -108,10 +127,25 @@ describe("gateway - HTTP requests per client address", () => {
     expect(statuses(conn.received())).toEqual(Array<number>(BURST).fill(200));
   });
 
-  test("protocol - request headers past 4 KiB get the HTTP layer's 431 and a closed connection", async () => {
-    const conn = await open(platform.app.port, "127.0.0.6");
-    conn.socket.write(request("/healthz", `X-Padding: ${"a".repeat(5000)}\r\n`));
-    await conn.closed;
-    expect(statuses(conn.received())).toEqual([431]);
+  test("LIVECOUNT_MAX_HEADER_BYTES - a request head of exactly 8 KiB (the default) is served; one byte more gets the HTTP layer's 431 and a closed connection", async () => {
+    const atLimit = await open(platform.app.port, "127.0.0.6");
+    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, PADDED_GET));
+    await expect.poll(() => statuses(atLimit.received())).toEqual([200]);
+    atLimit.socket.destroy();
+    const past = await open(platform.app.port, "127.0.0.6");
+    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, PADDED_GET));
+    await past.closed;
+    expect(statuses(past.received())).toEqual([431]);
+  });
+
+  test("LIVECOUNT_MAX_HEADER_BYTES - a WebSocket upgrade whose cookies bring its head to exactly 8 KiB is upgraded; one byte more gets 431", async () => {
+    const atLimit = await open(platform.app.port, "127.0.0.7");
+    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, UPGRADE));
+    await expect.poll(() => statuses(atLimit.received())).toEqual([101]);
+    atLimit.socket.destroy();
+    const past = await open(platform.app.port, "127.0.0.7");
+    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, UPGRADE));
+    await past.closed;
+    expect(statuses(past.received())).toEqual([431]);
   });
 });

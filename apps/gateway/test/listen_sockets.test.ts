@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
-import * as uWS from "uWebSockets.js";
+import type { TemplatedApp } from "uWebSockets.js";
+import { uWS } from "../src/uws.js";
 import { readGatewayConfig } from "../src/gateway_config.js";
 import { ListenSockets } from "../src/listen_sockets.js";
 import { freePort } from "../../../test/support/ports.js";
@@ -20,7 +21,7 @@ function listening(port: number): number {
     .filter((f) => f[1] === local && f[3] === TCP_LISTEN).length;
 }
 
-function app(): uWS.TemplatedApp {
+function app(): TemplatedApp {
   return uWS.App().get("/*", (res) => {
     res.end("ok");
   });

@@ -50,6 +50,16 @@ describe("processes - a bad setting stops the start and names its variable", () 
     },
   );
 
+  // Read before the gateway's modules load uWebSockets.js (uws.ts), and again, strictly, by its config.
+  test.each([["apps/standalone/dist/main.js"], ["apps/gateway/dist/main.js"]])(
+    "%s with LIVECOUNT_MAX_HEADER_BYTES under uWS's own 4 KiB exits 1 and says the least it takes",
+    async (entry) => {
+      const { code, lines } = await run(entry, { LIVECOUNT_MAX_HEADER_BYTES: "4095" });
+      expect(code).toBe(1);
+      expect(fatalMessage(lines)).toBe("LIVECOUNT_MAX_HEADER_BYTES must be >= 4096, got 4095");
+    },
+  );
+
   test("npm start with LIVECOUNT_DEMO=maybe exits 1 and says which values the switch takes", async () => {
     const bad = await run("apps/standalone/dist/main.js", { LIVECOUNT_DEMO: "maybe" });
     expect(bad.code).toBe(1);
