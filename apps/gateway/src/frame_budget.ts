@@ -25,6 +25,11 @@ export class FrameBudget {
     this.#from = this.#last = clock.now();
   }
 
+  /** Whether the bucket `fullAt` was full at the last `take` (`fullAt` counts tokens, as `take` does). */
+  wasFull(fullAt: BucketFullAt): boolean {
+    return fullAt <= ((this.#last - this.#from) / 1000) * this.#limits.ratePerS;
+  }
+
   /** Takes a frame's token from the bucket `fullAt`: its new value, or undefined when it is empty. */
   take(fullAt: BucketFullAt): BucketFullAt | undefined {
     const now = this.#clock.now();

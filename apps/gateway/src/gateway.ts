@@ -240,6 +240,7 @@ export class Gateway {
       addressPages,
       ratePerS: config.socketRatePerS,
       burst: config.socketBurst,
+      maxRefused: config.socketMaxRefused,
       leftViewerHoldMs: config.graceMs + SLOT_HOLD_SLACK_MS,
       maxFrameBytes: config.maxFrameBytes,
       privatePages,

@@ -36,6 +36,13 @@ export interface GatewayConfig extends ClusterConfig, EdgeConfig {
   /** LIVECOUNT_SOCKET_BURST: frames a socket may send at once. Default 100 (a page full of widgets). */
   readonly socketBurst: number;
   /**
+   * LIVECOUNT_SOCKET_MAX_REFUSED: frames refused for the rate limit, since the socket's budget was
+   * last full, that close it (1008). Default 100, a burst's worth: a widget sends a few frames a
+   * minute, so one that has a hundred refused without once letting its budget fill (the burst over
+   * the rate: 5 s at the defaults) is a script flooding, and each refusal still costs an answer.
+   */
+  readonly socketMaxRefused: number;
+  /**
    * LIVECOUNT_MAX_BACKPRESSURE_BYTES: a socket or event stream with more unsent bytes is closed as a
    * slow consumer. Default 65536.
    */
@@ -119,6 +126,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     maxPagesPerSocket: readInt(env, "LIVECOUNT_MAX_PAGES_PER_SOCKET", 64, { min: 1, max: 10000 }),
     socketRatePerS: readInt(env, "LIVECOUNT_SOCKET_RATE", 20, { min: 1 }),
     socketBurst: readInt(env, "LIVECOUNT_SOCKET_BURST", 100, { min: 1 }),
+    socketMaxRefused: readInt(env, "LIVECOUNT_SOCKET_MAX_REFUSED", 100, { min: 1 }),
     maxBackpressureBytes: readInt(env, "LIVECOUNT_MAX_BACKPRESSURE_BYTES", 65536, { min: 1024 }),
     sseHeartbeatS: readInt(env, "LIVECOUNT_SSE_HEARTBEAT_S", 15, { min: 1, max: 300 }),
     pageFrameRate: readInt(env, "LIVECOUNT_PAGE_FRAME_RATE", 20_000, { min: 1 }),

@@ -70,7 +70,11 @@ interface RareSocketState {
   queued: QueuedFrame[] | undefined;
   /** The socket is closed: a verification finishing late must not touch it. */
   closed: boolean;
-  /** Frames dropped for the rate limit; past a limit the socket is closed. */
+  /**
+   * Frames dropped for the rate limit since its budget was last full; at `maxRefused` the socket is
+   * closed. A socket that lets its budget fill starts again from none, so a long-lived one that
+   * passes its burst now and then is never closed for it.
+   */
   violations: number;
   /** A frame to it was dropped for backpressure (it does not read): it is being closed as a slow consumer. */
   slow: boolean;
@@ -104,6 +108,8 @@ export interface SocketRouterOptions {
   readonly addressPages: AddressPages;
   readonly ratePerS: number;
   readonly burst: number;
+  /** Frames refused for the rate limit, since the budget was last full, that close the socket. */
+  readonly maxRefused: number;
   /**
    * How long a viewer id a socket left stays remembered, to be ended at once if the socket joins the
    * page again as another id: the grace window (LIVECOUNT_GRACE_MS) plus the time the owner may
@@ -120,8 +126,6 @@ export interface SocketRouterOptions {
 const CLOSE_POLICY_VIOLATION = 1008;
 /** WebSocket close code for a message too big to process (RFC 6455). */
 const CLOSE_MESSAGE_TOO_BIG = 1009;
-/** A socket that keeps sending past its rate limit this many times is closed. */
-const MAX_RATE_VIOLATIONS = 100;
 
 /**
  * Why a socket closed, for `livecount_gateway_sockets_closed_total{reason}`: "normal" (1000, 1001),
@@ -190,12 +194,14 @@ export class SocketRouter {
     }
     const fullAt = this.#frames.take(state.rateFullAt);
     if (fullAt === undefined) {
-      if (++rareOf(state).violations >= MAX_RATE_VIOLATIONS) {
+      if (++rareOf(state).violations >= this.#o.maxRefused) {
         this.#o.metrics.socketsClosed.inc({ reason: "rate_limited" });
         ws.end(CLOSE_POLICY_VIOLATION, "rate limit exceeded");
       } else this.#error(ws, encoding, new ProtocolError("rate_limited"));
       return;
     }
+    if (state.rare !== undefined && state.rare.violations > 0 && this.#frames.wasFull(state.rateFullAt))
+      state.rare.violations = 0;
     state.rateFullAt = fullAt;
     let frame: ClientFrame;
     try {

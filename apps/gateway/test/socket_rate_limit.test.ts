@@ -47,3 +47,55 @@ describe("gateway - frame rate limit per socket", () => {
     expect(await pingBurst(other, BURST)).toBe(BURST);
   });
 });
+
+/**
+ * LIVECOUNT_SOCKET_MAX_REFUSED at its limit: the refusals since the socket's budget was last full
+ * are answered `rate_limited` up to one short of it, and the one that reaches it closes the socket
+ * (1008); a socket that lets its budget fill starts again from none.
+ */
+describe("gateway - frames refused before a socket is closed", () => {
+  const RATE = 2;
+  const SMALL_BURST = 4;
+  const MAX_REFUSED = 5;
+  /** How long an empty budget takes to fill, with a second's slack. */
+  const FILLS_MS = (SMALL_BURST / RATE) * 1000 + 1000;
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_SOCKET_RATE: String(RATE),
+      LIVECOUNT_SOCKET_BURST: String(SMALL_BURST),
+      LIVECOUNT_SOCKET_MAX_REFUSED: String(MAX_REFUSED),
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  const refusals = (client: TestClient): number =>
+    client.received.filter((r) => r.frame.type === "error" && r.frame.code === "rate_limited").length;
+
+  test("LIVECOUNT_SOCKET_MAX_REFUSED - one refusal short of it is answered; the one that reaches it closes with 1008", async () => {
+    const client = await platform.connect();
+    for (let i = 0; i < SMALL_BURST + 2 * MAX_REFUSED; i++) client.send({ type: "ping" });
+    const closed = await client.closed;
+    expect(closed.code).toBe(1008);
+    expect(refusals(client)).toBe(MAX_REFUSED - 1);
+  });
+
+  test("LIVECOUNT_SOCKET_MAX_REFUSED - a socket whose budget filled again starts from none: refusals now and then never close it", async () => {
+    const client = await platform.connect();
+    for (let round = 0; round < 3; round++) {
+      // The burst, and refusals up to one short of the limit (one more if the budget rounded down).
+      const sent = SMALL_BURST + MAX_REFUSED - 1;
+      const from = client.received.length;
+      for (let i = 0; i < sent; i++) client.send({ type: "ping" });
+      await expect.poll(() => client.received.length - from, { timeout: 5000 }).toBe(sent);
+      await sleep(FILLS_MS);
+    }
+    // Three rounds refused more than the limit in all, and the socket still answers.
+    expect(refusals(client)).toBeGreaterThanOrEqual(MAX_REFUSED);
+    await client.ping();
+  });
+});
