@@ -122,23 +122,33 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
   504: "504 Gateway Timeout",
 };
 
-/** Reads the whole body, rejecting with payload_too_large past `limit` bytes. */
+/**
+ * Reads the whole body, rejecting with payload_too_large past `limit` bytes. A body past the limit
+ * is still read to its end and dropped, so the 413 leaves the connection usable, but only up to the
+ * limit again: past twice the limit the 413 closes the connection, and the rest is never read (a
+ * client that streams on may see the connection reset before it reads the answer).
+ */
 export function readBody(reply: Reply, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let failed = false;
+    let settled = false;
     reply.res.onData((chunk, isLast) => {
-      if (failed) return;
+      if (settled) return;
       size += chunk.byteLength;
       if (size > limit) {
-        failed = true;
+        if (size > 2 * limit) reply.closeConnection = true;
+        else if (!isLast) return;
+        settled = true;
         reject(new ProtocolError("payload_too_large", `body exceeds ${limit} bytes`));
         return;
       }
       // uWS reuses the chunk's memory after this callback returns: copy it (once).
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      if (isLast) {
+        settled = true;
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      }
     });
   });
 }

@@ -1,0 +1,112 @@
+/**
+ * The request body limit (64 KiB, protocol v1) at its edges, over raw connections: a body of
+ * exactly the limit is served; past it the answer is 413 `payload_too_large`, the body read to its
+ * end and dropped so the connection serves the next request, but only up to the limit again: past
+ * twice the limit the 413 closes the connection, and a body streamed on is not read to its end.
+ */
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { MAX_BODY_BYTES } from "../src/gateway_config.js";
+import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+
+interface Connection {
+  readonly socket: Socket;
+  /** Everything the gateway sent so far, as text. */
+  readonly received: () => string;
+  readonly closed: Promise<void>;
+}
+
+async function open(port: number): Promise<Connection> {
+  const socket = connect({ port, host: "127.0.0.1" });
+  let text = "";
+  socket.on("data", (c: Buffer) => (text += c.toString("latin1")));
+  socket.on("error", () => {});
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  return { socket, received: () => text, closed };
+}
+
+/** Status codes of the responses in `text`, in order. */
+function statuses(text: string): number[] {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+}
+
+/** A like's head for a body of `length` bytes, each request with its own key. */
+let keys = 0;
+function putHead(page: string, length: number): string {
+  return (
+    `PUT /v1/pages/${page}/counter HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ${TEST_PUBLISHER_KEY}\r\n` +
+    `Idempotency-Key: body-limit-${++keys}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`
+  );
+}
+
+/** A valid like of exactly `length` bytes: JSON followed by whitespace. */
+function likeBody(length: number): string {
+  const json = JSON.stringify({ action: "increment", counter: "likes" });
+  return json + " ".repeat(length - json.length);
+}
+
+const HEALTH = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+
+describe("gateway - request body limit", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start();
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  test("protocol - a body of exactly 64 KiB is served; one byte more is 413, and the connection serves the next request", async () => {
+    const page = "body-limit-edge";
+    const conn = await open(platform.app.port);
+    conn.socket.write(putHead(page, MAX_BODY_BYTES) + likeBody(MAX_BODY_BYTES));
+    await expect.poll(() => statuses(conn.received())).toEqual([200]);
+    conn.socket.write(putHead(page, MAX_BODY_BYTES + 1) + likeBody(MAX_BODY_BYTES + 1));
+    await expect.poll(() => statuses(conn.received())).toEqual([200, 413]);
+    expect(conn.received()).toContain('"code":"payload_too_large"');
+    conn.socket.write(HEALTH);
+    await expect.poll(() => statuses(conn.received())).toEqual([200, 413, 200]);
+    conn.socket.destroy();
+    expect((await platform.counter(page)).counters).toEqual({ likes: 1 });
+  });
+
+  test("protocol - a body of twice the limit is read to its end after the 413; one byte more and the 413 closes the connection", async () => {
+    const page = "body-limit-twice";
+    const kept = await open(platform.app.port);
+    kept.socket.write(putHead(page, 2 * MAX_BODY_BYTES) + likeBody(2 * MAX_BODY_BYTES));
+    await expect.poll(() => statuses(kept.received())).toEqual([413]);
+    kept.socket.write(HEALTH);
+    await expect.poll(() => statuses(kept.received())).toEqual([413, 200]);
+    kept.socket.destroy();
+
+    const closing = await open(platform.app.port);
+    closing.socket.write(putHead(page, 2 * MAX_BODY_BYTES + 1) + likeBody(2 * MAX_BODY_BYTES + 1));
+    await closing.closed;
+    expect(statuses(closing.received())).toEqual([413]);
+    expect((await platform.counter(page)).counters).toEqual({});
+  });
+
+  test("protocol - a body streamed on past twice the limit is not read to its end: the connection is closed", async () => {
+    const declared = 256 * MAX_BODY_BYTES;
+    const conn = await open(platform.app.port);
+    let closed = false;
+    void conn.closed.then(() => (closed = true));
+    conn.socket.write(putHead("body-limit-stream", declared));
+    const chunk = " ".repeat(MAX_BODY_BYTES);
+    let written = 0;
+    while (!closed && written < declared) {
+      if (!conn.socket.write(chunk))
+        await Promise.race([new Promise((r) => conn.socket.once("drain", r)), conn.closed]);
+      written += chunk.length;
+    }
+    await conn.closed;
+    // What the kernels' buffers hold besides, not the 16 MiB declared.
+    expect(written).toBeLessThan(declared / 2);
+  });
+});
