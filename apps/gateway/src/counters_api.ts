@@ -18,13 +18,20 @@ import type { OwnerClient } from "./owner_client.js";
 import { rawBody, totalsBody, type Liveness } from "./page_reading.js";
 import type { ReadAccess } from "./read_access.js";
 
-/** Largest change one request (or one batch item) may make to a counter. */
+/**
+ * Largest change one request (or one batch item) may make to a counter: far more than any count of
+ * clicks, and a billion at a time still takes nine million changes to bring an entry near 2^53 - 1,
+ * the most a counter holds exactly (past it a change is refused).
+ */
 export const MAX_CHANGE = 1_000_000_000;
 /** Most items in one `POST /v1/counters/increment`; more is 413 payload_too_large. */
 export const MAX_BATCH_ITEMS = 1000;
 /** Largest batch body: MAX_BATCH_ITEMS items of the longest ids fit. */
 export const MAX_BATCH_BODY_BYTES = 1024 * 1024;
-/** Most pages one `GET /v1/counters` may read (`page=` values, or `limit` with a prefix). */
+/**
+ * Most pages one `GET /v1/counters` may read (`page=` values, or `limit` with a prefix): a page of a
+ * dashboard's list. Each page read is a read at its owner, so one request's work stays bounded.
+ */
 export const MAX_READ_PAGES = 100;
 /** Pages per answer of a prefix listing when `limit` is absent. */
 export const DEFAULT_LIST_LIMIT = 100;

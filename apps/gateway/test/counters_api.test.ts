@@ -175,6 +175,13 @@ describe("gateway - publisher API", () => {
       });
     });
 
+    test("read - exactly 100 pages are read in one request, each once and in order", async () => {
+      const ids = Array.from({ length: MAX_READ_PAGES }, (_, i) => `read-max-${i}`);
+      const res = await gateway.api.read(ids.map((id) => `page=${id}`).join("&"));
+      expect(res.status).toBe(200);
+      expect(res.body.pages.map((p) => p.page)).toEqual(ids);
+    });
+
     test("read - a bad query is 400 with invalid_query or invalid_page", async () => {
       const pages = Array.from({ length: MAX_READ_PAGES + 1 }, (_, i) => `page=p${i}`).join("&");
       const cases: ReadonlyArray<[string, string]> = [

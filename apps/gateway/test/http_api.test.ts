@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ADMIN_HEADERS, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 
 const MAX_BODY_BYTES = 64 * 1024;
+/** Largest `by` of one change (protocol v1). */
+const MAX_CHANGE = 1_000_000_000;
 
 interface ChangeBody {
   readonly page: string;
@@ -191,6 +193,21 @@ describe("gateway - HTTP API", () => {
     expect((await platform.counter(page)).counters).toEqual({});
     // The server is still fine after the oversize body.
     expect((await fetch(`${platform.url}/healthz`)).status).toBe(200);
+  });
+
+  test("protocol - by of exactly 10^9 is applied either way; one more is 400 invalid_body and changes nothing", async () => {
+    const page = "http-by-limit";
+    const up = await put(page, { action: "increment", counter: "likes", by: MAX_CHANGE });
+    expect(up.status).toBe(200);
+    expect(((await up.json()) as ChangeBody).value).toBe(MAX_CHANGE);
+    const down = await put(page, { action: "decrement", counter: "likes", by: MAX_CHANGE });
+    expect(((await down.json()) as ChangeBody).value).toBe(0);
+    for (const action of ["increment", "decrement"]) {
+      const past = await put(page, { action, counter: "likes", by: MAX_CHANGE + 1 });
+      expect(past.status, action).toBe(400);
+      expect(await errorCode(past), action).toBe("invalid_body");
+    }
+    expect((await platform.counter(page)).counters).toEqual({ likes: 0 });
   });
 
   test("gateway - PUT increments and decrements a counter", async () => {

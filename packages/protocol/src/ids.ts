@@ -1,8 +1,21 @@
-/** Protocol v1 identifier rules. A page id and a viewer id are 1..128 printable ASCII characters. */
+/**
+ * Protocol v1 identifier rules. A page id and a viewer id are 1..128 printable ASCII characters:
+ * room for a URL path or a UUID with a prefix, and small enough that an id is a short bus subject
+ * token, Redis field and Map key, copied into every frame and batch that names it.
+ */
 export const PAGE_ID_MAX_LENGTH = 128;
 export const VIEWER_ID_MAX_LENGTH = 128;
+/**
+ * A counter name is 1..64 of [A-Za-z0-9_:.-]: a name, not data. Every count frame carries every
+ * counter name of its page (up to LIVECOUNT_MAX_COUNTERS_PER_PAGE), so the name's length multiplies
+ * into each frame a watcher gets.
+ */
 export const COUNTER_NAME_MAX_LENGTH = 64;
-/** An idempotency key (`Idempotency-Key` header, `id` of a batch increment) is 1..128 printable ASCII. */
+/**
+ * An idempotency key (`Idempotency-Key` header, `id` of a batch increment) is 1..128 printable
+ * ASCII: a UUID, or a request id with a prefix, fits; each key is kept for a day in Redis and
+ * sent to other data centers, so its length is paid for every change.
+ */
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 128;
 /**
  * Internal ids (data center, counter node, gateway incarnation) on the bus: 1..128 printable ASCII.
