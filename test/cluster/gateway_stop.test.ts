@@ -119,7 +119,7 @@ describeWithBinary(
           "GET /ws HTTP/1.1\r\nHost: gateway\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
         );
-        expect(upgrade).toMatch(/^HTTP\/1\.1 503 [^]*this gateway is stopping/);
+        expect(upgrade).toMatch(/^HTTP\/1\.1 503 [^]*retry-after: 1\r\n[^]*this gateway is stopping/i);
         const statuses = await Promise.all(stuck);
         expect(statuses.filter((s) => s === "cut")).toEqual([]);
         for (const status of statuses) expect([503, 504]).toContain(status);

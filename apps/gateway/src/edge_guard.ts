@@ -26,8 +26,13 @@ const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; read
   gateway_full: { code: "unavailable", message: "this gateway is full; try again or another gateway" },
   stopping: { code: "unavailable", message: "this gateway is stopping; try again or another gateway" },
 };
-/** Seconds a refused client should wait before it tries again (its backoff usually waits longer). */
+/**
+ * Seconds a client refused for a full quota (its address's or the gateway's) should wait before it
+ * tries again: the quota frees as connections close, not at once (its backoff usually waits longer).
+ */
 const RETRY_AFTER_S = 5;
+/** Seconds a client refused by a stopping gateway should wait: another gateway takes it, as for requests. */
+const STOPPING_RETRY_S = 1;
 
 export interface EdgeGuardOptions {
   readonly origins: OriginPolicy;
@@ -142,5 +147,5 @@ function refusalError(reason: UpgradeRefusal): ProtocolError {
   const { code, message } = REFUSALS[reason];
   return reason === "origin" || code === "upgrade_required"
     ? new ProtocolError(code, message)
-    : new RetryLaterError(code, RETRY_AFTER_S, message);
+    : new RetryLaterError(code, reason === "stopping" ? STOPPING_RETRY_S : RETRY_AFTER_S, message);
 }
