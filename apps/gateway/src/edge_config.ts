@@ -86,9 +86,12 @@ export interface EdgeConfig {
   readonly httpRatePerS: number;
   readonly httpBurst: number;
   /**
-   * LIVECOUNT_READ_RATE_MAX_ADDRESSES: addresses whose read budget is remembered at once; the least
-   * recently seen is forgotten past it. Default 10000 (about 1.5 MB): rotating addresses cannot
-   * grow memory, and an evicted address only gets a full bucket back.
+   * LIVECOUNT_READ_RATE_MAX_ADDRESSES: addresses whose read budget, and apart from it whose request
+   * budget (LIVECOUNT_HTTP_RATE), are remembered at once; the least recently seen is forgotten past
+   * it. Default 10000 (about 1.5 MB a budget): rotating addresses cannot grow memory, and an
+   * evicted address only gets a full bucket back. (The page and visitor budgets remember one
+   * address per connection the gateway may hold, LIVECOUNT_MAX_CONNECTIONS: an address without one
+   * cannot join.)
    */
   readonly readRateMaxAddresses: number;
   /**

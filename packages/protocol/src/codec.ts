@@ -13,8 +13,8 @@ import { guardMsgpack } from "./msgpack_guard.js";
 /**
  * Largest client frame accepted, in bytes (in UTF-16 code units for a frame given as a string). The
  * largest valid frame, a join with a 128-character page and viewer fully JSON-escaped, is under
- * 600 bytes; the rest is room for fields a newer client may add. Gateways should set their
- * WebSocket payload limit to this.
+ * 600 bytes; the rest is room for fields a newer client may add. A larger frame is answered
+ * `payload_too_large`; gateways close a socket only past protocol v1's 16 KiB frame limit.
  */
 export const CLIENT_FRAME_MAX_BYTES = 4096;
 /** A frame type echoed in an error message is cut to this many characters. */
