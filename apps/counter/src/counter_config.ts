@@ -69,7 +69,12 @@ export interface CounterConfig extends ClusterConfig {
    * LIVECOUNT_MAX_COUNTERS_PER_PAGE: counters (likes, reactions, badges) one page may hold; a change
    * to a new one past it is refused. Default 256: every count frame and read of the page carries all
    * of them (256 short names are about 8 KB, a frame a slow socket can queue several of inside its
-   * 64 KiB), where a page needs tens. A deleted counter counts until the purge removes it. The owner
+   * 64 KiB), where a page needs tens. At most 2048: a page's entries travel whole on the bus (a read
+   * of the page, its updates): with 15,000 counters of the longest names one DC's entries alone
+   * passed NATS's default 1 MiB max_payload (about 95 bytes a counter), and the page's reads timed
+   * out (504); 2048 leave room for five DCs' entries in one message (test/publishers/counter_cap.test.ts
+   * holds 2048 over NATS). Its count frames then pass 64 KiB: raise LIVECOUNT_MAX_BACKPRESSURE_BYTES on the
+   * gateways with it. A deleted counter counts until the purge removes it. The owner
    * checks what its DC knows: counters created in other DCs at the same time (or during a cut) can
    * take a page past it, by at most the cap per DC.
    */
@@ -118,6 +123,9 @@ export interface CounterConfig extends ClusterConfig {
   readonly sweepMs: number;
 }
 
+/** The most LIVECOUNT_MAX_COUNTERS_PER_PAGE may be (CounterConfig.maxCountersPerPage says why). */
+export const MAX_COUNTERS_PER_PAGE = 2048;
+
 export function readCounterConfig(env: Env): CounterConfig {
   const cluster = readClusterConfig(env);
   return {
@@ -132,7 +140,10 @@ export function readCounterConfig(env: Env): CounterConfig {
     idempotencyAcrossDcs: readFlag(env, "LIVECOUNT_IDEMPOTENCY_ACROSS_DCS", true),
     idempotencyImportMaxKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS", 100_000, { min: 0 }),
     idempotencyResendMaxKeys: readInt(env, "LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS", 100_000, { min: 0 }),
-    maxCountersPerPage: readInt(env, "LIVECOUNT_MAX_COUNTERS_PER_PAGE", 256, { min: 1, max: 100_000 }),
+    maxCountersPerPage: readInt(env, "LIVECOUNT_MAX_COUNTERS_PER_PAGE", 256, {
+      min: 1,
+      max: MAX_COUNTERS_PER_PAGE,
+    }),
     maxActors: readInt(env, "LIVECOUNT_MAX_ACTORS", 100_000, { min: 100 }),
     flushMaxWrites: readInt(env, "LIVECOUNT_FLUSH_MAX_WRITES", 20_000, { min: 100 }),
     mergesInFlight: readInt(env, "LIVECOUNT_AE_MERGES_IN_FLIGHT", 8, { min: 1, max: 64 }),

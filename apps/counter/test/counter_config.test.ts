@@ -62,11 +62,14 @@ describe("counter - config", () => {
     expect(() => readCounterConfig({ LIVECOUNT_AE_MERGES_IN_FLIGHT: "65" })).toThrow(ConfigError);
   });
 
-  test("counter - LIVECOUNT_MAX_COUNTERS_PER_PAGE: 256 counters by default, 1 to 100000", () => {
+  test("counter - LIVECOUNT_MAX_COUNTERS_PER_PAGE: 256 counters by default, 1 to 2048", () => {
     expect(readCounterConfig({}).maxCountersPerPage).toBe(256);
     expect(readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "1" }).maxCountersPerPage).toBe(1);
     expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "0" })).toThrow(ConfigError);
-    expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "100001" })).toThrow(ConfigError);
+    expect(readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "2048" }).maxCountersPerPage).toBe(2048);
+    expect(() => readCounterConfig({ LIVECOUNT_MAX_COUNTERS_PER_PAGE: "2049" })).toThrow(
+      "LIVECOUNT_MAX_COUNTERS_PER_PAGE must be <= 2048, got 2049",
+    );
   });
 
   test("counter - LIVECOUNT_OPS_MAX_CONNECTIONS: 1024 connections to the ops port by default, 1 to 100000", () => {

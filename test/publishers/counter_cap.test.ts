@@ -1,0 +1,78 @@
+/**
+ * A page at the most counters LIVECOUNT_MAX_COUNTERS_PER_PAGE may allow (2048), each of the longest
+ * name (64 characters), in a real deployment: its entries travel whole on NATS (reads, updates), and
+ * with 15,000 such counters one DC's entries passed NATS's default max_payload and the page's reads
+ * timed out. At the cap every counter is counted, read and shown to a watcher, and one more is
+ * refused.
+ */
+import { expect, onTestFinished, test } from "vitest";
+import { MAX_COUNTERS_PER_PAGE } from "../../apps/counter/src/counter_config.js";
+import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
+import { PublisherHttp } from "../support/publisher_http.js";
+import { describeWithServers } from "../support/servers.js";
+import { TestClient } from "../support/ws_client.js";
+
+const TEST_TIMEOUT_MS = 90_000;
+/** The batch endpoint's most items a request. */
+const BATCH_ITEMS = 1000;
+
+/** The i-th counter's name: 64 characters, the longest a name may be. */
+const nameOf = (i: number): string => `c${String(i).padStart(63, "0")}`;
+
+describeWithServers("publishers - a page at the counter cap's ceiling", () => {
+  test(
+    `cap - ${MAX_COUNTERS_PER_PAGE} counters of 64-character names on one page are counted, read and watched over NATS; one more is refused`,
+    async () => {
+      const cluster = await TestCluster.start({
+        counters: 1,
+        gateways: 1,
+        env: {
+          LIVECOUNT_MAX_COUNTERS_PER_PAGE: String(MAX_COUNTERS_PER_PAGE),
+          LIVECOUNT_PUBLISHER_BURST: String(4 * BATCH_ITEMS),
+          // A count frame of this page is about 140 KB.
+          LIVECOUNT_MAX_BACKPRESSURE_BYTES: String(1024 * 1024),
+        },
+      });
+      onTestFinished(async ({ task }) => {
+        const failed = task.result?.state === "fail";
+        if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
+        await cluster.stop(failed);
+      });
+      const gateway = cluster.gateways[0]!;
+      const api = new PublisherHttp(gateway.url, CLUSTER_PUBLISHER_KEY);
+      const page = "many-counters";
+      const watcher = await TestClient.connect(gateway.wsUrl);
+      onTestFinished(async () => {
+        await watcher.terminate();
+      });
+      watcher.watch(page);
+
+      for (let from = 0; from < MAX_COUNTERS_PER_PAGE; from += BATCH_ITEMS) {
+        const items = [];
+        for (let i = from; i < Math.min(MAX_COUNTERS_PER_PAGE, from + BATCH_ITEMS); i++)
+          items.push({ page, counter: nameOf(i), change: i + 1, id: `cap-${i}` });
+        const res = await api.batch(items);
+        expect(res.status).toBe(200);
+        expect(res.body.results.filter((r) => "error" in r)).toEqual([]);
+      }
+      const want = Object.fromEntries(
+        Array.from({ length: MAX_COUNTERS_PER_PAGE }, (_, i) => [nameOf(i), i + 1]),
+      );
+      expect(await api.counters(page)).toEqual(want);
+      const raw = await api.read(`page=${page}&raw=true`);
+      expect(raw.status).toBe(200);
+      expect(Object.keys((raw.body.pages[0] as { counters: object }).counters)).toHaveLength(
+        MAX_COUNTERS_PER_PAGE,
+      );
+      await expect.poll(() => watcher.lastCount(page)?.counters, { timeout: 20_000 }).toEqual(want);
+
+      const past = await api.change(page, nameOf(MAX_COUNTERS_PER_PAGE), 1, "cap-past");
+      expect(past.status).toBe(400);
+      expect((past.body as { error: { code: string } }).error.code).toBe("invalid_counter");
+      // The page's own counters keep counting, and reach the watcher.
+      expect((await api.change(page, nameOf(0), 1, "cap-again")).status).toBe(200);
+      await expect.poll(() => watcher.lastCount(page)?.counters[nameOf(0)], { timeout: 20_000 }).toBe(2);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
