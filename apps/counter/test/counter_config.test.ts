@@ -7,9 +7,53 @@ import {
   MEMORY_STORE_WARNING,
   readCounterConfig,
   startWarnings,
+  type CounterConfig,
 } from "../src/counter_config.js";
 
+/** Integer settings not tested on their own below: variable, field, default, least, most (in the variable's unit). */
+const INT_SETTINGS: ReadonlyArray<
+  readonly [
+    variable: string,
+    field: keyof CounterConfig,
+    fallback: number,
+    min: number,
+    max: number | undefined,
+  ]
+> = [
+  ["LIVECOUNT_PORT", "port", 8081, 0, 65535],
+  ["LIVECOUNT_PARTITION_LEASE_MS", "partitionLeaseMs", 8000, 1000, undefined],
+  ["LIVECOUNT_PASSIVATE_MS", "passivateMs", 60000, 1000, undefined],
+  ["LIVECOUNT_IDEMPOTENCY_MEMORY_MS", "idempotencyMemoryMs", 3000, 0, 60_000],
+  ["LIVECOUNT_IDEMPOTENCY_MEMORY_KEYS", "idempotencyMemoryKeys", 100_000, 0, undefined],
+  ["LIVECOUNT_IDEMPOTENCY_IMPORT_MAX_KEYS", "idempotencyImportMaxKeys", 100_000, 0, undefined],
+  ["LIVECOUNT_IDEMPOTENCY_RESEND_MAX_KEYS", "idempotencyResendMaxKeys", 100_000, 0, undefined],
+  ["LIVECOUNT_MAX_ACTORS", "maxActors", 100_000, 100, undefined],
+];
+
 describe("counter - config", () => {
+  test.each(INT_SETTINGS)(
+    "counter - %s: its default, its bounds taken, one past each refused",
+    (variable, field, fallback, min, max) => {
+      const read = (value: number): unknown => readCounterConfig({ [variable]: String(value) })[field];
+      expect(readCounterConfig({})[field]).toBe(fallback);
+      expect(read(min)).toBe(min);
+      expect(() => read(min - 1)).toThrow(new ConfigError(`${variable} must be >= ${min}, got ${min - 1}`));
+      if (max !== undefined) {
+        expect(read(max)).toBe(max);
+        expect(() => read(max + 1)).toThrow(new ConfigError(`${variable} must be <= ${max}, got ${max + 1}`));
+      }
+    },
+  );
+
+  test("counter - LIVECOUNT_IDEMPOTENCY_TTL_S and LIVECOUNT_EMPTY_PAGE_TTL_S: a day and an hour by default, at least a second, held in ms", () => {
+    expect(readCounterConfig({}).idempotencyTtlMs).toBe(86_400_000);
+    expect(readCounterConfig({}).emptyPageTtlMs).toBe(3_600_000);
+    expect(readCounterConfig({ LIVECOUNT_IDEMPOTENCY_TTL_S: "1" }).idempotencyTtlMs).toBe(1000);
+    expect(readCounterConfig({ LIVECOUNT_EMPTY_PAGE_TTL_S: "1" }).emptyPageTtlMs).toBe(1000);
+    expect(() => readCounterConfig({ LIVECOUNT_IDEMPOTENCY_TTL_S: "0" })).toThrow(ConfigError);
+    expect(() => readCounterConfig({ LIVECOUNT_EMPTY_PAGE_TTL_S: "0" })).toThrow(ConfigError);
+  });
+
   test("counter - LIVECOUNT_VISITOR_KEY: the development key by default, a secret of 16 characters or more", () => {
     expect(readCounterConfig({}).visitorKey).toBe(DEFAULT_VISITOR_KEY);
     expect(readCounterConfig({ LIVECOUNT_VISITOR_KEY: "" }).visitorKey).toBe(DEFAULT_VISITOR_KEY);

@@ -87,6 +87,17 @@ describe("gateway - edge settings", () => {
       expect(configError({ LIVECOUNT_SSE_HEARTBEAT_S: bad })).toMatch(/LIVECOUNT_SSE_HEARTBEAT_S/);
   });
 
+  test("config - LIVECOUNT_JOIN_SECRET: none by default, at least 32 bytes (counted in UTF-8)", () => {
+    expect(readGatewayConfig({}).joinSecret).toBeUndefined();
+    expect(readGatewayConfig({ LIVECOUNT_JOIN_SECRET: "s".repeat(32) }).joinSecret).toBe("s".repeat(32));
+    // 16 two-byte characters are 32 bytes.
+    expect(readGatewayConfig({ LIVECOUNT_JOIN_SECRET: "é".repeat(16) }).joinSecret).toBe("é".repeat(16));
+    for (const bad of ["s".repeat(31), "é".repeat(15) + "s"])
+      expect(configError({ LIVECOUNT_JOIN_SECRET: bad })).toBe(
+        "LIVECOUNT_JOIN_SECRET must be at least 32 bytes",
+      );
+  });
+
   test("config - origins are kept as browsers send them; TLS files must be readable", () => {
     const dir = mkdtempSync(join(tmpdir(), "lc-edge-"));
     try {
