@@ -9,7 +9,7 @@
  * is closed past LIVECOUNT_MAX_BACKPRESSURE_BYTES unsent, like a socket. However it ends (the client
  * leaves, it reads too slowly, the gateway stops), what it holds is released by one teardown, `#end`.
  */
-import { encodeServerFrame } from "@livecount/protocol";
+import { ProtocolError, encodeServerFrame } from "@livecount/protocol";
 import type { Clock, TimerHandle } from "@livecount/runtime";
 import type { HttpResponse } from "uWebSockets.js";
 import type { AddressPages } from "./address_pages.js";
@@ -101,6 +101,8 @@ export class EventStreams {
     if (this.#stopping)
       throw new RetryLaterError("unavailable", SHUTDOWN_RETRY_S, "this gateway is stopping");
     if (req.head) return reply.send(200, "", STREAM_HEADERS);
+    // A stream stays open, and uWS would read a body sent with it (chunked, it never ends) all along.
+    if (req.hasBody) throw new ProtocolError("invalid_body", "an event stream takes no request body");
     const key = this.#o.guard.admitStream(req.address);
     const refusal = this.#o.addressPages.take(key, page, !this.#o.views.has(page));
     if (refusal !== undefined) throw refusal;

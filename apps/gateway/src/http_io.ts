@@ -12,6 +12,11 @@ export class Reply {
   /** Close the connection after this reply (a client over its request budget). */
   closeConnection = false;
   /**
+   * The request came with a body that no route has begun to read (`readBody`). uWS would read and
+   * drop such a body after the answer, however long it is, so the answer closes the connection.
+   */
+  unreadBody = false;
+  /**
    * Called once when the client goes away before the response ended: what a response that stays
    * open (an event stream) holds is released here. uWS takes one abort handler per response, this
    * reply's.
@@ -67,6 +72,7 @@ export class Reply {
   ): void {
     if (this.aborted || this.#sent) return;
     this.#sent = true;
+    if (this.unreadBody) this.closeConnection = true;
     this.res.cork(() => {
       this.res.writeStatus(STATUS_TEXT[status] ?? String(status));
       for (const k in this.common)
@@ -129,6 +135,7 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
  * client that streams on may see the connection reset before it reads the answer).
  */
 export function readBody(reply: Reply, limit: number): Promise<Buffer> {
+  reply.unreadBody = false;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -186,6 +193,8 @@ export interface RequestInfo {
   readonly address: string;
   /** Why the body's length is ambiguous (`ambiguousLength`): the connection is closed unanswered. */
   readonly ambiguous: string | undefined;
+  /** The request has a body: a `Content-Length` other than 0, or a `Transfer-Encoding`. */
+  readonly hasBody: boolean;
 }
 
 const WANTED_HEADERS = [
@@ -233,6 +242,9 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
       if (name === "idempotency-key") headers["idempotency-key"] = "";
     });
   }
+  const contentLength = req.getHeader("content-length");
+  const hasBody =
+    req.getHeader("transfer-encoding") !== "" || (contentLength !== "" && contentLength !== "0");
   let resolved: string | undefined;
   return {
     method: method === "HEAD" ? "GET" : method,
@@ -244,5 +256,6 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
       return (resolved ??= address());
     },
     ambiguous: ambiguousLength(req),
+    hasBody,
   };
 }

@@ -2,7 +2,8 @@
  * The request body limit (64 KiB, protocol v1) at its edges, over raw connections: a body of
  * exactly the limit is served; past it the answer is 413 `payload_too_large`, the body read to its
  * end and dropped so the connection serves the next request, but only up to the limit again: past
- * twice the limit the 413 closes the connection, and a body streamed on is not read to its end.
+ * twice the limit the 413 closes the connection, and a body streamed on is not read to its end. A
+ * body sent where no route reads it closes its connection with the answer.
  */
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -90,6 +91,45 @@ describe("gateway - request body limit", () => {
     await closing.closed;
     expect(statuses(closing.received())).toEqual([413]);
     expect((await platform.counter(page)).counters).toEqual({});
+  });
+
+  test("protocol - a body no route reads (a read, a change refused before its body) is answered and its connection closed, the body unread", async () => {
+    // Declared far past anything that could be read in the test's time.
+    const declared = 1024 * MAX_BODY_BYTES;
+    const heads = [
+      `GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      `PUT /v1/pages/body-limit-nokey/counter HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${declared}\r\n\r\n`,
+    ];
+    const chunkOf = (head: string): string =>
+      head.includes("chunked")
+        ? `${MAX_BODY_BYTES.toString(16)}\r\n${" ".repeat(MAX_BODY_BYTES)}\r\n`
+        : " ".repeat(MAX_BODY_BYTES);
+    for (const head of heads) {
+      const conn = await open(platform.app.port);
+      let closed = false;
+      void conn.closed.then(() => (closed = true));
+      conn.socket.write(head);
+      let written = 0;
+      while (!closed && written < declared) {
+        if (!conn.socket.write(chunkOf(head)))
+          await Promise.race([new Promise((r) => conn.socket.once("drain", r)), conn.closed]);
+        written += MAX_BODY_BYTES;
+      }
+      await conn.closed;
+      expect(written, head).toBeLessThan(declared / 2);
+      expect([200, 401], head).toContain(statuses(conn.received())[0]);
+    }
+  });
+
+  test("protocol - an event stream sent with a body is refused: 400 invalid_body", async () => {
+    const conn = await open(platform.app.port);
+    conn.socket.write(
+      "GET /v1/pages/body-limit-sse/events HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
+    );
+    await expect.poll(() => statuses(conn.received())).toEqual([400]);
+    expect(conn.received()).toContain('"code":"invalid_body"');
+    await conn.closed;
   });
 
   test("protocol - a body streamed on past twice the limit is not read to its end: the connection is closed", async () => {
