@@ -160,7 +160,8 @@ export class CountersApi {
 
   /**
    * `POST /v1/counters/increment`: each item exactly once by its id, answered in order. `charge`
-   * takes the batch's cost (one rate token per item) once it is valid, or throws.
+   * takes the batch's cost (one rate token per item, the request's own taken before) once it is
+   * valid, or throws.
    */
   async increment(reply: Reply, charge: (items: number) => void): Promise<void> {
     const items = parseBatch(parseJson(await readBody(reply, MAX_BATCH_BODY_BYTES)));

@@ -174,9 +174,13 @@ export class HttpApi {
       if (req.path === "/v1/counters/increment") {
         route = "counters_increment";
         if (req.method !== "POST") throw methodNotAllowed(req, "POST");
-        // A batch costs one rate token per item, taken once the body says how many.
+        // A batch costs one rate token per item: the request's own before its body is read, so a
+        // body refused (too large, malformed, rate) costs that one, the rest once it says how many.
         const key = this.#auth.authenticate(req.headers);
-        return await this.#counters.increment(reply, (items) => this.#auth.charge(key, items));
+        this.#auth.charge(key, 1);
+        return await this.#counters.increment(reply, (items) => {
+          if (items > 1) this.#auth.charge(key, items - 1);
+        });
       }
       if (req.path === "/v1/admin/status") {
         route = "admin_status";

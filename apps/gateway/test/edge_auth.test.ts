@@ -47,7 +47,7 @@ describe("gateway - keys over HTTP", () => {
     expect((await fetch(`${platform.url}/v1/counters?page=listing-public`)).status).toBe(200);
   });
 
-  test("batch - costs one rate token per item: a batch of more items than tokens left is 429 and applies nothing", async () => {
+  test("batch - costs one rate token per item, the first taken before the body: a batch of more items than tokens left is 429, applies nothing and costs one", async () => {
     const post = (items: unknown[]): Promise<Response> =>
       fetch(`${platform.url}/v1/counters/increment`, {
         method: "POST",
@@ -73,14 +73,43 @@ describe("gateway - keys over HTTP", () => {
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(await refused.json()).toMatchObject({ error: { code: "rate_limited" } });
     expect((await platform.counter("batch-cost")).counters.likes).toBeUndefined();
-    // At the limit: 499 items take the 499 tokens left (and none that came back since).
+    // The refused batch spent its request's token. At the limit: 498 items take the 498 tokens left
+    // (and none that came back since).
     spentAt = performance.now();
-    const fits = await post(Array.from({ length: BURST - 1 }, (_, i) => item(i)));
+    const fits = await post(Array.from({ length: BURST - 2 }, (_, i) => item(i)));
     expect(fits.status).toBe(200);
-    expect((await platform.counter("batch-cost")).counters.likes).toBe(BURST - 1);
+    expect((await platform.counter("batch-cost")).counters.likes).toBe(BURST - 2);
     expect((await post(Array.from({ length: since(spentAt) + 1 }, (_, i) => item(5000 + i)))).status).toBe(
       429,
     );
+  });
+});
+
+describe("gateway - a publisher key's refused batches", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({ LIVECOUNT_PUBLISHER_RATE: "1", LIVECOUNT_PUBLISHER_BURST: "2" });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  test("batch - a body refused (malformed, too large) still costs the request's token: past the burst, 429 before the body is read", async () => {
+    const post = (body: string): Promise<Response> =>
+      fetch(`${platform.url}/v1/counters/increment`, {
+        method: "POST",
+        headers: { ...bearer(TEST_PUBLISHER_KEY), "content-type": "application/json" },
+        body,
+      });
+    expect((await post("not json")).status).toBe(400);
+    expect((await post(`[${" ".repeat(1024 * 1024)}]`)).status).toBe(413);
+    // Both tokens spent: of five more, at most the tokens that came back meanwhile (one a second)
+    // are read; the rest are refused for rate, before their bodies.
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await post("not json")).status);
+    expect(statuses).toContain(429);
   });
 });
 
