@@ -60,6 +60,14 @@ describe("processes - a bad setting stops the start and names its variable", () 
     },
   );
 
+  test("npm start with uWebSockets.js's own UWS_HTTP_MAX_HEADERS_SIZE set apart from LIVECOUNT_MAX_HEADER_BYTES exits 1 and names both", async () => {
+    const { code, lines } = await run("apps/standalone/dist/main.js", { UWS_HTTP_MAX_HEADERS_SIZE: "16384" });
+    expect(code).toBe(1);
+    expect(fatalMessage(lines)).toBe(
+      "UWS_HTTP_MAX_HEADERS_SIZE is 16384, but the gateway sets uWebSockets.js's limit from LIVECOUNT_MAX_HEADER_BYTES (8192): set that instead",
+    );
+  });
+
   test("npm start with LIVECOUNT_DEMO=maybe exits 1 and says which values the switch takes", async () => {
     const bad = await run("apps/standalone/dist/main.js", { LIVECOUNT_DEMO: "maybe" });
     expect(bad.code).toBe(1);
