@@ -100,9 +100,9 @@ export class EventStreams {
     if (reply.aborted) return;
     if (this.#stopping)
       throw new RetryLaterError("unavailable", SHUTDOWN_RETRY_S, "this gateway is stopping");
-    if (req.head) return reply.send(200, "", STREAM_HEADERS);
     // A stream stays open, and uWS would read a body sent with it (chunked, it never ends) all along.
     if (req.hasBody) throw new ProtocolError("invalid_body", "an event stream takes no request body");
+    if (req.head) return reply.send(200, "", STREAM_HEADERS);
     const key = this.#o.guard.admitStream(req.address);
     const refusal = this.#o.addressPages.take(key, page, !this.#o.views.has(page));
     if (refusal !== undefined) throw refusal;

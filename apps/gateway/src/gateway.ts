@@ -337,7 +337,7 @@ export class Gateway {
         const forwardedFor = guard.forwardedForOf(req);
         const info = requestInfo(req, () => guard.clientAddressOf(res, forwardedFor));
         const reply = new Reply(res, info.head);
-        reply.unreadBody = info.hasBody;
+        reply.unreadBody = info.longBody;
         this.#requests.serve(reply, info, () => api.handle(reply, info));
       });
     if (config.adminKey === undefined)

@@ -12,8 +12,11 @@ export class Reply {
   /** Close the connection after this reply (a client over its request budget). */
   closeConnection = false;
   /**
-   * The request came with a body that no route has begun to read (`readBody`). uWS would read and
-   * drop such a body after the answer, however long it is, so the answer closes the connection.
+   * The request came with a body that may be long (chunked, or declared past UNREAD_BODY_BYTES) and
+   * no route has begun to read it (`readBody`). uWS would read and drop such a body after the
+   * answer, however long it is, so the answer closes the connection. A shorter one is dropped on
+   * the kept connection: closing would cost a client that sent it a new connection, and may reset
+   * the answer under a body still arriving.
    */
   unreadBody = false;
   /**
@@ -160,6 +163,12 @@ export function readBody(reply: Reply, limit: number): Promise<Buffer> {
   });
 }
 
+/**
+ * The longest body uWS may read and drop after an answer that did not read it, on a kept
+ * connection: a change's largest (protocol v1's 64 KiB), which the SDK's batches stay under too.
+ */
+export const UNREAD_BODY_BYTES = 64 * 1024;
+
 /** Rejects malformed UTF-8; holds no state between calls, so one serves every request. */
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -195,6 +204,8 @@ export interface RequestInfo {
   readonly ambiguous: string | undefined;
   /** The request has a body: a `Content-Length` other than 0, or a `Transfer-Encoding`. */
   readonly hasBody: boolean;
+  /** Of those, a body chunked or declared past UNREAD_BODY_BYTES: unread, it closes the connection. */
+  readonly longBody: boolean;
 }
 
 const WANTED_HEADERS = [
@@ -243,8 +254,9 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
     });
   }
   const contentLength = req.getHeader("content-length");
-  const hasBody =
-    req.getHeader("transfer-encoding") !== "" || (contentLength !== "" && contentLength !== "0");
+  const chunked = req.getHeader("transfer-encoding") !== "";
+  const hasBody = chunked || (contentLength !== "" && contentLength !== "0");
+  const longBody = chunked || (hasBody && !(Number(contentLength) <= UNREAD_BODY_BYTES));
   let resolved: string | undefined;
   return {
     method: method === "HEAD" ? "GET" : method,
@@ -257,5 +269,6 @@ export function requestInfo(req: HttpRequest, address: () => string): RequestInf
     },
     ambiguous: ambiguousLength(req),
     hasBody,
+    longBody,
   };
 }

@@ -122,6 +122,17 @@ describe("gateway - request body limit", () => {
     }
   });
 
+  test("protocol - a short body no route reads (a change refused before it, a 401) keeps the connection: the next request is answered", async () => {
+    const conn = await open(platform.app.port);
+    const body = likeBody(100);
+    conn.socket.write(
+      `PUT /v1/pages/body-limit-short/counter HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n${body}${HEALTH}`,
+    );
+    await expect.poll(() => statuses(conn.received())).toEqual([401, 200]);
+    conn.socket.destroy();
+  });
+
   test("protocol - an event stream sent with a body is refused: 400 invalid_body", async () => {
     const conn = await open(platform.app.port);
     conn.socket.write(
@@ -129,7 +140,7 @@ describe("gateway - request body limit", () => {
     );
     await expect.poll(() => statuses(conn.received())).toEqual([400]);
     expect(conn.received()).toContain('"code":"invalid_body"');
-    await conn.closed;
+    conn.socket.destroy();
   });
 
   test("protocol - a body streamed on past twice the limit is not read to its end: the connection is closed", async () => {
