@@ -178,9 +178,7 @@ export class HttpApi {
         // body refused (too large, malformed, rate) costs that one, the rest once it says how many.
         const key = this.#auth.authenticate(req.headers);
         this.#auth.charge(key, 1);
-        return await this.#counters.increment(reply, (items) => {
-          if (items > 1) this.#auth.charge(key, items - 1);
-        });
+        return await this.#counters.increment(reply, (items) => this.#auth.chargeBatch(key, items));
       }
       if (req.path === "/v1/admin/status") {
         route = "admin_status";

@@ -70,6 +70,29 @@ export class PublisherAuth {
     throw new RateLimitedError(retryAfterS, `${what} for this publisher key; retry in ${retryAfterS} s`);
   }
 
+  /**
+   * The rest of a batch of `items`, whose first token was taken before its body was read: `items - 1`
+   * tokens, or none and RateLimitedError with the wait for all `items` (a retry takes its first
+   * again). A batch of more items than the burst could ever hold is payload_too_large, not a wait.
+   */
+  chargeBatch(index: number, items: number): void {
+    const { burst, ratePerS } = this.#o;
+    if (items > burst) {
+      throw new ProtocolError(
+        "payload_too_large",
+        `a batch of ${items} items is more than this publisher key's burst (LIVECOUNT_PUBLISHER_BURST, ${burst})`,
+      );
+    }
+    if (items <= 1) return;
+    const bucket = this.#buckets[index]!;
+    if (takeTokens(bucket, items - 1, this.#o, this.#o.now()) === 0) return;
+    const retryAfterS = Math.max(1, Math.ceil((items - bucket.tokens) / ratePerS));
+    throw new RateLimitedError(
+      retryAfterS,
+      `not enough rate left for ${items} changes for this publisher key; retry in ${retryAfterS} s`,
+    );
+  }
+
   /** `authenticate` then `charge` one token. */
   authorize(headers: RequestHeaders): void {
     this.charge(this.authenticate(headers), 1);

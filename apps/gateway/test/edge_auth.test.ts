@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { AddressRateLimiter } from "../src/rate_limits.js";
+import { sleep } from "../../../test/support/eventually.js";
 import { TEST_ADMIN_KEY, TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
 
 /** The publisher key's burst: room under a batch's 1,000 items for the tokens that come back. */
@@ -65,20 +66,23 @@ describe("gateway - keys over HTTP", () => {
     // tokens left could be by then (the seconds since the spending request was sent, and one more
     // for the request's own way to the gateway).
     const since = (at: number): number => Math.ceil((performance.now() - at) / 1000) + 1;
-    // One token spent leaves 499 of the burst.
+    // A first batch of 100 leaves 400 of the burst; a batch is never larger than the burst (413).
+    const FIRST = 100;
     let spentAt = performance.now();
-    expect((await post([item(-1, "batch-cost-first")])).status).toBe(200);
-    const refused = await post(Array.from({ length: BURST - 1 + since(spentAt) + 1 }, (_, i) => item(i)));
+    expect(
+      (await post(Array.from({ length: FIRST }, (_, i) => item(-1 - i, "batch-cost-first")))).status,
+    ).toBe(200);
+    const refused = await post(Array.from({ length: BURST - FIRST + since(spentAt) + 1 }, (_, i) => item(i)));
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(await refused.json()).toMatchObject({ error: { code: "rate_limited" } });
     expect((await platform.counter("batch-cost")).counters.likes).toBeUndefined();
-    // The refused batch spent its request's token. At the limit: 498 items take the 498 tokens left
+    // The refused batch spent its request's token. At the limit: 399 items take the 399 tokens left
     // (and none that came back since).
     spentAt = performance.now();
-    const fits = await post(Array.from({ length: BURST - 2 }, (_, i) => item(i)));
+    const fits = await post(Array.from({ length: BURST - FIRST - 1 }, (_, i) => item(i)));
     expect(fits.status).toBe(200);
-    expect((await platform.counter("batch-cost")).counters.likes).toBe(BURST - 2);
+    expect((await platform.counter("batch-cost")).counters.likes).toBe(BURST - FIRST - 1);
     expect((await post(Array.from({ length: since(spentAt) + 1 }, (_, i) => item(5000 + i)))).status).toBe(
       429,
     );
@@ -110,6 +114,54 @@ describe("gateway - a publisher key's refused batches", () => {
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) statuses.push((await post("not json")).status);
     expect(statuses).toContain(429);
+  });
+});
+
+describe("gateway - a publisher key's batch refused for rate", () => {
+  const RATE = 2;
+  const KEY_BURST = 10;
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await TestPlatform.start({
+      LIVECOUNT_PUBLISHER_RATE: String(RATE),
+      LIVECOUNT_PUBLISHER_BURST: String(KEY_BURST),
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.close();
+  });
+
+  const post = (items: unknown[]): Promise<Response> =>
+    fetch(`${platform.url}/v1/counters/increment`, {
+      method: "POST",
+      headers: { ...bearer(TEST_PUBLISHER_KEY), "content-type": "application/json" },
+      body: JSON.stringify(items),
+    });
+  const batch = (n: number, from: number): unknown[] =>
+    Array.from({ length: n }, (_, i) => ({
+      page: "batch-wait",
+      counter: "likes",
+      change: 1,
+      id: `bw-${from + i}`,
+    }));
+
+  test("batch - its Retry-After is the wait for the whole batch: retried after it, the same batch is applied", async () => {
+    expect((await post(batch(5, 0))).status).toBe(200);
+    // Five tokens left (and what came back): nine items do not fit; its first token is spent.
+    const refused = await post(batch(9, 100));
+    expect(refused.status).toBe(429);
+    const waitS = Number(refused.headers.get("retry-after"));
+    await sleep(waitS * 1000);
+    expect((await post(batch(9, 100))).status).toBe(200);
+    expect((await platform.counter("batch-wait")).counters.likes).toBe(14);
+  });
+
+  test("batch - more items than the key's burst could ever hold is 413 payload_too_large, not a wait", async () => {
+    const res = await post(batch(KEY_BURST + 1, 1000));
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: { code: "payload_too_large" } });
   });
 });
 
