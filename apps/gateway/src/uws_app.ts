@@ -15,12 +15,15 @@ export function createApp(config: Pick<GatewayConfig, "tls" | "maxHeaderBytes">)
       `LIVECOUNT_MAX_HEADER_BYTES is ${config.maxHeaderBytes} for this gateway, but this process loaded uWebSockets.js with ${UWS_HEADER_BYTES}: set it in the process's environment before it starts`,
     );
   }
+  // Blank is unset, as for every setting; a number is read as uWS reads it (atoi).
+  const given = GIVEN_UWS_HEADER_BYTES?.trim();
   if (
-    GIVEN_UWS_HEADER_BYTES !== undefined &&
-    GIVEN_UWS_HEADER_BYTES.trim() !== String(config.maxHeaderBytes)
+    given !== undefined &&
+    given !== "" &&
+    !(/^\d+$/.test(given) && Number(given) === config.maxHeaderBytes)
   ) {
     throw new ConfigError(
-      `UWS_HTTP_MAX_HEADERS_SIZE is ${GIVEN_UWS_HEADER_BYTES}, but the gateway sets uWebSockets.js's limit from LIVECOUNT_MAX_HEADER_BYTES (${config.maxHeaderBytes}): set that instead`,
+      `UWS_HTTP_MAX_HEADERS_SIZE is "${given}", but the gateway sets uWebSockets.js's limit from LIVECOUNT_MAX_HEADER_BYTES (${config.maxHeaderBytes}): set that instead`,
     );
   }
   const { tls } = config;

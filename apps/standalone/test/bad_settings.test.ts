@@ -64,7 +64,7 @@ describe("processes - a bad setting stops the start and names its variable", () 
     const { code, lines } = await run("apps/standalone/dist/main.js", { UWS_HTTP_MAX_HEADERS_SIZE: "16384" });
     expect(code).toBe(1);
     expect(fatalMessage(lines)).toBe(
-      "UWS_HTTP_MAX_HEADERS_SIZE is 16384, but the gateway sets uWebSockets.js's limit from LIVECOUNT_MAX_HEADER_BYTES (8192): set that instead",
+      'UWS_HTTP_MAX_HEADERS_SIZE is "16384", but the gateway sets uWebSockets.js\'s limit from LIVECOUNT_MAX_HEADER_BYTES (8192): set that instead',
     );
   });
 
