@@ -9,17 +9,10 @@ import {
   startWarnings,
   type CounterConfig,
 } from "../src/counter_config.js";
+import { expectIntBounds, type IntSetting } from "../../../test/support/int_settings.js";
 
 /** Integer settings not tested on their own below: variable, field, default, least, most (in the variable's unit). */
-const INT_SETTINGS: ReadonlyArray<
-  readonly [
-    variable: string,
-    field: keyof CounterConfig,
-    fallback: number,
-    min: number,
-    max: number | undefined,
-  ]
-> = [
+const INT_SETTINGS: ReadonlyArray<IntSetting<keyof CounterConfig>> = [
   ["LIVECOUNT_PORT", "port", 8081, 0, 65535],
   ["LIVECOUNT_PARTITION_LEASE_MS", "partitionLeaseMs", 8000, 1000, undefined],
   ["LIVECOUNT_PASSIVATE_MS", "passivateMs", 60000, 1000, undefined],
@@ -33,16 +26,7 @@ const INT_SETTINGS: ReadonlyArray<
 describe("counter - config", () => {
   test.each(INT_SETTINGS)(
     "counter - %s: its default, its bounds taken, one past each refused",
-    (variable, field, fallback, min, max) => {
-      const read = (value: number): unknown => readCounterConfig({ [variable]: String(value) })[field];
-      expect(readCounterConfig({})[field]).toBe(fallback);
-      expect(read(min)).toBe(min);
-      expect(() => read(min - 1)).toThrow(new ConfigError(`${variable} must be >= ${min}, got ${min - 1}`));
-      if (max !== undefined) {
-        expect(read(max)).toBe(max);
-        expect(() => read(max + 1)).toThrow(new ConfigError(`${variable} must be <= ${max}, got ${max + 1}`));
-      }
-    },
+    (...setting) => expectIntBounds(readCounterConfig, setting),
   );
 
   test("counter - LIVECOUNT_IDEMPOTENCY_TTL_S and LIVECOUNT_EMPTY_PAGE_TTL_S: a day and an hour by default, at least a second, held in ms", () => {

@@ -70,11 +70,7 @@ interface RareSocketState {
   queued: QueuedFrame[] | undefined;
   /** The socket is closed: a verification finishing late must not touch it. */
   closed: boolean;
-  /**
-   * Frames dropped for the rate limit since its budget was last full; at `maxRefused` the socket is
-   * closed. A socket that lets its budget fill starts again from none, so a long-lived one that
-   * passes its burst now and then is never closed for it.
-   */
+  /** Frames dropped for the rate limit since its budget was last full; at `maxRefused` it is closed. */
   violations: number;
   /** A frame to it was dropped for backpressure (it does not read): it is being closed as a slow consumer. */
   slow: boolean;

@@ -3,19 +3,11 @@
  * one past it refused with a ConfigError that names the variable. The edge's settings have
  * edge_config.test.ts; the cluster's, packages/cluster.
  */
-import { ConfigError } from "@livecount/runtime";
 import { describe, expect, test } from "vitest";
 import { readGatewayConfig, type GatewayConfig } from "../src/gateway_config.js";
+import { expectIntBounds, type IntSetting } from "../../../test/support/int_settings.js";
 
-type IntSetting = readonly [
-  variable: string,
-  field: keyof GatewayConfig,
-  fallback: number,
-  min: number,
-  max: number | undefined,
-];
-
-const INT_SETTINGS: readonly IntSetting[] = [
+const INT_SETTINGS: ReadonlyArray<IntSetting<keyof GatewayConfig>> = [
   ["LIVECOUNT_PORT", "port", 8080, 0, 65535],
   ["LIVECOUNT_LISTEN_SOCKETS", "listenSockets", 32, 1, 64],
   ["LIVECOUNT_IDLE_TIMEOUT_S", "idleTimeoutS", 16, 8, 960],
@@ -32,19 +24,8 @@ const INT_SETTINGS: readonly IntSetting[] = [
 ];
 
 describe("gateway - config", () => {
-  test.each(INT_SETTINGS)(
-    "%s: its default, its bounds taken, one past each refused",
-    (variable, field, fallback, min, max) => {
-      const read = (value: number): unknown => readGatewayConfig({ [variable]: String(value) })[field];
-      expect(readGatewayConfig({})[field]).toBe(fallback);
-      expect(read(min)).toBe(min);
-      expect(() => read(min - 1)).toThrow(new ConfigError(`${variable} must be >= ${min}, got ${min - 1}`));
-      if (max !== undefined) {
-        expect(read(max)).toBe(max);
-        expect(() => read(max + 1)).toThrow(new ConfigError(`${variable} must be <= ${max}, got ${max + 1}`));
-      }
-      expect(() => readGatewayConfig({ [variable]: "1.5" })).toThrow(`${variable} must be an integer`);
-    },
+  test.each(INT_SETTINGS)("%s: its default, its bounds taken, one past each refused", (...setting) =>
+    expectIntBounds(readGatewayConfig, setting),
   );
 
   test("LIVECOUNT_PUBLISHER_KEYS: keys of 8 to 256 printable ASCII characters, comma separated; none by default", () => {

@@ -7,6 +7,7 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+import { PADDED_GET, PADDED_UPGRADE, headOf } from "../../../test/support/request_heads.js";
 
 const BURST = 10;
 
@@ -33,22 +34,6 @@ function request(path: string, headers = ""): string {
 
 /** LIVECOUNT_MAX_HEADER_BYTES' default: a request line and headers, with the blank line that ends them. */
 const DEFAULT_HEADER_BYTES = 8192;
-
-/** A read up to its padding header's value. */
-const PADDED_GET = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Padding: ";
-
-/** A WebSocket upgrade up to its Cookie header's value, as a browser sends the cookies of the gateway's domain. */
-const UPGRADE =
-  "GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: ";
-
-/**
- * A request head of exactly `bytes`: `start` (ending in a header's name) padded in that header's
- * value, then the line's end and the blank line.
- */
-function headOf(bytes: number, start: string): string {
-  return `${start}${"a".repeat(bytes - start.length - 4)}\r\n\r\n`;
-}
 
 /** Status codes of the responses in `text`, in order. */
 function statuses(text: string): number[] {
@@ -140,11 +125,11 @@ describe("gateway - HTTP requests per client address", () => {
 
   test("LIVECOUNT_MAX_HEADER_BYTES - a WebSocket upgrade whose cookies bring its head to exactly 8 KiB is upgraded; one byte more gets 431", async () => {
     const atLimit = await open(platform.app.port, "127.0.0.7");
-    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, UPGRADE));
+    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, PADDED_UPGRADE));
     await expect.poll(() => statuses(atLimit.received())).toEqual([101]);
     atLimit.socket.destroy();
     const past = await open(platform.app.port, "127.0.0.7");
-    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, UPGRADE));
+    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, PADDED_UPGRADE));
     await past.closed;
     expect(statuses(past.received())).toEqual([431]);
   });

@@ -11,19 +11,10 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import { freePort } from "../../../test/support/ports.js";
+import { PADDED_GET, PADDED_UPGRADE, headOf } from "../../../test/support/request_heads.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const HEADER_BYTES = 16 * 1024;
-
-const PADDED_GET = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Padding: ";
-const UPGRADE =
-  "GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: ";
-
-/** A request head of exactly `bytes`: `start` padded in its last header's value, then the blank line. */
-function headOf(bytes: number, start: string): string {
-  return `${start}${"a".repeat(bytes - start.length - 4)}\r\n\r\n`;
-}
 
 /** The status code of the answer to `head`, sent on a connection of its own. */
 function statusOf(port: number, head: string): Promise<number> {
@@ -78,7 +69,7 @@ describe("LIVECOUNT_MAX_HEADER_BYTES - npm start's process with 16 KiB", () => {
   });
 
   test("an upgrade whose cookies bring its head to exactly the setting is upgraded; one byte more gets 431", async () => {
-    expect(await statusOf(port, headOf(HEADER_BYTES, UPGRADE))).toBe(101);
-    expect(await statusOf(port, headOf(HEADER_BYTES + 1, UPGRADE))).toBe(431);
+    expect(await statusOf(port, headOf(HEADER_BYTES, PADDED_UPGRADE))).toBe(101);
+    expect(await statusOf(port, headOf(HEADER_BYTES + 1, PADDED_UPGRADE))).toBe(431);
   });
 });
