@@ -71,12 +71,12 @@ export interface CounterConfig extends ClusterConfig {
    * of them (256 short names are about 8 KB, a frame a slow socket can queue several of inside its
    * 64 KiB), where a page needs tens. At most 2048: a page's entries travel whole on the bus (a read
    * of the page, its updates): with 15,000 counters of the longest names one DC's entries alone
-   * passed NATS's default 1 MiB max_payload (about 95 bytes a counter), and the page's reads timed
-   * out (504); 2048 leave room for five DCs' entries in one message (test/publishers/counter_cap.test.ts
-   * holds 2048 over NATS). Its count frames then pass 64 KiB: raise LIVECOUNT_MAX_BACKPRESSURE_BYTES on the
-   * gateways with it. A deleted counter counts until the purge removes it. The owner
-   * checks what its DC knows: counters created in other DCs at the same time (or during a cut) can
-   * take a page past it, by at most the cap per DC.
+   * passed NATS's default 1 MiB max_payload, and the page's reads timed out (504); with 2048 a raw
+   * read of one DC's entries was 182 KB of JSON, so five DCs' stay under 1 MiB on the bus
+   * (test/publishers/counter_cap.test.ts holds 2048 over NATS). Its count frames then pass 64 KiB:
+   * raise LIVECOUNT_MAX_BACKPRESSURE_BYTES on the gateways with it. A deleted counter counts until
+   * the purge removes it. The owner checks what its DC knows: counters created in other DCs at the
+   * same time (or during a cut) can take a page past it, by at most the cap per DC.
    */
   readonly maxCountersPerPage: number;
   /**

@@ -4,29 +4,12 @@
  * hold more keep-alive connections than its budget keeps alive (each must carry a request every
  * 10 s). Raw TCP connections from several loopback source addresses, as an attacker would open them.
  */
-import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
+import { openRaw, statuses } from "../../../test/support/raw_http.js";
 import { PADDED_GET, PADDED_UPGRADE, headOf } from "../../../test/support/request_heads.js";
 
 const BURST = 10;
-
-/** A keep-alive connection from `localAddress`; `closed` resolves when the server ends it. */
-async function open(
-  port: number,
-  localAddress: string,
-): Promise<{ socket: Socket; received: () => string; closed: Promise<void> }> {
-  const socket = connect({ port, host: "127.0.0.1", localAddress });
-  let text = "";
-  socket.on("data", (c: Buffer) => (text += c.toString("latin1")));
-  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  socket.on("error", () => {});
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", resolve);
-    socket.once("error", reject);
-  });
-  return { socket, received: () => text, closed };
-}
 
 function request(path: string, headers = ""): string {
   return `GET ${path} HTTP/1.1\r\nHost: t\r\n${headers}\r\n`;
@@ -34,11 +17,6 @@ function request(path: string, headers = ""): string {
 
 /** LIVECOUNT_MAX_HEADER_BYTES' default: a request line and headers, with the blank line that ends them. */
 const DEFAULT_HEADER_BYTES = 8192;
-
-/** Status codes of the responses in `text`, in order. */
-function statuses(text: string): number[] {
-  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-}
 
 describe("gateway - HTTP requests per client address", () => {
   let platform: TestPlatform;
@@ -57,7 +35,7 @@ describe("gateway - HTTP requests per client address", () => {
   });
 
   test("LIVECOUNT_HTTP_BURST - past its budget an address gets 429 with Retry-After and the connection closed; keyed requests and other addresses are not limited", async () => {
-    const conn = await open(platform.app.port, "127.0.0.2");
+    const conn = await openRaw(platform.app.port, "127.0.0.2");
     conn.socket.write(Array.from({ length: BURST + 2 }, () => request("/healthz")).join(""));
     await conn.closed;
     const text = conn.received();
@@ -68,7 +46,7 @@ describe("gateway - HTTP requests per client address", () => {
     expect(refusal).toContain('{"error":{"code":"rate_limited"');
 
     // A publisher's back end behind the same, spent address is limited by its key, not by the address.
-    const keyed = await open(platform.app.port, "127.0.0.2");
+    const keyed = await openRaw(platform.app.port, "127.0.0.2");
     keyed.socket.write(
       request(
         "/v1/pages/budget/counter",
@@ -78,7 +56,7 @@ describe("gateway - HTTP requests per client address", () => {
     await keyed.closed;
     expect(statuses(keyed.received())).toEqual([200]);
     // Another address has its own budget.
-    const other = await open(platform.app.port, "127.0.0.3");
+    const other = await openRaw(platform.app.port, "127.0.0.3");
     other.socket.write(request("/healthz", "Connection: close\r\n"));
     await other.closed;
     expect(statuses(other.received())).toEqual([200]);
@@ -86,7 +64,7 @@ describe("gateway - HTTP requests per client address", () => {
 
   test("LIVECOUNT_HTTP_RATE - an address cannot keep more connections than its budget: the refused ones are closed by the gateway", async () => {
     const conns = await Promise.all(
-      Array.from({ length: 3 * BURST }, () => open(platform.app.port, "127.0.0.4")),
+      Array.from({ length: 3 * BURST }, () => openRaw(platform.app.port, "127.0.0.4")),
     );
     for (const c of conns) c.socket.write(request("/healthz"));
     // Every connection gets one answer; those past the budget are closed by the gateway.
@@ -102,7 +80,7 @@ describe("gateway - HTTP requests per client address", () => {
   });
 
   test("LIVECOUNT_HTTP_BURST - a HEAD past the budget is closed without an answer", async () => {
-    const conn = await open(platform.app.port, "127.0.0.5");
+    const conn = await openRaw(platform.app.port, "127.0.0.5");
     const head = (): string => "HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
     conn.socket.write(Array.from({ length: BURST }, head).join(""));
     await expect.poll(() => statuses(conn.received()).length).toBe(BURST);
@@ -112,25 +90,21 @@ describe("gateway - HTTP requests per client address", () => {
     expect(statuses(conn.received())).toEqual(Array<number>(BURST).fill(200));
   });
 
-  test("LIVECOUNT_MAX_HEADER_BYTES - a request head of exactly 8 KiB (the default) is served; one byte more gets the HTTP layer's 431 and a closed connection", async () => {
-    const atLimit = await open(platform.app.port, "127.0.0.6");
-    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, PADDED_GET));
-    await expect.poll(() => statuses(atLimit.received())).toEqual([200]);
-    atLimit.socket.destroy();
-    const past = await open(platform.app.port, "127.0.0.6");
-    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, PADDED_GET));
-    await past.closed;
-    expect(statuses(past.received())).toEqual([431]);
-  });
-
-  test("LIVECOUNT_MAX_HEADER_BYTES - a WebSocket upgrade whose cookies bring its head to exactly 8 KiB is upgraded; one byte more gets 431", async () => {
-    const atLimit = await open(platform.app.port, "127.0.0.7");
-    atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, PADDED_UPGRADE));
-    await expect.poll(() => statuses(atLimit.received())).toEqual([101]);
-    atLimit.socket.destroy();
-    const past = await open(platform.app.port, "127.0.0.7");
-    past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, PADDED_UPGRADE));
-    await past.closed;
-    expect(statuses(past.received())).toEqual([431]);
-  });
+  // A read, and a WebSocket upgrade whose cookies bring its head to the size: each from an address of its own.
+  test.each([
+    ["a read", PADDED_GET, 200, "127.0.0.6"],
+    ["a WebSocket upgrade", PADDED_UPGRADE, 101, "127.0.0.7"],
+  ] as const)(
+    "LIVECOUNT_MAX_HEADER_BYTES - %s whose head is exactly 8 KiB (the default) is answered %i; one byte more gets the HTTP layer's 431 and a closed connection",
+    async (_what, start, status, address) => {
+      const atLimit = await openRaw(platform.app.port, address);
+      atLimit.socket.write(headOf(DEFAULT_HEADER_BYTES, start));
+      await expect.poll(() => statuses(atLimit.received())).toEqual([status]);
+      atLimit.socket.destroy();
+      const past = await openRaw(platform.app.port, address);
+      past.socket.write(headOf(DEFAULT_HEADER_BYTES + 1, start));
+      await past.closed;
+      expect(statuses(past.received())).toEqual([431]);
+    },
+  );
 });

@@ -5,35 +5,10 @@
  * twice the limit the 413 closes the connection, and a body streamed on is not read to its end. A
  * body sent where no route reads it closes its connection with the answer.
  */
-import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { MAX_BODY_BYTES } from "../src/gateway_config.js";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
-
-interface Connection {
-  readonly socket: Socket;
-  /** Everything the gateway sent so far, as text. */
-  readonly received: () => string;
-  readonly closed: Promise<void>;
-}
-
-async function open(port: number): Promise<Connection> {
-  const socket = connect({ port, host: "127.0.0.1" });
-  let text = "";
-  socket.on("data", (c: Buffer) => (text += c.toString("latin1")));
-  socket.on("error", () => {});
-  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", resolve);
-    socket.once("error", reject);
-  });
-  return { socket, received: () => text, closed };
-}
-
-/** Status codes of the responses in `text`, in order. */
-function statuses(text: string): number[] {
-  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-}
+import { openRaw, statuses, streamUntilClosed } from "../../../test/support/raw_http.js";
 
 /** A like's head for a body of `length` bytes, each request with its own key. */
 let keys = 0;
@@ -65,7 +40,7 @@ describe("gateway - request body limit", () => {
 
   test("protocol - a body of exactly 64 KiB is served; one byte more is 413, and the connection serves the next request", async () => {
     const page = "body-limit-edge";
-    const conn = await open(platform.app.port);
+    const conn = await openRaw(platform.app.port);
     conn.socket.write(putHead(page, MAX_BODY_BYTES) + likeBody(MAX_BODY_BYTES));
     await expect.poll(() => statuses(conn.received())).toEqual([200]);
     conn.socket.write(putHead(page, MAX_BODY_BYTES + 1) + likeBody(MAX_BODY_BYTES + 1));
@@ -79,14 +54,14 @@ describe("gateway - request body limit", () => {
 
   test("protocol - a body of twice the limit is read to its end after the 413; one byte more and the 413 closes the connection", async () => {
     const page = "body-limit-twice";
-    const kept = await open(platform.app.port);
+    const kept = await openRaw(platform.app.port);
     kept.socket.write(putHead(page, 2 * MAX_BODY_BYTES) + likeBody(2 * MAX_BODY_BYTES));
     await expect.poll(() => statuses(kept.received())).toEqual([413]);
     kept.socket.write(HEALTH);
     await expect.poll(() => statuses(kept.received())).toEqual([413, 200]);
     kept.socket.destroy();
 
-    const closing = await open(platform.app.port);
+    const closing = await openRaw(platform.app.port);
     closing.socket.write(putHead(page, 2 * MAX_BODY_BYTES + 1) + likeBody(2 * MAX_BODY_BYTES + 1));
     await closing.closed;
     expect(statuses(closing.received())).toEqual([413]);
@@ -106,24 +81,16 @@ describe("gateway - request body limit", () => {
         ? `${MAX_BODY_BYTES.toString(16)}\r\n${" ".repeat(MAX_BODY_BYTES)}\r\n`
         : " ".repeat(MAX_BODY_BYTES);
     for (const head of heads) {
-      const conn = await open(platform.app.port);
-      let closed = false;
-      void conn.closed.then(() => (closed = true));
+      const conn = await openRaw(platform.app.port);
       conn.socket.write(head);
-      let written = 0;
-      while (!closed && written < declared) {
-        if (!conn.socket.write(chunkOf(head)))
-          await Promise.race([new Promise((r) => conn.socket.once("drain", r)), conn.closed]);
-        written += MAX_BODY_BYTES;
-      }
-      await conn.closed;
+      const written = await streamUntilClosed(conn, chunkOf(head), MAX_BODY_BYTES, declared);
       expect(written, head).toBeLessThan(declared / 2);
       expect([200, 401], head).toContain(statuses(conn.received())[0]);
     }
   });
 
   test("protocol - a short body no route reads (a change refused before it, a 401) keeps the connection: the next request is answered", async () => {
-    const conn = await open(platform.app.port);
+    const conn = await openRaw(platform.app.port);
     const body = likeBody(100);
     conn.socket.write(
       `PUT /v1/pages/body-limit-short/counter HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n` +
@@ -134,7 +101,7 @@ describe("gateway - request body limit", () => {
   });
 
   test("protocol - an event stream sent with a body is refused: 400 invalid_body", async () => {
-    const conn = await open(platform.app.port);
+    const conn = await openRaw(platform.app.port);
     conn.socket.write(
       "GET /v1/pages/body-limit-sse/events HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
     );
@@ -145,18 +112,9 @@ describe("gateway - request body limit", () => {
 
   test("protocol - a body streamed on past twice the limit is not read to its end: the connection is closed", async () => {
     const declared = 256 * MAX_BODY_BYTES;
-    const conn = await open(platform.app.port);
-    let closed = false;
-    void conn.closed.then(() => (closed = true));
+    const conn = await openRaw(platform.app.port);
     conn.socket.write(putHead("body-limit-stream", declared));
-    const chunk = " ".repeat(MAX_BODY_BYTES);
-    let written = 0;
-    while (!closed && written < declared) {
-      if (!conn.socket.write(chunk))
-        await Promise.race([new Promise((r) => conn.socket.once("drain", r)), conn.closed]);
-      written += chunk.length;
-    }
-    await conn.closed;
+    const written = await streamUntilClosed(conn, " ".repeat(MAX_BODY_BYTES), MAX_BODY_BYTES, declared);
     // What the kernels' buffers hold besides, not the 16 MiB declared.
     expect(written).toBeLessThan(declared / 2);
   });
