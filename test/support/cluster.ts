@@ -103,6 +103,8 @@ export interface TestClusterOptions {
    * others from the cluster's gossip, as a client given one address of a cluster does.
    */
   readonly natsServers?: number;
+  /** Added to every NATS server's configuration (e.g. `max_payload: 65536`). */
+  readonly natsConfig?: string;
 }
 
 export class TestCluster {
@@ -125,7 +127,7 @@ export class TestCluster {
   /** Starts the servers, then the counter nodes (until they share the partitions), then the gateways. */
   static async start(options: TestClusterOptions = {}): Promise<TestCluster> {
     const logDir = mkdtempSync(join(tmpdir(), "livecount-cluster-"));
-    const natsServers = await startNatsCluster(options.natsServers ?? 1);
+    const natsServers = await startNatsCluster(options.natsServers ?? 1, options.natsConfig);
     const redis = await RedisServer.start(options.redis).catch(async (err: unknown) => {
       await Promise.all(natsServers.map((s) => s.stop()));
       throw err;

@@ -73,9 +73,10 @@ export interface CounterConfig extends ClusterConfig {
    * of the page, its updates): with 15,000 counters of the longest names one DC's entries alone
    * passed NATS's default 1 MiB max_payload, and the page's reads timed out (504); with 2048 a raw
    * read of one DC's entries was 182 KB of JSON, so five DCs' stay under 1 MiB on the bus
-   * (test/publishers/counter_cap.test.ts holds 2048 over NATS). Its count frames then pass 64 KiB:
-   * raise LIVECOUNT_MAX_BACKPRESSURE_BYTES on the gateways with it. A deleted counter counts until
-   * the purge removes it. The owner checks what its DC knows: counters created in other DCs at the
+   * (test/publishers/counter_cap.test.ts holds 2048 over NATS); a page past NATS's limit all the
+   * same costs only its own reads and updates (oversized_updates.test.ts). Its count frames then
+   * pass 64 KiB: raise LIVECOUNT_MAX_BACKPRESSURE_BYTES on the gateways with it. A deleted counter
+   * counts until the purge removes it. The owner checks what its DC knows: counters created in other DCs at the
    * same time (or during a cut) can take a page past it, by at most the cap per DC.
    */
   readonly maxCountersPerPage: number;

@@ -11,6 +11,7 @@ export class CounterMetrics {
   readonly flushFailures: Counter;
   readonly storeWrites: Counter;
   readonly publishes: Counter;
+  readonly publishFailures: Counter;
   readonly forwards: Counter;
   readonly gatewayExpiries: Counter;
   readonly gatewayRestarts: Counter;
@@ -77,6 +78,11 @@ export class CounterMetrics {
     this.publishes = new Counter({
       name: "livecount_counter_updates_published_total",
       help: "Page updates published",
+      registers,
+    });
+    this.publishFailures = new Counter({
+      name: "livecount_counter_update_publish_failures_total",
+      help: "Page updates made durable that the bus refused (too large for its max_payload, or closing)",
       registers,
     });
     this.forwards = new Counter({

@@ -187,11 +187,25 @@ export class DurableWriter {
       this.#publishLocal(partition, [[page, entries]], ts);
       return;
     }
-    this.#o.bus.publish(
-      this.#o.subjectOf(page, partition),
-      encodePageUpdate({ type: "update", page, dc, counters, ts }),
-    );
-    this.#o.metrics.publishes.inc();
+    const data = encodePageUpdate({ type: "update", page, dc, counters, ts });
+    this.#publishDurable(this.#o.subjectOf(page, partition), data, page);
+  }
+
+  /**
+   * Publishes what is durable already. A publish the bus refuses (past its max_payload:
+   * PayloadTooLargeError; or the bus closing) costs the watchers this update, and nothing else:
+   * thrown on, it failed the flush or merge it came from, which wrote every page of it again and
+   * failed the same way at every try, the pages after it never published. Other DCs get what it
+   * carried by anti-entropy.
+   */
+  #publishDurable(subject: string, data: Uint8Array, page?: string): void {
+    try {
+      this.#o.bus.publish(subject, data);
+      this.#o.metrics.publishes.inc();
+    } catch (err) {
+      this.#o.metrics.publishFailures.inc();
+      this.#logError(err, "update not published", page === undefined ? { subject } : { page });
+    }
   }
 
   /**
@@ -206,8 +220,7 @@ export class DurableWriter {
 
   /** Publishes pages' entries on this DC's updates subject: for its own gateways only. */
   #publishLocal(partition: number, pages: ReadonlyArray<readonly [string, PageRecord]>, ts: number): void {
-    this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), encodePageUpdates(partition, pages, ts));
-    this.#o.metrics.publishes.inc();
+    this.#publishDurable(dcUpdatesSubject(this.#o.dc, partition), encodePageUpdates(partition, pages, ts));
   }
 
   /**

@@ -15,7 +15,8 @@ export type BusHandler = (data: Uint8Array, subject: string) => void;
  * Answers a request; the returned bytes are the reply (an empty reply is a valid reply). A thrown or
  * rejected error becomes a failed request: the requester's promise rejects with ResponderError, whose
  * message carries the responder's error name and message. Responders that want a structured error
- * (an `ErrorReply` with a stable code) return it as a normal reply instead of throwing.
+ * (an `ErrorReply` with a stable code) return it as a normal reply instead of throwing. A reply longer
+ * than the broker takes fails the request the same way (PayloadTooLargeError), not by silence.
  */
 export type BusResponder = (data: Uint8Array, subject: string) => Uint8Array | Promise<Uint8Array>;
 
@@ -54,10 +55,10 @@ export interface BusEvents {
 export interface Bus {
   /**
    * Throws InvalidSubjectError for a subject that is not a literal NATS subject, BusClosedError after
-   * close. What is published while the connection is down, or left in it when it drops, may be lost
-   * (or, left in a frozen server, passed on late if it thaws): the publisher, which alone hears
-   * `reconnected`, makes up for it (gateways resync; counter nodes say so in their heartbeats), and
-   * requests fail and are retried.
+   * close, PayloadTooLargeError for more than the broker takes. What is published while the
+   * connection is down, or left in it when it drops, may be lost (or, left in a frozen server, passed
+   * on late if it thaws): the publisher, which alone hears `reconnected`, makes up for it (gateways
+   * resync; counter nodes say so in their heartbeats), and requests fail and are retried.
    */
   publish(subject: string, data: Uint8Array): void;
   /** With `queue`, one member of the queue group (by name, across matching subscriptions) gets each message. */
@@ -128,6 +129,15 @@ export class BusClosedError extends BusError {
  */
 export class BusDisconnectedError extends BusError {
   override name = "BusDisconnectedError";
+}
+
+/**
+ * A message (a publish, or a responder's reply) is longer than the broker takes: NATS's
+ * `max_payload` (1 MiB by default), the least of every server it would cross. Sending it again
+ * fails the same way.
+ */
+export class PayloadTooLargeError extends BusError {
+  override name = "PayloadTooLargeError";
 }
 
 /** The responder of a request threw or rejected; see BusResponder. */

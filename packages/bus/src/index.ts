@@ -7,6 +7,7 @@ export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   InvalidSubjectError,
   NoRespondersError,
+  PayloadTooLargeError,
   ResponderError,
   type Bus,
   type BusEvents,

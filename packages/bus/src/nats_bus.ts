@@ -32,6 +32,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   InvalidSubjectError,
   NoRespondersError,
+  PayloadTooLargeError,
   type Bus,
   type BusEvents,
   type BusHandler,
@@ -191,7 +192,7 @@ export class NatsBus implements Bus {
     try {
       this.#nc.publish(subject, data);
     } catch (err) {
-      throw toBusError(err, `publish on ${subject}`);
+      throw this.#tooLarge(err, `publish on ${subject}`, data) ?? toBusError(err, `publish on ${subject}`);
     }
   }
 
@@ -338,9 +339,24 @@ export class NatsBus implements Bus {
     try {
       msg.respond(data);
     } catch (err) {
+      // A reply the server would refuse: the requester hears why now instead of timing out.
+      const tooLarge = this.#tooLarge(err, `reply on ${msg.subject}`, data);
+      if (tooLarge !== undefined) return this.#fail(msg, tooLarge);
       // Closed while the responder worked: the requester times out or was already rejected.
       this.#log?.warn({ err, subject: msg.subject }, "bus reply dropped");
     }
+  }
+
+  /** PayloadTooLargeError when nats.js refused `data` for the server's max_payload; else undefined. */
+  #tooLarge(err: unknown, what: string, data: Uint8Array): PayloadTooLargeError | undefined {
+    if (!(err instanceof NatsError) || err.code !== ErrorCode.MaxPayloadExceeded) return undefined;
+    const max = this.#nc.info?.max_payload ?? "?";
+    return new PayloadTooLargeError(
+      `${what}: ${data.length} bytes, more than the server's max_payload of ${max}`,
+      {
+        cause: err,
+      },
+    );
   }
 
   /** The reply-on-error rule (responder_failure.ts): an empty reply with service error headers. */

@@ -8,6 +8,8 @@ import {
   BusError,
   BusTimeoutError,
   NatsBus,
+  PayloadTooLargeError,
+  ResponderError,
   pageSubject,
   type Bus,
 } from "../src/index.js";
@@ -19,6 +21,8 @@ const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
 const TEST_RECONNECT_TIME_WAIT_MS = 50;
 /** Well below the client ping interval, so the paused server is not given up on meanwhile. */
 const PAUSED_TIMEOUT_MS = 300;
+/** A server's max_payload small enough to pass in a test (NATS's default is 1 MiB). */
+const SMALL_MAX_PAYLOAD = 4096;
 
 describeWithNats("NatsBus", () => {
   let server: NatsServer;
@@ -130,6 +134,44 @@ describeWithNats("NatsBus", () => {
     await waitFor("the reconnect", () => pub.status === "connected" && sub.status === "connected");
     await sub.flush();
     expect(text(await pub.request("svc.echo", bytes("again")))).toBe("again");
+  });
+
+  it("fails a publish and a reply past the server's max_payload with PayloadTooLargeError, the request at once", async () => {
+    const small = await NatsServer.start({ config: `max_payload: ${SMALL_MAX_PAYLOAD}` });
+    try {
+      const open = (name: string) =>
+        NatsBus.connect({ servers: small.url, name }).then((bus) => (buses.push(bus), bus));
+      const [sub, pub] = await Promise.all([open("sub"), open("pub")]);
+      // The largest message the server takes goes; one byte more does not.
+      const { got } = record(sub, "t.big");
+      sub.serve("svc.sized", (data) => new Uint8Array(Number(text(data))));
+      await sub.flush();
+      pub.publish("t.big", new Uint8Array(SMALL_MAX_PAYLOAD));
+      await waitFor("the largest message", () => got.length === 1);
+      expect(() => pub.publish("t.big", new Uint8Array(SMALL_MAX_PAYLOAD + 1))).toThrow(PayloadTooLargeError);
+      expect(() => pub.publish("t.big", new Uint8Array(SMALL_MAX_PAYLOAD + 1))).toThrow(
+        `${SMALL_MAX_PAYLOAD + 1} bytes, more than the server's max_payload of ${SMALL_MAX_PAYLOAD}`,
+      );
+
+      expect((await pub.request("svc.sized", bytes(String(SMALL_MAX_PAYLOAD)))).length).toBe(
+        SMALL_MAX_PAYLOAD,
+      );
+      // A reply nats.js refuses to send was dropped: the requester waited out its timeout (a read of
+      // a page whose entries passed it answered 504). It now hears why, at once.
+      const timeoutMs = 10_000;
+      const sentAt = Date.now();
+      const err = await pub
+        .request("svc.sized", bytes(String(SMALL_MAX_PAYLOAD + 1)), { timeoutMs })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ResponderError);
+      expect((err as Error).message).toContain("PayloadTooLargeError");
+      expect((err as Error).message).toContain(`${SMALL_MAX_PAYLOAD + 1} bytes`);
+      expect(Date.now() - sentAt, "failed long before its timeout, ms").toBeLessThan(timeoutMs / 2);
+      // The connection goes on.
+      expect((await pub.request("svc.sized", bytes("3"))).length).toBe(3);
+    } finally {
+      await small.stop();
+    }
   });
 
   it("times requests out while the server is paused and serves them again once it resumes", async () => {
