@@ -23,7 +23,7 @@ describeWithServers("publishers - a page at the counter cap's ceiling", () => {
   test(
     `cap - ${MAX_COUNTERS_PER_PAGE} counters of 64-character names on one page are counted, read and watched over NATS; one more is refused`,
     async () => {
-      const cluster = await TestCluster.start({
+      const cluster = await TestCluster.forTest({
         counters: 1,
         gateways: 1,
         env: {
@@ -32,11 +32,6 @@ describeWithServers("publishers - a page at the counter cap's ceiling", () => {
           // A count frame of this page is about 140 KB.
           LIVECOUNT_MAX_BACKPRESSURE_BYTES: String(1024 * 1024),
         },
-      });
-      onTestFinished(async ({ task }) => {
-        const failed = task.result?.state === "fail";
-        if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
-        await cluster.stop(failed);
       });
       const gateway = cluster.gateways[0]!;
       const api = new PublisherHttp(gateway.url, CLUSTER_PUBLISHER_KEY);

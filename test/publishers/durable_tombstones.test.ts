@@ -3,7 +3,7 @@
  * real deployment (nats-server, redis-server, a counter node and a gateway from the built output)
  * a tombstone, a reset and their idempotency keys survive a kill -9 of the counter node.
  */
-import { expect, onTestFinished, test } from "vitest";
+import { expect, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { eventually } from "../support/eventually.js";
 import { PublisherHttp } from "../support/publisher_http.js";
@@ -15,12 +15,7 @@ describeWithServers("publishers - durable deletes and resets", () => {
   test(
     "publishers - a tombstone, a reset and their keys survive kill -9 of the counter node",
     async () => {
-      const cluster = await TestCluster.start({ counters: 1, gateways: 1 });
-      onTestFinished(async ({ task }) => {
-        const failed = task.result?.state === "fail";
-        if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
-        await cluster.stop(failed);
-      });
+      const cluster = await TestCluster.forTest({ counters: 1, gateways: 1 });
       const api = new PublisherHttp(cluster.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
       const page = "durable/tombstone";
       const seeded = await api.batch([

@@ -5,7 +5,7 @@
  * concurrent increments on one hot page is answered in full and counted exactly once, one item's
  * error stays that item's, and items of many pages reach each owner in one request.
  */
-import { expect, onTestFinished, test } from "vitest";
+import { expect, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
 import { PublisherHttp, type BatchItem } from "../support/publisher_http.js";
 import { describeWithServers } from "../support/servers.js";
@@ -20,12 +20,7 @@ describeWithServers("publishers - increment batches", () => {
   let api: PublisherHttp;
 
   const start = async (): Promise<void> => {
-    cluster = await TestCluster.start({ counters: 2, gateways: 1 });
-    onTestFinished(async ({ task }) => {
-      const failed = task.result?.state === "fail";
-      if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
-      await cluster.stop(failed);
-    });
+    cluster = await TestCluster.forTest({ counters: 2, gateways: 1 });
     api = new PublisherHttp(cluster.gateways[0]!.url, CLUSTER_PUBLISHER_KEY);
   };
 

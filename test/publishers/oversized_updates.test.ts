@@ -28,7 +28,7 @@ describeWithServers("publishers - a page too large for the bus", () => {
   test(
     "costs only its own updates: other pages keep reaching watchers, a read of it fails at once",
     async () => {
-      const cluster = await TestCluster.start({
+      const cluster = await TestCluster.forTest({
         counters: 1,
         gateways: 1,
         natsConfig: `max_payload: ${MAX_PAYLOAD}`,
@@ -37,11 +37,6 @@ describeWithServers("publishers - a page too large for the bus", () => {
           LIVECOUNT_PUBLISHER_BURST: String(2 * BIG_COUNTERS),
           LIVECOUNT_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
         },
-      });
-      onTestFinished(async ({ task }) => {
-        const failed = task.result?.state === "fail";
-        if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
-        await cluster.stop(failed);
       });
       const [gateway] = cluster.gateways;
       const [node] = cluster.counters;

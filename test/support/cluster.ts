@@ -14,6 +14,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { onTestFinished } from "vitest";
 import {
   CLUSTER_ADMIN_KEY,
   ClusterProcess,
@@ -122,6 +123,20 @@ export class TestCluster {
   /** The NATS server (the first, with `natsServers`). */
   get nats(): NatsServer {
     return this.natsServers[0]!;
+  }
+
+  /**
+   * `start`, for the running test: stopped when it finishes, its processes' logs printed and kept
+   * when it failed.
+   */
+  static async forTest(options: TestClusterOptions = {}): Promise<TestCluster> {
+    const cluster = await TestCluster.start(options);
+    onTestFinished(async ({ task }) => {
+      const failed = task.result?.state === "fail";
+      if (failed) console.error(`\n----- logs -----\n${cluster.logs()}\n`);
+      await cluster.stop(failed);
+    });
+    return cluster;
   }
 
   /** Starts the servers, then the counter nodes (until they share the partitions), then the gateways. */
