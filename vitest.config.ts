@@ -17,6 +17,7 @@ const PROCESS_CLUSTERS = ["test/cluster/**/*.test.ts", "test/multi_dc/**/*.test.
 const UNTIMED_CLUSTERS = [
   "test/cluster/unknown_pages.test.ts",
   "test/cluster/redis_cluster.test.ts",
+  "test/cluster/crowded_partition.test.ts",
   "test/multi_dc/tombstone_purge.test.ts",
   "test/multi_dc/three_dcs.test.ts",
   "test/multi_dc/rebuilt_dc.test.ts",

@@ -22,6 +22,9 @@ export class ForwardingBus implements Bus {
   get status(): BusStatus {
     return this.local.status;
   }
+  get maxPayload(): number {
+    return this.local.maxPayload;
+  }
   flush(): Promise<void> {
     return this.local.flush();
   }

@@ -33,6 +33,7 @@ import { OwnerClient } from "./owner_client.js";
 import { PageDelivery } from "./page_delivery.js";
 import { PageViews, type FrameSink } from "./page_views.js";
 import { PresenceForwarder } from "./presence_forwarder.js";
+import { MAX_PRESENCE_REQUEST_BYTES } from "./presence_chunks.js";
 import { PrivatePages } from "./private_pages.js";
 import { AddressRateLimiter } from "./rate_limits.js";
 import { GatewayStoppedError, ringKnown } from "./ring_wait.js";
@@ -160,6 +161,7 @@ export class Gateway {
       retryMs: RETRY_MS,
       maxRetryMs: MAX_RETRY_MS,
       onSent: (ops) => this.#metrics.presenceOpsSent.inc(ops),
+      maxRequestBytes: () => Math.min(MAX_PRESENCE_REQUEST_BYTES, bus.maxPayload / 2),
     });
     this.#heartbeat = new GatewayHeartbeatSender({
       bus,

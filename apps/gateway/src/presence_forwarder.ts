@@ -12,6 +12,7 @@ import {
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Hold, LocalPresence } from "./local_presence.js";
+import { addTo, presenceChunks, syncFields } from "./presence_chunks.js";
 import type { OwnerClient } from "./owner_client.js";
 
 export interface ForwarderOptions {
@@ -30,6 +31,11 @@ export interface ForwarderOptions {
   /** Random numbers for the jitter (tests make it deterministic). */
   readonly random?: () => number;
   readonly onSent?: (ops: number) => void;
+  /**
+   * The most bytes one request to an owner may carry now (MAX_PRESENCE_REQUEST_BYTES, or half the
+   * bus's max_payload when that is smaller): more goes in several.
+   */
+  readonly maxRequestBytes: () => number;
 }
 
 interface PartitionQueue {
@@ -231,27 +237,34 @@ export class PresenceForwarder {
     q.unvisited = new Map();
     const generation = q.generation;
     q.inFlight = generation;
-    const pages: PageTransitions[] = [];
-    let count = 0;
-    for (const [page, viewers] of queued) {
-      const transitions: Array<string | HoldCode> = [];
-      for (const [viewer, code] of viewers) transitions.push(viewer, code);
-      pages.push([page, transitions]);
-      count += viewers.size;
-    }
+    const chunks = presenceChunks(queued, unvisited, this.#opts.maxRequestBytes(), q.legacy);
+    let sent = 0;
     try {
-      await this.#send(partition, q, generation, pages, unvisited);
-      this.#sent(q, generation, count);
-    } catch (err) {
-      // Superseded by a sync meanwhile: the sync carries the current state, these are history.
-      if (generation !== q.generation) return this.#settled(q, generation);
-      // Newer transitions of the same pair queued meanwhile win; the rest go out again.
-      for (const [page, viewers] of queued) {
-        const newer = q.pages.get(page);
-        if (newer === undefined) q.pages.set(page, viewers);
-        else for (const [viewer, code] of viewers) if (!newer.has(viewer)) newer.set(viewer, code);
+      for (; sent < chunks.length; sent++) {
+        // Superseded by a sync: it carries the current state, the rest of these are history.
+        if (generation !== q.generation) return this.#settled(q, generation);
+        await this.#send(partition, q, generation, chunks[sent]!.pages, chunks[sent]!.unvisited);
       }
-      for (const [page, viewers] of unvisited) for (const viewer of viewers) addTo(q.unvisited, page, viewer);
+      this.#sent(
+        q,
+        generation,
+        chunks.reduce((n, c) => n + c.count, 0),
+      );
+    } catch (err) {
+      if (generation !== q.generation) return this.#settled(q, generation);
+      // What the owner did not acknowledge goes out again, under newer transitions of the same pair.
+      for (const chunk of chunks.slice(sent)) {
+        for (const [page, transitions] of chunk.pages) {
+          let newer = q.pages.get(page);
+          if (newer === undefined) q.pages.set(page, (newer = new Map()));
+          for (let i = 0; i < transitions.length; i += 2) {
+            const viewer = transitions[i] as string;
+            if (!newer.has(viewer)) newer.set(viewer, transitions[i + 1] as HoldCode);
+          }
+        }
+        for (const [page, viewers] of chunk.unvisited)
+          for (const viewer of viewers) addTo(q.unvisited, page, viewer);
+      }
       this.#failed(partition, q, generation, err);
     }
   }
@@ -296,29 +309,29 @@ export class PresenceForwarder {
     await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#reconnects });
   }
 
+  /**
+   * Everything this gateway holds in the partition, as the owner's whole picture of it: one
+   * `presence_sync`, and past what one request carries (presence_chunks.ts) the rest as joins in
+   * `presence_pages` right after it. A page cut in two has the viewers of its later part linger
+   * between the two at the owner (the sync replaced them): they keep counting, and come back within
+   * their grace.
+   */
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
     q.sync = false;
     const generation = q.generation;
     q.inFlight = generation;
-    const pages: Array<[string, string[]]> = [];
-    const sockets: Array<[string, number[]]> = [];
-    const passive: Array<[string, string[]]> = [];
-    const unvisited: Array<[string, string[]]> = [];
-    let viewers = 0;
-    for (const page of this.#opts.presence.pages()) {
-      if (partitionOf(page, this.#opts.partitions) !== partition) continue;
-      const holds = this.#opts.presence.holdsOf(page);
-      pages.push([page, holds.map(([viewer]) => viewer)]);
-      // Only what differs from the defaults (one socket, active, a visitor) goes on the wire.
-      if (holds.some(([, h]) => h.sockets !== 1)) sockets.push([page, holds.map(([, h]) => h.sockets)]);
-      const idle = holds.filter(([, h]) => !h.active).map(([viewer]) => viewer);
-      if (idle.length > 0) passive.push([page, idle]);
+    const { presence, partitions } = this.#opts;
+    const held: Array<[string, Array<[string, HoldCode]>]> = [];
+    const unvisited = new Map<string, Set<string>>();
+    for (const page of presence.pages()) {
+      if (partitionOf(page, partitions) !== partition) continue;
+      held.push([page, presence.holdsOf(page).map(([viewer, h]) => [viewer, holdCode(h.sockets, h.active)])]);
       // A viewer that joined past its address's budget of new ids arrives at the next owner as it
       // did here: not a unique visitor.
-      const notVisitors = this.#opts.presence.unvisitedOf(page);
-      if (notVisitors.length > 0) unvisited.push([page, notVisitors]);
-      viewers += holds.length;
+      for (const viewer of presence.unvisitedOf(page)) addTo(unvisited, page, viewer);
     }
+    const [first, ...rest] = presenceChunks(held, unvisited, this.#opts.maxRequestBytes(), q.legacy);
+    const { pages, sockets, passive, unvisited: notVisitors } = syncFields(first!);
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
     try {
       await this.#opts.owners.request(partition, {
@@ -329,10 +342,18 @@ export class PresenceForwarder {
         pages: pageRecordFrom(pages),
         ...(sockets.length > 0 ? { sockets: pageRecordFrom(sockets) } : {}),
         ...(passive.length > 0 ? { passive: pageRecordFrom(passive) } : {}),
-        ...(unvisited.length > 0 ? { unvisited: pageRecordFrom(unvisited) } : {}),
+        ...(notVisitors.length > 0 ? { unvisited: pageRecordFrom(notVisitors) } : {}),
         ...this.#reconnects,
       });
-      this.#sent(q, generation, viewers);
+      for (const chunk of rest) {
+        if (generation !== q.generation) return this.#settled(q, generation);
+        await this.#send(partition, q, generation, chunk.pages, chunk.unvisited);
+      }
+      this.#sent(
+        q,
+        generation,
+        held.reduce((n, [, viewers]) => n + viewers.length, 0),
+      );
     } catch (err) {
       if (generation !== q.generation) return this.#settled(q, generation);
       this.#markSync(partition);
@@ -378,10 +399,4 @@ function isUnknownType(err: unknown): boolean {
 function holdCodeOf(hold: Hold | undefined, drop: boolean): HoldCode {
   if (hold === undefined) return drop ? HOLD_DROPPED : HOLD_LEFT;
   return holdCode(hold.sockets, hold.active);
-}
-
-function addTo(map: Map<string, Set<string>>, page: string, viewer: string): void {
-  let viewers = map.get(page);
-  if (viewers === undefined) map.set(page, (viewers = new Set()));
-  viewers.add(viewer);
 }

@@ -13,6 +13,7 @@ import { eventually } from "../../../test/support/eventually.js";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { LocalPresence } from "../src/local_presence.js";
 import type { OwnerClient } from "../src/owner_client.js";
+import { MAX_PRESENCE_REQUEST_BYTES } from "../src/presence_chunks.js";
 import { PresenceForwarder } from "../src/presence_forwarder.js";
 
 const PARTITIONS = 8;
@@ -70,7 +71,7 @@ function forwarder(
   owners: Owners,
   presence: LocalPresence,
   retryMs = 10_000,
-  { clock = systemClock, batchMs = 1 } = {},
+  { clock = systemClock, batchMs = 1, maxRequestBytes = MAX_PRESENCE_REQUEST_BYTES } = {},
 ): PresenceForwarder {
   return new PresenceForwarder({
     owners: owners as unknown as OwnerClient,
@@ -83,6 +84,7 @@ function forwarder(
     retryMs,
     maxRetryMs: retryMs,
     random: () => 1,
+    maxRequestBytes: () => maxRequestBytes,
   });
 }
 

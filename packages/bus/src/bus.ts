@@ -61,6 +61,12 @@ export interface Bus {
    * resync; counter nodes say so in their heartbeats), and requests fail and are retried.
    */
   publish(subject: string, data: Uint8Array): void;
+  /**
+   * The most bytes one message may carry now: the connected NATS server's `max_payload` (1 MiB by
+   * default), Infinity for the in-memory bus. Senders of messages that grow with what they carry
+   * cut them below it.
+   */
+  readonly maxPayload: number;
   /** With `queue`, one member of the queue group (by name, across matching subscriptions) gets each message. */
   subscribe(subject: string, handler: BusHandler, opts?: { queue?: string }): Subscription;
   /** Serves request/reply on a subject. With `queue`, one member of the queue group answers. */

@@ -107,6 +107,11 @@ export class MemoryBus implements Bus {
     return this.#status;
   }
 
+  /** In one process nothing caps a message. */
+  get maxPayload(): number {
+    return Infinity;
+  }
+
   publish(subject: string, data: Uint8Array): void {
     this.#assertOpen();
     assertSubject(subject);

@@ -74,6 +74,8 @@ export const DEFAULT_DRAIN_TIMEOUT_MS = 5000;
 
 /** Reconnect forever: a gateway or counter node without its bus is useless, so never give up. */
 const RECONNECT_FOREVER = -1;
+/** nats-server's `max_payload` unless configured (1 MiB): what a connection assumes before it hears. */
+const NATS_DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 export interface NatsBusOptions {
   /** NATS URLs, e.g. "nats://127.0.0.1:4222" or a list for a cluster. */
@@ -184,6 +186,10 @@ export class NatsBus implements Bus {
 
   get status(): BusStatus {
     return this.#status;
+  }
+
+  get maxPayload(): number {
+    return this.#nc.info?.max_payload ?? NATS_DEFAULT_MAX_PAYLOAD;
   }
 
   publish(subject: string, data: Uint8Array): void {
@@ -350,7 +356,7 @@ export class NatsBus implements Bus {
   /** PayloadTooLargeError when nats.js refused `data` for the server's max_payload; else undefined. */
   #tooLarge(err: unknown, what: string, data: Uint8Array): PayloadTooLargeError | undefined {
     if (!(err instanceof NatsError) || err.code !== ErrorCode.MaxPayloadExceeded) return undefined;
-    const max = this.#nc.info?.max_payload ?? "?";
+    const max = this.maxPayload;
     return new PayloadTooLargeError(
       `${what}: ${data.length} bytes, more than the server's max_payload of ${max}`,
       {

@@ -142,6 +142,8 @@ describeWithNats("NatsBus", () => {
       const open = (name: string) =>
         NatsBus.connect({ servers: small.url, name }).then((bus) => (buses.push(bus), bus));
       const [sub, pub] = await Promise.all([open("sub"), open("pub")]);
+      expect(pub.maxPayload).toBe(SMALL_MAX_PAYLOAD);
+      expect((await connect("default")).maxPayload).toBe(1024 * 1024);
       // The largest message the server takes goes; one byte more does not.
       const { got } = record(sub, "t.big");
       sub.serve("svc.sized", (data) => new Uint8Array(Number(text(data))));
