@@ -16,6 +16,7 @@ import type { DurableWriter } from "./durable_writer.js";
 import { Exchanges } from "./exchanges.js";
 import { PurgeExchange } from "./purge_exchange.js";
 import { mergeReceivedPages } from "./received_pages.js";
+import { MAX_ENTRIES_MESSAGE_BYTES } from "./page_chunks.js";
 import { sendPages } from "./sent_pages.js";
 
 export interface AntiEntropyOptions {
@@ -405,9 +406,10 @@ export class AntiEntropy {
 
   /** Every page of `buckets` to `to`, ending the transfer (sent_pages.ts). */
   #sendPages(to: string, partition: number, buckets: readonly number[]): Promise<void> {
-    const { dc, store, metrics, bootstrapped } = this.#o;
+    const { dc, store, metrics, bootstrapped, bus } = this.#o;
     const publish = (subject: string, data: Uint8Array): void => this.#publish(subject, data);
-    return sendPages({ dc, store, metrics, bootstrapped, publish }, to, partition, buckets);
+    const maxBytes = Math.min(MAX_ENTRIES_MESSAGE_BYTES, bus.maxPayload / 2);
+    return sendPages({ dc, store, metrics, bootstrapped, publish, maxBytes }, to, partition, buckets);
   }
 
   #send(subject: string, msg: AntiEntropyMessage): void {

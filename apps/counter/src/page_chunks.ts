@@ -1,59 +1,80 @@
 /**
- * Anti-entropy sends pages in messages that must stay under NATS's payload limit (1 MB by default).
+ * Anti-entropy sends pages in messages that must stay under NATS's payload limit (1 MiB by default).
  * A page's time buckets (a day of window buckets per counter, 4096 visitor registers per day and DC)
  * make a busy page about 360 KB (page_chunks.test.ts prints it), so a few of them pass the limit:
- * messages are cut by entries, not pages, and a page larger than what a message has left goes in
- * parts. Entries merge one by one (per-entry max), so a part is as good as the whole;
- * a page's counters go before its time buckets, so the first part of a page a store does not hold
- * brings what makes it a page there.
+ * messages are cut by what their entries take, not by pages, and a page larger than what a message
+ * has left goes in parts. Entries merge one by one (per-entry max), so a part is as good as the
+ * whole; a page's counters go before its time buckets, so the first part of a page a store does not
+ * hold brings what makes it a page there.
  */
 import type { Entry } from "@livecount/crdt";
 import { isSeriesCounter } from "@livecount/protocol";
 import type { PageRecord } from "@livecount/store";
 
 /**
- * Entries per message: about 60 bytes each in msgpack (page ids are sent once per page), so a
- * message stays near 500 KB, half the limit.
+ * Bytes one message carries at most, as `entryBytes` and `pageBytes` count them: half of NATS's
+ * default 1 MiB (as the gateways' presence requests and snapshot replies), or half of a smaller
+ * `max_payload`. Messages were cut at 8,000 entries, which assumed 60 bytes an entry: pages of one
+ * entry each (likes written in one DC, with no viewer) and ids of 110 characters took 1 MiB, the
+ * bus refused the message, and every later try of the partition's heal or bootstrap failed the
+ * same way.
  */
-export const ENTRIES_PER_MESSAGE = 8000;
+export const MAX_ENTRIES_MESSAGE_BYTES = 512 * 1024;
 
-/** Groups pages into messages of at most `max` entries, splitting pages larger than what is left. */
+/** What a message carries besides its pages (its type, DCs, partition, flags), with room. */
+const MESSAGE_BYTES = 512;
+
+/**
+ * What a string takes in msgpack at most: ids and counter names are ASCII (ids.ts), a byte a
+ * character, with a header of up to 5 bytes.
+ */
+const stringBytes = (s: string): number => s.length + 5;
+
+/** A page in a message besides its entries: its id and its record's map header. */
+export const pageBytes = (page: string): number => stringBytes(page) + 5;
+
+/** An entry: its counter's name and map header (paid per entry: never less), its DC and `{p, n}`. */
+export const entryBytes = (counter: string, dc: string): number =>
+  stringBytes(counter) + 5 + stringBytes(dc) + 23;
+
+/** Groups pages into messages of at most `maxBytes`, splitting pages larger than what is left. */
 export function* chunkPages(
   pages: Iterable<readonly [string, PageRecord]>,
-  max: number = ENTRIES_PER_MESSAGE,
+  maxBytes: number = MAX_ENTRIES_MESSAGE_BYTES,
 ): Generator<Array<[string, PageRecord]>> {
+  const max = Math.max(maxBytes - MESSAGE_BYTES, 1);
   let chunk: Array<[string, PageRecord]> = [];
   let size = 0;
   for (const [page, record] of pages) {
     // A page that fits in what the message has left goes as it is: nothing to cut or reorder.
-    const count = entryCount(record);
-    if (size + count <= max) {
+    const bytes = recordBytes(page, record);
+    if (size + bytes <= max) {
       chunk.push([page, record]);
-      size += count;
-      if (size >= max) {
-        yield chunk;
-        chunk = [];
-        size = 0;
-      }
+      size += bytes;
       continue;
     }
     let part: PageRecord = {};
-    let partSize = 0;
+    let partSize = pageBytes(page);
+    let partEntries = 0;
     const counters = Object.entries(record).sort(
       ([a], [b]) => Number(isSeriesCounter(a)) - Number(isSeriesCounter(b)),
     );
     for (const [counter, entries] of counters) {
       for (const [dc, entry] of Object.entries(entries)) {
-        if (size + partSize >= max) {
-          if (partSize > 0) chunk.push([page, part]);
+        const cost = entryBytes(counter, dc);
+        // An entry alone past the bound still goes, alone: nothing smaller can carry it.
+        if (size + partSize + cost > max && (chunk.length > 0 || partEntries > 0)) {
+          if (partEntries > 0) chunk.push([page, part]);
           yield chunk;
           chunk = [];
           size = 0;
           part = {};
-          partSize = 0;
+          partSize = pageBytes(page);
+          partEntries = 0;
         }
         addEntry(part, counter, dc, entry);
-        partSize++;
+        partSize += cost;
+        partEntries++;
       }
     }
     // A page without entries still goes (the receiver learns nothing from it, but it was asked for).
@@ -98,9 +119,11 @@ function setOwn<T>(target: Record<string, T>, key: string, value: T): void {
   else target[key] = value;
 }
 
-function entryCount(record: PageRecord): number {
-  let n = 0;
-  for (const entries of Object.values(record)) n += Object.keys(entries).length;
+/** What a whole page takes in a message. */
+function recordBytes(page: string, record: PageRecord): number {
+  let n = pageBytes(page);
+  for (const counter of Object.keys(record))
+    for (const dc of Object.keys(record[counter]!)) n += entryBytes(counter, dc);
   return n;
 }
 

@@ -13,6 +13,8 @@ export interface PageSenderOptions {
   readonly bootstrapped: (partition: number) => boolean;
   /** Publishes one message on the bus, counting its bytes. */
   readonly publish: (subject: string, data: Uint8Array) => void;
+  /** The most bytes a message may carry now (chunkPages: half the bus's max_payload, at most 512 KiB). */
+  readonly maxBytes: number;
 }
 
 /** Buckets read from the store at once while sending (all of a partition: two store round trips). */
@@ -39,7 +41,7 @@ export async function sendPages(
   for (let i = 0; i < buckets.length; i += BUCKETS_PER_READ) {
     const pages = await o.store.bucketPages(partition, buckets.slice(i, i + BUCKETS_PER_READ));
     // Every message but the last of a cut is full and goes now; the last waits for more pages.
-    const chunks = [...chunkPages([...batch, ...pages])];
+    const chunks = [...chunkPages([...batch, ...pages], o.maxBytes)];
     batch = chunks.pop() ?? [];
     for (const chunk of chunks) {
       o.publish(subject, encodeAeEntries(head, chunk));

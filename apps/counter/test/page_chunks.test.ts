@@ -1,11 +1,24 @@
 import type { Entry } from "@livecount/crdt";
-import { encodeMessage, isSeriesCounter, uniqueRegisterOf, windowCounterOf } from "@livecount/protocol";
+import { encodeAeEntries, isSeriesCounter, uniqueRegisterOf, windowCounterOf } from "@livecount/protocol";
 import type { PageRecord } from "@livecount/store";
 import { describe, expect, test } from "vitest";
-import { chunkPages, countsOf, hasCounts } from "../src/page_chunks.js";
+import { MAX_ENTRIES_MESSAGE_BYTES, chunkPages, countsOf, hasCounts } from "../src/page_chunks.js";
 
-/** NATS's default payload limit. */
-const MAX_PAYLOAD = 1_048_576;
+const HEAD = { from: "dc1", to: "dc2", partition: 7 };
+
+/** Every page of `chunks` put back together, entry by entry. */
+function merged(
+  chunks: ReadonlyArray<ReadonlyArray<readonly [string, PageRecord]>>,
+): Record<string, PageRecord> {
+  const out = new Map<string, Record<string, Record<string, Entry>>>();
+  for (const chunk of chunks)
+    for (const [page, part] of chunk) {
+      const into = out.get(page) ?? {};
+      for (const [counter, dcs] of Object.entries(part)) into[counter] = { ...into[counter], ...dcs };
+      out.set(page, into);
+    }
+  return Object.fromEntries(out);
+}
 
 /** A busy page: likes with a day of window buckets, and every visitor register of two days, in two DCs. */
 function busyPage(): PageRecord {
@@ -26,8 +39,8 @@ function entries(record: PageRecord): number {
   return n;
 }
 
-describe("counter - anti-entropy messages cut by entries", () => {
-  test("counter - busy pages go in parts, every message under NATS's payload limit, nothing lost", () => {
+describe("counter - anti-entropy messages cut by what they carry", () => {
+  test("counter - busy pages go in parts, every message within its bound as encoded, nothing lost", () => {
     const pages: Array<[string, PageRecord]> = [
       ["busy-1", busyPage()],
       ["small", { likes: { dc1: { p: 1, n: 0 } } }],
@@ -35,35 +48,15 @@ describe("counter - anti-entropy messages cut by entries", () => {
       ["empty", {}],
     ];
     const chunks = [...chunkPages(pages)];
-    expect(chunks.length).toBeGreaterThan(4);
-    const merged = new Map<string, Record<string, Record<string, Entry>>>();
-    const whole = encodeMessage({
-      type: "ae_entries",
-      from: "dc1",
-      to: "dc2",
-      partition: 7,
-      pages: { busy: busyPage() },
-    });
-    let largest = 0;
-    for (const chunk of chunks) {
-      const bytes = encodeMessage({
-        type: "ae_entries",
-        from: "dc1",
-        to: "dc2",
-        partition: 7,
-        pages: Object.fromEntries(chunk),
-      }).byteLength;
-      expect(bytes).toBeLessThan(MAX_PAYLOAD);
-      largest = Math.max(largest, bytes);
-      for (const [page, part] of chunk) {
-        const into = merged.get(page) ?? {};
-        for (const [counter, dcs] of Object.entries(part)) into[counter] = { ...into[counter], ...dcs };
-        merged.set(page, into);
-      }
-    }
-    expect(Object.fromEntries(merged)).toEqual(Object.fromEntries(pages));
+    expect(chunks.length).toBeGreaterThan(2);
+    const whole = encodeAeEntries(HEAD, [["busy", busyPage()]]);
+    const sizes = chunks.map(
+      (chunk) => encodeAeEntries(HEAD, chunk, { done: true, floor: 2 ** 40 }).byteLength,
+    );
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(MAX_ENTRIES_MESSAGE_BYTES);
+    expect(merged(chunks)).toEqual(Object.fromEntries(pages));
     console.info(
-      `anti-entropy messages: one busy page alone ${whole.byteLength} B; cut by entries, the largest of ${chunks.length} is ${largest} B`,
+      `anti-entropy messages: one busy page alone ${whole.byteLength} B; the largest of ${chunks.length} is ${Math.max(...sizes)} B`,
     );
     // A page's first part carries its counters before any time bucket.
     const first = chunks.flat().find(([page]) => page === "busy-1")![1];
@@ -71,13 +64,37 @@ describe("counter - anti-entropy messages cut by entries", () => {
     expect(entries(first)).toBeGreaterThan(0);
   });
 
-  test("counter - small pages share a message up to the limit", () => {
+  test("counter - pages of one entry under the longest ids stay within the bound: cut at 8,000 entries they took 1.2 MB", () => {
+    const dc = "d".repeat(64);
+    const pages: Array<[string, PageRecord]> = Array.from({ length: 8000 }, (_, i) => [
+      `p${String(i).padStart(127, "0")}`,
+      { ["c".repeat(63) + (i % 10)]: { [dc]: { p: 2 ** 50 + i, n: 2 ** 49 } } },
+    ]);
+    const chunks = [...chunkPages(pages)];
+    const sizes = chunks.map(
+      (chunk) =>
+        encodeAeEntries({ from: dc, to: dc, partition: 65535 }, chunk, { done: true, floor: 2 ** 52 })
+          .byteLength,
+    );
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(MAX_ENTRIES_MESSAGE_BYTES);
+    // Full messages: each carries most of what it may.
+    expect(Math.min(...sizes.slice(0, -1))).toBeGreaterThan(MAX_ENTRIES_MESSAGE_BYTES / 2);
+    expect(merged(chunks)).toEqual(Object.fromEntries(pages));
+    console.info(
+      `anti-entropy messages of 8,000 one-entry pages: ${chunks.length}, the largest ${Math.max(...sizes)} B`,
+    );
+  });
+
+  test("counter - small pages share a message up to the bound; a page that does not fit what is left is cut there", () => {
     const pages: Array<[string, PageRecord]> = Array.from({ length: 25 }, (_, i) => [
       `p${i}`,
       { likes: { dc1: { p: i + 1, n: 0 } }, shares: { dc2: { p: 1, n: 0 } } },
     ]);
-    const chunks = [...chunkPages(pages, 10)];
-    expect(chunks.map((c) => c.reduce((n, [, r]) => n + entries(r), 0))).toEqual([10, 10, 10, 10, 10]);
+    const maxBytes = 2048;
+    const chunks = [...chunkPages(pages, maxBytes)];
+    expect(chunks.length).toBeGreaterThan(1);
+    for (const chunk of chunks) expect(encodeAeEntries(HEAD, chunk).byteLength).toBeLessThanOrEqual(maxBytes);
+    expect(merged(chunks)).toEqual(Object.fromEntries(pages));
     expect(chunks.flat().filter(([, r]) => Object.keys(r).some(isSeriesCounter))).toEqual([]);
   });
 
@@ -86,7 +103,7 @@ describe("counter - anti-entropy messages cut by entries", () => {
       likes: { dc1: { p: 2, n: 0 } },
       [windowCounterOf("likes", 29_000_000)]: { dc1: { p: 2, n: 0 } },
     };
-    const [chunk] = [...chunkPages([["p", record]], 10)];
+    const [chunk] = [...chunkPages([["p", record]], 4096)];
     expect(chunk![0]![1]).toBe(record);
   });
 });
