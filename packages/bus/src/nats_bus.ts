@@ -150,6 +150,12 @@ export class NatsBus implements Bus {
     this.#log = opts.logger;
     this.#drainTimeoutMs = opts.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
     this.#clock = opts.clock ?? systemClock;
+    const maxPayload = nc.info?.max_payload ?? NATS_DEFAULT_MAX_PAYLOAD;
+    if (maxPayload < NATS_DEFAULT_MAX_PAYLOAD)
+      this.#log?.warn(
+        { maxPayload, server: nc.getServer() },
+        "the NATS server's max_payload is below its 1 MiB default: messages sized for it (idempotency keys, increment batches) will be refused",
+      );
     void this.#watchStatus();
     void nc.closed().then((err) => this.#onClosed(err));
   }

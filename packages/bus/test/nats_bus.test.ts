@@ -139,10 +139,18 @@ describeWithNats("NatsBus", () => {
   it("fails a publish and a reply past the server's max_payload with PayloadTooLargeError, the request at once", async () => {
     const small = await NatsServer.start({ config: `max_payload: ${SMALL_MAX_PAYLOAD}` });
     try {
+      const warnings: string[] = [];
+      const logger = {
+        warn: (_: object, msg: string) => warnings.push(msg),
+        error: () => {},
+        info: () => {},
+      };
       const open = (name: string) =>
-        NatsBus.connect({ servers: small.url, name }).then((bus) => (buses.push(bus), bus));
+        NatsBus.connect({ servers: small.url, name, logger }).then((bus) => (buses.push(bus), bus));
       const [sub, pub] = await Promise.all([open("sub"), open("pub")]);
       expect(pub.maxPayload).toBe(SMALL_MAX_PAYLOAD);
+      // Connecting says so: the nodes' messages are sized for the default.
+      expect(warnings.filter((w) => w.includes("below its 1 MiB default"))).toHaveLength(2);
       expect((await connect("default")).maxPayload).toBe(1024 * 1024);
       // The largest message the server takes goes; one byte more does not.
       const { got } = record(sub, "t.big");
