@@ -140,7 +140,10 @@ export class DurableWriter {
     return since === undefined ? 0 : Math.max(0, this.#o.clock.now() - since);
   }
 
-  /** Queues an increment of an active actor for the next group commit; resolves once durable and published. */
+  /**
+   * Queues an increment of an active actor for the next group commit; resolves once durable and
+   * published (or refused by the bus: `#publishDurable`).
+   */
   increment(actor: PageActor, request: IncrementRequest): Promise<NodeReply> {
     return new Promise((resolve) => this.queueIncrement(actor, request, resolve));
   }

@@ -77,7 +77,13 @@ export function* chunkPages(
         partEntries++;
       }
     }
-    // A page without entries still goes (the receiver learns nothing from it, but it was asked for).
+    // A page without entries still goes (the receiver learns nothing from it, but it was asked for),
+    // in the next message when this one has no room for its id.
+    if (partEntries === 0 && size + partSize > max && chunk.length > 0) {
+      yield chunk;
+      chunk = [];
+      size = 0;
+    }
     chunk.push([page, part]);
     size += partSize;
   }

@@ -15,6 +15,7 @@ import {
   type PresenceOp,
   type PresencePages,
   type PresenceSync,
+  type PresenceSyncPart,
 } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import type { Logger } from "@livecount/runtime";
@@ -23,6 +24,7 @@ import type { CounterMetrics } from "./counter_metrics.js";
 import { errorReply } from "./replies.js";
 import type { PageActor } from "./page_actor.js";
 import type { Hold } from "./page_presence.js";
+import { SyncParts } from "./sync_parts.js";
 
 const ACK: NodeReply = { type: "ack" };
 /**
@@ -66,6 +68,8 @@ export interface PresenceIntakeOptions {
 export class PresenceIntake {
   readonly #o: PresenceIntakeOptions;
   readonly #leases: GatewayLeases;
+  /** Resyncs sent in parts, gathered until their last (sync_parts.ts). */
+  readonly #parts = new SyncParts();
   /** When the last sweep ran. */
   #lastSweepAt = 0;
   /** Silences of the bus: no lease lapses during one. */
@@ -140,10 +144,33 @@ export class PresenceIntake {
     return undefined;
   }
 
+  /**
+   * One part of a resync too large for one message: gathered, and applied as the one sync the parts
+   * make once the last has come (sync_parts.ts). A part that does not follow the one before is
+   * refused: the gateway resyncs from the first.
+   */
+  async syncPart(part: PresenceSyncPart): Promise<NodeReply> {
+    const refusal = this.#accept(part.gateway, part.reconnects);
+    if (refusal !== undefined) return refusal;
+    for (const page of Object.keys(part.pages))
+      if (partitionOf(page, this.#o.partitions) !== part.partition) return wrongPartition(page, part);
+    const whole = this.#parts.add(part);
+    if (whole === "missing")
+      return errorReply("unavailable", `part ${part.part} of a resync came without the parts before it`);
+    return whole === undefined ? ACK : this.sync(whole);
+  }
+
+  /** Resyncs in parts being gathered (diagnostics and tests). */
+  get resyncsInParts(): number {
+    return this.#parts.size;
+  }
+
   /** A gateway's whole contribution to one partition, replacing what it held there. */
   async sync(sync: PresenceSync): Promise<NodeReply> {
     const refusal = this.#accept(sync.gateway, sync.reconnects);
     if (refusal !== undefined) return refusal;
+    // A resync in parts begun before this one will not be finished.
+    this.#parts.forget(sync.gateway, sync.partition);
     const pages = new Set(Object.keys(sync.pages));
     for (const page of pages) {
       if (partitionOf(page, this.#o.partitions) !== sync.partition) return wrongPartition(page, sync);
@@ -256,6 +283,7 @@ export class PresenceIntake {
 
   /** Everything `lease`'s gateway held here lingers for the grace window (its sockets are gone). */
   #release({ gateway, pages }: GatewayLease): void {
+    this.#parts.forget(gateway);
     for (const page of pages) {
       this.#o.registry.find(page)?.run((failure) => {
         if (failure === undefined) this.#o.registry.find(page)?.replaceGateway(gateway, new Map());
@@ -342,7 +370,7 @@ export class PresenceIntake {
   }
 }
 
-function wrongPartition(page: string, request: PresencePages | PresenceSync): NodeReply {
+function wrongPartition(page: string, request: PresencePages | PresenceSync | PresenceSyncPart): NodeReply {
   return errorReply("bad_frame", `page ${JSON.stringify(page)} is not in partition ${request.partition}`);
 }
 

@@ -62,11 +62,19 @@ type BatchRequest = Extract<NodeRequest, IncrementsRequest>;
 type SnapshotsBatch = Extract<NodeRequest, SnapshotsRequest>;
 type SingleRequest = Exclude<NodeRequest, IncrementsRequest | SnapshotsRequest>;
 
-type PresenceRequest = Extract<NodeRequest, { type: "presence" | "presence_pages" | "presence_sync" }>;
+type PresenceRequest = Extract<
+  NodeRequest,
+  { type: "presence" | "presence_pages" | "presence_sync" | "presence_sync_part" }
+>;
 
 /** A gateway's presence: about one partition, served by its owner only, never forwarded. */
 function isPresence(request: NodeRequest): request is PresenceRequest {
-  return request.type === "presence" || request.type === "presence_pages" || request.type === "presence_sync";
+  return (
+    request.type === "presence" ||
+    request.type === "presence_pages" ||
+    request.type === "presence_sync" ||
+    request.type === "presence_sync_part"
+  );
 }
 
 /** A request is forwarded at most once: owners that disagree about the ring answer "unavailable". */
@@ -229,6 +237,8 @@ export class RequestRouter {
         return intake.pages(request);
       case "presence_sync":
         return intake.sync(request);
+      case "presence_sync_part":
+        return intake.syncPart(request);
       case "snapshot":
         return {
           type: "page_state",

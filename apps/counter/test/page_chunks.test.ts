@@ -80,6 +80,15 @@ describe("counter - anti-entropy messages cut by what they carry", () => {
     // Full messages: each carries most of what it may.
     expect(Math.min(...sizes.slice(0, -1))).toBeGreaterThan(MAX_ENTRIES_MESSAGE_BYTES / 2);
     expect(merged(chunks)).toEqual(Object.fromEntries(pages));
+    // Pages without entries too (asked for, nothing held): their ids alone fill messages.
+    const empty: Array<[string, PageRecord]> = Array.from({ length: 5000 }, (_, i) => [
+      `e${String(i).padStart(127, "0")}`,
+      {},
+    ]);
+    const withEmpty = [...chunkPages([...pages.slice(0, 3000), ...empty])];
+    for (const chunk of withEmpty)
+      expect(encodeAeEntries(HEAD, chunk).byteLength).toBeLessThanOrEqual(MAX_ENTRIES_MESSAGE_BYTES);
+    expect(withEmpty.flat().length).toBe(8000);
     console.info(
       `anti-entropy messages of 8,000 one-entry pages: ${chunks.length}, the largest ${Math.max(...sizes)} B`,
     );

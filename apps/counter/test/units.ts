@@ -219,7 +219,12 @@ export interface Units {
 
 /** `occupancy`: the watch of occupancy webhooks, as a node with LIVECOUNT_WEBHOOK_URL wires it. */
 export async function buildUnits(
-  options: { readonly occupancy?: OccupancyWatch; readonly flushMaxWrites?: number } = {},
+  options: {
+    readonly occupancy?: OccupancyWatch;
+    readonly flushMaxWrites?: number;
+    /** LIVECOUNT_GRACE_MS; default GRACE_MS. */
+    readonly graceMs?: number;
+  } = {},
 ): Promise<Units> {
   const clock = new ManualClock();
   const timeline: string[] = [];
@@ -243,7 +248,7 @@ export async function buildUnits(
   const { registry, writer, intake } = createPageUnits({
     dc: DC,
     partitions: PARTITIONS,
-    graceMs: GRACE_MS,
+    graceMs: options.graceMs ?? GRACE_MS,
     settleMs: SETTLE_MS,
     passivateMs: PASSIVATE_MS,
     maxActors: MAX_ACTORS,

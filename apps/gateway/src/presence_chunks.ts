@@ -98,6 +98,21 @@ export function presenceChunks(
   return chunks;
 }
 
+/** Transitions by page (viewer, code, ...) as pairs, for presenceChunks. */
+export function* pairsOf(
+  pages: readonly PageTransitions[],
+): Generator<[string, Generator<[string, HoldCode]>]> {
+  for (const [page, transitions] of pages) {
+    yield [
+      page,
+      (function* (): Generator<[string, HoldCode]> {
+        for (let i = 0; i < transitions.length; i += 2)
+          yield [transitions[i] as string, transitions[i + 1] as HoldCode];
+      })(),
+    ];
+  }
+}
+
 /** A sync's fields for what one chunk holds (PresenceSync: only what differs from the defaults). */
 export function syncFields(chunk: PresenceChunk): {
   pages: Array<[string, string[]]>;

@@ -1,18 +1,18 @@
 import {
-  HOLD_DROPPED,
-  HOLD_LEFT,
-  ProtocolError,
+  MAX_SYNC_PARTS,
   holdCode,
   opsOf,
   pageRecordFrom,
   type HoldCode,
   type PageTransitions,
   type PageViewers,
+  type PresenceSync,
 } from "@livecount/protocol";
 import { partitionOf, type HashRing } from "@livecount/ring";
 import { Backoff, type Clock, type Logger, type TimerHandle } from "@livecount/runtime";
 import type { Hold, LocalPresence } from "./local_presence.js";
-import { addTo, presenceChunks, syncFields } from "./presence_chunks.js";
+import { addTo, pairsOf, presenceChunks, syncFields, type PresenceChunk } from "./presence_chunks.js";
+import { holdCodeOf, isUnknownType, partitionQueue, type PartitionQueue } from "./partition_queue.js";
 import type { OwnerClient } from "./owner_client.js";
 
 export interface ForwarderOptions {
@@ -36,32 +36,6 @@ export interface ForwarderOptions {
    * bus's max_payload when that is smaller): more goes in several.
    */
   readonly maxRequestBytes: () => number;
-}
-
-interface PartitionQueue {
-  /**
-   * Latest hold code per page and viewer: set semantics make older transitions of the same pair
-   * irrelevant. Grouped by page as `presence_pages` carries them.
-   */
-  pages: Map<string, Map<string, HoldCode>>;
-  /** Of the joins in `pages`, those not to count as unique visitors (PresencePages.unvisited), by page. */
-  unvisited: Map<string, Set<string>>;
-  /**
-   * The owner refused `presence_pages` as a type it does not know: it is of an earlier release, and
-   * gets `presence` batches until the partition's owner changes.
-   */
-  legacy: boolean;
-  /** The owner must get the whole contribution instead of deltas (new owner, reconnect). */
-  sync: boolean;
-  /**
-   * Bumped whenever a sync is needed: a request of an older generation went to a former owner or
-   * was superseded, so its answer (or failure) no longer matters and must not hold the queue up.
-   */
-  generation: number;
-  /** Generation of the request in flight, if any. */
-  inFlight: number | undefined;
-  readonly backoff: Backoff;
-  timer: TimerHandle | undefined;
 }
 
 /**
@@ -107,12 +81,23 @@ export class PresenceForwarder {
       const owner = ring.ownerOf(p);
       if (owner !== previous.ownerOf(p) || (owner !== undefined && restarted.has(owner))) moved.add(p);
     }
+    // A request going out in several parts where it holds nobody now: what is left of it must not
+    // reach the new owner, which never had the parts before.
+    for (const [p, q] of this.#queues) {
+      const owner = ring.ownerOf(p);
+      if (
+        q.inFlight !== undefined &&
+        (owner !== previous.ownerOf(p) || (owner !== undefined && restarted.has(owner)))
+      )
+        moved.add(p);
+    }
     for (const p of moved) {
       this.#markSync(p);
       // The new owner is worth trying at once, whatever the old one cost us in backoff, and in the
       // batch format of this release.
       const q = this.#queue(p);
       q.legacy = false;
+      q.wholeSyncs = false;
       this.#retryNow(q);
     }
     this.#scheduleFlush();
@@ -188,16 +173,7 @@ export class PresenceForwarder {
   #queue(partition: number): PartitionQueue {
     let q = this.#queues.get(partition);
     if (q === undefined) {
-      q = {
-        pages: new Map(),
-        unvisited: new Map(),
-        legacy: false,
-        sync: false,
-        generation: 0,
-        inFlight: undefined,
-        backoff: new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs, this.#opts.random),
-        timer: undefined,
-      };
+      q = partitionQueue(new Backoff(this.#opts.retryMs, this.#opts.maxRetryMs, this.#opts.random));
       this.#queues.set(partition, q);
     }
     return q;
@@ -305,16 +281,21 @@ export class PresenceForwarder {
         );
       }
     }
-    const ops = pages.flatMap(opsOf);
-    await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#reconnects });
+    // Ops name their page each: cut again for their size.
+    const chunks = presenceChunks(pairsOf(pages), new Map(), this.#opts.maxRequestBytes(), true);
+    for (const chunk of chunks) {
+      if (generation !== q.generation) return;
+      const ops = chunk.pages.flatMap(opsOf);
+      await owners.request(partition, { type: "presence", gateway, partition, ops, ...this.#reconnects });
+    }
   }
 
   /**
    * Everything this gateway holds in the partition, as the owner's whole picture of it: one
-   * `presence_sync`, and past what one request carries (presence_chunks.ts) the rest as joins in
-   * `presence_pages` right after it. A page cut in two has the viewers of its later part linger
-   * between the two at the owner (the sync replaced them): they keep counting, and come back within
-   * their grace.
+   * `presence_sync`, or past what one request carries (presence_chunks.ts) `presence_sync_part`s
+   * the owner gathers and applies as one once it has the last. An owner of an earlier release
+   * refuses parts: it gets the first as a `presence_sync` and the rest as joins, the viewers of the
+   * later ones lingering at it in between (they keep counting, and come back within their grace).
    */
   async #sendSync(partition: number, q: PartitionQueue): Promise<void> {
     q.sync = false;
@@ -330,25 +311,13 @@ export class PresenceForwarder {
       // did here: not a unique visitor.
       for (const viewer of presence.unvisitedOf(page)) addTo(unvisited, page, viewer);
     }
-    const [first, ...rest] = presenceChunks(held, unvisited, this.#opts.maxRequestBytes(), q.legacy);
-    const { pages, sockets, passive, unvisited: notVisitors } = syncFields(first!);
+    const chunks = presenceChunks(held, unvisited, this.#opts.maxRequestBytes(), q.legacy);
     // Ops queued while the sync is in flight are newer than the snapshot and follow it.
     try {
-      await this.#opts.owners.request(partition, {
-        type: "presence_sync",
-        gateway: this.#opts.gateway,
-        partition,
-        // A page named "__proto__" stays a page (pageRecordFrom).
-        pages: pageRecordFrom(pages),
-        ...(sockets.length > 0 ? { sockets: pageRecordFrom(sockets) } : {}),
-        ...(passive.length > 0 ? { passive: pageRecordFrom(passive) } : {}),
-        ...(notVisitors.length > 0 ? { unvisited: pageRecordFrom(notVisitors) } : {}),
-        ...this.#reconnects,
-      });
-      for (const chunk of rest) {
-        if (generation !== q.generation) return this.#settled(q, generation);
-        await this.#send(partition, q, generation, chunk.pages, chunk.unvisited);
-      }
+      const parts = chunks.length > 1 && !q.legacy && !q.wholeSyncs && chunks.length <= MAX_SYNC_PARTS;
+      if (!parts || !(await this.#sendParts(partition, q, generation, chunks)))
+        await this.#sendFirstThenJoins(partition, q, generation, chunks);
+      if (generation !== q.generation) return this.#settled(q, generation);
       this.#sent(
         q,
         generation,
@@ -359,6 +328,67 @@ export class PresenceForwarder {
       this.#markSync(partition);
       this.#failed(partition, q, q.generation, err);
     }
+  }
+
+  /**
+   * A resync as parts (PresenceSyncPart), in order; false when the owner is of a release that does
+   * not know them (it refused the first, and was told nothing).
+   */
+  async #sendParts(
+    partition: number,
+    q: PartitionQueue,
+    generation: number,
+    chunks: readonly PresenceChunk[],
+  ): Promise<boolean> {
+    for (let part = 0; part < chunks.length; part++) {
+      if (generation !== q.generation) return true;
+      try {
+        await this.#opts.owners.request(partition, {
+          type: "presence_sync_part",
+          ...this.#syncOf(partition, chunks[part]!),
+          part,
+          parts: chunks.length,
+        });
+      } catch (err) {
+        if (part > 0 || !isUnknownType(err) || generation !== q.generation) throw err;
+        q.wholeSyncs = true;
+        this.#opts.logger.info(
+          { partition },
+          "the partition's owner is of an earlier release: a resync too large for one request goes to it as a sync and joins",
+        );
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** A resync as a `presence_sync` of its first chunk, then the others as joins. */
+  async #sendFirstThenJoins(
+    partition: number,
+    q: PartitionQueue,
+    generation: number,
+    [first, ...rest]: readonly PresenceChunk[],
+  ): Promise<void> {
+    await this.#opts.owners.request(partition, { type: "presence_sync", ...this.#syncOf(partition, first!) });
+    for (const chunk of rest) {
+      if (generation !== q.generation) return;
+      await this.#send(partition, q, generation, chunk.pages, chunk.unvisited);
+    }
+  }
+
+  /** A sync's fields for what `chunk` holds (PresenceSync: only what differs from the defaults). */
+  #syncOf(partition: number, chunk: PresenceChunk): Omit<PresenceSync, "type"> {
+    const { pages, sockets, passive, unvisited } = syncFields(chunk);
+    return {
+      gateway: this.#opts.gateway,
+      partition,
+      // A page named "__proto__" stays a page (pageRecordFrom).
+      pages: pageRecordFrom(pages),
+      ...(sockets.length > 0 ? { sockets: pageRecordFrom(sockets) } : {}),
+      ...(passive.length > 0 ? { passive: pageRecordFrom(passive) } : {}),
+      ...(unvisited.length > 0 ? { unvisited: pageRecordFrom(unvisited) } : {}),
+      ...this.#reconnects,
+    };
   }
 
   /** A request of `generation` is over; the queue is free unless a newer one is in flight. */
@@ -383,20 +413,4 @@ export class PresenceForwarder {
       this.#scheduleFlush();
     }, delay);
   }
-}
-
-/**
- * An owner's refusal of a request type it does not know (the message of every release's decoder): any
- * other bad_frame is this gateway's or its configuration's fault, and the earlier form would not help.
- */
-function isUnknownType(err: unknown): boolean {
-  return (
-    err instanceof ProtocolError && err.code === "bad_frame" && err.message.includes("unknown message type")
-  );
-}
-
-/** What this gateway holds of a viewer on a page, as the owner is told it (protocol presence_pages.ts). */
-function holdCodeOf(hold: Hold | undefined, drop: boolean): HoldCode {
-  if (hold === undefined) return drop ? HOLD_DROPPED : HOLD_LEFT;
-  return holdCode(hold.sockets, hold.active);
 }

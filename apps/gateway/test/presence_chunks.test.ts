@@ -9,6 +9,8 @@ import {
   type HoldCode,
   type NodeReply,
   type NodeRequest,
+  type PresenceSync,
+  type PresenceSyncPart,
 } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { silentLogger, systemClock } from "@livecount/runtime";
@@ -48,24 +50,25 @@ class Owner {
   readonly sizes: number[] = [];
   /** Fails the request with this index (0-based), once. */
   failAt: number | undefined;
+  /** Of a release before resyncs in parts: refuses them as an unknown type. */
+  earlier = false;
+  /** The parts of a resync gathered so far. */
+  #parts: PresenceSyncPart[] = [];
 
   request(_partition: number, request: NodeRequest): Promise<NodeReply> {
     const index = this.requests.length;
     this.requests.push(request);
     this.sizes.push(encodeMessage(request).length);
     if (index === this.failAt) return Promise.reject(new ProtocolError("unavailable"));
-    if (request.type === "presence_sync") {
-      for (const page of new Set([...this.held.keys(), ...Object.keys(request.pages)])) {
-        const viewers = request.pages[page] ?? [];
-        const sockets = request.sockets?.[page];
-        const passive = new Set(request.passive?.[page] ?? []);
-        this.held.set(
-          page,
-          new Map(viewers.map((v, i) => [v, holdCode(sockets?.[i] ?? 1, !passive.has(v))])),
-        );
-        for (const v of request.unvisited?.[page] ?? []) this.#notVisitor(page, v);
-      }
-    } else if (request.type === "presence_pages") {
+    if (request.type === "presence_sync_part") {
+      if (this.earlier)
+        return Promise.reject(new ProtocolError("bad_frame", 'unknown message type "presence_sync_part"'));
+      expect(request.part).toBe(this.#parts.length);
+      this.#parts.push(request);
+      // The last part: all of them as one sync.
+      if (request.part === request.parts - 1) this.#sync(this.#parts.splice(0));
+    } else if (request.type === "presence_sync") this.#sync([request]);
+    else if (request.type === "presence_pages") {
       for (const [page, transitions] of request.pages) {
         const viewers = this.held.get(page) ?? new Map<string, HoldCode>();
         this.held.set(page, viewers);
@@ -79,6 +82,21 @@ class Owner {
         for (const v of viewers) this.#notVisitor(page, v);
     }
     return Promise.resolve({ type: "ack" });
+  }
+
+  /** One sync, in one or more parts: it replaces the pages it names and the pages held before. */
+  #sync(parts: ReadonlyArray<Omit<PresenceSync, "type">>): void {
+    const named = new Map<string, Map<string, HoldCode>>();
+    for (const sync of parts)
+      for (const [page, viewers] of Object.entries(sync.pages)) {
+        const passive = new Set(sync.passive?.[page] ?? []);
+        const holds = named.get(page) ?? new Map<string, HoldCode>();
+        viewers.forEach((v, i) => holds.set(v, holdCode(sync.sockets?.[page]?.[i] ?? 1, !passive.has(v))));
+        named.set(page, holds);
+        for (const v of sync.unvisited?.[page] ?? []) this.#notVisitor(page, v);
+      }
+    for (const page of new Set([...this.held.keys(), ...named.keys()]))
+      this.held.set(page, named.get(page) ?? new Map());
   }
 
   #notVisitor(page: string, viewer: string): void {
@@ -172,30 +190,44 @@ describe("gateway - presence cut into requests the bus carries", () => {
     }
   });
 
-  test("gateway - a resync past what one request carries is a sync and joins after it: the owner ends with every hold, socket count, attention and non-visitor", async () => {
-    const owner = new Owner();
-    const presence = new LocalPresence();
-    const f = forwarder(owner, presence);
-    const [big, small] = pagesOf(2, 2) as [string, string];
-    // Ten tabs of one viewer, idle viewers, and viewers past their address's budget of new ids.
-    for (let i = 0; i < 400; i++) presence.add(big, keyOf(i), i % 4 !== 0, i % 50 !== 0);
-    for (let i = 0; i < 9; i++) presence.add(big, keyOf(7), true);
-    presence.add(small, keyOf(1), true);
-    f.resyncAll();
-    await eventually(() => expect(f.idle).toBe(true), { timeoutMs: 5000 });
+  for (const earlier of [false, true])
+    test(`gateway - a resync past what one request carries goes in ${earlier ? "a sync and joins to an owner that does not know parts" : "parts the owner applies as one"}: it ends with every hold, socket count, attention and non-visitor`, async () => {
+      const owner = new Owner();
+      owner.earlier = earlier;
+      const presence = new LocalPresence();
+      const f = forwarder(owner, presence);
+      const [big, small] = pagesOf(2, 2) as [string, string];
+      // Ten tabs of one viewer, idle viewers, and viewers past their address's budget of new ids.
+      for (let i = 0; i < 400; i++) presence.add(big, keyOf(i), i % 4 !== 0, i % 50 !== 0);
+      for (let i = 0; i < 9; i++) presence.add(big, keyOf(7), true);
+      presence.add(small, keyOf(1), true);
+      f.resyncAll();
+      await eventually(() => expect(f.idle).toBe(true), { timeoutMs: 5000 });
 
-    expect(owner.requests[0]!.type).toBe("presence_sync");
-    expect(owner.requests.length).toBeGreaterThan(2);
-    expect(owner.requests.slice(1).every((r) => r.type === "presence_pages")).toBe(true);
-    expect(Math.max(...owner.sizes)).toBeLessThanOrEqual(MAX_BYTES);
-    expect(owner.held).toEqual(heldBy(presence));
-    expect(socketsOfCode(owner.held.get(big)!.get(keyOf(7))!)).toBe(10);
-    expect(activeOfCode(owner.held.get(big)!.get(keyOf(4))!)).toBe(false);
-    expect([...owner.notVisitors.get(big)!].sort()).toEqual(
-      Array.from({ length: 8 }, (_, i) => keyOf(i * 50)).sort(),
-    );
-    f.close();
-  });
+      const types = owner.requests.map((r) => r.type);
+      expect(types.length).toBeGreaterThan(2);
+      if (earlier) {
+        // Refused as a part, then the first part as a sync, the rest as joins; once only.
+        expect(types.slice(0, 2)).toEqual(["presence_sync_part", "presence_sync"]);
+        expect(types.slice(2).every((t) => t === "presence_pages")).toBe(true);
+        f.resyncAll();
+        await eventually(() => expect(f.idle).toBe(true), { timeoutMs: 5000 });
+        expect(owner.requests.filter((r) => r.type === "presence_sync_part")).toHaveLength(1);
+      } else {
+        expect(types.every((t) => t === "presence_sync_part")).toBe(true);
+        expect(owner.requests.map((r) => (r.type === "presence_sync_part" ? [r.part, r.parts] : []))).toEqual(
+          types.map((_, i) => [i, types.length]),
+        );
+      }
+      expect(Math.max(...owner.sizes)).toBeLessThanOrEqual(MAX_BYTES);
+      expect(owner.held).toEqual(heldBy(presence));
+      expect(socketsOfCode(owner.held.get(big)!.get(keyOf(7))!)).toBe(10);
+      expect(activeOfCode(owner.held.get(big)!.get(keyOf(4))!)).toBe(false);
+      expect([...owner.notVisitors.get(big)!].sort()).toEqual(
+        Array.from({ length: 8 }, (_, i) => keyOf(i * 50)).sort(),
+      );
+      f.close();
+    });
 
   test("gateway - a burst of joins past one request goes in several, in order; a failure sends again only what was not acknowledged", async () => {
     const owner = new Owner();

@@ -45,8 +45,30 @@ export interface PresenceBatch {
 }
 
 /**
+ * The most parts one resync is sent in (PresenceSyncPart): 128 MiB of 512 KiB parts, a million
+ * viewers of the longest ids in one partition on one gateway, well past what one gateway's
+ * connections hold; the owner gathers the parts in memory until the last.
+ */
+export const MAX_SYNC_PARTS = 256;
+
+/**
+ * Gateway -> owner: part `part` (from 0) of `parts` (2 or more) of one PresenceSync too large for
+ * one message, each part some of its pages or some of a page's viewers, in the same fields. The
+ * owner applies nothing until it has them all, in order, from the same gateway for the same
+ * partition, and then applies them as the one sync they make; a part out of order (one lost, or a
+ * new resync begun) drops what it gathered and is refused. Owners of earlier releases refuse the
+ * type: the gateway then sends the sync's first part as a PresenceSync and the rest as joins.
+ */
+export interface PresenceSyncPart extends Omit<PresenceSync, "type"> {
+  readonly type: "presence_sync_part";
+  readonly part: number;
+  readonly parts: number;
+}
+
+/**
  * Gateway -> owner: the gateway's whole contribution to one partition, replacing whatever the owner
- * held for it. Sent when a partition gets a new owner and after a bus reconnect.
+ * held for it. Sent when a partition gets a new owner and after a bus reconnect; past what one
+ * message carries, in parts (PresenceSyncPart).
  */
 export interface PresenceSync {
   readonly type: "presence_sync";
@@ -152,6 +174,7 @@ export type NodeRequest = (
   | PresenceBatch
   | PresencePages
   | PresenceSync
+  | PresenceSyncPart
   | SnapshotRequest
   | SnapshotsRequest
   | IncrementRequest
@@ -299,6 +322,7 @@ export interface RepliesByRequest {
   readonly presence: AckReply;
   readonly presence_pages: AckReply;
   readonly presence_sync: AckReply;
+  readonly presence_sync_part: AckReply;
   readonly snapshot: PageStateReply;
   readonly snapshots: SnapshotsReply;
   readonly increment: IncrementReply;

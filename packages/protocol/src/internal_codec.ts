@@ -14,6 +14,7 @@ import { ProtocolError } from "./errors.js";
 import { isCounterName, isIdempotencyKey, isInternalId, isPageId, isPagePrefix } from "./ids.js";
 import {
   MAX_LIST_PAGES,
+  MAX_SYNC_PARTS,
   type Broadcast,
   type InternalMessage,
   type NodeReply,
@@ -64,6 +65,20 @@ function optionalRecord<T>(
 
 const isWindowSeconds = (v: unknown): v is number => isPositive(v) && v <= MAX_WINDOW_S;
 const isListLimit = (v: unknown): v is number => isPositive(v) && v <= MAX_LIST_PAGES;
+const isSyncParts = (v: unknown): v is number => isNatural(v) && v >= 2 && v <= MAX_SYNC_PARTS;
+
+/** A resync's fields, whole (`presence_sync`) or a part of it (`presence_sync_part`). */
+function syncFieldsOf(m: Fields) {
+  return {
+    gateway: field(m, "gateway", isInternalId),
+    partition: field(m, "partition", isNatural),
+    pages: pageRecordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
+    ...optionalRecord(m, "sockets", socketCountsOf),
+    ...optionalRecord(m, "passive", viewerKeysOf),
+    ...optionalRecord(m, "unvisited", viewerKeysOf),
+    ...optionalNaturals(m, "reconnects"),
+  };
+}
 const isGatewayState = (v: unknown): v is "up" | "down" => v === "up" || v === "down";
 const isNodeState = (v: unknown): v is "up" | "leaving" => v === "up" || v === "leaving";
 
@@ -100,19 +115,15 @@ const DECODERS: ReadonlyMap<string, (m: Fields) => InternalMessage> = new Map<
         ...optionalNaturals(m, "reconnects"),
       }),
   ],
+  ["presence_sync", (m) => withHop(m, { type: "presence_sync", ...syncFieldsOf(m) })],
   [
-    "presence_sync",
-    (m) =>
-      withHop(m, {
-        type: "presence_sync",
-        gateway: field(m, "gateway", isInternalId),
-        partition: field(m, "partition", isNatural),
-        pages: pageRecordOf(m.get("pages"), isPageId, viewerKeysOf, "pages"),
-        ...optionalRecord(m, "sockets", socketCountsOf),
-        ...optionalRecord(m, "passive", viewerKeysOf),
-        ...optionalRecord(m, "unvisited", viewerKeysOf),
-        ...optionalNaturals(m, "reconnects"),
-      }),
+    "presence_sync_part",
+    (m) => {
+      const parts = field(m, "parts", isSyncParts);
+      const part = field(m, "part", isNatural);
+      if (part >= parts) malformed(`field part is ${part} of ${parts} parts`);
+      return withHop(m, { type: "presence_sync_part", ...syncFieldsOf(m), part, parts });
+    },
   ],
   ["snapshot", (m) => withHop(m, { type: "snapshot", page: field(m, "page", isPageId) })],
   [
@@ -295,6 +306,7 @@ const REQUEST_TYPES: ReadonlySet<string> = new Set([
   "presence",
   "presence_pages",
   "presence_sync",
+  "presence_sync_part",
   "snapshot",
   "snapshots",
   "increment",

@@ -6,6 +6,7 @@ const EXPECTED: { readonly [K in keyof RepliesByRequest]: RepliesByRequest[K]["t
   presence: "ack",
   presence_pages: "ack",
   presence_sync: "ack",
+  presence_sync_part: "ack",
   snapshot: "page_state",
   snapshots: "page_states",
   increment: "incremented",

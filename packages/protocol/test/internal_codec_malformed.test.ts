@@ -22,6 +22,11 @@ const INVALID_FIELD_VALUES: Readonly<Record<string, readonly unknown[]>> = {
   node: [undefined, "", 1, "n\x7f"],
   incarnation: [undefined, "", 1, "i\x7f"],
   seq: [undefined, -1, 1.5, "1"],
+  // Of a presence_sync_part of 3 parts: from 0, and before the last.
+  part: [undefined, -1, 1.5, "1", 3],
+  // Optional (absent is valid): how often the gateway's bus came back.
+  reconnects: [-1, 1.5, "1", null],
+  parts: [undefined, 0, 1, 1.5, "3", 257],
   from: [undefined, "", 1, "f\x7f"],
   to: [undefined, "", 1, "t o"],
   bootstrap: [null, 3, "yes", [-1], [1.5], ["1"], [65_536], Array.from({ length: 65_537 }, () => 0)],
