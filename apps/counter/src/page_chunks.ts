@@ -14,12 +14,20 @@ import type { PageRecord } from "@livecount/store";
 /**
  * Bytes one message carries at most, as `entryBytes` and `pageBytes` count them: half of NATS's
  * default 1 MiB (as the gateways' presence requests and snapshot replies), or half of a smaller
- * `max_payload`. Messages were cut at 8,000 entries, which assumed 60 bytes an entry: pages of one
- * entry each (likes written in one DC, with no viewer) and ids of 110 characters took 1 MiB, the
- * bus refused the message, and every later try of the partition's heal or bootstrap failed the
+ * `max_payload`. Messages were cut at 8,000 entries alone, which assumed 60 bytes an entry: pages
+ * of one entry each (likes written in one DC, with no viewer) and ids of 110 characters took 1 MiB,
+ * the bus refused the message, and every later try of the partition's heal or bootstrap failed the
  * same way.
  */
 export const MAX_ENTRIES_MESSAGE_BYTES = 512 * 1024;
+
+/**
+ * Entries one message carries at most, whatever their bytes: the receiving DC merges a message into
+ * its Redis in one script call, which holds Redis for its whole length (about 50 us a page), so a
+ * message of small entries is no longer to merge than before the byte bound (512 KiB of them would
+ * be up to 11,000).
+ */
+export const ENTRIES_PER_MESSAGE = 8000;
 
 /** What a message carries besides its pages (its type, DCs, partition, flags), with room. */
 const MESSAGE_BYTES = 512;
@@ -37,20 +45,27 @@ export const pageBytes = (page: string): number => stringBytes(page) + 5;
 export const entryBytes = (counter: string, dc: string): number =>
   stringBytes(counter) + 5 + stringBytes(dc) + 23;
 
-/** Groups pages into messages of at most `maxBytes`, splitting pages larger than what is left. */
+/**
+ * Groups pages into messages of at most `maxBytes` and `maxEntries`, splitting pages larger than
+ * what is left.
+ */
 export function* chunkPages(
   pages: Iterable<readonly [string, PageRecord]>,
   maxBytes: number = MAX_ENTRIES_MESSAGE_BYTES,
+  maxEntries: number = ENTRIES_PER_MESSAGE,
 ): Generator<Array<[string, PageRecord]>> {
   const max = Math.max(maxBytes - MESSAGE_BYTES, 1);
   let chunk: Array<[string, PageRecord]> = [];
   let size = 0;
+  let count = 0;
   for (const [page, record] of pages) {
     // A page that fits in what the message has left goes as it is: nothing to cut or reorder.
     const bytes = recordBytes(page, record);
-    if (size + bytes <= max) {
+    const entries = entryCount(record);
+    if (size + bytes <= max && count + entries <= maxEntries) {
       chunk.push([page, record]);
       size += bytes;
+      count += entries;
       continue;
     }
     let part: PageRecord = {};
@@ -59,15 +74,17 @@ export function* chunkPages(
     const counters = Object.entries(record).sort(
       ([a], [b]) => Number(isSeriesCounter(a)) - Number(isSeriesCounter(b)),
     );
-    for (const [counter, entries] of counters) {
-      for (const [dc, entry] of Object.entries(entries)) {
+    for (const [counter, dcs] of counters) {
+      for (const [dc, entry] of Object.entries(dcs)) {
         const cost = entryBytes(counter, dc);
+        const full = size + partSize + cost > max || count + partEntries + 1 > maxEntries;
         // An entry alone past the bound still goes, alone: nothing smaller can carry it.
-        if (size + partSize + cost > max && (chunk.length > 0 || partEntries > 0)) {
+        if (full && (chunk.length > 0 || partEntries > 0)) {
           if (partEntries > 0) chunk.push([page, part]);
           yield chunk;
           chunk = [];
           size = 0;
+          count = 0;
           part = {};
           partSize = pageBytes(page);
           partEntries = 0;
@@ -83,9 +100,11 @@ export function* chunkPages(
       yield chunk;
       chunk = [];
       size = 0;
+      count = 0;
     }
     chunk.push([page, part]);
     size += partSize;
+    count += partEntries;
   }
   if (chunk.length > 0) yield chunk;
 }
@@ -123,6 +142,12 @@ function setOwn<T>(target: Record<string, T>, key: string, value: T): void {
   if (key === "__proto__")
     Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
   else target[key] = value;
+}
+
+function entryCount(record: PageRecord): number {
+  let n = 0;
+  for (const entries of Object.values(record)) n += Object.keys(entries).length;
+  return n;
 }
 
 /** What a whole page takes in a message. */

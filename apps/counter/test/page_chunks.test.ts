@@ -105,6 +105,9 @@ describe("counter - anti-entropy messages cut by what they carry", () => {
     for (const chunk of chunks) expect(encodeAeEntries(HEAD, chunk).byteLength).toBeLessThanOrEqual(maxBytes);
     expect(merged(chunks)).toEqual(Object.fromEntries(pages));
     expect(chunks.flat().filter(([, r]) => Object.keys(r).some(isSeriesCounter))).toEqual([]);
+    // And no more entries than the entry bound, whatever their bytes.
+    const byEntries = [...chunkPages(pages, MAX_ENTRIES_MESSAGE_BYTES, 10)];
+    expect(byEntries.map((c) => c.reduce((n, [, r]) => n + entries(r), 0))).toEqual([10, 10, 10, 10, 10]);
   });
 
   test("counter - a page that fits goes as it was read, not rebuilt", () => {
