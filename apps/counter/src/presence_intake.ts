@@ -69,7 +69,7 @@ export class PresenceIntake {
   readonly #o: PresenceIntakeOptions;
   readonly #leases: GatewayLeases;
   /** Resyncs sent in parts, gathered until their last (sync_parts.ts). */
-  readonly #parts = new SyncParts();
+  readonly #parts: SyncParts;
   /** When the last sweep ran. */
   #lastSweepAt = 0;
   /** Silences of the bus: no lease lapses during one. */
@@ -80,6 +80,7 @@ export class PresenceIntake {
   constructor(options: PresenceIntakeOptions) {
     this.#o = options;
     this.#leases = new GatewayLeases(options.gatewayLeaseMs);
+    this.#parts = new SyncParts(options.now);
     this.#busSilence = new BusSilence(options.bus, options.busSilenceMs);
   }
 

@@ -1,5 +1,12 @@
 import { pageRecordFrom, type PresenceSync, type PresenceSyncPart } from "@livecount/protocol";
 
+/**
+ * How long a resync being gathered waits for its next part: a gateway sends them back to back, each
+ * within its request timeout (LIVECOUNT_REQUEST_TIMEOUT_MS, 3 s by default), so a minute is one
+ * that will not come.
+ */
+export const STALE_MS = 60_000;
+
 /** One resync being gathered: each page's viewers and socket counts, in the order they came. */
 interface Gathered {
   readonly gateway: string;
@@ -7,6 +14,8 @@ interface Gathered {
   readonly parts: number;
   /** The part expected next. */
   next: number;
+  /** When its last part came (monotonic ms). */
+  at: number;
   reconnects: number | undefined;
   readonly viewers: Map<string, string[]>;
   readonly sockets: Map<string, number[]>;
@@ -23,6 +32,12 @@ interface Gathered {
 export class SyncParts {
   /** Per gateway and partition: at most one resync at a time, the latest begun. */
   readonly #gathering = new Map<string, Gathered>();
+  readonly #now: () => number;
+
+  /** `now`: the process's monotonic clock, in ms. */
+  constructor(now: () => number) {
+    this.#now = now;
+  }
 
   /**
    * Adds a part. The whole sync once it was the last; undefined while more are to come; "missing"
@@ -30,6 +45,8 @@ export class SyncParts {
    * gathered goes, and the gateway resyncs from the first part.
    */
   add(part: PresenceSyncPart): PresenceSync | undefined | "missing" {
+    const now = this.#now();
+    this.#dropStale(now);
     const key = `${part.gateway}\u0000${part.partition}`;
     let gathered = this.#gathering.get(key);
     if (part.part === 0) {
@@ -38,6 +55,7 @@ export class SyncParts {
         partition: part.partition,
         parts: part.parts,
         next: 0,
+        at: now,
         reconnects: undefined,
         viewers: new Map(),
         sockets: new Map(),
@@ -51,6 +69,7 @@ export class SyncParts {
     }
     gather(gathered, part);
     gathered.next++;
+    gathered.at = now;
     if (gathered.next < gathered.parts) return undefined;
     this.#gathering.delete(key);
     return syncOf(gathered);
@@ -61,6 +80,16 @@ export class SyncParts {
     for (const [key, gathered] of this.#gathering)
       if (gathered.gateway === gateway && (partition === undefined || gathered.partition === partition))
         this.#gathering.delete(key);
+  }
+
+  /**
+   * Drops resyncs whose next part has not come for STALE_MS: one the gateway gave up (its owner
+   * changed, or the partition left this node) would otherwise stay until the gateway's lease ends,
+   * which a live gateway's never does.
+   */
+  #dropStale(now: number): void {
+    for (const [key, gathered] of this.#gathering)
+      if (now - gathered.at > STALE_MS) this.#gathering.delete(key);
   }
 
   /** Resyncs being gathered (diagnostics and tests). */

@@ -5,6 +5,7 @@
  */
 import { CONNECTIONS_COUNTER, VIEWERS_COUNTER, type PresenceSyncPart } from "@livecount/protocol";
 import { afterEach, describe, expect, test } from "vitest";
+import { STALE_MS } from "../src/sync_parts.js";
 import { buildUnits, pageIn, presenceBatch, type Units } from "./units.js";
 
 const PARTITION = 4;
@@ -97,5 +98,23 @@ describe("counter - a resync in parts", () => {
     expect(u.intake.resyncsInParts).toBe(1);
     u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: 10_000, state: "down" });
     expect(u.intake.resyncsInParts).toBe(0);
+  });
+
+  test("counter - a resync in parts whose next part has not come for a minute goes; one within it goes on", async () => {
+    u = await buildUnits();
+    await u.acquire(PARTITION);
+    const beat = (): void =>
+      void u.intake.heartbeat({ type: "gateway", gateway: "gw", leaseMs: 10 * STALE_MS, state: "up" });
+    beat();
+    await u.intake.syncPart(part(0, { pages: { [a]: ["v:1"] } }));
+    await u.clock.advance(STALE_MS);
+    beat();
+    expect(await u.intake.syncPart(part(1, { pages: { [a]: ["v:2"] } }))).toEqual({ type: "ack" });
+    await u.clock.advance(STALE_MS + 1);
+    beat();
+    // Given up by its gateway (say, the partition's owner changed): gone, and its last part refused.
+    expect(await u.intake.syncPart(part(2, { pages: { [b]: ["v:5"] } }))).toMatchObject({ type: "error" });
+    expect(u.intake.resyncsInParts).toBe(0);
+    expect(value(a)).toBe(0);
   });
 });
