@@ -8,7 +8,7 @@
 import { expect, onTestFinished, test } from "vitest";
 import { MAX_COUNTERS_PER_PAGE } from "../../apps/counter/src/counter_config.js";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
-import { PublisherHttp } from "../support/publisher_http.js";
+import { PublisherHttp, longCounterName } from "../support/publisher_http.js";
 import { describeWithServers } from "../support/servers.js";
 import { TestClient } from "../support/ws_client.js";
 
@@ -17,9 +17,6 @@ const TEST_TIMEOUT_MS = 90_000;
 const REQUEST_TIMEOUT_MS = 20_000;
 /** The batch endpoint's most items a request. */
 const BATCH_ITEMS = 1000;
-
-/** The i-th counter's name: 64 characters, the longest a name may be. */
-const nameOf = (i: number): string => `c${String(i).padStart(63, "0")}`;
 
 describeWithServers("publishers - a page at the counter cap's ceiling", () => {
   test(
@@ -50,13 +47,13 @@ describeWithServers("publishers - a page at the counter cap's ceiling", () => {
       for (let from = 0; from < MAX_COUNTERS_PER_PAGE; from += BATCH_ITEMS) {
         const items = [];
         for (let i = from; i < Math.min(MAX_COUNTERS_PER_PAGE, from + BATCH_ITEMS); i++)
-          items.push({ page, counter: nameOf(i), change: i + 1, id: `cap-${i}` });
+          items.push({ page, counter: longCounterName(i), change: i + 1, id: `cap-${i}` });
         const res = await api.batch(items);
         expect(res.status).toBe(200);
         expect(res.body.results.filter((r) => "error" in r)).toEqual([]);
       }
       const want = Object.fromEntries(
-        Array.from({ length: MAX_COUNTERS_PER_PAGE }, (_, i) => [nameOf(i), i + 1]),
+        Array.from({ length: MAX_COUNTERS_PER_PAGE }, (_, i) => [longCounterName(i), i + 1]),
       );
       expect(await api.counters(page)).toEqual(want);
       const raw = await api.read(`page=${page}&raw=true`);
@@ -66,12 +63,14 @@ describeWithServers("publishers - a page at the counter cap's ceiling", () => {
       );
       await expect.poll(() => watcher.lastCount(page)?.counters, { timeout: 20_000 }).toEqual(want);
 
-      const past = await api.change(page, nameOf(MAX_COUNTERS_PER_PAGE), 1, "cap-past");
+      const past = await api.change(page, longCounterName(MAX_COUNTERS_PER_PAGE), 1, "cap-past");
       expect(past.status).toBe(400);
       expect((past.body as { error: { code: string } }).error.code).toBe("invalid_counter");
       // The page's own counters keep counting, and reach the watcher.
-      expect((await api.change(page, nameOf(0), 1, "cap-again")).status).toBe(200);
-      await expect.poll(() => watcher.lastCount(page)?.counters[nameOf(0)], { timeout: 20_000 }).toBe(2);
+      expect((await api.change(page, longCounterName(0), 1, "cap-again")).status).toBe(200);
+      await expect
+        .poll(() => watcher.lastCount(page)?.counters[longCounterName(0)], { timeout: 20_000 })
+        .toBe(2);
     },
     TEST_TIMEOUT_MS,
   );

@@ -7,7 +7,7 @@
  */
 import { expect, onTestFinished, test } from "vitest";
 import { CLUSTER_PUBLISHER_KEY, TestCluster } from "../support/cluster.js";
-import { PublisherHttp } from "../support/publisher_http.js";
+import { PublisherHttp, longCounterName } from "../support/publisher_http.js";
 import { describeWithServers } from "../support/servers.js";
 import { TestClient } from "../support/ws_client.js";
 
@@ -21,8 +21,6 @@ const BATCH_ITEMS = 100;
 const VIEWERS = 3;
 /** The gateway's wait for its owner: a read that waited it out took this long. */
 const REQUEST_TIMEOUT_MS = 20_000;
-
-const nameOf = (i: number): string => `c${String(i).padStart(63, "0")}`;
 
 describeWithServers("publishers - a page too large for the bus", () => {
   test(
@@ -52,7 +50,7 @@ describeWithServers("publishers - a page too large for the bus", () => {
       for (let from = 0; from < BIG_COUNTERS; from += BATCH_ITEMS) {
         const items = Array.from({ length: BATCH_ITEMS }, (_, i) => ({
           page: "big",
-          counter: nameOf(from + i),
+          counter: longCounterName(from + i),
           change: 1,
           id: `big-${from + i}`,
         }));

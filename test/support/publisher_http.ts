@@ -159,6 +159,9 @@ export class PublisherHttp {
   }
 }
 
+/** The i-th of many counter names of the longest length a name may have (64 characters). */
+export const longCounterName = (i: number): string => `c${String(i).padStart(63, "0")}`;
+
 export function counterPath(page: string, counter: string): string {
   return `/v1/pages/${encodeURIComponent(page)}/counters/${encodeURIComponent(counter)}`;
 }
