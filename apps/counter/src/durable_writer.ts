@@ -1,12 +1,5 @@
 import { dcUpdatesSubject, type Bus } from "@livecount/bus";
-import {
-  encodeMessage,
-  encodePageUpdate,
-  encodePageUpdates,
-  type IncrementRequest,
-  type NodeReply,
-  type ResetRequest,
-} from "@livecount/protocol";
+import { encodeMessage, type IncrementRequest, type NodeReply, type ResetRequest } from "@livecount/protocol";
 import { Coalescer, ConcurrencyLimit, LogThrottle, type Clock, type Logger } from "@livecount/runtime";
 import {
   PartialWriteError,
@@ -18,6 +11,7 @@ import {
   type Store,
 } from "@livecount/store";
 import type { CounterMetrics } from "./counter_metrics.js";
+import { DurablePublisher } from "./durable_publisher.js";
 import { DirtyPages } from "./dirty_pages.js";
 import { takeFlushBatch, type TakenPage } from "./flush_batch.js";
 import { answerIncrements, planIncrements, type PendingIncrement } from "./increment_batch.js";
@@ -90,6 +84,7 @@ export class DurableWriter {
   readonly #flusher: Coalescer;
   /** Failures repeat every window while the store (or a shard of it) is down: one line per kind and interval. */
   readonly #logs = new LogThrottle();
+  readonly #publisher: DurablePublisher;
   /** Increment batches and reset rounds run one after the other on this chain. */
   #tail: Promise<void> = Promise.resolve();
   #increments: PendingIncrement[] = [];
@@ -101,6 +96,10 @@ export class DurableWriter {
   constructor(options: DurableWriterOptions) {
     this.#o = options;
     this.#remote = new RemoteWrites(options);
+    this.#publisher = new DurablePublisher({
+      ...options,
+      logError: (err, msg, fields) => this.#logError(err, msg, fields),
+    });
     this.#merges = new ConcurrencyLimit(options.mergesInFlight);
     this.#flusher = new Coalescer(
       options.clock,
@@ -142,7 +141,7 @@ export class DurableWriter {
 
   /**
    * Queues an increment of an active actor for the next group commit; resolves once durable and
-   * published (or refused by the bus: `#publishDurable`).
+   * published (or refused by the bus: DurablePublisher).
    */
   increment(actor: PageActor, request: IncrementRequest): Promise<NodeReply> {
     return new Promise((resolve) => this.queueIncrement(actor, request, resolve));
@@ -179,39 +178,6 @@ export class DurableWriter {
   }
 
   /**
-   * Publishes one data center's entries of a page, durable already, on the page's subject (every
-   * DC), or, for a `local` update, on this DC's updates subject (its gateways only).
-   */
-  #publishUpdate(update: DurableUpdate, ts: number): void {
-    const { page, partition, dc, counters } = update;
-    if (update.local === true) {
-      // fromEntries defines own properties: a counter named "__proto__" stays a counter.
-      const entries = Object.fromEntries([...counters].map(([name, e]) => [name, { [dc]: e }]));
-      this.#publishLocal(partition, [[page, entries]], ts);
-      return;
-    }
-    const data = encodePageUpdate({ type: "update", page, dc, counters, ts });
-    this.#publishDurable(this.#o.subjectOf(page, partition), data, page);
-  }
-
-  /**
-   * Publishes what is durable already. A publish the bus refuses (past its max_payload:
-   * PayloadTooLargeError; or the bus closing) costs the watchers this update, and nothing else:
-   * thrown on, it failed the flush or merge it came from, which wrote every page of it again and
-   * failed the same way at every try, the pages after it never published. Other DCs get what it
-   * carried by anti-entropy.
-   */
-  #publishDurable(subject: string, data: Uint8Array, page?: string): void {
-    try {
-      this.#o.bus.publish(subject, data);
-      this.#o.metrics.publishes.inc();
-    } catch (err) {
-      this.#o.metrics.publishFailures.inc();
-      this.#logError(err, "update not published", page === undefined ? { subject } : { page });
-    }
-  }
-
-  /**
    * Tells this DC's gateways that this node serves the partition now, under the lease of `epoch`:
    * they take fresh snapshots of its watched pages (PageUpdates.taken), since what its earlier
    * owner published last may never have come.
@@ -219,11 +185,6 @@ export class DurableWriter {
   announceServing(partition: number, epoch: number): void {
     const msg = { type: "updates", partition, pages: {}, ts: this.#o.clock.now(), taken: epoch } as const;
     this.#o.bus.publish(dcUpdatesSubject(this.#o.dc, partition), encodeMessage(msg));
-  }
-
-  /** Publishes pages' entries on this DC's updates subject: for its own gateways only. */
-  #publishLocal(partition: number, pages: ReadonlyArray<readonly [string, PageRecord]>, ts: number): void {
-    this.#publishDurable(dcUpdatesSubject(this.#o.dc, partition), encodePageUpdates(partition, pages, ts));
   }
 
   /**
@@ -248,7 +209,7 @@ export class DurableWriter {
         // For this DC's gateways only, in one message: every other DC holds these entries already.
         // Counts only: gateways show no time bucket, and buckets are most of a busy page's entries.
         const counts = countsOf(merged);
-        if (counts.length > 0) this.#publishLocal(fence.partition, counts, ts);
+        if (counts.length > 0) this.#publisher.local(fence.partition, counts, ts);
       },
     );
     if (advanced !== null) return advanced;
@@ -293,7 +254,7 @@ export class DurableWriter {
   }
 
   #publishUpdates(updates: readonly DurableUpdate[], ts: number): void {
-    for (const update of updates) this.#publishUpdate(update, ts);
+    for (const update of updates) this.#publisher.update(update, ts);
   }
 
   /**
@@ -419,7 +380,7 @@ export class DurableWriter {
           for (const { actor, updates } of taken) {
             if (stale.has(actor.partition) || failed.has(actor.partition)) continue;
             for (const [dc, counters] of updates)
-              this.#publishUpdate({ page: actor.page, partition: actor.partition, dc, counters }, ts);
+              this.#publisher.update({ page: actor.page, partition: actor.partition, dc, counters }, ts);
           }
         },
       );

@@ -62,9 +62,8 @@ export interface GatewayOptions {
 const NO_COMPRESSION = 0;
 /** WebSocket close code for a server going away (RFC 6455). */
 const CLOSE_GOING_AWAY = 1001;
-/** Retry delays towards owners: full jitter under a cap that starts here and doubles up to the max. */
-const RETRY_MS = 100;
-const MAX_RETRY_MS = 5000;
+/** Retry delays towards owners: full jitter under a cap that starts at retryMs and doubles up to maxRetryMs. */
+const OWNER_RETRY = { retryMs: 100, maxRetryMs: 5000 } as const;
 /** How long shutdown waits for queued presence to reach the owners. */
 const SHUTDOWN_DRAIN_MS = 2000;
 /** Over the owner request timeout, for a request's other steps (the batcher's wait, writing the answer). */
@@ -158,8 +157,7 @@ export class Gateway {
       gateway: config.incarnation,
       partitions: config.partitions,
       batchMs: config.presenceBatchMs,
-      retryMs: RETRY_MS,
-      maxRetryMs: MAX_RETRY_MS,
+      ...OWNER_RETRY,
       onSent: (ops) => this.#metrics.presenceOpsSent.inc(ops),
       maxRequestBytes: () => Math.min(MAX_PRESENCE_REQUEST_BYTES, bus.maxPayload / 2),
     });
@@ -193,8 +191,7 @@ export class Gateway {
       coalesceMs: config.coalesceMs,
       pageFrameRate: config.pageFrameRate,
       onSpaced: (pages) => this.#metrics.pageFramesSpaced.inc(pages),
-      retryMs: RETRY_MS,
-      maxRetryMs: MAX_RETRY_MS,
+      ...OWNER_RETRY,
       onServing: (partition) => this.#forwarder.ownerServing(partition),
     });
     const now = (): number => this.#clock.now();

@@ -12,14 +12,13 @@ import {
   connect,
   DebugEvents,
   Empty,
-  ErrorCode,
   Events,
   headers,
-  NatsError,
   ServiceErrorCodeHeader,
   ServiceErrorHeader,
   type Msg,
   type NatsConnection,
+  type NatsError,
   type Subscription as NatsSubscription,
 } from "nats";
 import { maskedServers, withoutCredentials } from "./nats_servers.js";
@@ -27,13 +26,9 @@ import {
   BusClosedError,
   BusDisconnectedError,
   BusConnectError,
-  BusError,
-  BusTimeoutError,
   DEFAULT_REQUEST_TIMEOUT_MS,
-  InvalidSubjectError,
-  NoRespondersError,
-  PayloadTooLargeError,
   type Bus,
+  type BusError,
   type BusEvents,
   type BusHandler,
   type BusResponder,
@@ -45,6 +40,7 @@ import { systemClock, type Clock, type TimerHandle } from "@livecount/runtime";
 import { BusEventListeners } from "./bus_events.js";
 import { describeFailure, RESPONDER_FAILURE_CODE, responderError } from "./responder_failure.js";
 import { leaveServer } from "./nats_server_move.js";
+import { isRefusal, toBusError, tooLarge } from "./nats_errors.js";
 import { assertQueueName, assertSubject, assertSubjectPattern } from "./subject_syntax.js";
 
 /** The part of a pino logger this bus uses; a pino `Logger` fits. */
@@ -204,7 +200,10 @@ export class NatsBus implements Bus {
     try {
       this.#nc.publish(subject, data);
     } catch (err) {
-      throw this.#tooLarge(err, `publish on ${subject}`, data) ?? toBusError(err, `publish on ${subject}`);
+      throw (
+        tooLarge(err, `publish on ${subject}`, data, this.maxPayload) ??
+        toBusError(err, `publish on ${subject}`)
+      );
     }
   }
 
@@ -352,23 +351,11 @@ export class NatsBus implements Bus {
       msg.respond(data);
     } catch (err) {
       // A reply the server would refuse: the requester hears why now instead of timing out.
-      const tooLarge = this.#tooLarge(err, `reply on ${msg.subject}`, data);
-      if (tooLarge !== undefined) return this.#fail(msg, tooLarge);
+      const refused = tooLarge(err, `reply on ${msg.subject}`, data, this.maxPayload);
+      if (refused !== undefined) return this.#fail(msg, refused);
       // Closed while the responder worked: the requester times out or was already rejected.
       this.#log?.warn({ err, subject: msg.subject }, "bus reply dropped");
     }
-  }
-
-  /** PayloadTooLargeError when nats.js refused `data` for the server's max_payload; else undefined. */
-  #tooLarge(err: unknown, what: string, data: Uint8Array): PayloadTooLargeError | undefined {
-    if (!(err instanceof NatsError) || err.code !== ErrorCode.MaxPayloadExceeded) return undefined;
-    const max = this.maxPayload;
-    return new PayloadTooLargeError(
-      `${what}: ${data.length} bytes, more than the server's max_payload of ${max}`,
-      {
-        cause: err,
-      },
-    );
   }
 
   /** The reply-on-error rule (responder_failure.ts): an empty reply with service error headers. */
@@ -429,32 +416,4 @@ export class NatsBus implements Bus {
     this.#failRequests(new BusClosedError("bus closed"));
     if (err !== undefined) this.#log?.error({ err }, "bus connection closed by error");
   }
-}
-
-/** Maps a nats.js error to the bus's named errors. */
-function toBusError(err: unknown, what: string, timeoutMs?: number): BusError {
-  if (err instanceof BusError) return err;
-  if (err instanceof NatsError) {
-    switch (err.code) {
-      case ErrorCode.Timeout:
-        return new BusTimeoutError(`${what} timed out after ${timeoutMs ?? "?"} ms`, { cause: err });
-      case ErrorCode.NoResponders:
-        return new NoRespondersError(`${what}: no responders`, { cause: err });
-      case ErrorCode.ConnectionClosed:
-      case ErrorCode.ConnectionDraining:
-        return new BusClosedError(`${what}: bus is closed`, { cause: err });
-      case ErrorCode.BadSubject:
-        return new InvalidSubjectError(`${what}: invalid subject`, { cause: err });
-      default:
-        break;
-    }
-  }
-  return new BusError(`${what} failed`, { cause: err });
-}
-
-/** NATS refused the credentials, or the address is not one: a later try would fail the same way. */
-function isRefusal(err: unknown): boolean {
-  if (err instanceof TypeError) return true;
-  const code = (err as { code?: unknown } | undefined)?.code;
-  return code === "AUTHORIZATION_VIOLATION" || code === "AUTHENTICATION_EXPIRED";
 }
