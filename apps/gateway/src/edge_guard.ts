@@ -13,12 +13,17 @@ import { Reply, WEBSOCKET_VERSION, ambiguousLength } from "./http_io.js";
 import type { OriginPolicy } from "./origin_policy.js";
 import { RetryLaterError } from "./rate_limits.js";
 
-export type UpgradeRefusal = "not_websocket" | "version" | "origin" | "per_ip" | "gateway_full" | "stopping";
+export type UpgradeRefusal =
+  "not_websocket" | "key" | "version" | "origin" | "per_ip" | "gateway_full" | "stopping";
 
 const REFUSALS: Readonly<Record<UpgradeRefusal, { readonly code: ErrorCode; readonly message: string }>> = {
   not_websocket: {
     code: "upgrade_required",
     message: "a WebSocket upgrade needs Upgrade: websocket and Connection: Upgrade",
+  },
+  key: {
+    code: "upgrade_required",
+    message: "Sec-WebSocket-Key must be the base64 of 16 random bytes (RFC 6455 4.1)",
   },
   version: { code: "upgrade_required", message: "this gateway speaks WebSocket version 13 only" },
   origin: { code: "forbidden", message: "this origin may not connect" },
@@ -67,6 +72,8 @@ export class EdgeGuard {
     // uWS takes any request to /ws with a 24-character key for an upgrade; RFC 6455 4.2.1 asks for
     // both headers, and a proxy passes a request without them on as plain HTTP (it would hang).
     if (!isWebSocketUpgrade(req)) return this.#refuse(res, "not_websocket");
+    // uWS checks the key's length only; RFC 6455 4.2.1 asks for the base64 of 16 bytes.
+    if (!WEBSOCKET_KEY.test(req.getHeader("sec-websocket-key"))) return this.#refuse(res, "key");
     // RFC 6455 4.4: a version the server does not speak is refused with the one it does. Versions
     // before 13 were drafts (hybi); uWS would frame them as 13.
     if (req.getHeader("sec-websocket-version") !== WEBSOCKET_VERSION) return this.#refuse(res, "version");
@@ -133,6 +140,21 @@ export class EdgeGuard {
     return undefined;
   }
 }
+
+/**
+ * Every `Sec-WebSocket-Protocol` line of an upgrade as one list: RFC 6455 11.3.4 makes several lines
+ * the same as one naming all their values (browsers send one; `getHeader` reads the first only).
+ */
+export function offeredSubprotocols(req: HttpRequest): string {
+  let offer = "";
+  req.forEach((name, value) => {
+    if (name === "sec-websocket-protocol") offer = offer === "" ? value : `${offer}, ${value}`;
+  });
+  return offer;
+}
+
+/** The base64 of 16 bytes: 22 characters and the padding. */
+const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{22}==$/;
 
 /** `Upgrade: websocket` and a `Connection` naming `upgrade` among its options, in any case. */
 function isWebSocketUpgrade(req: HttpRequest): boolean {

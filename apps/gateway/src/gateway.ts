@@ -9,13 +9,13 @@ import {
   registerDcMetrics,
   type GatewayIdHolder,
 } from "@livecount/cluster";
-import { COUNTS_SUBPROTOCOL, offersCounts } from "@livecount/protocol";
+import { COUNTS_SUBPROTOCOL, answeredSubprotocol } from "@livecount/protocol";
 import { systemClock, type Clock, type Logger } from "@livecount/runtime";
 import type { Registry } from "prom-client";
 import type * as uWS from "uWebSockets.js";
 import { ClientAddresses } from "./client_address.js";
 import { ConnectionLimits } from "./connection_limits.js";
-import { EdgeGuard } from "./edge_guard.js";
+import { EdgeGuard, offeredSubprotocols } from "./edge_guard.js";
 import { EventStreams } from "./event_streams.js";
 import type { GatewayConfig } from "./gateway_config.js";
 import { HttpRequests } from "./http_requests.js";
@@ -308,13 +308,12 @@ export class Gateway {
           const address = guard.admit(res, req);
           if (address === undefined) return;
           // A client offering livecount.counts gets counts frames and that subprotocol named back;
-          // any other offer is answered as protocol v1 gateways always have: the header as sent.
-          const protocols = req.getHeader("sec-websocket-protocol");
-          const counts = offersCounts(protocols);
+          // any other offer is answered as protocol v1 gateways always have: its first value.
+          const protocol = answeredSubprotocol(offeredSubprotocols(req));
           res.upgrade(
-            this.#router.newSocketData(address, counts),
+            this.#router.newSocketData(address, protocol === COUNTS_SUBPROTOCOL),
             req.getHeader("sec-websocket-key"),
-            counts ? COUNTS_SUBPROTOCOL : protocols,
+            protocol,
             req.getHeader("sec-websocket-extensions"),
             context,
           );

@@ -119,7 +119,7 @@ export class GatewayMetrics {
     });
     this.upgradesRefused = new Counter({
       name: "livecount_gateway_upgrades_refused_total",
-      help: "WebSocket upgrades refused by reason (not_websocket, version, origin, per_ip, gateway_full, stopping)",
+      help: "WebSocket upgrades refused by reason (not_websocket, key, version, origin, per_ip, gateway_full, stopping)",
       labelNames: ["reason"],
       registers,
     });

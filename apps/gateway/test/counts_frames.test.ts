@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { eventually } from "../../../test/support/eventually.js";
 import { TEST_PUBLISHER_KEY, TestPlatform } from "../../../test/support/platform.js";
@@ -62,10 +63,41 @@ describe("gateway - counts frames for clients that negotiate livecount.counts", 
     expect(counts.ws.protocol).toBe(COUNTS);
     const plain = await platform.connect();
     expect(plain.ws.protocol).toBe("");
-    // Protocol v1 gateways answer an offer they do not know with the header as sent: unchanged.
+    // Protocol v1 gateways answer an offer they do not know with its first value: unchanged.
     const other = await platform.connect({ protocols: ["other"] });
     expect(other.ws.protocol).toBe("other");
+    const two = await platform.connect({ protocols: ["other", "superchat"] });
+    expect(two.ws.protocol).toBe("other");
+    // Offers on several header lines are one list (RFC 6455 11.3.4).
+    const answer = await rawUpgradeAnswer([
+      "Sec-WebSocket-Protocol: other",
+      `Sec-WebSocket-Protocol: ${COUNTS}`,
+    ]);
+    expect(answer).toMatch(/^HTTP\/1\.1 101 /);
+    expect(answer.toLowerCase()).toContain(`\r\nsec-websocket-protocol: ${COUNTS}\r\n`);
   });
+
+  /** The head of the gateway's answer to an upgrade with `extra` header lines, over a raw socket. */
+  async function rawUpgradeAnswer(extra: readonly string[]): Promise<string> {
+    const socket = connect({ host: "127.0.0.1", port: Number(new URL(platform.url).port) });
+    const head = [
+      "GET /ws HTTP/1.1",
+      "Host: localhost",
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+      "Sec-WebSocket-Version: 13",
+      ...extra,
+    ];
+    socket.write(`${head.join("\r\n")}\r\n\r\n`);
+    let answer = "";
+    for await (const chunk of socket) {
+      answer += (chunk as Buffer).toString("latin1");
+      if (answer.includes("\r\n\r\n")) break;
+    }
+    socket.destroy();
+    return answer;
+  }
 
   test("gateway - changes of several pages in one window reach a counts client in one frame, and a v1 client as count frames", async () => {
     const pages = ["counts-a", "counts-b", "counts-c"];

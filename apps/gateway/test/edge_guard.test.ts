@@ -131,7 +131,7 @@ describe("gateway - who may connect", () => {
     expect(raw.closedByServer).toBe(true);
   });
 
-  test("version - an upgrade of a WebSocket version other than 13 is 426 naming 13; /ws without an upgrade is 426 too", async () => {
+  test("version - an upgrade of a WebSocket version other than 13 is 426 naming 13; /ws without an upgrade, or with a key that is no base64 of 16 bytes, is 426 too", async () => {
     platform = await TestPlatform.start();
     for (const version of ["8", "12", "14", undefined]) {
       const raw = await rawUpgrade(platform, { "Sec-WebSocket-Version": version });
@@ -160,6 +160,14 @@ describe("gateway - who may connect", () => {
       expect(raw.answer, `key ${key}`).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
       expect(raw.answer.toLowerCase()).toContain("\r\nupgrade: websocket\r\n");
     }
+    // A key uWS takes (24 characters) that is not the base64 of 16 bytes: refused like the rest.
+    for (const key of ["!!!!!!!!!!!!!!!!!!!!!!!!", "dGhlIHNhbXBsZSBub25jZQ=x", "dGhlIHNhbXBsZSBub25jZQ.="]) {
+      const raw = await rawUpgrade(platform, { "Sec-WebSocket-Key": key });
+      expect(raw.answer, `key ${key}`).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
+      expect(raw.answer).toContain("Sec-WebSocket-Key must be the base64 of 16 random bytes");
+      expect(raw.closedByServer).toBe(true);
+    }
+    expect(await refused(platform, "key")).toBe(3);
     const plain = await fetch(`${platform.url}/ws`);
     expect(plain.status).toBe(426);
     expect(plain.headers.get("upgrade")).toBe("websocket");

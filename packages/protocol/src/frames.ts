@@ -73,6 +73,17 @@ export function offersCounts(header: string): boolean {
   return header.split(",").some((p) => p.trim() === COUNTS_SUBPROTOCOL);
 }
 
+/**
+ * The `Sec-WebSocket-Protocol` a gateway answers to an offer (RFC 6455 4.2.2: one of the values
+ * offered, or none): `livecount.counts` when offered, else the first value offered (what gateways
+ * before `counts` frames answered too), else "" (no header).
+ */
+export function answeredSubprotocol(offer: string): string {
+  if (offersCounts(offer)) return COUNTS_SUBPROTOCOL;
+  for (const value of offer.split(",")) if (value.trim() !== "") return value.trim();
+  return "";
+}
+
 export interface ErrorFrame {
   readonly type: "error";
   readonly code: string;

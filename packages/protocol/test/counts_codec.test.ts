@@ -2,6 +2,7 @@ import { pack, unpack } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import {
   COUNTS_SUBPROTOCOL,
+  answeredSubprotocol,
   decodeServerFrame,
   encodeCountsEntry,
   encodeCountsFrame,
@@ -128,5 +129,14 @@ describe("the livecount.counts subprotocol", () => {
     expect(offersCounts("chat")).toBe(false);
     expect(offersCounts("livecount.counts2")).toBe(false);
     expect(offersCounts("livecount")).toBe(false);
+  });
+
+  it("is answered when offered; another offer gets its first value back, no offer none (RFC 6455 4.2.2)", () => {
+    expect(answeredSubprotocol("livecount.counts")).toBe(COUNTS_SUBPROTOCOL);
+    expect(answeredSubprotocol("chat, livecount.counts")).toBe(COUNTS_SUBPROTOCOL);
+    expect(answeredSubprotocol("chat")).toBe("chat");
+    expect(answeredSubprotocol("chat, superchat")).toBe("chat");
+    expect(answeredSubprotocol(" , chat")).toBe("chat");
+    expect(answeredSubprotocol("")).toBe("");
   });
 });
