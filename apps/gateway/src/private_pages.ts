@@ -2,7 +2,8 @@
  * Private pages (LIVECOUNT_PRIVATE_PREFIXES): joining, watching or reading one needs a join token,
  * an HS256 JWT signed with LIVECOUNT_JOIN_SECRET by the site's back end, with claims
  *
- * - `page` (this exact page) or `prefix` (every page starting with it),
+ * - `page` (this exact page) or `prefix` (every page starting with it); a token naming both opens
+ *   only a page both cover,
  * - `sub`: the viewer id the holder counts as (a client's own `viewer` is ignored),
  * - `exp`: when it stops being accepted (checked at join, watch or read time).
  *
@@ -56,7 +57,12 @@ export class PrivatePages {
       throw unauthorized(page, "the join token is invalid or expired", err);
     }
     const { page: forPage, prefix, sub } = claims;
-    const covers = forPage === page || (typeof prefix === "string" && page.startsWith(prefix));
+    // Each of the two a token names must cover the page: one naming both opens its page alone.
+    const named = forPage !== undefined || prefix !== undefined;
+    const covers =
+      named &&
+      (forPage === undefined || forPage === page) &&
+      (prefix === undefined || (typeof prefix === "string" && page.startsWith(prefix)));
     if (!covers) throw unauthorized(page, "the join token is for another page");
     if (!isViewerId(sub)) throw unauthorized(page, "the join token's sub is not a valid viewer id");
     return sub;

@@ -64,6 +64,17 @@ describe("gateway - private pages", () => {
     });
     const otherPage = await signJoinToken({ secret: SECRET, viewer: "alice", page: `${PREFIX}8` });
     const otherPrefix = await signJoinToken({ secret: SECRET, viewer: "alice", prefix: "team-" });
+    // Both claims (the SDK mints one or the other): the page claim holds, so the prefix opens no more.
+    const bothClaims = await new SignJWT({ page: `${PREFIX}8`, prefix: PREFIX })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("alice")
+      .setExpirationTime(Math.floor(now / 1000) + 60)
+      .sign(new TextEncoder().encode(SECRET));
+    const noClaim = await new SignJWT({})
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("alice")
+      .setExpirationTime(Math.floor(now / 1000) + 60)
+      .sign(new TextEncoder().encode(SECRET));
     const unsigned = `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(
       JSON.stringify({ page, sub: "alice", exp: Math.floor(now / 1000) + 60 }),
     ).toString("base64url")}.x`;
@@ -79,6 +90,8 @@ describe("gateway - private pages", () => {
         expired,
         otherPage,
         otherPrefix,
+        bothClaims,
+        noClaim,
         unsigned,
         noExpiry,
         "not-a-jwt",
@@ -122,6 +135,15 @@ describe("gateway - private pages", () => {
     const watcher = await platform.connect();
     watcher.send({ type: "watch", page, token: await signJoinToken({ secret: SECRET, viewer: "w", page }) });
     await watcher.waitForViewers(page, 2);
+    // A token naming the page and a prefix of it opens that page.
+    const both = await new SignJWT({ page, prefix: PREFIX })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("carol")
+      .setExpirationTime("1 min")
+      .sign(new TextEncoder().encode(SECRET));
+    const carol = await platform.connect();
+    carol.send({ type: "join", page, token: both });
+    await first.waitForViewers(page, 3);
   });
 
   test("tokens - frames after a private join wait for its verification: join then leave at once ends not counted", async () => {
