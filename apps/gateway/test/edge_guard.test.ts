@@ -50,6 +50,8 @@ async function upgradeStatus(
  * stall of the loaded host fits in (docs/testing.md) costs nothing then. 2 s failed under load.
  */
 const CLOSE_WAIT_MS = 10_000;
+/** How long a connection the server keeps is watched: past the second request (sent at 300 ms) and its answer. */
+const KEPT_WAIT_MS = 3000;
 
 /**
  * Sends an upgrade request over a raw TCP connection, then (if the server keeps it open) a GET on
@@ -60,6 +62,7 @@ async function rawUpgrade(
   platform: TestPlatform,
   headers: Record<string, string | undefined>,
   localAddress = "127.0.0.1",
+  closeWaitMs = CLOSE_WAIT_MS,
 ): Promise<{ answer: string; closedByServer: boolean }> {
   const { port } = new URL(platform.url);
   const socket = connect({ host: "127.0.0.1", port: Number(port), localAddress });
@@ -80,7 +83,7 @@ async function rawUpgrade(
   ];
   socket.write(`${lines.join("\r\n")}\r\n\r\n`);
   const closedByServer = await new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), CLOSE_WAIT_MS);
+    const timer = setTimeout(() => resolve(false), closeWaitMs);
     socket.once("close", () => {
       clearTimeout(timer);
       resolve(true);
@@ -155,10 +158,13 @@ describe("gateway - who may connect", () => {
     }
     expect(await refused(platform, "not_websocket")).toBe(3);
     // No key, or one uWS does not take (24 characters): not an upgrade, so the HTTP side answers.
+    // It keeps its connection: the GET sent after it on the same connection is answered.
     for (const key of [undefined, "abc"]) {
-      const raw = await rawUpgrade(platform, { "Sec-WebSocket-Key": key });
+      const raw = await rawUpgrade(platform, { "Sec-WebSocket-Key": key }, "127.0.0.1", KEPT_WAIT_MS);
       expect(raw.answer, `key ${key}`).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
       expect(raw.answer.toLowerCase()).toContain("\r\nupgrade: websocket\r\n");
+      expect(raw.answer).toContain('"status":"ok"');
+      expect(raw.closedByServer).toBe(false);
     }
     // A key uWS takes (24 characters) that is not the base64 of 16 bytes: refused like the rest.
     for (const key of ["!!!!!!!!!!!!!!!!!!!!!!!!", "dGhlIHNhbXBsZSBub25jZQ=x", "dGhlIHNhbXBsZSBub25jZQ.="]) {
