@@ -48,11 +48,14 @@ export class WidgetSite {
     readonly gateway: Standalone,
     readonly gatewayOrigin: string,
     private readonly host: Server,
-    private readonly hostOrigin: string,
+    readonly hostOrigin: string,
     private readonly browser: Browser,
   ) {}
 
-  static async start(): Promise<WidgetSite> {
+  /** `env` adds to the gateway's settings; `backForwardCache`: see launchChromium. */
+  static async start(
+    options: { readonly env?: Record<string, string>; readonly backForwardCache?: boolean } = {},
+  ): Promise<WidgetSite> {
     const gateway = await startStandalone({
       env: {
         LIVECOUNT_PORT: "0",
@@ -60,6 +63,7 @@ export class WidgetSite {
         LIVECOUNT_GRACE_MS: String(GRACE_MS),
         LIVECOUNT_PRIVATE_PREFIXES: PRIVATE_PREFIX,
         LIVECOUNT_JOIN_SECRET: JOIN_SECRET,
+        ...options.env,
       },
     });
     const gatewayOrigin = `http://localhost:${gateway.port}`;
@@ -67,7 +71,8 @@ export class WidgetSite {
     try {
       host = await startHost(gatewayOrigin);
       const hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
-      return new WidgetSite(gateway, gatewayOrigin, host, hostOrigin, await launchChromium());
+      const browser = await launchChromium({ backForwardCache: options.backForwardCache === true });
+      return new WidgetSite(gateway, gatewayOrigin, host, hostOrigin, browser);
     } catch (err) {
       if (host) await closeServer(host);
       await gateway.close();

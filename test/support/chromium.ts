@@ -35,6 +35,15 @@ export function describeWithChromium(name: string, fn: () => void): void {
   );
 }
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
+/**
+ * Chromium as the tests drive it. Playwright turns the back/forward cache off by default;
+ * `backForwardCache` keeps it on, as browsers have it, for tests of a page that is navigated away
+ * from and back to.
+ */
+export function launchChromium(options: { readonly backForwardCache?: boolean } = {}): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM_PATH,
+    args: CHROMIUM_ARGS,
+    ...(options.backForwardCache === true ? { ignoreDefaultArgs: ["--disable-back-forward-cache"] } : {}),
+  });
 }

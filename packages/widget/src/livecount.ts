@@ -10,9 +10,13 @@
  * - `page`: the page id (protocol v1: 1..128 printable ASCII). An invalid id is never sent: the
  *   element gets `data-error="invalid_page"`. Errors the server sends for a page (e.g.
  *   `too_many_pages`) set `data-error` to their code the same way; a page refused as
- *   `rate_limited` (too many new pages from one address) is asked for again after a few seconds.
- * - `server`: origin of the gateway (`https://eu.example.com`); default: the origin that served
- *   this script. One WebSocket per server, at `/ws`.
+ *   `rate_limited` (too many new pages from one address) is asked for again after a few seconds,
+ *   one refused as `too_many_pages` when another page leaves the socket. A `rate_limited` error
+ *   naming no page (frames past the socket's budget, dropped) closes the socket: the next one
+ *   sends what the elements want from scratch.
+ * - `server`: origin of the gateway (`https://eu.example.com`; `eu.example.com:8443` is that host
+ *   on this page's scheme); default: the origin that served this script. One WebSocket per server,
+ *   at `/ws`.
  * - `mode="watch"`: show the count without counting as a viewer (`watch` instead of `join`).
  * - `counter="likes"`: show that durable counter instead of the viewers.
  * - `show="active"`: show the viewers who have the page in front of them (a visible tab) instead of
@@ -108,6 +112,8 @@ interface Page {
   f?: boolean;
   /** That count, held back until the next one or the hold's end. */
   h?: Value;
+  /** Conn.l when its join or watch went out: a leave since made room before a refusal came. */
+  l?: number;
 }
 
 /** One server: a single WebSocket shared by every element that names it. */
@@ -125,6 +131,10 @@ interface Conn {
   t?: ReturnType<typeof setTimeout>;
   /** A sync is queued for the end of the current task. */
   q?: boolean;
+  /** The next sync asks again for the pages refused as `too_many_pages`: there is room now. */
+  r?: boolean;
+  /** Leaves and unwatches sent on this connection (see Page.l). */
+  l: number;
 }
 
 // Resolved now: `document.currentScript` is only set while this script first runs. Without it
@@ -168,11 +178,13 @@ function conn(server: string | null): Conn {
   let origin: string;
   try {
     origin = new URL(server || base, base).origin;
+    // `gateway.example:8443` parses as a scheme of its own: meant is that host on this scheme.
+    if (origin == "null") origin = new URL("//" + server, base).origin;
   } catch {
     origin = new URL(base).origin;
   }
   let c = conns.get(origin);
-  if (!c) conns.set(origin, (c = { u: origin.replace(/^http/, "ws") + "/ws", p: new Map(), n: 0 }));
+  if (!c) conns.set(origin, (c = { u: origin.replace(/^http/, "ws") + "/ws", p: new Map(), n: 0, l: 0 }));
   return c;
 }
 
@@ -200,6 +212,8 @@ function queue(c: Conn): void {
 function sync(c: Conn): void {
   c.q = false;
   const open = c.w && c.w.readyState == 1;
+  const room = c.r;
+  c.r = false;
   c.p.forEach((p, id) => {
     let want: Sub = NONE;
     let token: string | undefined;
@@ -208,12 +222,21 @@ function sync(c: Conn): void {
       token = token || el.getAttribute("token") || undefined;
     });
     // An invalid id would only earn a page-less error frame from the server: it is not sent.
-    if (open && (want != p.s || (want && token != p.k)) && ID.test(id)) {
+    // A page refused for want of room on the socket is asked for again once another left it.
+    if (open && (want != p.s || (want && token != p.k)) && ID.test(id) && (room || p.x != "too_many_pages")) {
       // join -> watch is a leave then a watch; join already implies watch.
-      if (p.s > want) send(c, p.s == JOIN ? "leave" : "unwatch", id);
+      if (p.s > want) {
+        send(c, p.s == JOIN ? "leave" : "unwatch", id);
+        c.l++;
+        if (!want && !c.r) {
+          c.r = true;
+          queue(c);
+        }
+      }
       if (want) send(c, want == JOIN ? "join" : "watch", id, want == JOIN ? viewer() : undefined, token);
       p.f = (want as Sub) == JOIN;
       p.s = want;
+      p.l = c.l;
       p.k = token;
     }
     if (!want) c.p.delete(id);
@@ -233,6 +256,7 @@ function connect(c: Conn): void {
   }
   w.onopen = () => {
     opened = Date.now();
+    c.r = true;
     sync(c);
   };
   w.onmessage = (m) => receive(c, m.data);
@@ -273,13 +297,18 @@ function receive(c: Conn, data: unknown): void {
   else if (f.type == "count") show(c, f.page, f);
   else if (f.type == "error") {
     const p = c.p.get(f.page!);
-    if (!p) return;
+    // Without a page: frames past the socket's budget were dropped, which ones unknown (a join, a
+    // leave). A new socket starts from what the elements want.
+    if (!p) return void (f.code == "rate_limited" && c.w!.close());
     p.x = f.code;
-    // Refused for now (too many new pages from this address): not subscribed, ask again later.
-    if (f.code == "rate_limited") {
-      p.s = NONE;
-      setTimeout(queue, RETRY_MS + Math.random() * RETRY_MS * 3, c);
+    // Refused: not subscribed. For now (too many new pages from this address): ask again later;
+    // for want of room (too many pages on the socket): when one leaves it (sync).
+    if (f.code == "rate_limited" || f.code == "too_many_pages") p.s = NONE;
+    if (f.code == "too_many_pages" && p.l != c.l) {
+      c.r = true;
+      queue(c);
     }
+    if (f.code == "rate_limited") setTimeout(queue, RETRY_MS + Math.random() * RETRY_MS * 3, c);
     p.e.forEach((el) => el.r());
   }
 }
@@ -373,6 +402,25 @@ if (!customElements.get("live-count")) customElements.define("live-count", LiveC
 
 // Tell each server whether this tab is in front of its viewer now: one frame for every page the
 // socket joined (joins carry the state, so a socket not open yet learns it when it joins).
+// A page kept in the back/forward cache is no viewer: its sockets close (the server lets its
+// viewers go after the grace window) and reconnect when it is shown again (their retry timers).
+addEventListener("pagehide", () => conns.forEach((c) => c.w && c.w.close()));
+// The browser knows the network is gone before the socket does: the number shown is the last one
+// known. Back online, a socket waiting out its backoff connects now.
+addEventListener("offline", () =>
+  conns.forEach((c) =>
+    c.p.forEach((p) => p.x || p.e.forEach((el) => el.setAttribute("data-error", "offline"))),
+  ),
+);
+addEventListener("online", () =>
+  conns.forEach((c) => {
+    if (c.t) {
+      clearTimeout(c.t);
+      c.n = 0;
+      connect(c);
+    } else c.p.forEach((p) => p.e.forEach((el) => el.r()));
+  }),
+);
 document.addEventListener("visibilitychange", () =>
   conns.forEach((c) => {
     if (c.w && c.w.readyState == 1) c.w.send(JSON.stringify({ type: "active", active: visible() }));

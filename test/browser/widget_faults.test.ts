@@ -1,0 +1,192 @@
+/**
+ * The <live-count> widget in real headless Chromium when things go wrong around it: frames past the
+ * socket's budget, pages past the socket's room, the page kept in the back/forward cache, the
+ * network gone and back, a `server` attribute written without its scheme. Each must end with every
+ * element showing its page's right number and the server counting this viewer where it is, and
+ * nowhere else.
+ */
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { describeWithChromium } from "../support/chromium.js";
+import { PUBLISHER_KEY, SETTLE_MS, WidgetSite, waitForText } from "./widget_page.js";
+
+/** Pages one socket may hold on this suite's gateway: small, so a test reaches it with a few elements. */
+const PAGES_PER_SOCKET = 4;
+
+describeWithChromium("widget in Chromium, when things go wrong", () => {
+  let site: WidgetSite;
+
+  beforeAll(async () => {
+    site = await WidgetSite.start({
+      env: { LIVECOUNT_MAX_PAGES_PER_SOCKET: String(PAGES_PER_SOCKET) },
+      backForwardCache: true,
+    });
+  });
+
+  afterAll(() => site?.close());
+
+  afterEach(async () => {
+    await site.closeBrowsers();
+    expect(site.pageErrors.splice(0)).toEqual([]);
+  });
+
+  /** Adds one element per page id to the tab, in one task. */
+  function addElements(tab: Page, pages: readonly string[]): Promise<void> {
+    return tab.evaluate((ids) => {
+      for (const id of ids) {
+        const el = document.createElement("live-count");
+        el.id = id;
+        el.setAttribute("page", id);
+        document.body.append(el);
+      }
+    }, pages);
+  }
+
+  async function waitForViewersOverHttp(page: string, want: number): Promise<void> {
+    await expect.poll(() => site.viewersOverHttp(page), { timeout: SETTLE_MS, interval: 100 }).toBe(want);
+  }
+
+  it("frames past the socket's budget (elements switched in one task): a new socket, every element shows its page, the pages left count nobody", async () => {
+    // A socket that may hold 64 pages: a gateway of its own.
+    const roomy = await WidgetSite.start();
+    try {
+      const tab = await roomy.open(await roomy.newBrowser(), "budget-home");
+      await waitForText(tab, "#viewers", "1");
+      const ids = Array.from({ length: 60 }, (_, i) => `e${i}`);
+      await tab.evaluate((all) => {
+        for (const id of all) {
+          const el = document.createElement("live-count");
+          el.id = id;
+          el.setAttribute("page", `budget-a-${id}`);
+          document.body.append(el);
+        }
+      }, ids);
+      for (const id of ids) await waitForText(tab, `#${id}`, "1");
+      // 60 leaves and 60 joins at once against a budget of 100 frames (LIVECOUNT_SOCKET_BURST): the
+      // frames past it are refused with an error that names no page.
+      await tab.evaluate((all) => {
+        for (const id of all) document.getElementById(id)!.setAttribute("page", `budget-b-${id}`);
+      }, ids);
+      for (const id of ids) await waitForText(tab, `#${id}`, "1");
+      const refusals = await tab.evaluate(
+        () => window.__received.filter((r) => /"rate_limited"/.test(r.data) && !/"page"/.test(r.data)).length,
+      );
+      expect(refusals).toBeGreaterThan(0);
+      // The widget started over on a new socket rather than guess which frames went through.
+      expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);
+      for (const id of ids) expect(await roomy.viewersOverHttp(`budget-b-${id}`)).toBe(1);
+      for (const id of ids)
+        await expect
+          .poll(() => roomy.viewersOverHttp(`budget-a-${id}`), { timeout: SETTLE_MS, interval: 200 })
+          .toBe(0);
+      expect(await roomy.viewersOverHttp("budget-home")).toBe(1);
+    } finally {
+      await roomy.closeBrowsers();
+      await roomy.close();
+    }
+  });
+
+  it("pages refused for want of room on the socket are asked for again when another page leaves it", async () => {
+    const tab = await site.open(await site.newBrowser(), "room-0");
+    await waitForText(tab, "#viewers", "1");
+    const more = ["room-1", "room-2", "room-3", "room-4", "room-5"];
+    await addElements(tab, more);
+    // room-0 and the first three of these fill the socket; the last two are refused.
+    for (const page of more.slice(0, PAGES_PER_SOCKET - 1)) await waitForText(tab, `#${page}`, "1");
+    for (const page of more.slice(PAGES_PER_SOCKET - 1))
+      await tab.waitForFunction(
+        (id) => document.getElementById(id)?.getAttribute("data-error") === "too_many_pages",
+        page,
+        {
+          timeout: SETTLE_MS,
+        },
+      );
+    await tab.evaluate(() => ["room-1", "room-2"].forEach((id) => document.getElementById(id)!.remove()));
+    for (const page of more.slice(PAGES_PER_SOCKET - 1)) {
+      await waitForText(tab, `#${page}`, "1");
+      expect(await tab.evaluate((id) => document.getElementById(id)!.hasAttribute("data-error"), page)).toBe(
+        false,
+      );
+      await waitForViewersOverHttp(page, 1);
+    }
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+  });
+
+  it("a page kept in the back/forward cache stops counting, and counts again when it is shown", async () => {
+    const context = await site.newBrowser();
+    const tab = await site.open(context, "bfcache-a");
+    await waitForText(tab, "#viewers", "1");
+    await tab.evaluate(() =>
+      addEventListener(
+        "pageshow",
+        (e) => ((window as unknown as { __restored: boolean }).__restored = e.persisted),
+      ),
+    );
+    await tab.goto(`${site.hostOrigin}/?page=bfcache-b`);
+    await waitForText(tab, "#viewers", "1");
+    await waitForViewersOverHttp("bfcache-a", 0);
+    // A page restored from the cache fires no load event: the navigation's commit is its return.
+    await tab.goBack({ waitUntil: "commit" });
+    await tab.waitForFunction(
+      () => (window as unknown as { __restored?: boolean }).__restored === true,
+      undefined,
+      {
+        timeout: SETTLE_MS,
+      },
+    );
+    await waitForViewersOverHttp("bfcache-a", 1);
+    await waitForText(tab, "#viewers", "1");
+    await tab.waitForFunction(
+      () => !document.getElementById("viewers")!.hasAttribute("data-error"),
+      undefined,
+      {
+        timeout: SETTLE_MS,
+      },
+    );
+  });
+
+  it("the network gone: elements say offline at once; back, they are live again without waiting out the backoff", async () => {
+    const context = await site.newBrowser();
+    const tab = await site.open(context, "offline-a");
+    await waitForText(tab, "#viewers", "1");
+    await context.setOffline(true);
+    await tab.waitForFunction(
+      () => document.getElementById("viewers")!.getAttribute("data-error") === "offline",
+      undefined,
+      { timeout: 2000 },
+    );
+    // The last number known stays.
+    expect(await tab.evaluate(() => document.getElementById("viewers")!.textContent)).toBe("1");
+    await context.setOffline(false);
+    // Live again: a like made now shows.
+    const res = await fetch(`${site.gatewayOrigin}/v1/pages/offline-a/counter`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "idempotency-key": "widget-offline-like" },
+      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+    });
+    expect(res.status).toBe(200);
+    await waitForText(tab, "#likes", "1");
+    await tab.waitForFunction(() => !document.querySelector("live-count[data-error]"), undefined, {
+      timeout: SETTLE_MS,
+    });
+    expect(await site.viewersOverHttp("offline-a")).toBe(1);
+  });
+
+  it("a server attribute without its scheme names that host on the page's scheme", async () => {
+    const tab = await site.open(await site.newBrowser(), "scheme-home");
+    await waitForText(tab, "#viewers", "1");
+    // The script's own gateway spelled host:port, which URL parsing takes for a scheme: the same
+    // server, so the same socket (the host page's Content-Security-Policy allows no other).
+    const host = new URL(site.gatewayOrigin).host;
+    await tab.evaluate((server) => {
+      const el = document.createElement("live-count");
+      el.id = "schemeless";
+      el.setAttribute("page", "scheme-a");
+      el.setAttribute("server", server);
+      document.body.append(el);
+    }, host);
+    await waitForText(tab, "#schemeless", "1");
+    expect(await site.viewersOverHttp("scheme-a")).toBe(1);
+    expect(await tab.evaluate(() => window.__sockets.map((w) => w.url))).toEqual([`ws://${host}/ws`]);
+  });
+});
