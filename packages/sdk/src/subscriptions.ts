@@ -114,6 +114,10 @@ interface PageState {
   readonly subs: Set<Subscription>;
   sent: Sent;
   last: CountUpdate | undefined;
+  /** Refused as `too_many_pages` on this socket: asked for again once another page leaves it. */
+  refused?: boolean;
+  /** `#leaves` when its join or watch went out: a leave after it made room before the refusal came. */
+  askedAt?: number;
 }
 
 export interface SubscriptionsOptions {
@@ -135,6 +139,8 @@ export class Subscriptions implements LiveValues {
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   /** Pages refused as `rate_limited` (too many new pages from this address), asked for again soon. */
   readonly #retries = new Set<ReturnType<typeof setTimeout>>();
+  /** Leaves and unwatches sent so far (see PageState.askedAt). */
+  #leaves = 0;
   /** A ping was sent and nothing has arrived since. */
   #awaitingPong = false;
   #closed = false;
@@ -201,7 +207,10 @@ export class Subscriptions implements LiveValues {
     this.#ws = ws;
     this.connects++;
     ws.onopen = () => {
-      for (const state of this.#pages.values()) state.sent = { kind: "none" };
+      for (const state of this.#pages.values()) {
+        state.sent = { kind: "none" };
+        state.refused = false;
+      }
       for (const page of [...this.#pages.keys()]) this.#sync(page);
       this.#awaitingPong = false;
       this.#pingTimer = setInterval(() => this.#heartbeat(), this.#o.reconnect.pingIntervalMs);
@@ -256,18 +265,20 @@ export class Subscriptions implements LiveValues {
   #heartbeat(): void {
     const ws = this.#ws;
     if (ws === undefined) return;
-    if (this.#awaitingPong) {
-      // Nothing for a whole interval: the connection died without a close. Start over.
-      try {
-        ws.close(CLOSE_NORMAL);
-      } catch {
-        // ignore
-      }
-      this.#lost(ws);
-      return;
-    }
+    // Nothing for a whole interval: the connection died without a close.
+    if (this.#awaitingPong) return this.#startOver(ws);
     this.#awaitingPong = true;
     this.#send({ type: "ping" });
+  }
+
+  /** Closes `ws` and opens a new socket, which subscribes every page again from scratch. */
+  #startOver(ws: WebSocketLike): void {
+    try {
+      ws.close(CLOSE_NORMAL);
+    } catch {
+      // already closing
+    }
+    this.#lost(ws);
   }
 
   /** Brings what the server knows about `page` in line with its subscriptions. */
@@ -279,9 +290,21 @@ export class Subscriptions implements LiveValues {
     const want = desired(state.subs);
     const sent = state.sent;
     if (want.kind === "none") {
-      if (sent.kind === "join") this.#send({ type: "leave", page });
-      else if (sent.kind === "watch") this.#send({ type: "unwatch", page });
-    } else if (want.kind === "watch") {
+      if (sent.kind === "none") return;
+      this.#send({ type: sent.kind === "join" ? "leave" : "unwatch", page });
+      this.#leaves++;
+      state.sent = want;
+      // Room on the socket now for the pages it refused.
+      for (const [other, s] of this.#pages)
+        if (s.refused === true) {
+          s.refused = false;
+          this.#sync(other);
+        }
+      return;
+    }
+    if (state.refused === true) return;
+    state.askedAt = this.#leaves;
+    if (want.kind === "watch") {
       if (sent.kind === "join") this.#send({ type: "leave", page });
       if (sent.kind !== "watch" || sent.token !== want.token)
         this.#send({ type: "watch", page, ...tokenField(want.token) });
@@ -311,6 +334,16 @@ export class Subscriptions implements LiveValues {
         ...(page !== undefined ? { page } : {}),
       });
       const state = page !== undefined ? this.#pages.get(page) : undefined;
+      // Frames past the socket's budget, refused without naming a page: which joins or leaves went
+      // through is unknown, and a new socket starts from the subscriptions.
+      if (page === undefined && f.code === "rate_limited" && this.#ws !== undefined)
+        this.#startOver(this.#ws);
+      // Refused for want of room on the socket: asked for again once another page leaves it.
+      if (state !== undefined && f.code === "too_many_pages") {
+        state.sent = { kind: "none" };
+        state.refused = state.askedAt === this.#leaves;
+        if (!state.refused) this.#sync(page!);
+      }
       // Refused for now, not for good: the server did not take the join or watch; ask again in
       // 1 to 4 s (spread, so clients behind one address do not come back together).
       if (state !== undefined && f.code === "rate_limited") {
