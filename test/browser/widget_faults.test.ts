@@ -10,17 +10,14 @@ import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { describeWithChromium } from "../support/chromium.js";
 import { PUBLISHER_KEY, SETTLE_MS, WidgetSite, waitForText } from "./widget_page.js";
 
-/** Pages one socket may hold on this suite's gateway: small, so a test reaches it with a few elements. */
-const PAGES_PER_SOCKET = 4;
+/** Pages one socket may hold (LIVECOUNT_MAX_PAGES_PER_SOCKET's default). */
+const PAGES_PER_SOCKET = 64;
 
 describeWithChromium("widget in Chromium, when things go wrong", () => {
   let site: WidgetSite;
 
   beforeAll(async () => {
-    site = await WidgetSite.start({
-      env: { LIVECOUNT_MAX_PAGES_PER_SOCKET: String(PAGES_PER_SOCKET) },
-      backForwardCache: true,
-    });
+    site = await WidgetSite.start({ backForwardCache: true });
   });
 
   afterAll(() => site?.close());
@@ -47,51 +44,44 @@ describeWithChromium("widget in Chromium, when things go wrong", () => {
   }
 
   it("frames past the socket's budget (elements switched in one task): a new socket, every element shows its page, the pages left count nobody", async () => {
-    // A socket that may hold 64 pages: a gateway of its own.
-    const roomy = await WidgetSite.start();
-    try {
-      const tab = await roomy.open(await roomy.newBrowser(), "budget-home");
-      await waitForText(tab, "#viewers", "1");
-      const ids = Array.from({ length: 60 }, (_, i) => `e${i}`);
-      await tab.evaluate((all) => {
-        for (const id of all) {
-          const el = document.createElement("live-count");
-          el.id = id;
-          el.setAttribute("page", `budget-a-${id}`);
-          document.body.append(el);
-        }
-      }, ids);
-      for (const id of ids) await waitForText(tab, `#${id}`, "1");
-      // 60 leaves and 60 joins at once against a budget of 100 frames (LIVECOUNT_SOCKET_BURST): the
-      // frames past it are refused with an error that names no page.
-      await tab.evaluate((all) => {
-        for (const id of all) document.getElementById(id)!.setAttribute("page", `budget-b-${id}`);
-      }, ids);
-      for (const id of ids) await waitForText(tab, `#${id}`, "1");
-      const refusals = await tab.evaluate(
-        () => window.__received.filter((r) => /"rate_limited"/.test(r.data) && !/"page"/.test(r.data)).length,
-      );
-      expect(refusals).toBeGreaterThan(0);
-      // The widget started over on a new socket rather than guess which frames went through.
-      expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);
-      for (const id of ids) expect(await roomy.viewersOverHttp(`budget-b-${id}`)).toBe(1);
-      for (const id of ids)
-        await expect
-          .poll(() => roomy.viewersOverHttp(`budget-a-${id}`), { timeout: SETTLE_MS, interval: 200 })
-          .toBe(0);
-      expect(await roomy.viewersOverHttp("budget-home")).toBe(1);
-    } finally {
-      await roomy.closeBrowsers();
-      await roomy.close();
-    }
+    const tab = await site.open(await site.newBrowser(), "budget-home");
+    await waitForText(tab, "#viewers", "1");
+    const ids = Array.from({ length: 60 }, (_, i) => `e${i}`);
+    await tab.evaluate((all) => {
+      for (const id of all) {
+        const el = document.createElement("live-count");
+        el.id = id;
+        el.setAttribute("page", `budget-a-${id}`);
+        document.body.append(el);
+      }
+    }, ids);
+    for (const id of ids) await waitForText(tab, `#${id}`, "1");
+    // 60 leaves and 60 joins at once against a budget of 100 frames (LIVECOUNT_SOCKET_BURST): the
+    // frames past it are refused with an error that names no page.
+    await tab.evaluate((all) => {
+      for (const id of all) document.getElementById(id)!.setAttribute("page", `budget-b-${id}`);
+    }, ids);
+    for (const id of ids) await waitForText(tab, `#${id}`, "1");
+    const refusals = await tab.evaluate(
+      () => window.__received.filter((r) => /"rate_limited"/.test(r.data) && !/"page"/.test(r.data)).length,
+    );
+    expect(refusals).toBeGreaterThan(0);
+    // The widget started over on a new socket rather than guess which frames went through.
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);
+    for (const id of ids) expect(await site.viewersOverHttp(`budget-b-${id}`)).toBe(1);
+    for (const id of ids)
+      await expect
+        .poll(() => site.viewersOverHttp(`budget-a-${id}`), { timeout: SETTLE_MS, interval: 200 })
+        .toBe(0);
+    expect(await site.viewersOverHttp("budget-home")).toBe(1);
   });
 
   it("pages refused for want of room on the socket are asked for again when another page leaves it", async () => {
     const tab = await site.open(await site.newBrowser(), "room-0");
     await waitForText(tab, "#viewers", "1");
-    const more = ["room-1", "room-2", "room-3", "room-4", "room-5"];
+    const more = Array.from({ length: PAGES_PER_SOCKET + 1 }, (_, i) => `room-${i + 1}`);
     await addElements(tab, more);
-    // room-0 and the first three of these fill the socket; the last two are refused.
+    // room-0 and the first 63 of these fill the socket; the last two are refused.
     for (const page of more.slice(0, PAGES_PER_SOCKET - 1)) await waitForText(tab, `#${page}`, "1");
     for (const page of more.slice(PAGES_PER_SOCKET - 1))
       await tab.waitForFunction(

@@ -52,10 +52,8 @@ export class WidgetSite {
     private readonly browser: Browser,
   ) {}
 
-  /** `env` adds to the gateway's settings; `backForwardCache`: see launchChromium. */
-  static async start(
-    options: { readonly env?: Record<string, string>; readonly backForwardCache?: boolean } = {},
-  ): Promise<WidgetSite> {
+  /** `backForwardCache`: see launchChromium. */
+  static async start(options: { readonly backForwardCache?: boolean } = {}): Promise<WidgetSite> {
     const gateway = await startStandalone({
       env: {
         LIVECOUNT_PORT: "0",
@@ -63,7 +61,6 @@ export class WidgetSite {
         LIVECOUNT_GRACE_MS: String(GRACE_MS),
         LIVECOUNT_PRIVATE_PREFIXES: PRIVATE_PREFIX,
         LIVECOUNT_JOIN_SECRET: JOIN_SECRET,
-        ...options.env,
       },
     });
     const gatewayOrigin = `http://localhost:${gateway.port}`;

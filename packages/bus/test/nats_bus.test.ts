@@ -234,8 +234,10 @@ describeWithNats("NatsBus", () => {
     "reconnect() leaves a frozen server, given by %s, for another of its cluster, learnt from the cluster's gossip, at once and with a full socket; after the thaw every message comes once",
     async (_, urlOf) => {
       // Servers that give up soon on a connection that never says CONNECT: a dial left open would
-      // come back as a second socket of the connection within the test.
-      const config = 'ping_interval: "1s"\nping_max: 1';
+      // come back as a second socket of the connection within the test. Three pings unanswered,
+      // not one: at nice 19 beside the timed clusters the test process once stalled past two
+      // seconds, and the second server dropped the moved connection for it (a second reconnect).
+      const config = 'ping_interval: "1s"\nping_max: 3';
       const [first, second] = (await startNatsCluster(2, config)) as [NatsServer, NatsServer];
       try {
         const options = { reconnectTimeWaitMs: TEST_RECONNECT_TIME_WAIT_MS };
@@ -267,9 +269,9 @@ describeWithNats("NatsBus", () => {
         } finally {
           await first.resume();
         }
-        // Past the frozen server's ping window after the thaw: nothing left of the old connection
-        // comes back to it.
-        await new Promise((resolve) => setTimeout(resolve, 4000));
+        // Past the frozen server's ping window after the thaw (four intervals): nothing left of the
+        // old connection comes back to it.
+        await new Promise((resolve) => setTimeout(resolve, 6000));
         got.length = 0;
         for (let i = 0; i < 20; i++) other.publish("t.moved", bytes(`m${i}`));
         await other.flush();
