@@ -1,9 +1,9 @@
 /**
  * The <live-count> widget in real headless Chromium when things go wrong around it: frames past the
  * socket's budget, pages past the socket's room, the page kept in the back/forward cache, the
- * network gone and back, a `server` attribute written without its scheme. Each must end with every
- * element showing its page's right number and the server counting this viewer where it is, and
- * nowhere else.
+ * network gone and back, every element removed, a `server` attribute written without its scheme.
+ * Each must end with every element showing its page's right number and the server counting this
+ * viewer where it is, and nowhere else.
  */
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
@@ -160,6 +160,25 @@ describeWithChromium("widget in Chromium, when things go wrong", () => {
       timeout: SETTLE_MS,
     });
     expect(await site.viewersOverHttp("offline-a")).toBe(1);
+  });
+
+  it("no element left to show (a single-page app's route without widgets) closes the socket; the next element opens one", async () => {
+    const tab = await site.open(await site.newBrowser(), "route-a");
+    await waitForText(tab, "#viewers", "1");
+    await tab.evaluate(() => document.querySelectorAll("live-count").forEach((el) => el.remove()));
+    await tab.waitForFunction(() => window.__sockets[0]!.readyState === WebSocket.CLOSED, undefined, {
+      timeout: SETTLE_MS,
+    });
+    await waitForViewersOverHttp("route-a", 0);
+    // An invalid id alone needs no socket either.
+    await tab.evaluate(() =>
+      document.body.insertAdjacentHTML("beforeend", '<live-count page="not valid"></live-count>'),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+    await addElements(tab, ["route-b"]);
+    await waitForText(tab, "#route-b", "1");
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);
   });
 
   it("a server attribute without its scheme names that host on the page's scheme", async () => {

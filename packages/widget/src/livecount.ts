@@ -213,6 +213,7 @@ function sync(c: Conn): void {
   c.q = false;
   const open = c.w && c.w.readyState == 1;
   const room = c.r;
+  let needed = false;
   c.r = false;
   c.p.forEach((p, id) => {
     let want: Sub = NONE;
@@ -240,8 +241,21 @@ function sync(c: Conn): void {
       p.k = token;
     }
     if (!want) c.p.delete(id);
+    else if (ID.test(id)) needed = true;
   });
-  if (!c.w && !c.t && c.p.size) connect(c);
+  if (needed) {
+    if (!c.w && !c.t) connect(c);
+  } else {
+    // Nothing left to show (a single-page app's route without widgets, or invalid ids only): no
+    // socket, and none waiting to reconnect.
+    clearTimeout(c.t);
+    c.t = undefined;
+    if (c.w) {
+      c.w.onclose = null;
+      c.w.close();
+      c.w = undefined;
+    }
+  }
 }
 
 function connect(c: Conn): void {
