@@ -53,16 +53,11 @@ describe("sdk - subscribe, refused frames", () => {
     await eventually(() => expect(refused.map((e) => e.code)).toEqual(["too_many_pages", "too_many_pages"]));
     const waiting = refused.map((e) => e.page!);
     expect(waiting).toEqual(pages.slice(PAGES_PER_SOCKET));
-    for (const page of waiting) expect(await viewers(page)).toBe(0);
+    for (const page of waiting) expect((await fx.platform.counter(page)).viewers).toBe(0);
     offs[0]!();
     offs[1]!();
     for (const page of waiting) await fx.platform.waitForViewers(page, 1, 10_000);
     for (const page of pages.slice(0, 2)) await fx.platform.waitForViewers(page, 0, 10_000);
     expect(c.connects).toBe(1);
   });
-
-  async function viewers(page: string): Promise<number> {
-    const res = await fetch(`${fx.platform.url}/v1/pages/${page}/counter`);
-    return ((await res.json()) as { viewers: number }).viewers;
-  }
 });
