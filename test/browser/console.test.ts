@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { WebSocket } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { CLUSTER_ADMIN_KEY } from "../support/cluster.js";
+import { sleep } from "../support/eventually.js";
 import { TestClient } from "../support/ws_client.js";
 import {
   ConsoleScene,
@@ -23,6 +24,9 @@ import {
   tabTo,
   tableValue,
 } from "./console_page.js";
+
+/** Likes sent to the busy page, one every 100 ms: 8 s of frames, time for three looks while they come. */
+const BUSY_LIKES = 80;
 
 describeWithConsole("console in Chromium against two counter nodes", () => {
   let scene: ConsoleScene;
@@ -235,17 +239,20 @@ describeWithConsole("console in Chromium against two counter nodes", () => {
     await tab.goto(`${scene.cluster.gateways[0]!.url}/admin#/page/busy-page`);
     await scene.publish("busy-page", "likes", 1, "busy-0");
     await expect.poll(() => tableValue(tab, "likes"), { timeout: SETTLE_MS }).toBe("1");
-    // A like every 100 ms: frames come faster than the tables' 250 ms re-read after a frame.
+    // A like every 100 ms: frames come faster than the tables' 250 ms re-read after a frame. Each
+    // is sent on time, not after the last one's answer: on a loaded host an answer takes several
+    // times that, and likes sent one after another would stretch the test past its timeout.
     const reads: number[] = [];
     tab.on("request", (r) => void (r.url().includes("/v1/admin/pages/busy-page") && reads.push(Date.now())));
     let sent = 1;
     let busy = true;
     const likes = (async () => {
-      for (let i = 1; i <= 50; i++) {
-        await scene.publish("busy-page", "likes", 1, `busy-${i}`);
-        sent++;
-        await tab.waitForTimeout(100);
+      const answers: Array<Promise<void>> = [];
+      for (let i = 1; i <= BUSY_LIKES; i++) {
+        answers.push(scene.publish("busy-page", "likes", 1, `busy-${i}`).then(() => void sent++));
+        await sleep(100);
       }
+      await Promise.all(answers);
       busy = false;
     })();
     // Three looks while likes keep coming: each sees the table move on past the last, within a

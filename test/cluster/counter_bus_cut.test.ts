@@ -26,8 +26,15 @@ const TEST_TIMEOUT_MS = 60_000;
 const MARGIN_MS = 2000;
 /** Enough pages for both counter nodes to own some (the test checks it). */
 const PAGES = 8;
-/** Long enough for a leave to reach its owner, shorter than the grace window (300 ms): it ends cut off. */
+/** Long enough for a leave to reach its owner, inside the grace window: it ends cut off. */
 const LEAVE_REACHES_OWNER_MS = 150;
+/**
+ * The grace window of the lone node's cluster: its leavers' windows must end after the cut, which
+ * comes LEAVE_REACHES_OWNER_MS after their leaves on an idle host, later when the test process
+ * stalls under load: with the usual 300 ms, a test process held up by a busy core cut the link after
+ * the windows ended, and the watchers had seen the leaves.
+ */
+const LONE_GRACE_MS = 2000;
 /**
  * The proof of a cut (apps/counter/src/bus_isolation.ts) takes 2 s at least, past the 1.5 s node
  * lease; then the partitions' flush, release and takeover.
@@ -156,7 +163,11 @@ describeWithBinary(
     let scene: Scene;
 
     beforeAll(async () => {
-      cluster = await TestCluster.start({ counters: 1, natsLinks: true });
+      cluster = await TestCluster.start({
+        counters: 1,
+        natsLinks: true,
+        env: { LIVECOUNT_GRACE_MS: String(LONE_GRACE_MS) },
+      });
       crowd = new Crowd();
       scene = await Scene.seat(cluster, crowd, "bus-cut-alone", PAGES);
     }, 60_000);
