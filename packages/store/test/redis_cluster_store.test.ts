@@ -23,6 +23,11 @@ const SUITE_PARTITIONS = 16;
 const PARTITIONS = 256;
 const LEASE_MS = 60_000;
 const KEY_TTL_MS = 60_000;
+/**
+ * The listing test's calls go one after another, hundreds of them, each to every master: 3.5 s
+ * alone, 22 s at nice 19 beside the timed clusters (test/run.mjs), near the 30 s default.
+ */
+const LISTING_TIMEOUT_MS = 120_000;
 
 let prefixes = 0;
 /** A key prefix no other test in this process uses, so tests share one cluster without interfering. */
@@ -131,47 +136,51 @@ describeWithRedisCluster("redis cluster store", () => {
       }
     });
 
-    test("redis cluster store - a listing merges every shard's pages in byte order, page by page", async () => {
-      const store = await connect();
-      const leases = await leaseAll(store);
-      const pages = pageIds(1_500);
-      for (let i = 0; i < pages.length; i += 100) {
-        await store.increment(
-          pages.slice(i, i + 100).map((page) => ({
-            fence: leases[partitionOf(page, PARTITIONS)]!,
-            page,
-            counter: "likes",
-            dc: "dc1",
-            delta: 1,
-            key: `k-${page}`,
-            payload: "",
-          })),
-          KEY_TTL_MS,
-        );
-      }
-      const sorted = (ids: string[]) => [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      for (const [prefix, limit] of [
-        ["", 1_000],
-        ["", 7],
-        ["art", 64],
-        ["article-", 1],
-        ["video-1", 3],
-      ] as const) {
-        const seen: string[] = [];
-        let cursor: string | undefined;
-        let calls = 0;
-        do {
-          const list = await store.listPages(prefix, cursor, limit);
-          expect(list.pages.length, `a page of ${prefix} by ${limit}`).toBe(
-            list.cursor === undefined ? list.pages.length : limit,
+    test(
+      "redis cluster store - a listing merges every shard's pages in byte order, page by page",
+      async () => {
+        const store = await connect();
+        const leases = await leaseAll(store);
+        const pages = pageIds(1_500);
+        for (let i = 0; i < pages.length; i += 100) {
+          await store.increment(
+            pages.slice(i, i + 100).map((page) => ({
+              fence: leases[partitionOf(page, PARTITIONS)]!,
+              page,
+              counter: "likes",
+              dc: "dc1",
+              delta: 1,
+              key: `k-${page}`,
+              payload: "",
+            })),
+            KEY_TTL_MS,
           );
-          seen.push(...list.pages);
-          cursor = list.cursor;
-          calls++;
-        } while (cursor !== undefined && calls < 2_000);
-        expect(seen, `${prefix} by ${limit}`).toEqual(sorted(pages.filter((p) => p.startsWith(prefix))));
-      }
-    });
+        }
+        const sorted = (ids: string[]) => [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+        for (const [prefix, limit] of [
+          ["", 1_000],
+          ["", 7],
+          ["art", 64],
+          ["article-", 1],
+          ["video-1", 3],
+        ] as const) {
+          const seen: string[] = [];
+          let cursor: string | undefined;
+          let calls = 0;
+          do {
+            const list = await store.listPages(prefix, cursor, limit);
+            expect(list.pages.length, `a page of ${prefix} by ${limit}`).toBe(
+              list.cursor === undefined ? list.pages.length : limit,
+            );
+            seen.push(...list.pages);
+            cursor = list.cursor;
+            calls++;
+          } while (cursor !== undefined && calls < 2_000);
+          expect(seen, `${prefix} by ${limit}`).toEqual(sorted(pages.filter((p) => p.startsWith(prefix))));
+        }
+      },
+      LISTING_TIMEOUT_MS,
+    );
 
     test("redis cluster store - a write, merge or increment of a page under another partition's fence is rejected before anything applies", async () => {
       const store = await connect();
