@@ -12,7 +12,7 @@
  * With arguments (`npm test -- apps/gateway`), one plain `vitest run` with them instead.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { setPriority } from "node:os";
+import { availableParallelism, loadavg, setPriority } from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -78,6 +78,38 @@ console.log(
 );
 const startedAt = Date.now();
 const children = new Set();
+/**
+ * The lines naming a failed test or file, by run, printed again once every run is done: in the
+ * middle of thousands of interleaved lines they are easy to miss, and a log kept in part loses them.
+ */
+const failures = [];
+// eslint-disable-next-line no-control-regex -- vitest colours its report; the escapes are stripped to match it
+const ANSI = /\x1b\[[0-9;]*m/g;
+const FAILED_LINE = /^\s*(FAIL|×)\s/;
+/** ps's %CPU from which another process is named as load before the runs. */
+const BUSY_PERCENT = 20;
+
+/**
+ * The timings the suite holds to assume the host is otherwise idle: say how loaded it is, and by
+ * what, so that a test failed on a busy machine can be told from one failed by the product.
+ */
+function reportLoad(when) {
+  const [one, five] = loadavg();
+  console.log(
+    `npm test: load average ${one.toFixed(2)} (1 min), ${five.toFixed(2)} (5 min) on ${availableParallelism()} cores ${when}`,
+  );
+  if (when !== "before the runs") return;
+  // Other processes using a fifth of a core or more over their lifetime (what ps's %CPU is).
+  const ps = spawnSync("ps", ["-eo", "pid,pcpu,etime,args", "--sort=-pcpu", "--no-headers"], {
+    encoding: "utf8",
+  });
+  for (const line of (ps.stdout ?? "").split("\n").slice(0, 8)) {
+    const [pid, cpu] = line.trim().split(/\s+/).map(Number);
+    if (pid !== process.pid && pid !== ps.pid && cpu >= BUSY_PERCENT)
+      console.log(`npm test: busy: ${line.trim().slice(0, 160)}`);
+  }
+}
+reportLoad("before the runs");
 
 /** Starts one vitest run, its output tagged line by line; resolves with how it ended. */
 function start(run) {
@@ -88,9 +120,11 @@ function start(run) {
   // Whole lines, tagged: the runs' reports interleave line by line, each still readable.
   for (const stream of [child.stdout, child.stderr]) {
     const out = stream === child.stdout ? process.stdout : process.stderr;
-    createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) =>
-      out.write(`${run.tag}│ ${line}\n`),
-    );
+    createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) => {
+      out.write(`${run.tag}│ ${line}\n`);
+      const plain = line.replace(ANSI, "");
+      if (FAILED_LINE.test(plain)) failures.push(`${run.tag}│ ${plain.trim()}`);
+    });
   }
   return new Promise((resolve) => {
     child.on("error", (err) => resolve({ run, code: 1, why: err.message }));
@@ -113,6 +147,8 @@ for (const signal of ["SIGINT", "SIGTERM"])
 const results = await Promise.all(runs.map(start));
 if (!stopping) results.push(await start(after));
 const seconds = ((Date.now() - startedAt) / 1000).toFixed(1);
+reportLoad("after them");
+for (const line of failures) console.log(`npm test: failed: ${line}`);
 for (const { run, code, why } of results)
   console.log(`npm test: ${run.tag.trim()} ${code === 0 ? "passed" : `FAILED (${why})`}`);
 console.log(`npm test: ${seconds} s`);
