@@ -105,7 +105,7 @@ function reportLoad(when) {
   });
   for (const line of (ps.stdout ?? "").split("\n").slice(0, 8)) {
     const [pid, cpu] = line.trim().split(/\s+/).map(Number);
-    if (pid !== process.pid && pid !== ps.pid && cpu >= BUSY_PERCENT)
+    if (pid !== process.pid && pid !== ps.pid && cpu >= BUSY_PERCENT && !line.endsWith("<defunct>"))
       console.log(`npm test: busy: ${line.trim().slice(0, 160)}`);
   }
 }
