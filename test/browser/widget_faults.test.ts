@@ -1,29 +1,33 @@
 /**
  * The <live-count> widget in real headless Chromium when things go wrong around it: frames past the
  * socket's budget, pages past the socket's room, the page kept in the back/forward cache, the
- * network gone and back, every element removed, a `server` attribute written without its scheme.
+ * network gone and back, a socket that dies without a close, every element removed, a `server`
+ * attribute written without its scheme.
  * Each must end with every element showing its page's right number and the server counting this
  * viewer where it is, and nowhere else.
  */
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { describeWithChromium } from "../support/chromium.js";
-import { PUBLISHER_KEY, SETTLE_MS, WidgetSite, waitForText } from "./widget_page.js";
+import { SETTLE_MS, WidgetSite, waitForText } from "./widget_page.js";
 
 /** Pages one socket may hold (LIVECOUNT_MAX_PAGES_PER_SOCKET's default). */
 const PAGES_PER_SOCKET = 64;
+/** How often the widget looks whether its socket heard anything (PING_MS in the widget). */
+const PING_MS = 25_000;
 
 describeWithChromium("widget in Chromium, when things go wrong", () => {
   let site: WidgetSite;
 
   beforeAll(async () => {
-    site = await WidgetSite.start({ backForwardCache: true });
+    site = await WidgetSite.start({ backForwardCache: true, proxy: true });
   });
 
   afterAll(() => site?.close());
 
   afterEach(async () => {
     await site.closeBrowsers();
+    site.warnings.splice(0);
     expect(site.pageErrors.splice(0)).toEqual([]);
   });
 
@@ -91,6 +95,11 @@ describeWithChromium("widget in Chromium, when things go wrong", () => {
           timeout: SETTLE_MS,
         },
       );
+    // Each refusal is in the console too, for the publisher's developer.
+    for (const page of more.slice(PAGES_PER_SOCKET - 1))
+      expect(site.warnings).toContainEqual(
+        expect.stringMatching(new RegExp(`^livecount: ${page} too_many_pages `)),
+      );
     await tab.evaluate(() => ["room-1", "room-2"].forEach((id) => document.getElementById(id)!.remove()));
     for (const page of more.slice(PAGES_PER_SOCKET - 1)) {
       await waitForText(tab, `#${page}`, "1");
@@ -149,17 +158,47 @@ describeWithChromium("widget in Chromium, when things go wrong", () => {
     expect(await tab.evaluate(() => document.getElementById("viewers")!.textContent)).toBe("1");
     await context.setOffline(false);
     // Live again: a like made now shows.
-    const res = await fetch(`${site.gatewayOrigin}/v1/pages/offline-a/counter`, {
-      method: "PUT",
-      headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "idempotency-key": "widget-offline-like" },
-      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
-    });
-    expect(res.status).toBe(200);
+    await site.like("offline-a", "widget-offline-like");
     await waitForText(tab, "#likes", "1");
     await tab.waitForFunction(() => !document.querySelector("live-count[data-error]"), undefined, {
       timeout: SETTLE_MS,
     });
     expect(await site.viewersOverHttp("offline-a")).toBe(1);
+  });
+
+  it("a socket that dies without a close (its flow forgotten on the way) is given up after a ping goes unanswered; a quiet live one is kept", async () => {
+    const context = await site.newBrowser();
+    // The tab's timers run on a clock the test moves: the widget's looks are PING_MS apart.
+    await context.clock.install();
+    const tab = await site.open(context, "stalled-a");
+    await waitForText(tab, "#viewers", "1");
+    const pongs = (): Promise<number> =>
+      tab.evaluate(() => window.__received.filter((r) => r.data === '{"type":"pong"}').length);
+    // A quiet page: the first look finds the count frames of the join, the second nothing since, so
+    // it pings; the pong keeps the socket.
+    await context.clock.runFor(PING_MS);
+    await context.clock.runFor(PING_MS);
+    await expect.poll(pongs, { timeout: SETTLE_MS }).toBe(1);
+    await context.clock.runFor(PING_MS);
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+    // Now the flow is forgotten between the tab and the gateway: neither hears the other, and the
+    // browser is told nothing. A like made meanwhile cannot reach this socket.
+    site.proxy!.stallOpen();
+    await site.like("stalled-a", "widget-stalled-like");
+    // The look after the pong's finds nothing since: a ping, unanswered; the next gives the socket
+    // up and a new one joins again, with the like.
+    await context.clock.runFor(PING_MS);
+    await context.clock.runFor(PING_MS);
+    await waitForText(tab, "#likes", "1");
+    expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);
+    // The first is closed from the tab's side, not left to answer.
+    expect(await tab.evaluate(() => window.__sockets[0]!.readyState !== WebSocket.OPEN)).toBe(true);
+    await tab.waitForFunction(() => !document.querySelector("live-count[data-error]"), undefined, {
+      timeout: SETTLE_MS,
+    });
+    // The viewer still counts once (the gateway holds the stalled socket under the same viewer id).
+    expect(await site.viewersOverHttp("stalled-a")).toBe(1);
+    expect(await pongs()).toBe(1);
   });
 
   it("no element left to show (a single-page app's route without widgets) closes the socket; the next element opens one", async () => {
@@ -176,6 +215,7 @@ describeWithChromium("widget in Chromium, when things go wrong", () => {
     );
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(await tab.evaluate(() => window.__sockets.length)).toBe(1);
+    expect(site.warnings).toContain("livecount: not valid invalid_page");
     await addElements(tab, ["route-b"]);
     await waitForText(tab, "#route-b", "1");
     expect(await tab.evaluate(() => window.__sockets.length)).toBe(2);

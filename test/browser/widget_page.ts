@@ -10,6 +10,7 @@ import type { LiveCountDetail, LiveCountEvent } from "@livecount/widget";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { expect } from "vitest";
 import { launchChromium } from "../support/chromium.js";
+import { LinkProxy } from "../support/link_proxy.js";
 
 export const PUBLISHER_KEY = "test-key";
 /** Private pages of this suite's gateway, and the secret their join tokens are signed with. */
@@ -42,6 +43,8 @@ declare global {
 export class WidgetSite {
   /** Errors thrown into a page and Content-Security-Policy refusals, each one a failure. */
   readonly pageErrors: string[] = [];
+  /** What pages wrote to the console as warnings (the widget's `livecount:` lines among them). */
+  readonly warnings: string[] = [];
   private readonly contexts: BrowserContext[] = [];
 
   private constructor(
@@ -50,10 +53,17 @@ export class WidgetSite {
     private readonly host: Server,
     readonly hostOrigin: string,
     private readonly browser: Browser,
+    /** The proxy in front of the gateway, when started with `proxy`: gatewayOrigin is its origin. */
+    readonly proxy?: LinkProxy,
   ) {}
 
-  /** `backForwardCache`: see launchChromium. */
-  static async start(options: { readonly backForwardCache?: boolean } = {}): Promise<WidgetSite> {
+  /**
+   * `backForwardCache`: see launchChromium. `proxy`: the browser and the tests reach the gateway
+   * through a TCP proxy (test/support/link_proxy.ts) that can stall their connections.
+   */
+  static async start(
+    options: { readonly backForwardCache?: boolean; readonly proxy?: boolean } = {},
+  ): Promise<WidgetSite> {
     const gateway = await startStandalone({
       env: {
         LIVECOUNT_PORT: "0",
@@ -63,15 +73,18 @@ export class WidgetSite {
         LIVECOUNT_JOIN_SECRET: JOIN_SECRET,
       },
     });
-    const gatewayOrigin = `http://localhost:${gateway.port}`;
     let host: Server | undefined;
+    let proxy: LinkProxy | undefined;
     try {
+      if (options.proxy === true) proxy = await LinkProxy.start({ targetPort: gateway.port });
+      const gatewayOrigin = `http://localhost:${proxy?.port ?? gateway.port}`;
       host = await startHost(gatewayOrigin);
       const hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
       const browser = await launchChromium({ backForwardCache: options.backForwardCache === true });
-      return new WidgetSite(gateway, gatewayOrigin, host, hostOrigin, browser);
+      return new WidgetSite(gateway, gatewayOrigin, host, hostOrigin, browser, proxy);
     } catch (err) {
       if (host) await closeServer(host);
+      await proxy?.close();
       await gateway.close();
       throw err;
     }
@@ -86,6 +99,7 @@ export class WidgetSite {
     context.on("console", (msg) => {
       if (msg.type() === "error" && /Content Security Policy/.test(msg.text()))
         this.pageErrors.push(msg.text());
+      if (msg.type() === "warning") this.warnings.push(msg.text());
     });
     await context.addInitScript(() => {
       const Native = window.WebSocket;
@@ -118,12 +132,30 @@ export class WidgetSite {
     return tab;
   }
 
+  /**
+   * The gateway's own origin, for the tests' HTTP calls: never through the proxy, where a pooled
+   * keep-alive connection could be one it stalled.
+   */
+  get apiOrigin(): string {
+    return `http://localhost:${this.gateway.port}`;
+  }
+
   async viewersOverHttp(page: string): Promise<number> {
-    const res = await fetch(`${this.gatewayOrigin}/v1/pages/${encodeURIComponent(page)}/counter`, {
+    const res = await fetch(`${this.apiOrigin}/v1/pages/${encodeURIComponent(page)}/counter`, {
       headers: { authorization: `Bearer ${PUBLISHER_KEY}` },
     });
     expect(res.status).toBe(200);
     return ((await res.json()) as { viewers: number }).viewers;
+  }
+
+  /** A publisher's like of `page`, counted once per `key` (its Idempotency-Key). */
+  async like(page: string, key: string): Promise<void> {
+    const res = await fetch(`${this.apiOrigin}/v1/pages/${encodeURIComponent(page)}/counter`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "idempotency-key": key },
+      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
+    });
+    expect(res.status).toBe(200);
   }
 
   /** Closes every browser profile opened since the last call. */
@@ -134,6 +166,7 @@ export class WidgetSite {
   async close(): Promise<void> {
     await this.browser.close();
     await closeServer(this.host);
+    await this.proxy?.close();
     await this.gateway.close();
   }
 }

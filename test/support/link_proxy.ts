@@ -30,6 +30,8 @@ export class LinkProxy {
   #deaf = false;
   /** Bytes from the client are dropped: what it sends never arrives (a link that stalls). */
   #mute = false;
+  /** Connections whose bytes are dropped both ways, kept open at the client (`stallOpen`). */
+  readonly #stalled = new WeakSet<[Socket, Socket]>();
   #port = 0;
   /** Connections accepted and forwarded since the proxy started. */
   connections = 0;
@@ -94,6 +96,15 @@ export class LinkProxy {
   }
 
   /**
+   * Drops everything both ways on the connections open now, and keeps them open at the client even
+   * when the target closes its side: a NAT or proxy that forgot their flows without a word, so the
+   * client learns nothing. New connections pass, as a new flow through that NAT would.
+   */
+  stallOpen(): void {
+    for (const pair of this.#pairs) this.#stalled.add(pair);
+  }
+
+  /**
    * Sends new connections to `port` (open ones stay where they are): a server restarted on another
    * port, as a load balancer would route to it.
    */
@@ -123,13 +134,18 @@ export class LinkProxy {
       upstream.destroy();
     };
     client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
+    // A stalled connection's client hears nothing of the target's close: it stays open until it
+    // gives up on its own, or the proxy is cut or closed.
+    const upstreamGone = (): void => (this.#stalled.has(pair) ? void upstream.destroy() : drop());
+    upstream.on("error", upstreamGone).on("close", upstreamGone);
     const unless = (drop: () => boolean): Transform =>
       new Transform({
         transform: (chunk: Buffer, _encoding, done) => done(null, drop() ? undefined : chunk),
       });
-    client.pipe(unless(() => this.#mute)).pipe(upstream);
-    upstream.pipe(unless(() => this.#deaf)).pipe(client);
+    client.pipe(unless(() => this.#mute || this.#stalled.has(pair))).pipe(upstream);
+    const toClient = upstream.pipe(unless(() => this.#deaf || this.#stalled.has(pair)));
+    toClient.pipe(client, { end: false });
+    toClient.on("end", () => this.#stalled.has(pair) || client.end());
   }
 }
 

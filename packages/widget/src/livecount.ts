@@ -14,6 +14,7 @@
  *   one refused as `too_many_pages` when another page leaves the socket. A `rate_limited` error
  *   naming no page (frames past the socket's budget, dropped) closes the socket: the next one
  *   sends what the elements want from scratch.
+ *   Each page error and invalid id is also written to the console (`console.warn`).
  * - `server`: origin of the gateway (`https://eu.example.com`; `eu.example.com:8443` is that host
  *   on this page's scheme); default: the origin that served this script. One WebSocket per server,
  *   at `/ws`.
@@ -91,6 +92,14 @@ const RETRY_MS = 1_000;
  * shows its own viewer missing (a flash of "0 watching now", also after a restart).
  */
 const FIRST_HOLD_MS = 250;
+/**
+ * A socket can die without a close (a NAT or proxy that dropped the flow, a network that changed
+ * under the browser): each PING_MS a socket that heard nothing since the last look sends a `ping`,
+ * and one that has not heard even the pong by the next look is given up; the new socket joins again
+ * within the grace window, so the count does not dip. A page whose count frames keep coming sends no
+ * pings. The same period as the SDK's (pingIntervalMs).
+ */
+const PING_MS = 25_000;
 
 const VIEWER_KEY = "livecount:viewer";
 /** Protocol v1 page and viewer ids: 1..128 printable ASCII characters. */
@@ -135,6 +144,10 @@ interface Conn {
   r?: boolean;
   /** Leaves and unwatches sent on this connection (see Page.l). */
   l: number;
+  /** Since the last look (PING_MS): 1 a frame came, 0 none, 2 none and a ping went out. */
+  a?: number;
+  /** The looks' interval timer of the open socket. */
+  i?: ReturnType<typeof setInterval>;
 }
 
 // Resolved now: `document.currentScript` is only set while this script first runs. Without it
@@ -249,6 +262,7 @@ function sync(c: Conn): void {
     // Nothing left to show (a single-page app's route without widgets, or invalid ids only): no
     // socket, and none waiting to reconnect.
     clearTimeout(c.t);
+    clearInterval(c.i);
     c.t = undefined;
     if (c.w) {
       c.w.onclose = null;
@@ -271,10 +285,28 @@ function connect(c: Conn): void {
   w.onopen = () => {
     opened = Date.now();
     c.r = true;
+    c.a = 1;
+    c.i = setInterval(() => {
+      // A dead socket's close would wait out the closing handshake (a minute in Chromium): the
+      // handlers go, and the socket is treated as closed now.
+      if (c.a! > 1) {
+        w.onclose = null;
+        w.close();
+        lost();
+      } else if (c.a) c.a = 0;
+      else {
+        c.a = 2;
+        w.send('{"type":"ping"}');
+      }
+    }, PING_MS);
     sync(c);
   };
-  w.onmessage = (m) => receive(c, m.data);
-  w.onclose = () => {
+  w.onmessage = (m) => {
+    c.a = 1;
+    receive(c, m.data);
+  };
+  const lost = (w.onclose = () => {
+    clearInterval(c.i);
     c.w = undefined;
     // The server forgot this socket's joins; the next socket sends them again. Until its first
     // count, what the elements show is the last value known: `data-error="offline"` says so.
@@ -284,7 +316,7 @@ function connect(c: Conn): void {
     });
     if (opened && Date.now() - opened > STABLE_MS) c.n = 0;
     retry(c);
-  };
+  });
 }
 
 function retry(c: Conn): void {
@@ -314,6 +346,8 @@ function receive(c: Conn, data: unknown): void {
     // Without a page: frames past the socket's budget were dropped, which ones unknown (a join, a
     // leave). A new socket starts from what the elements want.
     if (!p) return void (f.code == "rate_limited" && c.w!.close());
+    // What the publisher's page asked for and was refused, for whoever reads its console.
+    console.warn("livecount:", f.page, f.code, f.message);
     p.x = f.code;
     // Refused: not subscribed. For now (too many new pages from this address): ask again later;
     // for want of room (too many pages on the socket): when one leaves it (sync).
@@ -385,7 +419,10 @@ class LiveCount extends HTMLElement {
       const c = conn(this.getAttribute("server"));
       const id = this.getAttribute("page") || "";
       let p = c.p.get(id);
-      if (!p) c.p.set(id, (p = { e: new Set(), s: NONE, x: ID.test(id) ? undefined : "invalid_page" }));
+      if (!p) {
+        c.p.set(id, (p = { e: new Set(), s: NONE, x: ID.test(id) ? undefined : "invalid_page" }));
+        if (p.x) console.warn("livecount:", id, p.x);
+      }
       p.e.add(this);
       this.b = [c, p];
       queue(c);
