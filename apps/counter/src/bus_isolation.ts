@@ -130,6 +130,10 @@ export class BusIsolation {
   }
 
   async #step(now: number, heardAt: number, stalled: boolean): Promise<void> {
+    // A step that woke late from a stall of this process knows nothing of the bus yet (its socket
+    // has not been read), so it changes nothing: a stall here is no break in the bus's stretch of
+    // hearing, whose proof another node may need now, nor proof of a cut.
+    if (stalled) return;
     // Heard within two steps: a round trip answered late amid load does not break a stretch.
     const hears = now - heardAt < 2 * this.#intervalMs;
     if (!hears) this.#hearingFrom = undefined;
@@ -143,8 +147,7 @@ export class BusIsolation {
       if (from !== undefined && from > this.#silentFrom && now - from >= this.#proofMs) this.#rejoin(now);
       return;
     }
-    // A process that just woke from a stall has not read what its socket holds yet.
-    if (hears || stalled || now - heardAt < this.#o.nodeLeaseMs) return;
+    if (hears || now - heardAt < this.#o.nodeLeaseMs) return;
     const proof = await this.#proof();
     // The bus may have come back while the notes were read.
     if (proof === undefined || this.#o.health.heardAt > heardAt) return;

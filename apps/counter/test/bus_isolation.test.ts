@@ -176,6 +176,23 @@ describe("bus isolation", () => {
     expect(clock.now() - silentFrom).toBeLessThanOrEqual(MIN_PROOF_MS + step);
   });
 
+  test("isolation - a stall of this process is no break in its stretch of hearing: the step that wakes late notes nothing, the next goes on", async () => {
+    const { clock, memory, run, isolation } = harness();
+    await run(2 * STEP_MS, true);
+    // Frozen for three steps: nothing read from the bus meanwhile, as nothing ran.
+    clock.jump(3 * STEP_MS);
+    await isolation.tick();
+    expect((await memory.busHeard()).notes.get("counter-1")).toEqual({
+      since: START_MS + STEP_MS,
+      at: START_MS + 2 * STEP_MS,
+    });
+    await run(STEP_MS, true);
+    expect((await memory.busHeard()).notes.get("counter-1")).toEqual({
+      since: START_MS + STEP_MS,
+      at: START_MS + 6 * STEP_MS,
+    });
+  });
+
   test("isolation - a step that woke late from a stall looks for no proof: the process has not read its socket yet", async () => {
     const { clock, run, changes, isolation } = harness();
     await run(2 * STEP_MS, true, true);
