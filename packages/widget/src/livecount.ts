@@ -265,7 +265,7 @@ function sync(c: Conn): void {
     clearInterval(c.i);
     c.t = undefined;
     if (c.w) {
-      c.w.onclose = null;
+      c.w.onmessage = c.w.onclose = null;
       c.w.close();
       c.w = undefined;
     }
@@ -288,9 +288,10 @@ function connect(c: Conn): void {
     c.a = 1;
     c.i = setInterval(() => {
       // A dead socket's close would wait out the closing handshake (a minute in Chromium): the
-      // handlers go, and the socket is treated as closed now.
+      // handlers go (what it might still deliver is not this connection's), and the socket is
+      // treated as closed now.
       if (c.a! > 1) {
-        w.onclose = null;
+        w.onmessage = w.onclose = null;
         w.close();
         lost();
       } else if (c.a) c.a = 0;
