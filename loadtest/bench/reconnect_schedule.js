@@ -12,7 +12,7 @@
 import { reconnectDelayMs } from "@livecount/sdk";
 import { prng } from "./lib/prng.js";
 
-/** The widget's BACKOFF_BASE_MS and BACKOFF_CAP_MS (packages/widget/src/livecount.ts). */
+/** The widget's BACKOFF_BASE_MS and BACKOFF_CAP_MS (packages/widget/src/connections.ts). */
 const BASE_MS = 500;
 const MAX_MS = 30_000;
 

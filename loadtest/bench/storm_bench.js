@@ -66,7 +66,7 @@ export const defaults = {
   pageFrameRate: 0,
 };
 
-/** The widget's other reconnect constants (packages/widget/src/livecount.ts). */
+/** The widget's other reconnect constants (packages/widget/src/connections.ts). */
 const WIDGET = { maxMs: 30_000, stableMs: 10_000 };
 /** Per-address limits at the gateway's defaults; connections raised for the watchers only. */
 const DEFAULT_EDGE_ENV = {

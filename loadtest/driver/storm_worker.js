@@ -1,7 +1,7 @@
 /**
  * One client process of the reconnect-storm benchmark (loadtest/bench/storm_bench.js): thousands of
  * browser tabs, each one WebSocket that joins the pages of its widgets as its viewer id, and that
- * reconnects the way the widget does (packages/widget/src/livecount.ts): on a close, wait a
+ * reconnects the way the widget does (packages/widget/src/connections.ts): on a close, wait a
  * full-jitter delay under a cap that doubles per failed try from 500 ms up to 30 s and never
  * exceeds how long the connection has been down (at least 500 ms), then open a new socket and
  * join again. A connection that stayed open 10 s was healthy: the next drop starts over.

@@ -82,7 +82,7 @@ describeWithChromium("widget in Chromium", () => {
     // Each element of the page gets the value: the same value may show more than once.
     const values = distinct(shown.map((s) => s.viewers));
     console.log("widget first value:", { gapMs: Math.round(gapMs), values });
-    const holdMs = 250; // FIRST_HOLD_MS in packages/widget/src/livecount.ts
+    const holdMs = 250; // FIRST_HOLD_MS in packages/widget/src/connections.ts
     // The count before the viewer is shown only once the hold is over, and replaced on the owner's
     // count's arrival; the page may skip it (a late timer, a count that came just in time)...
     if (values[0] === 1) {
