@@ -90,16 +90,18 @@ const FAILED_LINE = /^\s*(FAIL|×)\s/;
 const BUSY_PERCENT = 20;
 
 /**
- * The timings the suite holds to assume the host is otherwise idle: say how loaded it is, and by
- * what, so that a test failed on a busy machine can be told from one failed by the product.
+ * The timings the suite holds to assume the host is otherwise idle: say how loaded it is, so that
+ * a test failed on a busy machine can be told from one failed by the product.
  */
 function reportLoad(when) {
   const [one, five] = loadavg();
   console.log(
     `npm test: load average ${one.toFixed(2)} (1 min), ${five.toFixed(2)} (5 min) on ${availableParallelism()} cores ${when}`,
   );
-  if (when !== "before the runs") return;
-  // Other processes using a fifth of a core or more over their lifetime (what ps's %CPU is).
+}
+
+/** Names the other processes using a fifth of a core or more over their lifetime (ps's %CPU). */
+function reportBusyProcesses() {
   const ps = spawnSync("ps", ["-eo", "pid,pcpu,etime,args", "--sort=-pcpu", "--no-headers"], {
     encoding: "utf8",
   });
@@ -110,6 +112,7 @@ function reportLoad(when) {
   }
 }
 reportLoad("before the runs");
+reportBusyProcesses();
 
 /** Starts one vitest run, its output tagged line by line; resolves with how it ended. */
 function start(run) {
