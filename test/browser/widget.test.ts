@@ -120,16 +120,7 @@ describeWithChromium("widget in Chromium", () => {
     const tab = await site.open(await site.newBrowser(), "article-1");
     await waitForText(tab, "#likes", "0");
 
-    const res = await fetch(`${site.gatewayOrigin}/v1/pages/article-1/counter`, {
-      method: "PUT",
-      headers: {
-        authorization: `Bearer ${PUBLISHER_KEY}`,
-        "content-type": "application/json",
-        "idempotency-key": "widget-test-like-1",
-      },
-      body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
-    });
-    expect(res.status).toBe(200);
+    await site.like("article-1", "widget-test-like-1");
 
     await waitForText(tab, "#likes", "1");
     const last = await tab.evaluate(() => window.__details.at(-1));
@@ -167,15 +158,7 @@ describeWithChromium("widget in Chromium", () => {
       return window.__received.length;
     });
     await waitForText(tab, "#c2", "0");
-    const like = (page: string): Promise<Response> =>
-      fetch(`${site.gatewayOrigin}/v1/pages/${page}/counter`, {
-        method: "PUT",
-        headers: { authorization: `Bearer ${PUBLISHER_KEY}`, "idempotency-key": `widget-counts-${page}` },
-        body: JSON.stringify({ action: "increment", counter: "likes", by: 1 }),
-      });
-    expect((await Promise.all([like("article-c1"), like("article-c2")])).map((r) => r.status)).toEqual([
-      200, 200,
-    ]);
+    await Promise.all(["article-c1", "article-c2"].map((page) => site.like(page, `widget-counts-${page}`)));
     await waitForText(tab, "#likes", "1");
     await waitForText(tab, "#c2", "1");
     const sockets = await tab.evaluate(() => window.__sockets.map((w) => w.protocol));
