@@ -40,6 +40,11 @@ const LONE_GRACE_MS = 2000;
  * lease; then the partitions' flush, release and takeover.
  */
 const HANDED_OVER_MS = 2000 + 2 * MARGIN_MS;
+/**
+ * How long the node that still hears the bus is frozen as the cut begins: past two of its 250 ms
+ * steps (which ended its stretch of hearing before), short of the 1.5 s node lease.
+ */
+const OTHER_STALL_MS = 1000;
 /** From the heal: the node reconnects (nats.js retries every reconnect wait), is heard, pages re-read. */
 const BACK_MS = 10_000;
 
@@ -148,6 +153,18 @@ describeWithBinary(
     test(
       "cluster - a counter node that hears nothing while it is still heard (a one-way cut) hands its partitions over too: its heartbeats say it leaves",
       () => handOver((link) => link.deafen(), "deaf on the bus"),
+      TEST_TIMEOUT_MS,
+    );
+
+    test(
+      "cluster - the node that still hears the bus, frozen as the cut begins (a long pause), proves the cut as soon: its own stall is no break in its hearing",
+      () =>
+        handOver((link) => {
+          link.cut();
+          const other = cluster.counters[1]!;
+          other.pause();
+          setTimeout(() => other.resume(), OTHER_STALL_MS);
+        }, "cut off the bus, the other node frozen"),
       TEST_TIMEOUT_MS,
     );
   },
