@@ -30,6 +30,10 @@ export class LinkProxy {
   #deaf = false;
   /** Bytes from the client are dropped: what it sends never arrives (a link that stalls). */
   #mute = false;
+  /** Bytes from clients wait in the proxy until `heal()` (`hold`). */
+  #holding = false;
+  /** Per connection held, the chunk waiting: forwarding it lets its stream go on. */
+  #waiting: Array<() => void> = [];
   /** Connections whose bytes are dropped both ways, kept open at the client (`stallOpen`). */
   readonly #stalled = new WeakSet<[Socket, Socket]>();
   #port = 0;
@@ -79,6 +83,17 @@ export class LinkProxy {
     this.#cut = false;
     this.#deaf = false;
     this.#mute = false;
+    this.#holding = false;
+    for (const forward of this.#waiting.splice(0)) forward();
+  }
+
+  /**
+   * Holds everything clients send, on open connections and new ones, until `heal()`, which
+   * forwards it all in order: calls arrive late, all at once, as over a link that stopped moving
+   * for a while (or a server that did), and their answers come after them.
+   */
+  hold(): void {
+    this.#holding = true;
   }
 
   /** Drops everything clients send, on open connections and new ones, until `heal()`: calls sent then never arrive. */
@@ -142,7 +157,15 @@ export class LinkProxy {
       new Transform({
         transform: (chunk: Buffer, _encoding, done) => done(null, drop() ? undefined : chunk),
       });
-    client.pipe(unless(() => this.#mute || this.#stalled.has(pair))).pipe(upstream);
+    const toTarget = new Transform({
+      transform: (chunk: Buffer, _encoding, done) => {
+        if (this.#mute || this.#stalled.has(pair)) done();
+        // The stream reads nothing more until the chunk is forwarded, so order is kept.
+        else if (this.#holding) this.#waiting.push(() => done(null, chunk));
+        else done(null, chunk);
+      },
+    });
+    client.pipe(toTarget).pipe(upstream);
     const toClient = upstream.pipe(unless(() => this.#deaf || this.#stalled.has(pair)));
     toClient.pipe(client, { end: false });
     toClient.on("end", () => this.#stalled.has(pair) || client.end());

@@ -88,8 +88,14 @@ export class Bootstrap {
   readonly #syncing = new Map<number, Sync>();
   /** Partitions with nobody to learn from yet. */
   readonly #waiting = new Set<number>();
-  /** Partitions whose bootstrap mark could not be read yet. */
+  /**
+   * Partitions whose bootstrap mark is still to be read: it could not be read yet, or the lease ran
+   * out here before the partition could start (the process stalled past it). A late renewal keeps
+   * the lease and tells nobody, so each is checked again at the next retry its fence is back.
+   */
   readonly #unchecked = new Set<number>();
+  /** Partitions whose lease was taken and not dropped since. */
+  readonly #held = new Set<number>();
   /**
    * Peers whose full transfer of a partition was merged before it started syncing (the peer's own
    * comparison on first contact, or one driven by the peer): they need not be asked again.
@@ -159,22 +165,37 @@ export class Bootstrap {
   }
 
   /** The partition's lease was taken: serve at once if its store was bootstrapped, else learn it first. */
-  async partitionHeld(partition: number): Promise<void> {
+  partitionHeld(partition: number): Promise<void> {
+    this.#held.add(partition);
+    return this.#check(partition);
+  }
+
+  async #check(partition: number): Promise<void> {
     this.#unchecked.delete(partition);
+    if (this.#o.fenceOf(partition) === undefined) {
+      this.#recheck(partition);
+      return;
+    }
     let done: boolean;
     try {
       done = await this.#o.store.isBootstrapped(partition);
     } catch (err) {
       this.#o.logger.warn({ err, partition }, "bootstrap mark unreadable; trying again");
-      this.#unchecked.add(partition);
+      this.#recheck(partition);
       return;
     }
-    if (this.#o.fenceOf(partition) === undefined) return;
-    if (done) this.#serve(partition);
+    if (this.#o.fenceOf(partition) === undefined) this.#recheck(partition);
+    else if (done) this.#serve(partition);
     else this.#begin(partition);
   }
 
+  /** Checks the partition again at the next retry, unless it was dropped meanwhile. */
+  #recheck(partition: number): void {
+    if (this.#held.has(partition)) this.#unchecked.add(partition);
+  }
+
   partitionDropped(partition: number): void {
+    this.#held.delete(partition);
     this.#ready.delete(partition);
     this.#syncing.delete(partition);
     this.#waiting.delete(partition);
@@ -348,7 +369,11 @@ export class Bootstrap {
     this.#syncing.delete(partition);
     this.#syncedFrom.delete(partition);
     const fence = this.#o.fenceOf(partition);
-    if (fence === undefined) return;
+    if (fence === undefined) {
+      // The lease ran out here while it synced: what came meanwhile was not merged. Learn it again.
+      this.#recheck(partition);
+      return;
+    }
     let marked: boolean;
     try {
       marked = await this.#o.store.markBootstrapped(fence);
@@ -418,7 +443,8 @@ export class Bootstrap {
         sync.askedAt = now;
         for (const remote of sync.remaining) this.#request(remote, partition);
       }
-      for (const partition of [...this.#unchecked]) void this.partitionHeld(partition);
+      for (const partition of [...this.#unchecked])
+        if (this.#o.fenceOf(partition) !== undefined) void this.#check(partition);
       for (const partition of [...this.#waiting]) this.#begin(partition);
       if (this.#syncing.size + this.#waiting.size + this.#unchecked.size > 0) this.#logProgress(now);
       this.#schedule();

@@ -1,59 +1,17 @@
 import { Writable } from "node:stream";
-import { silentLogger, type Logger } from "@livecount/runtime";
 import { pino } from "pino";
-import { MemoryStore, type Fence } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
-import { ManualClock } from "../../../test/support/manual_clock.js";
-import { Bootstrap } from "../src/bootstrap.js";
-
-const RETRY_MS = 1_000;
-const DISCOVERY_MS = 4_000;
-const P = 7;
+import type { Bootstrap } from "../src/bootstrap.js";
+import { DISCOVERY_MS, P, RETRY_MS, setUpBootstrap, type BootstrapSetup } from "./bootstrap_setup.js";
 
 describe("counter - bootstrap", () => {
   let bootstrap: Bootstrap | undefined;
   afterEach(() => bootstrap?.stop());
 
-  /** A Bootstrap over a memory store whose partition P is leased to this node. */
-  async function setUp(
-    opts: {
-      dc?: string;
-      peers?: string[];
-      heard?: string[];
-      expectedPeers?: string[];
-      alone?: boolean;
-      logger?: Logger;
-      discoveryMs?: number;
-    } = {},
-  ) {
-    const clock = new ManualClock();
-    const store = new MemoryStore({ now: () => clock.now() });
-    const fences = new Map<number, Fence>();
-    const lease = await store.acquire(P, "node-a", 3_600_000);
-    if (lease === null) throw new Error("lease not taken");
-    fences.set(P, lease);
-    const live = [...(opts.peers ?? [])];
-    // DCs heard since start besides those live now (down since).
-    const heard = [...(opts.heard ?? [])];
-    const requests: Array<[string, number[]]> = [];
-    const served: number[] = [];
-    bootstrap = new Bootstrap({
-      dc: opts.dc ?? "dc1",
-      store,
-      clock,
-      logger: opts.logger ?? silentLogger,
-      fenceOf: (p) => fences.get(p),
-      liveRemotes: () => live,
-      heardRemotes: () => [...new Set([...live, ...heard])],
-      expectedPeers: opts.expectedPeers ?? [],
-      alone: opts.alone ?? false,
-      discoveryMs: opts.discoveryMs ?? DISCOVERY_MS,
-      retryMs: RETRY_MS,
-      requestSync: (remote, partitions) => requests.push([remote, [...partitions]]),
-      serving: (p) => served.push(p),
-    });
-    bootstrap.start();
-    return { clock, store, live, heard, requests, served, b: bootstrap };
+  async function setUp(opts: BootstrapSetup = {}) {
+    const set = await setUpBootstrap(opts);
+    bootstrap = set.b;
+    return set;
   }
 
   test("counter - alone (embedded), a partition never bootstrapped serves at once and is marked", async () => {

@@ -1,0 +1,54 @@
+import { silentLogger, type Logger } from "@livecount/runtime";
+import { MemoryStore, type Fence } from "@livecount/store";
+import { ManualClock } from "../../../test/support/manual_clock.js";
+import { Bootstrap } from "../src/bootstrap.js";
+
+export const RETRY_MS = 1_000;
+export const DISCOVERY_MS = 4_000;
+/** The partition leased to the node under test. */
+export const P = 7;
+
+export interface BootstrapSetup {
+  dc?: string;
+  peers?: string[];
+  heard?: string[];
+  expectedPeers?: string[];
+  alone?: boolean;
+  logger?: Logger;
+  discoveryMs?: number;
+}
+
+/**
+ * A started Bootstrap over a memory store whose partition P is leased to this node. `fences` is what
+ * the node serves: delete P's to make its lease run out here, set it back for a late renewal.
+ */
+export async function setUpBootstrap(opts: BootstrapSetup = {}) {
+  const clock = new ManualClock();
+  const store = new MemoryStore({ now: () => clock.now() });
+  const fences = new Map<number, Fence>();
+  const lease = await store.acquire(P, "node-a", 3_600_000);
+  if (lease === null) throw new Error("lease not taken");
+  fences.set(P, lease);
+  const live = [...(opts.peers ?? [])];
+  // DCs heard since start besides those live now (down since).
+  const heard = [...(opts.heard ?? [])];
+  const requests: Array<[string, number[]]> = [];
+  const served: number[] = [];
+  const b = new Bootstrap({
+    dc: opts.dc ?? "dc1",
+    store,
+    clock,
+    logger: opts.logger ?? silentLogger,
+    fenceOf: (p) => fences.get(p),
+    liveRemotes: () => live,
+    heardRemotes: () => [...new Set([...live, ...heard])],
+    expectedPeers: opts.expectedPeers ?? [],
+    alone: opts.alone ?? false,
+    discoveryMs: opts.discoveryMs ?? DISCOVERY_MS,
+    retryMs: RETRY_MS,
+    requestSync: (remote, partitions) => requests.push([remote, [...partitions]]),
+    serving: (p) => served.push(p),
+  });
+  b.start();
+  return { clock, store, fences, live, heard, requests, served, b };
+}
