@@ -52,6 +52,8 @@ interface Sync {
   asked: Set<string>;
   /** Its last round was answered by peers all learning it too, and this DC could not start it. */
   learningTogether: boolean;
+  /** Peers whose transfer under way lost entries here (Bootstrap.dropped): its end teaches nothing. */
+  broken: Set<string>;
 }
 
 /**
@@ -194,6 +196,22 @@ export class Bootstrap {
     if (this.#held.has(partition)) this.#unchecked.add(partition);
   }
 
+  /**
+   * Entries `peer` sent of `partition` were not merged here: the lease had run out when they came.
+   * A transfer they were part of teaches nothing (its peer is asked again once it ends), and one
+   * that already taught the partition is asked for again: a partition marked on a transfer with a
+   * gap would count this DC's own entries from below what the peers hold.
+   */
+  dropped(partition: number, peer: string): void {
+    this.#syncedFrom.get(partition)?.delete(peer);
+    const sync = this.#syncing.get(partition);
+    if (sync === undefined) return;
+    if (sync.taught.delete(peer) || sync.learningPeers.delete(peer)) {
+      sync.remaining.add(peer);
+      this.#request(peer, partition);
+    } else if (sync.remaining.has(peer)) sync.broken.add(peer);
+  }
+
   partitionDropped(partition: number): void {
     this.#held.delete(partition);
     this.#ready.delete(partition);
@@ -224,6 +242,11 @@ export class Bootstrap {
       let peers = this.#syncedFrom.get(partition);
       if (peers === undefined) this.#syncedFrom.set(partition, (peers = new Set()));
       peers.add(peer);
+      return;
+    }
+    if (sync.broken.delete(peer)) {
+      // The transfer that ended had a gap here: ask for the whole of it again.
+      this.#request(peer, partition);
       return;
     }
     if (!sync.remaining.delete(peer)) return;
@@ -283,6 +306,7 @@ export class Bootstrap {
         since: this.#o.clock.monotonic(),
         asked: new Set(),
         learningTogether: false,
+        broken: new Set(),
       };
       this.#syncing.set(partition, sync);
       if (sync.remaining.size === 0) void this.#mark(partition);

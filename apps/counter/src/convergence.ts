@@ -70,6 +70,7 @@ export class Convergence {
       metrics: o.metrics,
       writer: o.writer,
       fenceOf: o.fenceOf,
+      dropped: (partition, dc) => this.#bootstrap.dropped(partition, dc),
     });
     this.#antiEntropy = new AntiEntropy({
       dc: o.dc,
@@ -84,6 +85,7 @@ export class Convergence {
       fenceOf: o.fenceOf,
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
+      dropped: (partition, peer) => this.#bootstrap.dropped(partition, peer),
       peerSynced: (partition, peer, peerLearning) =>
         this.#bootstrap.peerSynced(partition, peer, peerLearning),
       bootstrapped: (partition) => this.#bootstrap.isReady(partition),

@@ -15,6 +15,8 @@ export interface ReplicationOptions {
   readonly metrics: CounterMetrics;
   readonly writer: DurableWriter;
   readonly fenceOf: (partition: number) => Fence | undefined;
+  /** `dc`'s entries of `partition` came while its lease had run out here: they were not merged. */
+  readonly dropped: (partition: number, dc: string) => void;
 }
 
 /**
@@ -64,7 +66,10 @@ export class Replication {
     }
     if (msg.type !== "update" || msg.dc === this.#o.dc || pageFromSubject(subject) !== msg.page) return;
     const fence = this.#o.fenceOf(partition);
-    if (fence === undefined) return;
+    if (fence === undefined) {
+      this.#o.dropped(partition, msg.dc);
+      return;
+    }
     const { page, dc, counters } = msg;
     this.#o.metrics.replicationLag.set({ dc }, Math.max(0, this.#o.registry.now() - msg.ts) / 1000);
     const { registry } = this.#o;

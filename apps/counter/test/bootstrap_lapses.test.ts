@@ -1,7 +1,8 @@
 /**
  * A lease that runs out here (the process stalled past it, or renewals went unanswered) and is then
- * renewed late stays this node's, and nobody is told: the bootstrap must not forget a partition
- * it was starting meanwhile (the node would never be ready).
+ * renewed late stays this node's, and nobody is told: the bootstrap must neither forget a partition
+ * it was starting meanwhile (the node would never be ready) nor mark one whose transfer lost
+ * entries while nothing could be merged (this DC would count its own entries from below).
  */
 import { afterEach, describe, expect, test } from "vitest";
 import type { Bootstrap } from "../src/bootstrap.js";
@@ -69,6 +70,51 @@ describe("counter - bootstrap across a lease that ran out here", () => {
     fences.set(P, fence);
     requests.length = 0;
     await clock.advance(RETRY_MS);
+    expect(requests).toEqual([["dc2", [P]]]);
+    expect(served).toEqual([]);
+    b.peerSynced(P, "dc2", false);
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a transfer that lost entries here teaches nothing: its peer is asked again, and the next one serves", async () => {
+    const { clock, requests, served, b } = await setUp({ peers: ["dc2"] });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    requests.length = 0;
+    b.dropped(P, "dc2");
+    b.peerSynced(P, "dc2", false);
+    await clock.advance(0);
+    expect(served).toEqual([]);
+    expect(requests).toEqual([["dc2", [P]]]);
+    b.peerSynced(P, "dc2", false);
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a peer that taught the partition, then lost an update here before it was marked, is asked again", async () => {
+    const { clock, requests, served, b } = await setUp({ peers: ["dc2", "dc3"] });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    b.peerSynced(P, "dc2", false);
+    requests.length = 0;
+    b.dropped(P, "dc2");
+    await clock.advance(0);
+    expect(requests).toEqual([["dc2", [P]]]);
+    b.peerSynced(P, "dc3", false);
+    await clock.advance(0);
+    expect(served).toEqual([]);
+    b.peerSynced(P, "dc2", false);
+    await clock.advance(0);
+    expect(served).toEqual([P]);
+  });
+
+  test("counter - a transfer merged before the partition started syncing, then a lost update: that peer is asked", async () => {
+    const { clock, requests, served, b } = await setUp({ peers: ["dc2"] });
+    b.peerSynced(P, "dc2", false);
+    b.dropped(P, "dc2");
+    await b.partitionHeld(P);
+    await clock.advance(0);
     expect(requests).toEqual([["dc2", [P]]]);
     expect(served).toEqual([]);
     b.peerSynced(P, "dc2", false);

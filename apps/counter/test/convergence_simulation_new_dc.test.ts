@@ -4,7 +4,7 @@
  * when the peer's answers come late, are lost or fail.
  */
 import { decodeMessage } from "@livecount/protocol";
-import { MemoryStore, StoreError } from "@livecount/store";
+import { MemoryStore, StoreError, type Lease } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation, SIM_ENV, type DropRule } from "../../../test/support/dc_simulation.js";
 import type { ManualClock } from "../../../test/support/manual_clock.js";
@@ -32,6 +32,27 @@ class LateBucketsStore extends MemoryStore {
     const digests = await super.bucketDigests(partition);
     if (this.delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.delayMs));
     return digests;
+  }
+}
+
+/**
+ * A store whose lease renewals are made at once but answered `answerDelayMs` of clock time later,
+ * once (a Redis that stalled after it wrote): the leases stay this node's in the store, and run out
+ * in the node's own view until the answer comes.
+ */
+class LateRenewalStore extends MemoryStore {
+  answerDelayMs = 0;
+
+  constructor(private readonly clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  override async renew(leases: readonly Lease[], ttlMs: number): Promise<Lease[]> {
+    const renewed = await super.renew(leases, ttlMs);
+    const delayMs = this.answerDelayMs;
+    this.answerDelayMs = 0;
+    if (delayMs > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, delayMs));
+    return renewed;
   }
 }
 
@@ -101,6 +122,38 @@ describe("counter - convergence across data centers (simulated clock)", () => {
       15_000,
     );
     await expectSentOnce();
+  });
+
+  test("counter - a new DC whose leases ran out while a peer's update came serves only once a transfer read after it is merged", async () => {
+    sim = new DcSimulation();
+    const dc1 = sim.add("dc1");
+    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const late = new LateRenewalStore(sim.clock);
+    dc2.store = late;
+    await sim.startAll(["dc1"]);
+    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    // dc2's first renewal, as it takes its partitions, is answered 9.7 s later: its 8 s leases run
+    // out in its own view from 8 s to 9.7 s. dc1's transfers take 9.8 s to arrive: after that.
+    late.answerDelayMs = 9_700;
+    sim.delay = (from, _to, subject, data) =>
+      from === "dc1" && subject.startsWith("lc.ae.") && decodeMessage(data).type === "ae_entries" ? 9_800 : 0;
+    const linkedAt = sim.clock.now();
+    sim.link("dc1", "dc2");
+    await dc2.launch();
+    await sim.run(8_500);
+    expect(dc2.node!.ready).toBe(false);
+    // A like at dc1 while dc2 serves nothing: its update to dc2 is not merged, and the transfers
+    // under way were read before it.
+    await dc1.increment(LEARNT[0]!, "likes", 1, "k-during-lapse");
+    await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
+    const readyMs = sim.clock.now() - linkedAt;
+    expect(await dc2.value(LEARNT[0]!, "likes")).toBe(2);
+    // Not on the transfers under way during the lapse (they end 9.8 s in): on one read after it.
+    expect(readyMs).toBeGreaterThan(9_800);
+    sim.delay = undefined;
+    await sim.run(5_000);
+    await expectEverywhere(sim, ["dc1", "dc2"], new Map(LEARNT.map((page, i) => [page, i === 0 ? 2 : 1])));
   });
 
   /**

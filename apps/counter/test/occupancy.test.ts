@@ -152,6 +152,7 @@ describe("counter - occupancy", () => {
       }),
       writer: u.writer,
       fenceOf: (partition) => u.fences.get(partition),
+      dropped: () => {},
     }).partitionHeld(5);
     const remote = (p: number, n: number) =>
       u.bus.publish(

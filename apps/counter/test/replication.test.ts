@@ -19,6 +19,7 @@ describe("counter - replication", () => {
       partitionsOwned: () => 1,
       partitionsBootstrapped: () => 1,
     });
+    const dropped: Array<[number, string]> = [];
     const replication = new Replication({
       dc: DC,
       bus: u.bus,
@@ -27,6 +28,7 @@ describe("counter - replication", () => {
       metrics,
       writer: u.writer,
       fenceOf: (partition) => u.fences.get(partition),
+      dropped: (partition, dc) => dropped.push([partition, dc]),
     });
     replication.partitionHeld(p);
     const send = async (update: Omit<PageUpdate, "type" | "ts">): Promise<void> => {
@@ -36,7 +38,7 @@ describe("counter - replication", () => {
       );
       await u.clock.advance(0);
     };
-    return { replication, send, metrics };
+    return { replication, send, metrics, dropped };
   }
 
   test("counter - another DC's entries of a page not in memory are written to the store, without an actor", async () => {
@@ -59,6 +61,20 @@ describe("counter - replication", () => {
     await send({ page, dc: DC, counters: { likes: { p: 4, n: 0 } } });
     expect(u.timeline.filter((e) => e.startsWith("write:"))).toEqual([]);
     expect(await u.store.load(page)).toEqual({});
+  });
+
+  test("counter - an update that comes while the lease has run out here is not merged, and is reported as dropped", async () => {
+    const page = pageIn(3);
+    const { send, dropped } = await setUp(3);
+    const fence = u.fences.get(3)!;
+    u.fences.delete(3);
+    await send({ page, dc: "dc2", counters: { likes: { p: 4, n: 1 } } });
+    expect(await u.store.load(page)).toEqual({});
+    expect(dropped).toEqual([[3, "dc2"]]);
+    u.fences.set(3, fence);
+    await send({ page, dc: "dc2", counters: { likes: { p: 5, n: 1 } } });
+    expect(await u.store.load(page)).toEqual({ likes: { dc2: { p: 5, n: 1 } } });
+    expect(dropped).toEqual([[3, "dc2"]]);
   });
 
   test("counter - an update on a subject not its page's is dropped", async () => {
