@@ -16,6 +16,8 @@ export interface BootstrapSetup {
   alone?: boolean;
   logger?: Logger;
   discoveryMs?: number;
+  /** The node's store (default: a MemoryStore on the test's clock). */
+  store?: (clock: ManualClock) => MemoryStore;
 }
 
 /**
@@ -24,7 +26,7 @@ export interface BootstrapSetup {
  */
 export async function setUpBootstrap(opts: BootstrapSetup = {}) {
   const clock = new ManualClock();
-  const store = new MemoryStore({ now: () => clock.now() });
+  const store = opts.store?.(clock) ?? new MemoryStore({ now: () => clock.now() });
   const fences = new Map<number, Fence>();
   const lease = await store.acquire(P, "node-a", 3_600_000);
   if (lease === null) throw new Error("lease not taken");
@@ -34,6 +36,8 @@ export async function setUpBootstrap(opts: BootstrapSetup = {}) {
   const heard = [...(opts.heard ?? [])];
   const requests: Array<[string, number[]]> = [];
   const served: number[] = [];
+  /** The fence each partition had when it started serving (undefined: it served without one). */
+  const servedWith: Array<Fence | undefined> = [];
   const b = new Bootstrap({
     dc: opts.dc ?? "dc1",
     store,
@@ -47,8 +51,11 @@ export async function setUpBootstrap(opts: BootstrapSetup = {}) {
     discoveryMs: opts.discoveryMs ?? DISCOVERY_MS,
     retryMs: RETRY_MS,
     requestSync: (remote, partitions) => requests.push([remote, [...partitions]]),
-    serving: (p) => served.push(p),
+    serving: (p) => {
+      served.push(p);
+      servedWith.push(fences.get(p));
+    },
   });
   b.start();
-  return { clock, store, fences, live, heard, requests, served, b };
+  return { clock, store, fences, live, heard, requests, served, servedWith, b };
 }
