@@ -23,8 +23,6 @@ export interface ActorRegistryOptions {
   readonly store: Store;
   readonly logger: Logger;
   readonly metrics: CounterMetrics;
-  /** Whether this node holds the partition's lease right now. */
-  readonly isHeld: (partition: number) => boolean;
   /** The actor has entries to persist and publish: the durable writer's flush takes it. */
   readonly markDirty: (actor: PageActor, rewrite?: boolean) => void;
   /** The page leaves this node: every collaborator that keeps per-page state forgets it. */
@@ -71,7 +69,11 @@ export class ActorRegistry implements ActorHost {
   readonly #byPartition = new Map<number, Set<PageActor>>();
   /** actor -> when (monotonic) it must be ticked: the earliest end of a lingering viewer's grace or of its settle window. */
   readonly #deadlines = new Map<PageActor, number>();
-  /** partition -> until when (monotonic) pages loaded there hold their stored viewers (after a takeover). */
+  /**
+   * partition -> until when (monotonic) pages loaded there hold their stored viewers (after a
+   * takeover). A partition is here from when it starts serving until it is dropped: a lease that
+   * ran out and was renewed late keeps it (the fence is gone for a while, the partition is not).
+   */
   readonly #settleUntil = new Map<number, number>();
   /** Over the cap with every actor busy, the size at which making room is tried again (0: at once). */
   #nextRoomScanAt = 0;
@@ -259,7 +261,7 @@ export class ActorRegistry implements ActorHost {
         this.purgeRaised(partition, purge);
         return;
       } catch (err) {
-        if (!this.#o.isHeld(partition)) return;
+        if (!this.#settleUntil.has(partition)) return;
         this.#o.logger.warn({ err, partition, retryMs }, "floors unreadable; pages wait for them");
         await sleep(this.#o.clock, retryMs);
       }
@@ -375,7 +377,7 @@ export class ActorRegistry implements ActorHost {
       );
       return;
     }
-    if (!this.#o.isHeld(partition)) return;
+    if (!this.#settleUntil.has(partition)) return;
     for (const ref of refs) {
       if (ref.dc === this.dc && isPresenceCounter(ref.counter)) this.get(ref.page, partition);
     }

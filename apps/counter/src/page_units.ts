@@ -108,7 +108,6 @@ export function createPageUnits(o: PageUnitsOptions): PageUnits {
     store,
     logger,
     metrics,
-    isHeld: (partition) => o.fenceOf(partition) !== undefined,
     markDirty: (actor, rewrite) => writer.markDirty(actor, undefined, rewrite),
     forget: (actor) => {
       writer.forget(actor);

@@ -317,4 +317,29 @@ describe("counter - actor registry", () => {
     await u.intake.batch(presenceBatch(3, "gw", [[again, "v:x", true]]));
     expect(u.registry.find(again)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 6, n: 5 });
   });
+
+  test("counter - floors that could not be read while the lease had run out here are read again once it is renewed", async () => {
+    u = await buildUnits();
+    const [first, again] = [pageIn(3, 0), pageIn(3, 1)];
+    const fence = await u.acquire(3);
+    for (let i = 0; i < 5; i++) {
+      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, true]]));
+      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, false]]));
+    }
+    await u.clock.advance(GRACE_MS);
+    u.registry.tick(u.clock.monotonic());
+    await u.clock.advance(COALESCE_MS);
+    expect(await u.store.presenceFloor(3)).toBe(5);
+    // Taken again (a later tenure); as it starts serving, its lease runs out here and the floor
+    // read fails. A late renewal keeps the partition: the read is tried again.
+    u.registry.dropPartition(3, "partition_lost");
+    u.fences.delete(3);
+    u.store.failFloors = 1;
+    u.registry.partitionServing(3);
+    await u.clock.advance(0);
+    u.fences.set(3, fence);
+    await u.clock.advance(1_000);
+    await u.intake.batch(presenceBatch(3, "gw", [[again, "v:x", true]]));
+    expect(u.registry.find(again)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 6, n: 5 });
+  });
 });

@@ -54,6 +54,8 @@ export class FlakyStore extends MemoryStore {
   /** The next this many increment calls apply, then reject as if their answer was lost. */
   loseIncrementAnswers = 0;
   failLoads = 0;
+  /** The next this many reads of a partition's presence floor reject. */
+  failFloors = 0;
   /**
    * Partitions whose part of each write and increment fails while the rest goes through, as a
    * Redis Cluster shard that is down: writes reject with PartialWriteError, their ops answer
@@ -73,6 +75,11 @@ export class FlakyStore extends MemoryStore {
     private readonly timeline: string[],
   ) {
     super({ now });
+  }
+
+  override async presenceFloor(partition: number): Promise<number> {
+    if (this.failFloors > 0 && this.failFloors-- > 0) throw new StoreError("injected floor failure");
+    return super.presenceFloor(partition);
   }
 
   override async load(page: string): Promise<PageRecord> {
