@@ -212,9 +212,13 @@ export class PartitionOwnership {
       if (renewed !== undefined) {
         // A lease released meanwhile must not come back.
         if (this.#held.has(lease.partition)) {
-          if ((this.#validUntil.get(lease.partition) ?? 0) <= sentAt) late++;
+          const before = this.#validUntil.get(lease.partition) ?? 0;
+          if (before <= sentAt) late++;
           this.#held.set(lease.partition, renewed);
           this.#validUntil.set(lease.partition, validUntil);
+          // Requests that came while it had run out here wait for it (whenHeld): it is back.
+          const now = this.#opts.clock.monotonic();
+          if (before <= now && now < validUntil) this.#notify(lease.partition, renewed);
         }
         continue;
       }

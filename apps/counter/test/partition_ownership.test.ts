@@ -148,6 +148,29 @@ describe("partition ownership", () => {
     await ownership.close();
   });
 
+  test("ownership - a request waiting for a partition whose lease ran out here gets its fence when a late renewal keeps it", async () => {
+    const clock = new ManualClock();
+    let failing = false;
+    const ownership = ownershipOn(clock, {
+      beforeRenew: () => {
+        if (failing) throw new StoreError("Redis is unreachable");
+      },
+    });
+    ownership.start();
+    await ownership.setWanted([0]);
+    failing = true;
+    await clock.advance(LEASE_MS);
+    expect(ownership.fenceOf(0)).toBeUndefined();
+    let got: unknown = "waiting";
+    void ownership.whenHeld(0, 10 * LEASE_MS).then((fence) => (got = fence));
+    failing = false;
+    await clock.advance(RETRY_MS);
+    // Renewed with its epoch (nobody took it): the waiter has it at once, not at its timeout.
+    expect(got).toEqual(ownership.fenceOf(0));
+    expect(ownership.fenceOf(0)).toBeDefined();
+    await ownership.close();
+  });
+
   test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
     const clock = new ManualClock();
     const losses: Array<[number, string]> = [];
