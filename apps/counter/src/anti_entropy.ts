@@ -30,12 +30,16 @@ export interface AntiEntropyOptions {
   readonly registry: ActorRegistry;
   readonly writer: DurableWriter;
   readonly fenceOf: (partition: number) => Fence | undefined;
+  /**
+   * The lease received entries are merged under (PartitionOwnership.leaseOf), also while it has run
+   * out here: the store refuses it if another node took the partition, and a transfer merged in
+   * part would teach a bootstrap with a gap.
+   */
+  readonly leaseOf: (partition: number) => Fence | undefined;
   /** How often this node compares the digests of the partitions it holds with every live DC. */
   readonly periodMs: number;
   /** Entries of `partition` arrived from a peer and were merged (a transfer is making progress). */
   readonly received: (partition: number) => void;
-  /** Entries `peer` sent of `partition` came while its lease had run out here: they were not merged. */
-  readonly dropped: (partition: number, peer: string) => void;
   /**
    * A transfer of `partition` from `peer` is merged (every page of its differing buckets), or nothing
    * differed: `peerLearning` when `peer` had not bootstrapped the partition itself (Bootstrap.peerSynced).
@@ -395,10 +399,8 @@ export class AntiEntropy {
         ),
       );
     }
-    const fence = this.#o.fenceOf(msg.partition);
+    const fence = this.#o.leaseOf(msg.partition);
     if (fence !== undefined) await mergeReceivedPages(this.#o, fence, msg.pages);
-    else if (msg.pages !== undefined && Object.keys(msg.pages).length > 0)
-      this.#o.dropped(msg.partition, msg.from);
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
     const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));

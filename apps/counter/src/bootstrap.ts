@@ -97,13 +97,6 @@ export class Bootstrap {
   /** Partitions whose lease was taken and not dropped since. */
   readonly #held = new Set<number>();
   /**
-   * Per partition not serving yet, the peers whose entries came while its lease had run out here
-   * (`dropped`): what they sent was not merged, so each must end a transfer read after that before
-   * the partition may be marked. The next `done` from such a peer ends one that may have been read
-   * before: it teaches nothing, and the peer is asked again.
-   */
-  readonly #gaps = new Map<number, Set<string>>();
-  /**
    * Peers whose full transfer of a partition was merged before it started syncing (the peer's own
    * comparison on first contact, or one driven by the peer): they need not be asked again.
    */
@@ -192,43 +185,13 @@ export class Bootstrap {
       return;
     }
     if (this.#o.fenceOf(partition) === undefined) this.#recheck(partition);
-    else if (done && !this.#hasGaps(partition)) this.#serve(partition);
+    else if (done) this.#serve(partition);
     else this.#begin(partition);
-  }
-
-  #hasGaps(partition: number): boolean {
-    return (this.#gaps.get(partition)?.size ?? 0) > 0;
   }
 
   /** Checks the partition again at the next retry, unless it was dropped meanwhile. */
   #recheck(partition: number): void {
     if (this.#held.has(partition)) this.#unchecked.add(partition);
-  }
-
-  /**
-   * Entries `peer` sent of `partition` were not merged here: the lease had run out when they came.
-   * Until a transfer from `peer` read after now is merged, the partition is not marked (`#gaps`): one
-   * marked on a transfer with a gap would count this DC's own entries from below what peers hold.
-   * A peer that had taught it already is asked again at once. A DC down is not waited for, as in
-   * `remoteDown`: it is asked again when it is back, if the partition still syncs.
-   */
-  dropped(partition: number, peer: string): void {
-    if (!this.#held.has(partition) || this.#ready.has(partition)) return;
-    this.#syncedFrom.get(partition)?.delete(peer);
-    const live = this.#o.liveRemotes().includes(peer);
-    if (live) {
-      let gaps = this.#gaps.get(partition);
-      if (gaps === undefined) this.#gaps.set(partition, (gaps = new Set()));
-      gaps.add(peer);
-    }
-    const sync = this.#syncing.get(partition);
-    if (sync === undefined || !(sync.taught.delete(peer) || sync.learningPeers.delete(peer))) return;
-    if (!live) {
-      this.#settle(partition, sync);
-      return;
-    }
-    sync.remaining.add(peer);
-    this.#request(peer, partition);
   }
 
   partitionDropped(partition: number): void {
@@ -238,7 +201,6 @@ export class Bootstrap {
     this.#waiting.delete(partition);
     this.#unchecked.delete(partition);
     this.#syncedFrom.delete(partition);
-    this.#gaps.delete(partition);
     for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
   }
 
@@ -257,11 +219,6 @@ export class Bootstrap {
   peerSynced(partition: number, peer: string, peerLearning: boolean): void {
     if (this.#ready.has(partition)) return;
     const sync = this.#syncing.get(partition);
-    if (this.#gaps.get(partition)?.delete(peer) === true) {
-      // The transfer that ended may have been read before the gap: ask for the whole of it again.
-      if (sync?.remaining.has(peer) === true) this.#request(peer, partition);
-      return;
-    }
     if (sync === undefined) {
       if (peerLearning) return;
       let peers = this.#syncedFrom.get(partition);
@@ -276,14 +233,11 @@ export class Bootstrap {
 
   /**
    * A DC went down: partitions syncing from it stop waiting for its answer in this round (one that
-   * must answer before this DC may start a partition, `#first`, is still waited for), and for a
-   * transfer to fill what it sent that was lost here (`dropped`).
+   * must answer before this DC may start a partition, `#first`, is still waited for).
    */
   remoteDown(remote: string): void {
-    const ungapped = new Set<number>();
-    for (const [partition, gaps] of this.#gaps) if (gaps.delete(remote)) ungapped.add(partition);
     for (const [partition, sync] of [...this.#syncing]) {
-      if (sync.remaining.delete(remote) || ungapped.has(partition)) this.#settle(partition, sync);
+      if (sync.remaining.delete(remote)) this.#settle(partition, sync);
     }
   }
 
@@ -331,7 +285,7 @@ export class Bootstrap {
         learningTogether: false,
       };
       this.#syncing.set(partition, sync);
-      if (sync.remaining.size === 0) this.#settle(partition, sync);
+      if (sync.remaining.size === 0) void this.#mark(partition);
       for (const remote of sync.remaining) this.#request(remote, partition);
       return;
     }
@@ -351,8 +305,7 @@ export class Bootstrap {
    * when they ask again.
    */
   #settle(partition: number, sync: Sync): void {
-    // A peer whose entries were lost here is waited for too, down or not: what it sent is missing.
-    if (sync.remaining.size > 0 || this.#hasGaps(partition)) return;
+    if (sync.remaining.size > 0) return;
     if (sync.taught.size > 0 || this.#first(sync.learningPeers)) {
       if (sync.taught.size === 0)
         this.#o.logger.debug(
@@ -431,16 +384,14 @@ export class Bootstrap {
     }
     // Not marked: the fence is stale, and the loss of the lease comes with the next renewal.
     if (!marked || !this.#held.has(partition)) return;
-    // Entries lost meanwhile: learn them before serving (the mark stays; it is only written again).
-    if (this.#hasGaps(partition)) this.#begin(partition);
-    else if (this.#o.fenceOf(partition) === undefined) this.#recheck(partition);
+    // The lease ran out here during the mark: serve once it is back (serving needs the fence).
+    if (this.#o.fenceOf(partition) === undefined) this.#recheck(partition);
     else this.#serve(partition);
   }
 
   #serve(partition: number): void {
     if (this.#ready.has(partition)) return;
     this.#ready.add(partition);
-    this.#gaps.delete(partition);
     this.#o.serving(partition);
     for (const wake of [...(this.#waiters.get(partition) ?? [])]) wake();
     this.#waiters.delete(partition);

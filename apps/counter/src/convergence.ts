@@ -24,6 +24,8 @@ export interface ConvergenceOptions {
   /** Other DCs' idempotency keys, in real time beside their entries (a queue group per DC). */
   readonly keys: KeyReplication;
   readonly fenceOf: (partition: number) => Fence | undefined;
+  /** PartitionOwnership.leaseOf: what other DCs' entries are merged under. */
+  readonly leaseOf: (partition: number) => Fence | undefined;
   /** Resolves with the fence once this node holds the partition's lease, or undefined after `timeoutMs`. */
   readonly whenHeld: (partition: number, timeoutMs: number) => Promise<Fence | undefined>;
   /** LIVECOUNT_ANTI_ENTROPY_MS. */
@@ -69,8 +71,7 @@ export class Convergence {
       registry: o.registry,
       metrics: o.metrics,
       writer: o.writer,
-      fenceOf: o.fenceOf,
-      dropped: (partition, dc) => this.#bootstrap.dropped(partition, dc),
+      leaseOf: o.leaseOf,
     });
     this.#antiEntropy = new AntiEntropy({
       dc: o.dc,
@@ -83,9 +84,9 @@ export class Convergence {
       registry: o.registry,
       writer: o.writer,
       fenceOf: o.fenceOf,
+      leaseOf: o.leaseOf,
       periodMs: o.antiEntropyMs,
       received: (partition) => this.#bootstrap.received(partition),
-      dropped: (partition, peer) => this.#bootstrap.dropped(partition, peer),
       peerSynced: (partition, peer, peerLearning) =>
         this.#bootstrap.peerSynced(partition, peer, peerLearning),
       bootstrapped: (partition) => this.#bootstrap.isReady(partition),

@@ -215,6 +215,7 @@ export class CounterNode {
       writer: this.#writer,
       keys: this.#keys,
       fenceOf,
+      leaseOf: (partition) => this.#ownership.leaseOf(partition),
       whenHeld: (partition, timeoutMs) => this.#ownership.whenHeld(partition, timeoutMs),
       antiEntropyMs: config.antiEntropyMs,
       peerDcs: config.peerDcs,

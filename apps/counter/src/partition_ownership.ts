@@ -81,6 +81,15 @@ export class PartitionOwnership {
       : undefined;
   }
 
+  /**
+   * The partition's lease as this node holds it, also while it has run out here (fenceOf says
+   * undefined then). Only for writes the store fences itself: a lease another node took is refused
+   * there (its epoch changed), and one that ran out untaken is still this node's.
+   */
+  leaseOf(partition: number): Fence | undefined {
+    return this.#held.get(partition);
+  }
+
   get heldCount(): number {
     return this.#held.size;
   }

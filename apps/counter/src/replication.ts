@@ -14,9 +14,13 @@ export interface ReplicationOptions {
   readonly registry: ActorRegistry;
   readonly metrics: CounterMetrics;
   readonly writer: DurableWriter;
-  readonly fenceOf: (partition: number) => Fence | undefined;
-  /** `dc`'s entries of `partition` came while its lease had run out here: they were not merged. */
-  readonly dropped: (partition: number, dc: string) => void;
+  /**
+   * The lease the partition's other-DC entries are merged under (PartitionOwnership.leaseOf): also
+   * while it has run out here, as when a stall or a late answer of the store outlasted it. The
+   * store refuses the merge if another node took the partition; if nobody did, the next renewal
+   * keeps it, and what came meanwhile must not be lost.
+   */
+  readonly leaseOf: (partition: number) => Fence | undefined;
 }
 
 /**
@@ -65,11 +69,8 @@ export class Replication {
       return;
     }
     if (msg.type !== "update" || msg.dc === this.#o.dc || pageFromSubject(subject) !== msg.page) return;
-    const fence = this.#o.fenceOf(partition);
-    if (fence === undefined) {
-      this.#o.dropped(partition, msg.dc);
-      return;
-    }
+    const fence = this.#o.leaseOf(partition);
+    if (fence === undefined) return;
     const { page, dc, counters } = msg;
     this.#o.metrics.replicationLag.set({ dc }, Math.max(0, this.#o.registry.now() - msg.ts) / 1000);
     const { registry } = this.#o;

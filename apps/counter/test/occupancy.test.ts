@@ -151,8 +151,7 @@ describe("counter - occupancy", () => {
         partitionsBootstrapped: () => 1,
       }),
       writer: u.writer,
-      fenceOf: (partition) => u.fences.get(partition),
-      dropped: () => {},
+      leaseOf: (partition) => u.fences.get(partition),
     }).partitionHeld(5);
     const remote = (p: number, n: number) =>
       u.bus.publish(

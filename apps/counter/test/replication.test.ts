@@ -19,7 +19,8 @@ describe("counter - replication", () => {
       partitionsOwned: () => 1,
       partitionsBootstrapped: () => 1,
     });
-    const dropped: Array<[number, string]> = [];
+    // The lease as the node holds it: it stays while the fence the node serves under ran out.
+    const leases = new Map(u.fences);
     const replication = new Replication({
       dc: DC,
       bus: u.bus,
@@ -27,8 +28,7 @@ describe("counter - replication", () => {
       registry: u.registry,
       metrics,
       writer: u.writer,
-      fenceOf: (partition) => u.fences.get(partition),
-      dropped: (partition, dc) => dropped.push([partition, dc]),
+      leaseOf: (partition) => leases.get(partition),
     });
     replication.partitionHeld(p);
     const send = async (update: Omit<PageUpdate, "type" | "ts">): Promise<void> => {
@@ -38,7 +38,7 @@ describe("counter - replication", () => {
       );
       await u.clock.advance(0);
     };
-    return { replication, send, metrics, dropped };
+    return { replication, send, metrics, leases };
   }
 
   test("counter - another DC's entries of a page not in memory are written to the store, without an actor", async () => {
@@ -63,18 +63,18 @@ describe("counter - replication", () => {
     expect(await u.store.load(page)).toEqual({});
   });
 
-  test("counter - an update that comes while the lease has run out here is not merged, and is reported as dropped", async () => {
+  test("counter - an update that comes while the lease has run out here is merged under it: the store fences it", async () => {
     const page = pageIn(3);
-    const { send, dropped } = await setUp(3);
-    const fence = u.fences.get(3)!;
+    const { send, leases } = await setUp(3);
+    // Run out here (a stall): the node serves nothing of the partition, and nobody took it.
     u.fences.delete(3);
     await send({ page, dc: "dc2", counters: { likes: { p: 4, n: 1 } } });
-    expect(await u.store.load(page)).toEqual({});
-    expect(dropped).toEqual([[3, "dc2"]]);
-    u.fences.set(3, fence);
-    await send({ page, dc: "dc2", counters: { likes: { p: 5, n: 1 } } });
-    expect(await u.store.load(page)).toEqual({ likes: { dc2: { p: 5, n: 1 } } });
-    expect(dropped).toEqual([[3, "dc2"]]);
+    expect(await u.store.load(page)).toEqual({ likes: { dc2: { p: 4, n: 1 } } });
+    // Taken by another node meanwhile: the store refuses the stale lease, and nothing is written.
+    const taken = await u.store.acquire(3, "node-b", 3_600_000, { reclaimFrom: "node-a" });
+    expect(taken?.epoch).toBeGreaterThan(leases.get(3)!.epoch);
+    await send({ page, dc: "dc2", counters: { likes: { p: 9, n: 1 } } });
+    expect(await u.store.load(page)).toEqual({ likes: { dc2: { p: 4, n: 1 } } });
   });
 
   test("counter - an update on a subject not its page's is dropped", async () => {
