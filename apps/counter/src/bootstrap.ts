@@ -184,6 +184,8 @@ export class Bootstrap {
       this.#recheck(partition);
       return;
     }
+    // Dropped meanwhile: its fence may still answer while the loss is handled, but it is not ours.
+    if (!this.#held.has(partition)) return;
     if (this.#o.fenceOf(partition) === undefined) this.#recheck(partition);
     else if (done) this.#serve(partition);
     else this.#begin(partition);

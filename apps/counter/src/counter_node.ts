@@ -197,7 +197,8 @@ export class CounterNode {
       logger,
       metrics,
       fenceOf,
-      lost: (partition) => void this.#onPartitionLoss(partition, "lost"),
+      // Through the ownership: a write refused under an earlier tenure's fence loses nothing now.
+      lost: (fence) => this.#ownership.refused(fence),
       liveness: this.#liveness,
       discovering: () => this.#convergence.discovering,
       importGatherMs: config.redisCluster !== undefined ? CLUSTER_IMPORT_GATHER_MS : 0,

@@ -59,7 +59,7 @@ export interface DurableWriterOptions {
   /** The fence of a partition this node holds, or undefined. */
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** The store found the partition's fence stale: its lease is lost. */
-  readonly lost: (partition: number) => void;
+  readonly lost: (fence: Fence) => void;
   /** The page's subject (cached by its actor when in memory). */
   readonly subjectOf: (page: string, partition: number) => string;
   /** Keys answered lately: a retry of one is answered from memory (recent_keys.ts). */
@@ -213,7 +213,7 @@ export class DurableWriter {
       },
     );
     if (advanced !== null) return advanced;
-    this.#o.lost(fence.partition);
+    this.#o.lost(fence);
     return new Map();
   }
 
@@ -332,7 +332,7 @@ export class DurableWriter {
       for (const pending of sent) pending.resolve(reply);
       return undefined;
     }
-    for (const partition of settled.lost) this.#o.lost(partition);
+    for (const fence of settled.lost.values()) this.#o.lost(fence);
     // Logged with the keys written back (RecentKeys.settled).
     if (settled.repaired > 0) metrics.storeRegressions.inc(settled.repaired);
     for (const { pending, reply } of settled.answers) pending.resolve(reply);
@@ -354,16 +354,16 @@ export class DurableWriter {
     if (this.#dirty.size > 0) this.#flusher.request();
     const { metrics, store } = this.#o;
     const stopTimer = metrics.flushSeconds.startTimer();
-    let lost: Set<number>;
+    let lost: Fence[];
     /** Partitions whose writes failed while the others went through: written again next window. */
     let failed = new Set<number>();
     try {
       lost = await this.#persist(
         async () => {
-          if (groups.size === 0) return new Set<number>();
+          if (groups.size === 0) return [];
           metrics.storeWrites.inc();
           try {
-            return new Set((await store.write([...groups.values()])).map((f) => f.partition));
+            return await store.write([...groups.values()]);
           } catch (err) {
             if (!(err instanceof PartialWriteError)) throw err;
             failed = new Set(err.failed.map((f) => f.partition));
@@ -373,10 +373,11 @@ export class DurableWriter {
                 { err, partitions: failed.size, suppressed },
                 "flush failed for some partitions",
               );
-            return new Set((err.result as Fence[]).map((f) => f.partition));
+            return err.result as Fence[];
           }
         },
-        (stale, ts) => {
+        (refused, ts) => {
+          const stale = new Set(refused.map((f) => f.partition));
           for (const { actor, updates } of taken) {
             if (stale.has(actor.partition) || failed.has(actor.partition)) continue;
             for (const [dc, counters] of updates)
@@ -400,7 +401,7 @@ export class DurableWriter {
     }
     for (const { actor } of taken) if (!failed.has(actor.partition)) actor.written();
     metrics.flushes.inc();
-    for (const partition of lost) this.#o.lost(partition);
+    for (const fence of lost) this.#o.lost(fence);
   }
 
   /**

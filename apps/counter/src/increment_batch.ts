@@ -122,7 +122,8 @@ export interface AnsweredIncrements {
   /** Entries to publish before any reply goes out. */
   readonly durable: readonly DurableUpdate[];
   /** Partitions whose fence the store found stale. */
-  readonly lost: Set<number>;
+  /** Per partition found lost, the fence the store refused. */
+  readonly lost: Map<number, Fence>;
   /** Outcome of each op sent, for metrics. */
   readonly outcomes: Array<IncrementOutcome["kind"]>;
   readonly repaired: number;
@@ -166,7 +167,7 @@ export function answerIncrements(
 ): AnsweredIncrements {
   const answers: AnsweredIncrements["answers"] = [];
   const durable = new DurableEntries();
-  const lost = new Set<number>();
+  const lost = new Map<number, Fence>();
   const kinds: AnsweredIncrements["outcomes"] = [];
   const replies: NodeReply[] = [];
   let repaired = 0;
@@ -214,7 +215,7 @@ export function answerIncrements(
         break;
       default:
         reply = errorReply("unavailable", OWNER_CHANGED);
-        lost.add(op.fence.partition);
+        lost.set(op.fence.partition, op.fence);
     }
     kinds.push(outcome?.kind ?? "stale");
     replies[item.op] = reply;

@@ -67,7 +67,7 @@ export interface PageUnitsOptions {
   /** The fence of a partition this node holds, or undefined. */
   readonly fenceOf: (partition: number) => Fence | undefined;
   /** The store found the partition's fence stale. */
-  readonly lost: (partition: number) => void;
+  readonly lost: (fence: Fence) => void;
   /** Occupancy webhooks, when configured. */
   readonly occupancy?: OccupancyWatch;
   /**

@@ -101,6 +101,20 @@ export class PartitionOwnership {
       .sort((a, b) => a[0] - b[0]);
   }
 
+  /**
+   * A write under `fence` was refused as stale: another node took the partition. Lost, if that is
+   * still the lease held; one taken again since (a new epoch) stays, for the write was of an earlier
+   * tenure, in flight as the lease was lost and taken back.
+   */
+  refused(fence: Fence): void {
+    const held = this.#held.get(fence.partition);
+    if (held === undefined || held.epoch !== fence.epoch || held.node !== fence.node) return;
+    this.#held.delete(fence.partition);
+    this.#validUntil.delete(fence.partition);
+    this.#opts.logger.warn({ partition: fence.partition, epoch: fence.epoch }, "partition lease lost");
+    void this.#onLost(fence.partition, "lost");
+  }
+
   /** Resolves with the fence once the partition is held, or undefined if it stops being wanted or time runs out. */
   whenHeld(partition: number, timeoutMs: number): Promise<Fence | undefined> {
     const held = this.fenceOf(partition);

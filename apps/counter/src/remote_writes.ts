@@ -8,7 +8,7 @@ export interface RemoteWritesOptions {
   readonly logger: Logger;
   readonly metrics: CounterMetrics;
   /** The store found the partition's fence stale: its lease is lost. */
-  readonly lost: (partition: number) => void;
+  readonly lost: (fence: Fence) => void;
 }
 
 /**
@@ -47,7 +47,7 @@ export class RemoteWrites {
   async #write(fence: Fence, writes: readonly EntryWrite[]): Promise<void> {
     try {
       this.#o.metrics.storeWrites.inc();
-      if ((await this.#o.store.write([{ fence, writes }])).length > 0) this.#o.lost(fence.partition);
+      if ((await this.#o.store.write([{ fence, writes }])).length > 0) this.#o.lost(fence);
     } catch (err) {
       // Anti-entropy repairs what is not stored here: the other DC's store still holds it.
       this.#o.logger.warn({ err, partition: fence.partition }, "remote entries not stored");

@@ -4,6 +4,7 @@
  */
 import type { Entry } from "@livecount/crdt";
 import { ProtocolError, type ErrorCode, type ErrorReply, type NodeReply } from "@livecount/protocol";
+import type { Fence } from "@livecount/store";
 import type { PageActor } from "./page_actor.js";
 
 /** One data center's entries of a page that are durable and may be published (one update message). */
@@ -24,7 +25,8 @@ export interface AnsweredChanges {
     readonly reply: NodeReply;
   }>;
   readonly durable: readonly DurableUpdate[];
-  readonly lost: ReadonlySet<number>;
+  /** Per partition found lost, the fence the store refused. */
+  readonly lost: ReadonlyMap<number, Fence>;
   /** Applied changes whose stored entry came back below the owner's count (countedEntry). */
   readonly repaired: number;
 }

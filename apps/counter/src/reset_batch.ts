@@ -142,14 +142,15 @@ export interface AnsweredResets {
   readonly answers: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
   /** Published before any answer: an acknowledged reset must reach every watcher even if this node dies right after. */
   readonly durable: readonly DurableUpdate[];
-  readonly lost: Set<number>;
+  /** Per partition found lost, the fence the store refused. */
+  readonly lost: Map<number, Fence>;
   readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
   readonly repaired: number;
 }
 
 export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcome[]): AnsweredResets {
   const answers: AnsweredResets["answers"] = [];
-  const lost = new Set<number>();
+  const lost = new Map<number, Fence>();
   const kinds: AnsweredResets["outcomes"] = [];
   const durable = new DurableEntries();
   let repaired = 0;
@@ -200,7 +201,7 @@ export function answerResets(plan: ResetPlan, outcomes: readonly IncrementOutcom
         break;
       default:
         reply = errorReply("unavailable", "the page's owner changed; retry");
-        lost.add(s.op.fence.partition);
+        lost.set(s.op.fence.partition, s.op.fence);
     }
     answers.push({ pending: s.pending, reply });
   });

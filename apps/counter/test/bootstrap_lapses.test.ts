@@ -59,6 +59,16 @@ describe("counter - bootstrap across a lease that ran out here", () => {
     expect(b.progress).toEqual({ ready: 0, held: 0 });
   });
 
+  test("counter - a partition dropped while its mark was read, its fence still answering as the loss is handled, does not serve", async () => {
+    const { clock, served, b } = await setUp({ alone: true });
+    const held = b.partitionHeld(P);
+    b.partitionDropped(P);
+    await held;
+    await clock.advance(RETRY_MS * 2);
+    expect(served).toEqual([]);
+    expect(b.isReady(P)).toBe(false);
+  });
+
   test("counter - a lease that ran out as the last peer answered: the partition learns again, then serves", async () => {
     const { clock, fences, requests, served, b } = await setUp({ peers: ["dc2"] });
     const fence = fences.get(P)!;

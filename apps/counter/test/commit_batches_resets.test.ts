@@ -110,7 +110,7 @@ describe("counter - observed resets", () => {
         counters: new Map(Object.entries({ likes: { p: 5, n: 5 }, "@del:likes": { p: 10, n: 0 } })),
       },
     ]);
-    expect(settled.lost).toEqual(new Set([3]));
+    expect([...settled.lost.keys()]).toEqual([3]);
     expect(settled.outcomes).toEqual([
       { kind: "delete", outcome: "applied" },
       { kind: "reset", outcome: "stale" },
@@ -272,7 +272,7 @@ describe("counter - observed resets", () => {
       { kind: "reset", outcome: "conflict" },
       { kind: "reset", outcome: "stale" },
     ]);
-    expect(settled.lost).toEqual(new Set([3]));
+    expect([...settled.lost.keys()]).toEqual([3]);
     expect(settled.durable).toEqual([]);
   });
 });

@@ -171,6 +171,27 @@ describe("partition ownership", () => {
     await ownership.close();
   });
 
+  test("ownership - a write refused under the lease held loses it; one refused under an earlier tenure's lease changes nothing", async () => {
+    const clock = new ManualClock();
+    const losses: Array<[number, string]> = [];
+    const ownership = ownershipOn(clock);
+    ownership.onLoss((partition, reason) => void losses.push([partition, reason]));
+    ownership.start();
+    await ownership.setWanted([0, 1]);
+    const [first] = ownership.held();
+    // A flush under epoch 1 of partition 0 in flight while the lease was lost and taken back (epoch
+    // 2 here): its refusal is of the earlier tenure.
+    ownership.refused({ partition: 0, node: "n1/a", epoch: first![1] - 1 });
+    expect(losses).toEqual([]);
+    expect(ownership.fenceOf(0)).toBeDefined();
+    // Refused under the lease held: another node has the partition.
+    ownership.refused({ partition: 1, node: "n1/a", epoch: ownership.held()[1]![1] });
+    expect(losses).toEqual([[1, "lost"]]);
+    expect(ownership.fenceOf(1)).toBeUndefined();
+    expect(ownership.held().map(([p]) => p)).toEqual([0]);
+    await ownership.close();
+  });
+
   test("ownership - a partition released twice at once (a shutdown during a hand-over) is flushed and released once", async () => {
     const clock = new ManualClock();
     const losses: Array<[number, string]> = [];

@@ -298,7 +298,7 @@ export async function buildUnits(
       partitionsBootstrapped: () => fences.size,
     }),
     fenceOf: (p) => fences.get(p),
-    lost: (p) => lost.push(p),
+    lost: (fence) => lost.push(fence.partition),
     ...(options.occupancy !== undefined ? { occupancy: options.occupancy } : {}),
   });
   return {
