@@ -8,6 +8,8 @@ export interface BootstrapOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly fenceOf: (partition: number) => Fence | undefined;
+  /** PartitionOwnership.leaseOf: the mark is written under it (the store fences it). */
+  readonly leaseOf: (partition: number) => Fence | undefined;
   /** Remote DCs live right now. */
   readonly liveRemotes: () => readonly string[];
   /**
@@ -219,7 +221,8 @@ export class Bootstrap {
    * together would otherwise each serve on the other's empty store, and count on top of it).
    */
   peerSynced(partition: number, peer: string, peerLearning: boolean): void {
-    if (this.#ready.has(partition)) return;
+    // Not held (dropped while the transfer's last entries merged): a later tenure learns it anew.
+    if (this.#ready.has(partition) || !this.#held.has(partition)) return;
     const sync = this.#syncing.get(partition);
     if (sync === undefined) {
       if (peerLearning) return;
@@ -370,12 +373,10 @@ export class Bootstrap {
   async #mark(partition: number): Promise<void> {
     this.#syncing.delete(partition);
     this.#syncedFrom.delete(partition);
-    const fence = this.#o.fenceOf(partition);
-    if (fence === undefined) {
-      // The lease ran out here while it synced: what came meanwhile was not merged. Learn it again.
-      this.#recheck(partition);
-      return;
-    }
+    // Under the lease held, also if it ran out here as the last peer answered: what it learnt was
+    // merged under it, and the store refuses it if another node took the partition.
+    const fence = this.#o.leaseOf(partition);
+    if (fence === undefined) return;
     let marked: boolean;
     try {
       marked = await this.#o.store.markBootstrapped(fence);

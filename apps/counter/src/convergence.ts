@@ -98,6 +98,7 @@ export class Convergence {
       clock: o.clock,
       logger: o.logger,
       fenceOf: o.fenceOf,
+      leaseOf: o.leaseOf,
       liveRemotes: () => o.liveness.liveRemotes(),
       heardRemotes: () => o.liveness.remotes().map((r) => r.dc),
       expectedPeers: o.peerDcs,

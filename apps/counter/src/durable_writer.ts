@@ -192,12 +192,13 @@ export class DurableWriter {
    * one round trip, then publishes every entry that advanced, so watchers here see what their DC
    * missed. Resolves with the entries that advanced, per page, durable: the caller gives them to the
    * pages' actors in memory, and keeps actors from loading the partition's pages meanwhile
-   * (`ActorRegistry.holdLoads`).
+   * (`ActorRegistry.holdLoads`). Null when the store refused the fence (another node took the
+   * partition): nothing was merged.
    */
   async mergeIntoStore(
     fence: Fence,
     pages: ReadonlyMap<string, PageRecord>,
-  ): Promise<Map<string, PageRecord>> {
+  ): Promise<Map<string, PageRecord> | null> {
     if (pages.size === 0) return new Map();
     const advanced = await this.#persist(
       async () => {
@@ -214,7 +215,7 @@ export class DurableWriter {
     );
     if (advanced !== null) return advanced;
     this.#o.lost(fence);
-    return new Map();
+    return null;
   }
 
   /** Persists other DCs' entries of pages not in memory (RemoteWrites). */

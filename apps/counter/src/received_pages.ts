@@ -16,17 +16,17 @@ export interface ReceivedPagesOptions {
  * Merges another DC's record of pages into the store first, in one round trip (what advanced is
  * published once durable), then into the actors of those pages in memory. Loads of the
  * partition's pages wait for the write, so an actor either loads what it wrote or is in memory
- * already and gets what advanced.
+ * already and gets what advanced. False when the store refused the fence: nothing was merged.
  */
 export async function mergeReceivedPages(
   o: ReceivedPagesOptions,
   fence: Fence,
   pages: Readonly<Record<string, PageRecord>>,
-): Promise<void> {
+): Promise<boolean> {
   const { partition } = fence;
   const written = o.writer.mergeIntoStore(fence, new Map(Object.entries(pages)));
   o.registry.holdLoads(partition, written);
-  let advanced: Map<string, PageRecord>;
+  let advanced: Map<string, PageRecord> | null;
   try {
     advanced = await written;
   } catch (err) {
@@ -34,9 +34,12 @@ export async function mergeReceivedPages(
     await mergeResident(o.registry, partition, new Map(Object.entries(pages)), "unconfirmed");
     throw err;
   }
+  // Refused: another node took the partition.
+  if (advanced === null) return false;
   await mergeResident(o.registry, partition, advanced, "stored");
   o.metrics.antiEntropyPages.inc({ direction: "received" }, Object.keys(pages).length);
   o.metrics.antiEntropyPages.inc({ direction: "changed" }, advanced.size);
+  return true;
 }
 
 /**

@@ -53,11 +53,27 @@ describe("counter - bootstrap", () => {
 
   test("counter - a peer's transfer merged before the partition started syncing counts: it is not asked again", async () => {
     const { clock, served, requests, b } = await setUp({ peers: ["dc2"] });
+    // Taken, its bootstrap mark being read: a comparison dc2 drove ends meanwhile.
+    const held = b.partitionHeld(P);
     b.peerSynced(P, "dc2", false);
-    await b.partitionHeld(P);
+    await held;
     await clock.advance(0);
     expect(requests).toEqual([]);
     expect(served).toEqual([P]);
+  });
+
+  test("counter - a transfer that ends for a partition not held teaches nothing to a later tenure", async () => {
+    const { clock, served, requests, b } = await setUp({ peers: ["dc2"] });
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    b.partitionDropped(P);
+    // Its last entries were merged (or refused) as the partition was lost.
+    b.peerSynced(P, "dc2", false);
+    requests.length = 0;
+    await b.partitionHeld(P);
+    await clock.advance(0);
+    expect(requests).toEqual([["dc2", [P]]]);
+    expect(served).toEqual([]);
   });
 
   test("counter - an unanswered request is sent again after the retry interval, to the peers still missing", async () => {

@@ -28,9 +28,12 @@ export async function setUpBootstrap(opts: BootstrapSetup = {}) {
   const clock = new ManualClock();
   const store = opts.store?.(clock) ?? new MemoryStore({ now: () => clock.now() });
   const fences = new Map<number, Fence>();
+  /** The leases held: they stay while a fence is deleted (run out here), as in the ownership. */
+  const leases = new Map<number, Fence>();
   const lease = await store.acquire(P, "node-a", 3_600_000);
   if (lease === null) throw new Error("lease not taken");
   fences.set(P, lease);
+  leases.set(P, lease);
   const live = [...(opts.peers ?? [])];
   // DCs heard since start besides those live now (down since).
   const heard = [...(opts.heard ?? [])];
@@ -44,6 +47,7 @@ export async function setUpBootstrap(opts: BootstrapSetup = {}) {
     clock,
     logger: opts.logger ?? silentLogger,
     fenceOf: (p) => fences.get(p),
+    leaseOf: (p) => leases.get(p),
     liveRemotes: () => live,
     heardRemotes: () => [...new Set([...live, ...heard])],
     expectedPeers: opts.expectedPeers ?? [],
@@ -57,5 +61,5 @@ export async function setUpBootstrap(opts: BootstrapSetup = {}) {
     },
   });
   b.start();
-  return { clock, store, fences, live, heard, requests, served, servedWith, b };
+  return { clock, store, fences, leases, live, heard, requests, served, servedWith, b };
 }

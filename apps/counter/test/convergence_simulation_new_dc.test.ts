@@ -4,7 +4,8 @@
  * when the peer's answers come late, are lost or fail.
  */
 import { decodeMessage } from "@livecount/protocol";
-import { MemoryStore, StoreError, type Lease } from "@livecount/store";
+import { partitionOf } from "@livecount/ring";
+import { MemoryStore, StoreError, type Fence, type Lease, type PageRecord } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
 import { DcSimulation, SIM_ENV, type DropRule } from "../../../test/support/dc_simulation.js";
 import type { ManualClock } from "../../../test/support/manual_clock.js";
@@ -69,6 +70,46 @@ class LateRenewalStore extends MemoryStore {
 
   async #late(ms: number): Promise<void> {
     if (ms > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, ms));
+  }
+}
+
+/**
+ * A store where another node takes the partition of the first pages merged into it, as that merge
+ * goes out (the holder had stalled), and hands it back 200 ms later; it records, when a partition
+ * is marked bootstrapped, how many of its learnt pages lack dc1's entry by then.
+ */
+class TakenOnceStore extends MemoryStore {
+  taken: number | undefined;
+  readonly marks: Array<{ partition: number; missing: number }> = [];
+
+  constructor(private readonly clock: ManualClock) {
+    super({ now: () => clock.now() });
+  }
+
+  override async mergePages(
+    fence: Fence,
+    pages: ReadonlyMap<string, PageRecord>,
+    indexedDc: string,
+  ): Promise<Map<string, PageRecord> | null> {
+    if (this.taken === undefined && pages.size > 0) {
+      this.taken = fence.partition;
+      const lease = await this.acquire(fence.partition, "intruder", 60_000, { reclaimFrom: fence.node });
+      this.clock.setTimeout(() => void this.release(lease!), 200);
+    }
+    return super.mergePages(fence, pages, indexedDc);
+  }
+
+  override async markBootstrapped(fence: Fence): Promise<boolean> {
+    const marked = await super.markBootstrapped(fence);
+    if (marked) {
+      const learnt = LEARNT.filter(
+        (page) => partitionOf(page, Number(SIM_ENV.LIVECOUNT_PARTITIONS)) === fence.partition,
+      );
+      let stored = 0;
+      for (const page of learnt) if ((await this.load(page)).likes?.dc1 !== undefined) stored++;
+      this.marks.push({ partition: fence.partition, missing: learnt.length - stored });
+    }
+    return marked;
   }
 }
 
@@ -176,6 +217,25 @@ describe("counter - convergence across data centers (simulated clock)", () => {
       await expectEverywhere(sim, ["dc1", "dc2"], new Map(LEARNT.map((page, i) => [page, i === 0 ? 2 : 1])));
     },
   );
+
+  test("counter - a transfer the store refused in part (the partition taken and handed back meanwhile) teaches nothing: the partition learns again", async () => {
+    sim = new DcSimulation();
+    const dc1 = sim.add("dc1");
+    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const store = new TakenOnceStore(sim.clock);
+    dc2.store = store;
+    await sim.startAll(["dc1"]);
+    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+    sim.link("dc1", "dc2");
+    await dc2.launch();
+    await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
+    expect(store.taken).toBeDefined();
+    // Each partition marked with every page it learnt stored, the refused one included.
+    expect(store.marks.filter((m) => m.missing !== 0)).toEqual([]);
+    expect(store.marks.map((m) => m.partition)).toContain(store.taken);
+    await expectEverywhere(sim, ["dc1", "dc2"], new Map(LEARNT.map((page) => [page, 1])));
+  });
 
   /**
    * The comparisons each DC starts on first contact are lost (one direction of a link comes back
