@@ -18,6 +18,7 @@ import { PurgeExchange } from "./purge_exchange.js";
 import { mergeReceivedPages } from "./received_pages.js";
 import { MAX_ENTRIES_MESSAGE_BYTES } from "./page_chunks.js";
 import { sendPages } from "./sent_pages.js";
+import { TransferGaps } from "./transfer_gaps.js";
 
 export interface AntiEntropyOptions {
   readonly dc: string;
@@ -94,14 +95,7 @@ export class AntiEntropy {
   readonly #exchanges: Exchanges;
   /** Follow-up comparisons scheduled after a DC was heard again. */
   readonly #followUps = new Set<TimerHandle>();
-  /**
-   * `peer|partition` -> the lease epoch the transfer from that peer under way merged its first
-   * entries under. Entries of one transfer merged under two tenures, or not merged at all (the store
-   * refused the lease: another node took the partition), leave a gap: its end teaches nothing.
-   */
-  readonly #transferEpochs = new Map<string, number>();
-  /** `peer|partition` of transfers under way with such a gap (see #transferEpochs). */
-  readonly #gapped = new Set<string>();
+  readonly #gaps = new TransferGaps();
   /** Partitions taken in this turn: compared with every live DC together, once. */
   #justHeld = new Set<number>();
   #justHeldScheduled = false;
@@ -181,9 +175,7 @@ export class AntiEntropy {
     this.#held.delete(partition);
     this.#chains.delete(partition);
     this.#exchanges.dropPartition(partition);
-    const suffix = `|${partition}`;
-    for (const k of [...this.#transferEpochs.keys()]) if (k.endsWith(suffix)) this.#transferEpochs.delete(k);
-    for (const k of [...this.#gapped]) if (k.endsWith(suffix)) this.#gapped.delete(k);
+    this.#gaps.dropPartition(partition);
   }
 
   /**
@@ -410,39 +402,24 @@ export class AntiEntropy {
         ),
       );
     }
-    await this.#mergeEntries(msg);
+    const lease = this.#o.leaseOf(msg.partition);
+    if (this.#gaps.mayMerge(msg.from, msg.partition, lease)) {
+      try {
+        if (!(await mergeReceivedPages(this.#o, lease, msg.pages))) this.#gaps.gap(msg.from, msg.partition);
+      } catch (err) {
+        this.#gaps.gap(msg.from, msg.partition);
+        throw err;
+      }
+    }
     this.#o.received(msg.partition);
     if (msg.done !== true) return;
-    const transfer = `${msg.from}|${msg.partition}`;
-    const gapped = this.#gapped.delete(transfer);
-    this.#transferEpochs.delete(transfer);
+    const gapped = this.#gaps.end(msg.from, msg.partition);
     const floored = msg.floor === undefined || (await this.#purge.raiseFloor(msg.partition, msg.floor));
     // The last message of a transfer: every page of the sender's differing buckets is merged here
     // (with a gap, a bootstrap asks the peer again at its next retry).
     this.#exchanges.done(msg.from, msg.partition);
     const peerLearning = this.#exchanges.endedWithLearner(msg.from, msg.partition);
     if (floored && !gapped) this.#o.peerSynced(msg.partition, msg.from, peerLearning);
-  }
-
-  /**
-   * Merges a transfer's entries under the partition's lease, and notes a gap in the transfer when
-   * they could not be merged, or were under another tenure's lease than its first ones.
-   */
-  async #mergeEntries(msg: AeEntries): Promise<void> {
-    const transfer = `${msg.from}|${msg.partition}`;
-    const fence = this.#o.leaseOf(msg.partition);
-    const first = this.#transferEpochs.get(transfer);
-    if (fence === undefined || (first !== undefined && first !== fence.epoch)) {
-      this.#gapped.add(transfer);
-      return;
-    }
-    if (first === undefined) this.#transferEpochs.set(transfer, fence.epoch);
-    try {
-      if (!(await mergeReceivedPages(this.#o, fence, msg.pages))) this.#gapped.add(transfer);
-    } catch (err) {
-      this.#gapped.add(transfer);
-      throw err;
-    }
   }
 
   /** Every page of `buckets` to `to`, ending the transfer (sent_pages.ts). */

@@ -1,5 +1,6 @@
 import type { Clock, Logger, TimerHandle } from "@livecount/runtime";
 import type { Fence, Store } from "@livecount/store";
+import { LEARNING_PEERS_PATIENCE_MS, LEARNING_PEERS_RETRY_MAX_MS, type Sync } from "./bootstrap_sync.js";
 
 export interface BootstrapOptions {
   /** This DC (LIVECOUNT_DC): the first by name of a new deployment's DCs starts it. */
@@ -35,38 +36,6 @@ export interface BootstrapOptions {
   /** The partition may serve from now on. */
   readonly serving: (partition: number) => void;
 }
-
-/** A partition learning its state from the live peers. */
-interface Sync {
-  /** Peers asked that have not answered yet. */
-  remaining: Set<string>;
-  /** Peers that taught it: their full transfer merged, holding the partition themselves. */
-  taught: Set<string>;
-  /** Peers that answered while learning it themselves: merged, but they taught nothing. */
-  learningPeers: Set<string>;
-  /** When the remaining peers were last asked (or their entries last came). */
-  askedAt: number;
-  /** How long after `askedAt` they are asked again. */
-  retryMs: number;
-  /** When it began, or a DC it had not asked yet was heard: asked every `retryMs` for a while after. */
-  since: number;
-  /** Every DC it asked. */
-  asked: Set<string>;
-  /** Its last round was answered by peers all learning it too, and this DC could not start it. */
-  learningTogether: boolean;
-}
-
-/**
- * Peers that are all learning the partition too are asked again every retry for this long after it
- * began or a DC not asked before was heard: DCs new together settle who starts it in a few seconds.
- */
-const LEARNING_PEERS_PATIENCE_MS = 10_000;
-/**
- * After that, each round of such answers doubles the wait before the next request, up to this: a DC
- * that holds the partition may be out of reach, or a listed DC not built yet, for hours, and each
- * request costs every peer a read of the partition's bucket digests.
- */
-const LEARNING_PEERS_RETRY_MAX_MS = 10_000;
 
 /** "bootstrap in progress" is written again after this long when nothing in it changed. */
 const PROGRESS_LOG_MS = 10_000;

@@ -303,14 +303,7 @@ describe("counter - actor registry", () => {
     u = await buildUnits();
     const [first, again] = [pageIn(3, 0), pageIn(3, 1)];
     await u.acquire(3);
-    // Viewers come and go on one page: the partition's floor rises with its entry.
-    for (let i = 0; i < 5; i++) {
-      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, true]]));
-      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, false]]));
-    }
-    await u.clock.advance(GRACE_MS);
-    u.registry.tick(u.clock.monotonic());
-    await u.clock.advance(COALESCE_MS);
+    await comeAndGo(u, first, 5);
     expect((await u.store.load(first))[VIEWERS_COUNTER]?.[DC]).toEqual({ p: 5, n: 5 });
     expect(await u.store.presenceFloor(3)).toBe(5);
     // Another page, never seen: its own entry starts above anything this DC ever held here.
@@ -322,13 +315,7 @@ describe("counter - actor registry", () => {
     u = await buildUnits();
     const [first, again] = [pageIn(3, 0), pageIn(3, 1)];
     const fence = await u.acquire(3);
-    for (let i = 0; i < 5; i++) {
-      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, true]]));
-      await u.intake.batch(presenceBatch(3, "gw", [[first, `v:${i}`, false]]));
-    }
-    await u.clock.advance(GRACE_MS);
-    u.registry.tick(u.clock.monotonic());
-    await u.clock.advance(COALESCE_MS);
+    await comeAndGo(u, first, 5);
     expect(await u.store.presenceFloor(3)).toBe(5);
     // Taken again (a later tenure); as it starts serving, its lease runs out here and the floor
     // read fails. A late renewal keeps the partition: the read is tried again.
@@ -343,3 +330,14 @@ describe("counter - actor registry", () => {
     expect(u.registry.find(again)!.ownEntry(VIEWERS_COUNTER)).toEqual({ p: 6, n: 5 });
   });
 });
+
+/** Viewers come and go on one page of partition 3, one after another: the partition's floor rises with its entry. */
+async function comeAndGo(u: Units, page: string, viewers: number): Promise<void> {
+  for (let i = 0; i < viewers; i++) {
+    await u.intake.batch(presenceBatch(3, "gw", [[page, `v:${i}`, true]]));
+    await u.intake.batch(presenceBatch(3, "gw", [[page, `v:${i}`, false]]));
+  }
+  await u.clock.advance(GRACE_MS);
+  u.registry.tick(u.clock.monotonic());
+  await u.clock.advance(COALESCE_MS);
+}

@@ -32,6 +32,19 @@ function ownershipOn(
   });
 }
 
+/** An ownership holding partition 0, whose renewals fail while `renewals.failing` (Redis unreachable). */
+async function holdingZero(clock: ManualClock) {
+  const renewals = { failing: false };
+  const ownership = ownershipOn(clock, {
+    beforeRenew: () => {
+      if (renewals.failing) throw new StoreError("Redis is unreachable");
+    },
+  });
+  ownership.start();
+  await ownership.setWanted([0]);
+  return { ownership, renewals };
+}
+
 describe("partition ownership", () => {
   test("ownership - while mayAcquire says no, wanted partitions are not taken, held ones stay renewed, and they are taken within a retry once it says yes", async () => {
     const clock = new ManualClock();
@@ -127,22 +140,15 @@ describe("partition ownership", () => {
 
   test("ownership - a wall clock that steps back while renewals fail does not keep a partition served past its lease", async () => {
     const clock = new ManualClock();
-    let failing = false;
-    const ownership = ownershipOn(clock, {
-      beforeRenew: () => {
-        if (failing) throw new StoreError("Redis is unreachable");
-      },
-    });
-    ownership.start();
-    await ownership.setWanted([0]);
-    failing = true;
+    const { ownership, renewals } = await holdingZero(clock);
+    renewals.failing = true;
     clock.stepWall(-60_000);
     await clock.advance(LEASE_MS - 1);
     expect(ownership.fenceOf(0)).toBeDefined();
     // A lease after it was taken, whatever the wall clock says: another node may hold it now.
     await clock.advance(1);
     expect(ownership.fenceOf(0)).toBeUndefined();
-    failing = false;
+    renewals.failing = false;
     await clock.advance(RETRY_MS);
     expect(ownership.fenceOf(0)).toBeDefined();
     await ownership.close();
@@ -150,20 +156,13 @@ describe("partition ownership", () => {
 
   test("ownership - a request waiting for a partition whose lease ran out here gets its fence when a late renewal keeps it", async () => {
     const clock = new ManualClock();
-    let failing = false;
-    const ownership = ownershipOn(clock, {
-      beforeRenew: () => {
-        if (failing) throw new StoreError("Redis is unreachable");
-      },
-    });
-    ownership.start();
-    await ownership.setWanted([0]);
-    failing = true;
+    const { ownership, renewals } = await holdingZero(clock);
+    renewals.failing = true;
     await clock.advance(LEASE_MS);
     expect(ownership.fenceOf(0)).toBeUndefined();
     let got: unknown = "waiting";
     void ownership.whenHeld(0, 10 * LEASE_MS).then((fence) => (got = fence));
-    failing = false;
+    renewals.failing = false;
     await clock.advance(RETRY_MS);
     // Renewed with its epoch (nobody took it): the waiter has it at once, not at its timeout.
     expect(got).toEqual(ownership.fenceOf(0));
