@@ -121,8 +121,7 @@ export interface AnsweredIncrements {
   readonly answers: Array<{ readonly pending: PendingIncrement; readonly reply: NodeReply }>;
   /** Entries to publish before any reply goes out. */
   readonly durable: readonly DurableUpdate[];
-  /** Partitions whose fence the store found stale. */
-  /** Per partition found lost, the fence the store refused. */
+  /** Per partition whose fence the store found stale, the fence it refused. */
   readonly lost: Map<number, Fence>;
   /** Outcome of each op sent, for metrics. */
   readonly outcomes: Array<IncrementOutcome["kind"]>;

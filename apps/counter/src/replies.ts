@@ -25,7 +25,7 @@ export interface AnsweredChanges {
     readonly reply: NodeReply;
   }>;
   readonly durable: readonly DurableUpdate[];
-  /** Per partition found lost, the fence the store refused. */
+  /** Per partition whose fence the store found stale, the fence it refused. */
   readonly lost: ReadonlyMap<number, Fence>;
   /** Applied changes whose stored entry came back below the owner's count (countedEntry). */
   readonly repaired: number;

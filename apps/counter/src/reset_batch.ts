@@ -142,7 +142,7 @@ export interface AnsweredResets {
   readonly answers: Array<{ readonly pending: PendingReset; readonly reply: NodeReply }>;
   /** Published before any answer: an acknowledged reset must reach every watcher even if this node dies right after. */
   readonly durable: readonly DurableUpdate[];
-  /** Per partition found lost, the fence the store refused. */
+  /** Per partition whose fence the store found stale, the fence it refused. */
   readonly lost: Map<number, Fence>;
   readonly outcomes: Array<{ readonly kind: "reset" | "delete"; readonly outcome: IncrementOutcome["kind"] }>;
   readonly repaired: number;
