@@ -1,18 +1,10 @@
 import { Writable } from "node:stream";
 import { pino } from "pino";
-import { afterEach, describe, expect, test } from "vitest";
-import type { Bootstrap } from "../src/bootstrap.js";
-import { DISCOVERY_MS, P, RETRY_MS, setUpBootstrap, type BootstrapSetup } from "./bootstrap_setup.js";
+import { describe, expect, test } from "vitest";
+import { DISCOVERY_MS, P, RETRY_MS, useBootstrap } from "./bootstrap_setup.js";
 
 describe("counter - bootstrap", () => {
-  let bootstrap: Bootstrap | undefined;
-  afterEach(() => bootstrap?.stop());
-
-  async function setUp(opts: BootstrapSetup = {}) {
-    const set = await setUpBootstrap(opts);
-    bootstrap = set.b;
-    return set;
-  }
+  const setUp = useBootstrap();
 
   test("counter - alone (embedded), a partition never bootstrapped serves at once and is marked", async () => {
     const { clock, store, served, requests, b } = await setUp({ alone: true });

@@ -5,19 +5,18 @@
  * serve without its fence.
  */
 import { MemoryStore, StoreError, type Fence } from "@livecount/store";
-import { afterEach, describe, expect, test } from "vitest";
-import type { ManualClock } from "../../../test/support/manual_clock.js";
-import type { Bootstrap } from "../src/bootstrap.js";
-import { P, RETRY_MS, setUpBootstrap, type BootstrapSetup } from "./bootstrap_setup.js";
+import { describe, expect, test } from "vitest";
+import { P, RETRY_MS, useBootstrap } from "./bootstrap_setup.js";
 
 describe("counter - bootstrap across a lease that ran out here", () => {
-  let bootstrap: Bootstrap | undefined;
-  afterEach(() => bootstrap?.stop());
+  const setUp = useBootstrap();
 
-  async function setUp(opts: BootstrapSetup = {}) {
-    const set = await setUpBootstrap(opts);
-    bootstrap = set.b;
-    return set;
+  /** Alone with no peer to wait for, P taken: its bootstrap mark is being written (GatedStore). */
+  async function markBeingWritten() {
+    const set = await setUp({ store: (clock) => new GatedStore({ now: () => clock.now() }), discoveryMs: 0 });
+    void set.b.partitionHeld(P);
+    await set.clock.advance(0);
+    return { ...set, gate: set.store as GatedStore };
   }
 
   test("counter - a lease that ran out while the mark was read: the partition serves once a late renewal brings its fence back", async () => {
@@ -89,14 +88,8 @@ describe("counter - bootstrap across a lease that ran out here", () => {
   });
 
   test("counter - a partition dropped while its mark is written does not serve; taken again, it serves with its new fence", async () => {
-    const { clock, store, fences, served, servedWith, b } = await setUp({
-      store: gatedStore,
-      discoveryMs: 0,
-    });
-    const gate = store as GatedStore;
+    const { clock, gate, fences, served, servedWith, b } = await markBeingWritten();
     const fence = fences.get(P)!;
-    void b.partitionHeld(P);
-    await clock.advance(0);
     fences.delete(P);
     b.partitionDropped(P);
     gate.open();
@@ -111,10 +104,7 @@ describe("counter - bootstrap across a lease that ran out here", () => {
   });
 
   test("counter - a partition dropped while its mark is written, the mark failing, is not synced again", async () => {
-    const { clock, store, fences, live, requests, b } = await setUp({ store: gatedStore, discoveryMs: 0 });
-    const gate = store as GatedStore;
-    void b.partitionHeld(P);
-    await clock.advance(0);
+    const { clock, gate, fences, live, requests, b } = await markBeingWritten();
     fences.delete(P);
     b.partitionDropped(P);
     live.push("dc2");
@@ -126,14 +116,8 @@ describe("counter - bootstrap across a lease that ran out here", () => {
   });
 
   test("counter - a lease that ran out while the mark was written: it serves with its fence once a late renewal brings it back", async () => {
-    const { clock, store, fences, served, servedWith, b } = await setUp({
-      store: gatedStore,
-      discoveryMs: 0,
-    });
-    const gate = store as GatedStore;
+    const { clock, gate, fences, served, servedWith } = await markBeingWritten();
     const fence = fences.get(P)!;
-    void b.partitionHeld(P);
-    await clock.advance(0);
     fences.delete(P);
     gate.open();
     await clock.advance(RETRY_MS * 2);
@@ -165,8 +149,4 @@ class GatedStore extends MemoryStore {
   fail(): void {
     this.#gate!.fail(new StoreError("redis markBootstrapped failed: Command timed out"));
   }
-}
-
-function gatedStore(clock: ManualClock): MemoryStore {
-  return new GatedStore({ now: () => clock.now() });
 }

@@ -1,5 +1,6 @@
 import { silentLogger, type Logger } from "@livecount/runtime";
 import { MemoryStore, type Fence } from "@livecount/store";
+import { afterEach } from "vitest";
 import { ManualClock } from "../../../test/support/manual_clock.js";
 import { Bootstrap } from "../src/bootstrap.js";
 
@@ -18,6 +19,17 @@ export interface BootstrapSetup {
   discoveryMs?: number;
   /** The node's store (default: a MemoryStore on the test's clock). */
   store?: (clock: ManualClock) => MemoryStore;
+}
+
+/** Sets up a Bootstrap per test (setUpBootstrap) and stops it after the test. Call inside `describe`. */
+export function useBootstrap(): (opts?: BootstrapSetup) => ReturnType<typeof setUpBootstrap> {
+  let bootstrap: Bootstrap | undefined;
+  afterEach(() => bootstrap?.stop());
+  return async (opts = {}) => {
+    const set = await setUpBootstrap(opts);
+    bootstrap = set.b;
+    return set;
+  };
 }
 
 /**

@@ -7,7 +7,7 @@ import { decodeMessage } from "@livecount/protocol";
 import { partitionOf } from "@livecount/ring";
 import { MemoryStore, StoreError, type Fence, type Lease, type PageRecord } from "@livecount/store";
 import { afterEach, describe, expect, test } from "vitest";
-import { DcSimulation, SIM_ENV, type DropRule } from "../../../test/support/dc_simulation.js";
+import { DcSimulation, SIM_ENV, type DropRule, type SimDc } from "../../../test/support/dc_simulation.js";
 import type { ManualClock } from "../../../test/support/manual_clock.js";
 import { expectEverywhere } from "./expect_everywhere.js";
 
@@ -117,6 +117,19 @@ describe("counter - convergence across data centers (simulated clock)", () => {
   let sim: DcSimulation;
   afterEach(async () => sim.stop());
 
+  /** A new simulation of dc1 and dc2, which expects dc1 as its peer: neither started nor linked. */
+  function newPair() {
+    sim = new DcSimulation();
+    return { dc1: sim.add("dc1"), dc2: sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" }) };
+  }
+
+  /** Starts dc1 alone and gives each of the 30 learnt pages a like there; 2 s of clock pass. */
+  async function seedDc1(dc1: SimDc): Promise<void> {
+    await sim.startAll(["dc1"]);
+    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
+    await sim.run(2_000);
+  }
+
   /**
    * dc1 holds 30 pages with a like each; dc2, expecting dc1 as its peer, starts on an empty store
    * once `beforeLink` has set the link's conditions (given `lateDc`'s store, whose bucket digests
@@ -128,14 +141,10 @@ describe("counter - convergence across data centers (simulated clock)", () => {
     beforeLink: (late: LateBucketsStore) => void,
     settleMs: number,
   ): Promise<number> {
-    sim = new DcSimulation();
-    const dc1 = sim.add("dc1");
-    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const { dc1, dc2 } = newPair();
     const late = new LateBucketsStore(sim.clock);
     if (lateDc !== undefined) sim.dc(lateDc).store = late;
-    await sim.startAll(["dc1"]);
-    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
-    await sim.run(2_000);
+    await seedDc1(dc1);
     beforeLink(late);
     const linkedAt = sim.clock.now();
     sim.link("dc1", "dc2");
@@ -188,14 +197,10 @@ describe("counter - convergence across data centers (simulated clock)", () => {
   ])(
     "counter - a new DC bootstrapping while its leases ran out in its own view (%s) loses nothing that came meanwhile",
     async (_, markReadDelayMs, transferMs) => {
-      sim = new DcSimulation();
-      const dc1 = sim.add("dc1");
-      const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+      const { dc1, dc2 } = newPair();
       const late = new LateRenewalStore(sim.clock);
       dc2.store = late;
-      await sim.startAll(["dc1"]);
-      for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
-      await sim.run(2_000);
+      await seedDc1(dc1);
       // dc2's first renewal, as it takes its partitions, is answered 9.7 s later: its 8 s leases run
       // out in its own view from 8 s to 9.7 s, though nobody takes them. dc1's transfers take
       // `transferMs` to arrive.
@@ -219,14 +224,10 @@ describe("counter - convergence across data centers (simulated clock)", () => {
   );
 
   test("counter - a transfer the store refused in part (the partition taken and handed back meanwhile) teaches nothing: the partition learns again", async () => {
-    sim = new DcSimulation();
-    const dc1 = sim.add("dc1");
-    const dc2 = sim.add("dc2", { LIVECOUNT_PEER_DCS: "dc1" });
+    const { dc1, dc2 } = newPair();
     const store = new TakenOnceStore(sim.clock);
     dc2.store = store;
-    await sim.startAll(["dc1"]);
-    for (const page of LEARNT) await dc1.increment(page, "likes", 1, `k-${page}`);
-    await sim.run(2_000);
+    await seedDc1(dc1);
     sim.link("dc1", "dc2");
     await dc2.launch();
     await sim.until(() => dc2.node!.ready, "dc2 bootstrapped");
